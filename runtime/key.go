@@ -1,0 +1,17 @@
+package runtime
+
+import (
+	"encoding/base64"
+	"strconv"
+)
+
+// KeyFromInt formats a signed integer idempotency key field.
+func KeyFromInt(v int64) string { return strconv.FormatInt(v, 10) }
+
+// KeyFromUint formats an unsigned integer idempotency key field.
+func KeyFromUint(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// KeyFromBytes formats a bytes idempotency key field as unpadded URL-safe
+// base64, so that any value travels in gRPC metadata. An empty field gives an
+// empty key.
+func KeyFromBytes(v []byte) string { return base64.RawURLEncoding.EncodeToString(v) }

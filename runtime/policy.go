@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// SupportPackageIsVersion1 is referenced by generated code so that a file
+// generated for a runtime this package no longer supports fails to compile
+// with a message that names the mismatch. It is never removed; a new version
+// is added beside it.
+const SupportPackageIsVersion1 = true
+
+// CodeSet is a set of gRPC status codes, one bit per code.
+type CodeSet uint32
+
+// CodesOf returns the set holding the given codes.
+func CodesOf(cs ...codes.Code) CodeSet {
+	var s CodeSet
+	for _, c := range cs {
+		if c < 32 {
+			s |= 1 << c
+		}
+	}
+	return s
+}
+
+// Has reports whether c is in the set.
+func (s CodeSet) Has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
+
+// String lists the codes by name, as in "[UNAVAILABLE DEADLINE_EXCEEDED]".
+func (s CodeSet) String() string {
+	var names []string
+	for c := codes.Code(0); c < 32; c++ {
+		if s.Has(c) {
+			names = append(names, CodeName(c))
+		}
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+// CodeName returns the canonical upper-case name of a code, as used in the
+// .proto annotations and in gRPC service config: "UNAVAILABLE".
+func CodeName(c codes.Code) string {
+	if c > codes.Unauthenticated {
+		return fmt.Sprintf("CODE(%d)", uint32(c))
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+// ParseCode returns the code with the given canonical name ("UNAVAILABLE").
+func ParseCode(name string) (codes.Code, bool) {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if CodeName(c) == name {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// ServicePolicy is the compiled policy of one service: the dependency a
+// client calls. Generated code holds one as a Go literal; NewClient turns it
+// into the shared state of one client.
+type ServicePolicy struct {
+	// Name is the full name of the service ("example.inventory.v1.InventoryService").
+	// It names the dependency in errors, logs and metrics.
+	Name string
+	// Budget bounds the retries of every method of the service together.
+	// It is used only by methods that retry; nil means the defaults of
+	// DefaultBudget.
+	Budget *BudgetPolicy
+	// Breaker is the circuit breaker shared by every method that has no
+	// breaker of its own. Nil means none.
+	Breaker *BreakerPolicy
+	// Bulkhead is the bulkhead shared by every method that has no bulkhead of
+	// its own. Nil means none.
+	Bulkhead *BulkheadPolicy
+	// Methods holds one policy per method, in the order of the .proto file.
+	Methods []MethodPolicy
+}
+
+// Kind is the kind of an RPC.
+type Kind uint8
+
+// The four kinds of RPC.
+const (
+	KindUnary Kind = iota
+	KindClientStreaming
+	KindServerStreaming
+	KindBidiStreaming
+)
+
+// MethodPolicy is the compiled policy of one method.
+type MethodPolicy struct {
+	// Name is the full method name as gRPC sends it: "/pkg.Service/Method".
+	Name string
+	// Kind is the kind of RPC.
+	Kind Kind
+	// Idempotent says whether the method may be repeated.
+	Idempotent bool
+	// IdempotencyKey is the request field sent as the idempotency-key
+	// metadata, empty for none. It is informative: generated code extracts
+	// the value.
+	IdempotencyKey string
+	// Timeout is the limit of one attempt; 0 means none.
+	Timeout time.Duration
+	// OverallTimeout is the limit of the whole call, retries included; 0
+	// means none.
+	OverallTimeout time.Duration
+	// Retry, when not nil, repeats failed attempts.
+	Retry *RetryPolicy
+	// Breaker, when not nil, gives the method a breaker of its own instead of
+	// the service's.
+	Breaker *BreakerPolicy
+	// Bulkhead, when not nil, gives the method a bulkhead of its own instead
+	// of the service's.
+	Bulkhead *BulkheadPolicy
+}
+
+// RetryPolicy says when and how often a failed attempt is repeated.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts in all, the first included.
+	MaxAttempts int
+	// InitialBackoff bounds the first wait; each wait is drawn uniformly in
+	// [0, bound) (full jitter).
+	InitialBackoff time.Duration
+	// MaxBackoff caps the bound.
+	MaxBackoff time.Duration
+	// Multiplier grows the bound after each retry.
+	Multiplier float64
+	// RetryableCodes are the codes after which an attempt is repeated.
+	RetryableCodes CodeSet
+}
+
+// BudgetPolicy caps the retries towards a dependency: over Window, retries
+// may not exceed Ratio times the requests, plus MinRetries.
+type BudgetPolicy struct {
+	Ratio      float64
+	MinRetries int
+	Window     time.Duration
+}
+
+// DefaultBudget is the retry budget of a service that retries without
+// setting one: 10 % of the requests plus 10 retries per 10 s.
+var DefaultBudget = BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}
+
+// BreakerPolicy configures a circuit breaker.
+type BreakerPolicy struct {
+	// FailureRatio is the share of failures in the window at which the
+	// breaker opens, in (0, 1].
+	FailureRatio float64
+	// MinimumCalls is the number of calls the window must hold before the
+	// ratio is judged.
+	MinimumCalls int
+	// Window is the sliding window of outcomes.
+	Window time.Duration
+	// CoolDown is how long the breaker stays open before probing.
+	CoolDown time.Duration
+	// HalfOpenProbes is the number of probes let through when half-open.
+	HalfOpenProbes int
+	// SlowCallThreshold, when positive, makes a success slower than it a
+	// failure.
+	SlowCallThreshold time.Duration
+	// FailureCodes are the codes that count as failures of the dependency.
+	FailureCodes CodeSet
+}
+
+// BulkheadPolicy configures a bulkhead.
+type BulkheadPolicy struct {
+	// Permits is the number of calls in flight at once.
+	Permits int
+	// MaxWait is how long a call may wait for a permit; 0 refuses at once.
+	MaxWait time.Duration
+}
