@@ -2,48 +2,160 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
 
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 )
 
 // Client holds the state a generated client shares between its methods:
 // the circuit breakers, the bulkheads and the retry budget of one
-// dependency. It is safe for concurrent use.
+// dependency. Each generated client has its own; it is safe for concurrent
+// use.
 type Client struct {
-	policy  *ServicePolicy
+	policy  ServicePolicy
+	clock   Clock
+	logger  *slog.Logger
+	base    time.Time
+	budget  *Budget
 	methods []*Method
+	byName  map[string]*Method
 }
 
 // Method is the compiled, ready-to-run policy of one method of a Client.
 type Method struct {
-	client *Client
-	policy *MethodPolicy
-}
-
-// NewClient builds the shared state for the service described by p. It
-// checks the policy and refuses one that cannot be applied.
-func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
-	panic("TODO")
-}
-
-// Method returns the method at index i of the policy's Methods.
-func (c *Client) Method(i int) *Method { return c.methods[i] }
-
-// Conn wraps cc so that streams opened through it get the timeout, breaker
-// and bulkhead of their method. Unary calls pass through unchanged: generated
-// code applies their policy with Unary.
-func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
-	panic("TODO")
-}
-
-// Unary runs one unary call under the method's policy.
-func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
-	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	panic("TODO")
+	client   *Client
+	policy   *MethodPolicy
+	breaker  *Breaker  // the method's own, or the service's; nil for none
+	bulkhead *Bulkhead // likewise
+	budget   *Budget   // nil unless the method retries
 }
 
 // Option configures a Client.
 type Option func(*options)
 
-type options struct{}
+type options struct {
+	clock  Clock
+	logger *slog.Logger
+}
+
+// WithClock sets the clock of the breakers and the retry budget (default:
+// the system clock). Tests use it to drive the cool-down and the windows.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger that receives breaker transitions (default:
+// none, nothing is logged).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// NewClient builds the shared state for the service described by p. It
+// checks the policy and refuses one that cannot be applied, naming the
+// field. p is copied: later changes to it have no effect.
+func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
+	if p == nil {
+		return nil, errors.New("resilient: NewClient: nil policy")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("resilient: NewClient(%s): option %d is nil", p.Name, i)
+		}
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = realClock{}
+	}
+	c := &Client{policy: *p, clock: o.clock, logger: o.logger, base: o.clock.Now()}
+	c.policy.Methods = append([]MethodPolicy(nil), p.Methods...)
+	c.byName = make(map[string]*Method, len(p.Methods))
+
+	var shared *Breaker
+	if p.Breaker != nil {
+		shared = c.newBreaker(*p.Breaker, "")
+	}
+	var sharedBulkhead *Bulkhead
+	if p.Bulkhead != nil {
+		sharedBulkhead = NewBulkhead(*p.Bulkhead)
+	}
+	for i := range c.policy.Methods {
+		mp := &c.policy.Methods[i]
+		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead}
+		if mp.Breaker != nil {
+			m.breaker = c.newBreaker(*mp.Breaker, mp.Name)
+		}
+		if mp.Bulkhead != nil {
+			m.bulkhead = NewBulkhead(*mp.Bulkhead)
+		}
+		if mp.Retry != nil && mp.Retry.MaxAttempts > 1 {
+			if c.budget == nil {
+				bp := DefaultBudget
+				if p.Budget != nil {
+					bp = *p.Budget
+				}
+				c.budget = NewBudget(bp, c.base)
+			}
+			m.budget = c.budget
+		}
+		c.methods = append(c.methods, m)
+		c.byName[mp.Name] = m
+	}
+	return c, nil
+}
+
+func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
+	return NewBreaker(p, c.base, func(from, to State) {
+		if c.logger == nil {
+			return
+		}
+		attrs := []any{"dependency", c.policy.Name, "from", from.String(), "to", to.String()}
+		if method != "" {
+			attrs = append(attrs, "method", method)
+		}
+		level := slog.LevelInfo
+		if to == StateOpen {
+			level = slog.LevelWarn
+		}
+		c.logger.Log(context.Background(), level, "circuit breaker "+to.String(), attrs...)
+	})
+}
+
+// Policy returns the policy the client applies.
+func (c *Client) Policy() *ServicePolicy { return &c.policy }
+
+// Method returns the method at index i of the policy's Methods.
+func (c *Client) Method(i int) *Method { return c.methods[i] }
+
+// BreakerState returns the state of the breaker the named method
+// ("/pkg.Service/Method") goes through, and false when it has none.
+func (c *Client) BreakerState(method string) (State, bool) {
+	m := c.byName[method]
+	if m == nil || m.breaker == nil {
+		return StateClosed, false
+	}
+	return m.breaker.State(c.clock.Now()), true
+}
+
+// BulkheadInUse returns the permits taken in the bulkhead the named method
+// goes through, and false when it has none.
+func (c *Client) BulkheadInUse(method string) (int, bool) {
+	m := c.byName[method]
+	if m == nil || m.bulkhead == nil {
+		return 0, false
+	}
+	return m.bulkhead.InUse(), true
+}
+
+// Policy returns the method's policy.
+func (m *Method) Policy() *MethodPolicy { return m.policy }
+
+func (m *Method) dependency() string { return m.client.policy.Name }
+
+// nilRequestError is returned for a nil request: gRPC would send an empty
+// message, which is never what the caller meant.
+func nilRequestError(method string) error {
+	return misuseError(codes.InvalidArgument, method, "nil request")
+}

@@ -1,0 +1,49 @@
+package runtime
+
+import (
+	"sync"
+	"time"
+)
+
+// Budget is a retry budget: over a sliding window, the retries towards a
+// dependency may not exceed Ratio times the requests plus MinRetries. Under
+// a total outage it holds the load on the dependency to about (1 + Ratio)
+// times the requests, where unbudgeted retries would multiply it by the
+// number of attempts.
+//
+// Counting a request takes no lock; deciding a retry takes the budget's
+// mutex, so that concurrent retries can never overdraw it.
+type Budget struct {
+	p    BudgetPolicy
+	base time.Time
+	w    *window // a: requests, b: retries
+	mu   sync.Mutex
+}
+
+// NewBudget returns an empty budget whose window counts from base.
+func NewBudget(p BudgetPolicy, base time.Time) *Budget {
+	return &Budget{p: p, base: base, w: newWindow(p.Window)}
+}
+
+// Request counts one request (a call, not an attempt) at now.
+func (b *Budget) Request(now time.Time) { b.w.add(nanos(now, b.base), 1, 0) }
+
+// TryRetry reports whether one more retry fits in the budget at now, and if
+// so counts it.
+func (b *Budget) TryRetry(now time.Time) bool {
+	n := nanos(now, b.base)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	requests, retries := b.w.sum(n)
+	if float64(retries+1) > b.p.Ratio*float64(requests)+float64(b.p.MinRetries) {
+		return false
+	}
+	b.w.add(n, 0, 1)
+	return true
+}
+
+// Available returns how many retries the budget would allow at now.
+func (b *Budget) Available(now time.Time) int {
+	requests, retries := b.w.sum(nanos(now, b.base))
+	return max(0, int(b.p.Ratio*float64(requests)+float64(b.p.MinRetries))-int(retries))
+}

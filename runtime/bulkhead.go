@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Bulkhead bounds the calls in flight towards a dependency to Permits, so
+// that a slow dependency holds at most that many of the caller's goroutines.
+// A call that finds every permit taken waits at most MaxWait (and never past
+// its context) for one, then is refused.
+//
+// Taking and returning a permit is one atomic operation while permits are
+// free and nobody waits; the mutex is used only to queue and wake waiters.
+type Bulkhead struct {
+	permits int64
+	maxWait time.Duration
+
+	inUse   atomic.Int64
+	waiting atomic.Int64
+	mu      sync.Mutex
+	queue   []chan struct{} // FIFO; a closed channel has been handed a permit
+}
+
+// NewBulkhead returns a bulkhead with every permit free.
+func NewBulkhead(p BulkheadPolicy) *Bulkhead {
+	return &Bulkhead{permits: int64(p.Permits), maxWait: p.MaxWait}
+}
+
+// InUse returns the number of permits taken.
+func (b *Bulkhead) InUse() int { return int(b.inUse.Load()) }
+
+func (b *Bulkhead) tryAcquire() bool {
+	for {
+		n := b.inUse.Load()
+		if n >= b.permits {
+			return false
+		}
+		if b.inUse.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Acquire takes a permit, waiting up to MaxWait for one. It returns false
+// when none could be had in that time or before ctx ended, and how long it
+// waited. A successful Acquire must be paired with one Release.
+func (b *Bulkhead) Acquire(ctx context.Context) (bool, time.Duration) {
+	if b.tryAcquire() {
+		return true, 0
+	}
+	if b.maxWait <= 0 {
+		return false, 0
+	}
+	start := time.Now()
+	ch := make(chan struct{})
+	b.mu.Lock()
+	b.queue = append(b.queue, ch)
+	b.waiting.Add(1)
+	b.mu.Unlock()
+	// A permit returned between the failed try and the queueing saw nobody
+	// waiting and was not handed over: try once more now that we are queued.
+	if b.tryAcquire() {
+		if !b.leave(ch) {
+			b.Release() // handed a second permit meanwhile: give it back
+		}
+		return true, time.Since(start)
+	}
+	timer := time.NewTimer(b.maxWait)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return true, time.Since(start)
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if !b.leave(ch) {
+		// Handed a permit just as the wait ended: the call may proceed.
+		return true, time.Since(start)
+	}
+	return false, time.Since(start)
+}
+
+// leave takes ch out of the queue. It returns false if ch had already been
+// handed a permit.
+func (b *Bulkhead) leave(ch chan struct{}) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, c := range b.queue {
+		if c == ch {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			b.waiting.Add(-1)
+			return true
+		}
+	}
+	return false
+}
+
+// Release returns a permit, handing it to the longest waiter if any.
+func (b *Bulkhead) Release() {
+	b.inUse.Add(-1)
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	for len(b.queue) > 0 && b.tryAcquire() {
+		ch := b.queue[0]
+		b.queue = b.queue[1:]
+		b.waiting.Add(-1)
+		close(ch)
+	}
+	b.mu.Unlock()
+}

@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The sentinels below match, with errors.Is, the errors the runtime returns
+// when it refuses a call or a retry itself, without the dependency having
+// answered. Those errors are also gRPC status errors, so status.Code keeps
+// working on them.
+var (
+	// ErrCircuitOpen: the circuit breaker towards the dependency is open (or
+	// half-open with every probe taken). Code UNAVAILABLE.
+	ErrCircuitOpen = errors.New("circuit breaker open")
+	// ErrBulkheadFull: every permit of the bulkhead was taken for longer than
+	// the policy lets a call wait. Code RESOURCE_EXHAUSTED.
+	ErrBulkheadFull = errors.New("bulkhead full")
+	// ErrBudgetExhausted: a retry was refused because the dependency's retry
+	// budget was spent. The error carries the code and message of the last
+	// attempt, which is what the caller is told.
+	ErrBudgetExhausted = errors.New("retry budget exhausted")
+)
+
+// Error is an error of the runtime's own making: a refusal (see the
+// sentinels) or a bad use of the API. It is a gRPC status error, it matches
+// its sentinel and its cause with errors.Is, and it says which dependency and
+// method it concerns and, for a refusal, when trying again may help.
+type Error struct {
+	// Code is the gRPC code the error reports through status.Code.
+	Code codes.Code
+	// Dependency is the full name of the service called.
+	Dependency string
+	// Method is the full method name ("/pkg.Service/Method"), when known.
+	Method string
+	// Reason is the sentinel the error matches, nil for a bad use of the API.
+	Reason error
+	// RetryAfter is how long the refusal is expected to last, 0 if unknown.
+	RetryAfter time.Duration
+	// Cause is the last error the dependency returned before the refusal,
+	// if any.
+	Cause error
+	// Detail says what happened, in a sentence.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	msg := "resilient: " + e.Detail
+	if e.Method != "" {
+		msg += " (" + e.Method + ")"
+	}
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf("; retry in %s", e.RetryAfter.Round(time.Millisecond))
+	}
+	if e.Cause != nil {
+		msg += "; last error: " + e.Cause.Error()
+	}
+	return msg
+}
+
+// GRPCStatus makes the error a gRPC status error.
+func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Error()) }
+
+// Unwrap returns the sentinel and the cause, for errors.Is and errors.As.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Reason != nil && e.Cause != nil:
+		return []error{e.Reason, e.Cause}
+	case e.Reason != nil:
+		return []error{e.Reason}
+	case e.Cause != nil:
+		return []error{e.Cause}
+	}
+	return nil
+}
+
+func circuitOpenError(dep, method string, retryAfter time.Duration, cause error) error {
+	return &Error{Code: codes.Unavailable, Dependency: dep, Method: method, Reason: ErrCircuitOpen,
+		RetryAfter: retryAfter, Cause: cause, Detail: "circuit breaker open towards " + dep}
+}
+
+func bulkheadFullError(dep, method string, permits int, waited time.Duration) error {
+	return &Error{Code: codes.ResourceExhausted, Dependency: dep, Method: method, Reason: ErrBulkheadFull,
+		Detail: fmt.Sprintf("bulkhead towards %s full: %d calls in flight, waited %s", dep, permits, waited)}
+}
+
+// budgetExhaustedError keeps the code of the last real error: that is the
+// answer; the refused retry only explains why there is no other.
+func budgetExhaustedError(dep, method string, last error) error {
+	return &Error{Code: status.Code(last), Dependency: dep, Method: method, Reason: ErrBudgetExhausted,
+		Cause: last, Detail: "retry budget towards " + dep + " exhausted"}
+}
+
+func misuseError(code codes.Code, method, detail string) error {
+	return &Error{Code: code, Method: method, Detail: detail}
+}
+
+func statusFromContext(err error) error { return status.FromContextError(err).Err() }

@@ -1,0 +1,144 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+// Conn wraps cc so that streams opened through it get their method's
+// bulkhead, circuit breaker and timeout. Unary calls pass through unchanged:
+// generated code applies their policy with Unary.
+//
+// A stream holds its bulkhead permit until it ends (an error or io.EOF from
+// RecvMsg, or its context ending). Its outcome is told to the breaker once:
+// at the first message received (a success) or at the end, whichever comes
+// first. The method's OverallTimeout, or else its Timeout, bounds the whole
+// stream. Streams are never retried.
+func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+	return &conn{cc: cc, c: c}
+}
+
+type conn struct {
+	cc grpc.ClientConnInterface
+	c  *Client
+}
+
+func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return w.cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	m := w.c.byName[method]
+	if m == nil {
+		return w.cc.NewStream(ctx, desc, method, opts...)
+	}
+	if ctx == nil {
+		return nil, misuseError(codes.InvalidArgument, method, "nil context")
+	}
+	s := &stream{m: m, callerCtx: ctx}
+	if bh := m.bulkhead; bh != nil {
+		ok, waited := bh.Acquire(ctx)
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return nil, statusFromContext(err)
+			}
+			return nil, bulkheadFullError(m.dependency(), method, int(bh.permits), waited)
+		}
+		s.bulkhead = bh
+	}
+	if br := m.breaker; br != nil {
+		s.start = w.c.clock.Now()
+		t, retryAfter, ok := br.Allow(s.start)
+		if !ok {
+			s.release()
+			return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
+		}
+		s.breaker, s.ticket = br, t
+	}
+	limit := m.policy.OverallTimeout
+	if limit == 0 {
+		limit = m.policy.Timeout
+	}
+	var sctx context.Context
+	if limit > 0 {
+		sctx, s.cancel = context.WithTimeout(ctx, limit)
+	} else {
+		sctx, s.cancel = context.WithCancel(ctx)
+	}
+	// Whatever the caller does with the stream, the end of its context frees
+	// the permit (finish runs once; a later call is a no-op).
+	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
+	cs, err := w.cc.NewStream(sctx, desc, method, opts...)
+	if err != nil {
+		s.finish(err)
+		return nil, err
+	}
+	s.ClientStream = cs
+	return s, nil
+}
+
+// stream is a grpc.ClientStream that tells its method's breaker and
+// bulkhead when it ends.
+type stream struct {
+	grpc.ClientStream
+	m         *Method
+	callerCtx context.Context
+	bulkhead  *Bulkhead
+	breaker   *Breaker
+	ticket    Ticket
+	start     time.Time
+	cancel    context.CancelFunc
+
+	once     sync.Once
+	mu       sync.Mutex
+	recorded bool // guarded by mu
+}
+
+func (s *stream) RecvMsg(msg any) error {
+	err := s.ClientStream.RecvMsg(msg)
+	if err != nil {
+		if err == io.EOF {
+			s.finish(nil)
+		} else {
+			s.finish(err)
+		}
+		return err
+	}
+	s.record(nil)
+	return nil
+}
+
+// record tells the breaker the stream's outcome, once.
+func (s *stream) record(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recorded || s.breaker == nil {
+		s.recorded = true
+		return
+	}
+	s.recorded = true
+	now := s.m.client.clock.Now()
+	s.breaker.Done(s.ticket, classify(s.callerCtx, err, s.breaker.p.FailureCodes), now.Sub(s.start), now)
+}
+
+// finish ends the stream's hold on the runtime: records its outcome if not
+// yet done, frees its permit and its context.
+func (s *stream) finish(err error) {
+	s.once.Do(func() {
+		s.record(err)
+		s.cancel()
+		s.release()
+	})
+}
+
+func (s *stream) release() {
+	if s.bulkhead != nil {
+		s.bulkhead.Release()
+		s.bulkhead = nil
+	}
+}

@@ -1,0 +1,197 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// IdempotencyKeyHeader is the metadata key that carries a method's
+// idempotency key, identical on every attempt of a call.
+const IdempotencyKeyHeader = "idempotency-key"
+
+// Unary runs one unary call under the method's policy. Generated code calls
+// it; call is the plain generated client's method, fallback the optional
+// typed fallback.
+//
+// The layers, outside in: fallback, bulkhead, overall limit, retry loop
+// (retry budget, backoff with full jitter, never past the deadline), circuit
+// breaker (admits each attempt, records its outcome), per-attempt timeout,
+// the call. key is the request's idempotency key ("" for none): it is sent
+// as idempotency-key metadata on every attempt, and without it a method that
+// is not idempotent is never retried.
+func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
+	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
+	if m == nil {
+		return nil, misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
+	}
+	if ctx == nil {
+		return nil, misuseError(codes.InvalidArgument, m.policy.Name, "nil context")
+	}
+	if req == nil {
+		return nil, nilRequestError(m.policy.Name)
+	}
+	resp, err := unary(ctx, m, key, req, opts, call)
+	if err != nil && fallback != nil && fallbackApplies(ctx, err) {
+		return fallback(ctx, req, err)
+	}
+	return resp, err
+}
+
+// unary is Unary without the checks and the fallback.
+func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+	p := m.policy
+	if bh := m.bulkhead; bh != nil {
+		ok, waited := bh.Acquire(ctx)
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return nil, statusFromContext(err)
+			}
+			return nil, bulkheadFullError(m.dependency(), p.Name, int(bh.permits), waited)
+		}
+		defer bh.Release()
+	}
+	if p.OverallTimeout > 0 {
+		var cancel context.CancelFunc
+		if ctx, cancel = shorten(ctx, p.OverallTimeout); cancel != nil {
+			defer cancel()
+		}
+	}
+	if key != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
+	}
+	c := m.client
+	retry := p.Retry
+	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || key != "")
+	if retries {
+		m.budget.Request(c.clock.Now())
+	}
+	var last error
+	for attempt := 1; ; attempt++ {
+		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, opts, call)
+		if refused {
+			// An open breaker is a final answer, not something to retry.
+			return nil, circuitOpenError(m.dependency(), p.Name, retryAfter, last)
+		}
+		if err == nil {
+			return resp, nil
+		}
+		last = err
+		if !retries || attempt >= retry.MaxAttempts || ctx.Err() != nil ||
+			!retry.RetryableCodes.Has(status.Code(err)) {
+			return nil, err
+		}
+		wait := Backoff(retry, attempt)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return nil, err // the retry could not start before the deadline
+		}
+		if !m.budget.TryRetry(c.clock.Now()) {
+			return nil, budgetExhaustedError(m.dependency(), p.Name, err)
+		}
+		if !sleep(ctx, wait) {
+			return nil, err
+		}
+	}
+}
+
+// attemptOnce makes one attempt through the breaker and the per-attempt
+// timeout. refused is true when the breaker did not let it through, with
+// how long the refusal is expected to last.
+func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
+	br := m.breaker
+	var ticket Ticket
+	var start time.Time
+	if br != nil {
+		var ok bool
+		start = m.client.clock.Now()
+		if ticket, retryAfter, ok = br.Allow(start); !ok {
+			return nil, nil, true, retryAfter
+		}
+	}
+	actx := ctx
+	if t := m.policy.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		if actx, cancel = shorten(ctx, t); cancel != nil {
+			defer cancel()
+		}
+	}
+	resp, err = call(actx, req, opts...)
+	if br != nil {
+		now := m.client.clock.Now()
+		br.Done(ticket, classify(ctx, err, br.p.FailureCodes), now.Sub(start), now)
+	}
+	return resp, err, false, 0
+}
+
+// classify tells the breaker what an attempt's result says about the
+// dependency. ctx is the call's context, outside the attempt's own timeout.
+func classify(ctx context.Context, err error, failures CodeSet) Outcome {
+	if err == nil {
+		return Success
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return Ignored // the caller gave up: nothing is known of the dependency
+	}
+	if failures.Has(status.Code(err)) {
+		return Failure
+	}
+	return Success
+}
+
+// shorten returns ctx limited to d from now, or ctx itself (and a nil
+// cancel) when its deadline is already as short: no context is made for
+// nothing.
+func shorten(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// sleep waits for d or until ctx ends; it reports whether the wait ran to
+// its end.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fallbackApplies reports whether a failed call may be answered by the
+// fallback: a failure of the dependency or a refusal of the runtime, not an
+// answer of the dependency (NOT_FOUND, INVALID_ARGUMENT, …) and not the
+// caller's own cancellation.
+func fallbackApplies(ctx context.Context, err error) bool {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return false
+	}
+	return !isAnswer(status.Code(err))
+}
+
+// isAnswer reports whether a code is the dependency's answer to the
+// request rather than a failure to give one: repeating the request would
+// give the same answer.
+func isAnswer(c codes.Code) bool {
+	switch c {
+	case codes.OK, codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.PermissionDenied, codes.FailedPrecondition, codes.Aborted, codes.OutOfRange,
+		codes.Unimplemented, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
