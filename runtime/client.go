@@ -39,6 +39,16 @@ type Option func(*options)
 type options struct {
 	clock  Clock
 	logger *slog.Logger
+	edits  []func(*ServicePolicy)
+}
+
+// WithPolicy edits the policy before the client is built: edit receives a
+// deep copy of the annotated policy (the generated literal is never
+// changed), and the result is validated like the annotations. Several edits
+// apply in order. It is how a program applies operator overrides or runs
+// the same client under another policy, as the cascade demonstration does.
+func WithPolicy(edit func(p *ServicePolicy)) Option {
+	return func(o *options) { o.edits = append(o.edits, edit) }
 }
 
 // WithClock sets the clock of the breakers and the retry budget (default:
@@ -56,9 +66,6 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if p == nil {
 		return nil, errors.New("resilient: NewClient: nil policy")
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
 	var o options
 	for i, opt := range opts {
 		if opt == nil {
@@ -69,8 +76,17 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if o.clock == nil {
 		o.clock = realClock{}
 	}
-	c := &Client{policy: *p, clock: o.clock, logger: o.logger, base: o.clock.Now()}
-	c.policy.Methods = append([]MethodPolicy(nil), p.Methods...)
+	c := &Client{policy: p.Clone(), clock: o.clock, logger: o.logger, base: o.clock.Now()}
+	for _, edit := range o.edits {
+		if edit == nil {
+			return nil, fmt.Errorf("resilient: NewClient(%s): WithPolicy(nil)", p.Name)
+		}
+		edit(&c.policy)
+	}
+	if err := c.policy.Validate(); err != nil {
+		return nil, err
+	}
+	p = &c.policy
 	c.byName = make(map[string]*Method, len(p.Methods))
 
 	var shared *Breaker

@@ -182,3 +182,28 @@ type BulkheadPolicy struct {
 	// MaxWait is how long a call may wait for a permit; 0 refuses at once.
 	MaxWait time.Duration
 }
+
+// Clone returns a deep copy of p: changing the copy, its methods or any of
+// their settings leaves p as it was.
+func (p *ServicePolicy) Clone() ServicePolicy {
+	c := *p
+	c.Budget = clone(p.Budget)
+	c.Breaker = clone(p.Breaker)
+	c.Bulkhead = clone(p.Bulkhead)
+	c.Methods = make([]MethodPolicy, len(p.Methods))
+	for i, m := range p.Methods {
+		m.Retry = clone(m.Retry)
+		m.Breaker = clone(m.Breaker)
+		m.Bulkhead = clone(m.Bulkhead)
+		c.Methods[i] = m
+	}
+	return c
+}
+
+func clone[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
+}
