@@ -3,13 +3,16 @@ module github.com/go-resilient/resilient
 go 1.26.0
 
 require (
-	github.com/bufbuild/protocompile v0.14.1 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
+	github.com/bufbuild/protocompile v0.14.1
+	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -1,0 +1,244 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"go/token"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/compiler/protogen"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/go-resilient/resilient/templates"
+)
+
+const (
+	contextPackage = protogen.GoImportPath("context")
+	grpcPackage    = protogen.GoImportPath("google.golang.org/grpc")
+	codesPackage   = protogen.GoImportPath("google.golang.org/grpc/codes")
+	runtimePackage = protogen.GoImportPath("github.com/go-resilient/resilient/runtime")
+)
+
+// generate is the plugin: it resolves and checks the policy of every
+// service of every file to generate, and writes one *_resilient.pb.go per
+// file with services, or nothing when any policy is refused.
+func generate(gen *protogen.Plugin) error {
+	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL) | uint64(pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
+	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
+	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2024
+
+	type resolved struct {
+		file     *protogen.File
+		services []*servicePolicy
+	}
+	var (
+		todo []resolved
+		ps   problems
+	)
+	for _, f := range gen.Files {
+		if !f.Generate || len(f.Services) == 0 {
+			continue
+		}
+		todo = append(todo, resolved{f, resolveFile(f, &ps)})
+	}
+	if err := ps.err(); err != nil {
+		return err
+	}
+	for _, r := range todo {
+		if err := generateFile(gen, r.file, r.services); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The data of the templates.
+type (
+	fileData struct {
+		HeaderComments  string
+		PluginVersion   string
+		ProtocVersion   string
+		Source          string
+		Deprecated      bool
+		PackageComments string
+		GoPackageName   protogen.GoPackageName
+		Services        []*serviceData
+	}
+	serviceData struct {
+		GoName          string // as protoc-gen-go-grpc names the service
+		ClientType      string
+		RuntimeAccessor string
+		Comments        string
+		Deprecated      bool
+		Policy          *servicePolicy
+		Methods         []*methodData
+	}
+	methodData struct {
+		Index           int
+		GoName          string
+		Field           string // the client's field holding the *runtime.Method
+		Doc             string
+		Input, Output   protogen.GoIdent
+		Unary           bool
+		ClientStreaming bool
+		ServerStreaming bool
+		Policy          *methodPolicy
+	}
+)
+
+func generateFile(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy) error {
+	g := gen.NewGeneratedFile(f.GeneratedFilenamePrefix+"_resilient.pb.go", f.GoImportPath)
+	t, err := templates.New(funcs(g))
+	if err != nil {
+		return fmt.Errorf("protoc-gen-go-resilient: parsing templates: %w", err)
+	}
+	const (
+		syntaxField  = 12 // google.protobuf.FileDescriptorProto.syntax
+		packageField = 2  // google.protobuf.FileDescriptorProto.package
+	)
+	data := &fileData{
+		HeaderComments:  leadingComments(f.Desc.SourceLocations().ByPath(protoreflect.SourcePath{syntaxField})),
+		PluginVersion:   version,
+		ProtocVersion:   protocVersion(gen),
+		Source:          f.Desc.Path(),
+		Deprecated:      f.Proto.GetOptions().GetDeprecated(),
+		PackageComments: leadingComments(f.Desc.SourceLocations().ByPath(protoreflect.SourcePath{packageField})),
+		GoPackageName:   f.GoPackageName,
+	}
+	for i, s := range f.Services {
+		data.Services = append(data.Services, serviceDataOf(g, s, services[i]))
+	}
+	if err := t.ExecuteTemplate(g, templates.Main, data); err != nil {
+		return fmt.Errorf("protoc-gen-go-resilient: rendering %s: %w", f.Desc.Path(), err)
+	}
+	return nil
+}
+
+func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePolicy) *serviceData {
+	sd := &serviceData{
+		GoName:          s.GoName,
+		ClientType:      s.GoName + "ResilientClient",
+		RuntimeAccessor: "Runtime",
+		Comments:        strings.TrimSpace(s.Comments.Leading.String()),
+		Deprecated:      s.Desc.Options().(*descriptorpb.ServiceOptions).GetDeprecated(),
+		Policy:          sp,
+	}
+	g.AnnotateSymbol(sd.ClientType, protogen.Annotation{Location: s.Location})
+	// The client's own fields and accessor must not collide with the
+	// methods it implements or with each other.
+	taken := map[string]bool{"inner": true, "rt": true, "opts": true}
+	for _, m := range s.Methods {
+		if m.GoName == sd.RuntimeAccessor {
+			sd.RuntimeAccessor = "ResilientRuntime"
+		}
+	}
+	for i, m := range s.Methods {
+		field := unexport(m.GoName)
+		for taken[field] || token.IsKeyword(field) {
+			field += "_"
+		}
+		taken[field] = true
+		sd.Methods = append(sd.Methods, &methodData{
+			Index:           i,
+			GoName:          m.GoName,
+			Field:           field,
+			Doc:             methodDoc(s, m),
+			Input:           m.Input.GoIdent,
+			Output:          m.Output.GoIdent,
+			Unary:           !m.Desc.IsStreamingClient() && !m.Desc.IsStreamingServer(),
+			ClientStreaming: m.Desc.IsStreamingClient(),
+			ServerStreaming: m.Desc.IsStreamingServer(),
+			Policy:          sp.Methods[i],
+		})
+		g.AnnotateSymbol(sd.ClientType+"."+m.GoName, protogen.Annotation{Location: m.Location})
+	}
+	return sd
+}
+
+// methodDoc is the doc comment of a client method: the method's comment in
+// the .proto file, as protoc-gen-go-grpc copies it, and its deprecation.
+func methodDoc(s *protogen.Service, m *protogen.Method) string {
+	doc := m.Comments.Leading.String()
+	if doc == "" {
+		doc = fmt.Sprintf("// %s calls %s.%s under its policy.\n", m.GoName, s.GoName, m.GoName)
+	}
+	if m.Desc.Options().(*descriptorpb.MethodOptions).GetDeprecated() {
+		doc += "//\n// Deprecated: Do not use.\n"
+	}
+	return doc
+}
+
+// funcs returns the template functions for one generated file; every
+// identifier of another package goes through g, which owns the imports.
+func funcs(g *protogen.GeneratedFile) template.FuncMap {
+	return template.FuncMap{
+		"ident":   func(id protogen.GoIdent) string { return g.QualifiedGoIdent(id) },
+		"rt":      func(name string) string { return g.QualifiedGoIdent(runtimePackage.Ident(name)) },
+		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
+		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
+		"codes": func(cs []codes.Code) string {
+			args := make([]string, len(cs))
+			for i, c := range cs {
+				// The constants of package codes are named as Code.String
+				// spells them: codes.Unavailable, codes.DeadlineExceeded.
+				args[i] = g.QualifiedGoIdent(codesPackage.Ident(c.String()))
+			}
+			return g.QualifiedGoIdent(runtimePackage.Ident("CodesOf")) + "(" + strings.Join(args, ", ") + ")"
+		},
+		"nanos": func(d time.Duration) string { return strconv.FormatInt(int64(d), 10) },
+		"float": func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
+	}
+}
+
+// unexport lower-cases the leading capital, or the leading initialism, of
+// a Go name: GetStock → getStock, URLFetch → urlFetch.
+func unexport(s string) string {
+	r := []rune(s)
+	n := 0
+	for n < len(r) && unicode.IsUpper(r[n]) {
+		n++
+	}
+	if n > 1 && n < len(r) && unicode.IsLower(r[n]) {
+		n-- // the last capital starts the next word
+	}
+	for i := 0; i < n; i++ {
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
+}
+
+// leadingComments renders the comments before a declaration, detached ones
+// included, as protoc-gen-go-grpc does for the syntax and package lines.
+func leadingComments(loc protoreflect.SourceLocation) string {
+	var b strings.Builder
+	for _, c := range loc.LeadingDetachedComments {
+		b.WriteString(protogen.Comments(c).String())
+		b.WriteString("\n")
+	}
+	if c := loc.LeadingComments; c != "" {
+		b.WriteString(protogen.Comments(c).String())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func protocVersion(gen *protogen.Plugin) string {
+	v := gen.Request.GetCompilerVersion()
+	if v == nil {
+		return "(unknown)"
+	}
+	suffix := ""
+	if s := v.GetSuffix(); s != "" {
+		suffix = "-" + s
+	}
+	return fmt.Sprintf("v%d.%d.%d%s", v.GetMajor(), v.GetMinor(), v.GetPatch(), suffix)
+}

@@ -1,0 +1,58 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// protoc-gen-go-resilient is a protoc plugin that reads the (resilient.v1.*)
+// options of gRPC services and generates, beside the protoc-gen-go-grpc
+// output, a client per service that applies the annotated policy: timeouts,
+// retries with a retry budget, circuit breakers and bulkheads.
+//
+// It refuses unsafe or impossible policies (retries of a method that is not
+// idempotent, a per-attempt timeout longer than the whole call, ...) with
+// one line per problem naming the file, line, column, service, method and
+// option, and then writes nothing.
+//
+// With buf, add it to the plugins of buf.gen.yaml:
+//
+//	plugins:
+//	  - local: ["go", "run", "./cmd/protoc-gen-go-resilient"]
+//	    out: .
+//	    opt: module=github.com/go-resilient/resilient
+//
+// With protoc:
+//
+//	protoc --go-resilient_out=. path/to/file.proto
+//
+// which writes path/to/file_resilient.pb.go.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"google.golang.org/protobuf/compiler/protogen"
+)
+
+// version is the version of the plugin, written into the header of every
+// generated file.
+const version = "0.1.0"
+
+func main() {
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		printVersion(os.Stdout)
+		return
+	}
+
+	// The plugin takes no parameters of its own yet; protogen handles the
+	// standard ones (paths, module, M...). A FlagSet still gives an unknown
+	// parameter a clear refusal.
+	var flags flag.FlagSet
+	protogen.Options{ParamFunc: flags.Set}.Run(generate)
+}
+
+func printVersion(w io.Writer) {
+	fmt.Fprintf(w, "protoc-gen-go-resilient v%s\n", version)
+}

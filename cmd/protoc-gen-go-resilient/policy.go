@@ -1,0 +1,630 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/compiler/protogen"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// The defaults of the options contract (options/resilient/v1/resilient.proto),
+// filled into the generated literals so that a reader of the generated code
+// sees every value in force.
+const (
+	defaultMaxAttempts    = 3
+	defaultInitialBackoff = 50 * time.Millisecond
+	defaultMaxBackoff     = time.Second
+	defaultMultiplier     = 2.0
+
+	defaultBudgetRatio      = 0.1
+	defaultBudgetMinRetries = 10
+	defaultBudgetWindow     = 10 * time.Second
+
+	defaultFailureRatio   = 0.5
+	defaultMinimumCalls   = 20
+	defaultBreakerWindow  = 10 * time.Second
+	defaultCoolDown       = 10 * time.Second
+	defaultHalfOpenProbes = 3
+)
+
+var (
+	defaultRetryableCodes = []codes.Code{codes.Unavailable}
+	defaultFailureCodes   = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}
+)
+
+// answerCodes are the codes by which a service answers a request it
+// understood; repeating the request cannot change them, so they are never
+// retryable.
+var answerCodes = map[codes.Code]bool{
+	codes.InvalidArgument:    true,
+	codes.NotFound:           true,
+	codes.AlreadyExists:      true,
+	codes.PermissionDenied:   true,
+	codes.FailedPrecondition: true,
+	codes.OutOfRange:         true,
+	codes.Unimplemented:      true,
+	codes.Unauthenticated:    true,
+}
+
+// The resolved policy: what the generated literals hold. These mirror the
+// runtime's types, but keep status codes in the order they were written so
+// that the generated code reads like the annotation.
+type (
+	servicePolicy struct {
+		Name     string
+		Budget   *budgetPolicy
+		Breaker  *breakerPolicy
+		Bulkhead *bulkheadPolicy
+		Methods  []*methodPolicy
+	}
+	methodPolicy struct {
+		Name           string
+		Kind           string // the name of the runtime.Kind constant
+		Idempotent     bool
+		IdempotencyKey string
+		Timeout        time.Duration
+		OverallTimeout time.Duration
+		Retry          *retryPolicy
+		Breaker        *breakerPolicy
+		Bulkhead       *bulkheadPolicy
+		// Key is how generated code reads the idempotency key from the
+		// request; nil for none.
+		Key *keyField
+	}
+	retryPolicy struct {
+		MaxAttempts    int
+		InitialBackoff time.Duration
+		MaxBackoff     time.Duration
+		Multiplier     float64
+		RetryableCodes []codes.Code
+	}
+	budgetPolicy struct {
+		Ratio      float64
+		MinRetries int
+		Window     time.Duration
+	}
+	breakerPolicy struct {
+		FailureRatio      float64
+		MinimumCalls      int
+		Window            time.Duration
+		CoolDown          time.Duration
+		HalfOpenProbes    int
+		SlowCallThreshold time.Duration
+		FailureCodes      []codes.Code
+	}
+	bulkheadPolicy struct {
+		Permits int
+		MaxWait time.Duration
+	}
+	// keyField is the request field that holds the idempotency key.
+	keyField struct {
+		Getter string // "GetOrderId"
+		Func   string // the runtime function that formats it, "" for a string
+		Conv   string // the Go conversion of the getter's result, "" for none
+	}
+)
+
+// policyOf returns the extension xt of a descriptor's options, or nil.
+func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Policy {
+	if opts == nil || !proto.HasExtension(opts, xt) {
+		return nil
+	}
+	p, _ := proto.GetExtension(opts, xt).(*resilientv1.Policy)
+	return p
+}
+
+// resolveFile resolves and checks the policy of every service of f, adding
+// what is wrong to ps.
+func resolveFile(f *protogen.File, ps *problems) []*servicePolicy {
+	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
+	checkPolicy(filePolicy, levelFile, fileSite(f), ps)
+	var out []*servicePolicy
+	for _, s := range f.Services {
+		out = append(out, resolveService(f, s, filePolicy, ps))
+	}
+	return out
+}
+
+func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilientv1.Policy, ps *problems) *servicePolicy {
+	at := serviceSite(f, s)
+	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
+	checkPolicy(svcPolicy, levelService, at, ps)
+
+	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
+	sp := &servicePolicy{Name: string(s.Desc.FullName())}
+	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
+		sp.Breaker = breakerOf(cb)
+	}
+	if bh := shared.policy.GetBulkhead(); bh != nil {
+		sp.Bulkhead = bulkheadOf(bh, shared, at, ps)
+	}
+	retries := false
+	for _, m := range s.Methods {
+		mp := resolveMethod(f, m, filePolicy, svcPolicy, ps)
+		retries = retries || mp.Retry != nil
+		sp.Methods = append(sp.Methods, mp)
+	}
+	// The budget exists only to bound retries; a service that never retries
+	// has none, whatever its annotation says.
+	if retries {
+		sp.Budget = budgetOf(shared.policy.GetRetryBudget())
+	}
+	return sp
+}
+
+func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy, ps *problems) *methodPolicy {
+	at := methodSite(f, m)
+	own := policyOf(m.Desc.Options(), resilientv1.E_Method)
+	checkPolicy(own, levelMethod, at, ps)
+	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
+	p := eff.policy
+	mp := &methodPolicy{
+		Name: fmt.Sprintf("/%s/%s", m.Parent.Desc.FullName(), m.Desc.Name()),
+		Kind: kindOf(m),
+	}
+
+	// Idempotency: the project's flag or protobuf's own idempotency_level.
+	idemLevel := descriptorpb.MethodOptions_IDEMPOTENCY_UNKNOWN
+	if mo, ok := m.Desc.Options().(*descriptorpb.MethodOptions); ok {
+		idemLevel = mo.GetIdempotencyLevel()
+	}
+	declared := idemLevel == descriptorpb.MethodOptions_IDEMPOTENT || idemLevel == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
+	if own != nil && own.Idempotent != nil && !own.GetIdempotent() && declared {
+		ps.add(at, levelMethod, "idempotent", "false contradicts option idempotency_level = %s on the same method: remove one of the two", idemLevel)
+	}
+	mp.Idempotent = p.GetIdempotent() || declared
+
+	// A streaming method takes the timeout, breaker and bulkhead of its
+	// service, but neither retries nor an idempotency key: it ignores those
+	// it inherits and refuses those written on it.
+	if kind := streamKind(m); kind != "" {
+		if own.GetRetry() != nil {
+			ps.add(at, levelMethod, "retry", "streams are not retried, and %s is %s: remove retry (opening the stream still gets the timeout, breaker and bulkhead)", m.Desc.Name(), kind)
+		}
+		if own.GetIdempotencyKey() != "" {
+			ps.add(at, levelMethod, "idempotency_key", "only unary calls send an idempotency key, and %s is %s: remove it", m.Desc.Name(), kind)
+		}
+	} else {
+		if name := p.GetIdempotencyKey(); name != "" {
+			mp.Key = keyFieldOf(m, name, at, eff.setBy["idempotency_key"], ps)
+			mp.IdempotencyKey = name
+		}
+		if r := p.GetRetry(); r != nil {
+			rp := retryOf(r)
+			if rp.MaxAttempts > 1 {
+				mp.Retry = rp
+				if !mp.Idempotent && mp.IdempotencyKey == "" {
+					lvl := eff.setBy["retry"]
+					fix := "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or remove retry"
+					if lvl != levelMethod {
+						fix = "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or turn retries off for it with (resilient.v1.method) = {retry: {max_attempts: 1}}"
+					}
+					ps.add(at, lvl, "retry", "%s is not idempotent and has no idempotency_key, so a retry could apply it twice: %s", m.Desc.Name(), fix)
+				}
+				checkBackoff(rp, eff, at, ps)
+			}
+		}
+	}
+
+	mp.Timeout = durationOf(p.GetTimeout(), 0)
+	mp.OverallTimeout = durationOf(p.GetOverallTimeout(), 0)
+	if mp.Timeout > 0 && mp.OverallTimeout > 0 && mp.Timeout > mp.OverallTimeout {
+		tl, ol := eff.setBy["timeout"], eff.setBy["overall_timeout"]
+		if ol > tl {
+			ps.add(at, ol, "overall_timeout", "%v is shorter than timeout %v%s: one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
+				mp.OverallTimeout, mp.Timeout, origin(eff, "timeout", ol))
+		} else {
+			ps.add(at, tl, "timeout", "%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout",
+				mp.Timeout, mp.OverallTimeout, origin(eff, "overall_timeout", tl))
+		}
+	}
+
+	// A method's own breaker or bulkhead starts from the shared settings
+	// (file and service) and overrides them with its own.
+	if own.GetCircuitBreaker() != nil {
+		if !own.GetCircuitBreaker().GetPerMethod() {
+			ps.add(at, levelMethod, "circuit_breaker", "a method's own circuit_breaker needs per_method: true, which gives the method a breaker of its own; to tune the breaker the service's methods share, move these settings to (resilient.v1.service)")
+		} else {
+			mp.Breaker = breakerOf(p.GetCircuitBreaker())
+		}
+	}
+	if own.GetBulkhead() != nil {
+		if !own.GetBulkhead().GetPerMethod() {
+			ps.add(at, levelMethod, "bulkhead", "a method's own bulkhead needs per_method: true, which gives the method a bulkhead of its own; to tune the bulkhead the service's methods share, move these settings to (resilient.v1.service)")
+		} else {
+			mp.Bulkhead = bulkheadOf(p.GetBulkhead(), eff, at, ps)
+		}
+	}
+	return mp
+}
+
+// origin says where the other value of a comparison comes from when that
+// is not the option being blamed.
+func origin(m merged, path string, blamed level) string {
+	lvl, ok := m.setBy[path]
+	switch {
+	case !ok:
+		return " (the default)"
+	case lvl != blamed:
+		return " (set in " + lvl.option() + ")"
+	default:
+		return ""
+	}
+}
+
+// checkBackoff refuses a max_backoff below initial_backoff, once defaults
+// are filled in, blaming the more specific of the two settings.
+func checkBackoff(rp *retryPolicy, eff merged, at site, ps *problems) {
+	if rp.InitialBackoff <= 0 || rp.MaxBackoff <= 0 || rp.MaxBackoff >= rp.InitialBackoff {
+		return
+	}
+	il, iok := eff.setBy["retry.initial_backoff"]
+	ml, mok := eff.setBy["retry.max_backoff"]
+	if iok && (!mok || il > ml) {
+		ps.add(at, il, "retry.initial_backoff", "%v is longer than max_backoff %v%s: lower initial_backoff or raise max_backoff",
+			rp.InitialBackoff, rp.MaxBackoff, origin(eff, "retry.max_backoff", il))
+		return
+	}
+	ps.add(at, ml, "retry.max_backoff", "%v is shorter than initial_backoff %v%s: raise max_backoff or lower initial_backoff",
+		rp.MaxBackoff, rp.InitialBackoff, origin(eff, "retry.initial_backoff", ml))
+}
+
+func kindOf(m *protogen.Method) string {
+	switch {
+	case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
+		return "KindBidiStreaming"
+	case m.Desc.IsStreamingClient():
+		return "KindClientStreaming"
+	case m.Desc.IsStreamingServer():
+		return "KindServerStreaming"
+	default:
+		return "KindUnary"
+	}
+}
+
+// streamKind describes a streaming method for messages; "" for unary.
+func streamKind(m *protogen.Method) string {
+	switch {
+	case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
+		return "a bidi-streaming method"
+	case m.Desc.IsStreamingClient():
+		return "a client-streaming method"
+	case m.Desc.IsStreamingServer():
+		return "a server-streaming method"
+	default:
+		return ""
+	}
+}
+
+// keyFieldOf finds the idempotency key field of the request and says how to
+// read it, or reports why it cannot be a key.
+func keyFieldOf(m *protogen.Method, name string, at site, lvl level, ps *problems) *keyField {
+	msg := m.Input
+	var field *protogen.Field
+	for _, fl := range msg.Fields {
+		if string(fl.Desc.Name()) == name {
+			field = fl
+		}
+	}
+	if field == nil {
+		hint := ""
+		for _, fl := range msg.Fields {
+			if fl.Desc.JSONName() == name || strings.EqualFold(string(fl.Desc.Name()), name) {
+				hint = fmt.Sprintf(" (did you mean %q?)", fl.Desc.Name())
+			}
+		}
+		ps.add(at, lvl, "idempotency_key", "field %q does not exist in %s%s: name a top-level string, bytes or integer field of the request", name, msg.Desc.FullName(), hint)
+		return nil
+	}
+	fd := field.Desc
+	k := &keyField{Getter: "Get" + field.GoName}
+	ok := !fd.IsList() && !fd.IsMap()
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+	case protoreflect.BytesKind:
+		k.Func = "KeyFromBytes"
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		k.Func = "KeyFromInt"
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		k.Func, k.Conv = "KeyFromInt", "int64"
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		k.Func = "KeyFromUint"
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		k.Func, k.Conv = "KeyFromUint", "uint64"
+	default:
+		ok = false
+	}
+	if !ok {
+		ps.add(at, lvl, "idempotency_key", "field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field", name, msg.Desc.FullName(), describeField(fd))
+		return nil
+	}
+	return k
+}
+
+func describeField(fd protoreflect.FieldDescriptor) string {
+	switch {
+	case fd.IsMap():
+		return "a map"
+	case fd.IsList():
+		return "a repeated " + describeKind(fd) + " field"
+	case fd.Kind() == protoreflect.EnumKind:
+		return "an " + describeKind(fd)
+	default:
+		return "a " + describeKind(fd)
+	}
+}
+
+func describeKind(fd protoreflect.FieldDescriptor) string {
+	switch {
+	case fd.Message() != nil:
+		return "message (" + string(fd.Message().FullName()) + ")"
+	case fd.Enum() != nil:
+		return "enum (" + string(fd.Enum().FullName()) + ")"
+	default:
+		return fd.Kind().String()
+	}
+}
+
+// durationOf converts a checked Duration; nil gives def.
+func durationOf(d *durationpb.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.AsDuration()
+}
+
+func retryOf(r *resilientv1.Retry) *retryPolicy {
+	rp := &retryPolicy{
+		MaxAttempts:    defaultMaxAttempts,
+		InitialBackoff: durationOf(r.GetInitialBackoff(), defaultInitialBackoff),
+		MaxBackoff:     durationOf(r.GetMaxBackoff(), defaultMaxBackoff),
+		Multiplier:     defaultMultiplier,
+		RetryableCodes: codesOf(r.GetRetryableCodes(), defaultRetryableCodes),
+	}
+	if r.MaxAttempts != nil {
+		rp.MaxAttempts = int(r.GetMaxAttempts())
+	}
+	if r.BackoffMultiplier != nil {
+		rp.Multiplier = r.GetBackoffMultiplier()
+	}
+	return rp
+}
+
+func budgetOf(b *resilientv1.RetryBudget) *budgetPolicy {
+	bp := &budgetPolicy{
+		Ratio:      defaultBudgetRatio,
+		MinRetries: defaultBudgetMinRetries,
+		Window:     durationOf(b.GetWindow(), defaultBudgetWindow),
+	}
+	if b == nil {
+		return bp
+	}
+	if b.Ratio != nil {
+		bp.Ratio = b.GetRatio()
+	}
+	if b.MinRetries != nil {
+		bp.MinRetries = int(b.GetMinRetries())
+	}
+	return bp
+}
+
+func breakerOf(cb *resilientv1.CircuitBreaker) *breakerPolicy {
+	bp := &breakerPolicy{
+		FailureRatio:      defaultFailureRatio,
+		MinimumCalls:      defaultMinimumCalls,
+		Window:            durationOf(cb.GetWindow(), defaultBreakerWindow),
+		CoolDown:          durationOf(cb.GetCoolDown(), defaultCoolDown),
+		HalfOpenProbes:    defaultHalfOpenProbes,
+		SlowCallThreshold: durationOf(cb.GetSlowCallThreshold(), 0),
+		FailureCodes:      codesOf(cb.GetFailureCodes(), defaultFailureCodes),
+	}
+	if cb.FailureRatio != nil {
+		bp.FailureRatio = cb.GetFailureRatio()
+	}
+	if cb.MinimumCalls != nil {
+		bp.MinimumCalls = int(cb.GetMinimumCalls())
+	}
+	if cb.HalfOpenProbes != nil {
+		bp.HalfOpenProbes = int(cb.GetHalfOpenProbes())
+	}
+	return bp
+}
+
+// bulkheadOf resolves a bulkhead, refusing one without permits: there is no
+// sensible default for the size of a bulkhead.
+func bulkheadOf(bh *resilientv1.Bulkhead, m merged, at site, ps *problems) *bulkheadPolicy {
+	if bh.Permits == nil {
+		ps.add(at, m.setBy["bulkhead"], "bulkhead.permits", "is required: set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}")
+	}
+	return &bulkheadPolicy{Permits: int(bh.GetPermits()), MaxWait: durationOf(bh.GetMaxWait(), 0)}
+}
+
+// codesOf parses checked code names, dropping repeats; none gives def.
+func codesOf(names []string, def []codes.Code) []codes.Code {
+	if len(names) == 0 {
+		return def
+	}
+	var out []codes.Code
+	seen := map[codes.Code]bool{}
+	for _, n := range names {
+		if c, ok := parseCode(n); ok && !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checker checks the values written in one option, each on its own; the
+// checks that involve several levels are in resolveMethod.
+type checker struct {
+	at  site
+	lvl level
+	ps  *problems
+}
+
+func (c checker) add(path, format string, args ...any) {
+	c.ps.add(c.at, c.lvl, path, format, args...)
+}
+
+// checkPolicy checks the values written in one option.
+func checkPolicy(p *resilientv1.Policy, lvl level, at site, ps *problems) {
+	if p == nil {
+		return
+	}
+	c := checker{at: at, lvl: lvl, ps: ps}
+	c.positive("timeout", p.GetTimeout(), "remove it for no per-attempt limit")
+	c.positive("overall_timeout", p.GetOverallTimeout(), "remove it for no limit of the whole call")
+	if r := p.GetRetry(); r != nil {
+		if r.MaxAttempts != nil && r.GetMaxAttempts() == 0 {
+			c.add("retry.max_attempts", "must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default %d", defaultMaxAttempts)
+		}
+		c.positive("retry.initial_backoff", r.GetInitialBackoff(), fmt.Sprintf("remove it for the default %v", defaultInitialBackoff))
+		c.positive("retry.max_backoff", r.GetMaxBackoff(), fmt.Sprintf("remove it for the default %v", defaultMaxBackoff))
+		if r.BackoffMultiplier != nil {
+			if m := r.GetBackoffMultiplier(); !(m >= 1) || math.IsInf(m, 0) {
+				c.add("retry.backoff_multiplier", "must be a finite number of at least 1, got %v; remove it for the default %v", m, defaultMultiplier)
+			}
+		}
+		c.codes("retry.retryable_codes", r.GetRetryableCodes(), true)
+	}
+	if b := p.GetRetryBudget(); b != nil {
+		if lvl == levelMethod {
+			c.add("retry_budget", "retry_budget is shared by the whole dependency: set it on the service or the file")
+		} else {
+			c.ratio("retry_budget.ratio", b.Ratio, defaultBudgetRatio)
+			c.positive("retry_budget.window", b.GetWindow(), fmt.Sprintf("remove it for the default %v", defaultBudgetWindow))
+		}
+	}
+	if cb := p.GetCircuitBreaker(); cb != nil {
+		c.ratio("circuit_breaker.failure_ratio", cb.FailureRatio, defaultFailureRatio)
+		c.atLeastOne("circuit_breaker.minimum_calls", cb.MinimumCalls, fmt.Sprintf("remove it for the default %d", defaultMinimumCalls))
+		c.positive("circuit_breaker.window", cb.GetWindow(), fmt.Sprintf("remove it for the default %v", defaultBreakerWindow))
+		c.positive("circuit_breaker.cool_down", cb.GetCoolDown(), fmt.Sprintf("remove it for the default %v", defaultCoolDown))
+		c.atLeastOne("circuit_breaker.half_open_probes", cb.HalfOpenProbes, fmt.Sprintf("remove it for the default %d", defaultHalfOpenProbes))
+		c.positive("circuit_breaker.slow_call_threshold", cb.GetSlowCallThreshold(), "remove it to count no call as slow")
+		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), false)
+		if cb.PerMethod != nil && lvl != levelMethod {
+			c.add("circuit_breaker.per_method", "per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own")
+		}
+	}
+	if bh := p.GetBulkhead(); bh != nil {
+		c.atLeastOne("bulkhead.permits", bh.Permits, "it is the number of calls allowed in flight at once")
+		c.duration("bulkhead.max_wait", bh.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when every permit is taken")
+		if bh.PerMethod != nil && lvl != levelMethod {
+			c.add("bulkhead.per_method", "per_method is only meaningful on a method: remove it here, and set bulkhead: {per_method: true, permits: N} on each method that needs a bulkhead of its own")
+		}
+	}
+}
+
+func (c checker) positive(path string, d *durationpb.Duration, fix string) {
+	c.duration(path, d, false, fix)
+}
+
+// maxSeconds is the longest whole number of seconds a time.Duration holds.
+const maxSeconds = math.MaxInt64/int64(time.Second) - 1
+
+// duration checks that d is a valid Duration that fits a time.Duration and
+// is positive (or, with zeroOK, not negative).
+func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix string) {
+	if d == nil {
+		return
+	}
+	s, n := d.GetSeconds(), d.GetNanos()
+	switch {
+	case n <= -1e9 || n >= 1e9:
+		c.add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
+		return
+	case (s > 0 && n < 0) || (s < 0 && n > 0):
+		c.add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
+		return
+	case s > maxSeconds || s < -maxSeconds:
+		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
+		return
+	}
+	v := d.AsDuration()
+	switch {
+	case zeroOK && v < 0:
+		c.add(path, "must not be negative, got %v; %s", v, fix)
+	case !zeroOK && v <= 0:
+		c.add(path, "must be positive, got %v; %s", v, fix)
+	}
+}
+
+func (c checker) ratio(path string, r *float64, def float64) {
+	if r != nil && !(*r > 0 && *r <= 1) {
+		c.add(path, "must be in (0, 1], got %v; remove it for the default %v", *r, def)
+	}
+}
+
+func (c checker) atLeastOne(path string, n *uint32, fix string) {
+	if n != nil && *n == 0 {
+		c.add(path, "must be at least 1, got 0; %s", fix)
+	}
+}
+
+// codes checks a list of status code names.
+func (c checker) codes(path string, names []string, retryable bool) {
+	for i, name := range names {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		code, ok := parseCode(name)
+		switch {
+		case !ok:
+			c.add(p, "unknown status code %q: %s", name, suggestCode(name))
+		case code == codes.OK:
+			if retryable {
+				c.add(p, `"OK" is a success, there is nothing to retry: remove it`)
+			} else {
+				c.add(p, `"OK" is a success and cannot count as a failure: remove it`)
+			}
+		case retryable && answerCodes[code]:
+			c.add(p, "%q is an answer of the service, not a transient failure: repeating the call cannot change it; remove it", name)
+		}
+	}
+}
+
+// parseCode returns the code of a canonical name, as the runtime parses it.
+// "OK" is recognised here too: runtime.ParseCode does not know it (its
+// CodeName spells it "O_K"), and it must be refused with its own reason.
+func parseCode(name string) (codes.Code, bool) {
+	if name == "OK" {
+		return codes.OK, true
+	}
+	return runtime.ParseCode(name)
+}
+
+// suggestCode says how to write a code name that was not recognised.
+func suggestCode(name string) string {
+	norm := func(s string) string {
+		s = strings.ToUpper(s)
+		s = strings.NewReplacer("_", "", "-", "", " ", "", "CANCELLED", "CANCELED").Replace(s)
+		return s
+	}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if canon := codeName(c); norm(name) == norm(canon) {
+			return fmt.Sprintf("did you mean %q? Codes are written by their canonical upper-case name", canon)
+		}
+	}
+	return `write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`
+}
+
+// codeName is runtime.CodeName, but for "OK" (see parseCode).
+func codeName(c codes.Code) string {
+	if c == codes.OK {
+		return "OK"
+	}
+	return runtime.CodeName(c)
+}

@@ -1,0 +1,266 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+)
+
+// TestRefusals runs the plugin on one input per refusal and checks the
+// exact error, and that nothing is written.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"breaker_without_per_method", []string{
+			"refuse/breaker_without_per_method.proto:12:3: resilienttest.refuse.breaker_without_per_method.Svc.Get: (resilient.v1.method).circuit_breaker: a method's own circuit_breaker needs per_method: true, which gives the method a breaker of its own; to tune the breaker the service's methods share, move these settings to (resilient.v1.service)",
+		}},
+		{"budget_ratio_range", []string{
+			"refuse/budget_ratio_range.proto:9:1: resilienttest.refuse.budget_ratio_range.Svc: (resilient.v1.service).retry_budget.ratio: must be in (0, 1], got 0; remove it for the default 0.1",
+		}},
+		{"bulkhead_no_permits", []string{
+			"refuse/bulkhead_no_permits.proto:9:1: resilienttest.refuse.bulkhead_no_permits.Svc: (resilient.v1.service).bulkhead.permits: is required: set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}",
+		}},
+		{"bulkhead_without_per_method", []string{
+			"refuse/bulkhead_without_per_method.proto:10:3: resilienttest.refuse.bulkhead_without_per_method.Svc.Get: (resilient.v1.method).bulkhead: a method's own bulkhead needs per_method: true, which gives the method a bulkhead of its own; to tune the bulkhead the service's methods share, move these settings to (resilient.v1.service)",
+		}},
+		{"code_answer", []string{
+			`refuse/code_answer.proto:10:3: resilienttest.refuse.code_answer.Svc.Get: (resilient.v1.method).retry.retryable_codes[1]: "NOT_FOUND" is an answer of the service, not a transient failure: repeating the call cannot change it; remove it`,
+		}},
+		{"code_ok", []string{
+			`refuse/code_ok.proto:9:1: resilienttest.refuse.code_ok.Svc: (resilient.v1.service).circuit_breaker.failure_codes[0]: "OK" is a success and cannot count as a failure: remove it`,
+			`refuse/code_ok.proto:12:3: resilienttest.refuse.code_ok.Svc.Get: (resilient.v1.method).retry.retryable_codes[0]: "OK" is a success, there is nothing to retry: remove it`,
+		}},
+		{"code_unknown", []string{
+			`refuse/code_unknown.proto:10:3: resilienttest.refuse.code_unknown.Svc.Get: (resilient.v1.method).retry.retryable_codes[1]: unknown status code "Unavailable": did you mean "UNAVAILABLE"? Codes are written by their canonical upper-case name`,
+			`refuse/code_unknown.proto:10:3: resilienttest.refuse.code_unknown.Svc.Get: (resilient.v1.method).retry.retryable_codes[2]: unknown status code "BOGUS": write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`,
+		}},
+		{"duration_invalid", []string{
+			"refuse/duration_invalid.proto:10:3: resilienttest.refuse.duration_invalid.Svc.Get: (resilient.v1.method).timeout: is not a valid duration: nanos 1500000000 must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s",
+		}},
+		{"duration_negative", []string{
+			"refuse/duration_negative.proto:9:1: resilienttest.refuse.duration_negative.Svc: (resilient.v1.service).circuit_breaker.cool_down: must be positive, got -5s; remove it for the default 10s",
+		}},
+		{"duration_sign", []string{
+			"refuse/duration_sign.proto:10:3: resilienttest.refuse.duration_sign.Svc.Get: (resilient.v1.method).overall_timeout: is not a valid duration: seconds 1 and nanos -5 must have the same sign",
+		}},
+		{"failure_ratio_range", []string{
+			"refuse/failure_ratio_range.proto:9:1: resilienttest.refuse.failure_ratio_range.Svc: (resilient.v1.service).circuit_breaker.failure_ratio: must be in (0, 1], got 1.5; remove it for the default 0.5",
+		}},
+		{"half_open_probes_zero", []string{
+			"refuse/half_open_probes_zero.proto:9:1: resilienttest.refuse.half_open_probes_zero.Svc: (resilient.v1.service).circuit_breaker.half_open_probes: must be at least 1, got 0; remove it for the default 3",
+		}},
+		{"idempotent_contradiction", []string{
+			"refuse/idempotent_contradiction.proto:10:3: resilienttest.refuse.idempotent_contradiction.Svc.Get: (resilient.v1.method).idempotent: false contradicts option idempotency_level = NO_SIDE_EFFECTS on the same method: remove one of the two",
+		}},
+		{"initial_backoff_above_max", []string{
+			"refuse/initial_backoff_above_max.proto:10:3: resilienttest.refuse.initial_backoff_above_max.Svc.Get: (resilient.v1.method).retry.initial_backoff: 2s is longer than max_backoff 1s (the default): lower initial_backoff or raise max_backoff",
+		}},
+		{"key_missing_field", []string{
+			`refuse/key_missing_field.proto:10:3: resilienttest.refuse.key_missing_field.Svc.Put: (resilient.v1.method).idempotency_key: field "requestId" does not exist in resilienttest.refuse.key_missing_field.Req (did you mean "request_id"?): name a top-level string, bytes or integer field of the request`,
+		}},
+		{"key_wrong_type", []string{
+			`refuse/key_wrong_type.proto:10:3: resilienttest.refuse.key_wrong_type.Svc.ByList: (resilient.v1.method).idempotency_key: field "tags" of resilienttest.refuse.key_wrong_type.Req is a repeated string field: an idempotency key must be a singular string, bytes or integer field`,
+			`refuse/key_wrong_type.proto:13:3: resilienttest.refuse.key_wrong_type.Svc.ByMap: (resilient.v1.method).idempotency_key: field "labels" of resilienttest.refuse.key_wrong_type.Req is a map: an idempotency key must be a singular string, bytes or integer field`,
+			`refuse/key_wrong_type.proto:16:3: resilienttest.refuse.key_wrong_type.Svc.ByMessage: (resilient.v1.method).idempotency_key: field "nested" of resilienttest.refuse.key_wrong_type.Req is a message (resilienttest.refuse.key_wrong_type.Resp): an idempotency key must be a singular string, bytes or integer field`,
+			`refuse/key_wrong_type.proto:19:3: resilienttest.refuse.key_wrong_type.Svc.ByEnum: (resilient.v1.method).idempotency_key: field "color" of resilienttest.refuse.key_wrong_type.Req is an enum (resilienttest.refuse.key_wrong_type.Color): an idempotency key must be a singular string, bytes or integer field`,
+			`refuse/key_wrong_type.proto:22:3: resilienttest.refuse.key_wrong_type.Svc.ByBool: (resilient.v1.method).idempotency_key: field "flag" of resilienttest.refuse.key_wrong_type.Req is a bool: an idempotency key must be a singular string, bytes or integer field`,
+			`refuse/key_wrong_type.proto:25:3: resilienttest.refuse.key_wrong_type.Svc.ByDouble: (resilient.v1.method).idempotency_key: field "amount" of resilienttest.refuse.key_wrong_type.Req is a double: an idempotency key must be a singular string, bytes or integer field`,
+		}},
+		{"max_attempts_zero", []string{
+			"refuse/max_attempts_zero.proto:10:3: resilienttest.refuse.max_attempts_zero.Svc.Get: (resilient.v1.method).retry.max_attempts: must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default 3",
+		}},
+		{"max_backoff_below_initial", []string{
+			"refuse/max_backoff_below_initial.proto:12:3: resilienttest.refuse.max_backoff_below_initial.Svc.Get: (resilient.v1.service).retry.max_backoff: 10ms is shorter than initial_backoff 50ms (the default): raise max_backoff or lower initial_backoff",
+		}},
+		{"max_wait_negative", []string{
+			"refuse/max_wait_negative.proto:9:1: resilienttest.refuse.max_wait_negative.Svc: (resilient.v1.service).bulkhead.max_wait: must not be negative, got -1ms; use 0 (or remove it) to refuse a call at once when every permit is taken",
+		}},
+		{"minimum_calls_zero", []string{
+			"refuse/minimum_calls_zero.proto:9:1: resilienttest.refuse.minimum_calls_zero.Svc: (resilient.v1.service).circuit_breaker.minimum_calls: must be at least 1, got 0; remove it for the default 20",
+		}},
+		{"multiplier_below_one", []string{
+			"refuse/multiplier_below_one.proto:10:3: resilienttest.refuse.multiplier_below_one.Svc.Get: (resilient.v1.method).retry.backoff_multiplier: must be a finite number of at least 1, got 0.5; remove it for the default 2",
+		}},
+		{"multiplier_nan", []string{
+			"refuse/multiplier_nan.proto:10:3: resilienttest.refuse.multiplier_nan.Svc.Get: (resilient.v1.method).retry.backoff_multiplier: must be a finite number of at least 1, got NaN; remove it for the default 2",
+		}},
+		{"overall_below_timeout", []string{
+			"refuse/overall_below_timeout.proto:12:3: resilienttest.refuse.overall_below_timeout.Svc.Get: (resilient.v1.method).overall_timeout: 1s is shorter than timeout 2s (set in (resilient.v1.service)): one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
+		}},
+		{"per_method_on_file", []string{
+			"refuse/per_method_on_file.proto:1:1: resilienttest.refuse.per_method_on_file: (resilient.v1.file).bulkhead.per_method: per_method is only meaningful on a method: remove it here, and set bulkhead: {per_method: true, permits: N} on each method that needs a bulkhead of its own",
+		}},
+		{"per_method_on_service", []string{
+			"refuse/per_method_on_service.proto:9:1: resilienttest.refuse.per_method_on_service.Svc: (resilient.v1.service).circuit_breaker.per_method: per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own",
+		}},
+		{"permits_zero", []string{
+			"refuse/permits_zero.proto:9:1: resilienttest.refuse.permits_zero.Svc: (resilient.v1.service).bulkhead.permits: must be at least 1, got 0; it is the number of calls allowed in flight at once",
+		}},
+		{"retry_budget_on_method", []string{
+			"refuse/retry_budget_on_method.proto:10:3: resilienttest.refuse.retry_budget_on_method.Svc.Get: (resilient.v1.method).retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file",
+		}},
+		{"retry_inherited_not_idempotent", []string{
+			"refuse/retry_inherited_not_idempotent.proto:12:3: resilienttest.refuse.retry_inherited_not_idempotent.Svc.Charge: (resilient.v1.service).retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or turn retries off for it with (resilient.v1.method) = {retry: {max_attempts: 1}}",
+		}},
+		{"retry_not_idempotent", []string{
+			"refuse/retry_not_idempotent.proto:11:3: resilienttest.refuse.retry_not_idempotent.Svc.Charge: (resilient.v1.method).retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or remove retry",
+		}},
+		{"slow_call_threshold_zero", []string{
+			"refuse/slow_call_threshold_zero.proto:9:1: resilienttest.refuse.slow_call_threshold_zero.Svc: (resilient.v1.service).circuit_breaker.slow_call_threshold: must be positive, got 0s; remove it to count no call as slow",
+		}},
+		{"stream_key", []string{
+			"refuse/stream_key.proto:10:3: resilienttest.refuse.stream_key.Svc.Upload: (resilient.v1.method).idempotency_key: only unary calls send an idempotency key, and Upload is a client-streaming method: remove it",
+		}},
+		{"stream_retry", []string{
+			"refuse/stream_retry.proto:10:3: resilienttest.refuse.stream_retry.Svc.Watch: (resilient.v1.method).retry: streams are not retried, and Watch is a server-streaming method: remove retry (opening the stream still gets the timeout, breaker and bulkhead)",
+		}},
+		{"timeout_exceeds_overall", []string{
+			"refuse/timeout_exceeds_overall.proto:12:3: resilienttest.refuse.timeout_exceeds_overall.Svc.Get: (resilient.v1.method).timeout: 2s is longer than overall_timeout 1s (set in (resilient.v1.service)): one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout",
+		}},
+		{"timeout_zero", []string{
+			"refuse/timeout_zero.proto:10:3: resilienttest.refuse.timeout_zero.Svc.Get: (resilient.v1.method).timeout: must be positive, got 0s; remove it for no per-attempt limit",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := runPlugin(t, testRequest(t, "refuse/"+tc.name+".proto"))
+			if len(resp.File) != 0 {
+				t.Errorf("a refused policy still gave %d files", len(resp.File))
+			}
+			if got, want := resp.GetError(), strings.Join(tc.want, "\n"); got != want {
+				t.Errorf("error:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestRefusalsTogether checks that every problem of every file is reported
+// at once, in order, and that a refusal in one file stops the output of
+// all of them.
+func TestRefusalsTogether(t *testing.T) {
+	req := testRequest(t, "gen/timeout.proto", "refuse/several.proto", "refuse/code_ok.proto")
+	resp := runPlugin(t, req)
+	if len(resp.File) != 0 {
+		t.Errorf("a refused policy still gave %d files", len(resp.File))
+	}
+	want := strings.Join([]string{
+		"refuse/several.proto:1:1: resilienttest.refuse.several: (resilient.v1.file).timeout: must be positive, got -1s; remove it for no per-attempt limit",
+		"refuse/several.proto:10:1: resilienttest.refuse.several.Svc: (resilient.v1.service).circuit_breaker.failure_ratio: must be in (0, 1], got 2; remove it for the default 0.5",
+		"refuse/several.proto:10:1: resilienttest.refuse.several.Svc: (resilient.v1.service).circuit_breaker.minimum_calls: must be at least 1, got 0; remove it for the default 20",
+		"refuse/several.proto:13:3: resilienttest.refuse.several.Svc.Charge: (resilient.v1.method).retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file",
+		"refuse/several.proto:13:3: resilienttest.refuse.several.Svc.Charge: (resilient.v1.method).retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or remove retry",
+		"refuse/several.proto:16:3: resilienttest.refuse.several.Svc.Watch: (resilient.v1.method).retry.max_attempts: must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default 3",
+		"refuse/several.proto:16:3: resilienttest.refuse.several.Svc.Watch: (resilient.v1.method).retry: streams are not retried, and Watch is a server-streaming method: remove retry (opening the stream still gets the timeout, breaker and bulkhead)",
+		"refuse/several.proto:16:3: resilienttest.refuse.several.Svc.Watch: (resilient.v1.method).idempotency_key: only unary calls send an idempotency key, and Watch is a server-streaming method: remove it",
+		`refuse/code_ok.proto:9:1: resilienttest.refuse.code_ok.Svc: (resilient.v1.service).circuit_breaker.failure_codes[0]: "OK" is a success and cannot count as a failure: remove it`,
+		`refuse/code_ok.proto:12:3: resilienttest.refuse.code_ok.Svc.Get: (resilient.v1.method).retry.retryable_codes[0]: "OK" is a success, there is nothing to retry: remove it`,
+	}, "\n")
+	if got := resp.GetError(); got != want {
+		t.Errorf("error:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestMerge checks the merge rules on the options contract: field by field,
+// sub-messages recursively, repeated fields and durations replaced whole.
+func TestMerge(t *testing.T) {
+	file := &resilientv1.Policy{
+		Idempotent: proto.Bool(true),
+		Timeout:    &durationpb.Duration{Seconds: 1},
+		Retry: &resilientv1.Retry{
+			MaxAttempts:    proto.Uint32(4),
+			MaxBackoff:     &durationpb.Duration{Nanos: 5},
+			RetryableCodes: []string{"UNAVAILABLE", "RESOURCE_EXHAUSTED"},
+		},
+	}
+	service := &resilientv1.Policy{
+		Retry: &resilientv1.Retry{MaxBackoff: &durationpb.Duration{Seconds: 2}},
+	}
+	method := &resilientv1.Policy{
+		Idempotent: proto.Bool(false),
+		Retry:      &resilientv1.Retry{RetryableCodes: []string{"DEADLINE_EXCEEDED"}},
+	}
+	m := mergeLayers(layer{levelFile, file}, layer{levelService, service}, layer{levelMethod, nil}, layer{levelMethod, method})
+	want := &resilientv1.Policy{
+		Idempotent: proto.Bool(false),
+		Timeout:    &durationpb.Duration{Seconds: 1},
+		Retry: &resilientv1.Retry{
+			MaxAttempts:    proto.Uint32(4),
+			MaxBackoff:     &durationpb.Duration{Seconds: 2},
+			RetryableCodes: []string{"DEADLINE_EXCEEDED"},
+		},
+	}
+	if !proto.Equal(m.policy, want) {
+		t.Errorf("merged\n%v\nwant\n%v", m.policy, want)
+	}
+	for path, lvl := range map[string]level{
+		"idempotent":            levelMethod,
+		"timeout":               levelFile,
+		"retry":                 levelMethod,
+		"retry.max_attempts":    levelFile,
+		"retry.max_backoff":     levelService,
+		"retry.retryable_codes": levelMethod,
+	} {
+		if got, ok := m.setBy[path]; !ok || got != lvl {
+			t.Errorf("%s set by %v (%v), want %v", path, got.option(), ok, lvl.option())
+		}
+	}
+	if m.has("retry.max_backoff.seconds") {
+		t.Error("a duration was merged field by field")
+	}
+	// The layers are left as they were.
+	if file.GetRetry().GetMaxBackoff().GetNanos() != 5 || len(file.GetRetry().GetRetryableCodes()) != 2 {
+		t.Errorf("merging changed a layer: %v", file)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	r := retryOf(&resilientv1.Retry{})
+	if r.MaxAttempts != 3 || r.InitialBackoff != 50*time.Millisecond || r.MaxBackoff != time.Second || r.Multiplier != 2 || len(r.RetryableCodes) != 1 {
+		t.Errorf("retry defaults: %+v", r)
+	}
+	b := budgetOf(nil)
+	if b.Ratio != 0.1 || b.MinRetries != 10 || b.Window != 10*time.Second {
+		t.Errorf("budget defaults: %+v", b)
+	}
+	cb := breakerOf(&resilientv1.CircuitBreaker{})
+	if cb.FailureRatio != 0.5 || cb.MinimumCalls != 20 || cb.Window != 10*time.Second || cb.CoolDown != 10*time.Second ||
+		cb.HalfOpenProbes != 3 || cb.SlowCallThreshold != 0 || len(cb.FailureCodes) != 2 {
+		t.Errorf("breaker defaults: %+v", cb)
+	}
+}
+
+func TestDurationLimits(t *testing.T) {
+	var ps problems
+	c := checker{at: site{pos: "x.proto:1:1"}, lvl: levelMethod, ps: &ps}
+	c.positive("timeout", &durationpb.Duration{Seconds: math.MaxInt64 / 2}, "")
+	c.positive("timeout", &durationpb.Duration{Seconds: maxSeconds, Nanos: 999999999}, "")
+	c.positive("timeout", &durationpb.Duration{Nanos: 1}, "")
+	if len(ps) != 1 || !strings.Contains(ps[0].msg, "292 years") {
+		t.Errorf("problems %v, want one about a time.Duration overflow", ps)
+	}
+}
+
+func TestUnexport(t *testing.T) {
+	for in, want := range map[string]string{
+		"GetStock": "getStock",
+		"URLFetch": "urlFetch",
+		"URL":      "url",
+		"ID2":      "id2",
+		"X":        "x",
+		"get":      "get",
+	} {
+		if got := unexport(in); got != want {
+			t.Errorf("unexport(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
