@@ -1,0 +1,82 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestCascadeShape runs a shortened demonstration and checks the story it
+// tells: unprotected callers queue up, a timeout alone keeps hammering the
+// dependency, the full stack spares it and answers fast, and budgeted
+// retries add a fraction of the load naive ones do.
+func TestCascadeShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about 4 seconds")
+	}
+	c := config{
+		load:        load{rate: 100, duration: 4 * time.Second, workers: 32},
+		latency:     20 * time.Millisecond,
+		slowLatency: 2 * time.Second,
+		slowAt:      time.Second,
+		outageFrom:  time.Second,
+		outageTo:    3 * time.Second,
+		scenarios:   "none,timeout,full",
+		outage:      true,
+		parallel:    true,
+		out:         t.TempDir(),
+	}
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runAll(io.Discard, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, timeout, full := rep.slow[0], rep.slow[1], rep.slow[2]
+	if none.counts[outWaiting] < none.sent/3 {
+		t.Errorf("no protection: %d of %d still waiting, want the queue to build up", none.counts[outWaiting], none.sent)
+	}
+	if rep.slowCalls[1] < int64(timeout.sent/2) {
+		t.Errorf("timeout only: %d calls reached the slow dependency, want about one per request", rep.slowCalls[1])
+	}
+	if rep.slowCalls[2] >= rep.slowCalls[1]/2 {
+		t.Errorf("full stack: %d calls reached the slow dependency, want far fewer than timeout-only's %d", rep.slowCalls[2], rep.slowCalls[1])
+	}
+	if full.counts[outWaiting] != 0 || full.counts[outOK]+full.counts[outFallback] != full.sent {
+		t.Errorf("full stack: %v of %d; want every request answered, by the dependency or the fallback", full.counts, full.sent)
+	}
+	if p99 := full.percentile(0.99); p99 > 300*time.Millisecond+50*time.Millisecond+150*time.Millisecond {
+		t.Errorf("full stack p99 %v: more than timeout + bulkhead wait allow", p99)
+	}
+	naive, resilient := rep.outageCalls[0], rep.outageCalls[1]
+	if naive < 2*int64(c.rate)*2 || resilient > naive/2 {
+		t.Errorf("outage: naive retries sent %d calls, the generated client %d; want about 3 per request against a fraction", naive, resilient)
+	}
+	for _, f := range []string{"cascade-slow.svg", "cascade-outage.svg"} {
+		b, err := os.ReadFile(filepath.Join(c.out, f))
+		if err != nil || !strings.HasPrefix(string(b), "<svg") {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestFlagsAreChecked(t *testing.T) {
+	bad := []config{
+		{load: load{rate: 0, duration: time.Second, workers: 1}, outageFrom: 0, outageTo: time.Second, scenarios: "none"},
+		{load: load{rate: 1, duration: time.Second, workers: 1}, outageFrom: 0, outageTo: time.Second, scenarios: "nope"},
+		{load: load{rate: 1, duration: time.Second, workers: 1}, outageFrom: time.Second, outageTo: 0, scenarios: "none"},
+	}
+	for _, c := range bad {
+		if err := c.check(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

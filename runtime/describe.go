@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Describe renders the policy as text, one method per paragraph, so an
+// operator can see what is in force: every timeout, retry, breaker,
+// bulkhead and budget setting, and which of them the methods share.
+func Describe(p *ServicePolicy) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", p.Name)
+	if p.Budget != nil {
+		fmt.Fprintf(&b, "  retry budget: %s\n", p.Budget)
+	}
+	if p.Breaker != nil {
+		fmt.Fprintf(&b, "  breaker (shared): %s\n", p.Breaker)
+	}
+	if p.Bulkhead != nil {
+		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", p.Bulkhead)
+	}
+	for i := range p.Methods {
+		m := &p.Methods[i]
+		fmt.Fprintf(&b, "  %s\n", m.Name)
+		kind := [...]string{"unary", "client streaming", "server streaming", "bidi streaming"}[m.Kind&3]
+		fmt.Fprintf(&b, "    %s, idempotent: %v", kind, m.Idempotent)
+		if m.IdempotencyKey != "" {
+			fmt.Fprintf(&b, ", idempotency key: %s", m.IdempotencyKey)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
+		if m.Retry != nil && m.Retry.MaxAttempts > 1 {
+			fmt.Fprintf(&b, "    retry: %s\n", m.Retry)
+		} else {
+			b.WriteString("    retry: none\n")
+		}
+		switch {
+		case m.Breaker != nil:
+			fmt.Fprintf(&b, "    breaker (own): %s\n", m.Breaker)
+		case p.Breaker != nil:
+			b.WriteString("    breaker: shared\n")
+		default:
+			b.WriteString("    breaker: none\n")
+		}
+		switch {
+		case m.Bulkhead != nil:
+			fmt.Fprintf(&b, "    bulkhead (own): %s\n", m.Bulkhead)
+		case p.Bulkhead != nil:
+			b.WriteString("    bulkhead: shared\n")
+		default:
+			b.WriteString("    bulkhead: none\n")
+		}
+	}
+	return b.String()
+}
+
+func orNone(s string, none bool) string {
+	if none {
+		return "none"
+	}
+	return s
+}
+
+func (r *RetryPolicy) String() string {
+	return fmt.Sprintf("%d attempts, backoff %s..%s ×%g with full jitter, on %s",
+		r.MaxAttempts, r.InitialBackoff, r.MaxBackoff, r.Multiplier, r.RetryableCodes)
+}
+
+func (b *BudgetPolicy) String() string {
+	return fmt.Sprintf("%g of requests + %d per %s", b.Ratio, b.MinRetries, b.Window)
+}
+
+func (b *BreakerPolicy) String() string {
+	s := fmt.Sprintf("opens at %g failures over ≥%d calls in %s, cool-down %s, %d probes, failures %s",
+		b.FailureRatio, b.MinimumCalls, b.Window, b.CoolDown, b.HalfOpenProbes, b.FailureCodes)
+	if b.SlowCallThreshold > 0 {
+		s += fmt.Sprintf(", slower than %s counts as failure", b.SlowCallThreshold)
+	}
+	return s
+}
+
+func (b *BulkheadPolicy) String() string {
+	return fmt.Sprintf("%d permits, max wait %s", b.Permits, b.MaxWait)
+}
