@@ -344,14 +344,14 @@ const file_example_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x03sku\x18\x01 \x01(\tR\x03sku\"<\n" +
 	"\x12WatchStockResponse\x12\x10\n" +
 	"\x03sku\x18\x01 \x01(\tR\x03sku\x12\x14\n" +
-	"\x05units\x18\x02 \x01(\x03R\x05units2\xad\x03\n" +
+	"\x05units\x18\x02 \x01(\x03R\x05units2\xb3\x03\n" +
 	"\x10InventoryService\x12t\n" +
 	"\bGetStock\x12%.example.inventory.v1.GetStockRequest\x1a&.example.inventory.v1.GetStockResponse\"\x19\xba\xb7\x1c\x12\"\x10\b\x03\x12\x05\x10\x80\xe1\xeb\x17\x1a\x05\x10\x80\x84\xaf_\x90\x02\x01\x12y\n" +
-	"\fReserveStock\x12).example.inventory.v1.ReserveStockRequest\x1a*.example.inventory.v1.ReserveStockResponse\"\x12\xba\xb7\x1c\x0e\"\x02\b\x03B\border_id\x12k\n" +
+	"\fReserveStock\x12).example.inventory.v1.ReserveStockRequest\x1a*.example.inventory.v1.ReserveStockResponse\"\x12\xba\xb7\x1c\x0e\"\x02\b\x03B\border_id\x12q\n" +
 	"\n" +
-	"WatchStock\x12'.example.inventory.v1.WatchStockRequest\x1a(.example.inventory.v1.WatchStockResponse\"\b\xba\xb7\x1c\x04\x12\x02\b<0\x01\x1a;\xba\xb7\x1c7\x12\x06\x10\x80Ɔ\x8f\x01*\v\t\x9a\x99\x99\x99\x99\x99\xb9?\x10\n" +
-	"2\x15\t\x00\x00\x00\x00\x00\x00\xe0?\x10\x14\x1a\x02\b\n" +
-	"\"\x02\b\x02(\x03:\t\b\b\x12\x05\x10\x80\xe1\xeb\x17BPZNgithub.com/go-resilient/resilient/example/gen/example/inventory/v1;inventoryv1b\x06proto3"
+	"WatchStock\x12'.example.inventory.v1.WatchStockRequest\x1a(.example.inventory.v1.WatchStockResponse\"\x0e\xba\xb7\x1c\n" +
+	"\x12\x02\b<:\x04\b\x04\x18\x010\x01\x1a;\xba\xb7\x1c7\x12\x06\x10\x80Ɔ\x8f\x01*\v\t\x9a\x99\x99\x99\x99\x99\xb9?\x10\n" +
+	"2\x15\t\x00\x00\x00\x00\x00\x00\xe0?\x10\x14\x1a\x02\b\x02\"\x02\b\x02(\x03:\t\b\b\x12\x05\x10\x80\xda\xc4\tBPZNgithub.com/go-resilient/resilient/example/gen/example/inventory/v1;inventoryv1b\x06proto3"
 
 var (
 	file_example_inventory_v1_inventory_proto_rawDescOnce sync.Once

@@ -28,14 +28,14 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 	Breaker: &runtime.BreakerPolicy{
 		FailureRatio:   0.5,
 		MinimumCalls:   20,
-		Window:         10000000000, // 10s
-		CoolDown:       2000000000,  // 2s
+		Window:         2000000000, // 2s
+		CoolDown:       2000000000, // 2s
 		HalfOpenProbes: 3,
 		FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 	},
 	Bulkhead: &runtime.BulkheadPolicy{
 		Permits: 8,
-		MaxWait: 50000000, // 50ms
+		MaxWait: 20000000, // 20ms
 	},
 	Methods: []runtime.MethodPolicy{
 		{ // 0
@@ -70,6 +70,10 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 			Kind:       runtime.KindServerStreaming,
 			Idempotent: false,
 			Timeout:    60000000000, // 1m0s
+			Bulkhead: &runtime.BulkheadPolicy{
+				Permits: 4,
+				MaxWait: 20000000, // 20ms
+			},
 		},
 	},
 }
