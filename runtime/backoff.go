@@ -21,7 +21,9 @@ func backoffBound(p *RetryPolicy, n int) time.Duration {
 		n = 1
 	}
 	bound := float64(p.InitialBackoff) * math.Pow(max(p.Multiplier, 1), float64(n-1))
-	if bound > float64(p.MaxBackoff) || math.IsInf(bound, 0) || math.IsNaN(bound) {
+	// >=, not >: float64(MaxBackoff) may round up (to 2^63 for the largest
+	// durations), and converting a bound that reaches it would overflow.
+	if bound >= float64(p.MaxBackoff) || math.IsInf(bound, 0) || math.IsNaN(bound) {
 		return p.MaxBackoff
 	}
 	return time.Duration(bound)

@@ -154,10 +154,14 @@ func (b *Breaker) Done(t Ticket, o Outcome, latency time.Duration, now time.Time
 		b.outcomes.add(n, 1, 0)
 	case Failure:
 		b.outcomes.add(n, 1, 1)
-		calls, failures := b.outcomes.sum(n)
-		if calls >= uint64(b.p.MinimumCalls) && float64(failures) >= b.p.FailureRatio*float64(calls) {
-			b.transitionFrom(t.gen, StateClosed, StateOpen, n)
-		}
+	default:
+		return
+	}
+	// A success can bring the window to MinimumCalls with enough failures
+	// already in it: the ratio is judged after every counted outcome.
+	calls, failures := b.outcomes.sum(n)
+	if calls >= uint64(b.p.MinimumCalls) && float64(failures) >= b.p.FailureRatio*float64(calls) {
+		b.transitionFrom(t.gen, StateClosed, StateOpen, n)
 	}
 }
 

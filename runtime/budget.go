@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -35,7 +36,7 @@ func (b *Budget) TryRetry(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	requests, retries := b.w.sum(n)
-	if float64(retries+1) > b.p.Ratio*float64(requests)+float64(b.p.MinRetries) {
+	if int64(retries)+1 > b.allowance(requests) {
 		return false
 	}
 	b.w.add(n, 0, 1)
@@ -45,5 +46,17 @@ func (b *Budget) TryRetry(now time.Time) bool {
 // Available returns how many retries the budget would allow at now.
 func (b *Budget) Available(now time.Time) int {
 	requests, retries := b.w.sum(nanos(now, b.base))
-	return max(0, int(b.p.Ratio*float64(requests)+float64(b.p.MinRetries))-int(retries))
+	return int(max(0, b.allowance(requests)-int64(retries)))
+}
+
+// allowance returns how many retries the window may hold with requests in
+// it: Ratio*requests, rounded down, plus MinRetries. A product that is an
+// integer in exact arithmetic may fall just below it in float64
+// (0.29*100 = 28.999999999999996); it is not rounded down a whole retry.
+func (b *Budget) allowance(requests uint64) int64 {
+	x := b.p.Ratio * float64(requests)
+	if r := math.Round(x); math.Abs(x-r) <= 1e-9*r {
+		x = r
+	}
+	return int64(x) + int64(b.p.MinRetries)
 }

@@ -31,7 +31,8 @@ func CodesOf(cs ...codes.Code) CodeSet {
 // Has reports whether c is in the set.
 func (s CodeSet) Has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
 
-// String lists the codes by name, as in "[UNAVAILABLE DEADLINE_EXCEEDED]".
+// String lists the codes by name in the order of their numbers, as in
+// "[DEADLINE_EXCEEDED UNAVAILABLE]".
 func (s CodeSet) String() string {
 	var names []string
 	for c := codes.Code(0); c < 32; c++ {
@@ -42,20 +43,36 @@ func (s CodeSet) String() string {
 	return "[" + strings.Join(names, " ") + "]"
 }
 
+// codeNames are the canonical names of the codes, as the gRPC status code
+// documentation and service config spell them: not derived from Go's
+// names, which give "O_K" and "CANCELED".
+var codeNames = [...]string{
+	codes.OK:                 "OK",
+	codes.Canceled:           "CANCELLED",
+	codes.Unknown:            "UNKNOWN",
+	codes.InvalidArgument:    "INVALID_ARGUMENT",
+	codes.DeadlineExceeded:   "DEADLINE_EXCEEDED",
+	codes.NotFound:           "NOT_FOUND",
+	codes.AlreadyExists:      "ALREADY_EXISTS",
+	codes.PermissionDenied:   "PERMISSION_DENIED",
+	codes.ResourceExhausted:  "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION",
+	codes.Aborted:            "ABORTED",
+	codes.OutOfRange:         "OUT_OF_RANGE",
+	codes.Unimplemented:      "UNIMPLEMENTED",
+	codes.Internal:           "INTERNAL",
+	codes.Unavailable:        "UNAVAILABLE",
+	codes.DataLoss:           "DATA_LOSS",
+	codes.Unauthenticated:    "UNAUTHENTICATED",
+}
+
 // CodeName returns the canonical upper-case name of a code, as used in the
 // .proto annotations and in gRPC service config: "UNAVAILABLE".
 func CodeName(c codes.Code) string {
-	if c > codes.Unauthenticated {
+	if int(c) >= len(codeNames) {
 		return fmt.Sprintf("CODE(%d)", uint32(c))
 	}
-	var b strings.Builder
-	for i, r := range c.String() {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToUpper(b.String())
+	return codeNames[c]
 }
 
 // ParseCode returns the code with the given canonical name ("UNAVAILABLE").

@@ -1,0 +1,177 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// drain takes retries at now until the budget refuses one, and returns how
+// many it granted. It checks that Available announced that number.
+func drain(t *testing.T, b *Budget, now time.Time) int {
+	t.Helper()
+	avail := b.Available(now)
+	n := 0
+	for b.TryRetry(now) {
+		n++
+		if n > 1_000_000 {
+			t.Fatal("the budget never runs out")
+		}
+	}
+	if avail != n {
+		t.Errorf("Available said %d, TryRetry granted %d", avail, n)
+	}
+	if a := b.Available(now); a != 0 {
+		t.Errorf("Available after draining = %d, want 0", a)
+	}
+	return n
+}
+
+func TestBudgetFloorWithoutRequests(t *testing.T) {
+	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	if got := drain(t, b, t0.Add(time.Second)); got != 10 {
+		t.Fatalf("granted %d retries with no requests, want 10", got)
+	}
+}
+
+func TestBudgetRatioOfRequests(t *testing.T) {
+	for _, tc := range []struct {
+		ratio      float64
+		minRetries int
+		requests   int
+		want       int
+	}{
+		{0.1, 10, 100, 20},
+		{0.1, 10, 9, 10},   // 0.9 of a retry earned: none yet
+		{0.1, 10, 10, 11},  //
+		{0.1, 10, 105, 20}, // rounded down
+		{0.5, 0, 7, 3},
+		{1, 0, 5, 5},
+		{0.29, 0, 100, 29}, // 0.29*100 is 28.999999999999996 in float64
+		{0.57, 1, 100, 58},
+		{0.3, 0, 10, 3},
+	} {
+		t.Run(fmt.Sprintf("%v,%d,%d", tc.ratio, tc.minRetries, tc.requests), func(t *testing.T) {
+			b := NewBudget(BudgetPolicy{Ratio: tc.ratio, MinRetries: tc.minRetries, Window: 10 * time.Second}, t0)
+			now := t0.Add(time.Second)
+			for range tc.requests {
+				b.Request(now)
+			}
+			if got := drain(t, b, now); got != tc.want {
+				t.Fatalf("granted %d retries, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBudgetEarnsRetriesAsRequestsCome(t *testing.T) {
+	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	now := t0.Add(time.Second)
+	drain(t, b, now)
+	for i := 1; i <= 30; i++ {
+		b.Request(now)
+		want := i%10 == 0 // every 10th request earns one retry
+		if got := b.TryRetry(now); got != want {
+			t.Fatalf("after %d requests TryRetry = %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestBudgetWindowSlides(t *testing.T) {
+	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	start := t0.Add(time.Second)
+	for range 100 {
+		b.Request(start)
+	}
+	for range 10 {
+		if !b.TryRetry(start) {
+			t.Fatal("retry refused")
+		}
+	}
+	mid := start.Add(5 * time.Second)
+	if got := drain(t, b, mid); got != 10 {
+		t.Fatalf("granted %d more at +5s, want 10", got)
+	}
+	// At +11 s the requests have left the window, but the retries of +5 s
+	// are still in it: 20 retries already against a floor of 10.
+	if got := b.Available(start.Add(11 * time.Second)); got != 0 {
+		t.Fatalf("Available at +11s = %d, want 0", got)
+	}
+	// At +16 s everything has expired: the floor again.
+	if got := drain(t, b, start.Add(16*time.Second)); got != 10 {
+		t.Fatalf("granted %d at +16s, want 10", got)
+	}
+	// And requests made later count afresh.
+	late := start.Add(17 * time.Second)
+	for range 50 {
+		b.Request(late)
+	}
+	if got := drain(t, b, late); got != 5 {
+		t.Fatalf("granted %d at +17s, want 5", got)
+	}
+}
+
+func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
+	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	now := t0.Add(time.Second)
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() { b.Request(now) })
+	}
+	wg.Wait()
+	if got := b.Available(now); got != 20 {
+		t.Fatalf("Available = %d, want 20", got)
+	}
+	var granted atomic.Int64
+	start := make(chan struct{})
+	for range 64 {
+		wg.Go(func() {
+			<-start
+			for range 10 {
+				if b.TryRetry(now) {
+					granted.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := granted.Load(); got != 20 {
+		t.Fatalf("64 goroutines were granted %d retries, want exactly 20", got)
+	}
+	if got := b.Available(now); got != 0 {
+		t.Fatalf("Available = %d, want 0", got)
+	}
+}
+
+func TestBudgetConcurrentRequestsAndRetries(t *testing.T) {
+	// Requests and retries race; at every grant the retries must fit the
+	// requests counted so far. At the end the total fits the final budget.
+	b := NewBudget(BudgetPolicy{Ratio: 0.2, MinRetries: 5, Window: 10 * time.Second}, t0)
+	now := t0.Add(time.Second)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 100 {
+				b.Request(now)
+			}
+		})
+		wg.Go(func() {
+			for range 100 {
+				if b.TryRetry(now) {
+					granted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if max := int64(0.2*3200 + 5); granted.Load() > max {
+		t.Fatalf("granted %d retries, more than %d", granted.Load(), max)
+	}
+	if got, want := int64(b.Available(now)), int64(0.2*3200+5)-granted.Load(); got != want {
+		t.Fatalf("Available = %d, want %d", got, want)
+	}
+}
