@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,27 +69,39 @@ type Breaker struct {
 	state     atomic.Int32
 	gen       atomic.Uint64
 	openUntil atomic.Int64 // nanoseconds since base
-	admitted  atomic.Int64 // half-open probes let through
-	succeeded atomic.Int64 // half-open probes that succeeded
-	outcomes  *window      // a: calls, b: failures
+	// probes packs, for the half-open state of one generation, the low 32
+	// bits of that generation, the probes admitted and the probes that
+	// succeeded (16 bits each), so that a probe can never be counted in a
+	// generation other than its own.
+	probes      atomic.Uint64
+	outcomes    *window      // a: calls, b: failures
+	lastFailure atomic.Int64 // nanoseconds since base of the last failure counted
 
 	mu           sync.Mutex // serialises state changes
 	onTransition func(from, to State)
 }
+
+// maxProbes is the largest HalfOpenProbes the packed counters hold.
+const maxProbes = 1<<16 - 1
 
 // NewBreaker returns a closed breaker. base is any instant before the first
 // call; the window counts from it. onTransition, if not nil, is called once
 // per state change, after the change, outside any lock the breaker holds on
 // its hot path.
 func NewBreaker(p BreakerPolicy, base time.Time, onTransition func(from, to State)) *Breaker {
-	return &Breaker{p: p, base: base, outcomes: newWindow(p.Window), onTransition: onTransition}
+	p.HalfOpenProbes = min(p.HalfOpenProbes, maxProbes)
+	b := &Breaker{p: p, base: base, outcomes: newWindow(p.Window), onTransition: onTransition}
+	b.lastFailure.Store(math.MinInt64 / 2)
+	return b
 }
 
 // State returns the state at now: an open breaker whose cool-down has
 // passed reports half-open.
-func (b *Breaker) State(now time.Time) State {
+func (b *Breaker) State(now time.Time) State { return b.stateAt(nanos(now, b.base)) }
+
+func (b *Breaker) stateAt(n int64) State {
 	s := State(b.state.Load())
-	if s == StateOpen && nanos(now, b.base) >= b.openUntil.Load() {
+	if s == StateOpen && n >= b.openUntil.Load() {
 		return StateHalfOpen
 	}
 	return s
@@ -98,12 +111,18 @@ func (b *Breaker) State(now time.Time) State {
 // ticket to pass to Done, or, when the call is refused, how long the refusal
 // is expected to last and false.
 func (b *Breaker) Allow(now time.Time) (Ticket, time.Duration, bool) {
+	return b.allow(func() int64 { return nanos(now, b.base) })
+}
+
+// allow is Allow with the time read only when it matters: a closed breaker
+// admits without looking at the clock.
+func (b *Breaker) allow(now func() int64) (Ticket, time.Duration, bool) {
 	for {
 		switch State(b.state.Load()) {
 		case StateClosed:
 			return Ticket{gen: b.gen.Load()}, 0, true
 		case StateOpen:
-			t := nanos(now, b.base)
+			t := now()
 			until := b.openUntil.Load()
 			if t < until {
 				return Ticket{}, time.Duration(until - t), false
@@ -111,17 +130,17 @@ func (b *Breaker) Allow(now time.Time) (Ticket, time.Duration, bool) {
 			b.transition(StateOpen, StateHalfOpen, t)
 		case StateHalfOpen:
 			gen := b.gen.Load()
-			n := b.admitted.Add(1)
-			if n > int64(b.p.HalfOpenProbes) {
-				b.admitted.Add(-1)
+			v := b.probes.Load()
+			if v>>32 != gen&math.MaxUint32 || State(b.state.Load()) != StateHalfOpen {
+				continue // the state moved on meanwhile
+			}
+			if int(v>>16&0xffff) >= b.p.HalfOpenProbes {
 				// The probes are out; the next decision comes when they return.
 				return Ticket{}, 0, false
 			}
-			if b.gen.Load() != gen || State(b.state.Load()) != StateHalfOpen {
-				b.admitted.Add(-1)
-				continue // the state moved while this probe was admitted
+			if b.probes.CompareAndSwap(v, v+1<<16) {
+				return Ticket{gen: gen, probe: true}, 0, true
 			}
-			return Ticket{gen: gen, probe: true}, 0, true
 		}
 	}
 }
@@ -129,39 +148,62 @@ func (b *Breaker) Allow(now time.Time) (Ticket, time.Duration, bool) {
 // Done records the outcome of a call admitted with t. latency is how long
 // the call took; with a SlowCallThreshold, a slower success is a failure.
 func (b *Breaker) Done(t Ticket, o Outcome, latency time.Duration, now time.Time) {
+	b.done(t, o, latency, nanos(now, b.base))
+}
+
+func (b *Breaker) done(t Ticket, o Outcome, latency time.Duration, n int64) {
 	if o == Success && b.p.SlowCallThreshold > 0 && latency > b.p.SlowCallThreshold {
 		o = Failure
 	}
 	if t.gen != b.gen.Load() {
 		return // admitted under an earlier state: says nothing about this one
 	}
-	n := nanos(now, b.base)
 	if t.probe {
-		switch o {
-		case Ignored:
-			b.admitted.Add(-1)
-		case Failure:
-			b.transitionFrom(t.gen, StateHalfOpen, StateOpen, n)
-		case Success:
-			if b.succeeded.Add(1) >= int64(b.p.HalfOpenProbes) {
-				b.transitionFrom(t.gen, StateHalfOpen, StateClosed, n)
-			}
-		}
+		b.probeDone(t.gen, o, n)
 		return
 	}
 	switch o {
 	case Success:
 		b.outcomes.add(n, 1, 0)
+		// A success can bring the window to MinimumCalls with enough
+		// failures already in it, but only if a failure is in the window.
+		if n-b.lastFailure.Load() > int64(b.p.Window) {
+			return
+		}
 	case Failure:
+		b.lastFailure.Store(n)
 		b.outcomes.add(n, 1, 1)
 	default:
 		return
 	}
-	// A success can bring the window to MinimumCalls with enough failures
-	// already in it: the ratio is judged after every counted outcome.
 	calls, failures := b.outcomes.sum(n)
 	if calls >= uint64(b.p.MinimumCalls) && float64(failures) >= b.p.FailureRatio*float64(calls) {
 		b.transitionFrom(t.gen, StateClosed, StateOpen, n)
+	}
+}
+
+// probeDone records the outcome of a half-open probe of generation gen.
+func (b *Breaker) probeDone(gen uint64, o Outcome, n int64) {
+	if o == Failure {
+		b.transitionFrom(gen, StateHalfOpen, StateOpen, n)
+		return
+	}
+	for {
+		v := b.probes.Load()
+		if v>>32 != gen&math.MaxUint32 {
+			return // another generation's counters
+		}
+		next := v - 1<<16 // Ignored: the probe frees its place
+		if o == Success {
+			next = v + 1
+		}
+		if !b.probes.CompareAndSwap(v, next) {
+			continue
+		}
+		if o == Success && int(next&0xffff) >= b.p.HalfOpenProbes {
+			b.transitionFrom(gen, StateHalfOpen, StateClosed, n)
+		}
+		return
 	}
 }
 
@@ -186,15 +228,16 @@ func (b *Breaker) transition(from, to State, now int64) {
 
 // apply sets the new state; b.mu is held.
 func (b *Breaker) apply(to State, now int64) {
+	gen := b.gen.Load() + 1
 	switch to {
 	case StateOpen:
 		b.openUntil.Store(now + int64(b.p.CoolDown))
 	case StateHalfOpen:
-		b.admitted.Store(0)
-		b.succeeded.Store(0)
+		b.probes.Store((gen & math.MaxUint32) << 32)
 	case StateClosed:
 		b.outcomes.reset()
+		b.lastFailure.Store(math.MinInt64 / 2)
 	}
-	b.gen.Add(1)
+	b.gen.Store(gen)
 	b.state.Store(int32(to))
 }

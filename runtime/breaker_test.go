@@ -524,14 +524,18 @@ func TestBreakerClosedDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// BenchmarkBreakerClosed measures Allow+Done on a closed breaker, reading
+// the time as the runtime does: the monotonic clock only (base.Add of
+// time.Since keeps the monotonic reading, at half the cost of time.Now).
 func BenchmarkBreakerClosed(b *testing.B) {
 	p := testBreakerPolicy()
 	p.SlowCallThreshold = time.Second
-	br := NewBreaker(p, time.Now(), nil)
+	base := time.Now()
+	br := NewBreaker(p, base, nil)
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			now := time.Now()
+			now := base.Add(time.Since(base))
 			tk, _, ok := br.Allow(now)
 			if !ok {
 				b.Fatal("refused")
@@ -543,7 +547,7 @@ func BenchmarkBreakerClosed(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				now := time.Now()
+				now := base.Add(time.Since(base))
 				tk, _, ok := br.Allow(now)
 				if !ok {
 					b.Fatal("refused")

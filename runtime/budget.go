@@ -27,12 +27,15 @@ func NewBudget(p BudgetPolicy, base time.Time) *Budget {
 }
 
 // Request counts one request (a call, not an attempt) at now.
-func (b *Budget) Request(now time.Time) { b.w.add(nanos(now, b.base), 1, 0) }
+func (b *Budget) Request(now time.Time) { b.request(nanos(now, b.base)) }
+
+func (b *Budget) request(n int64) { b.w.add(n, 1, 0) }
 
 // TryRetry reports whether one more retry fits in the budget at now, and if
 // so counts it.
-func (b *Budget) TryRetry(now time.Time) bool {
-	n := nanos(now, b.base)
+func (b *Budget) TryRetry(now time.Time) bool { return b.tryRetry(nanos(now, b.base)) }
+
+func (b *Budget) tryRetry(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	requests, retries := b.w.sum(n)

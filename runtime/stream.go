@@ -52,8 +52,8 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		s.bulkhead = bh
 	}
 	if br := m.breaker; br != nil {
-		s.start = w.c.clock.Now()
-		t, retryAfter, ok := br.Allow(s.start)
+		s.start = w.c.now()
+		t, retryAfter, ok := br.allow(w.c.now)
 		if !ok {
 			s.release()
 			return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
@@ -91,7 +91,7 @@ type stream struct {
 	bulkhead  *Bulkhead
 	breaker   *Breaker
 	ticket    Ticket
-	start     time.Time
+	start     int64 // nanoseconds since the client's base
 	cancel    context.CancelFunc
 
 	once     sync.Once
@@ -122,8 +122,8 @@ func (s *stream) record(err error) {
 		return
 	}
 	s.recorded = true
-	now := s.m.client.clock.Now()
-	s.breaker.Done(s.ticket, classify(s.callerCtx, err, s.breaker.p.FailureCodes), now.Sub(s.start), now)
+	n := s.m.client.now()
+	s.breaker.done(s.ticket, classify(s.callerCtx, err, s.breaker.p.FailureCodes), time.Duration(n-s.start), n)
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not

@@ -71,7 +71,7 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	retry := p.Retry
 	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || key != "")
 	if retries {
-		m.budget.Request(c.clock.Now())
+		m.budget.request(c.now())
 	}
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -92,7 +92,7 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
 			return nil, err // the retry could not start before the deadline
 		}
-		if !m.budget.TryRetry(c.clock.Now()) {
+		if !m.budget.tryRetry(c.now()) {
 			return nil, budgetExhaustedError(m.dependency(), p.Name, err)
 		}
 		if !sleep(ctx, wait) {
@@ -107,13 +107,16 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
 	br := m.breaker
+	c := m.client
 	var ticket Ticket
-	var start time.Time
+	var start int64
 	if br != nil {
 		var ok bool
-		start = m.client.clock.Now()
-		if ticket, retryAfter, ok = br.Allow(start); !ok {
+		if ticket, retryAfter, ok = br.allow(c.now); !ok {
 			return nil, nil, true, retryAfter
+		}
+		if br.p.SlowCallThreshold > 0 {
+			start = c.now()
 		}
 	}
 	actx := ctx
@@ -125,8 +128,8 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	if br != nil {
-		now := m.client.clock.Now()
-		br.Done(ticket, classify(ctx, err, br.p.FailureCodes), now.Sub(start), now)
+		n := c.now()
+		br.done(ticket, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
 	}
 	return resp, err, false, 0
 }

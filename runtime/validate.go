@@ -113,8 +113,8 @@ func (b *BreakerPolicy) check(f string, bad badFunc) {
 	}
 	positive(b.Window, f+".Window", bad)
 	positive(b.CoolDown, f+".CoolDown", bad)
-	if b.HalfOpenProbes < 1 {
-		bad(f+".HalfOpenProbes", "must be at least 1, is %d", b.HalfOpenProbes)
+	if b.HalfOpenProbes < 1 || b.HalfOpenProbes > maxProbes {
+		bad(f+".HalfOpenProbes", "must be in [1, %d], is %d", maxProbes, b.HalfOpenProbes)
 	}
 	if b.SlowCallThreshold < 0 {
 		bad(f+".SlowCallThreshold", "negative (%s): use 0 for none", b.SlowCallThreshold)

@@ -48,8 +48,9 @@ func (w *window) add(now int64, da, db uint64) {
 	if now < 0 {
 		now = 0
 	}
-	epoch := uint64(now/w.width) & epochMask
-	slot := &w.buckets[uint64(now/w.width)%windowBuckets]
+	q := uint64(now / w.width)
+	epoch := q & epochMask
+	slot := &w.buckets[q%windowBuckets]
 	for {
 		old := slot.Load()
 		e, a, b := unpack(old)
