@@ -367,7 +367,7 @@ func printSlowTable(w io.Writer, results []*result, deps []*dependency, c config
 		fmt.Fprintf(w, "%-42s %5d %5d %8d %7d %8d %8d %7d %8s %8s %10d\n",
 			scenarioTitles[r.name], r.sent, r.counts[outOK], r.counts[outFallback],
 			r.counts[outTimeout], r.counts[outCircuitOpen], r.counts[outBulkheadFull], r.counts[outWaiting],
-			r.percentile(0.50).Round(time.Millisecond), r.percentile(0.99).Round(time.Millisecond), deps[i].inPhase.Load())
+			short(r.percentile(0.50)), short(r.percentile(0.99)), deps[i].inPhase.Load())
 		if other := r.counts[outUnavailable] + r.counts[outOther]; other > 0 {
 			fmt.Fprintf(w, "%42s %d other errors\n", "", other)
 		}
@@ -379,4 +379,13 @@ func printSlowTable(w io.Writer, results []*result, deps []*dependency, c config
 		r.name = scenarioTitles[r.name]
 	}
 	fmt.Fprintf(w, "(p50/p99 over completed requests, queueing included; dep. calls: calls that reached the dependency from t=%s; waiting: queued or in flight when arrivals stopped, cut, not drained)\n", c.slowAt)
+}
+
+// short rounds a latency for the table: to the millisecond, or to the
+// microsecond below one.
+func short(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }

@@ -67,7 +67,9 @@ type result struct {
 	counts    [numOutcomes]int
 	perSecond [][numOutcomes]int // by arrival second
 	causes    [numOutcomes]int   // why the fallback answered
-	latencies []time.Duration    // of the requests that completed
+	// causesPerSecond breaks perSecond's fallbacks down by cause.
+	causesPerSecond [][numOutcomes]int
+	latencies       []time.Duration // of the requests that completed
 }
 
 func (r *result) percentile(p float64) time.Duration {
@@ -84,7 +86,8 @@ func (r *result) percentile(p float64) time.Duration {
 // counted as waiting, never drained.
 func run(name string, l load, c call) *result {
 	total := int(l.duration.Seconds() * float64(l.rate))
-	r := &result{name: name, perSecond: make([][numOutcomes]int, int(l.duration.Seconds())+1)}
+	secs := max(1, int(l.duration.Seconds()))
+	r := &result{name: name, perSecond: make([][numOutcomes]int, secs), causesPerSecond: make([][numOutcomes]int, secs)}
 	queue := make(chan time.Time, total) // arrival instants
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,11 +98,12 @@ func run(name string, l load, c call) *result {
 		mu.Lock()
 		defer mu.Unlock()
 		r.counts[o]++
-		if o == outFallback {
-			r.causes[cause]++
-		}
 		sec := min(int(arrived.Sub(start).Seconds()), len(r.perSecond)-1)
 		r.perSecond[sec][o]++
+		if o == outFallback {
+			r.causes[cause]++
+			r.causesPerSecond[sec][cause]++
+		}
 		if o != outWaiting {
 			r.latencies = append(r.latencies, time.Since(arrived))
 		}

@@ -23,7 +23,7 @@ func writeChart(path, title string, results []*result, faultAt time.Duration) er
 		gap            = 50
 	)
 	height := top + len(results)*(panelH+gap) + 40
-	width := left + panelW + 170
+	width := left + panelW + 220
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -46,14 +46,24 @@ func writeChart(path, title string, results []*result, faultAt time.Duration) er
 		barW := float64(panelW) / float64(secs)
 		for s, counts := range r.perSecond {
 			y := float64(y0 + panelH)
+			bar := func(n int, colour, opacity, label string) {
+				if n == 0 {
+					return
+				}
+				h := float64(n) / float64(maxPerSec) * panelH
+				y -= h
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%s"><title>t=%ds %s: %d</title></rect>`+"\n",
+					float64(left)+float64(s)*barW+1, y, barW-2, h, colour, opacity, s, label, n)
+			}
 			for o := range numOutcomes {
-				if counts[o] == 0 {
+				if o != outFallback {
+					bar(counts[o], outcomeColours[o], "1", outcomeNames[o])
 					continue
 				}
-				h := float64(counts[o]) / float64(maxPerSec) * panelH
-				y -= h
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>t=%ds %s: %d</title></rect>`+"\n",
-					float64(left)+float64(s)*barW+1, y, barW-2, h, outcomeColours[o], s, outcomeNames[o], counts[o])
+				// A fallback answer is drawn in the pale colour of its cause.
+				for cause, n := range r.causesPerSecond[s] {
+					bar(n, outcomeColours[cause], "0.35", "fallback after "+outcomeNames[cause])
+				}
 			}
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%d</text>`+"\n", float64(left)+(float64(s)+0.5)*barW, y0+panelH+14, s)
 		}
@@ -62,10 +72,21 @@ func writeChart(path, title string, results []*result, faultAt time.Duration) er
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end" fill="#555">%d/s</text>`+"\n", left-6, y0+10, maxPerSec)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end" fill="#555">0</text>`+"\n", left-6, y0+panelH)
 	}
+	legend := func(i int, colour, opacity, label string) {
+		y := top + 30 + i*20
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s" fill-opacity="%s"/><text x="%d" y="%d">%s</text>`+"\n",
+			left+panelW+20, y, colour, opacity, left+panelW+38, y+10, label)
+	}
+	i := 0
 	for o := range numOutcomes {
-		y := top + 30 + int(o)*20
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
-			left+panelW+20, y, outcomeColours[o], left+panelW+38, y+10, outcomeNames[o])
+		if o != outFallback {
+			legend(i, outcomeColours[o], "1", outcomeNames[o])
+			i++
+		}
+	}
+	for _, o := range []outcome{outCircuitOpen, outBulkheadFull, outTimeout} {
+		legend(i, outcomeColours[o], "0.35", "fallback after "+outcomeNames[o])
+		i++
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555">seconds since the start (by arrival of the request); dashed line: the fault begins</text>`+"\n", left, height-12)
 	b.WriteString("</svg>\n")
