@@ -224,8 +224,9 @@ type Retry struct {
 	// retry: {backoff_multiplier: 1.5}
 	// ```
 	BackoffMultiplier *float64 `protobuf:"fixed64,4,opt,name=backoff_multiplier,json=backoffMultiplier,proto3,oneof" json:"backoff_multiplier,omitempty"`
-	// retryable_codes are the gRPC status codes, by name, after which an
-	// attempt is repeated. Default: ["UNAVAILABLE"]. DEADLINE_EXCEEDED here
+	// retryable_codes are the gRPC status codes, by their canonical upper-case
+	// names as gRPC's documentation spells them (UNAVAILABLE, CANCELLED,
+	// DEADLINE_EXCEEDED, ...), after which an attempt is repeated. Default: ["UNAVAILABLE"]. DEADLINE_EXCEEDED here
 	// means an attempt that ran out of its own timeout while the call still
 	// had time; RESOURCE_EXHAUSTED is usually paired with server pushback.
 	// Answers such as NOT_FOUND, INVALID_ARGUMENT or FAILED_PRECONDITION are
@@ -433,8 +434,8 @@ type CircuitBreaker struct {
 	// circuit_breaker: {slow_call_threshold: {nanos: 500000000}}
 	// ```
 	SlowCallThreshold *durationpb.Duration `protobuf:"bytes,6,opt,name=slow_call_threshold,json=slowCallThreshold,proto3" json:"slow_call_threshold,omitempty"`
-	// failure_codes are the gRPC status codes, by name, that count as a
-	// failure of the dependency. Default: ["UNAVAILABLE",
+	// failure_codes are the gRPC status codes, by canonical upper-case name,
+	// that count as a failure of the dependency. Default: ["UNAVAILABLE",
 	// "DEADLINE_EXCEEDED"]: a dependency that does not answer in time is the
 	// failure a breaker exists for. Every other code counts as a success; the
 	// caller's own cancellation counts as nothing.

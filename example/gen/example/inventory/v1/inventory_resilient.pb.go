@@ -83,14 +83,18 @@ type InventoryServiceResilientOptions struct {
 	// Runtime holds the operator's options (clock, logger, metrics, ...).
 	Runtime []runtime.Option
 	// GetStockFallback, when set, answers GetStock when the call
-	// has failed: it receives the request and the final error, and what it
-	// returns is returned to the caller. Returning the error (or another)
-	// fails the call.
+	// failed on the dependency's side or was refused by the runtime (circuit
+	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
+	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
+	// It receives the request and the final error; what it returns is
+	// returned to the caller, and returning an error fails the call.
 	GetStockFallback func(ctx context.Context, req *GetStockRequest, err error) (*GetStockResponse, error)
 	// ReserveStockFallback, when set, answers ReserveStock when the call
-	// has failed: it receives the request and the final error, and what it
-	// returns is returned to the caller. Returning the error (or another)
-	// fails the call.
+	// failed on the dependency's side or was refused by the runtime (circuit
+	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
+	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
+	// It receives the request and the final error; what it returns is
+	// returned to the caller, and returning an error fails the call.
 	ReserveStockFallback func(ctx context.Context, req *ReserveStockRequest, err error) (*ReserveStockResponse, error)
 }
 

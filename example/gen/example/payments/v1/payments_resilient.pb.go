@@ -47,9 +47,11 @@ type PaymentsServiceResilientOptions struct {
 	// Runtime holds the operator's options (clock, logger, metrics, ...).
 	Runtime []runtime.Option
 	// ChargeFallback, when set, answers Charge when the call
-	// has failed: it receives the request and the final error, and what it
-	// returns is returned to the caller. Returning the error (or another)
-	// fails the call.
+	// failed on the dependency's side or was refused by the runtime (circuit
+	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
+	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
+	// It receives the request and the final error; what it returns is
+	// returned to the caller, and returning an error fails the call.
 	ChargeFallback func(ctx context.Context, req *ChargeRequest, err error) (*ChargeResponse, error)
 }
 
