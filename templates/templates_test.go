@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestNew(t *testing.T) {
 	funcs := template.FuncMap{}
