@@ -5,7 +5,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -17,47 +16,34 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/internal/rules"
 )
 
 // The defaults of the options contract (options/resilient/v1/resilient.proto),
 // filled into the generated literals so that a reader of the generated code
-// sees every value in force.
+// sees every value in force. They and the checks of each option live in
+// internal/rules, shared with the override loader.
 const (
-	defaultMaxAttempts    = 3
-	defaultInitialBackoff = 50 * time.Millisecond
-	defaultMaxBackoff     = time.Second
-	defaultMultiplier     = 2.0
+	defaultMaxAttempts    = rules.DefaultMaxAttempts
+	defaultInitialBackoff = rules.DefaultInitialBackoff
+	defaultMaxBackoff     = rules.DefaultMaxBackoff
+	defaultMultiplier     = rules.DefaultMultiplier
 
-	defaultBudgetRatio      = 0.1
-	defaultBudgetMinRetries = 10
-	defaultBudgetWindow     = 10 * time.Second
+	defaultBudgetRatio      = rules.DefaultBudgetRatio
+	defaultBudgetMinRetries = rules.DefaultBudgetMinRetries
+	defaultBudgetWindow     = rules.DefaultBudgetWindow
 
-	defaultFailureRatio   = 0.5
-	defaultMinimumCalls   = 20
-	defaultBreakerWindow  = 10 * time.Second
-	defaultCoolDown       = 10 * time.Second
-	defaultHalfOpenProbes = 3
+	defaultFailureRatio   = rules.DefaultFailureRatio
+	defaultMinimumCalls   = rules.DefaultMinimumCalls
+	defaultBreakerWindow  = rules.DefaultBreakerWindow
+	defaultCoolDown       = rules.DefaultCoolDown
+	defaultHalfOpenProbes = rules.DefaultHalfOpenProbes
 )
 
 var (
-	defaultRetryableCodes = []codes.Code{codes.Unavailable}
-	defaultFailureCodes   = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}
+	defaultRetryableCodes = rules.DefaultRetryableCodes
+	defaultFailureCodes   = rules.DefaultFailureCodes
 )
-
-// answerCodes are the codes by which a service answers a request it
-// understood; repeating the request cannot change them, so they are never
-// retryable.
-var answerCodes = map[codes.Code]bool{
-	codes.InvalidArgument:    true,
-	codes.NotFound:           true,
-	codes.AlreadyExists:      true,
-	codes.PermissionDenied:   true,
-	codes.FailedPrecondition: true,
-	codes.OutOfRange:         true,
-	codes.Unimplemented:      true,
-	codes.Unauthenticated:    true,
-}
 
 // The resolved policy: what the generated literals hold. These mirror the
 // runtime's types, but keep status codes in the order they were written so
@@ -453,178 +439,12 @@ func bulkheadOf(bh *resilientv1.Bulkhead, m merged, at site, ps *problems) *bulk
 }
 
 // codesOf parses checked code names, dropping repeats; none gives def.
-func codesOf(names []string, def []codes.Code) []codes.Code {
-	if len(names) == 0 {
-		return def
-	}
-	var out []codes.Code
-	seen := map[codes.Code]bool{}
-	for _, n := range names {
-		if c, ok := parseCode(n); ok && !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func codesOf(names []string, def []codes.Code) []codes.Code { return rules.CodesOf(names, def) }
 
-// checker checks the values written in one option, each on its own; the
-// checks that involve several levels are in resolveMethod.
-type checker struct {
-	at  site
-	lvl level
-	ps  *problems
-}
-
-func (c checker) add(path, format string, args ...any) {
-	c.ps.add(c.at, c.lvl, path, format, args...)
-}
-
-// checkPolicy checks the values written in one option.
+// checkPolicy checks the values written in one option (internal/rules),
+// reporting each problem at the option's place.
 func checkPolicy(p *resilientv1.Policy, lvl level, at site, ps *problems) {
-	if p == nil {
-		return
-	}
-	c := checker{at: at, lvl: lvl, ps: ps}
-	c.positive("timeout", p.GetTimeout(), "remove it for no per-attempt limit")
-	c.positive("overall_timeout", p.GetOverallTimeout(), "remove it for no limit of the whole call")
-	if r := p.GetRetry(); r != nil {
-		if r.MaxAttempts != nil && r.GetMaxAttempts() == 0 {
-			c.add("retry.max_attempts", "must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default %d", defaultMaxAttempts)
-		}
-		c.positive("retry.initial_backoff", r.GetInitialBackoff(), fmt.Sprintf("remove it for the default %v", defaultInitialBackoff))
-		c.positive("retry.max_backoff", r.GetMaxBackoff(), fmt.Sprintf("remove it for the default %v", defaultMaxBackoff))
-		if r.BackoffMultiplier != nil {
-			if m := r.GetBackoffMultiplier(); !(m >= 1) || math.IsInf(m, 0) {
-				c.add("retry.backoff_multiplier", "must be a finite number of at least 1, got %v; remove it for the default %v", m, defaultMultiplier)
-			}
-		}
-		c.codes("retry.retryable_codes", r.GetRetryableCodes(), true)
-	}
-	if b := p.GetRetryBudget(); b != nil {
-		if lvl == levelMethod {
-			c.add("retry_budget", "retry_budget is shared by the whole dependency: set it on the service or the file")
-		} else {
-			c.ratio("retry_budget.ratio", b.Ratio, defaultBudgetRatio)
-			c.positive("retry_budget.window", b.GetWindow(), fmt.Sprintf("remove it for the default %v", defaultBudgetWindow))
-		}
-	}
-	if cb := p.GetCircuitBreaker(); cb != nil {
-		c.ratio("circuit_breaker.failure_ratio", cb.FailureRatio, defaultFailureRatio)
-		c.atLeastOne("circuit_breaker.minimum_calls", cb.MinimumCalls, fmt.Sprintf("remove it for the default %d", defaultMinimumCalls))
-		c.positive("circuit_breaker.window", cb.GetWindow(), fmt.Sprintf("remove it for the default %v", defaultBreakerWindow))
-		c.positive("circuit_breaker.cool_down", cb.GetCoolDown(), fmt.Sprintf("remove it for the default %v", defaultCoolDown))
-		c.atLeastOne("circuit_breaker.half_open_probes", cb.HalfOpenProbes, fmt.Sprintf("remove it for the default %d", defaultHalfOpenProbes))
-		c.positive("circuit_breaker.slow_call_threshold", cb.GetSlowCallThreshold(), "remove it to count no call as slow")
-		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), false)
-		if cb.PerMethod != nil && lvl != levelMethod {
-			c.add("circuit_breaker.per_method", "per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own")
-		}
-	}
-	if bh := p.GetBulkhead(); bh != nil {
-		c.atLeastOne("bulkhead.permits", bh.Permits, "it is the number of calls allowed in flight at once")
-		c.duration("bulkhead.max_wait", bh.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when every permit is taken")
-		if bh.PerMethod != nil && lvl != levelMethod {
-			c.add("bulkhead.per_method", "per_method is only meaningful on a method: remove it here, and set bulkhead: {per_method: true, permits: N} on each method that needs a bulkhead of its own")
-		}
-	}
-}
-
-func (c checker) positive(path string, d *durationpb.Duration, fix string) {
-	c.duration(path, d, false, fix)
-}
-
-// maxSeconds is the longest whole number of seconds a time.Duration holds.
-const maxSeconds = math.MaxInt64/int64(time.Second) - 1
-
-// duration checks that d is a valid Duration that fits a time.Duration and
-// is positive (or, with zeroOK, not negative).
-func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix string) {
-	if d == nil {
-		return
-	}
-	s, n := d.GetSeconds(), d.GetNanos()
-	switch {
-	case n <= -1e9 || n >= 1e9:
-		c.add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
-		return
-	case (s > 0 && n < 0) || (s < 0 && n > 0):
-		c.add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
-		return
-	case s > maxSeconds || s < -maxSeconds:
-		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
-		return
-	}
-	v := d.AsDuration()
-	switch {
-	case zeroOK && v < 0:
-		c.add(path, "must not be negative, got %v; %s", v, fix)
-	case !zeroOK && v <= 0:
-		c.add(path, "must be positive, got %v; %s", v, fix)
-	}
-}
-
-func (c checker) ratio(path string, r *float64, def float64) {
-	if r != nil && !(*r > 0 && *r <= 1) {
-		c.add(path, "must be in (0, 1], got %v; remove it for the default %v", *r, def)
-	}
-}
-
-func (c checker) atLeastOne(path string, n *uint32, fix string) {
-	if n != nil && *n == 0 {
-		c.add(path, "must be at least 1, got 0; %s", fix)
-	}
-}
-
-// codes checks a list of status code names.
-func (c checker) codes(path string, names []string, retryable bool) {
-	for i, name := range names {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		code, ok := parseCode(name)
-		switch {
-		case !ok:
-			c.add(p, "unknown status code %q: %s", name, suggestCode(name))
-		case code == codes.OK:
-			if retryable {
-				c.add(p, `"OK" is a success, there is nothing to retry: remove it`)
-			} else {
-				c.add(p, `"OK" is a success and cannot count as a failure: remove it`)
-			}
-		case retryable && answerCodes[code]:
-			c.add(p, "%q is an answer of the service, not a transient failure: repeating the call cannot change it; remove it", name)
-		}
-	}
-}
-
-// parseCode returns the code of a canonical name, as the runtime parses it.
-// "OK" is recognised here too: runtime.ParseCode does not know it (its
-// CodeName spells it "O_K"), and it must be refused with its own reason.
-func parseCode(name string) (codes.Code, bool) {
-	if name == "OK" {
-		return codes.OK, true
-	}
-	return runtime.ParseCode(name)
-}
-
-// suggestCode says how to write a code name that was not recognised.
-func suggestCode(name string) string {
-	norm := func(s string) string {
-		s = strings.ToUpper(s)
-		s = strings.NewReplacer("_", "", "-", "", " ", "", "CANCELLED", "CANCELED").Replace(s)
-		return s
-	}
-	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		if canon := codeName(c); norm(name) == norm(canon) {
-			return fmt.Sprintf("did you mean %q? Codes are written by their canonical upper-case name", canon)
-		}
-	}
-	return `write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`
-}
-
-// codeName is runtime.CodeName, but for "OK" (see parseCode).
-func codeName(c codes.Code) string {
-	if c == codes.OK {
-		return "OK"
-	}
-	return runtime.CodeName(c)
+	rules.Check(p, lvl == levelMethod, func(path, format string, args ...any) {
+		ps.add(at, lvl, path, format, args...)
+	})
 }

@@ -241,10 +241,14 @@ func TestDefaults(t *testing.T) {
 
 func TestDurationLimits(t *testing.T) {
 	var ps problems
-	c := checker{at: site{pos: "x.proto:1:1"}, lvl: levelMethod, ps: &ps}
-	c.positive("timeout", &durationpb.Duration{Seconds: math.MaxInt64 / 2}, "")
-	c.positive("timeout", &durationpb.Duration{Seconds: maxSeconds, Nanos: 999999999}, "")
-	c.positive("timeout", &durationpb.Duration{Nanos: 1}, "")
+	at := site{pos: "x.proto:1:1"}
+	for _, d := range []*durationpb.Duration{
+		{Seconds: math.MaxInt64 / 2},
+		{Seconds: math.MaxInt64/int64(time.Second) - 1, Nanos: 999999999},
+		{Nanos: 1},
+	} {
+		checkPolicy(&resilientv1.Policy{Timeout: d}, levelMethod, at, &ps)
+	}
 	if len(ps) != 1 || !strings.Contains(ps[0].msg, "292 years") {
 		t.Errorf("problems %v, want one about a time.Duration overflow", ps)
 	}

@@ -1,0 +1,233 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package rules holds the checks of a resilient.v1.Policy and the defaults
+// of the options contract, shared by the plugin (which reports a problem at
+// its place in the .proto) and the override loader (which reports it at its
+// key in the file or environment). One implementation, so that an operator
+// can never set through an override what the plugin refuses in a .proto.
+package rules
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// The defaults of the options contract (options/resilient/v1/resilient.proto).
+const (
+	DefaultMaxAttempts    = 3
+	DefaultInitialBackoff = 50 * time.Millisecond
+	DefaultMaxBackoff     = time.Second
+	DefaultMultiplier     = 2.0
+
+	DefaultBudgetRatio      = 0.1
+	DefaultBudgetMinRetries = 10
+	DefaultBudgetWindow     = 10 * time.Second
+
+	DefaultFailureRatio   = 0.5
+	DefaultMinimumCalls   = 20
+	DefaultBreakerWindow  = 10 * time.Second
+	DefaultCoolDown       = 10 * time.Second
+	DefaultHalfOpenProbes = 3
+)
+
+// The default status code lists of the options contract. Callers must not
+// change them.
+var (
+	DefaultRetryableCodes = []codes.Code{codes.Unavailable}
+	DefaultFailureCodes   = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}
+)
+
+// AnswerCodes are the codes by which a service answers a request it
+// understood; repeating the request cannot change them, so they are never
+// retryable.
+var AnswerCodes = map[codes.Code]bool{
+	codes.InvalidArgument:    true,
+	codes.NotFound:           true,
+	codes.AlreadyExists:      true,
+	codes.PermissionDenied:   true,
+	codes.FailedPrecondition: true,
+	codes.OutOfRange:         true,
+	codes.Unimplemented:      true,
+	codes.Unauthenticated:    true,
+}
+
+// Report receives one problem: the field path inside the policy
+// ("retry.max_attempts") and what is wrong and how to mend it.
+type Report func(path, format string, args ...any)
+
+// Check checks the values written in one policy, each on its own (the
+// checks that involve several levels or the method's descriptor belong to
+// the caller). onMethod says whether the policy applies to a single method
+// (a (resilient.v1.method) option, or an override of one method).
+func Check(p *resilientv1.Policy, onMethod bool, add Report) {
+	if p == nil {
+		return
+	}
+	c := checker{add: add}
+	c.positive("timeout", p.GetTimeout(), "remove it for no per-attempt limit")
+	c.positive("overall_timeout", p.GetOverallTimeout(), "remove it for no limit of the whole call")
+	if r := p.GetRetry(); r != nil {
+		if r.MaxAttempts != nil && r.GetMaxAttempts() == 0 {
+			c.add("retry.max_attempts", "must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default %d", DefaultMaxAttempts)
+		}
+		c.positive("retry.initial_backoff", r.GetInitialBackoff(), fmt.Sprintf("remove it for the default %v", DefaultInitialBackoff))
+		c.positive("retry.max_backoff", r.GetMaxBackoff(), fmt.Sprintf("remove it for the default %v", DefaultMaxBackoff))
+		if r.BackoffMultiplier != nil {
+			if m := r.GetBackoffMultiplier(); !(m >= 1) || math.IsInf(m, 0) {
+				c.add("retry.backoff_multiplier", "must be a finite number of at least 1, got %v; remove it for the default %v", m, DefaultMultiplier)
+			}
+		}
+		c.codes("retry.retryable_codes", r.GetRetryableCodes(), true)
+	}
+	if b := p.GetRetryBudget(); b != nil {
+		if onMethod {
+			c.add("retry_budget", "retry_budget is shared by the whole dependency: set it on the service or the file")
+		} else {
+			c.ratio("retry_budget.ratio", b.Ratio, DefaultBudgetRatio)
+			c.positive("retry_budget.window", b.GetWindow(), fmt.Sprintf("remove it for the default %v", DefaultBudgetWindow))
+		}
+	}
+	if cb := p.GetCircuitBreaker(); cb != nil {
+		c.ratio("circuit_breaker.failure_ratio", cb.FailureRatio, DefaultFailureRatio)
+		c.atLeastOne("circuit_breaker.minimum_calls", cb.MinimumCalls, fmt.Sprintf("remove it for the default %d", DefaultMinimumCalls))
+		c.positive("circuit_breaker.window", cb.GetWindow(), fmt.Sprintf("remove it for the default %v", DefaultBreakerWindow))
+		c.positive("circuit_breaker.cool_down", cb.GetCoolDown(), fmt.Sprintf("remove it for the default %v", DefaultCoolDown))
+		c.atLeastOne("circuit_breaker.half_open_probes", cb.HalfOpenProbes, fmt.Sprintf("remove it for the default %d", DefaultHalfOpenProbes))
+		c.positive("circuit_breaker.slow_call_threshold", cb.GetSlowCallThreshold(), "remove it to count no call as slow")
+		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), false)
+		if cb.PerMethod != nil && !onMethod {
+			c.add("circuit_breaker.per_method", "per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own")
+		}
+	}
+	if bh := p.GetBulkhead(); bh != nil {
+		c.atLeastOne("bulkhead.permits", bh.Permits, "it is the number of calls allowed in flight at once")
+		c.duration("bulkhead.max_wait", bh.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when every permit is taken")
+		if bh.PerMethod != nil && !onMethod {
+			c.add("bulkhead.per_method", "per_method is only meaningful on a method: remove it here, and set bulkhead: {per_method: true, permits: N} on each method that needs a bulkhead of its own")
+		}
+	}
+}
+
+type checker struct{ add Report }
+
+func (c checker) positive(path string, d *durationpb.Duration, fix string) {
+	c.duration(path, d, false, fix)
+}
+
+// maxSeconds is the longest whole number of seconds a time.Duration holds.
+const maxSeconds = math.MaxInt64/int64(time.Second) - 1
+
+// duration checks that d is a valid Duration that fits a time.Duration and
+// is positive (or, with zeroOK, not negative).
+func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix string) {
+	if d == nil {
+		return
+	}
+	s, n := d.GetSeconds(), d.GetNanos()
+	switch {
+	case n <= -1e9 || n >= 1e9:
+		c.add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
+		return
+	case (s > 0 && n < 0) || (s < 0 && n > 0):
+		c.add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
+		return
+	case s > maxSeconds || s < -maxSeconds:
+		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
+		return
+	}
+	v := d.AsDuration()
+	switch {
+	case zeroOK && v < 0:
+		c.add(path, "must not be negative, got %v; %s", v, fix)
+	case !zeroOK && v <= 0:
+		c.add(path, "must be positive, got %v; %s", v, fix)
+	}
+}
+
+func (c checker) ratio(path string, r *float64, def float64) {
+	if r != nil && !(*r > 0 && *r <= 1) {
+		c.add(path, "must be in (0, 1], got %v; remove it for the default %v", *r, def)
+	}
+}
+
+func (c checker) atLeastOne(path string, n *uint32, fix string) {
+	if n != nil && *n == 0 {
+		c.add(path, "must be at least 1, got 0; %s", fix)
+	}
+}
+
+// codes checks a list of status code names.
+func (c checker) codes(path string, names []string, retryable bool) {
+	for i, name := range names {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		code, ok := ParseCode(name)
+		switch {
+		case !ok:
+			c.add(p, "unknown status code %q: %s", name, suggestCode(name))
+		case code == codes.OK:
+			if retryable {
+				c.add(p, `"OK" is a success, there is nothing to retry: remove it`)
+			} else {
+				c.add(p, `"OK" is a success and cannot count as a failure: remove it`)
+			}
+		case retryable && AnswerCodes[code]:
+			c.add(p, "%q is an answer of the service, not a transient failure: repeating the call cannot change it; remove it", name)
+		}
+	}
+}
+
+// ParseCode returns the code of a canonical name, as the runtime parses it,
+// and "OK", so that it can be refused with its own reason.
+func ParseCode(name string) (codes.Code, bool) {
+	if name == "OK" {
+		return codes.OK, true
+	}
+	return runtime.ParseCode(name)
+}
+
+// CodesOf parses checked code names, dropping repeats; none gives def.
+func CodesOf(names []string, def []codes.Code) []codes.Code {
+	if len(names) == 0 {
+		return def
+	}
+	var out []codes.Code
+	seen := map[codes.Code]bool{}
+	for _, n := range names {
+		if c, ok := ParseCode(n); ok && !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// suggestCode says how to write a code name that was not recognised.
+func suggestCode(name string) string {
+	norm := func(s string) string {
+		s = strings.ToUpper(s)
+		s = strings.NewReplacer("_", "", "-", "", " ", "", "CANCELLED", "CANCELED").Replace(s)
+		return s
+	}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if canon := codeName(c); norm(name) == norm(canon) {
+			return fmt.Sprintf("did you mean %q? Codes are written by their canonical upper-case name", canon)
+		}
+	}
+	return `write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`
+}
+
+func codeName(c codes.Code) string {
+	if c == codes.OK {
+		return "OK"
+	}
+	return runtime.CodeName(c)
+}
