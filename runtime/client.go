@@ -1,12 +1,13 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 )
 
@@ -18,11 +19,17 @@ type Client struct {
 	policy  ServicePolicy
 	clock   Clock
 	system  bool // clock is the system clock: read only its monotonic part
-	logger  *slog.Logger
 	base    time.Time
 	budget  *Budget
 	methods []*Method
 	byName  map[string]*Method
+	changes []Change // what the edits changed, in order
+
+	metrics *collectors // nil without a registerer
+	events  *events     // nil without a logger or an observer
+	// budgetSpent is true from the budget's first refusal until it allows a
+	// retry again: one budget-exhausted event per episode.
+	budgetSpent atomic.Bool
 }
 
 // Method is the compiled, ready-to-run policy of one method of a Client.
@@ -32,15 +39,31 @@ type Method struct {
 	breaker  *Breaker  // the method's own, or the service's; nil for none
 	bulkhead *Bulkhead // likewise
 	budget   *Budget   // nil unless the method retries
+
+	metrics *methodMetrics // nil without a registerer
+	// bulkheadLabel names the method's bulkhead in metrics: "shared" or the
+	// method's own name.
+	bulkheadLabel string
+	// fallbackSeen has bit i set once a fallback for cause i was reported
+	// since the method last succeeded: one event per episode and cause.
+	fallbackSeen atomic.Uint32
 }
 
 // Option configures a Client.
 type Option func(*options)
 
 type options struct {
-	clock  Clock
-	logger *slog.Logger
-	edits  []func(*ServicePolicy)
+	clock      Clock
+	logger     *slog.Logger
+	registerer prometheus.Registerer
+	observers  []Observer
+	edits      []policyEdit
+}
+
+// policyEdit is one change of the policy and who asked for it.
+type policyEdit struct {
+	source string
+	apply  func(*ServicePolicy)
 }
 
 // WithPolicy edits the policy before the client is built: edit receives a
@@ -48,16 +71,26 @@ type options struct {
 // changed), and the result is validated like the annotations. Several edits
 // apply in order. It is how a program applies operator overrides or runs
 // the same client under another policy, as the cascade demonstration does.
+// What it changes is listed by Client.Changes as coming from "WithPolicy".
 func WithPolicy(edit func(p *ServicePolicy)) Option {
-	return func(o *options) { o.edits = append(o.edits, edit) }
+	return WithPolicyFrom("WithPolicy", edit)
+}
+
+// WithPolicyFrom is WithPolicy with the name of where the edit comes from
+// ("overrides.yaml: services.\"pkg.Svc\".methods.Get.timeout"), which
+// Client.Changes and Client.Describe show beside each value it changed.
+func WithPolicyFrom(source string, edit func(p *ServicePolicy)) Option {
+	return func(o *options) { o.edits = append(o.edits, policyEdit{source: source, apply: edit}) }
 }
 
 // WithClock sets the clock of the breakers and the retry budget (default:
 // the system clock). Tests use it to drive the cool-down and the windows.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
-// WithLogger sets the logger that receives breaker transitions (default:
-// none, nothing is logged).
+// WithLogger sets the logger that receives the runtime's events (default:
+// none, nothing is logged): breaker transitions (warn when one opens, info
+// otherwise), the retry budget's exhaustion and fallbacks (warn), each once
+// per occurrence, never once per call. See EventKind.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // NewClient builds the shared state for the service described by p. It
@@ -78,15 +111,29 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		o.clock = realClock{}
 	}
 	_, system := o.clock.(realClock)
-	c := &Client{policy: p.Clone(), clock: o.clock, system: system, logger: o.logger, base: o.clock.Now()}
-	for _, edit := range o.edits {
-		if edit == nil {
-			return nil, fmt.Errorf("resilient: NewClient(%s): WithPolicy(nil)", p.Name)
+	c := &Client{policy: p.Clone(), clock: o.clock, system: system, base: o.clock.Now()}
+	for _, e := range o.edits {
+		if e.apply == nil {
+			return nil, fmt.Errorf("resilient: NewClient(%s): WithPolicy(nil) from %s", p.Name, e.source)
 		}
-		edit(&c.policy)
+		before := flatten(&c.policy)
+		e.apply(&c.policy)
+		c.changes = record(c.changes, before, flatten(&c.policy), e.source)
 	}
 	if err := c.policy.Validate(); err != nil {
 		return nil, err
+	}
+	for i, obs := range o.observers {
+		if obs == nil {
+			return nil, fmt.Errorf("resilient: NewClient(%s): WithObserver(nil) (observer %d)", p.Name, i)
+		}
+	}
+	c.events = newEvents(o.logger, o.observers)
+	if o.registerer != nil {
+		var err error
+		if c.metrics, err = newCollectors(o.registerer); err != nil {
+			return nil, err
+		}
 	}
 	p = &c.policy
 	c.byName = make(map[string]*Method, len(p.Methods))
@@ -101,12 +148,13 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
-		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead}
+		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, bulkheadLabel: breakerLabel("")}
 		if mp.Breaker != nil {
 			m.breaker = c.newBreaker(*mp.Breaker, mp.Name)
 		}
 		if mp.Bulkhead != nil {
 			m.bulkhead = NewBulkhead(*mp.Bulkhead)
+			m.bulkheadLabel = breakerLabel(mp.Name)
 		}
 		if mp.Retry != nil && mp.Retry.MaxAttempts > 1 {
 			if c.budget == nil {
@@ -118,26 +166,44 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 			}
 			m.budget = c.budget
 		}
+		if c.metrics != nil {
+			m.metrics = c.metrics.forMethod(p.Name, m)
+			if m.bulkhead != nil {
+				m.metrics.bulkheadInUse.Set(0) // the series exists before the first call
+			}
+		}
 		c.methods = append(c.methods, m)
 		c.byName[mp.Name] = m
 	}
 	return c, nil
 }
 
+// newBreaker builds a breaker whose transitions are counted, logged and
+// observed; method is "" for the service's shared breaker.
 func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
+	dep := c.policy.Name
+	var state prometheus.Gauge
+	var entered [3]prometheus.Counter
+	if c.metrics != nil {
+		label := breakerLabel(method)
+		state = c.metrics.breakerState.WithLabelValues(dep, label)
+		state.Set(float64(StateClosed))
+		for s := range entered {
+			entered[s] = c.metrics.breakerTransitions.WithLabelValues(dep, label, State(s).String())
+		}
+	}
+	ev := c.events
+	if state == nil && ev == nil {
+		return NewBreaker(p, c.base, nil)
+	}
 	return NewBreaker(p, c.base, func(from, to State) {
-		if c.logger == nil {
-			return
+		if state != nil {
+			state.Set(float64(to))
+			entered[to].Inc()
 		}
-		attrs := []any{"dependency", c.policy.Name, "from", from.String(), "to", to.String()}
-		if method != "" {
-			attrs = append(attrs, "method", method)
+		if ev != nil {
+			ev.emit(Event{Kind: EventBreakerTransition, Dependency: dep, Method: method, From: from, To: to, Cause: transitionCause(from, to)})
 		}
-		level := slog.LevelInfo
-		if to == StateOpen {
-			level = slog.LevelWarn
-		}
-		c.logger.Log(context.Background(), level, "circuit breaker "+to.String(), attrs...)
 	})
 }
 

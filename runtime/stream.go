@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Conn wraps cc so that streams opened through it get their method's
@@ -41,24 +42,36 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		return nil, misuseError(codes.InvalidArgument, method, "nil context")
 	}
 	s := &stream{m: m, callerCtx: ctx}
+	mx := m.metrics
 	if bh := m.bulkhead; bh != nil {
 		ok, waited := bh.Acquire(ctx)
 		if !ok {
 			if err := ctx.Err(); err != nil {
 				return nil, statusFromContext(err)
 			}
+			if mx != nil {
+				mx.bulkheadRejections.Inc()
+			}
 			return nil, bulkheadFullError(m.dependency(), method, int(bh.permits), waited)
 		}
 		s.bulkhead = bh
+		if mx != nil {
+			mx.bulkheadInUse.Inc()
+		}
 	}
 	if br := m.breaker; br != nil {
 		s.start = w.c.now()
 		t, retryAfter, ok := br.allow(w.c.now)
 		if !ok {
 			s.release()
+			if mx != nil {
+				mx.breakerRejections.Inc()
+			}
 			return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
 		}
 		s.breaker, s.ticket = br, t
+	} else if mx != nil {
+		s.start = w.c.now()
 	}
 	limit := m.policy.OverallTimeout
 	if limit == 0 {
@@ -113,17 +126,32 @@ func (s *stream) RecvMsg(msg any) error {
 	return nil
 }
 
-// record tells the breaker the stream's outcome, once.
+// record tells the breaker the stream's outcome, and counts it as an
+// attempt, once.
 func (s *stream) record(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.recorded || s.breaker == nil {
-		s.recorded = true
+	if s.recorded {
 		return
 	}
 	s.recorded = true
+	mx := s.m.metrics
+	if s.breaker == nil && mx == nil {
+		return
+	}
 	n := s.m.client.now()
-	s.breaker.done(s.ticket, classify(s.callerCtx, err, s.breaker.p.FailureCodes), time.Duration(n-s.start), n)
+	if s.breaker != nil {
+		s.breaker.done(s.ticket, classify(s.callerCtx, err, s.breaker.p.FailureCodes), time.Duration(n-s.start), n)
+	}
+	if mx != nil {
+		code := status.Code(err)
+		if _, isStatus := status.FromError(err); !isStatus {
+			// The stream's context ended: cancelled by the caller, or
+			// its timeout.
+			code = status.FromContextError(err).Code()
+		}
+		mx.attempt(code, n-s.start)
+	}
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not
@@ -140,5 +168,8 @@ func (s *stream) release() {
 	if s.bulkhead != nil {
 		s.bulkhead.Release()
 		s.bulkhead = nil
+		if mx := s.m.metrics; mx != nil {
+			mx.bulkheadInUse.Dec()
+		}
 	}
 }

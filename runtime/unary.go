@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,23 +39,57 @@ func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		return nil, nilRequestError(m.policy.Name)
 	}
 	resp, err := unary(ctx, m, key, req, opts, call)
-	if err != nil && fallback != nil && fallbackApplies(ctx, err) {
+	if err == nil {
+		if m.client.events != nil && m.fallbackSeen.Load() != 0 {
+			m.fallbackSeen.Store(0) // the episode of fallbacks is over
+		}
+		return resp, nil
+	}
+	if fallback != nil && fallbackApplies(ctx, err) {
+		if m.metrics != nil || m.client.events != nil {
+			m.fellBack(err)
+		}
 		return fallback(ctx, req, err)
 	}
 	return resp, err
+}
+
+// fellBack counts a fallback and reports it once per episode and cause.
+func (m *Method) fellBack(err error) {
+	cause := causeOf(err, status.Code(err))
+	if m.metrics != nil {
+		m.metrics.fallbacks.get(cause).Inc()
+	}
+	ev := m.client.events
+	if ev == nil || cause >= 32 {
+		return
+	}
+	bit := uint32(1) << cause
+	if m.fallbackSeen.Load()&bit != 0 || m.fallbackSeen.Or(bit)&bit != 0 {
+		return
+	}
+	ev.emit(Event{Kind: EventFallback, Dependency: m.dependency(), Method: m.policy.Name, Cause: causeName(cause), Err: err})
 }
 
 // unary is Unary without the checks and the fallback.
 func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
+	mx := m.metrics
 	if bh := m.bulkhead; bh != nil {
 		ok, waited := bh.Acquire(ctx)
 		if !ok {
 			if err := ctx.Err(); err != nil {
 				return nil, statusFromContext(err)
 			}
+			if mx != nil {
+				mx.bulkheadRejections.Inc()
+			}
 			return nil, bulkheadFullError(m.dependency(), p.Name, int(bh.permits), waited)
+		}
+		if mx != nil {
+			mx.bulkheadInUse.Inc()
+			defer mx.bulkheadInUse.Dec()
 		}
 		defer bh.Release()
 	}
@@ -77,8 +112,17 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	for attempt := 1; ; attempt++ {
 		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, opts, call)
 		if refused {
+			if mx != nil {
+				mx.breakerRejections.Inc()
+				if attempt > 1 {
+					mx.retries[retryBreaker].Inc()
+				}
+			}
 			// An open breaker is a final answer, not something to retry.
 			return nil, circuitOpenError(m.dependency(), p.Name, retryAfter, last)
+		}
+		if mx != nil && attempt > 1 {
+			mx.retries[retryMade].Inc()
 		}
 		if err == nil {
 			return resp, nil
@@ -90,14 +134,35 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		}
 		wait := Backoff(retry, attempt)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			if mx != nil {
+				mx.retries[retryDeadline].Inc()
+			}
 			return nil, err // the retry could not start before the deadline
 		}
 		if !m.budget.tryRetry(c.now()) {
-			return nil, budgetExhaustedError(m.dependency(), p.Name, err)
+			err = budgetExhaustedError(m.dependency(), p.Name, err)
+			m.budgetRefused(err)
+			return nil, err
+		}
+		if c.events != nil && c.budgetSpent.Load() {
+			c.budgetSpent.Store(false) // the budget allows retries again
 		}
 		if !sleep(ctx, wait) {
 			return nil, err
 		}
+	}
+}
+
+// budgetRefused counts a retry the budget refused and reports the first
+// refusal of an episode.
+func (m *Method) budgetRefused(err error) {
+	if m.metrics != nil {
+		m.metrics.retries[retryBudget].Inc()
+	}
+	c := m.client
+	if c.events != nil && !c.budgetSpent.Load() && c.budgetSpent.CompareAndSwap(false, true) {
+		c.events.emit(Event{Kind: EventBudgetExhausted, Dependency: m.dependency(), Method: m.policy.Name,
+			Cause: strings.ToLower(CodeName(status.Code(err))), Err: err})
 	}
 }
 
@@ -108,6 +173,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
 	br := m.breaker
 	c := m.client
+	mx := m.metrics
 	var ticket Ticket
 	var start int64
 	if br != nil {
@@ -119,6 +185,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 			start = c.now()
 		}
 	}
+	if mx != nil && start == 0 {
+		start = c.now()
+	}
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
 		var cancel context.CancelFunc
@@ -127,9 +196,14 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 		}
 	}
 	resp, err = call(actx, req, opts...)
-	if br != nil {
+	if br != nil || mx != nil {
 		n := c.now()
-		br.done(ticket, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
+		if br != nil {
+			br.done(ticket, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
+		}
+		if mx != nil {
+			mx.attempt(status.Code(err), n-start)
+		}
 	}
 	return resp, err, false, 0
 }

@@ -1,0 +1,141 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+)
+
+// EventKind is what an Event reports.
+type EventKind uint8
+
+// The kinds of event. Each is reported once per occurrence, never once per
+// call: a transition once; the budget's exhaustion when it first refuses a
+// retry after having allowed one (again only after it allowed one since);
+// a fallback when a method first answers by it for a cause since the
+// method last succeeded.
+const (
+	// EventBreakerTransition: a circuit breaker changed state (From, To).
+	EventBreakerTransition EventKind = iota + 1
+	// EventBudgetExhausted: the retry budget refused a retry.
+	EventBudgetExhausted
+	// EventFallback: a method's fallback answered a failed call.
+	EventFallback
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventBreakerTransition:
+		return "breaker transition"
+	case EventBudgetExhausted:
+		return "budget exhausted"
+	case EventFallback:
+		return "fallback"
+	}
+	return "unknown"
+}
+
+// Event is one decision of the runtime that an operator should see.
+type Event struct {
+	Kind EventKind
+	// Dependency is the full name of the service called.
+	Dependency string
+	// Method is the full method name ("/pkg.Service/Method"): the method
+	// whose call was refused or answered by the fallback, or whose own
+	// breaker changed state; empty for the service's shared breaker.
+	Method string
+	// From and To are the states of a breaker transition.
+	From, To State
+	// Cause says why: for a transition, what made it ("failure ratio
+	// reached"); for a fallback, what failed ("circuit_open",
+	// "bulkhead_full", "budget_exhausted", "deadline_exceeded", …); for the
+	// budget, the code of the error the refused retry leaves the caller
+	// with.
+	Cause string
+	// Err is the error a fallback answered or the budget left the caller
+	// with; nil for a transition.
+	Err error
+}
+
+// Observer receives the runtime's events, for tests or to forward them to
+// a tracing or event system such as OpenTelemetry. Observe is called
+// synchronously on the goroutine of the call that caused the event, outside
+// any lock of the runtime; it must be quick and safe for concurrent use.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc makes a function an Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// WithObserver adds an observer of the runtime's events (default: none).
+// The logger set with WithLogger receives the same events.
+func WithObserver(o Observer) Option {
+	return func(o2 *options) { o2.observers = append(o2.observers, o) }
+}
+
+// events sends the runtime's events to the logger and the observers. A
+// client without either has none, and the calls pay one nil check.
+type events struct {
+	logger    *slog.Logger
+	observers []Observer
+}
+
+func newEvents(l *slog.Logger, obs []Observer) *events {
+	if l == nil && len(obs) == 0 {
+		return nil
+	}
+	return &events{logger: l, observers: obs}
+}
+
+func (ev *events) emit(e Event) {
+	for _, o := range ev.observers {
+		o.Observe(e)
+	}
+	if ev.logger == nil {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs, slog.String("dependency", e.Dependency))
+	if e.Method != "" {
+		attrs = append(attrs, slog.String("method", e.Method))
+	}
+	level, msg := slog.LevelWarn, ""
+	switch e.Kind {
+	case EventBreakerTransition:
+		if e.To != StateOpen {
+			level = slog.LevelInfo
+		}
+		msg = "circuit breaker " + e.To.String()
+		if e.Method == "" {
+			attrs = append(attrs, slog.String("breaker", "shared"))
+		}
+		attrs = append(attrs, slog.String("from", e.From.String()), slog.String("to", e.To.String()))
+	case EventBudgetExhausted:
+		msg = "retry budget exhausted: retries refused until calls succeed or the window slides"
+	case EventFallback:
+		msg = "fallback answering instead of the dependency"
+	}
+	attrs = append(attrs, slog.String("cause", e.Cause))
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	ev.logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// transitionCause says what makes a breaker go from one state to another.
+func transitionCause(from, to State) string {
+	switch {
+	case from == StateClosed && to == StateOpen:
+		return "failure ratio reached over the window"
+	case from == StateHalfOpen && to == StateOpen:
+		return "a half-open probe failed"
+	case to == StateHalfOpen:
+		return "cool-down elapsed"
+	case to == StateClosed:
+		return "every half-open probe succeeded"
+	}
+	return ""
+}

@@ -1,0 +1,154 @@
+package runtime
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Change is one value of the policy that an edit (WithPolicy,
+// WithPolicyFrom, an override) changed from what the generated literal
+// holds, that is from the annotation or its default.
+type Change struct {
+	// Key names the value with the field names of the annotations, under
+	// "methods.<Method>." for a method: "retry_budget.ratio",
+	// "methods.GetStock.timeout", "methods.GetStock.retry.max_attempts".
+	Key string
+	// Annotated is the value of the annotation (or its default); "none" when
+	// the annotation set nothing there.
+	Annotated string
+	// Value is the value in force.
+	Value string
+	// Source is where the last edit of the value came from, as given to
+	// WithPolicyFrom ("WithPolicy" for WithPolicy).
+	Source string
+}
+
+// Changes returns the values that edits changed from the annotation, in
+// the order of the policy; every other value is the annotation's.
+func (c *Client) Changes() []Change { return append([]Change(nil), c.changes...) }
+
+// Describe renders the policy in force like Describe, followed by every
+// value that differs from the annotation, with where it came from.
+func (c *Client) Describe() string {
+	var b strings.Builder
+	b.WriteString(Describe(&c.policy))
+	if len(c.changes) == 0 {
+		b.WriteString("  every value as annotated\n")
+		return b.String()
+	}
+	b.WriteString("  changed from the annotation (annotated → in force, from):\n")
+	for _, ch := range c.changes {
+		fmt.Fprintf(&b, "    %s: %s → %s (%s)\n", ch.Key, ch.Annotated, ch.Value, ch.Source)
+	}
+	return b.String()
+}
+
+// setting is one value of a flattened policy.
+type setting struct{ key, value string }
+
+// flatten lists every value of p under the keys of Change.
+func flatten(p *ServicePolicy) []setting {
+	var out []setting
+	add := func(key string, v any) {
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case float64:
+			s = strconv.FormatFloat(v, 'g', -1, 64)
+		default:
+			s = fmt.Sprint(v)
+		}
+		out = append(out, setting{key, s})
+	}
+	if b := p.Budget; b != nil {
+		add("retry_budget.ratio", b.Ratio)
+		add("retry_budget.min_retries", b.MinRetries)
+		add("retry_budget.window", b.Window)
+	}
+	breaker := func(prefix string, b *BreakerPolicy) {
+		if b == nil {
+			add(prefix, "none")
+			return
+		}
+		add(prefix+".failure_ratio", b.FailureRatio)
+		add(prefix+".minimum_calls", b.MinimumCalls)
+		add(prefix+".window", b.Window)
+		add(prefix+".cool_down", b.CoolDown)
+		add(prefix+".half_open_probes", b.HalfOpenProbes)
+		add(prefix+".slow_call_threshold", orNone(b.SlowCallThreshold.String(), b.SlowCallThreshold == 0))
+		add(prefix+".failure_codes", b.FailureCodes)
+	}
+	bulkhead := func(prefix string, b *BulkheadPolicy) {
+		if b == nil {
+			add(prefix, "none")
+			return
+		}
+		add(prefix+".permits", b.Permits)
+		add(prefix+".max_wait", b.MaxWait)
+	}
+	breaker("circuit_breaker", p.Breaker)
+	bulkhead("bulkhead", p.Bulkhead)
+	for i := range p.Methods {
+		m := &p.Methods[i]
+		pre := "methods." + shortName(m.Name) + "."
+		add(pre+"idempotent", m.Idempotent)
+		add(pre+"idempotency_key", orNone(m.IdempotencyKey, m.IdempotencyKey == ""))
+		add(pre+"timeout", orNone(m.Timeout.String(), m.Timeout == 0))
+		add(pre+"overall_timeout", orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
+		if r := m.Retry; r != nil && r.MaxAttempts > 1 {
+			add(pre+"retry.max_attempts", r.MaxAttempts)
+			add(pre+"retry.initial_backoff", r.InitialBackoff)
+			add(pre+"retry.max_backoff", r.MaxBackoff)
+			add(pre+"retry.backoff_multiplier", r.Multiplier)
+			add(pre+"retry.retryable_codes", r.RetryableCodes)
+		} else {
+			add(pre+"retry", "none")
+		}
+		// A method without a breaker or bulkhead of its own uses the
+		// service's: only its own are the method's values.
+		if m.Breaker != nil {
+			breaker(pre+"circuit_breaker", m.Breaker)
+		}
+		if m.Bulkhead != nil {
+			bulkhead(pre+"bulkhead", m.Bulkhead)
+		}
+	}
+	return out
+}
+
+// record adds to changes what one edit, from source, changed between the
+// flattened policies before and after it.
+func record(changes []Change, before, after []setting, source string) []Change {
+	was := make(map[string]string, len(before))
+	for _, s := range before {
+		was[s.key] = s.value
+	}
+	for _, s := range after {
+		old, ok := was[s.key]
+		if ok && old == s.value {
+			continue
+		}
+		if !ok {
+			old = "none"
+		}
+		found := false
+		for i := range changes {
+			if changes[i].Key == s.key {
+				changes[i].Value, changes[i].Source, found = s.value, source, true
+			}
+		}
+		if !found {
+			changes = append(changes, Change{Key: s.key, Annotated: old, Value: s.value, Source: source})
+		}
+	}
+	// An edit may set a value back to the annotation's: no longer a change.
+	kept := changes[:0]
+	for _, ch := range changes {
+		if ch.Value != ch.Annotated {
+			kept = append(kept, ch)
+		}
+	}
+	return kept
+}
