@@ -95,8 +95,15 @@ func Start(addr string, b Behaviour) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("example server: listen on %s: %w", addr, err)
 	}
+	return Serve(lis, b), nil
+}
+
+// Serve serves on lis until Stop, which closes lis. It is Start for a
+// listener made by the caller (one that injects faults into the
+// connections, say), with options for the gRPC server.
+func Serve(lis net.Listener, b Behaviour, opts ...grpc.ServerOption) *Server {
 	s := &Server{
-		grpc:      grpc.NewServer(),
+		grpc:      grpc.NewServer(opts...),
 		lis:       lis,
 		done:      make(chan struct{}),
 		calls:     map[string]int{},
@@ -110,7 +117,7 @@ func Start(addr string, b Behaviour) (*Server, error) {
 		defer close(s.done)
 		_ = s.grpc.Serve(lis)
 	}()
-	return s, nil
+	return s
 }
 
 // Addr is the address the server listens on.
