@@ -610,4 +610,3 @@ func TestFaultVanishedPeerIsNoticedByKeepalive(t *testing.T) {
 		t.Errorf("the next call, on a new connection: %v", err)
 	}
 }
-
