@@ -25,7 +25,8 @@ type Change struct {
 }
 
 // Changes returns the values that edits changed from the annotation, in
-// the order of the policy; every other value is the annotation's.
+// the order the edits first changed them; every other value is the
+// annotation's.
 func (c *Client) Changes() []Change { return append([]Change(nil), c.changes...) }
 
 // Describe renders the policy in force like Describe, followed by every

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // Validate checks that the policy can be applied: names set, counts and
@@ -96,7 +98,15 @@ func (r *RetryPolicy) check(f string, bad badFunc) {
 	if r.RetryableCodes.Has(0) {
 		bad(f+".RetryableCodes", "holds OK")
 	}
+	if answers := r.RetryableCodes & answerCodes; answers != 0 {
+		bad(f+".RetryableCodes", "holds %s, answers of the service and not transient failures: repeating the call cannot change them; remove them", answers)
+	}
 }
+
+// answerCodes are the codes the plugin refuses as retryable: the service
+// understood the request and answered it.
+var answerCodes = CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated)
 
 func (b *BudgetPolicy) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)

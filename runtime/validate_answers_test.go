@@ -1,0 +1,19 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+)
+
+// The plugin refuses an answer listed as retryable; so does Validate, for a
+// policy edited in Go or by an override.
+func TestValidateRefusesAnswersAsRetryable(t *testing.T) {
+	p := &ServicePolicy{Name: "s", Methods: []MethodPolicy{{Name: "/s/M", Idempotent: true,
+		Retry: &RetryPolicy{MaxAttempts: 2, InitialBackoff: 1, MaxBackoff: 1, Multiplier: 1, RetryableCodes: CodesOf(codes.Unavailable, codes.NotFound)}}}}
+	err := p.Validate()
+	if err == nil || !strings.Contains(err.Error(), "RetryableCodes: holds [NOT_FOUND], answers of the service") {
+		t.Fatalf("Validate() = %v, want NOT_FOUND refused as retryable", err)
+	}
+}
