@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+)
+
+func TestDeadlineTooShortRefusedBeforeHandler(t *testing.T) {
+	srv := &inventoryServer{}
+	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+
+	// GetStock needs 50 ms; 20 ms is refused at once, without the handler.
+	start := time.Now()
+	_, err := client.GetStock(ctxTimeout(t, 20*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("GetStock with 20ms left: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if el := time.Since(start); el > 15*time.Millisecond {
+		t.Errorf("refusal took %s: it should not wait for the deadline", el)
+	}
+	if n := srv.getCalls.Load(); n != 0 {
+		t.Errorf("handler ran %d times, want 0", n)
+	}
+	if s := stats(t, g); s.DeadlineRefused != 1 || s.InFlight != 0 {
+		t.Errorf("stats %+v, want 1 refused, 0 in flight", s)
+	}
+	// With enough time it runs.
+	if _, err := client.GetStock(ctxTimeout(t, time.Second), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.getCalls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+}
+
+func TestDeadlineExpiredRefusedBeforeHandler(t *testing.T) {
+	srv := &inventoryServer{}
+	// MinDeadline 0: only a deadline that has passed is refused. The tap
+	// sees the deadline gRPC read from grpc-timeout; a tiny one has passed
+	// by the time the tap runs.
+	p := inventoryPolicy()
+	p.Methods[0].MinDeadline = 0
+	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	for range 20 {
+		_, err := client.GetStock(ctxTimeout(t, time.Microsecond), &inventoryv1.GetStockRequest{Sku: "a"})
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("GetStock with 1µs: %v, want DEADLINE_EXCEEDED", err)
+		}
+	}
+	if n := srv.getCalls.Load(); n != 0 {
+		t.Errorf("handler ran %d times, want 0", n)
+	}
+	if s := stats(t, g); s.InFlight != 0 {
+		t.Errorf("%d left in flight", s.InFlight)
+	}
+}
+
+func TestCheckDeadline(t *testing.T) {
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if err := checkDeadline(past, "/s/M", 0); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("passed deadline: %v", err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel2()
+	err := checkDeadline(short, "/s/M", time.Second)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("short deadline: %v", err)
+	}
+	want := "resilient: /s/M needs at least 1s, the caller left "
+	if got := status.Convert(err).Message(); len(got) < len(want) || got[:len(want)] != want {
+		t.Errorf("message %q, want it to start with %q", got, want)
+	}
+	if err := checkDeadline(context.Background(), "/s/M", time.Second); err != nil {
+		t.Errorf("no deadline: %v", err)
+	}
+}
+
+func TestDefaultTimeoutWhenCallerSentNone(t *testing.T) {
+	srv := &inventoryServer{}
+	deadlines := make(chan time.Duration, 4)
+	srv.sawCtx = func(ctx context.Context) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			deadlines <- -1
+			return
+		}
+		deadlines <- time.Until(dl)
+	}
+	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+
+	// No deadline from the caller: the annotated 2 s applies.
+	if _, err := client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-deadlines; d <= time.Second || d > 2*time.Second {
+		t.Errorf("handler's deadline in %s, want about 2s", d)
+	}
+	// The caller's own deadline wins, even when longer.
+	if _, err := client.GetStock(ctxTimeout(t, 5*time.Second), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-deadlines; d <= 4*time.Second {
+		t.Errorf("handler's deadline in %s, want about 5s (the caller's)", d)
+	}
+	// Streams too (WatchStock: 1 s).
+	st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := <-deadlines; d <= 0 || d > time.Second {
+		t.Errorf("stream handler's deadline in %s, want about 1s", d)
+	}
+}

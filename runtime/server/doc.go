@@ -1,0 +1,32 @@
+// Package server is the server side of the resilient contract: what a
+// service does with the requests its callers send, built from the same
+// annotations as the generated clients.
+//
+// A Guard, built from the policies of one or more services served by one
+// gRPC server, gives that server:
+//
+//   - dead requests dropped: a request whose deadline has passed, or that
+//     leaves less time than the method's MinDeadline, is refused with
+//     DEADLINE_EXCEEDED before its message is decoded; a request without a
+//     deadline gets the method's DefaultTimeout on the handler's context;
+//   - priority load shedding: a cumulative in-flight limit per priority
+//     (low is shed first, critical last), refused in the InTapHandle, before
+//     the request is decoded, with a pushback;
+//   - idempotency dedup: for a method with a DedupPolicy, the first request
+//     with a given idempotency key runs, a repeat within the TTL gets the
+//     stored response or final status, and a repeat that arrives while the
+//     first still runs waits for it; the Store is in memory or on Redis;
+//   - retry at one layer only: a handler that fails because its own
+//     dependency failed after the runtime had already retried (or its
+//     breaker was open) answers with "do not retry", so the callers above
+//     do not multiply the attempts.
+//
+// Install it with the options the Guard returns:
+//
+//	g, err := server.NewGuard([]*server.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
+//		server.WithStore(server.NewRedisStore(rdb, "inventory:")))
+//	s := grpc.NewServer(g.ServerOptions()...)
+//
+// and dial the service's own dependencies with ClientInterceptor, so the
+// request's priority travels on and the Guard sees their failures.
+package server

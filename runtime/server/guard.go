@@ -1,0 +1,325 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
+)
+
+// Guard applies the server-side policies of the services one gRPC server
+// serves: it drops dead requests, sheds load by priority, deduplicates by
+// idempotency key and marks failures that must not be retried. It is safe
+// for concurrent use.
+//
+// gRPC takes a single InTapHandle per server, so one Guard holds every
+// service of the server; ServerOptions returns what to pass to
+// grpc.NewServer.
+type Guard struct {
+	methods  map[string]*method
+	services map[string]*service
+	store    Store
+	logger   *slog.Logger
+}
+
+// service is the shared state of one service.
+type service struct {
+	name string
+	shed *shedder // nil without shedding
+
+	deadlineRefused atomic.Uint64
+	replayed        atomic.Uint64
+	waited          atomic.Uint64
+	storeErrors     atomic.Uint64
+	ranWithoutDedup atomic.Uint64
+	marked          atomic.Uint64
+}
+
+// method is the compiled policy of one method.
+type method struct {
+	name           string
+	svc            *service
+	priority       Priority
+	minDeadline    time.Duration
+	dedup          *dedupConfig // nil without dedup
+	defaultTimeout time.Duration
+}
+
+// Option configures a Guard.
+type Option func(*options)
+
+type options struct {
+	store  Store
+	logger *slog.Logger
+	edits  []edit
+}
+
+type edit struct {
+	service string
+	fn      func(*ServicePolicy)
+}
+
+// WithPolicy edits the policy of the named service before the Guard is
+// built: fn receives a deep copy of the annotated policy (the generated
+// literal is never changed) and the result is validated like the
+// annotations. It is how an operator's overrides of the limits, the
+// deadlines or the dedup choices are applied at start-up.
+func WithPolicy(service string, fn func(p *ServicePolicy)) Option {
+	return func(o *options) { o.edits = append(o.edits, edit{service, fn}) }
+}
+
+// WithStore sets the store of the idempotency entries, required when a
+// method deduplicates: NewMemoryStore for one replica or tests,
+// NewRedisStore for several replicas.
+func WithStore(s Store) Option { return func(o *options) { o.store = s } }
+
+// WithLogger sets the logger that receives store errors (default: none).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// NewGuard compiles the policies of the services of one server. It refuses
+// a policy that cannot be applied, naming the field, a service given twice,
+// and a method that deduplicates without a store. The policies are copied.
+func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
+	var o options
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: option %d is nil", i)
+		}
+		opt(&o)
+	}
+	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger}
+	compiled := make([]ServicePolicy, 0, len(policies))
+	index := map[string]int{}
+	for i, p := range policies {
+		if p == nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: policy %d is nil", i)
+		}
+		if _, dup := index[p.Name]; dup {
+			return nil, fmt.Errorf("resilient/server: NewGuard: service %s given twice", p.Name)
+		}
+		index[p.Name] = len(compiled)
+		compiled = append(compiled, p.Clone())
+	}
+	for _, e := range o.edits {
+		i, ok := index[e.service]
+		if !ok || e.fn == nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): no such service among the policies, or a nil edit", e.service)
+		}
+		e.fn(&compiled[i])
+	}
+	var errs []error
+	for i := range compiled {
+		p := &compiled[i]
+		if err := p.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		svc := &service{name: p.Name}
+		if p.Shedding != nil {
+			svc.shed = newShedder(p.Name, p.Shedding)
+		}
+		g.services[p.Name] = svc
+		for j := range p.Methods {
+			mp := &p.Methods[j]
+			m := &method{name: mp.Name, svc: svc, priority: mp.Priority.orNormal(),
+				minDeadline: mp.MinDeadline, defaultTimeout: mp.DefaultTimeout}
+			if mp.Dedup != nil {
+				if g.store == nil {
+					errs = append(errs, fmt.Errorf("resilient/server: %s deduplicates by idempotency key: give NewGuard a store with WithStore (NewMemoryStore for a single replica, NewRedisStore for several)", mp.Name))
+				}
+				m.dedup = newDedupConfig(mp)
+			}
+			if _, dup := g.methods[mp.Name]; dup {
+				errs = append(errs, fmt.Errorf("resilient/server: method %s is in two policies", mp.Name))
+			}
+			g.methods[mp.Name] = m
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// ServerOptions returns the options that install the Guard in a server:
+// its InTapHandle (refusals before a request is decoded) and its unary and
+// stream interceptors, chained before any other interceptor given to
+// grpc.NewServer after them. A server that needs its own InTapHandle
+// (gRPC keeps only the last one given) calls TapHandle from it instead.
+func (g *Guard) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.InTapHandle(g.TapHandle),
+		grpc.ChainUnaryInterceptor(g.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(g.StreamInterceptor),
+	}
+}
+
+// TapHandle is the Guard's tap.ServerInHandle. For a method in a policy it
+// refuses, before the message is decoded, a request that is dead
+// (DEADLINE_EXCEEDED) or that the service must shed (the policy's code,
+// with a RetryInfo detail giving the pushback); otherwise it takes the
+// request's place in flight, given back when the request ends.
+func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
+	m := g.methods[info.FullMethodName]
+	if m == nil {
+		return ctx, nil
+	}
+	return g.enter(ctx, m, info.Header)
+}
+
+// enter checks the deadline, grants the priority and takes a place in
+// flight.
+func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, error) {
+	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+		m.svc.deadlineRefused.Add(1)
+		return ctx, err
+	}
+	p := effectivePriority(md, m.priority)
+	ctx = context.WithValue(ctx, priorityKey{}, p)
+	if m.svc.shed == nil {
+		return ctx, nil
+	}
+	a, err := m.svc.shed.admit(p)
+	if err != nil {
+		return ctx, err
+	}
+	return hold(ctx, a), nil
+}
+
+// UnaryInterceptor is the Guard's unary interceptor. For a method in a
+// policy it refuses a request whose deadline has become too short, bounds a
+// request without deadline by the method's DefaultTimeout, deduplicates by
+// idempotency key, and marks the handler's failure do-not-retry when its
+// dependency failed after the runtime's retries. Without the TapHandle
+// installed it also sheds (after decoding).
+func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	m := g.methods[info.FullMethod]
+	if m == nil {
+		return handler(ctx, req)
+	}
+	ctx, cancel, err := g.begin(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	rec := &downstream{}
+	ctx = context.WithValue(ctx, downstreamKey{}, rec)
+	var resp any
+	if m.dedup != nil {
+		resp, err = g.dedup(ctx, m, req, handler)
+	} else {
+		resp, err = handler(ctx, req)
+	}
+	if err != nil && shouldMark(err, rec) {
+		m.svc.marked.Add(1)
+		err = markDoNotRetry(ctx, err)
+	}
+	return resp, err
+}
+
+// begin is what both interceptors do first. cancel ends the request's
+// place in flight and its default timeout.
+func (g *Guard) begin(ctx context.Context, m *method) (context.Context, context.CancelFunc, error) {
+	if _, tapped := PriorityFrom(ctx); !tapped {
+		md, _ := metadata.FromIncomingContext(ctx)
+		var err error
+		if ctx, err = g.enter(ctx, m, md); err != nil {
+			return ctx, nil, err
+		}
+	}
+	a := admissionFrom(ctx)
+	release := func() {
+		if a != nil {
+			a.done()
+		}
+	}
+	// Time passed since the tap: decoding, queueing for a server worker.
+	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+		m.svc.deadlineRefused.Add(1)
+		release()
+		return ctx, nil, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, m.defaultTimeout)
+	return ctx, func() { cancel(); release() }, nil
+}
+
+// StreamInterceptor is the Guard's stream interceptor: the deadline checks,
+// the default timeout, the place in flight held until the handler returns,
+// and the do-not-retry mark, as for unary methods. Streams are not
+// deduplicated.
+func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	m := g.methods[info.FullMethod]
+	if m == nil {
+		return handler(srv, ss)
+	}
+	ctx, cancel, err := g.begin(ss.Context(), m)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	rec := &downstream{}
+	ctx = context.WithValue(ctx, downstreamKey{}, rec)
+	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
+	if err != nil && shouldMark(err, rec) {
+		m.svc.marked.Add(1)
+		ss.SetTrailer(metadata.Pairs(PushbackHeader, "-1"))
+		err = DoNotRetry(err)
+	}
+	return err
+}
+
+type guardedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *guardedStream) Context() context.Context { return s.ctx }
+
+// Stats counts what the Guard did for one service since it was built.
+type Stats struct {
+	// InFlight is the number of requests of the service admitted and not
+	// yet ended (0 without shedding: they are not counted).
+	InFlight int
+	// Admitted and Shed count the requests admitted and refused by the
+	// shedding, by granted priority.
+	Admitted, Shed [PriorityCritical + 1]uint64
+	// DeadlineRefused counts the requests refused as dead.
+	DeadlineRefused uint64
+	// Replayed counts the repeats answered from the store; Waited the
+	// repeats that arrived while the first was running and waited for it.
+	Replayed, Waited uint64
+	// StoreErrors counts failed store operations; RanWithoutDedup the
+	// requests run without dedup because of one (OnStoreError).
+	StoreErrors, RanWithoutDedup uint64
+	// MarkedDoNotRetry counts the failures sent with the do-not-retry mark.
+	MarkedDoNotRetry uint64
+}
+
+// Stats returns the counts of the named service, and false for a service
+// the Guard does not hold.
+func (g *Guard) Stats(service string) (Stats, bool) {
+	svc := g.services[service]
+	if svc == nil {
+		return Stats{}, false
+	}
+	s := Stats{
+		DeadlineRefused: svc.deadlineRefused.Load(),
+		Replayed:        svc.replayed.Load(), Waited: svc.waited.Load(),
+		StoreErrors: svc.storeErrors.Load(), RanWithoutDedup: svc.ranWithoutDedup.Load(),
+		MarkedDoNotRetry: svc.marked.Load(),
+	}
+	if sh := svc.shed; sh != nil {
+		s.InFlight = int(sh.inFlight.Load())
+		for p := range s.Admitted {
+			s.Admitted[p] = sh.admitted[p].Load()
+			s.Shed[p] = sh.shed[p].Load()
+		}
+	}
+	return s, true
+}

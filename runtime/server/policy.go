@@ -1,0 +1,256 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// ServicePolicy is the server-side policy of one service. Generated code
+// holds one as a Go literal; NewGuard compiles one or more of them.
+type ServicePolicy struct {
+	// Name is the full name of the service ("example.inventory.v1.InventoryService").
+	Name string
+	// Shedding, when not nil, bounds the requests of the service in flight
+	// by priority. Nil means no shedding.
+	Shedding *SheddingPolicy
+	// Methods holds the policy of each method. A method of the service that
+	// is not listed is served untouched.
+	Methods []MethodPolicy
+}
+
+// SheddingPolicy bounds the requests in flight in one service, all methods
+// together, with a cumulative limit per priority: a request of priority p is
+// admitted while fewer than Limits.For(p) requests of the service are in
+// flight. With {Low: 30, Normal: 60, High: 90, Critical: 120}, low requests
+// are refused from 30 in flight on, critical ones only from 120: low is
+// shed first, critical last.
+type SheddingPolicy struct {
+	// Limits are the cumulative in-flight limits, each positive and none
+	// smaller than the one of a lower priority.
+	Limits Limits
+	// Pushback is how long a refused caller is asked to wait before trying
+	// again, sent in a google.rpc.RetryInfo status detail and in the
+	// message. Zero means DefaultPushback.
+	Pushback time.Duration
+	// Code is the code of a refusal: codes.Unavailable (the default, when
+	// zero: the client runtime retries it, after the pushback, possibly on
+	// another replica) or codes.ResourceExhausted (not retried by default).
+	Code codes.Code
+}
+
+// DefaultPushback is the pushback of a SheddingPolicy that sets none.
+const DefaultPushback = time.Second
+
+// Limits are the cumulative in-flight limits of a SheddingPolicy, one per
+// priority.
+type Limits struct {
+	Low, Normal, High, Critical int
+}
+
+// For returns the limit of priority p; PriorityUnspecified counts as
+// PriorityNormal.
+func (l Limits) For(p Priority) int {
+	switch p {
+	case PriorityLow:
+		return l.Low
+	case PriorityHigh:
+		return l.High
+	case PriorityCritical:
+		return l.Critical
+	}
+	return l.Normal
+}
+
+// MethodPolicy is the server-side policy of one method.
+type MethodPolicy struct {
+	// Name is the full method name as gRPC sends it: "/pkg.Service/Method".
+	Name string
+	// Kind is the kind of RPC. Dedup applies to unary methods only.
+	Kind runtime.Kind
+	// Priority is the method's priority for shedding. A caller may lower it
+	// with the resilient-priority header, never raise it. Unspecified means
+	// PriorityNormal.
+	Priority Priority
+	// MinDeadline is the least time a request must have left to be
+	// started; a request with less is refused with DEADLINE_EXCEEDED before
+	// it is decoded. Zero refuses only requests whose deadline has passed.
+	MinDeadline time.Duration
+	// DefaultTimeout bounds the handler's context when the caller sent no
+	// deadline. Zero means none.
+	DefaultTimeout time.Duration
+	// Dedup, when not nil, deduplicates requests by their idempotency key.
+	Dedup *DedupPolicy
+	// NewResponse returns an empty response message of the method, into
+	// which a stored response is decoded. Required with Dedup; generated
+	// code sets it to func() proto.Message { return new(XxxResponse) }.
+	NewResponse func() proto.Message
+}
+
+// DedupPolicy says how requests with an idempotency key are deduplicated.
+type DedupPolicy struct {
+	// Header is the metadata key that carries the idempotency key. Empty
+	// means runtime.IdempotencyKeyHeader ("idempotency-key"), which the
+	// generated clients send. A request without the header is not
+	// deduplicated.
+	Header string
+	// TTL is how long the outcome of a request is kept and returned to
+	// repeats. Required.
+	TTL time.Duration
+	// Lease is how long a running request holds its key without renewing
+	// it; the runtime renews it every Lease/3 while the handler runs, so
+	// only a replica that crashed (or lost the store) lets it lapse and a
+	// waiting repeat take over. Zero means DefaultLease.
+	Lease time.Duration
+	// OnStoreError says what happens to a request when the store cannot be
+	// reached: Refuse (the default) or RunWithoutDedup.
+	OnStoreError StoreErrorMode
+	// FinalCodes are the error codes that are answers, stored and replayed
+	// to repeats like a response. Other errors (UNAVAILABLE, …) free the key
+	// so that a repeat runs again. Zero means DefaultFinalCodes.
+	FinalCodes runtime.CodeSet
+}
+
+// DefaultLease is the lease of a DedupPolicy that sets none.
+const DefaultLease = 10 * time.Second
+
+// DefaultFinalCodes are the error codes stored as the outcome of a request:
+// the answers that running the request again would give again.
+var DefaultFinalCodes = runtime.CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+	codes.PermissionDenied, codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
+	codes.Unauthenticated)
+
+// StoreErrorMode says what a deduplicated method does when its Store cannot
+// be reached.
+type StoreErrorMode uint8
+
+const (
+	// Refuse answers UNAVAILABLE without running the handler: the safe
+	// choice, and the default, for a method whose second run costs money.
+	Refuse StoreErrorMode = iota
+	// RunWithoutDedup runs the handler as if the method had no dedup: the
+	// service stays up while the store is down, at the risk of running a
+	// repeat twice.
+	RunWithoutDedup
+)
+
+func (m StoreErrorMode) String() string {
+	switch m {
+	case Refuse:
+		return "Refuse"
+	case RunWithoutDedup:
+		return "RunWithoutDedup"
+	}
+	return fmt.Sprintf("StoreErrorMode(%d)", uint8(m))
+}
+
+// Clone returns a deep copy of p.
+func (p *ServicePolicy) Clone() ServicePolicy {
+	c := *p
+	if p.Shedding != nil {
+		s := *p.Shedding
+		c.Shedding = &s
+	}
+	c.Methods = make([]MethodPolicy, len(p.Methods))
+	for i, m := range p.Methods {
+		if m.Dedup != nil {
+			d := *m.Dedup
+			m.Dedup = &d
+		}
+		c.Methods[i] = m
+	}
+	return c
+}
+
+// Validate checks the policy and returns an error naming every field that
+// cannot be applied, or nil.
+func (p *ServicePolicy) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("resilient/server: %s: %s: %s", p.Name, field, fmt.Sprintf(format, args...)))
+	}
+	if p.Name == "" {
+		bad("Name", "empty; set the full service name")
+	}
+	if s := p.Shedding; s != nil {
+		l := s.Limits
+		prev, prevName := 1, ""
+		for _, lim := range []struct {
+			name string
+			v    int
+		}{{"Low", l.Low}, {"Normal", l.Normal}, {"High", l.High}, {"Critical", l.Critical}} {
+			switch {
+			case lim.v <= 0:
+				bad("Shedding.Limits."+lim.name, "must be positive, got %d", lim.v)
+			case lim.v < prev:
+				bad("Shedding.Limits."+lim.name, "%d is below Limits.%s (%d): the limits are cumulative, a higher priority may never be refused before a lower one", lim.v, prevName, prev)
+			}
+			if lim.v > 0 {
+				prev, prevName = lim.v, lim.name
+			}
+		}
+		if s.Pushback < 0 {
+			bad("Shedding.Pushback", "must not be negative, got %s", s.Pushback)
+		}
+		if s.Code != codes.OK && s.Code != codes.Unavailable && s.Code != codes.ResourceExhausted {
+			bad("Shedding.Code", "must be UNAVAILABLE or RESOURCE_EXHAUSTED, got %s", runtime.CodeName(s.Code))
+		}
+	}
+	seen := map[string]bool{}
+	for i := range p.Methods {
+		m := &p.Methods[i]
+		f := fmt.Sprintf("Methods[%d] (%s)", i, m.Name)
+		prefix := "/" + p.Name + "/"
+		switch {
+		case !strings.HasPrefix(m.Name, prefix) || len(m.Name) == len(prefix) || strings.Contains(m.Name[len(prefix):], "/"):
+			bad(f+".Name", "must be %q followed by the method name", prefix)
+		case seen[m.Name]:
+			bad(f+".Name", "listed twice")
+		}
+		seen[m.Name] = true
+		if m.Priority > PriorityCritical {
+			bad(f+".Priority", "unknown priority %d", m.Priority)
+		}
+		if m.MinDeadline < 0 {
+			bad(f+".MinDeadline", "must not be negative, got %s", m.MinDeadline)
+		}
+		if m.DefaultTimeout < 0 {
+			bad(f+".DefaultTimeout", "must not be negative, got %s", m.DefaultTimeout)
+		}
+		if m.DefaultTimeout > 0 && m.DefaultTimeout < m.MinDeadline {
+			bad(f+".DefaultTimeout", "%s is below MinDeadline (%s)", m.DefaultTimeout, m.MinDeadline)
+		}
+		d := m.Dedup
+		if d == nil {
+			continue
+		}
+		if m.Kind != runtime.KindUnary {
+			bad(f+".Dedup", "only unary methods can be deduplicated")
+		}
+		if m.NewResponse == nil {
+			bad(f+".NewResponse", "required with Dedup: set it to func() proto.Message { return new(<the response type>) }")
+		}
+		if d.TTL <= 0 {
+			bad(f+".Dedup.TTL", "must be positive, got %s", d.TTL)
+		}
+		if d.Lease < 0 {
+			bad(f+".Dedup.Lease", "must not be negative, got %s", d.Lease)
+		}
+		if d.OnStoreError > RunWithoutDedup {
+			bad(f+".Dedup.OnStoreError", "unknown mode %d: Refuse or RunWithoutDedup", d.OnStoreError)
+		}
+		if d.FinalCodes.Has(codes.OK) {
+			bad(f+".Dedup.FinalCodes", "OK is not an error code")
+		}
+		if d.Header != "" && (d.Header != strings.ToLower(d.Header) || strings.HasPrefix(d.Header, "grpc-") || strings.HasSuffix(d.Header, "-bin")) {
+			bad(f+".Dedup.Header", "%q is not a valid text metadata key: lower case, not grpc-…, not …-bin", d.Header)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// PushbackHeader is the trailer by which a gRPC server tells its client
+// when to retry, in milliseconds; a negative value means "do not retry"
+// (gRPC's retry design, A6). The Guard sends "-1" with every answer marked
+// DoNotRetry; gRPC-Go's own retry honours it.
+const PushbackHeader = "grpc-retry-pushback-ms"
+
+// The do-not-retry mark is also a status detail, google.rpc.ErrorInfo with
+// this reason and domain, because a detail travels with the error value: a
+// service that returns its dependency's marked error passes the mark on to
+// its own callers without doing anything.
+const (
+	DoNotRetryReason = "RETRIED_BELOW"
+	DoNotRetryDomain = "resilient.go-resilient.github.com"
+)
+
+// DoNotRetry returns err marked "do not retry": the request failed because
+// a dependency of the handler failed after it had already been retried
+// below, so a caller retrying the request would only multiply the calls to
+// that dependency. The Guard sends the mark as the trailer
+// grpc-retry-pushback-ms: -1 and as an ErrorInfo detail. err keeps its code
+// and message; nil stays nil.
+func DoNotRetry(err error) error {
+	if err == nil || IsDoNotRetry(err) {
+		return err
+	}
+	st := status.Convert(err)
+	if st.Code() == codes.OK {
+		return err
+	}
+	marked, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: DoNotRetryReason, Domain: DoNotRetryDomain})
+	if derr != nil {
+		return err
+	}
+	return marked.Err()
+}
+
+// IsDoNotRetry reports whether err carries the do-not-retry detail, as an
+// error returned by DoNotRetry or received from a service that sent it.
+func IsDoNotRetry(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() == codes.OK {
+		return false
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == DoNotRetryReason && ei.GetDomain() == DoNotRetryDomain {
+			return true
+		}
+	}
+	return false
+}
+
+// Pushback reads what a server said about retrying a failed call: the
+// grpc-retry-pushback-ms trailer (collect it with the grpc.Trailer call
+// option), else the do-not-retry detail, else a google.rpc.RetryInfo detail
+// (sent with shedding refusals). d < 0 means do not retry; ok is false when
+// the server said nothing. A client honours it by not retrying when d < 0
+// and by waiting at least d otherwise.
+func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
+	if v := trailer.Get(PushbackHeader); len(v) > 0 {
+		// gRPC's retry design: a value that is not a non-negative integer
+		// means do not retry.
+		if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && ms >= 0 {
+			return time.Duration(ms) * time.Millisecond, true
+		}
+		return -1, true
+	}
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() == codes.OK {
+		return 0, false
+	}
+	for _, det := range st.Details() {
+		switch det := det.(type) {
+		case *errdetails.ErrorInfo:
+			if det.GetReason() == DoNotRetryReason && det.GetDomain() == DoNotRetryDomain {
+				return -1, true
+			}
+		case *errdetails.RetryInfo:
+			if det.GetRetryDelay() != nil {
+				return det.GetRetryDelay().AsDuration(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// transient are the codes of a dependency's failure (not of its answer)
+// that the mark is about.
+var transient = runtime.CodesOf(codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded)
+
+// shouldMark decides whether a handler's error is marked do-not-retry:
+//   - it already carries the mark (a dependency's marked answer passed on);
+//   - it is the client runtime's refusal to try again (breaker open,
+//     retry budget spent);
+//   - its code is transient and a call the handler made to a dependency,
+//     through ClientInterceptor, ended with a transient failure: the
+//     runtime's retries, if any, happened there.
+func shouldMark(err error, rec *downstream) bool {
+	if IsDoNotRetry(err) {
+		return true
+	}
+	if errors.Is(err, runtime.ErrCircuitOpen) || errors.Is(err, runtime.ErrBudgetExhausted) {
+		return true
+	}
+	return transient.Has(status.Code(err)) && rec.failed()
+}
+
+// markDoNotRetry sends the trailer and returns err with the detail.
+func markDoNotRetry(ctx context.Context, err error) error {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackHeader, "-1"))
+	return DoNotRetry(err)
+}
+
+// downstream records, for one request being served, the last outcome of
+// each method the handler called through ClientInterceptor.
+type downstream struct {
+	mu   sync.Mutex
+	last map[string]bool // method → its last call ended with a transient failure
+}
+
+type downstreamKey struct{}
+
+func (d *downstream) record(method string, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		d.last = map[string]bool{}
+	}
+	d.last[method] = err != nil && transient.Has(status.Code(err))
+}
+
+// failed reports whether a dependency's last call ended with a transient
+// failure; false for a nil d.
+func (d *downstream) failed() bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.last {
+		if f {
+			return true
+		}
+	}
+	return false
+}
+
+// ClientInterceptor is for the connections a service uses to call its own
+// dependencies (grpc.WithChainUnaryInterceptor). Called with the context of
+// a request the Guard is serving, it sends the request's granted priority
+// on (unless the caller set one with OutgoingPriority) and tells the Guard
+// how each call ended, so that the handler's failure is marked do-not-retry
+// when a dependency failed after the runtime's retries. Elsewhere it does
+// nothing. Put it beneath the resilient client: it sees every attempt, and
+// the last one decides.
+func ClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx = forwardPriority(ctx)
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if d, ok := ctx.Value(downstreamKey{}).(*downstream); ok {
+			d.record(method, err)
+		}
+		return err
+	}
+}
+
+// StreamClientInterceptor is ClientInterceptor for streams: it sends the
+// request's priority on.
+func StreamClientInterceptor() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(forwardPriority(ctx), desc, cc, method, opts...)
+	}
+}
+
+func forwardPriority(ctx context.Context) context.Context {
+	p, ok := PriorityFrom(ctx)
+	if !ok {
+		return ctx
+	}
+	if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md[PriorityHeader]) > 0 {
+		return ctx
+	}
+	return OutgoingPriority(ctx, p)
+}

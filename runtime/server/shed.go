@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// shedder counts the requests of one service in flight and admits or
+// refuses each against the cumulative limit of its priority. Admitting is
+// one compare-and-swap; no lock is shared by the requests.
+type shedder struct {
+	service  string
+	limits   [PriorityCritical + 1]int64
+	pushback time.Duration
+	code     codes.Code
+
+	inFlight atomic.Int64
+	admitted [PriorityCritical + 1]atomic.Uint64
+	shed     [PriorityCritical + 1]atomic.Uint64
+}
+
+func newShedder(service string, p *SheddingPolicy) *shedder {
+	s := &shedder{service: service, pushback: p.Pushback, code: p.Code}
+	for q := PriorityLow; q <= PriorityCritical; q++ {
+		s.limits[q] = int64(p.Limits.For(q))
+	}
+	if s.pushback == 0 {
+		s.pushback = DefaultPushback
+	}
+	if s.code == codes.OK {
+		s.code = codes.Unavailable
+	}
+	return s
+}
+
+// admit takes a place for a request of priority p, or returns the refusal.
+func (s *shedder) admit(p Priority) (*admission, error) {
+	limit := s.limits[p]
+	for {
+		n := s.inFlight.Load()
+		if n >= limit {
+			s.shed[p].Add(1)
+			return nil, s.refusal(p, n, limit)
+		}
+		if s.inFlight.CompareAndSwap(n, n+1) {
+			s.admitted[p].Add(1)
+			return &admission{s: s}, nil
+		}
+	}
+}
+
+// refusal is the answer to a shed request. The InTapHandle that sends it
+// can only answer a status (gRPC writes no other trailer there), so the
+// pushback travels as a google.rpc.RetryInfo detail; Pushback reads it.
+func (s *shedder) refusal(p Priority, n, limit int64) error {
+	st := status.New(s.code, fmt.Sprintf("resilient: %s is shedding %s-priority requests: %d in flight, limit %d; retry in %s",
+		s.service, p, n, limit, s.pushback))
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.pushback)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// admission is the place of one admitted request. It is given back once:
+// by the interceptor when the handler returns, or, for a request that never
+// reached it (a message that would not decode, an unknown method), when
+// gRPC cancels the stream's context at its end.
+type admission struct {
+	s    *shedder
+	once sync.Once
+	stop func() bool
+}
+
+func (a *admission) release() {
+	a.once.Do(func() { a.s.inFlight.Add(-1) })
+}
+
+// done gives the place back and forgets the context's callback.
+func (a *admission) done() {
+	a.release()
+	if a.stop != nil {
+		a.stop()
+	}
+}
+
+type admissionKey struct{}
+
+// hold ties a to the stream's context: gRPC cancels it whenever the stream
+// ends, however it ends, which a stats.Handler's End does not cover (gRPC
+// sends no End for an unknown method).
+func hold(ctx context.Context, a *admission) context.Context {
+	a.stop = context.AfterFunc(ctx, a.release)
+	return context.WithValue(ctx, admissionKey{}, a)
+}
+
+func admissionFrom(ctx context.Context) *admission {
+	a, _ := ctx.Value(admissionKey{}).(*admission)
+	return a
+}

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// MemoryStore is a Store in the memory of one process: for tests and for a
+// service with a single replica (several replicas would each run a repeat
+// once). It holds at most maxEntries keys; when full, it drops expired
+// entries, then the least recently written done entries. Pending entries are
+// never dropped: when every entry is pending, Claim fails with
+// ErrStoreFull, and the method's OnStoreError decides.
+type MemoryStore struct {
+	max int
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*list.Element // of *memEntry
+	order   list.List                // front: most recently written
+}
+
+type memEntry struct {
+	key     string
+	token   string // owner, while pending
+	pending bool
+	outcome Outcome
+	expires time.Time
+}
+
+// ErrStoreFull is returned by a MemoryStore's Claim when every one of its
+// entries belongs to a running request.
+var ErrStoreFull = errors.New("resilient/server: memory idempotency store full of running requests")
+
+// NewMemoryStore returns an empty store holding at most maxEntries keys
+// (at least 1).
+func NewMemoryStore(maxEntries int) *MemoryStore {
+	return &MemoryStore{max: max(maxEntries, 1), now: time.Now, entries: map[string]*list.Element{}}
+}
+
+// Len returns the number of entries held, expired ones included until they
+// are dropped.
+func (s *MemoryStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
+// get returns the live entry of key, dropping it if it has expired.
+func (s *MemoryStore) get(key string, now time.Time) *memEntry {
+	el, ok := s.entries[key]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*memEntry)
+	if !now.Before(e.expires) {
+		s.order.Remove(el)
+		delete(s.entries, key)
+		return nil
+	}
+	return e
+}
+
+// Claim implements Store.
+func (s *MemoryStore) Claim(_ context.Context, key, token string, lease time.Duration) (Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if e := s.get(key, now); e != nil {
+		if e.pending {
+			return Claim{State: Pending}, nil
+		}
+		return Claim{State: Done, Outcome: e.outcome}, nil
+	}
+	if len(s.entries) >= s.max && !s.evict(now) {
+		return Claim{}, ErrStoreFull
+	}
+	e := &memEntry{key: key, token: token, pending: true, expires: now.Add(lease)}
+	s.entries[key] = s.order.PushFront(e)
+	return Claim{State: Claimed}, nil
+}
+
+// evict drops one entry to make room: an expired one, else the least
+// recently written done one. It reports whether it found one.
+func (s *MemoryStore) evict(now time.Time) bool {
+	var victim *list.Element
+	for el := s.order.Back(); el != nil; el = el.Prev() {
+		e := el.Value.(*memEntry)
+		if !now.Before(e.expires) {
+			victim = el
+			break
+		}
+		if victim == nil && !e.pending {
+			victim = el
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	s.order.Remove(victim)
+	delete(s.entries, victim.Value.(*memEntry).key)
+	return true
+}
+
+// owned returns key's entry if it is pending under token.
+func (s *MemoryStore) owned(key, token string) (*list.Element, *memEntry) {
+	el, ok := s.entries[key]
+	if !ok {
+		return nil, nil
+	}
+	e := el.Value.(*memEntry)
+	if !e.pending || e.token != token || !s.now().Before(e.expires) {
+		return nil, nil
+	}
+	return el, e
+}
+
+// Renew implements Store.
+func (s *MemoryStore) Renew(_ context.Context, key, token string, lease time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, e := s.owned(key, token)
+	if e == nil {
+		return ErrNotOwner
+	}
+	e.expires = s.now().Add(lease)
+	return nil
+}
+
+// Complete implements Store.
+func (s *MemoryStore) Complete(_ context.Context, key, token string, o Outcome, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, e := s.owned(key, token)
+	if e == nil {
+		return ErrNotOwner
+	}
+	e.pending, e.token, e.outcome, e.expires = false, "", o, s.now().Add(ttl)
+	s.order.MoveToFront(el)
+	return nil
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(_ context.Context, key, token string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, e := s.owned(key, token); e != nil {
+		s.order.Remove(el)
+		delete(s.entries, key)
+	}
+	return nil
+}
