@@ -291,8 +291,9 @@ type Stats struct {
 	Admitted, Shed [PriorityCritical + 1]uint64
 	// DeadlineRefused counts the requests refused as dead.
 	DeadlineRefused uint64
-	// Replayed counts the repeats answered from the store; Waited the
-	// repeats that arrived while the first was running and waited for it.
+	// Replayed counts the repeats answered from the store; Waited those of
+	// them (and of the repeats that gave up) that arrived while the first
+	// was running and waited for it.
 	Replayed, Waited uint64
 	// StoreErrors counts failed store operations; RanWithoutDedup the
 	// requests run without dedup because of one (OnStoreError).
