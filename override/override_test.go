@@ -1,0 +1,307 @@
+package override_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/override"
+	"github.com/go-resilient/resilient/runtime"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	inventory = &inventoryv1.InventoryServiceResilientPolicy
+	payments  = &paymentsv1.PaymentsServiceResilientPolicy
+)
+
+const inv = `services."example.inventory.v1.InventoryService"`
+
+// build applies a set's options to the inventory policy and returns the
+// client's policy and changes.
+func build(t *testing.T, s *override.Set) *runtime.Client {
+	t.Helper()
+	rt, err := runtime.NewClient(inventory, s.Options(inventory)...)
+	if err != nil {
+		t.Fatalf("NewClient refused overrides the loader accepted: %v", err)
+	}
+	return rt
+}
+
+func TestFileOverridesServiceAndMethodValues(t *testing.T) {
+	s, err := override.Parse("overrides.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    timeout: 250ms
+    circuit_breaker: {cool_down: 5s, failure_codes: [UNAVAILABLE]}
+    retry_budget: {ratio: 0.2}
+    methods:
+      GetStock:
+        timeout: 0.1s
+        retry: {max_attempts: 2}
+      WatchStock:
+        bulkhead: {permits: 2}
+`), nil, inventory, payments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := build(t, s).Policy()
+	get, reserve, watch := p.Methods[0], p.Methods[1], p.Methods[2]
+	if get.Timeout != 100*time.Millisecond || reserve.Timeout != 250*time.Millisecond || watch.Timeout != 250*time.Millisecond {
+		t.Errorf("timeouts %v %v %v, want the method's 100ms, else the service's 250ms", get.Timeout, reserve.Timeout, watch.Timeout)
+	}
+	if get.Retry.MaxAttempts != 2 || reserve.Retry.MaxAttempts != 3 {
+		t.Errorf("max attempts %d %d", get.Retry.MaxAttempts, reserve.Retry.MaxAttempts)
+	}
+	if p.Breaker.CoolDown != 5*time.Second || p.Breaker.FailureCodes != runtime.CodesOf(codes.Unavailable) || p.Breaker.MinimumCalls != 20 {
+		t.Errorf("breaker %+v", p.Breaker)
+	}
+	if p.Budget.Ratio != 0.2 || watch.Bulkhead.Permits != 2 || watch.Bulkhead.MaxWait != 20*time.Millisecond {
+		t.Errorf("budget %+v, WatchStock bulkhead %+v", p.Budget, watch.Bulkhead)
+	}
+	// The annotated literal is left as it was.
+	if inventory.Methods[0].Timeout != 300*time.Millisecond {
+		t.Errorf("the generated policy was changed: %v", inventory.Methods[0].Timeout)
+	}
+	if opts := s.Options(payments); len(opts) != 0 {
+		t.Errorf("%d options for a service the file does not name", len(opts))
+	}
+}
+
+func TestEnvironmentOverridesTheFile(t *testing.T) {
+	env := []string{
+		"PATH=/bin",
+		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__TIMEOUT=50ms",
+		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__FAILURE_CODES=UNAVAILABLE, RESOURCE_EXHAUSTED",
+		"RESILIENT__EXAMPLE_PAYMENTS_V1_PAYMENTSSERVICE__BULKHEAD__PERMITS=4",
+	}
+	s, err := override.Parse("o.json", []byte(`{"services": {"example.inventory.v1.InventoryService": {"methods": {"GetStock": {"timeout": "1s", "overall_timeout": "2s"}}}}}`),
+		env, inventory, payments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := build(t, s)
+	p := rt.Policy()
+	if p.Methods[0].Timeout != 50*time.Millisecond || p.Methods[0].OverallTimeout != 2*time.Second {
+		t.Errorf("GetStock timeouts %v %v, want the variable's 50ms and the file's 2s", p.Methods[0].Timeout, p.Methods[0].OverallTimeout)
+	}
+	if p.Breaker.FailureCodes != runtime.CodesOf(codes.Unavailable, codes.ResourceExhausted) {
+		t.Errorf("failure codes %v", p.Breaker.FailureCodes)
+	}
+	pay, err := runtime.NewClient(payments, s.Options(payments)...)
+	if err != nil || pay.Policy().Bulkhead.Permits != 4 {
+		t.Fatalf("payments: %v", err)
+	}
+	if got := override.EnvName("example.inventory.v1.InventoryService", "GetStock", "retry.max_attempts"); got != "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS" {
+		t.Errorf("EnvName = %s", got)
+	}
+}
+
+// Describe shows, for each changed value, the annotated one and the key
+// it came from.
+func TestDescribeNamesTheSourceOfEachValue(t *testing.T) {
+	s, err := override.Parse("overrides.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {timeout: 100ms}
+`), []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN=5s"}, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := build(t, s).Describe()
+	for _, want := range []string{
+		"timeout: 100ms, overall: none",
+		`methods.GetStock.timeout: 300ms → 100ms (overrides.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.timeout)`,
+		"circuit_breaker.cool_down: 2s → 5s (RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Describe():\n%s\nwant a line with %q", out, want)
+		}
+	}
+	if strings.Contains(out, "ReserveStock.timeout") {
+		t.Errorf("Describe lists a value no override changed:\n%s", out)
+	}
+}
+
+// Every way an override is refused, with the exact key it names.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		env        []string
+		want       string
+	}{
+		{"max attempts zero", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {retry: {max_attempts: 0}}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.GetStock.retry.max_attempts: must be at least 1, got 0`},
+		{"unknown service", `{services: {example.inventory.v1.Inventory: {timeout: 1s}}}`, nil,
+			`overrides.yaml: services."example.inventory.v1.Inventory": unknown service: this program's clients call example.inventory.v1.InventoryService, example.payments.v1.PaymentsService`},
+		{"unknown method", `{services: {example.inventory.v1.InventoryService: {methods: {GetStocks: {timeout: 1s}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.GetStocks: unknown method of example.inventory.v1.InventoryService: its methods are GetStock, ReserveStock, WatchStock`},
+		{"unknown field", `{services: {example.inventory.v1.InventoryService: {timout: 1s}}}`, nil,
+			`overrides.yaml: ` + inv + `.timout: unknown field; the fields are those of the annotation: timeout, overall_timeout, retry,`},
+		{"camel case field", `{services: {example.inventory.v1.InventoryService: {retry: {maxAttempts: 2}}}}`, nil,
+			`overrides.yaml: ` + inv + `.retry.maxAttempts: unknown field (did you mean max_attempts?)`},
+		{"unknown top-level key", `{service: {}}`, nil, `overrides.yaml: service: unknown key: the file holds only services`},
+		{"bad duration", `{services: {example.inventory.v1.InventoryService: {timeout: fast}}}`, nil,
+			`overrides.yaml: ` + inv + `.timeout: not a duration: "fast"; write a number with its unit, such as "200ms", "0.2s" or "1m30s"`},
+		{"duration without unit", `{services: {example.inventory.v1.InventoryService: {timeout: 5}}}`, nil,
+			`overrides.yaml: ` + inv + `.timeout: must be a duration with its unit, such as "200ms", "0.2s" or "1m30s", got 5`},
+		{"negative duration", `{services: {example.inventory.v1.InventoryService: {circuit_breaker: {cool_down: -1s}}}}`, nil,
+			`overrides.yaml: ` + inv + `.circuit_breaker.cool_down: must be positive, got -1s; remove it for the default 10s`},
+		{"ratio out of range", `{services: {example.inventory.v1.InventoryService: {retry_budget: {ratio: 1.5}}}}`, nil,
+			`overrides.yaml: ` + inv + `.retry_budget.ratio: must be in (0, 1], got 1.5`},
+		{"permits zero", `{services: {example.inventory.v1.InventoryService: {bulkhead: {permits: 0}}}}`, nil,
+			`overrides.yaml: ` + inv + `.bulkhead.permits: must be at least 1, got 0`},
+		{"negative count", `{services: {example.inventory.v1.InventoryService: {bulkhead: {permits: -3}}}}`, nil,
+			`overrides.yaml: ` + inv + `.bulkhead.permits: must be a whole number from 0 to 4294967295, got -3`},
+		{"unknown code", `{services: {example.inventory.v1.InventoryService: {retry: {retryable_codes: [UNAVAILABLE, Unavailable]}}}}`, nil,
+			`overrides.yaml: ` + inv + `.retry.retryable_codes[1]: unknown status code "Unavailable": did you mean "UNAVAILABLE"?`},
+		{"answer retried", `{services: {example.inventory.v1.InventoryService: {retry: {retryable_codes: [NOT_FOUND]}}}}`, nil,
+			`overrides.yaml: ` + inv + `.retry.retryable_codes[0]: "NOT_FOUND" is an answer of the service`},
+		{"codes not a list", `{services: {example.inventory.v1.InventoryService: {retry: {retryable_codes: UNAVAILABLE}}}}`, nil,
+			`overrides.yaml: ` + inv + `.retry.retryable_codes: must be a list of status code names`},
+		{"budget on a method", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {retry_budget: {ratio: 0.5}}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.GetStock.retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file`},
+		{"per_method on the service", `{services: {example.inventory.v1.InventoryService: {circuit_breaker: {per_method: true}}}}`, nil,
+			`overrides.yaml: ` + inv + `.circuit_breaker.per_method: per_method is only meaningful on a method`},
+		{"method breaker without per_method", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {circuit_breaker: {cool_down: 1s}}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.GetStock.circuit_breaker.cool_down: the method has no circuit breaker of its own: add circuit_breaker.per_method: true`},
+		{"idempotent is the contract", `{services: {example.payments.v1.PaymentsService: {methods: {Charge: {idempotent: true}}}}}`, nil,
+			`overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.idempotent: idempotent is part of the service's contract, not a setting`},
+		{"retry on a method that is not idempotent", `{services: {example.payments.v1.PaymentsService: {methods: {Charge: {retry: {max_attempts: 3}}}}}}`, nil,
+			`overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: remove this override`},
+		{"service retry reaching a method that is not idempotent", `{services: {example.payments.v1.PaymentsService: {retry: {initial_backoff: 10ms}}}}`, nil,
+			`overrides.yaml: services."example.payments.v1.PaymentsService".retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: remove this override, or turn retries off for it with methods.Charge.retry.max_attempts: 1`},
+		{"retry on a stream", `{services: {example.inventory.v1.InventoryService: {methods: {WatchStock: {retry: {max_attempts: 2}}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.WatchStock.retry.max_attempts: streams are not retried, and WatchStock is a streaming method`},
+		{"timeout longer than overall", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {overall_timeout: 100ms}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.GetStock.overall_timeout: makes timeout 300ms longer than overall_timeout 100ms for GetStock`},
+		{"backoff upside down", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {retry: {initial_backoff: 500ms}}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.GetStock.retry.initial_backoff: makes max_backoff 200ms shorter than initial_backoff 500ms for GetStock`},
+		{"not YAML", "services: [\n", nil, `overrides.yaml: not valid YAML or JSON`},
+		{"env unknown service", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V2_INVENTORYSERVICE__TIMEOUT=1s"},
+			`RESILIENT__EXAMPLE_INVENTORY_V2_INVENTORYSERVICE__TIMEOUT: unknown service EXAMPLE_INVENTORY_V2_INVENTORYSERVICE`},
+		{"env unknown method", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GET__TIMEOUT=1s"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GET__TIMEOUT: unknown method GET of example.inventory.v1.InventoryService`},
+		{"env unknown field", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__ATTEMPTS=2"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__ATTEMPTS: unknown field; the fields are those of the annotation: max_attempts,`},
+		{"env group without field", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY=3"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY: retry is a group of settings: name one of its fields after it`},
+		{"env bad number", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__MAX_ATTEMPTS=two"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__MAX_ATTEMPTS: must be a whole number from 0 to 4294967295, got "two"`},
+		{"env unsafe value", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS=0"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS: must be at least 1, got 0`},
+		{"env retry on a method that is not idempotent", "", []string{"RESILIENT__EXAMPLE_PAYMENTS_V1_PAYMENTSSERVICE__METHODS__CHARGE__RETRY__MAX_ATTEMPTS=2"},
+			`RESILIENT__EXAMPLE_PAYMENTS_V1_PAYMENTSSERVICE__METHODS__CHARGE__RETRY: Charge is not idempotent`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := override.Parse("overrides.yaml", []byte(tc.file), tc.env, inventory, payments)
+			if err == nil {
+				t.Fatalf("accepted (%v), want an error starting %q", s.Keys(), tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error:\n%v\nwant one containing:\n%s", err, tc.want)
+			}
+			if s != nil {
+				t.Error("a Set was returned with the error")
+			}
+		})
+	}
+}
+
+func TestNewBulkheadNeedsPermits(t *testing.T) {
+	p := &runtime.ServicePolicy{Name: "t.v1.S", Methods: []runtime.MethodPolicy{{Name: "/t.v1.S/Get", Idempotent: true}}}
+	_, err := override.Parse("o.yaml", []byte(`{services: {t.v1.S: {bulkhead: {max_wait: 1s}}}}`), nil, p)
+	if want := `o.yaml: services."t.v1.S".bulkhead.permits: is required`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+	s, err := override.Parse("o.yaml", []byte(`{services: {t.v1.S: {bulkhead: {permits: 3}, circuit_breaker: {minimum_calls: 5}}}}`), nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.NewClient(p, s.Options(p)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.Policy(); got.Bulkhead.Permits != 3 || got.Breaker.MinimumCalls != 5 || got.Breaker.CoolDown != 10*time.Second {
+		t.Errorf("bulkhead %+v breaker %+v: an override adds them from the contract's defaults", got.Bulkhead, got.Breaker)
+	}
+}
+
+func TestEveryProblemIsReported(t *testing.T) {
+	_, err := override.Parse("o.yaml", []byte(`{services: {example.inventory.v1.InventoryService: {timeout: 0s, retry: {max_attempts: 0}, timout: 1s}}}`), nil, inventory)
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Fatalf("error %v, want three lines", err)
+	}
+}
+
+func TestLoadReadsTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "overrides.json")
+	if err := os.WriteFile(path, []byte(`{"services": {"example.payments.v1.PaymentsService": {"methods": {"Charge": {"timeout": "0.5s"}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := override.Load(path, nil, payments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Keys(); len(got) != 1 || got[0] != path+`: services."example.payments.v1.PaymentsService".methods.Charge.timeout` {
+		t.Errorf("Keys() = %q", got)
+	}
+	if _, err := override.Load(filepath.Join(t.TempDir(), "missing.yaml"), nil, payments); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// An override changes behaviour: the annotated 300 ms GetStock timeout,
+// shortened to 50 ms by an override, is what a slow server meets.
+func TestShorterTimeoutSeenAgainstSlowServer(t *testing.T) {
+	srv, err := server.Start("127.0.0.1:0", server.Slow(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	s, err := override.Parse("overrides.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {timeout: 50ms, retry: {max_attempts: 1}}
+`), nil, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(opts []runtime.Option) (time.Duration, error) {
+		client, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		_, err = client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+		return time.Since(begin), err
+	}
+	took, err := call(s.Options(inventory))
+	if status.Code(err) != codes.DeadlineExceeded || took < 50*time.Millisecond || took > 250*time.Millisecond {
+		t.Errorf("with the override: %v after %v, want DEADLINE_EXCEEDED after about 50ms", err, took)
+	}
+	took, err = call(nil)
+	if status.Code(err) != codes.DeadlineExceeded || took < 300*time.Millisecond {
+		t.Errorf("as annotated: %v after %v, want DEADLINE_EXCEEDED after the annotated 300ms", err, took)
+	}
+}

@@ -1,0 +1,357 @@
+package override
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"sigs.k8s.io/yaml"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// service is the overrides of one service.
+type service struct {
+	name   string
+	policy *runtime.ServicePolicy // as annotated
+	// values holds, per method ("" for the service), what the overrides
+	// set, as the annotation's message, for the rules of internal/rules.
+	values map[string]*resilientv1.Policy
+	leaves []*leaf // in the order read; a later key for the same value replaces an earlier one
+}
+
+// leaf is one overridden value.
+type leaf struct {
+	method string // the method's name ("GetStock"), "" for the service
+	path   string // the field path in the annotation: "retry.max_attempts"
+	value  any    // bool, uint32, float64, time.Duration or []string
+	base   string // the key of the policy the value is in, without the path
+	env    bool   // from a variable: the path is spelled in upper case, with "__"
+	source string // the key: base and path
+}
+
+// keyFor names the key of path in the policy l is in.
+func (l *leaf) keyFor(path string) string {
+	if l.env {
+		return l.base + "__" + strings.ToUpper(strings.ReplaceAll(path, ".", "__"))
+	}
+	return l.base + "." + path
+}
+
+var policyDesc = (&resilientv1.Policy{}).ProtoReflect().Descriptor()
+
+// contractFields are facts about the service, not settings: changing them
+// would make the client retry what the service does not expect to see
+// twice.
+var contractFields = map[string]bool{"idempotent": true, "idempotency_key": true}
+
+func (s *Set) target(name string, known map[string]*runtime.ServicePolicy) *service {
+	t := s.targets[name]
+	if t == nil {
+		t = &service{name: name, policy: known[name], values: map[string]*resilientv1.Policy{}}
+		s.targets[name] = t
+	}
+	return t
+}
+
+// parseFile reads the file's tree: services → name → policy fields and
+// methods → name → policy fields.
+func (s *Set) parseFile(name string, data []byte, known map[string]*runtime.ServicePolicy, errs *problems) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		errs.add(name, "not valid YAML or JSON: %v", err)
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		errs.add(name, "not valid YAML or JSON: %v", err)
+		return
+	}
+	top, ok := root.(map[string]any)
+	if !ok {
+		errs.add(name, "must hold a mapping with one key, services: {<full service name>: {<annotation fields>, methods: {<Method>: {…}}}}")
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if k != "services" {
+			errs.add(name+": "+k, "unknown key: the file holds only services: {<full service name>: {…}}")
+		}
+	}
+	services, ok := top["services"].(map[string]any)
+	if !ok {
+		if top["services"] != nil {
+			errs.add(name+": services", "must be a mapping of full service names to their overrides")
+		}
+		return
+	}
+	for _, svc := range slices.Sorted(maps.Keys(services)) {
+		key := fmt.Sprintf("%s: services.%q", name, svc)
+		p := known[svc]
+		if p == nil {
+			errs.add(key, "unknown service: %s", knownServices(known))
+			continue
+		}
+		obj, ok := services[svc].(map[string]any)
+		if !ok {
+			errs.add(key, "must be a mapping of annotation fields (timeout, retry, circuit_breaker, …) and methods")
+			continue
+		}
+		t := s.target(svc, known)
+		methods := obj["methods"]
+		delete(obj, "methods")
+		t.walk(policyDesc, obj, "", "", key, errs)
+		if methods == nil {
+			continue
+		}
+		mobj, ok := methods.(map[string]any)
+		if !ok {
+			errs.add(key+".methods", "must be a mapping of method names (as in the .proto: GetStock) to their overrides")
+			continue
+		}
+		for _, m := range slices.Sorted(maps.Keys(mobj)) {
+			mkey := key + ".methods." + m
+			if !hasMethod(p, m) {
+				errs.add(mkey, "unknown method of %s: %s", svc, knownMethods(p))
+				continue
+			}
+			fields, ok := mobj[m].(map[string]any)
+			if !ok {
+				errs.add(mkey, "must be a mapping of annotation fields (timeout, retry, …)")
+				continue
+			}
+			t.walk(policyDesc, fields, m, "", mkey, errs)
+		}
+	}
+}
+
+// walk reads the fields of one message of a policy: a sub-message
+// (retry, circuit_breaker, …) field by field, every other field as a
+// value.
+func (t *service) walk(md protoreflect.MessageDescriptor, obj map[string]any, method, prefix, base string, errs *problems) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		path := prefix + k
+		key := base + "." + path
+		fd, problem := field(md, k, path)
+		if problem != "" {
+			errs.add(key, "%s", problem)
+			continue
+		}
+		if sub := fd.Message(); sub != nil && sub.FullName() != "google.protobuf.Duration" {
+			o, ok := obj[k].(map[string]any)
+			if !ok {
+				errs.add(key, "must be a mapping of %s fields: %s", k, fieldNames(sub))
+				continue
+			}
+			t.walk(sub, o, method, path+".", base, errs)
+			continue
+		}
+		v, err := convert(fd, obj[k], false)
+		if err != nil {
+			errs.add(key, "%v", err)
+			continue
+		}
+		t.set(&leaf{method: method, path: path, value: v, base: base, source: key})
+	}
+}
+
+// field finds the field named k of md, or says what is wrong with k.
+func field(md protoreflect.MessageDescriptor, k, path string) (protoreflect.FieldDescriptor, string) {
+	fd := md.Fields().ByName(protoreflect.Name(k))
+	if fd == nil {
+		hint := ""
+		for i := range md.Fields().Len() {
+			f := md.Fields().Get(i)
+			if f.JSONName() == k || strings.EqualFold(string(f.Name()), k) {
+				hint = fmt.Sprintf(" (did you mean %s?)", f.Name())
+			}
+		}
+		return nil, fmt.Sprintf("unknown field%s; the fields are those of the annotation: %s", hint, fieldNames(md))
+	}
+	if contractFields[path] {
+		return nil, fmt.Sprintf("%s is part of the service's contract, not a setting: an override cannot make a method safe to repeat; change the .proto and regenerate", k)
+	}
+	return fd, ""
+}
+
+func fieldNames(md protoreflect.MessageDescriptor) string {
+	var names []string
+	for i := range md.Fields().Len() {
+		if n := string(md.Fields().Get(i).Name()); md != policyDesc || !contractFields[n] {
+			names = append(names, n)
+		}
+	}
+	if md == policyDesc {
+		names = append(names, "methods (on a service)")
+	}
+	return strings.Join(names, ", ")
+}
+
+// set records a value, replacing one read earlier for the same field.
+func (t *service) set(l *leaf) {
+	for i, old := range t.leaves {
+		if old.method == l.method && old.path == l.path {
+			t.leaves[i] = l
+			t.store(l)
+			return
+		}
+	}
+	t.leaves = append(t.leaves, l)
+	t.store(l)
+}
+
+// store writes the value into the method's (or service's) message, for
+// the rules.
+func (t *service) store(l *leaf) {
+	p := t.values[l.method]
+	if p == nil {
+		p = &resilientv1.Policy{}
+		t.values[l.method] = p
+	}
+	msg := p.ProtoReflect()
+	parts := strings.Split(l.path, ".")
+	for _, part := range parts[:len(parts)-1] {
+		msg = msg.Mutable(msg.Descriptor().Fields().ByName(protoreflect.Name(part))).Message()
+	}
+	fd := msg.Descriptor().Fields().ByName(protoreflect.Name(parts[len(parts)-1]))
+	switch v := l.value.(type) {
+	case bool:
+		msg.Set(fd, protoreflect.ValueOfBool(v))
+	case uint32:
+		msg.Set(fd, protoreflect.ValueOfUint32(v))
+	case float64:
+		msg.Set(fd, protoreflect.ValueOfFloat64(v))
+	case time.Duration:
+		msg.Set(fd, protoreflect.ValueOfMessage(durationpb.New(v).ProtoReflect()))
+	case []string:
+		list := msg.NewField(fd).List()
+		for _, s := range v {
+			list.Append(protoreflect.ValueOfString(s))
+		}
+		msg.Set(fd, protoreflect.ValueOfList(list))
+	}
+}
+
+// convert reads a value for fd: from the file's tree, or from a variable's
+// text (env).
+func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
+	text, isText := raw.(string)
+	switch {
+	case fd.IsList():
+		if env && isText {
+			var out []string
+			for _, s := range strings.Split(text, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					out = append(out, s)
+				}
+			}
+			return out, nil
+		}
+		items, ok := raw.([]any)
+		if !ok {
+			return nil, fmt.Errorf("must be a list of status code names, as in [UNAVAILABLE, DEADLINE_EXCEEDED], got %s", show(raw))
+		}
+		out := make([]string, len(items))
+		for i, it := range items {
+			if out[i], ok = it.(string); !ok {
+				return nil, fmt.Errorf("item %d must be a status code name, as in UNAVAILABLE, got %s", i, show(it))
+			}
+		}
+		return out, nil
+	case fd.Message() != nil: // google.protobuf.Duration
+		if !isText {
+			return nil, fmt.Errorf("must be a duration with its unit, such as \"200ms\", \"0.2s\" or \"1m30s\", got %s", show(raw))
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return nil, fmt.Errorf("not a duration: %q; write a number with its unit, such as \"200ms\", \"0.2s\" or \"1m30s\"", text)
+		}
+		return d, nil
+	case fd.Kind() == protoreflect.BoolKind:
+		if b, ok := raw.(bool); ok && !env {
+			return b, nil
+		}
+		if b, err := strconv.ParseBool(text); err == nil && env {
+			return b, nil
+		}
+		return nil, fmt.Errorf("must be true or false, got %s", show(raw))
+	case fd.Kind() == protoreflect.Uint32Kind:
+		n, err := strconv.ParseUint(number(raw, env), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("must be a whole number from 0 to %d, got %s", uint32(1<<32-1), show(raw))
+		}
+		return uint32(n), nil
+	case fd.Kind() == protoreflect.DoubleKind:
+		f, err := strconv.ParseFloat(number(raw, env), 64)
+		if err != nil {
+			return nil, fmt.Errorf("must be a number, got %s", show(raw))
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("cannot be overridden")
+}
+
+// number returns the text of a number of the tree, or of a variable.
+func number(raw any, env bool) string {
+	switch v := raw.(type) {
+	case json.Number:
+		return v.String()
+	case string:
+		if env {
+			return v
+		}
+	}
+	return "not a number"
+}
+
+func show(raw any) string {
+	switch v := raw.(type) {
+	case string:
+		return strconv.Quote(v)
+	case nil:
+		return "nothing"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprint(raw)
+}
+
+func hasMethod(p *runtime.ServicePolicy, name string) bool {
+	for i := range p.Methods {
+		if methodName(&p.Methods[i]) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// methodName is the method's name without its service: "GetStock".
+func methodName(m *runtime.MethodPolicy) string {
+	return m.Name[strings.LastIndexByte(m.Name, '/')+1:]
+}
+
+func knownMethods(p *runtime.ServicePolicy) string {
+	var names []string
+	for i := range p.Methods {
+		names = append(names, methodName(&p.Methods[i]))
+	}
+	return "its methods are " + strings.Join(names, ", ")
+}
+
+func knownServices(known map[string]*runtime.ServicePolicy) string {
+	if len(known) == 0 {
+		return "no client's policy was given to the loader"
+	}
+	return "this program's clients call " + strings.Join(slices.Sorted(maps.Keys(known)), ", ") + " (write the full service name, as in the .proto's package and service)"
+}
