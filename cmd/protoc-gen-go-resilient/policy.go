@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/internal/rules"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // The defaults of the options contract (options/resilient/v1/resilient.proto),
