@@ -4,6 +4,12 @@
 //	go run ./example/cmd/server &
 //	go run ./example/cmd/client -addr 127.0.0.1:50051 -n 20
 //	go run ./example/cmd/client -print-policy   # the policy in force, then exit
+//	go run ./example/cmd/client -overrides overrides.yaml -print-policy
+//	go run ./example/cmd/client -metrics-addr 127.0.0.1:9091 -n 1000
+//
+// -overrides reads operator overrides (see package override); variables
+// named RESILIENT__… override too. A bad file or variable stops the client
+// before it is built, naming the key.
 package main
 
 import (
@@ -12,8 +18,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,29 +33,51 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
+	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "`host:port` of the example server")
 	n := flag.Int("n", 10, "number of orders to place")
-	printPolicy := flag.Bool("print-policy", false, "print the policy of every method and exit")
+	printPolicy := flag.Bool("print-policy", false, "print the policy of every method, and where each changed value came from, and exit")
+	overrides := flag.String("overrides", "", "YAML or JSON `file` of operator overrides of the annotated policies")
+	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`host:port`/metrics (none if empty)")
 	flag.Parse()
-	if err := run(*addr, *n, *printPolicy); err != nil {
+	if err := run(*addr, *n, *printPolicy, *overrides, *metricsAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, n int, printPolicy bool) error {
+func run(addr string, n int, printPolicy bool, overridesFile, metricsAddr string) error {
+	// The overrides are checked against every client's policy before any
+	// client is built: a bad file stops the program here.
+	set, err := override.Load(overridesFile, os.Environ(),
+		&inventoryv1.InventoryServiceResilientPolicy, &paymentsv1.PaymentsServiceResilientPolicy)
+	if err != nil {
+		return err
+	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	common := []runtime.Option{runtime.WithLogger(logger), runtime.WithRegisterer(reg)}
+	if metricsAddr != "" && !printPolicy {
+		lis, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		defer lis.Close()
+		fmt.Fprintf(os.Stderr, "metrics on http://%s/metrics\n", lis.Addr())
+		go http.Serve(lis, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) //nolint:errcheck // ends with the listener
+	}
 	inventory, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithLogger(logger)},
+		Runtime: append(set.Options(&inventoryv1.InventoryServiceResilientPolicy), common...),
 		GetStockFallback: func(_ context.Context, req *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
 			logger.Warn("stock unknown, answering from the fallback", "sku", req.GetSku(), "cause", err)
 			return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
@@ -53,14 +87,14 @@ func run(addr string, n int, printPolicy bool) error {
 		return err
 	}
 	payments, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithLogger(logger)},
+		Runtime: append(set.Options(&paymentsv1.PaymentsServiceResilientPolicy), common...),
 	})
 	if err != nil {
 		return err
 	}
 	if printPolicy {
-		fmt.Print(runtime.Describe(inventory.Runtime().Policy()))
-		fmt.Print(runtime.Describe(payments.Runtime().Policy()))
+		fmt.Print(inventory.Runtime().Describe())
+		fmt.Print(payments.Runtime().Describe())
 		return nil
 	}
 	for i := range n {

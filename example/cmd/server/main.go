@@ -4,16 +4,20 @@
 //	go run ./example/cmd/server -addr 127.0.0.1:50051 -latency 40ms
 //	go run ./example/cmd/server -fail UNAVAILABLE      # every call fails
 //	go run ./example/cmd/server -hang                  # no call is ever answered
+//	go run ./example/cmd/server -metrics-addr 127.0.0.1:9090  # Prometheus metrics of the process
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/example/server"
@@ -26,7 +30,17 @@ func main() {
 	fail := flag.String("fail", "", "answer every call with this status `code` (e.g. UNAVAILABLE)")
 	failRatio := flag.Float64("fail-ratio", 1, "share of calls that fail when -fail is set, in (0, 1]")
 	hang := flag.Bool("hang", false, "never answer")
+	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`host:port`/metrics (none if empty)")
 	flag.Parse()
+	if *metricsAddr != "" {
+		lis, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "server: -metrics-addr:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("metrics on http://%s/metrics\n", lis.Addr())
+		go http.Serve(lis, promhttp.Handler()) //nolint:errcheck // ends with the process
+	}
 
 	b := server.Slow(*latency)
 	if *hang {
