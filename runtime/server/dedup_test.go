@@ -268,18 +268,19 @@ func TestDedupLeaseTakenOverAfterCrash(t *testing.T) {
 func TestDedupLeaseRenewedWhileRunning(t *testing.T) {
 	srv := &inventoryServer{}
 	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 		return &inventoryv1.ReserveStockResponse{ReservationId: "r"}, nil
 	}
 	p := inventoryPolicy()
-	p.Methods[1].Dedup.Lease = 60 * time.Millisecond
-	_, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	// Renewed every 100 ms; a lapse needs a renewal 200 ms late.
+	p.Methods[1].Dedup.Lease = 300 * time.Millisecond
+	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			time.Sleep(time.Duration(i) * 500 * time.Millisecond)
 			if _, err := reserve(t, client, "o-long"); err != nil {
 				t.Error(err)
 			}
@@ -287,7 +288,7 @@ func TestDedupLeaseRenewedWhileRunning(t *testing.T) {
 	}
 	wg.Wait()
 	if c := srv.reserveCalls.Load(); c != 1 {
-		t.Errorf("handler ran %d times, want 1: the lease was not renewed", c)
+		t.Errorf("handler ran %d times, want 1: the lease was not renewed (stats %+v)", c, stats(t, g))
 	}
 }
 

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+)
+
+// retryInterceptor stands for a client that retries UNAVAILABLE up to
+// attempts times. With honour, it stops when the server's pushback says
+// not to retry (see Pushback). The client runtime does not read the
+// pushback yet; this is the behaviour it is meant to get.
+func retryInterceptor(attempts int, honour bool) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		var err error
+		for range attempts {
+			var trailer metadata.MD
+			err = invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&trailer))...)
+			if status.Code(err) != codes.Unavailable {
+				return err
+			}
+			if d, ok := Pushback(err, trailer); honour && ok && d < 0 {
+				return err
+			}
+		}
+		return err
+	}
+}
+
+// relay is a service whose GetStock calls the next service's GetStock and
+// returns what it got, as a handler that passes its dependency's error on.
+type relay struct {
+	inventoryv1.UnimplementedInventoryServiceServer
+	next inventoryv1.InventoryServiceClient
+}
+
+func (r *relay) GetStock(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+	return r.next.GetStock(ctx, req)
+}
+
+// chainCalls builds user → A → B → C over loopback, C down (UNAVAILABLE to
+// everything), each caller making up to 3 attempts, and returns the calls
+// that reached C per user request.
+func chainCalls(t *testing.T, guard, honour bool) float64 {
+	t.Helper()
+	policy := func() []*ServicePolicy {
+		return []*ServicePolicy{{Name: inventory, Methods: []MethodPolicy{{Name: getStock}}}}
+	}
+	serverOpts := func() []grpc.ServerOption {
+		if !guard {
+			return nil
+		}
+		g, err := NewGuard(policy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.ServerOptions()
+	}
+	clientTo := func(addr string) inventoryv1.InventoryServiceClient {
+		// The retries, and beneath them ClientInterceptor, which sees
+		// every attempt's outcome.
+		ics := []grpc.UnaryClientInterceptor{retryInterceptor(3, honour)}
+		if guard {
+			ics = append(ics, ClientInterceptor())
+		}
+		return inventoryv1.NewInventoryServiceClient(dial(t, addr, grpc.WithChainUnaryInterceptor(ics...)))
+	}
+	c := &inventoryServer{onGet: func(context.Context, *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		return nil, status.Error(codes.Unavailable, "C is down")
+	}}
+	cAddr := serve(t, c, serverOpts()...)
+	bAddr := serve(t, &relay{next: clientTo(cAddr)}, serverOpts()...)
+	aAddr := serve(t, &relay{next: clientTo(bAddr)}, serverOpts()...)
+	user := clientTo(aAddr)
+	const requests = 10
+	for range requests {
+		_, err := user.GetStock(ctxTimeout(t, 5*time.Second), &inventoryv1.GetStockRequest{Sku: "x"})
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("user request: %v, want UNAVAILABLE", err)
+		}
+	}
+	return float64(c.getCalls.Load()) / requests
+}
+
+// TestRetryAtOneLayerOnly measures the chain of the issue: three services,
+// each calling the next with 3 attempts, the last one down.
+func TestRetryAtOneLayerOnly(t *testing.T) {
+	naive := chainCalls(t, false, false)
+	markedIgnored := chainCalls(t, true, false)
+	marked := chainCalls(t, true, true)
+	t.Logf("calls reaching the last service per user request: naive retries at every layer %.0f; "+
+		"do-not-retry marked but ignored by the clients %.0f; marked and honoured %.0f", naive, markedIgnored, marked)
+	if naive != 27 {
+		t.Errorf("naive: %.1f calls per request, want 3×3×3 = 27", naive)
+	}
+	if markedIgnored != 27 {
+		t.Errorf("marked but ignored: %.1f, want 27", markedIgnored)
+	}
+	if marked != 3 {
+		t.Errorf("marked and honoured: %.1f calls per request, want 3 (only the layer next to C retries)", marked)
+	}
+}

@@ -1,0 +1,73 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/runtime/server"
+)
+
+// The policy a generated file would hold for the example inventory
+// service, and a server guarded by it.
+func ExampleNewGuard() {
+	policy := server.ServicePolicy{
+		Name: "example.inventory.v1.InventoryService",
+		Shedding: &server.SheddingPolicy{
+			Limits:   server.Limits{Low: 30, Normal: 60, High: 90, Critical: 120},
+			Pushback: 2 * time.Second,
+		},
+		Methods: []server.MethodPolicy{{
+			Name:           "/example.inventory.v1.InventoryService/GetStock",
+			Priority:       server.PriorityHigh,
+			MinDeadline:    20 * time.Millisecond,
+			DefaultTimeout: 300 * time.Millisecond,
+		}, {
+			Name:        "/example.inventory.v1.InventoryService/ReserveStock",
+			Priority:    server.PriorityCritical,
+			Dedup:       &server.DedupPolicy{TTL: 24 * time.Hour, OnStoreError: server.Refuse},
+			NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) },
+		}},
+	}
+	g, err := server.NewGuard([]*server.ServicePolicy{&policy},
+		// Several replicas: server.NewRedisStore(redis.NewClient(…), "inventory:idem:").
+		server.WithStore(server.NewMemoryStore(100_000)),
+		// An operator's override, validated like the annotations.
+		server.WithPolicy(policy.Name, func(p *server.ServicePolicy) { p.Shedding.Limits.Low = 10 }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := grpc.NewServer(g.ServerOptions()...)
+	defer s.Stop()
+	// inventoryv1.RegisterInventoryServiceServer(s, impl); s.Serve(lis)
+	fmt.Println(len(g.ServerOptions()), "server options")
+	// Output: 3 server options
+}
+
+// A caller lowers the priority of a background job's requests.
+func ExampleOutgoingPriority() {
+	ctx := server.OutgoingPriority(context.Background(), server.PriorityLow)
+	md, _ := metadata.FromOutgoingContext(ctx)
+	fmt.Println(md.Get(server.PriorityHeader))
+	// Output: [low]
+}
+
+// A handler whose database stayed down through its own retries tells its
+// callers not to retry.
+func ExampleDoNotRetry() {
+	err := server.DoNotRetry(status.Error(codes.Unavailable, "ledger database unavailable after 3 attempts"))
+	fmt.Println(status.Code(err), server.IsDoNotRetry(err))
+	d, _ := server.Pushback(err, nil)
+	fmt.Println(d)
+	// Output:
+	// Unavailable true
+	// -1ns
+}

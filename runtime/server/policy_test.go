@@ -1,0 +1,112 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+func TestValidateNamesBadFields(t *testing.T) {
+	if err := inventoryPolicy().Validate(); err != nil {
+		t.Fatalf("the test policy is refused: %v", err)
+	}
+	cases := []struct {
+		edit func(p *ServicePolicy)
+		want string
+	}{
+		{func(p *ServicePolicy) { p.Name = "" }, "Name: empty"},
+		{func(p *ServicePolicy) { p.Shedding.Limits.Low = 0 }, "Shedding.Limits.Low: must be positive, got 0"},
+		{func(p *ServicePolicy) { p.Shedding.Limits.High = 3 }, "Shedding.Limits.High: 3 is below Limits.Normal (4)"},
+		{func(p *ServicePolicy) { p.Shedding.Pushback = -time.Second }, "Shedding.Pushback: must not be negative"},
+		{func(p *ServicePolicy) { p.Shedding.Code = codes.Internal }, "Shedding.Code: must be UNAVAILABLE or RESOURCE_EXHAUSTED, got INTERNAL"},
+		{func(p *ServicePolicy) { p.Methods[0].Name = "/other.Service/GetStock" }, `Methods[0] (/other.Service/GetStock).Name: must be "/example.inventory.v1.InventoryService/"`},
+		{func(p *ServicePolicy) { p.Methods[1].Name = p.Methods[0].Name }, "Name: listed twice"},
+		{func(p *ServicePolicy) { p.Methods[0].Priority = 9 }, "Priority: unknown priority 9"},
+		{func(p *ServicePolicy) { p.Methods[0].MinDeadline = -1 }, "MinDeadline: must not be negative"},
+		{func(p *ServicePolicy) { p.Methods[0].DefaultTimeout = 10 * time.Millisecond }, "DefaultTimeout: 10ms is below MinDeadline (50ms)"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 0 }, "Methods[1] (/example.inventory.v1.InventoryService/ReserveStock).Dedup.TTL: must be positive, got 0s"},
+		{func(p *ServicePolicy) { p.Methods[1].NewResponse = nil }, "NewResponse: required with Dedup"},
+		{func(p *ServicePolicy) { p.Methods[1].Kind = runtime.KindBidiStreaming }, "Dedup: only unary methods"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.OnStoreError = 7 }, "Dedup.OnStoreError: unknown mode 7"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.Header = "Idem-Key" }, `Dedup.Header: "Idem-Key" is not a valid text metadata key`},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.FinalCodes = runtime.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must not be negative"},
+	}
+	for _, c := range cases {
+		p := inventoryPolicy().Clone()
+		c.edit(&p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+	}
+	// Every problem is named, not just the first.
+	p := inventoryPolicy().Clone()
+	p.Shedding.Limits.Low = 0
+	p.Methods[1].Dedup.TTL = 0
+	if err := p.Validate(); err == nil || strings.Count(err.Error(), "\n") != 1 {
+		t.Errorf("want two lines, got %v", err)
+	}
+}
+
+func TestCloneIsDeep(t *testing.T) {
+	p := inventoryPolicy()
+	c := p.Clone()
+	c.Shedding.Limits.Low = 99
+	c.Methods[1].Dedup.TTL = time.Hour
+	c.Methods[0].Priority = PriorityLow
+	if p.Shedding.Limits.Low == 99 || p.Methods[1].Dedup.TTL == time.Hour || p.Methods[0].Priority == PriorityLow {
+		t.Error("editing the clone changed the original")
+	}
+}
+
+func TestNewGuardRefuses(t *testing.T) {
+	p := inventoryPolicy()
+	cases := []struct {
+		policies []*ServicePolicy
+		opts     []Option
+		want     string
+	}{
+		{[]*ServicePolicy{p}, nil, "ReserveStock deduplicates by idempotency key: give NewGuard a store with WithStore"},
+		{[]*ServicePolicy{p, p}, []Option{WithStore(NewMemoryStore(1))}, "given twice"},
+		{[]*ServicePolicy{nil}, nil, "policy 0 is nil"},
+		{[]*ServicePolicy{p}, []Option{nil}, "option 0 is nil"},
+		{[]*ServicePolicy{p}, []Option{WithStore(NewMemoryStore(1)), WithPolicy("nope", func(*ServicePolicy) {})}, `WithPolicy("nope")`},
+		{[]*ServicePolicy{p}, []Option{WithStore(NewMemoryStore(1)), WithPolicy(inventory, func(p *ServicePolicy) { p.Shedding.Limits.Critical = 1 })}, "Shedding.Limits.Critical: 1 is below Limits.High (6)"},
+	}
+	for _, c := range cases {
+		if _, err := NewGuard(c.policies, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+	}
+	// An edit at start-up applies to a copy: the literal is unchanged.
+	g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(1)),
+		WithPolicy(inventory, func(p *ServicePolicy) { p.Shedding.Limits = Limits{10, 20, 30, 40} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.services[inventory].shed.limits[PriorityCritical] != 40 || p.Shedding.Limits.Critical != 8 {
+		t.Error("WithPolicy not applied to a copy")
+	}
+	if _, ok := g.Stats("nope"); ok {
+		t.Error("Stats of an unknown service")
+	}
+}
+
+func TestPriorityNames(t *testing.T) {
+	for p := PriorityLow; p <= PriorityCritical; p++ {
+		if q, ok := ParsePriority(p.String()); !ok || q != p {
+			t.Errorf("%s does not round-trip", p)
+		}
+	}
+	if _, ok := ParsePriority("unspecified"); ok {
+		t.Error("unspecified parsed")
+	}
+	if Priority(9).String() != "Priority(9)" || StoreErrorMode(5).String() != "StoreErrorMode(5)" {
+		t.Error("unknown values")
+	}
+}
