@@ -46,6 +46,8 @@ type config struct {
 	scenarios            string
 	outage, parallel     bool
 	out                  string
+	metricsAddr, scrape  string
+	scrapeAt             time.Duration
 }
 
 func main() {
@@ -62,6 +64,9 @@ func main() {
 	flag.BoolVar(&c.outage, "outage", true, "also run the outage comparison (run 2)")
 	flag.BoolVar(&c.parallel, "parallel", true, "run the scenarios of a run at the same time, each against its own server (false: one after another)")
 	flag.StringVar(&c.out, "out", "cascade-out", "`directory` for the SVG charts")
+	flag.StringVar(&c.metricsAddr, "metrics-addr", "", "serve the full-stack client's Prometheus metrics on http://`host:port`/metrics during run 1")
+	flag.StringVar(&c.scrape, "scrape", "", "write a scrape of the full-stack client's metrics, taken -scrape-at into run 1, to `file`")
+	flag.DurationVar(&c.scrapeAt, "scrape-at", 6*time.Second, "when in run 1 the -scrape is taken")
 	flag.Parse()
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "cascade:", err)
@@ -178,8 +183,8 @@ func plainCall(cc grpc.ClientConnInterface) call {
 // resilientCall calls through the generated resilient client, under the
 // annotated policy changed by edit; with fallback, an approximate stock
 // answers failed calls.
-func resilientCall(cc grpc.ClientConnInterface, edit func(*runtime.ServicePolicy), fallback bool) (call, error) {
-	opts := inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithPolicy(edit)}}
+func resilientCall(cc grpc.ClientConnInterface, edit func(*runtime.ServicePolicy), fallback bool, extra ...runtime.Option) (call, error) {
+	opts := inventoryv1.InventoryServiceResilientOptions{Runtime: append([]runtime.Option{runtime.WithPolicy(edit)}, extra...)}
 	if fallback {
 		opts.GetStockFallback = func(ctx context.Context, req *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
 			if slot, ok := ctx.Value(causeKey{}).(*error); ok {
@@ -217,6 +222,11 @@ func runAll(w io.Writer, c config) (*report, error) {
 	}
 	rep := &report{}
 	names := strings.Split(c.scenarios, ",")
+	stopMetrics, err := c.exposeMetrics(w)
+	if err != nil {
+		return nil, err
+	}
+	defer stopMetrics()
 	fmt.Fprintf(w, "Run 1: slow dependency. %d requests/s for %s into %d workers; GetStock takes %s, from t=%s %s.\n\n",
 		c.rate, c.duration, c.workers, c.latency, c.slowAt, c.slowLatency)
 	slow := func(elapsed time.Duration) server.Behaviour {
@@ -230,7 +240,12 @@ func runAll(w io.Writer, c config) (*report, error) {
 		if edit == nil {
 			return plainCall(cc), nil
 		}
-		return resilientCall(cc, edit, name == "full")
+		if name == "full" {
+			// Only the full stack is measured: every scenario calls the
+			// same dependency, and their series would add up.
+			return resilientCall(cc, edit, true, runtime.WithRegisterer(metrics))
+		}
+		return resilientCall(cc, edit, false)
 	})
 	if err != nil {
 		return nil, err
