@@ -27,7 +27,10 @@ type RedisStore struct {
 
 // NewRedisStore returns a store keeping its entries in rdb (a *redis.Client,
 // or any client that runs scripts, such as a *redis.ClusterClient) under
-// keys that start with prefix, such as "inventory:idem:".
+// keys that start with prefix, such as "inventory:idem:". Every operation
+// runs under the request's context, so a Redis that does not answer holds
+// a request at most until its deadline; the client's DialTimeout and
+// MaxRetries decide how fast an unreachable Redis is noticed before that.
 func NewRedisStore(rdb redis.Scripter, prefix string) *RedisStore {
 	return &RedisStore{rdb: rdb, prefix: prefix}
 }
