@@ -26,6 +26,122 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Priority orders work for load shedding: low is shed first, critical last.
+type Priority int32
+
+const (
+	// PRIORITY_UNSPECIFIED means PRIORITY_NORMAL.
+	Priority_PRIORITY_UNSPECIFIED Priority = 0
+	// PRIORITY_LOW is work that can wait or be dropped: reports, prefetches.
+	Priority_PRIORITY_LOW Priority = 1
+	// PRIORITY_NORMAL is ordinary work.
+	Priority_PRIORITY_NORMAL Priority = 2
+	// PRIORITY_HIGH is work users wait for: placing an order.
+	Priority_PRIORITY_HIGH Priority = 3
+	// PRIORITY_CRITICAL is work the platform needs to stay up: health,
+	// payments in flight.
+	Priority_PRIORITY_CRITICAL Priority = 4
+)
+
+// Enum value maps for Priority.
+var (
+	Priority_name = map[int32]string{
+		0: "PRIORITY_UNSPECIFIED",
+		1: "PRIORITY_LOW",
+		2: "PRIORITY_NORMAL",
+		3: "PRIORITY_HIGH",
+		4: "PRIORITY_CRITICAL",
+	}
+	Priority_value = map[string]int32{
+		"PRIORITY_UNSPECIFIED": 0,
+		"PRIORITY_LOW":         1,
+		"PRIORITY_NORMAL":      2,
+		"PRIORITY_HIGH":        3,
+		"PRIORITY_CRITICAL":    4,
+	}
+)
+
+func (x Priority) Enum() *Priority {
+	p := new(Priority)
+	*p = x
+	return p
+}
+
+func (x Priority) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Priority) Descriptor() protoreflect.EnumDescriptor {
+	return file_resilient_v1_resilient_proto_enumTypes[0].Descriptor()
+}
+
+func (Priority) Type() protoreflect.EnumType {
+	return &file_resilient_v1_resilient_proto_enumTypes[0]
+}
+
+func (x Priority) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Priority.Descriptor instead.
+func (Priority) EnumDescriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{0}
+}
+
+// OnStoreError is what the server does when the dedup store fails.
+type OnStoreError int32
+
+const (
+	// ON_STORE_ERROR_UNSPECIFIED means ON_STORE_ERROR_REFUSE.
+	OnStoreError_ON_STORE_ERROR_UNSPECIFIED OnStoreError = 0
+	// ON_STORE_ERROR_REFUSE answers UNAVAILABLE without running the handler.
+	OnStoreError_ON_STORE_ERROR_REFUSE OnStoreError = 1
+	// ON_STORE_ERROR_RUN_WITHOUT_DEDUP runs the handler, accepting that a
+	// repeat may run it again.
+	OnStoreError_ON_STORE_ERROR_RUN_WITHOUT_DEDUP OnStoreError = 2
+)
+
+// Enum value maps for OnStoreError.
+var (
+	OnStoreError_name = map[int32]string{
+		0: "ON_STORE_ERROR_UNSPECIFIED",
+		1: "ON_STORE_ERROR_REFUSE",
+		2: "ON_STORE_ERROR_RUN_WITHOUT_DEDUP",
+	}
+	OnStoreError_value = map[string]int32{
+		"ON_STORE_ERROR_UNSPECIFIED":       0,
+		"ON_STORE_ERROR_REFUSE":            1,
+		"ON_STORE_ERROR_RUN_WITHOUT_DEDUP": 2,
+	}
+)
+
+func (x OnStoreError) Enum() *OnStoreError {
+	p := new(OnStoreError)
+	*p = x
+	return p
+}
+
+func (x OnStoreError) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnStoreError) Descriptor() protoreflect.EnumDescriptor {
+	return file_resilient_v1_resilient_proto_enumTypes[1].Descriptor()
+}
+
+func (OnStoreError) Type() protoreflect.EnumType {
+	return &file_resilient_v1_resilient_proto_enumTypes[1]
+}
+
+func (x OnStoreError) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnStoreError.Descriptor instead.
+func (OnStoreError) EnumDescriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{1}
+}
+
 // Policy says how the methods it applies to may be called.
 type Policy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -102,8 +218,66 @@ type Policy struct {
 	// option (resilient.v1.method) = {idempotency_key: "order_id"};
 	// ```
 	IdempotencyKey *string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3,oneof" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// hedging sends further copies of a slow call, and keeps the first answer.
+	// Only for idempotent methods; set on the method. Default: no hedging.
+	//
+	// ```proto
+	// option (resilient.v1.method) = {hedging: {delay: {nanos: 80000000}, max_copies: 2}};
+	// ```
+	Hedging *Hedging `protobuf:"bytes,9,opt,name=hedging,proto3" json:"hedging,omitempty"`
+	// rate_limit caps the rate of calls the client sends to the dependency
+	// (a token bucket). Set on the service or the file; a method may have its
+	// own with per_method. Default: no limit.
+	//
+	// ```proto
+	// option (resilient.v1.service) = {rate_limit: {requests_per_second: 200, burst: 50}};
+	// ```
+	RateLimit *RateLimit `protobuf:"bytes,10,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// cache keeps the answers of an idempotent read, serves them while fresh,
+	// shares one call among concurrent callers of the same key, and answers
+	// with a stale value when the dependency fails. Set on the method.
+	// Default: no cache.
+	//
+	// ```proto
+	// option (resilient.v1.method) = {cache: {fresh_ttl: {seconds: 1}, stale_ttl: {seconds: 60}, key_fields: ["sku"]}};
+	// ```
+	Cache *Cache `protobuf:"bytes,11,opt,name=cache,proto3" json:"cache,omitempty"`
+	// generate_idempotency_key makes the client send a fresh random
+	// idempotency-key per logical call (the same on each of its attempts and
+	// hedges) for a method that names no idempotency_key field. It protects
+	// the client's own retries only: a caller that repeats the call gets a new
+	// key. Default: false.
+	//
+	// ```proto
+	// option (resilient.v1.method) = {generate_idempotency_key: true};
+	// ```
+	GenerateIdempotencyKey *bool `protobuf:"varint,12,opt,name=generate_idempotency_key,json=generateIdempotencyKey,proto3,oneof" json:"generate_idempotency_key,omitempty"`
+	// priority is the importance of the method's calls, used by the server to
+	// shed the least important work first. The generated client sends it in
+	// the `resilient-priority` metadata; a caller may lower it, never raise
+	// it. Default: PRIORITY_NORMAL.
+	//
+	// ```proto
+	// option (resilient.v1.method) = {priority: PRIORITY_LOW};
+	// ```
+	Priority Priority `protobuf:"varint,13,opt,name=priority,proto3,enum=resilient.v1.Priority" json:"priority,omitempty"`
+	// server says how the server side treats the method's requests. Default:
+	// no minimum deadline, no default timeout, no deduplication.
+	//
+	// ```proto
+	// option (resilient.v1.method) = {server: {min_deadline: {nanos: 20000000}}};
+	// ```
+	Server *Server `protobuf:"bytes,14,opt,name=server,proto3" json:"server,omitempty"`
+	// shedding caps the requests in flight on the server, per priority, so
+	// that the least important work is refused first under overload. Set on
+	// the service or the file. Default: no shedding.
+	//
+	// ```proto
+	// option (resilient.v1.service) = {shedding: {low: 50, normal: 150, high: 180, critical: 200}};
+	// ```
+	Shedding      *Shedding `protobuf:"bytes,15,opt,name=shedding,proto3" json:"shedding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -192,6 +366,613 @@ func (x *Policy) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *Policy) GetHedging() *Hedging {
+	if x != nil {
+		return x.Hedging
+	}
+	return nil
+}
+
+func (x *Policy) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
+func (x *Policy) GetCache() *Cache {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
+func (x *Policy) GetGenerateIdempotencyKey() bool {
+	if x != nil && x.GenerateIdempotencyKey != nil {
+		return *x.GenerateIdempotencyKey
+	}
+	return false
+}
+
+func (x *Policy) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_UNSPECIFIED
+}
+
+func (x *Policy) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *Policy) GetShedding() *Shedding {
+	if x != nil {
+		return x.Shedding
+	}
+	return nil
+}
+
+// Hedging sends a further copy of a call that has not answered after delay,
+// up to max_copies in all, and keeps the first answer; the other copies are
+// cancelled. Copies are drawn from the retry budget and stop when the
+// breaker is open, so hedging never doubles the load on a struggling
+// service.
+type Hedging struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// delay is how long to wait for an answer before sending the next copy;
+	// a good value is the method's observed p95. Required; must be positive.
+	//
+	// ```proto
+	// hedging: {delay: {nanos: 80000000}}
+	// ```
+	Delay *durationpb.Duration `protobuf:"bytes,1,opt,name=delay,proto3" json:"delay,omitempty"`
+	// max_copies is the number of copies in all, the first included.
+	// Default: 2. Must be at least 2.
+	//
+	// ```proto
+	// hedging: {max_copies: 3}
+	// ```
+	MaxCopies *uint32 `protobuf:"varint,2,opt,name=max_copies,json=maxCopies,proto3,oneof" json:"max_copies,omitempty"`
+	// non_fatal_codes are the gRPC status codes, by canonical name, that do
+	// not end the hedge: a copy failing with one of them leaves the others
+	// running. Default: ["UNAVAILABLE"]. Answers are refused, as for retries.
+	//
+	// ```proto
+	// hedging: {non_fatal_codes: ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]}
+	// ```
+	NonFatalCodes []string `protobuf:"bytes,3,rep,name=non_fatal_codes,json=nonFatalCodes,proto3" json:"non_fatal_codes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hedging) Reset() {
+	*x = Hedging{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hedging) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hedging) ProtoMessage() {}
+
+func (x *Hedging) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hedging.ProtoReflect.Descriptor instead.
+func (*Hedging) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Hedging) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *Hedging) GetMaxCopies() uint32 {
+	if x != nil && x.MaxCopies != nil {
+		return *x.MaxCopies
+	}
+	return 0
+}
+
+func (x *Hedging) GetNonFatalCodes() []string {
+	if x != nil {
+		return x.NonFatalCodes
+	}
+	return nil
+}
+
+// RateLimit is a token bucket on the calls the client sends.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests_per_second is the sustained rate of calls allowed. Required;
+	// must be positive.
+	//
+	// ```proto
+	// rate_limit: {requests_per_second: 200}
+	// ```
+	RequestsPerSecond *float64 `protobuf:"fixed64,1,opt,name=requests_per_second,json=requestsPerSecond,proto3,oneof" json:"requests_per_second,omitempty"`
+	// burst is the number of calls that may go at once after a quiet spell.
+	// Default: requests_per_second rounded up, at least 1.
+	//
+	// ```proto
+	// rate_limit: {burst: 50}
+	// ```
+	Burst *uint32 `protobuf:"varint,2,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	// max_wait is how long a call may wait for a token, never past its
+	// deadline; 0 refuses at once with RESOURCE_EXHAUSTED. Default: 0. Must not
+	// be negative.
+	//
+	// ```proto
+	// rate_limit: {max_wait: {nanos: 100000000}}
+	// ```
+	MaxWait *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// per_method gives this method a limiter of its own instead of the one
+	// the service's methods share. Default: false. Only meaningful on a
+	// method.
+	//
+	// ```proto
+	// rate_limit: {per_method: true, requests_per_second: 5}
+	// ```
+	PerMethod     *bool `protobuf:"varint,4,opt,name=per_method,json=perMethod,proto3,oneof" json:"per_method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RateLimit) GetRequestsPerSecond() float64 {
+	if x != nil && x.RequestsPerSecond != nil {
+		return *x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *RateLimit) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
+}
+
+func (x *RateLimit) GetMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.MaxWait
+	}
+	return nil
+}
+
+func (x *RateLimit) GetPerMethod() bool {
+	if x != nil && x.PerMethod != nil {
+		return *x.PerMethod
+	}
+	return false
+}
+
+// Cache is a stale-on-error cache with single flight for an idempotent read.
+type Cache struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// fresh_ttl is how long an answer is served without calling. Required;
+	// must be positive.
+	//
+	// ```proto
+	// cache: {fresh_ttl: {seconds: 1}}
+	// ```
+	FreshTtl *durationpb.Duration `protobuf:"bytes,1,opt,name=fresh_ttl,json=freshTtl,proto3" json:"fresh_ttl,omitempty"`
+	// stale_ttl is how long after it was fetched an answer may still be
+	// served when the dependency fails transiently or its breaker is open.
+	// Default: equal to fresh_ttl (no stale answers). Must not be shorter
+	// than fresh_ttl.
+	//
+	// ```proto
+	// cache: {stale_ttl: {seconds: 60}}
+	// ```
+	StaleTtl *durationpb.Duration `protobuf:"bytes,2,opt,name=stale_ttl,json=staleTtl,proto3" json:"stale_ttl,omitempty"`
+	// key_fields are the top-level request fields (scalars) whose values make
+	// the cache key. Required: at least one.
+	//
+	// ```proto
+	// cache: {key_fields: ["sku"]}
+	// ```
+	KeyFields []string `protobuf:"bytes,3,rep,name=key_fields,json=keyFields,proto3" json:"key_fields,omitempty"`
+	// max_entries bounds the entries kept; the least recently used go first.
+	// Default: 10000. Must be at least 1.
+	//
+	// ```proto
+	// cache: {max_entries: 1000}
+	// ```
+	MaxEntries    *uint32 `protobuf:"varint,4,opt,name=max_entries,json=maxEntries,proto3,oneof" json:"max_entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cache) Reset() {
+	*x = Cache{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cache) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cache) ProtoMessage() {}
+
+func (x *Cache) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cache.ProtoReflect.Descriptor instead.
+func (*Cache) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Cache) GetFreshTtl() *durationpb.Duration {
+	if x != nil {
+		return x.FreshTtl
+	}
+	return nil
+}
+
+func (x *Cache) GetStaleTtl() *durationpb.Duration {
+	if x != nil {
+		return x.StaleTtl
+	}
+	return nil
+}
+
+func (x *Cache) GetKeyFields() []string {
+	if x != nil {
+		return x.KeyFields
+	}
+	return nil
+}
+
+func (x *Cache) GetMaxEntries() uint32 {
+	if x != nil && x.MaxEntries != nil {
+		return *x.MaxEntries
+	}
+	return 0
+}
+
+// Server says how the server side treats a method's requests.
+type Server struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min_deadline refuses, with DEADLINE_EXCEEDED and before the handler
+	// runs, a request that arrives with less time left than this: it could not
+	// finish anyway. A request whose deadline has passed is always refused.
+	// Default: none. Must be positive.
+	//
+	// ```proto
+	// server: {min_deadline: {nanos: 20000000}}
+	// ```
+	MinDeadline *durationpb.Duration `protobuf:"bytes,1,opt,name=min_deadline,json=minDeadline,proto3" json:"min_deadline,omitempty"`
+	// default_timeout bounds the handler of a request that arrived without a
+	// deadline. Default: none. Must be positive.
+	//
+	// ```proto
+	// server: {default_timeout: {seconds: 5}}
+	// ```
+	DefaultTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=default_timeout,json=defaultTimeout,proto3" json:"default_timeout,omitempty"`
+	// dedup makes the server run a request with a given idempotency key once
+	// and answer repeats with the stored result. Only for a method with an
+	// idempotency_key (or generate_idempotency_key). Default: none.
+	//
+	// ```proto
+	// server: {dedup: {ttl: {seconds: 86400}}}
+	// ```
+	Dedup         *Dedup `protobuf:"bytes,3,opt,name=dedup,proto3" json:"dedup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Server) Reset() {
+	*x = Server{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Server) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Server) ProtoMessage() {}
+
+func (x *Server) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Server.ProtoReflect.Descriptor instead.
+func (*Server) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Server) GetMinDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.MinDeadline
+	}
+	return nil
+}
+
+func (x *Server) GetDefaultTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultTimeout
+	}
+	return nil
+}
+
+func (x *Server) GetDedup() *Dedup {
+	if x != nil {
+		return x.Dedup
+	}
+	return nil
+}
+
+// Dedup stores the result of a request under its idempotency key.
+type Dedup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ttl is how long a result is kept and replayed. Required; must be
+	// positive.
+	//
+	// ```proto
+	// dedup: {ttl: {seconds: 86400}}
+	// ```
+	Ttl *durationpb.Duration `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// on_store_error says what to do when the store (Redis) cannot be
+	// reached. Default: ON_STORE_ERROR_REFUSE, the safe choice for payments.
+	//
+	// ```proto
+	// dedup: {on_store_error: ON_STORE_ERROR_RUN_WITHOUT_DEDUP}
+	// ```
+	OnStoreError OnStoreError `protobuf:"varint,2,opt,name=on_store_error,json=onStoreError,proto3,enum=resilient.v1.OnStoreError" json:"on_store_error,omitempty"`
+	// lease is how long a running request holds its key before another
+	// replica may take over (it is renewed while the handler runs). Default:
+	// 10 s. Must be positive.
+	//
+	// ```proto
+	// dedup: {lease: {seconds: 30}}
+	// ```
+	Lease         *durationpb.Duration `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dedup) Reset() {
+	*x = Dedup{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dedup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dedup) ProtoMessage() {}
+
+func (x *Dedup) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dedup.ProtoReflect.Descriptor instead.
+func (*Dedup) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Dedup) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *Dedup) GetOnStoreError() OnStoreError {
+	if x != nil {
+		return x.OnStoreError
+	}
+	return OnStoreError_ON_STORE_ERROR_UNSPECIFIED
+}
+
+func (x *Dedup) GetLease() *durationpb.Duration {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+// Shedding caps the requests in flight on the server, cumulatively per
+// priority: a request of priority p is admitted while the requests in
+// flight are below p's limit, so low work is refused first.
+type Shedding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// low is the in-flight limit under which low-priority requests are
+	// admitted. Required; must be at least 1 and not above normal.
+	//
+	// ```proto
+	// shedding: {low: 50}
+	// ```
+	Low *uint32 `protobuf:"varint,1,opt,name=low,proto3,oneof" json:"low,omitempty"`
+	// normal is the limit for normal-priority requests. Required; not above
+	// high.
+	//
+	// ```proto
+	// shedding: {normal: 150}
+	// ```
+	Normal *uint32 `protobuf:"varint,2,opt,name=normal,proto3,oneof" json:"normal,omitempty"`
+	// high is the limit for high-priority requests. Required; not above
+	// critical.
+	//
+	// ```proto
+	// shedding: {high: 180}
+	// ```
+	High *uint32 `protobuf:"varint,3,opt,name=high,proto3,oneof" json:"high,omitempty"`
+	// critical is the limit for critical requests. Required.
+	//
+	// ```proto
+	// shedding: {critical: 200}
+	// ```
+	Critical *uint32 `protobuf:"varint,4,opt,name=critical,proto3,oneof" json:"critical,omitempty"`
+	// pushback is the retry delay the refusal asks callers to wait (a
+	// google.rpc.RetryInfo detail). Default: 1 s. Must be positive.
+	//
+	// ```proto
+	// shedding: {pushback: {nanos: 500000000}}
+	// ```
+	Pushback *durationpb.Duration `protobuf:"bytes,5,opt,name=pushback,proto3" json:"pushback,omitempty"`
+	// code is the status code of a refusal: "UNAVAILABLE" or
+	// "RESOURCE_EXHAUSTED". Default: "UNAVAILABLE".
+	//
+	// ```proto
+	// shedding: {code: "RESOURCE_EXHAUSTED"}
+	// ```
+	Code          *string `protobuf:"bytes,6,opt,name=code,proto3,oneof" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Shedding) Reset() {
+	*x = Shedding{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Shedding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Shedding) ProtoMessage() {}
+
+func (x *Shedding) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Shedding.ProtoReflect.Descriptor instead.
+func (*Shedding) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Shedding) GetLow() uint32 {
+	if x != nil && x.Low != nil {
+		return *x.Low
+	}
+	return 0
+}
+
+func (x *Shedding) GetNormal() uint32 {
+	if x != nil && x.Normal != nil {
+		return *x.Normal
+	}
+	return 0
+}
+
+func (x *Shedding) GetHigh() uint32 {
+	if x != nil && x.High != nil {
+		return *x.High
+	}
+	return 0
+}
+
+func (x *Shedding) GetCritical() uint32 {
+	if x != nil && x.Critical != nil {
+		return *x.Critical
+	}
+	return 0
+}
+
+func (x *Shedding) GetPushback() *durationpb.Duration {
+	if x != nil {
+		return x.Pushback
+	}
+	return nil
+}
+
+func (x *Shedding) GetCode() string {
+	if x != nil && x.Code != nil {
+		return *x.Code
+	}
+	return ""
+}
+
 // Retry says when and how often a failed attempt is repeated.
 type Retry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -242,7 +1023,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_resilient_v1_resilient_proto_msgTypes[1]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +1035,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_resilient_v1_resilient_proto_msgTypes[1]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +1048,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{1}
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Retry) GetMaxAttempts() uint32 {
@@ -337,7 +1118,7 @@ type RetryBudget struct {
 
 func (x *RetryBudget) Reset() {
 	*x = RetryBudget{}
-	mi := &file_resilient_v1_resilient_proto_msgTypes[2]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +1130,7 @@ func (x *RetryBudget) String() string {
 func (*RetryBudget) ProtoMessage() {}
 
 func (x *RetryBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_resilient_v1_resilient_proto_msgTypes[2]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +1143,7 @@ func (x *RetryBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryBudget.ProtoReflect.Descriptor instead.
 func (*RetryBudget) Descriptor() ([]byte, []int) {
-	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{2}
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RetryBudget) GetRatio() float64 {
@@ -458,7 +1239,7 @@ type CircuitBreaker struct {
 
 func (x *CircuitBreaker) Reset() {
 	*x = CircuitBreaker{}
-	mi := &file_resilient_v1_resilient_proto_msgTypes[3]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +1251,7 @@ func (x *CircuitBreaker) String() string {
 func (*CircuitBreaker) ProtoMessage() {}
 
 func (x *CircuitBreaker) ProtoReflect() protoreflect.Message {
-	mi := &file_resilient_v1_resilient_proto_msgTypes[3]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +1264,7 @@ func (x *CircuitBreaker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CircuitBreaker.ProtoReflect.Descriptor instead.
 func (*CircuitBreaker) Descriptor() ([]byte, []int) {
-	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{3}
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CircuitBreaker) GetFailureRatio() float64 {
@@ -574,7 +1355,7 @@ type Bulkhead struct {
 
 func (x *Bulkhead) Reset() {
 	*x = Bulkhead{}
-	mi := &file_resilient_v1_resilient_proto_msgTypes[4]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +1367,7 @@ func (x *Bulkhead) String() string {
 func (*Bulkhead) ProtoMessage() {}
 
 func (x *Bulkhead) ProtoReflect() protoreflect.Message {
-	mi := &file_resilient_v1_resilient_proto_msgTypes[4]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +1380,7 @@ func (x *Bulkhead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bulkhead.ProtoReflect.Descriptor instead.
 func (*Bulkhead) Descriptor() ([]byte, []int) {
-	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{4}
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Bulkhead) GetPermits() uint32 {
@@ -703,7 +1484,7 @@ var File_resilient_v1_resilient_proto protoreflect.FileDescriptor
 
 const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"\n" +
-	"\x1cresilient/v1/resilient.proto\x12\fresilient.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xdb\x03\n" +
+	"\x1cresilient/v1/resilient.proto\x12\fresilient.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe1\x06\n" +
 	"\x06Policy\x12#\n" +
 	"\n" +
 	"idempotent\x18\x01 \x01(\bH\x00R\n" +
@@ -714,9 +1495,62 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"\fretry_budget\x18\x05 \x01(\v2\x19.resilient.v1.RetryBudgetR\vretryBudget\x12E\n" +
 	"\x0fcircuit_breaker\x18\x06 \x01(\v2\x1c.resilient.v1.CircuitBreakerR\x0ecircuitBreaker\x122\n" +
 	"\bbulkhead\x18\a \x01(\v2\x16.resilient.v1.BulkheadR\bbulkhead\x12,\n" +
-	"\x0fidempotency_key\x18\b \x01(\tH\x01R\x0eidempotencyKey\x88\x01\x01B\r\n" +
+	"\x0fidempotency_key\x18\b \x01(\tH\x01R\x0eidempotencyKey\x88\x01\x01\x12/\n" +
+	"\ahedging\x18\t \x01(\v2\x15.resilient.v1.HedgingR\ahedging\x126\n" +
+	"\n" +
+	"rate_limit\x18\n" +
+	" \x01(\v2\x17.resilient.v1.RateLimitR\trateLimit\x12)\n" +
+	"\x05cache\x18\v \x01(\v2\x13.resilient.v1.CacheR\x05cache\x12=\n" +
+	"\x18generate_idempotency_key\x18\f \x01(\bH\x02R\x16generateIdempotencyKey\x88\x01\x01\x122\n" +
+	"\bpriority\x18\r \x01(\x0e2\x16.resilient.v1.PriorityR\bpriority\x12,\n" +
+	"\x06server\x18\x0e \x01(\v2\x14.resilient.v1.ServerR\x06server\x122\n" +
+	"\bshedding\x18\x0f \x01(\v2\x16.resilient.v1.SheddingR\bsheddingB\r\n" +
 	"\v_idempotentB\x12\n" +
-	"\x10_idempotency_key\"\xb4\x02\n" +
+	"\x10_idempotency_keyB\x1b\n" +
+	"\x19_generate_idempotency_key\"\x95\x01\n" +
+	"\aHedging\x12/\n" +
+	"\x05delay\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\"\n" +
+	"\n" +
+	"max_copies\x18\x02 \x01(\rH\x00R\tmaxCopies\x88\x01\x01\x12&\n" +
+	"\x0fnon_fatal_codes\x18\x03 \x03(\tR\rnonFatalCodesB\r\n" +
+	"\v_max_copies\"\xe6\x01\n" +
+	"\tRateLimit\x123\n" +
+	"\x13requests_per_second\x18\x01 \x01(\x01H\x00R\x11requestsPerSecond\x88\x01\x01\x12\x19\n" +
+	"\x05burst\x18\x02 \x01(\rH\x01R\x05burst\x88\x01\x01\x124\n" +
+	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x12\"\n" +
+	"\n" +
+	"per_method\x18\x04 \x01(\bH\x02R\tperMethod\x88\x01\x01B\x16\n" +
+	"\x14_requests_per_secondB\b\n" +
+	"\x06_burstB\r\n" +
+	"\v_per_method\"\xcc\x01\n" +
+	"\x05Cache\x126\n" +
+	"\tfresh_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bfreshTtl\x126\n" +
+	"\tstale_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bstaleTtl\x12\x1d\n" +
+	"\n" +
+	"key_fields\x18\x03 \x03(\tR\tkeyFields\x12$\n" +
+	"\vmax_entries\x18\x04 \x01(\rH\x00R\n" +
+	"maxEntries\x88\x01\x01B\x0e\n" +
+	"\f_max_entries\"\xb5\x01\n" +
+	"\x06Server\x12<\n" +
+	"\fmin_deadline\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vminDeadline\x12B\n" +
+	"\x0fdefault_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0edefaultTimeout\x12)\n" +
+	"\x05dedup\x18\x03 \x01(\v2\x13.resilient.v1.DedupR\x05dedup\"\xa7\x01\n" +
+	"\x05Dedup\x12+\n" +
+	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12@\n" +
+	"\x0eon_store_error\x18\x02 \x01(\x0e2\x1a.resilient.v1.OnStoreErrorR\fonStoreError\x12/\n" +
+	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05lease\"\xfa\x01\n" +
+	"\bShedding\x12\x15\n" +
+	"\x03low\x18\x01 \x01(\rH\x00R\x03low\x88\x01\x01\x12\x1b\n" +
+	"\x06normal\x18\x02 \x01(\rH\x01R\x06normal\x88\x01\x01\x12\x17\n" +
+	"\x04high\x18\x03 \x01(\rH\x02R\x04high\x88\x01\x01\x12\x1f\n" +
+	"\bcritical\x18\x04 \x01(\rH\x03R\bcritical\x88\x01\x01\x125\n" +
+	"\bpushback\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bpushback\x12\x17\n" +
+	"\x04code\x18\x06 \x01(\tH\x04R\x04code\x88\x01\x01B\x06\n" +
+	"\x04_lowB\t\n" +
+	"\a_normalB\a\n" +
+	"\x05_highB\v\n" +
+	"\t_criticalB\a\n" +
+	"\x05_code\"\xb4\x02\n" +
 	"\x05Retry\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\rH\x00R\vmaxAttempts\x88\x01\x01\x12B\n" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
@@ -754,7 +1588,17 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"per_method\x18\x03 \x01(\bH\x01R\tperMethod\x88\x01\x01B\n" +
 	"\n" +
 	"\b_permitsB\r\n" +
-	"\v_per_method:H\n" +
+	"\v_per_method*u\n" +
+	"\bPriority\x12\x18\n" +
+	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fPRIORITY_LOW\x10\x01\x12\x13\n" +
+	"\x0fPRIORITY_NORMAL\x10\x02\x12\x11\n" +
+	"\rPRIORITY_HIGH\x10\x03\x12\x15\n" +
+	"\x11PRIORITY_CRITICAL\x10\x04*o\n" +
+	"\fOnStoreError\x12\x1e\n" +
+	"\x1aON_STORE_ERROR_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ON_STORE_ERROR_REFUSE\x10\x01\x12$\n" +
+	" ON_STORE_ERROR_RUN_WITHOUT_DEDUP\x10\x02:H\n" +
 	"\x04file\x12\x1c.google.protobuf.FileOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\x04file:Q\n" +
 	"\aservice\x12\x1f.google.protobuf.ServiceOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\aservice:N\n" +
 	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\x06methodBDZBgithub.com/go-resilient/resilient/options/resilient/v1;resilientv1b\x06proto3"
@@ -771,43 +1615,69 @@ func file_resilient_v1_resilient_proto_rawDescGZIP() []byte {
 	return file_resilient_v1_resilient_proto_rawDescData
 }
 
-var file_resilient_v1_resilient_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_resilient_v1_resilient_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_resilient_v1_resilient_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_resilient_v1_resilient_proto_goTypes = []any{
-	(*Policy)(nil),                      // 0: resilient.v1.Policy
-	(*Retry)(nil),                       // 1: resilient.v1.Retry
-	(*RetryBudget)(nil),                 // 2: resilient.v1.RetryBudget
-	(*CircuitBreaker)(nil),              // 3: resilient.v1.CircuitBreaker
-	(*Bulkhead)(nil),                    // 4: resilient.v1.Bulkhead
-	(*durationpb.Duration)(nil),         // 5: google.protobuf.Duration
-	(*descriptorpb.FileOptions)(nil),    // 6: google.protobuf.FileOptions
-	(*descriptorpb.ServiceOptions)(nil), // 7: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),  // 8: google.protobuf.MethodOptions
+	(Priority)(0),                       // 0: resilient.v1.Priority
+	(OnStoreError)(0),                   // 1: resilient.v1.OnStoreError
+	(*Policy)(nil),                      // 2: resilient.v1.Policy
+	(*Hedging)(nil),                     // 3: resilient.v1.Hedging
+	(*RateLimit)(nil),                   // 4: resilient.v1.RateLimit
+	(*Cache)(nil),                       // 5: resilient.v1.Cache
+	(*Server)(nil),                      // 6: resilient.v1.Server
+	(*Dedup)(nil),                       // 7: resilient.v1.Dedup
+	(*Shedding)(nil),                    // 8: resilient.v1.Shedding
+	(*Retry)(nil),                       // 9: resilient.v1.Retry
+	(*RetryBudget)(nil),                 // 10: resilient.v1.RetryBudget
+	(*CircuitBreaker)(nil),              // 11: resilient.v1.CircuitBreaker
+	(*Bulkhead)(nil),                    // 12: resilient.v1.Bulkhead
+	(*durationpb.Duration)(nil),         // 13: google.protobuf.Duration
+	(*descriptorpb.FileOptions)(nil),    // 14: google.protobuf.FileOptions
+	(*descriptorpb.ServiceOptions)(nil), // 15: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),  // 16: google.protobuf.MethodOptions
 }
 var file_resilient_v1_resilient_proto_depIdxs = []int32{
-	5,  // 0: resilient.v1.Policy.timeout:type_name -> google.protobuf.Duration
-	5,  // 1: resilient.v1.Policy.overall_timeout:type_name -> google.protobuf.Duration
-	1,  // 2: resilient.v1.Policy.retry:type_name -> resilient.v1.Retry
-	2,  // 3: resilient.v1.Policy.retry_budget:type_name -> resilient.v1.RetryBudget
-	3,  // 4: resilient.v1.Policy.circuit_breaker:type_name -> resilient.v1.CircuitBreaker
-	4,  // 5: resilient.v1.Policy.bulkhead:type_name -> resilient.v1.Bulkhead
-	5,  // 6: resilient.v1.Retry.initial_backoff:type_name -> google.protobuf.Duration
-	5,  // 7: resilient.v1.Retry.max_backoff:type_name -> google.protobuf.Duration
-	5,  // 8: resilient.v1.RetryBudget.window:type_name -> google.protobuf.Duration
-	5,  // 9: resilient.v1.CircuitBreaker.window:type_name -> google.protobuf.Duration
-	5,  // 10: resilient.v1.CircuitBreaker.cool_down:type_name -> google.protobuf.Duration
-	5,  // 11: resilient.v1.CircuitBreaker.slow_call_threshold:type_name -> google.protobuf.Duration
-	5,  // 12: resilient.v1.Bulkhead.max_wait:type_name -> google.protobuf.Duration
-	6,  // 13: resilient.v1.file:extendee -> google.protobuf.FileOptions
-	7,  // 14: resilient.v1.service:extendee -> google.protobuf.ServiceOptions
-	8,  // 15: resilient.v1.method:extendee -> google.protobuf.MethodOptions
-	0,  // 16: resilient.v1.file:type_name -> resilient.v1.Policy
-	0,  // 17: resilient.v1.service:type_name -> resilient.v1.Policy
-	0,  // 18: resilient.v1.method:type_name -> resilient.v1.Policy
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	16, // [16:19] is the sub-list for extension type_name
-	13, // [13:16] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	13, // 0: resilient.v1.Policy.timeout:type_name -> google.protobuf.Duration
+	13, // 1: resilient.v1.Policy.overall_timeout:type_name -> google.protobuf.Duration
+	9,  // 2: resilient.v1.Policy.retry:type_name -> resilient.v1.Retry
+	10, // 3: resilient.v1.Policy.retry_budget:type_name -> resilient.v1.RetryBudget
+	11, // 4: resilient.v1.Policy.circuit_breaker:type_name -> resilient.v1.CircuitBreaker
+	12, // 5: resilient.v1.Policy.bulkhead:type_name -> resilient.v1.Bulkhead
+	3,  // 6: resilient.v1.Policy.hedging:type_name -> resilient.v1.Hedging
+	4,  // 7: resilient.v1.Policy.rate_limit:type_name -> resilient.v1.RateLimit
+	5,  // 8: resilient.v1.Policy.cache:type_name -> resilient.v1.Cache
+	0,  // 9: resilient.v1.Policy.priority:type_name -> resilient.v1.Priority
+	6,  // 10: resilient.v1.Policy.server:type_name -> resilient.v1.Server
+	8,  // 11: resilient.v1.Policy.shedding:type_name -> resilient.v1.Shedding
+	13, // 12: resilient.v1.Hedging.delay:type_name -> google.protobuf.Duration
+	13, // 13: resilient.v1.RateLimit.max_wait:type_name -> google.protobuf.Duration
+	13, // 14: resilient.v1.Cache.fresh_ttl:type_name -> google.protobuf.Duration
+	13, // 15: resilient.v1.Cache.stale_ttl:type_name -> google.protobuf.Duration
+	13, // 16: resilient.v1.Server.min_deadline:type_name -> google.protobuf.Duration
+	13, // 17: resilient.v1.Server.default_timeout:type_name -> google.protobuf.Duration
+	7,  // 18: resilient.v1.Server.dedup:type_name -> resilient.v1.Dedup
+	13, // 19: resilient.v1.Dedup.ttl:type_name -> google.protobuf.Duration
+	1,  // 20: resilient.v1.Dedup.on_store_error:type_name -> resilient.v1.OnStoreError
+	13, // 21: resilient.v1.Dedup.lease:type_name -> google.protobuf.Duration
+	13, // 22: resilient.v1.Shedding.pushback:type_name -> google.protobuf.Duration
+	13, // 23: resilient.v1.Retry.initial_backoff:type_name -> google.protobuf.Duration
+	13, // 24: resilient.v1.Retry.max_backoff:type_name -> google.protobuf.Duration
+	13, // 25: resilient.v1.RetryBudget.window:type_name -> google.protobuf.Duration
+	13, // 26: resilient.v1.CircuitBreaker.window:type_name -> google.protobuf.Duration
+	13, // 27: resilient.v1.CircuitBreaker.cool_down:type_name -> google.protobuf.Duration
+	13, // 28: resilient.v1.CircuitBreaker.slow_call_threshold:type_name -> google.protobuf.Duration
+	13, // 29: resilient.v1.Bulkhead.max_wait:type_name -> google.protobuf.Duration
+	14, // 30: resilient.v1.file:extendee -> google.protobuf.FileOptions
+	15, // 31: resilient.v1.service:extendee -> google.protobuf.ServiceOptions
+	16, // 32: resilient.v1.method:extendee -> google.protobuf.MethodOptions
+	2,  // 33: resilient.v1.file:type_name -> resilient.v1.Policy
+	2,  // 34: resilient.v1.service:type_name -> resilient.v1.Policy
+	2,  // 35: resilient.v1.method:type_name -> resilient.v1.Policy
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	33, // [33:36] is the sub-list for extension type_name
+	30, // [30:33] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_resilient_v1_resilient_proto_init() }
@@ -819,19 +1689,24 @@ func file_resilient_v1_resilient_proto_init() {
 	file_resilient_v1_resilient_proto_msgTypes[1].OneofWrappers = []any{}
 	file_resilient_v1_resilient_proto_msgTypes[2].OneofWrappers = []any{}
 	file_resilient_v1_resilient_proto_msgTypes[3].OneofWrappers = []any{}
-	file_resilient_v1_resilient_proto_msgTypes[4].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[6].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[7].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[8].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[9].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resilient_v1_resilient_proto_rawDesc), len(file_resilient_v1_resilient_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   5,
+			NumEnums:      2,
+			NumMessages:   11,
 			NumExtensions: 3,
 			NumServices:   0,
 		},
 		GoTypes:           file_resilient_v1_resilient_proto_goTypes,
 		DependencyIndexes: file_resilient_v1_resilient_proto_depIdxs,
+		EnumInfos:         file_resilient_v1_resilient_proto_enumTypes,
 		MessageInfos:      file_resilient_v1_resilient_proto_msgTypes,
 		ExtensionInfos:    file_resilient_v1_resilient_proto_extTypes,
 	}.Build()
