@@ -36,9 +36,11 @@ type Client struct {
 type Method struct {
 	client   *Client
 	policy   *MethodPolicy
-	breaker  *Breaker  // the method's own, or the service's; nil for none
-	bulkhead *Bulkhead // likewise
-	budget   *Budget   // nil unless the method retries
+	breaker  *Breaker     // the method's own, or the service's; nil for none
+	bulkhead *Bulkhead    // likewise
+	budget   *Budget      // nil unless the method retries or hedges
+	limiter  *RateLimiter // the method's own, or the service's; nil for none
+	cache    *cache       // nil unless the method has a cache
 
 	metrics *methodMetrics // nil without a registerer
 	// bulkheadLabel names the method's bulkhead in metrics: "shared" or the
@@ -146,9 +148,19 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if p.Bulkhead != nil {
 		sharedBulkhead = NewBulkhead(*p.Bulkhead)
 	}
+	var sharedLimiter *RateLimiter
+	if p.RateLimit != nil {
+		sharedLimiter = NewRateLimiter(*p.RateLimit)
+	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
-		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, bulkheadLabel: breakerLabel("")}
+		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter, bulkheadLabel: breakerLabel("")}
+		if mp.RateLimit != nil {
+			m.limiter = NewRateLimiter(*mp.RateLimit)
+		}
+		if mp.Cache != nil {
+			m.cache = newCache(*mp.Cache)
+		}
 		if mp.Breaker != nil {
 			m.breaker = c.newBreaker(*mp.Breaker, mp.Name)
 		}
@@ -156,7 +168,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 			m.bulkhead = NewBulkhead(*mp.Bulkhead)
 			m.bulkheadLabel = breakerLabel(mp.Name)
 		}
-		if mp.Retry != nil && mp.Retry.MaxAttempts > 1 {
+		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
 				bp := DefaultBudget
 				if p.Budget != nil {

@@ -20,6 +20,9 @@ func Describe(p *ServicePolicy) string {
 	if p.Bulkhead != nil {
 		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", p.Bulkhead)
 	}
+	if p.RateLimit != nil {
+		fmt.Fprintf(&b, "  rate limit (shared): %s\n", p.RateLimit)
+	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
 		fmt.Fprintf(&b, "  %s\n", m.Name)
@@ -27,6 +30,9 @@ func Describe(p *ServicePolicy) string {
 		fmt.Fprintf(&b, "    %s, idempotent: %v", kind, m.Idempotent)
 		if m.IdempotencyKey != "" {
 			fmt.Fprintf(&b, ", idempotency key: %s", m.IdempotencyKey)
+		}
+		if m.GenerateIdempotencyKey {
+			b.WriteString(", idempotency key: generated per call")
 		}
 		b.WriteString("\n")
 		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
@@ -50,6 +56,20 @@ func Describe(p *ServicePolicy) string {
 			b.WriteString("    bulkhead: shared\n")
 		default:
 			b.WriteString("    bulkhead: none\n")
+		}
+		// The newer patterns are listed only where they apply, so that the
+		// description of a policy without them reads as before.
+		if m.Hedging != nil {
+			fmt.Fprintf(&b, "    hedging: %s\n", m.Hedging)
+		}
+		switch {
+		case m.RateLimit != nil:
+			fmt.Fprintf(&b, "    rate limit (own): %s\n", m.RateLimit)
+		case p.RateLimit != nil:
+			b.WriteString("    rate limit: shared\n")
+		}
+		if m.Cache != nil {
+			fmt.Fprintf(&b, "    cache: %s\n", m.Cache)
 		}
 	}
 	return b.String()

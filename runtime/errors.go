@@ -24,6 +24,17 @@ var (
 	// budget was spent. The error carries the code and message of the last
 	// attempt, which is what the caller is told.
 	ErrBudgetExhausted = errors.New("retry budget exhausted")
+	// ErrRateLimited: the client's own rate limit towards the dependency
+	// refused the call, at once or because the wait for a token would have
+	// passed the policy's max wait or the call's deadline. Code
+	// RESOURCE_EXHAUSTED.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrRetriesExhausted: every attempt (or hedged copy) the policy allows
+	// was made and each failed transiently. The error carries the code,
+	// message and details of the last attempt. It is not a refusal: the
+	// dependency was called, as often as the policy allows, so a caller
+	// above (a server handling its own request) should not retry in turn.
+	ErrRetriesExhausted = errors.New("retries exhausted")
 )
 
 // Error is an error of the runtime's own making: a refusal (see the
@@ -62,8 +73,17 @@ func (e *Error) Error() string {
 	return msg
 }
 
-// GRPCStatus makes the error a gRPC status error.
-func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Error()) }
+// GRPCStatus makes the error a gRPC status error. When the cause is a
+// status error with the same code, its details (a do-not-retry mark, a
+// RetryInfo) are kept, so that they travel on.
+func (e *Error) GRPCStatus() *status.Status {
+	if st, ok := status.FromError(e.Cause); ok && st.Code() == e.Code && len(st.Proto().GetDetails()) > 0 {
+		p := st.Proto()
+		p.Message = e.Error()
+		return status.FromProto(p)
+	}
+	return status.New(e.Code, e.Error())
+}
 
 // Unwrap returns the sentinel and the cause, for errors.Is and errors.As.
 func (e *Error) Unwrap() []error {
@@ -93,6 +113,18 @@ func bulkheadFullError(dep, method string, permits int, waited time.Duration) er
 func budgetExhaustedError(dep, method string, last error) error {
 	return &Error{Code: status.Code(last), Dependency: dep, Method: method, Reason: ErrBudgetExhausted,
 		Cause: last, Detail: "retry budget towards " + dep + " exhausted"}
+}
+
+func rateLimitedError(dep, method string, wait time.Duration, why string) error {
+	return &Error{Code: codes.ResourceExhausted, Dependency: dep, Method: method, Reason: ErrRateLimited,
+		RetryAfter: wait, Detail: "rate limit towards " + dep + " reached: " + why}
+}
+
+// retriesExhaustedError keeps the code and details of the last real error,
+// as budgetExhaustedError does.
+func retriesExhaustedError(dep, method string, attempts int, what string, last error) error {
+	return &Error{Code: status.Code(last), Dependency: dep, Method: method, Reason: ErrRetriesExhausted,
+		Cause: last, Detail: fmt.Sprintf("%d %s towards %s failed", attempts, what, dep)}
 }
 
 func misuseError(code codes.Code, method, detail string) error {

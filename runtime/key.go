@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"crypto/rand"
 	"encoding/base64"
 	"strconv"
 )
@@ -15,3 +16,8 @@ func KeyFromUint(v uint64) string { return strconv.FormatUint(v, 10) }
 // base64, so that any value travels in gRPC metadata. An empty field gives an
 // empty key.
 func KeyFromBytes(v []byte) string { return base64.RawURLEncoding.EncodeToString(v) }
+
+// NewIdempotencyKey returns a random key of 128 bits (26 characters of
+// base32), for a method with GenerateIdempotencyKey: one per logical call,
+// the same on each of its attempts and hedged copies.
+func NewIdempotencyKey() string { return rand.Text() }

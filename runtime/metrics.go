@@ -31,10 +31,12 @@ const (
 	retryBudget          // refused by the retry budget
 	retryDeadline        // the wait would have ended past the deadline
 	retryBreaker         // refused by the open circuit breaker
+	retryPushback        // the server said not to retry (negative pushback)
+	retryHedge           // a hedged copy went to the dependency
 	numRetryOutcomes
 )
 
-var retryOutcomes = [numRetryOutcomes]string{"made", "budget", "deadline", "breaker"}
+var retryOutcomes = [numRetryOutcomes]string{"made", "budget", "deadline", "breaker", "pushback", "hedge"}
 
 // collectors are the metric families of one Registerer.
 type collectors struct {
@@ -47,6 +49,7 @@ type collectors struct {
 	bulkheadInUse      *prometheus.GaugeVec     // dependency, bulkhead
 	bulkheadRejections *prometheus.CounterVec   // dependency, method
 	fallbacks          *prometheus.CounterVec   // dependency, method, cause
+	rateLimited        *prometheus.CounterVec   // dependency, method
 }
 
 func newCollectors(r prometheus.Registerer) (*collectors, error) {
@@ -67,7 +70,8 @@ func newCollectors(r prometheus.Registerer) (*collectors, error) {
 		breakerRejections:  counter("breaker_rejections_total", "Calls refused by the circuit breaker without reaching the dependency.", "dependency", "method"),
 		bulkheadInUse:      gauge("bulkhead_in_use", "Permits of the bulkhead taken by calls in flight.", "dependency", "bulkhead"),
 		bulkheadRejections: counter("bulkhead_rejections_total", "Calls refused because every permit of the bulkhead was taken.", "dependency", "method"),
-		fallbacks:          counter("fallbacks_total", "Calls answered by the method's fallback, by the cause of the failure.", "dependency", "method", "cause"),
+		fallbacks:          counter("fallbacks_total", "Calls answered by the method's fallback, or by a stale cached answer (cause stale_cache), by the cause of the failure.", "dependency", "method", "cause"),
+		rateLimited:        counter("rate_limited_total", "Calls refused by the client's own rate limit towards the dependency.", "dependency", "method"),
 	}
 	var err error
 	if c.attempts, err = register(r, c.attempts); err != nil {
@@ -76,7 +80,7 @@ func newCollectors(r prometheus.Registerer) (*collectors, error) {
 	if c.attemptDuration, err = register(r, c.attemptDuration); err != nil {
 		return nil, err
 	}
-	for _, v := range []**prometheus.CounterVec{&c.retries, &c.breakerTransitions, &c.breakerRejections, &c.bulkheadRejections, &c.fallbacks} {
+	for _, v := range []**prometheus.CounterVec{&c.retries, &c.breakerTransitions, &c.breakerRejections, &c.bulkheadRejections, &c.fallbacks, &c.rateLimited} {
 		if *v, err = register(r, *v); err != nil {
 			return nil, err
 		}
@@ -119,8 +123,10 @@ const (
 	causeCircuitOpen = iota
 	causeBulkheadFull
 	causeBudgetExhausted
-	causeCode // + the code
-	numCauses = causeCode + numCodes
+	causeRateLimited
+	causeStaleCache // a stale cached answer, not the fallback
+	causeCode       // + the code
+	numCauses       = causeCode + numCodes
 )
 
 // causeName is the cause label of a fallback or an event: "circuit_open",
@@ -134,6 +140,10 @@ func causeName(i int) string {
 		return "bulkhead_full"
 	case causeBudgetExhausted:
 		return "budget_exhausted"
+	case causeRateLimited:
+		return "rate_limited"
+	case causeStaleCache:
+		return "stale_cache"
 	}
 	return strings.ToLower(CodeName(codes.Code(i - causeCode)))
 }
@@ -147,6 +157,8 @@ func causeOf(err error, code codes.Code) int {
 		return causeBulkheadFull
 	case errors.Is(err, ErrBudgetExhausted):
 		return causeBudgetExhausted
+	case errors.Is(err, ErrRateLimited):
+		return causeRateLimited
 	case int(code) < numCodes:
 		return causeCode + int(code)
 	}
@@ -176,6 +188,7 @@ type methodMetrics struct {
 	bulkheadRejections prometheus.Counter
 	bulkheadInUse      prometheus.Gauge // nil without a bulkhead
 	fallbacks          lazyCounters
+	rateLimited        prometheus.Counter // nil without a rate limit
 }
 
 func newLazy(vec *prometheus.CounterVec, dep, method string, n int, name func(int) string) lazyCounters {
@@ -211,6 +224,9 @@ func (cs *collectors) forMethod(dep string, m *Method) *methodMetrics {
 	}
 	if m.bulkhead != nil {
 		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, m.bulkheadLabel)
+	}
+	if m.limiter != nil {
+		mm.rateLimited = cs.rateLimited.WithLabelValues(dep, name)
 	}
 	return mm
 }

@@ -89,8 +89,16 @@ func flatten(p *ServicePolicy) []setting {
 		add(prefix+".permits", b.Permits)
 		add(prefix+".max_wait", b.MaxWait)
 	}
+	rateLimit := func(prefix string, r *RateLimitPolicy) {
+		add(prefix+".requests_per_second", r.RequestsPerSecond)
+		add(prefix+".burst", r.Burst)
+		add(prefix+".max_wait", r.MaxWait)
+	}
 	breaker("circuit_breaker", p.Breaker)
 	bulkhead("bulkhead", p.Bulkhead)
+	if p.RateLimit != nil {
+		rateLimit("rate_limit", p.RateLimit)
+	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
 		pre := "methods." + shortName(m.Name) + "."
@@ -114,6 +122,22 @@ func flatten(p *ServicePolicy) []setting {
 		}
 		if m.Bulkhead != nil {
 			bulkhead(pre+"bulkhead", m.Bulkhead)
+		}
+		if m.GenerateIdempotencyKey {
+			add(pre+"generate_idempotency_key", true)
+		}
+		if h := m.Hedging; h != nil {
+			add(pre+"hedging.delay", h.Delay)
+			add(pre+"hedging.max_copies", h.MaxCopies)
+			add(pre+"hedging.non_fatal_codes", h.NonFatalCodes)
+		}
+		if m.RateLimit != nil {
+			rateLimit(pre+"rate_limit", m.RateLimit)
+		}
+		if c := m.Cache; c != nil {
+			add(pre+"cache.fresh_ttl", c.FreshTTL)
+			add(pre+"cache.stale_ttl", c.StaleTTL)
+			add(pre+"cache.max_entries", c.MaxEntries)
 		}
 	}
 	return out

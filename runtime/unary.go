@@ -29,6 +29,14 @@ const IdempotencyKeyHeader = "idempotency-key"
 func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
+	return unaryWith(ctx, m, key, nil, req, opts, call, fallback)
+}
+
+// unaryWith is Unary and UnaryCached: cacheKey is nil for a call that does
+// not go through the method's cache.
+func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
+	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
 	if m == nil {
 		return nil, misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
 	}
@@ -38,9 +46,16 @@ func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	if req == nil {
 		return nil, nilRequestError(m.policy.Name)
 	}
-	resp, err := unary(ctx, m, key, req, opts, call)
+	var resp *Resp
+	var err error
+	stale := false
+	if m.cache != nil && cacheKey != nil {
+		resp, err, stale = cached(ctx, m, key, cacheKey(req), req, opts, call)
+	} else {
+		resp, err = unary(ctx, m, key, req, opts, call)
+	}
 	if err == nil {
-		if m.client.events != nil && m.fallbackSeen.Load() != 0 {
+		if !stale && m.client.events != nil && m.fallbackSeen.Load() != 0 {
 			m.fallbackSeen.Store(0) // the episode of fallbacks is over
 		}
 		return resp, nil
@@ -56,7 +71,12 @@ func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 
 // fellBack counts a fallback and reports it once per episode and cause.
 func (m *Method) fellBack(err error) {
-	cause := causeOf(err, status.Code(err))
+	m.fellBackTo(causeOf(err, status.Code(err)), err)
+}
+
+// fellBackTo counts an answer given for a failed call (by the fallback,
+// or by the cache, stale) and reports it once per episode and cause.
+func (m *Method) fellBackTo(cause int, err error) {
 	if m.metrics != nil {
 		m.metrics.fallbacks.get(cause).Inc()
 	}
@@ -76,6 +96,11 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
+	if m.limiter != nil {
+		if err := m.takeToken(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if bh := m.bulkhead; bh != nil {
 		ok, waited := bh.Acquire(ctx)
 		if !ok {
@@ -99,8 +124,14 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			defer cancel()
 		}
 	}
+	if key == "" && p.GenerateIdempotencyKey {
+		key = NewIdempotencyKey()
+	}
 	if key != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
+	}
+	if p.Hedging != nil {
+		return hedged(ctx, m, req, opts, call)
 	}
 	c := m.client
 	retry := p.Retry
@@ -110,7 +141,23 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	}
 	var last error
 	for attempt := 1; ; attempt++ {
-		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, opts, call)
+		aopts := opts
+		var slot *trailerSlot
+		if retries {
+			// The server's pushback travels in the trailer: asked for only
+			// where it can change what happens next.
+			slot = withTrailer(opts)
+			aopts = slot.opts
+		}
+		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, aopts, call)
+		var push time.Duration
+		var pushed bool
+		if slot != nil {
+			if err != nil {
+				push, pushed = Pushback(err, slot.md)
+			}
+			slot.put()
+		}
 		if refused {
 			if mx != nil {
 				mx.breakerRejections.Inc()
@@ -128,11 +175,22 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			return resp, nil
 		}
 		last = err
-		if !retries || attempt >= retry.MaxAttempts || ctx.Err() != nil ||
-			!retry.RetryableCodes.Has(status.Code(err)) {
+		if !retries || ctx.Err() != nil || !retry.RetryableCodes.Has(status.Code(err)) {
 			return nil, err
 		}
+		if pushed && push < 0 {
+			if mx != nil && attempt < retry.MaxAttempts {
+				mx.retries[retryPushback].Inc()
+			}
+			return nil, err // the server said not to retry
+		}
+		if attempt >= retry.MaxAttempts {
+			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
+		}
 		wait := Backoff(retry, attempt)
+		if pushed {
+			wait = push // the server knows better when it can take the call
+		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
 			if mx != nil {
 				mx.retries[retryDeadline].Inc()

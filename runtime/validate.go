@@ -31,6 +31,9 @@ func (p *ServicePolicy) Validate() error {
 	if p.Bulkhead != nil {
 		p.Bulkhead.check("Bulkhead", bad)
 	}
+	if p.RateLimit != nil {
+		p.RateLimit.check("RateLimit", bad)
+	}
 	seen := make(map[string]bool, len(p.Methods))
 	for i := range p.Methods {
 		m := &p.Methods[i]
@@ -52,7 +55,7 @@ func (p *ServicePolicy) Validate() error {
 		}
 		if m.Retry != nil {
 			m.Retry.check(f+".Retry", bad)
-			if m.Retry.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" {
+			if m.Retry.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" && !m.GenerateIdempotencyKey {
 				bad(f+".Retry", "the method is neither idempotent nor has an idempotency key: retrying it could repeat its effect")
 			}
 			if m.Retry.MaxAttempts > 1 && m.Kind != KindUnary {
@@ -65,6 +68,7 @@ func (p *ServicePolicy) Validate() error {
 		if m.Bulkhead != nil {
 			m.Bulkhead.check(f+".Bulkhead", bad)
 		}
+		m.checkPatterns(f, bad)
 	}
 	return errors.Join(errs...)
 }
@@ -143,5 +147,51 @@ func (b *BulkheadPolicy) check(f string, bad badFunc) {
 	}
 	if b.MaxWait < 0 {
 		bad(f+".MaxWait", "negative (%s): use 0 to refuse at once", b.MaxWait)
+	}
+}
+
+// checkPatterns checks hedging, the rate limit, the cache and generated
+// idempotency keys.
+func (m *MethodPolicy) checkPatterns(f string, bad badFunc) {
+	if m.GenerateIdempotencyKey {
+		if m.IdempotencyKey != "" {
+			bad(f+".GenerateIdempotencyKey", "the method already sends the field %s as its key: set one or the other", m.IdempotencyKey)
+		}
+		if m.Kind != KindUnary {
+			bad(f+".GenerateIdempotencyKey", "only unary calls send an idempotency key")
+		}
+	}
+	if h := m.Hedging; h != nil {
+		h.check(f+".Hedging", bad)
+		if !m.Idempotent {
+			bad(f+".Hedging", "the method is not idempotent: copies run at the same time, and each could apply it")
+		}
+		if m.Kind != KindUnary {
+			bad(f+".Hedging", "streams are not hedged")
+		}
+		if m.Retry != nil && m.Retry.MaxAttempts > 1 {
+			bad(f+".Hedging", "the method also retries: a method hedges or retries, not both")
+		}
+		if m.Timeout > 0 && h.Delay >= m.Timeout {
+			bad(f+".Hedging.Delay", "%s is not shorter than Timeout %s: each copy would end before the next is sent", h.Delay, m.Timeout)
+		}
+		if m.OverallTimeout > 0 && h.Delay >= m.OverallTimeout {
+			bad(f+".Hedging.Delay", "%s is not shorter than OverallTimeout %s: no copy could be sent before the call ends", h.Delay, m.OverallTimeout)
+		}
+	}
+	if m.RateLimit != nil {
+		m.RateLimit.check(f+".RateLimit", bad)
+	}
+	if c := m.Cache; c != nil {
+		c.check(f+".Cache", bad)
+		if !m.Idempotent {
+			bad(f+".Cache", "the method is not idempotent: only reads are cached")
+		}
+		if m.Kind != KindUnary {
+			bad(f+".Cache", "streams are not cached")
+		}
+		if m.Timeout == 0 && m.OverallTimeout == 0 {
+			bad(f+".Cache", "the method has neither Timeout nor OverallTimeout: the call shared by the callers of a key runs with its own limit, and needs one")
+		}
 	}
 }

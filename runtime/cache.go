@@ -1,0 +1,233 @@
+package runtime
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// CachePolicy configures a stale-on-error cache with single flight for an
+// idempotent read (see UnaryCached).
+type CachePolicy struct {
+	// FreshTTL is how long an answer is served without calling; positive.
+	FreshTTL time.Duration
+	// StaleTTL is how long after it was fetched an answer may still be
+	// served when the dependency fails transiently or is refused by the
+	// runtime (breaker open, bulkhead full, rate limited); at least
+	// FreshTTL. Equal to FreshTTL: no stale answers.
+	StaleTTL time.Duration
+	// MaxEntries bounds the entries kept; the least recently used go
+	// first. At least 1.
+	MaxEntries int
+	// KeyFields names the request fields that make the key. It is
+	// informative: generated code reads them, with no reflection.
+	KeyFields []string
+}
+
+func (p *CachePolicy) String() string {
+	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
+}
+
+func (p *CachePolicy) check(f string, bad badFunc) {
+	positive(p.FreshTTL, f+".FreshTTL", bad)
+	if p.StaleTTL < p.FreshTTL {
+		bad(f+".StaleTTL", "%s is shorter than FreshTTL %s: use FreshTTL for no stale answers", p.StaleTTL, p.FreshTTL)
+	}
+	if p.MaxEntries < 1 {
+		bad(f+".MaxEntries", "must be at least 1, is %d", p.MaxEntries)
+	}
+}
+
+// JoinKey makes one cache key of several request fields, unambiguously:
+// each part is preceded by its length.
+func JoinKey(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// cache is the bounded LRU map of one method's answers, with the calls in
+// flight per key.
+type cache struct {
+	p       CachePolicy
+	mu      sync.Mutex
+	entries map[string]*list.Element // of *cacheEntry
+	lru     list.List                // most recently used at the front
+	flights map[string]*flight
+}
+
+type cacheEntry struct {
+	key string
+	val any   // the *Resp, never handed out itself: callers get copies
+	at  int64 // when it was fetched, nanoseconds since the client's base
+}
+
+// flight is one call shared by every caller of a key.
+type flight struct {
+	done chan struct{}
+	val  any
+	err  error
+}
+
+func newCache(p CachePolicy) *cache {
+	return &cache{p: p, entries: map[string]*list.Element{}, flights: map[string]*flight{}}
+}
+
+// get returns the value of key and when it was fetched.
+func (c *cache) get(key string) (any, int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.entries[key]
+	if el == nil {
+		return nil, 0, false
+	}
+	c.lru.MoveToFront(el)
+	e := el.Value.(*cacheEntry)
+	return e.val, e.at, true
+}
+
+// join returns the flight of key, and true when the caller must start it.
+func (c *cache) join(key string) (*flight, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.flights[key]; f != nil {
+		return f, false
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flights[key] = f
+	return f, true
+}
+
+// finish ends the flight of key with its result, keeping a success.
+func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
+	c.mu.Lock()
+	delete(c.flights, key)
+	if err == nil {
+		if el := c.entries[key]; el != nil {
+			e := el.Value.(*cacheEntry)
+			e.val, e.at = val, now
+			c.lru.MoveToFront(el)
+		} else {
+			c.entries[key] = c.lru.PushFront(&cacheEntry{key: key, val: val, at: now})
+			for c.lru.Len() > c.p.MaxEntries {
+				oldest := c.lru.Back()
+				c.lru.Remove(oldest)
+				delete(c.entries, oldest.Value.(*cacheEntry).key)
+			}
+		}
+	}
+	c.mu.Unlock()
+	f.val, f.err = val, err
+	close(f.done)
+}
+
+// Len returns the number of entries, for tests and inspection.
+func (c *cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}
+
+// UnaryCached is Unary for a method with a cache: key computes the cache
+// key of a request (generated from the method's key_fields, no
+// reflection). Before any other layer, a fresh answer for the key is
+// returned without calling. Otherwise the callers of one key share one
+// call, which runs detached from their cancellation, with its own limit
+// (the method's OverallTimeout, else its Timeout), through the rate limit,
+// bulkhead, retries and breaker; a caller who gives up only stops waiting.
+// When that call fails on the dependency's side or is refused by the
+// runtime and an answer younger than StaleTTL is kept, that answer is
+// returned instead (counted as a fallback with cause "stale_cache"); only
+// a key with no such answer fails. Answers are copied for each caller.
+//
+// A method without a cache, or a nil key, behaves as with Unary.
+func UnaryCached[Req, Resp any](ctx context.Context, m *Method, idemKey string, key func(*Req) string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
+	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
+	return unaryWith(ctx, m, idemKey, key, req, opts, call, fallback)
+}
+
+// cached runs a call through the method's cache; stale reports an answer
+// served stale after a failure.
+func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, stale bool) {
+	ch := m.cache
+	c := m.client
+	if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
+		return copyOf(val.(*Resp)), nil, false
+	}
+	f, leader := ch.join(key)
+	if leader {
+		go fetch(ctx, m, f, idemKey, key, req, opts, call)
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, statusFromContext(ctx.Err()), false
+	}
+	if f.err == nil {
+		return copyOf(f.val.(*Resp)), nil, false
+	}
+	if !isAnswer(status.Code(f.err)) {
+		if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.StaleTTL) {
+			m.fellBackTo(causeStaleCache, f.err)
+			return copyOf(val.(*Resp)), nil, true
+		}
+	}
+	return nil, f.err, false
+}
+
+// fetch makes the shared call of a flight. Its context keeps the first
+// caller's values (metadata, priority) but not its cancellation, and has
+// the method's own limit; the call options that write into the first
+// caller's memory (header, trailer, peer) are left out, since that caller
+// may be gone.
+func fetch[Req, Resp any](ctx context.Context, m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
+	limit := m.policy.OverallTimeout
+	if limit == 0 {
+		limit = m.policy.Timeout
+	}
+	fctx := context.WithoutCancel(ctx)
+	if limit > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(fctx, limit)
+		defer cancel()
+	}
+	kept := opts[:0:0]
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		default:
+			kept = append(kept, o)
+		}
+	}
+	resp, err := unary(fctx, m, idemKey, req, kept, call)
+	var val any
+	if err == nil {
+		val = resp
+	}
+	m.cache.finish(key, f, val, err, m.client.now())
+}
+
+// copyOf returns a copy of a protobuf message, so that no caller can change
+// what another caller or the cache holds; other types are returned as
+// they are.
+func copyOf[Resp any](v *Resp) *Resp {
+	if pm, ok := any(v).(proto.Message); ok {
+		return any(proto.Clone(pm)).(*Resp)
+	}
+	return v
+}

@@ -1,0 +1,171 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// HedgingPolicy says when further copies of a slow call are sent. A method
+// hedges or retries, never both: hedging already repeats the call, and
+// retrying each copy would multiply the load the retry budget is there to
+// bound (gRPC's service config makes the same choice).
+type HedgingPolicy struct {
+	// Delay is how long to wait for an answer before sending the next
+	// copy; a good value is the method's observed p95. Must be positive.
+	Delay time.Duration
+	// MaxCopies is the number of copies in all, the first included; at
+	// least 2.
+	MaxCopies int
+	// NonFatalCodes are the codes with which a copy may fail and leave the
+	// others running (the next copy is then sent at once). Any other
+	// answer, success or not, ends the call.
+	NonFatalCodes CodeSet
+}
+
+func (h *HedgingPolicy) String() string {
+	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
+}
+
+func (h *HedgingPolicy) check(f string, bad badFunc) {
+	positive(h.Delay, f+".Delay", bad)
+	if h.MaxCopies < 2 {
+		bad(f+".MaxCopies", "must be at least 2 (the first copy counts), is %d", h.MaxCopies)
+	}
+	if h.NonFatalCodes.Has(0) {
+		bad(f+".NonFatalCodes", "holds OK")
+	}
+	if answers := h.NonFatalCodes & answerCodes; answers != 0 {
+		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
+	}
+}
+
+// copyResult is what one hedged copy came back with.
+type copyResult[Resp any] struct {
+	resp       *Resp
+	err        error
+	refused    bool          // the breaker did not let the copy through
+	retryAfter time.Duration // of the breaker's refusal
+	push       time.Duration // the server's pushback, when pushed
+	pushed     bool
+}
+
+// hedged runs the call as hedged copies: the first copy at once, each
+// further one after Delay without an answer (or at once after a copy
+// failed with a non-fatal code), up to MaxCopies. Every copy goes through
+// the breaker and its own per-attempt timeout; every copy after the first
+// takes a retry from the budget. The first success or fatal answer wins
+// and the other copies are cancelled. An open breaker, a spent budget or a
+// server's negative pushback stops further copies; a positive pushback
+// delays the next one.
+func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+	h := m.policy.Hedging
+	c := m.client
+	mx := m.metrics
+	m.budget.request(c.now())
+
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the copies still running are the losers
+	results := make(chan copyResult[Resp], h.MaxCopies)
+	launch := func() {
+		go func() {
+			slot := withTrailer(opts)
+			// The copy is classified against hctx: a loser cancelled here
+			// says nothing about the dependency.
+			resp, err, refused, after := attemptOnce(hctx, m, req, slot.opts, call)
+			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after}
+			if err != nil {
+				r.push, r.pushed = Pushback(err, slot.md)
+			}
+			slot.put()
+			results <- r
+		}()
+	}
+
+	sent, pending := 1, 1
+	stopped := false // no further copy: breaker open, budget spent, told not to
+	var last error
+	var refusal time.Duration
+	refused := false
+	launch()
+	timer := time.NewTimer(h.Delay)
+	defer timer.Stop()
+	next := func() { // sends the next copy, if the budget allows
+		if stopped || sent >= h.MaxCopies || ctx.Err() != nil {
+			return
+		}
+		if !m.budget.tryRetry(c.now()) {
+			if mx != nil {
+				mx.retries[retryBudget].Inc()
+			}
+			stopped = true
+			return
+		}
+		if mx != nil {
+			mx.retries[retryHedge].Inc()
+		}
+		sent++
+		pending++
+		launch()
+		if sent < h.MaxCopies {
+			timer.Reset(h.Delay)
+		}
+	}
+	for {
+		select {
+		case r := <-results:
+			pending--
+			switch {
+			case r.refused:
+				if mx != nil {
+					mx.breakerRejections.Inc()
+					if sent > 1 {
+						mx.retries[retryBreaker].Inc()
+					}
+				}
+				stopped, refused, refusal = true, true, r.retryAfter
+			case r.err == nil:
+				return r.resp, nil
+			case ctx.Err() != nil || !h.NonFatalCodes.Has(status.Code(r.err)):
+				return nil, r.err // an answer, or the call's own end
+			default:
+				last = r.err
+				switch {
+				case r.pushed && r.push < 0:
+					if mx != nil && !stopped && sent < h.MaxCopies {
+						mx.retries[retryPushback].Inc()
+					}
+					stopped = true
+				case r.pushed:
+					if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= r.push {
+						stopped = true
+					} else {
+						timer.Reset(r.push)
+					}
+				default:
+					next() // a non-fatal failure: the next copy goes now
+				}
+			}
+			if pending == 0 && (stopped || sent >= h.MaxCopies) {
+				switch {
+				case last == nil && refused:
+					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
+				case sent >= h.MaxCopies && !stopped:
+					return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
+				}
+				return nil, last
+			}
+		case <-timer.C:
+			next()
+		case <-ctx.Done():
+			if last != nil && status.Code(last) != 0 && pending == 0 {
+				return nil, last
+			}
+			return nil, statusFromContext(ctx.Err())
+		}
+	}
+}

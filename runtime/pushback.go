@@ -1,0 +1,84 @@
+package runtime
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// PushbackHeader is the trailer by which a gRPC server tells its client
+// when to retry, in milliseconds; a negative value (or one that is not a
+// whole number) means "do not retry". It is gRPC's retry design (A6);
+// gRPC-Go's own retry honours it, and so does this runtime.
+const PushbackHeader = "grpc-retry-pushback-ms"
+
+// The do-not-retry mark of runtime/server, as a status detail: a
+// google.rpc.ErrorInfo with this reason and domain. The runtime honours it
+// as a negative pushback.
+const (
+	DoNotRetryReason = "RETRIED_BELOW"
+	DoNotRetryDomain = "resilient.go-resilient.github.com"
+)
+
+// Pushback reads what a server said about retrying a failed call: the
+// grpc-retry-pushback-ms trailer, else the do-not-retry ErrorInfo detail,
+// else a google.rpc.RetryInfo detail. d < 0 means do not retry; ok is
+// false when the server said nothing. The runtime applies it to every
+// method that retries or hedges: a negative pushback ends the retries, a
+// positive one replaces the backoff (still within the deadline and the
+// retry budget).
+func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
+	if v := trailer.Get(PushbackHeader); len(v) > 0 {
+		if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && ms >= 0 {
+			return time.Duration(ms) * time.Millisecond, true
+		}
+		return -1, true
+	}
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() == codes.OK || len(st.Proto().GetDetails()) == 0 {
+		return 0, false
+	}
+	for _, det := range st.Details() {
+		switch det := det.(type) {
+		case *errdetails.ErrorInfo:
+			if det.GetReason() == DoNotRetryReason && det.GetDomain() == DoNotRetryDomain {
+				return -1, true
+			}
+		case *errdetails.RetryInfo:
+			if det.GetRetryDelay() != nil {
+				return max(det.GetRetryDelay().AsDuration(), 0), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// trailerSlot collects the trailer of one attempt. Slots are pooled, so
+// that asking for the trailer costs a method that retries no allocation.
+type trailerSlot struct {
+	md   metadata.MD
+	opts []grpc.CallOption
+}
+
+var trailerSlots = sync.Pool{New: func() any { return new(trailerSlot) }}
+
+// withTrailer returns a slot whose opts are opts and a grpc.Trailer option
+// that fills slot.md. Give it back with put once the attempt is judged.
+func withTrailer(opts []grpc.CallOption) *trailerSlot {
+	s := trailerSlots.Get().(*trailerSlot)
+	s.opts = append(append(s.opts[:0], opts...), grpc.Trailer(&s.md))
+	return s
+}
+
+func (s *trailerSlot) put() {
+	clear(s.opts)
+	s.opts = s.opts[:0]
+	s.md = nil
+	trailerSlots.Put(s)
+}
