@@ -102,6 +102,9 @@ type ServicePolicy struct {
 	// Bulkhead is the bulkhead shared by every method that has no bulkhead of
 	// its own. Nil means none.
 	Bulkhead *BulkheadPolicy
+	// RateLimit is the token bucket shared by every method that has no rate
+	// limit of its own. Nil means none.
+	RateLimit *RateLimitPolicy
 	// Methods holds one policy per method, in the order of the .proto file.
 	Methods []MethodPolicy
 }
@@ -129,6 +132,11 @@ type MethodPolicy struct {
 	// metadata, empty for none. It is informative: generated code extracts
 	// the value.
 	IdempotencyKey string
+	// GenerateIdempotencyKey makes the runtime send a random idempotency
+	// key, the same on every attempt and hedge of one call, when the call
+	// has none of its own. Like a key field, it allows retries of a method
+	// that is not idempotent; it protects only the client's own retries.
+	GenerateIdempotencyKey bool
 	// Timeout is the limit of one attempt; 0 means none.
 	Timeout time.Duration
 	// OverallTimeout is the limit of the whole call, retries included; 0
@@ -142,6 +150,14 @@ type MethodPolicy struct {
 	// Bulkhead, when not nil, gives the method a bulkhead of its own instead
 	// of the service's.
 	Bulkhead *BulkheadPolicy
+	// Hedging, when not nil, sends further copies of a slow call and keeps
+	// the first answer. Not together with Retry.
+	Hedging *HedgingPolicy
+	// RateLimit, when not nil, gives the method a token bucket of its own
+	// instead of the service's.
+	RateLimit *RateLimitPolicy
+	// Cache, when not nil, keeps the method's answers (see UnaryCached).
+	Cache *CachePolicy
 }
 
 // RetryPolicy says when and how often a failed attempt is repeated.
@@ -207,11 +223,15 @@ func (p *ServicePolicy) Clone() ServicePolicy {
 	c.Budget = clone(p.Budget)
 	c.Breaker = clone(p.Breaker)
 	c.Bulkhead = clone(p.Bulkhead)
+	c.RateLimit = clone(p.RateLimit)
 	c.Methods = make([]MethodPolicy, len(p.Methods))
 	for i, m := range p.Methods {
 		m.Retry = clone(m.Retry)
 		m.Breaker = clone(m.Breaker)
 		m.Bulkhead = clone(m.Bulkhead)
+		m.Hedging = clone(m.Hedging)
+		m.RateLimit = clone(m.RateLimit)
+		m.Cache = clone(m.Cache)
 		c.Methods[i] = m
 	}
 	return c
