@@ -158,6 +158,10 @@ type MethodPolicy struct {
 	RateLimit *RateLimitPolicy
 	// Cache, when not nil, keeps the method's answers (see UnaryCached).
 	Cache *CachePolicy
+	// Priority is the method's annotated priority, sent to the server in
+	// PriorityHeader on each call (Prioritize); a caller may lower it, never
+	// raise it. Unspecified sends none.
+	Priority Priority
 }
 
 // RetryPolicy says when and how often a failed attempt is repeated.

@@ -127,7 +127,7 @@ func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
 		g.services[p.Name] = svc
 		for j := range p.Methods {
 			mp := &p.Methods[j]
-			m := &method{name: mp.Name, svc: svc, priority: mp.Priority.orNormal(),
+			m := &method{name: mp.Name, svc: svc, priority: mp.Priority.OrNormal(),
 				minDeadline: mp.MinDeadline, defaultTimeout: mp.DefaultTimeout}
 			if mp.Dedup != nil {
 				if g.store == nil {

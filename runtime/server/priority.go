@@ -2,22 +2,25 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/go-resilient/resilient/runtime"
 )
 
 // Priority is how important a request is when the server must shed load.
-// Four levels; the zero value means "not said" and counts as normal.
-type Priority uint8
+// Four levels; the zero value means "not said" and counts as normal. It is
+// the client runtime's type, so that the generated clients send exactly
+// what the Guard reads.
+type Priority = runtime.Priority
 
 // The priorities, lowest first.
 const (
-	PriorityUnspecified Priority = iota
-	PriorityLow
-	PriorityNormal
-	PriorityHigh
-	PriorityCritical
+	PriorityUnspecified = runtime.PriorityUnspecified
+	PriorityLow         = runtime.PriorityLow
+	PriorityNormal      = runtime.PriorityNormal
+	PriorityHigh        = runtime.PriorityHigh
+	PriorityCritical    = runtime.PriorityCritical
 )
 
 // PriorityHeader is the metadata key that carries a request's priority
@@ -25,47 +28,23 @@ const (
 // the values sent and of the method's annotated priority: a caller may
 // lower a request's priority, never raise it. A value it does not know is
 // ignored.
-const PriorityHeader = "resilient-priority"
-
-var priorityNames = [...]string{"unspecified", "low", "normal", "high", "critical"}
-
-// String returns the name sent in PriorityHeader: "low", "normal", …
-func (p Priority) String() string {
-	if int(p) < len(priorityNames) {
-		return priorityNames[p]
-	}
-	return fmt.Sprintf("Priority(%d)", uint8(p))
-}
+const PriorityHeader = runtime.PriorityHeader
 
 // ParsePriority returns the priority named s ("low", "normal", "high",
 // "critical").
-func ParsePriority(s string) (Priority, bool) {
-	for p := PriorityLow; p <= PriorityCritical; p++ {
-		if priorityNames[p] == s {
-			return p, true
-		}
-	}
-	return PriorityUnspecified, false
-}
-
-func (p Priority) orNormal() Priority {
-	if p == PriorityUnspecified || p > PriorityCritical {
-		return PriorityNormal
-	}
-	return p
-}
+func ParsePriority(s string) (Priority, bool) { return runtime.ParsePriority(s) }
 
 // OutgoingPriority returns ctx with the priority p sent to the services
 // called with it. It can only lower what they would grant: each applies the
 // lowest of p and its method's annotation.
 func OutgoingPriority(ctx context.Context, p Priority) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, PriorityHeader, p.orNormal().String())
+	return runtime.WithPriority(ctx, p)
 }
 
 // effectivePriority is the lowest of the annotated priority and every
 // known value of PriorityHeader in md.
 func effectivePriority(md metadata.MD, annotated Priority) Priority {
-	p := annotated.orNormal()
+	p := annotated.OrNormal()
 	for _, v := range md[PriorityHeader] {
 		if q, ok := ParsePriority(v); ok && q < p {
 			p = q

@@ -165,10 +165,10 @@ func (d *downstream) failed() bool {
 // ClientInterceptor is for the connections a service uses to call its own
 // dependencies (grpc.WithChainUnaryInterceptor). Called with the context of
 // a request the Guard is serving, it sends the request's granted priority
-// on (unless the caller set one with OutgoingPriority) and tells the Guard
-// how each call ended, so that the handler's failure is marked do-not-retry
-// when a dependency failed after the runtime's retries. Elsewhere it does
-// nothing. Put it beneath the resilient client: it sees every attempt, and
+// on (unless the call already sends one as low or lower, set with
+// OutgoingPriority) and tells the Guard how each call ended, so that the
+// handler's failure is marked do-not-retry when a dependency failed after
+// the runtime's retries. Elsewhere it does nothing. Put it beneath the resilient client: it sees every attempt, and
 // the last one decides.
 func ClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -194,7 +194,9 @@ func forwardPriority(ctx context.Context) context.Context {
 	if !ok {
 		return ctx
 	}
-	if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md[PriorityHeader]) > 0 {
+	// A generated client above sends its method's annotated priority; the
+	// request's own, when lower, must still travel on.
+	if sent, ok := runtime.OutgoingPriority(ctx); ok && sent <= p {
 		return ctx
 	}
 	return OutgoingPriority(ctx, p)

@@ -1,0 +1,99 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// Priority is how important a call is when its server must shed load. Four
+// levels; the zero value means "not said" and counts as normal. The server
+// side (runtime/server) uses the same type.
+type Priority uint8
+
+// The priorities, lowest first.
+const (
+	PriorityUnspecified Priority = iota
+	PriorityLow
+	PriorityNormal
+	PriorityHigh
+	PriorityCritical
+)
+
+// PriorityHeader is the metadata key that carries a call's priority
+// ("low", "normal", "high" or "critical"). The server takes the lowest of
+// the values sent and of the method's annotated priority: a caller may
+// lower a call's priority, never raise it. A value it does not know is
+// ignored.
+const PriorityHeader = "resilient-priority"
+
+var priorityNames = [...]string{"unspecified", "low", "normal", "high", "critical"}
+
+// String returns the name sent in PriorityHeader: "low", "normal", …
+func (p Priority) String() string {
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return fmt.Sprintf("Priority(%d)", uint8(p))
+}
+
+// ParsePriority returns the priority named s ("low", "normal", "high",
+// "critical").
+func ParsePriority(s string) (Priority, bool) {
+	for p := PriorityLow; p <= PriorityCritical; p++ {
+		if priorityNames[p] == s {
+			return p, true
+		}
+	}
+	return PriorityUnspecified, false
+}
+
+// OrNormal returns p, or PriorityNormal for PriorityUnspecified and for a
+// value that is not a priority.
+func (p Priority) OrNormal() Priority {
+	if p == PriorityUnspecified || p > PriorityCritical {
+		return PriorityNormal
+	}
+	return p
+}
+
+// WithPriority returns ctx with the priority p sent to the services called
+// with it. It can only lower what they grant: each server applies the
+// lowest of the values sent and of its method's annotation.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, PriorityHeader, p.OrNormal().String())
+}
+
+// OutgoingPriority returns the lowest priority that ctx already sends in
+// PriorityHeader, and false when it sends none.
+func OutgoingPriority(ctx context.Context) (Priority, bool) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	lowest, found := PriorityCritical, false
+	for _, v := range md[PriorityHeader] {
+		if q, ok := ParsePriority(v); ok && q <= lowest {
+			lowest, found = q, true
+		}
+	}
+	return lowest, found
+}
+
+// Prioritize returns ctx carrying the method's annotated priority
+// (MethodPolicy.Priority) for the call, so that the server can shed the
+// least important work first. It never raises a priority: when ctx already
+// sends one as low or lower (the caller lowered it with WithPriority), ctx
+// is returned as it is; a method without a priority sends none. Generated
+// clients call it on every call.
+func Prioritize(ctx context.Context, m *Method) context.Context {
+	if m == nil {
+		return ctx
+	}
+	p := m.policy.Priority
+	if p == PriorityUnspecified || p > PriorityCritical {
+		return ctx
+	}
+	if sent, ok := OutgoingPriority(ctx); ok && sent <= p {
+		return ctx
+	}
+	return WithPriority(ctx, p)
+}
