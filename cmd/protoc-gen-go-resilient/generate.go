@@ -28,10 +28,11 @@ const (
 	runtimePackage = protogen.GoImportPath("github.com/go-resilient/resilient/runtime")
 )
 
-// generate is the plugin: it resolves and checks the policy of every
+// generateWith is the plugin: it resolves and checks the policy of every
 // service of every file to generate, and writes one *_resilient.pb.go per
-// file with services, or nothing when any policy is refused.
-func generate(gen *protogen.Plugin) error {
+// file with services, and the exports o asks for (exports.go), or nothing
+// when any policy is refused.
+func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL) | uint64(pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
 	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
 	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2024
@@ -55,6 +56,9 @@ func generate(gen *protogen.Plugin) error {
 	}
 	for _, r := range todo {
 		if err := generateFile(gen, r.file, r.services); err != nil {
+			return err
+		}
+		if err := writeExports(gen, r.file, r.services, o); err != nil {
 			return err
 		}
 	}

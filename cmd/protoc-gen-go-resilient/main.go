@@ -46,11 +46,14 @@ func main() {
 		return
 	}
 
-	// The plugin takes no parameters of its own yet; protogen handles the
-	// standard ones (paths, module, M...). A FlagSet still gives an unknown
-	// parameter a clear refusal.
+	// protogen handles the standard parameters (paths, module, M...); the
+	// plugin's own choose the exports (exports.go), and an unknown one is
+	// refused with the list of valid ones.
 	var flags flag.FlagSet
-	protogen.Options{ParamFunc: flags.Set}.Run(generate)
+	exports := newExportOptions(&flags)
+	protogen.Options{ParamFunc: paramFunc(&flags)}.Run(func(gen *protogen.Plugin) error {
+		return generateWith(gen, exports)
+	})
 }
 
 func printVersion(w io.Writer) {

@@ -1,0 +1,151 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/compiler/protogen"
+)
+
+// exportOptions are the plugin's own parameters: which files, besides the
+// Go client, it writes from the same resolved policy for the callers that
+// are not Go (serviceconfig.go, envoy.go) and for the reviewers (docs.go).
+type exportOptions struct {
+	serviceConfig bool   // service_config=true: <prefix>.service_config.json
+	envoy         bool   // envoy=true: <prefix>.envoy.yaml
+	envoyRetries  string // envoy_retries=envoy|client: the layer that retries behind Envoy
+	docs          bool   // docs=true: <prefix>.policy.md
+}
+
+// The layers that may retry a call that goes through Envoy.
+const (
+	retriesAtEnvoy  = "envoy"
+	retriesAtClient = "client"
+)
+
+// newExportOptions registers the plugin's own parameters on flags.
+func newExportOptions(flags *flag.FlagSet) *exportOptions {
+	o := &exportOptions{envoyRetries: retriesAtEnvoy}
+	flags.BoolVar(&o.serviceConfig, "service_config", false, "write <file>.service_config.json, the gRPC service config of the file's services")
+	flags.BoolVar(&o.envoy, "envoy", false, "write <file>.envoy.yaml, the Envoy route and cluster settings of the file's services")
+	flags.Func("envoy_retries", "the layer that retries calls made through Envoy: envoy (default) or client", func(v string) error {
+		if v != retriesAtEnvoy && v != retriesAtClient {
+			return fmt.Errorf("must be %s (Envoy retries, the callers do not) or %s (the callers retry, the routes get no retry_policy), got %q", retriesAtEnvoy, retriesAtClient, v)
+		}
+		o.envoyRetries = v
+		return nil
+	})
+	flags.BoolVar(&o.docs, "docs", false, "write <file>.policy.md, the effective policy of every method and where each value came from")
+	return o
+}
+
+// paramFunc sets the plugin's own parameters; protogen handles paths,
+// module, annotate_code and M… itself before calling it. An unknown
+// parameter or a bad value is refused with a sentence naming the valid ones.
+func paramFunc(flags *flag.FlagSet) func(name, value string) error {
+	return func(name, value string) error {
+		f := flags.Lookup(name)
+		if f == nil {
+			var names []string
+			flags.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			sort.Strings(names)
+			return fmt.Errorf("protoc-gen-go-resilient: unknown parameter %q: the plugin takes %s=…, besides protogen's paths=, module=, annotate_code and M…", name, strings.Join(names, "=…, "))
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && value == "" {
+			value = "true" // "docs" alone, as in "docs,paths=source_relative"
+		}
+		if err := flags.Set(name, value); err != nil {
+			return fmt.Errorf("protoc-gen-go-resilient: parameter %s=%s: %v", name, value, unwrapFlagError(err))
+		}
+		return nil
+	}
+}
+
+// unwrapFlagError drops the flag package's "invalid value … for flag -x:"
+// prefix, which repeats what the caller already says.
+func unwrapFlagError(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "invalid ") {
+		msg = msg[i+2:]
+	}
+	if msg == "parse error" {
+		msg = "must be true or false"
+	}
+	return msg
+}
+
+// generate runs the plugin without its own parameters: the Go clients only.
+func generate(gen *protogen.Plugin) error {
+	return generateWith(gen, &exportOptions{envoyRetries: retriesAtEnvoy})
+}
+
+// writeExports writes the files the parameters ask for, for one .proto file
+// with services, from the policies the generator resolved and checked.
+func writeExports(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy, o *exportOptions) error {
+	if o == nil {
+		return nil
+	}
+	if o.serviceConfig {
+		b, err := serviceConfigJSON(f, services)
+		if err != nil {
+			return err
+		}
+		gen.NewGeneratedFile(f.GeneratedFilenamePrefix+".service_config.json", "").P(string(b))
+	}
+	if o.envoy {
+		gen.NewGeneratedFile(f.GeneratedFilenamePrefix+".envoy.yaml", "").P(envoyYAML(gen, f, services, o.envoyRetries))
+	}
+	if o.docs {
+		gen.NewGeneratedFile(f.GeneratedFilenamePrefix+".policy.md", "").P(policyMarkdown(gen, f, services))
+	}
+	return nil
+}
+
+// callBound is the longest the generated client lets one call of the
+// method run: its overall_timeout, or else, when every attempt has a
+// timeout, every attempt's timeout plus the bound of every backoff between
+// them; 0 when nothing bounds the call but the caller's deadline. It is
+// what an exporter writes where the target has one limit for the whole
+// call (gRPC's and Envoy's route timeout).
+func callBound(mp *methodPolicy) time.Duration {
+	if mp.OverallTimeout > 0 {
+		return mp.OverallTimeout
+	}
+	if mp.Timeout <= 0 {
+		return 0
+	}
+	if mp.Retry == nil {
+		return mp.Timeout
+	}
+	r := mp.Retry
+	total := time.Duration(r.MaxAttempts) * mp.Timeout
+	bound := float64(r.InitialBackoff)
+	for i := 1; i < r.MaxAttempts; i++ {
+		total += min(time.Duration(bound), r.MaxBackoff)
+		bound *= r.Multiplier
+	}
+	return total
+}
+
+// seconds writes a duration as protobuf's JSON form of a Duration does
+// ("0.300s", "2s": 0, 3, 6 or 9 decimals), which gRPC's service config,
+// Envoy's YAML and people all read.
+func seconds(d time.Duration) string {
+	sec, nanos := int64(d/time.Second), int64(d%time.Second)
+	switch {
+	case nanos == 0:
+		return fmt.Sprintf("%ds", sec)
+	case nanos%1e6 == 0:
+		return fmt.Sprintf("%d.%03ds", sec, nanos/1e6)
+	case nanos%1e3 == 0:
+		return fmt.Sprintf("%d.%06ds", sec, nanos/1e3)
+	default:
+		return fmt.Sprintf("%d.%09ds", sec, nanos)
+	}
+}

@@ -1,0 +1,368 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/compiler/protogen"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/pluginpb"
+)
+
+// runPluginParams runs the generator in-process with the plugin's own
+// parameters, as main does.
+func runPluginParams(t testing.TB, req *pluginpb.CodeGeneratorRequest) *pluginpb.CodeGeneratorResponse {
+	t.Helper()
+	var flags flag.FlagSet
+	o := newExportOptions(&flags)
+	gen, err := protogen.Options{ParamFunc: paramFunc(&flags)}.New(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := generateWith(gen, o); err != nil {
+		gen.Error(err)
+	}
+	return gen.Response()
+}
+
+// exportFiles generates the exports of testdata/export/<name>.proto with the
+// given parameters and returns the files by name.
+func exportFiles(t testing.TB, name, params string) map[string]string {
+	t.Helper()
+	req := compileRequest(t, "module="+testModule+","+params, []string{"testdata", "../../options"}, "export/"+name+".proto")
+	resp := runPluginParams(t, req)
+	if resp.Error != nil {
+		t.Fatalf("plugin error:\n%s", resp.GetError())
+	}
+	out := map[string]string{}
+	for _, f := range resp.File {
+		out[f.GetName()] = f.GetContent()
+	}
+	return out
+}
+
+// checkGolden compares got with testdata/golden/<name>.golden, or rewrites
+// it under -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	golden := filepath.Join("testdata", "golden", name+".golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (run go test -update to rewrite it); got:\n%s", name, golden, got)
+	}
+}
+
+func TestExportGolden(t *testing.T) {
+	for _, tc := range []struct {
+		proto, params, file, golden string
+	}{
+		{"export", "service_config=true", "export/export.service_config.json", "export.service_config.json"},
+		{"export", "envoy=true", "export/export.envoy.yaml", "export.envoy.yaml"},
+		{"export", "envoy=true,envoy_retries=client", "export/export.envoy.yaml", "export.envoy_client.yaml"},
+		{"export", "docs", "export/export.policy.md", "export.policy.md"},
+		{"throttle", "service_config=true", "throttle/throttle.service_config.json", "throttle.service_config.json"},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			files := exportFiles(t, tc.proto, tc.params)
+			got, ok := files[tc.file]
+			if !ok {
+				t.Fatalf("%s not written; got %v", tc.file, keys(files))
+			}
+			if _, ok := files[tc.proto+"/"+tc.proto+"_resilient.pb.go"]; !ok || len(files) != 2 {
+				t.Errorf("wrote %v, want the Go client and %s", keys(files), tc.file)
+			}
+			checkGolden(t, tc.golden, got)
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestExportsOnlyWhenAsked checks that without parameters the plugin writes
+// the Go client only, and that a refused policy writes no export either.
+func TestExportsOnlyWhenAsked(t *testing.T) {
+	if files := exportFiles(t, "export", "paths=import"); len(files) != 1 {
+		t.Errorf("without export parameters the plugin wrote %v", keys(files))
+	}
+	req := compileRequest(t, "module="+testModule+",service_config=true,envoy=true,docs=true", []string{"testdata", "../../options"}, "refuse/breaker_without_per_method.proto")
+	resp := runPluginParams(t, req)
+	if resp.Error == nil || len(resp.File) != 0 {
+		t.Errorf("a refused policy gave error %q and files %d; want an error and no file", resp.GetError(), len(resp.File))
+	}
+}
+
+func TestExportParams(t *testing.T) {
+	for _, tc := range []struct{ params, want string }{
+		{"bogus=1", `protoc-gen-go-resilient: unknown parameter "bogus": the plugin takes docs=…, envoy=…, envoy_retries=…, service_config=…, besides protogen's paths=, module=, annotate_code and M…`},
+		{"envoy_retries=both", `protoc-gen-go-resilient: parameter envoy_retries=both: must be envoy (Envoy retries, the callers do not) or client (the callers retry, the routes get no retry_policy), got "both"`},
+		{"docs=yes", `protoc-gen-go-resilient: parameter docs=yes: must be true or false`},
+	} {
+		req := testRequest(t, "export/export.proto")
+		req.Parameter = new(*req.Parameter + "," + tc.params)
+		var flags flag.FlagSet
+		newExportOptions(&flags)
+		_, err := protogen.Options{ParamFunc: paramFunc(&flags)}.New(req)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got error\n%v\nwant\n%s", tc.params, err, tc.want)
+		}
+	}
+}
+
+// TestExampleExportsInSync checks the exports checked in beside the
+// example's generated code (buf.gen.yaml asks for all three).
+func TestExampleExportsInSync(t *testing.T) {
+	for _, name := range []string{"inventory", "payments"} {
+		file := "example/" + name + "/v1/" + name + ".proto"
+		req := compileRequest(t, "module=github.com/go-resilient/resilient,service_config=true,envoy=true,docs=true", []string{"../../example/proto", "../../options"}, file)
+		resp := runPluginParams(t, req)
+		if resp.Error != nil {
+			t.Fatalf("plugin error:\n%s", resp.GetError())
+		}
+		if len(resp.File) != 4 {
+			t.Fatalf("%s: generated %d files, want 4", file, len(resp.File))
+		}
+		for _, f := range resp.File {
+			path := filepath.Join("..", "..", filepath.FromSlash(f.GetName()))
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.GetContent() != string(want) {
+				t.Errorf("%s is out of date: run go tool -modfile=tools/go.mod buf generate", path)
+			}
+		}
+	}
+}
+
+// countingServer is a loopback gRPC server that answers every method with
+// the code it is told to and counts the calls it receives per method.
+type countingServer struct {
+	mu    sync.Mutex
+	code  codes.Code
+	delay time.Duration
+	calls map[string]int
+}
+
+func (s *countingServer) handle(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	if err := stream.RecvMsg(new(emptypb.Empty)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.calls[method]++
+	code, delay := s.code, s.delay
+	s.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
+	if code != codes.OK {
+		return status.Error(code, "as the test asked")
+	}
+	return stream.SendMsg(new(emptypb.Empty))
+}
+
+func (s *countingServer) set(code codes.Code, delay time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.code, s.delay, s.calls = code, delay, map[string]int{}
+}
+
+func (s *countingServer) count(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+func startCountingServer(t *testing.T) (*countingServer, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingServer{calls: map[string]int{}}
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(cs.handle))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return cs, lis.Addr().String()
+}
+
+// dialWithServiceConfig dials a plain grpc-go channel whose only policy is
+// the exported service config; each call gets a channel of its own, so
+// that the retry throttling of one does not spill into the next.
+func dialWithServiceConfig(t *testing.T, addr, sc string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// TestServiceConfigRoundTrip loads the exported JSON into a plain grpc-go
+// client and checks, on a real loopback server, that gRPC's own retries
+// and timeouts behave as annotated.
+func TestServiceConfigRoundTrip(t *testing.T) {
+	sc := exportFiles(t, "export", "service_config=true")["export/export.service_config.json"]
+	srv, addr := startCountingServer(t)
+	const svc = "/resilienttest.export.Orders/"
+	for _, tc := range []struct {
+		name   string
+		method string
+		code   codes.Code
+		calls  int
+	}{
+		{"retryable code: every attempt", "Get", codes.Unavailable, 3},
+		{"answer: one attempt", "Get", codes.NotFound, 1},
+		{"success: one attempt", "Get", codes.OK, 1},
+		{"8 attempts annotated: gRPC's cap of 5", "Scan", codes.Unavailable, 5},
+		{"another listed code", "Scan", codes.Aborted, 5},
+		{"code not listed", "Scan", codes.Internal, 1},
+		{"not idempotent: one attempt", "Create", codes.Unavailable, 1},
+		{"no annotation: one attempt", "/resilienttest.export.Plain/Ping", codes.Unavailable, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.set(tc.code, 0)
+			method := tc.method
+			if !strings.HasPrefix(method, "/") {
+				method = svc + method
+			}
+			cc := dialWithServiceConfig(t, addr, sc)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := cc.Invoke(ctx, method, new(emptypb.Empty), new(emptypb.Empty))
+			if got := status.Code(err); got != tc.code {
+				t.Errorf("the call ended with %v (%v), want %v", got, err, tc.code)
+			}
+			if got := srv.count(method); got != tc.calls {
+				t.Errorf("the server received %d calls, want %d", got, tc.calls)
+			}
+		})
+	}
+
+	t.Run("timeout: the annotated bound of the call", func(t *testing.T) {
+		// Get: 3 attempts of 200 ms and backoffs of 1 and 2 ms: 603 ms.
+		// gRPC has no per-attempt timeout, so the call gets the bound.
+		srv.set(codes.OK, 5*time.Second)
+		cc := dialWithServiceConfig(t, addr, sc)
+		start := time.Now()
+		err := cc.Invoke(context.Background(), svc+"Get", new(emptypb.Empty), new(emptypb.Empty))
+		took := time.Since(start)
+		if status.Code(err) != codes.DeadlineExceeded || took < 600*time.Millisecond || took > 3*time.Second {
+			t.Errorf("a hanging server gave %v after %v; want DEADLINE_EXCEEDED after about 603ms", err, took)
+		}
+	})
+
+	t.Run("retry throttling from the retry budget", func(t *testing.T) {
+		// min_retries 2 gives maxTokens 4: gRPC stops retrying once the
+		// tokens fall to 2, that is after two failed attempts.
+		sc := exportFiles(t, "throttle", "service_config=true")["throttle/throttle.service_config.json"]
+		srv.set(codes.Unavailable, 0)
+		cc := dialWithServiceConfig(t, addr, sc)
+		const method, calls = "/resilienttest.throttle.Throttled/Get", 5
+		for range calls {
+			if err := cc.Invoke(context.Background(), method, new(emptypb.Empty), new(emptypb.Empty)); status.Code(err) != codes.Unavailable {
+				t.Fatalf("got %v, want UNAVAILABLE", err)
+			}
+		}
+		// Without throttling: 5 calls × 3 attempts = 15.
+		if got, want := srv.count(method), calls+1; got != want {
+			t.Errorf("the server received %d calls for %d failing requests, want %d (one retry, then throttled)", got, calls, want)
+		}
+	})
+}
+
+// TestServiceConfigIsValidJSON checks the shape grpc-go requires of the
+// parts it silently ignores when wrong.
+func TestServiceConfigIsValidJSON(t *testing.T) {
+	var sc struct {
+		MethodConfig []struct {
+			RetryPolicy *struct{ MaxAttempts int }
+		}
+		RetryThrottling struct {
+			MaxTokens  float64
+			TokenRatio float64
+		}
+	}
+	raw := exportFiles(t, "export", "service_config=true")["export/export.service_config.json"]
+	if err := json.Unmarshal([]byte(raw), &sc); err != nil {
+		t.Fatal(err)
+	}
+	for _, mc := range sc.MethodConfig {
+		if rp := mc.RetryPolicy; rp != nil && (rp.MaxAttempts < 2 || rp.MaxAttempts > grpcMaxAttempts) {
+			t.Errorf("maxAttempts %d outside [2, %d]", rp.MaxAttempts, grpcMaxAttempts)
+		}
+	}
+	if rt := sc.RetryThrottling; rt.MaxTokens <= 0 || rt.MaxTokens > grpcMaxTokens || rt.TokenRatio <= 0 {
+		t.Errorf("retryThrottling %+v outside gRPC's ranges", rt)
+	}
+}
+
+func TestCallBound(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		mp   methodPolicy
+		want time.Duration
+	}{
+		{methodPolicy{}, 0},
+		{methodPolicy{Timeout: 300 * ms}, 300 * ms},
+		{methodPolicy{Timeout: 300 * ms, OverallTimeout: time.Second}, time.Second},
+		{methodPolicy{Timeout: 300 * ms, Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 900*ms + 50*ms + 100*ms},
+		{methodPolicy{Timeout: 100 * ms, Retry: &retryPolicy{MaxAttempts: 4, InitialBackoff: 50 * ms, MaxBackoff: 80 * ms, Multiplier: 2}}, 400*ms + 50*ms + 80*ms + 80*ms},
+		{methodPolicy{Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 0},
+	} {
+		if got := callBound(&tc.mp); got != tc.want {
+			t.Errorf("callBound(%+v) = %v, want %v", tc.mp, got, tc.want)
+		}
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                       "0s",
+		2 * time.Second:         "2s",
+		300 * time.Millisecond:  "0.300s",
+		1500 * time.Microsecond: "0.001500s",
+		time.Second + 1:         "1.000000001s",
+	} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

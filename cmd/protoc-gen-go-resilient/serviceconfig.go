@@ -1,0 +1,135 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/compiler/protogen"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// The gRPC service config (gRFC A6 and grpc/service_config.proto), in its
+// JSON form, as far as this plugin writes it. Field order is the order of
+// the JSON.
+type (
+	serviceConfig struct {
+		MethodConfig    []methodConfig   `json:"methodConfig,omitempty"`
+		RetryThrottling *retryThrottling `json:"retryThrottling,omitempty"`
+	}
+	methodConfig struct {
+		Name        []methodName   `json:"name"`
+		Timeout     string         `json:"timeout,omitempty"`
+		RetryPolicy *scRetryPolicy `json:"retryPolicy,omitempty"`
+	}
+	methodName struct {
+		Service string `json:"service"`
+		Method  string `json:"method"`
+	}
+	scRetryPolicy struct {
+		MaxAttempts          int      `json:"maxAttempts"`
+		InitialBackoff       string   `json:"initialBackoff"`
+		MaxBackoff           string   `json:"maxBackoff"`
+		BackoffMultiplier    float64  `json:"backoffMultiplier"`
+		RetryableStatusCodes []string `json:"retryableStatusCodes"`
+	}
+	retryThrottling struct {
+		MaxTokens  int     `json:"maxTokens"`
+		TokenRatio float64 `json:"tokenRatio"`
+	}
+)
+
+// grpcMaxAttempts is the most attempts gRPC makes, whatever a service config
+// asks for (gRFC A6: larger values are treated as 5). The plugin writes the
+// smaller of the annotation and this, so that the file says what happens.
+const grpcMaxAttempts = 5
+
+// grpcMaxTokens is the largest maxTokens gRPC accepts in retryThrottling.
+const grpcMaxTokens = 1000
+
+// serviceConfigJSON renders the gRPC service config of every service of f:
+// one methodConfig per method that has a timeout or retries, and the
+// retryThrottling of the retry budget. The mapping is the README's
+// "Export: gRPC service config".
+func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, error) {
+	var sc serviceConfig
+	for i, s := range f.Services {
+		sp := services[i]
+		for j, m := range s.Methods {
+			mp := sp.Methods[j]
+			mc := methodConfig{Name: []methodName{{Service: string(s.Desc.FullName()), Method: string(m.Desc.Name())}}}
+			if d := callBound(mp); d > 0 {
+				mc.Timeout = seconds(d)
+			}
+			if r := mp.Retry; r != nil {
+				mc.RetryPolicy = &scRetryPolicy{
+					MaxAttempts:          min(r.MaxAttempts, grpcMaxAttempts),
+					InitialBackoff:       seconds(r.InitialBackoff),
+					MaxBackoff:           seconds(r.MaxBackoff),
+					BackoffMultiplier:    r.Multiplier,
+					RetryableStatusCodes: codeNames(r.RetryableCodes),
+				}
+			}
+			if mc.Timeout == "" && mc.RetryPolicy == nil {
+				continue
+			}
+			sc.MethodConfig = append(sc.MethodConfig, mc)
+		}
+		if sp.Budget != nil {
+			sc.RetryThrottling = tighter(sc.RetryThrottling, throttlingOf(sp.Budget))
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(sc); err != nil {
+		return nil, fmt.Errorf("protoc-gen-go-resilient: writing the service config of %s: %w", f.Desc.Path(), err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// throttlingOf maps a retry budget onto gRPC's retry throttling, a token
+// bucket per channel: it starts full at maxTokens, every failed attempt
+// takes a token, every success gives back tokenRatio, and no retry is made
+// while half the tokens or fewer are left. So:
+//
+//   - tokenRatio = ratio: each request that succeeds earns ratio of a
+//     retry, as the budget allows ratio retries per request;
+//   - maxTokens = 2 × min_retries: about min_retries failures go by before
+//     retries stop when nothing succeeds, as the budget's floor allows
+//     min_retries retries (at least 1 token, at most gRPC's 1000).
+//
+// The budget's window has no equivalent: the bucket remembers until
+// successes refill it.
+func throttlingOf(b *budgetPolicy) *retryThrottling {
+	ratio := math.Round(b.Ratio*1000) / 1000 // gRPC keeps three decimals
+	return &retryThrottling{
+		MaxTokens:  min(max(2*b.MinRetries, 1), grpcMaxTokens),
+		TokenRatio: max(ratio, 0.001),
+	}
+}
+
+// tighter keeps, of two services' throttling, the stricter value of each
+// field: gRPC has one throttling per channel, and a file's services may be
+// served on one.
+func tighter(a, b *retryThrottling) *retryThrottling {
+	if a == nil {
+		return b
+	}
+	return &retryThrottling{MaxTokens: min(a.MaxTokens, b.MaxTokens), TokenRatio: min(a.TokenRatio, b.TokenRatio)}
+}
+
+// codeNames spells codes by their canonical names: "UNAVAILABLE".
+func codeNames(cs []codes.Code) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = runtime.CodeName(c)
+	}
+	return out
+}
