@@ -1,0 +1,110 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package envoytest checks the Envoy settings the plugin writes against
+// Envoy's own types. It is a module of its own so that the plugin and its
+// users never inherit go-control-plane.
+package envoytest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+)
+
+// envoyFiles are the plugin's Envoy outputs checked in by the golden tests
+// of the plugin and by the example's buf generate.
+func envoyFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, pattern := range []string{
+		"../testdata/golden/*envoy*.golden",
+		"../../../example/gen/example/*/v1/*.envoy.yaml",
+	} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 4 {
+		t.Fatalf("found only %v", files)
+	}
+	return files
+}
+
+// TestEnvoyTypes parses every Envoy output into Envoy's own types, refusing
+// unknown fields, and runs their validation rules.
+func TestEnvoyTypes(t *testing.T) {
+	for _, file := range envoyFiles(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := yaml.YAMLToJSON(raw)
+			if err != nil {
+				t.Fatalf("not YAML: %v", err)
+			}
+			var resp discoveryv3.DiscoveryResponse
+			if err := (protojson.UnmarshalOptions{}).Unmarshal(js, &resp); err != nil {
+				t.Fatalf("not Envoy's types: %v", err)
+			}
+			var routes, clusters int
+			for _, res := range resp.GetResources() {
+				m, err := res.UnmarshalNew()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, ok := m.(interface{ ValidateAll() error }); ok {
+					if err := v.ValidateAll(); err != nil {
+						t.Errorf("%T refused by Envoy's validation: %v", m, err)
+					}
+				}
+				switch r := m.(type) {
+				case *routev3.RouteConfiguration:
+					routes++
+					for _, vh := range r.GetVirtualHosts() {
+						for _, rt := range vh.GetRoutes() {
+							if rt.GetRoute().GetTimeout() == nil {
+								t.Errorf("route %s has no timeout (Envoy would apply its default of 15 s)", rt.GetName())
+							}
+							if rp := rt.GetRoute().GetRetryPolicy(); rp != nil && rp.GetRetryOn() == "" {
+								t.Errorf("route %s retries on nothing", rt.GetName())
+							}
+						}
+					}
+				case *clusterv3.Cluster:
+					clusters++
+				default:
+					t.Errorf("unexpected resource %T", m)
+				}
+			}
+			if routes != 1 || clusters == 0 {
+				t.Errorf("got %d route configurations and %d clusters, want 1 and at least 1", routes, clusters)
+			}
+		})
+	}
+}
+
+// TestEnvoyUnknownFieldRefused checks that the parse above would catch a
+// misspelt field.
+func TestEnvoyUnknownFieldRefused(t *testing.T) {
+	js, err := yaml.YAMLToJSON([]byte(`resources:
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: x
+  circuit_breakers: {thresholds: [{max_request: 1}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protojson.Unmarshal(js, new(discoveryv3.DiscoveryResponse)); err == nil {
+		t.Error("max_request (for max_requests) was accepted")
+	}
+}
