@@ -4,34 +4,23 @@
 package main
 
 import (
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // level is where in a .proto file a policy is written: the file, a service
 // or a method. Levels are ordered from the most general to the most
-// specific.
+// specific, as rules.Level, which they convert to and from.
 type level int
 
 const (
-	levelFile level = iota
-	levelService
-	levelMethod
+	levelFile    = level(rules.LevelFile)
+	levelService = level(rules.LevelService)
+	levelMethod  = level(rules.LevelMethod)
 )
 
 // option names the extension of a level as the user writes it.
-func (l level) option() string {
-	switch l {
-	case levelFile:
-		return "(resilient.v1.file)"
-	case levelService:
-		return "(resilient.v1.service)"
-	default:
-		return "(resilient.v1.method)"
-	}
-}
+func (l level) option() string { return rules.Level(l).Option() }
 
 // layer is the policy written at one level; policy is nil when the level
 // sets none.
@@ -43,10 +32,12 @@ type layer struct {
 // merged is a policy resolved from several layers. setBy records, for every
 // field path that some layer set ("retry", "retry.max_attempts",
 // "timeout"), the most specific level that set it, so that a problem can
-// name the option where the value was written.
+// name the option where the value was written. rules is the same, as the
+// checks shared with the buf lint plugin and the override loader take it.
 type merged struct {
 	policy *resilientv1.Policy
 	setBy  map[string]level
+	rules  rules.Merged
 }
 
 // has reports whether some layer set the field at path.
@@ -55,57 +46,23 @@ func (m merged) has(path string) bool {
 	return ok
 }
 
-// mergeLayers merges the layers in order, each overriding the ones before it
-// field by field: a scalar or a repeated field set in a later layer replaces
-// the earlier value whole; a sub-message is merged recursively, except the
-// well-known types (google.protobuf.Duration), which are single values.
+// mergeLayers merges the layers in order, each overriding the ones before
+// it field by field (rules.Merge).
 func mergeLayers(layers ...layer) merged {
-	m := merged{policy: &resilientv1.Policy{}, setBy: map[string]level{}}
-	for _, l := range layers {
-		if l.policy != nil {
-			mergeMessage(m.policy.ProtoReflect(), l.policy.ProtoReflect(), l.level, "", m.setBy)
-		}
+	ls := make([]rules.Layer, len(layers))
+	for i, l := range layers {
+		ls[i] = rules.Layer{Level: rules.Level(l.level), Policy: l.policy}
+	}
+	r := rules.Merge(ls...)
+	m := merged{policy: r.Policy, setBy: make(map[string]level, len(r.SetBy)), rules: r}
+	for path, lvl := range r.SetBy {
+		m.setBy[path] = level(lvl)
 	}
 	return m
 }
 
-func mergeMessage(dst, src protoreflect.Message, lvl level, prefix string, setBy map[string]level) {
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		path := prefix + string(fd.Name())
-		setBy[path] = lvl
-		switch {
-		case fd.IsList():
-			list := dst.NewField(fd).List()
-			for i, src := 0, v.List(); i < src.Len(); i++ {
-				list.Append(cloneValue(fd, src.Get(i)))
-			}
-			dst.Set(fd, protoreflect.ValueOfList(list))
-		case fd.IsMap():
-			mp := dst.NewField(fd).Map()
-			v.Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
-				mp.Set(k, cloneValue(fd.MapValue(), v))
-				return true
-			})
-			dst.Set(fd, protoreflect.ValueOfMap(mp))
-		case fd.Message() != nil && !isSingleValue(fd.Message()):
-			mergeMessage(dst.Mutable(fd).Message(), v.Message(), lvl, path+".", setBy)
-		default:
-			dst.Set(fd, cloneValue(fd, v))
-		}
-		return true
-	})
-}
-
-// isSingleValue reports whether a message type is one value rather than a
-// group of settings: a Duration of {seconds: 1} written below a Duration of
-// {nanos: 5} replaces it, it does not make 1.000000005 s.
-func isSingleValue(md protoreflect.MessageDescriptor) bool {
-	return md.ParentFile().Package() == "google.protobuf"
-}
-
-func cloneValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) protoreflect.Value {
-	if fd.Message() == nil {
-		return v
-	}
-	return protoreflect.ValueOfMessage(proto.Clone(v.Message().Interface()).ProtoReflect())
+// report adds the findings of a shared check (internal/rules) to ps, at
+// the place of the method, service or file they concern.
+func (ps *problems) report(at site) func(rules.Finding) {
+	return func(f rules.Finding) { ps.add(at, level(f.Level), f.Path, "%s", f.Message) }
 }

@@ -192,14 +192,7 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 			rp := retryOf(r)
 			if rp.MaxAttempts > 1 {
 				mp.Retry = rp
-				if !mp.Idempotent && mp.IdempotencyKey == "" {
-					lvl := eff.setBy["retry"]
-					fix := "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or remove retry"
-					if lvl != levelMethod {
-						fix = "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or turn retries off for it with (resilient.v1.method) = {retry: {max_attempts: 1}}"
-					}
-					ps.add(at, lvl, "retry", "%s is not idempotent and has no idempotency_key, so a retry could apply it twice: %s", m.Desc.Name(), fix)
-				}
+				rules.CheckRetrySafe(string(m.Desc.Name()), mp.Idempotent, mp.IdempotencyKey != "", eff.rules, ps.report(at))
 				checkBackoff(rp, eff, at, ps)
 			}
 		}
@@ -207,16 +200,7 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 
 	mp.Timeout = durationOf(p.GetTimeout(), 0)
 	mp.OverallTimeout = durationOf(p.GetOverallTimeout(), 0)
-	if mp.Timeout > 0 && mp.OverallTimeout > 0 && mp.Timeout > mp.OverallTimeout {
-		tl, ol := eff.setBy["timeout"], eff.setBy["overall_timeout"]
-		if ol > tl {
-			ps.add(at, ol, "overall_timeout", "%v is shorter than timeout %v%s: one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
-				mp.OverallTimeout, mp.Timeout, origin(eff, "timeout", ol))
-		} else {
-			ps.add(at, tl, "timeout", "%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout",
-				mp.Timeout, mp.OverallTimeout, origin(eff, "overall_timeout", tl))
-		}
-	}
+	rules.CheckTimeouts(mp.Timeout, mp.OverallTimeout, eff.rules, ps.report(at))
 
 	// A method's own breaker or bulkhead starts from the shared settings
 	// (file and service) and overrides them with its own.

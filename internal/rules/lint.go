@@ -1,0 +1,147 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package rules
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+)
+
+// The stable IDs of the rules, as buf lint names them
+// (cmd/buf-plugin-resilient) and as its configuration refers to them.
+const (
+	// RuleInvalidValue: a value the contract does not allow (Check): a
+	// ratio outside (0, 1], a negative duration, an unknown or answer code,
+	// a retry_budget on a method, …
+	RuleInvalidValue = "RESILIENT_INVALID_VALUE"
+	// RuleRetryNotIdempotent: retries on a method that is neither
+	// idempotent nor keyed.
+	RuleRetryNotIdempotent = "RESILIENT_RETRY_NOT_IDEMPOTENT"
+	// RuleTimeoutExceedsOverall: a per-attempt timeout longer than the
+	// overall limit of the call.
+	RuleTimeoutExceedsOverall = "RESILIENT_TIMEOUT_EXCEEDS_OVERALL"
+	// RuleNoTimeout: a method without any timeout. Lint only, off by
+	// default: the plugin accepts such a method (the caller's deadline
+	// still bounds it).
+	RuleNoTimeout = "RESILIENT_NO_TIMEOUT"
+)
+
+// Finding is one problem of a policy: the rule, the level whose option is
+// to blame, the field path inside it, and what is wrong and how to mend it.
+type Finding struct {
+	Rule    string
+	Level   Level
+	Path    string
+	Message string
+}
+
+// CheckRetrySafe refuses the retries of a method that is neither
+// idempotent nor keyed (an idempotency key, named or generated): a retry
+// could apply it twice. eff is the method's merged policy, whose SetBy
+// says where retry was written. The plugin calls it for every method that
+// retries; so does CheckFile.
+func CheckRetrySafe(method string, idempotent, keyed bool, eff Merged, add func(Finding)) {
+	if idempotent || keyed {
+		return
+	}
+	lvl := eff.SetBy["retry"]
+	fix := "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or remove retry"
+	if lvl != LevelMethod {
+		fix = "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or turn retries off for it with (resilient.v1.method) = {retry: {max_attempts: 1}}"
+	}
+	add(Finding{RuleRetryNotIdempotent, lvl, "retry",
+		fmt.Sprintf("%s is not idempotent and has no idempotency_key, so a retry could apply it twice: %s", method, fix)})
+}
+
+// CheckTimeouts refuses a per-attempt timeout longer than the overall
+// timeout (both resolved, 0 for none), blaming the one written at the more
+// specific level.
+func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)) {
+	if timeout <= 0 || overall <= 0 || timeout <= overall {
+		return
+	}
+	tl, ol := eff.SetBy["timeout"], eff.SetBy["overall_timeout"]
+	if ol > tl {
+		add(Finding{RuleTimeoutExceedsOverall, ol, "overall_timeout",
+			fmt.Sprintf("%v is shorter than timeout %v%s: one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
+				overall, timeout, eff.Origin("timeout", ol))})
+		return
+	}
+	add(Finding{RuleTimeoutExceedsOverall, tl, "timeout",
+		fmt.Sprintf("%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout",
+			timeout, overall, eff.Origin("overall_timeout", tl))})
+}
+
+// CheckFile runs the rules above, and Check on every option, over the
+// services of a file, as the plugin resolves them: the file's, service's
+// and method's options merged field by field; protobuf's idempotency_level
+// honoured; streams never retried; retries only with max_attempts above 1.
+// Each finding comes with the descriptor it is about (the file, a service
+// or a method). It is what the buf check plugin runs.
+func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
+	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
+		Check(p, onMethod, func(path, format string, args ...any) {
+			add(d, Finding{RuleInvalidValue, lvl, path, fmt.Sprintf(format, args...)})
+		})
+	}
+	filePolicy := policyFrom(fd.Options(), &descriptorpb.FileOptions{}, resilientv1.E_File)
+	if fd.Services().Len() > 0 {
+		report(fd, LevelFile, false, filePolicy)
+	}
+	for i := 0; i < fd.Services().Len(); i++ {
+		s := fd.Services().Get(i)
+		svcPolicy := policyFrom(s.Options(), &descriptorpb.ServiceOptions{}, resilientv1.E_Service)
+		report(s, LevelService, false, svcPolicy)
+		for j := 0; j < s.Methods().Len(); j++ {
+			m := s.Methods().Get(j)
+			opts := &descriptorpb.MethodOptions{}
+			own := policyFrom(m.Options(), opts, resilientv1.E_Method)
+			report(m, LevelMethod, true, own)
+			eff := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy}, Layer{LevelMethod, own})
+			p := eff.Policy
+			at := func(f Finding) { add(m, f) }
+			level := opts.GetIdempotencyLevel()
+			idempotent := p.GetIdempotent() || level == descriptorpb.MethodOptions_IDEMPOTENT || level == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
+			keyed := p.GetIdempotencyKey() != "" || p.GetGenerateIdempotencyKey()
+			if r := p.GetRetry(); r != nil && !m.IsStreamingClient() && !m.IsStreamingServer() && (r.MaxAttempts == nil || r.GetMaxAttempts() > 1) {
+				CheckRetrySafe(string(m.Name()), idempotent, keyed, eff, at)
+			}
+			timeout, overall := p.GetTimeout().AsDuration(), p.GetOverallTimeout().AsDuration()
+			CheckTimeouts(timeout, overall, eff, at)
+			if p.GetTimeout() == nil && p.GetOverallTimeout() == nil {
+				at(Finding{RuleNoTimeout, LevelMethod, "timeout",
+					fmt.Sprintf("%s has no timeout: a call waits as long as the caller's deadline allows, and for ever without one; set timeout (one attempt) or overall_timeout (the whole call) here, on the service or on the file", m.Name())})
+			}
+		}
+	}
+}
+
+// policyFrom returns the extension xt of a descriptor's options, or nil.
+// Options that reach a buf plugin may hold the extension as unknown
+// fields; they are parsed again, into empty (a fresh options message of
+// the same type), with the extensions linked into this program.
+func policyFrom(opts proto.Message, empty proto.Message, xt protoreflect.ExtensionType) *resilientv1.Policy {
+	if opts == nil {
+		return nil
+	}
+	b, err := proto.Marshal(opts)
+	if err != nil {
+		return nil
+	}
+	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(b, empty); err != nil {
+		return nil
+	}
+	if !proto.HasExtension(empty, xt) {
+		return nil
+	}
+	p, _ := proto.GetExtension(empty, xt).(*resilientv1.Policy)
+	return p
+}
