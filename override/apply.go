@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -98,10 +99,19 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 		}
 	}
 	bulkhead("", p.Bulkhead)
+	rateLimit := func(method string, r *runtime.RateLimitPolicy) {
+		if r != nil && r.RequestsPerSecond == 0 {
+			if l := t.find(method, "rate_limit"); l != nil {
+				errs.add(l.keyFor("rate_limit.requests_per_second"), "is required: the annotation has no rate limit here, and an override that adds one must set the rate, as in rate_limit: {requests_per_second: 200}")
+			}
+		}
+	}
+	rateLimit("", p.RateLimit)
 	for i := range p.Methods {
 		m := &p.Methods[i]
 		name := methodName(m)
 		bulkhead(name, m.Bulkhead)
+		rateLimit(name, m.RateLimit)
 		if r := m.Retry; r != nil && r.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" {
 			if l := t.find(name, "retry"); l != nil {
 				fix := "remove this override"
@@ -114,6 +124,28 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 		if m.Timeout > 0 && m.OverallTimeout > 0 && m.Timeout > m.OverallTimeout {
 			if l := t.blame(name, "timeout", "overall_timeout"); l != nil {
 				errs.add(l.keyFor(l.path), "makes timeout %v longer than overall_timeout %v for %s: one attempt cannot outlast the whole call", m.Timeout, m.OverallTimeout, name)
+			}
+		}
+		if h := m.Hedging; h != nil {
+			if h.Delay == 0 {
+				if l := t.find(name, "hedging"); l != nil {
+					errs.add(l.keyFor("hedging.delay"), "is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}")
+				}
+			}
+			if !m.Idempotent {
+				if l := t.find(name, "hedging"); l != nil {
+					errs.add(l.keyFor("hedging"), "%s is not idempotent, and hedged copies run at the same time, so each could apply it: remove this override", name)
+				}
+			}
+			if m.Retry != nil && m.Retry.MaxAttempts > 1 {
+				if l := t.blame(name, "hedging.delay", "hedging.max_copies", "hedging.non_fatal_codes"); l != nil {
+					errs.add(l.keyFor(l.path), "%s also retries: a method hedges or retries, not both; turn retries off with methods.%s.retry.max_attempts: 1", name, name)
+				}
+			}
+		}
+		if c := m.Cache; c != nil && c.StaleTTL < c.FreshTTL {
+			if l := t.blame(name, "cache.fresh_ttl", "cache.stale_ttl"); l != nil {
+				errs.add(l.keyFor(l.path), "makes stale_ttl %v shorter than fresh_ttl %v for %s: raise stale_ttl, or set it to fresh_ttl for no stale answers", c.StaleTTL, c.FreshTTL, name)
 			}
 		}
 		if r := m.Retry; r != nil && r.MaxBackoff < r.InitialBackoff {
@@ -251,8 +283,78 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			return errors.New("the method has no bulkhead of its own: add bulkhead.per_method: true beside this value to give it one, or, to tune the bulkhead the service's methods share, set this value on the service")
 		}
 		setBulkhead(m.Bulkhead, field, l.value)
+	case "hedging":
+		m := methods[0] // the rules refuse hedging on a service
+		if m.Kind != runtime.KindUnary {
+			return fmt.Errorf("streams are not hedged, and %s is a streaming method: remove this override", l.method)
+		}
+		if m.Hedging == nil {
+			m.Hedging = &runtime.HedgingPolicy{MaxCopies: rules.DefaultHedgingMaxCopies, NonFatalCodes: runtime.CodesOf(rules.DefaultNonFatalCodes...)}
+		}
+		switch field {
+		case "delay":
+			m.Hedging.Delay = l.value.(time.Duration)
+		case "max_copies":
+			m.Hedging.MaxCopies = int(l.value.(uint32))
+		case "non_fatal_codes":
+			m.Hedging.NonFatalCodes = codeSet(l.value.([]string))
+		}
+	case "rate_limit":
+		if l.method == "" {
+			if p.RateLimit == nil {
+				p.RateLimit = &runtime.RateLimitPolicy{}
+			}
+			setRateLimit(p.RateLimit, field, l.value)
+			return nil
+		}
+		m := methods[0]
+		if field == "per_method" {
+			switch {
+			case !l.value.(bool):
+				m.RateLimit = nil
+			case m.RateLimit == nil && p.RateLimit != nil:
+				r := *p.RateLimit
+				m.RateLimit = &r
+			case m.RateLimit == nil:
+				m.RateLimit = &runtime.RateLimitPolicy{}
+			}
+			return nil
+		}
+		if m.RateLimit == nil {
+			return errors.New("the method has no rate limit of its own: add rate_limit.per_method: true beside this value to give it one, or, to tune the limit the service's methods share, set this value on the service")
+		}
+		setRateLimit(m.RateLimit, field, l.value)
+	case "cache":
+		m := methods[0] // the rules refuse a cache on a service
+		if m.Cache == nil {
+			return errors.New("the method has no cache annotated: its key is generated from the cache's key_fields in the .proto; add the cache there and regenerate")
+		}
+		switch field {
+		case "fresh_ttl":
+			m.Cache.FreshTTL = l.value.(time.Duration)
+		case "stale_ttl":
+			m.Cache.StaleTTL = l.value.(time.Duration)
+		case "max_entries":
+			m.Cache.MaxEntries = int(l.value.(uint32))
+		}
 	}
 	return nil
+}
+
+// setRateLimit sets one value of a rate limit; a limit given a rate and no
+// burst gets the default burst, the rate rounded up.
+func setRateLimit(r *runtime.RateLimitPolicy, field string, v any) {
+	switch field {
+	case "requests_per_second":
+		r.RequestsPerSecond = v.(float64)
+		if r.Burst == 0 && r.RequestsPerSecond > 0 && !math.IsInf(r.RequestsPerSecond, 0) {
+			r.Burst = int(max(1, min(math.Ceil(r.RequestsPerSecond), math.MaxInt32)))
+		}
+	case "burst":
+		r.Burst = int(v.(uint32))
+	case "max_wait":
+		r.MaxWait = v.(time.Duration)
+	}
 }
 
 func defaultRetry() *runtime.RetryPolicy {

@@ -51,7 +51,10 @@ var policyDesc = (&resilientv1.Policy{}).ProtoReflect().Descriptor()
 // contractFields are facts about the service, not settings: changing them
 // would make the client retry what the service does not expect to see
 // twice.
-var contractFields = map[string]bool{"idempotent": true, "idempotency_key": true}
+var contractFields = map[string]bool{"idempotent": true, "idempotency_key": true,
+	// The key function is generated from key_fields; whether a key is
+	// generated decides whether a method may be retried.
+	"generate_idempotency_key": true, "cache.key_fields": true}
 
 func (s *Set) target(name string, known map[string]*runtime.ServicePolicy) *service {
 	t := s.targets[name]
@@ -177,6 +180,9 @@ func field(md protoreflect.MessageDescriptor, k, path string) (protoreflect.Fiel
 		}
 		return nil, fmt.Sprintf("unknown field%s; the fields are those of the annotation: %s", hint, fieldNames(md))
 	}
+	if msg := serverFieldProblem(path); msg != "" {
+		return nil, msg
+	}
 	if contractFields[path] {
 		return nil, fmt.Sprintf("%s is part of the service's contract, not a setting: an override cannot make a method safe to repeat; change the .proto and regenerate", k)
 	}
@@ -230,6 +236,10 @@ func (t *service) store(l *leaf) {
 		msg.Set(fd, protoreflect.ValueOfUint32(v))
 	case float64:
 		msg.Set(fd, protoreflect.ValueOfFloat64(v))
+	case string:
+		msg.Set(fd, protoreflect.ValueOfString(v))
+	case protoreflect.EnumNumber:
+		msg.Set(fd, protoreflect.ValueOfEnum(v))
 	case time.Duration:
 		msg.Set(fd, protoreflect.ValueOfMessage(durationpb.New(v).ProtoReflect()))
 	case []string:
@@ -296,6 +306,9 @@ func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
 			return nil, fmt.Errorf("must be a number, got %s", show(raw))
 		}
 		return f, nil
+	}
+	if v, err, ok := convertServer(fd, raw); ok {
+		return v, err
 	}
 	return nil, fmt.Errorf("cannot be overridden")
 }

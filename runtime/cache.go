@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -76,9 +77,10 @@ type cacheEntry struct {
 
 // flight is one call shared by every caller of a key.
 type flight struct {
-	done chan struct{}
-	val  any
-	err  error
+	done     chan struct{}
+	val      any
+	err      error
+	panicked any // what the call panicked with, re-raised in each caller
 }
 
 func newCache(p CachePolicy) *cache {
@@ -177,6 +179,9 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 	case <-ctx.Done():
 		return nil, statusFromContext(ctx.Err()), false
 	}
+	if f.panicked != nil {
+		panic(f.panicked)
+	}
 	if f.err == nil {
 		return copyOf(f.val.(*Resp)), nil, false
 	}
@@ -196,6 +201,14 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 // may be gone.
 func fetch[Req, Resp any](ctx context.Context, m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
+	defer func() {
+		// A panic in the call is the callers' to see, as if they had made
+		// the call themselves, not a crash of a goroutine of the runtime.
+		if r := recover(); r != nil {
+			f.panicked = r
+			m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now())
+		}
+	}()
 	limit := m.policy.OverallTimeout
 	if limit == 0 {
 		limit = m.policy.Timeout

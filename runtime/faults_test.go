@@ -62,7 +62,10 @@ type fallbacks struct{ n atomic.Int32 }
 // not nil).
 func invClient(t *testing.T, cc grpc.ClientConnInterface, fb *fallbacks, edit func(p *runtime.ServicePolicy)) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
-	var opts inventoryv1.InventoryServiceResilientOptions
+	// These tests are about the layers every call goes through; GetStock's
+	// cache (which would answer most of their repeated calls) and the
+	// service's rate limit have tests of their own.
+	opts := inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithPolicy(withoutCacheAndRateLimit)}}
 	if edit != nil {
 		opts.Runtime = append(opts.Runtime, runtime.WithPolicy(edit))
 	}
@@ -77,6 +80,15 @@ func invClient(t *testing.T, cc grpc.ClientConnInterface, fb *fallbacks, edit fu
 		t.Fatal(err)
 	}
 	return c
+}
+
+// withoutCacheAndRateLimit removes the cache and the rate limits from the
+// annotated inventory policy.
+func withoutCacheAndRateLimit(p *runtime.ServicePolicy) {
+	p.RateLimit = nil
+	for i := range p.Methods {
+		p.Methods[i].Cache, p.Methods[i].RateLimit = nil, nil
+	}
 }
 
 func getStockOf(ctx context.Context, c *inventoryv1.InventoryServiceResilientClient) (time.Duration, error) {
@@ -186,6 +198,7 @@ func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
 	clock := newFakeClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{
 		runtime.WithClock(clock), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			withoutCacheAndRateLimit(p)
 			getStockPolicy(50*time.Millisecond, 3)(p)
 			p.Breaker = breakerPolicy(5, 1)
 		})}})

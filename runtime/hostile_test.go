@@ -134,8 +134,8 @@ func TestHostileConstructorInputs(t *testing.T) {
 }
 
 // TestHostileNilConnection: a constructor that returns an error should
-// refuse a nil connection, or the calls through it should fail; today the
-// constructor accepts it and the first call panics.
+// refuse a nil connection, or the calls through it should fail; the
+// constructor accepts it and each call fails with FAILED_PRECONDITION.
 func TestHostileNilConnection(t *testing.T) {
 	c, err := inventoryv1.NewInventoryServiceResilientClient(nil, inventoryv1.InventoryServiceResilientOptions{})
 	if err != nil {
@@ -148,8 +148,8 @@ func TestHostileNilConnection(t *testing.T) {
 			}
 		}()
 		_, err = c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "a"})
-		if err == nil {
-			t.Error("a call on a nil connection succeeded")
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("a call on a nil connection: %v, want FAILED_PRECONDITION", err)
 		}
 	}()
 }

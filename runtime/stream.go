@@ -30,10 +30,23 @@ type conn struct {
 }
 
 func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if w.cc == nil {
+		return nilConnError(method)
+	}
 	return w.cc.Invoke(ctx, method, args, reply, opts...)
 }
 
+// nilConnError is returned by a client built on a nil connection, at its
+// first call: the generated constructors have no way to refuse one without
+// changing their signature.
+func nilConnError(method string) error {
+	return misuseError(codes.FailedPrecondition, method, "the client was built on a nil grpc.ClientConnInterface: pass the connection from grpc.NewClient")
+}
+
 func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if w.cc == nil {
+		return nil, nilConnError(method)
+	}
 	m := w.c.byName[method]
 	if m == nil {
 		return w.cc.NewStream(ctx, desc, method, opts...)

@@ -54,7 +54,12 @@ type (
 		Budget   *budgetPolicy
 		Breaker  *breakerPolicy
 		Bulkhead *bulkheadPolicy
-		Methods  []*methodPolicy
+		// RateLimit is the token bucket the service's methods share.
+		RateLimit *rateLimitPolicy
+		Methods   []*methodPolicy
+		// Server is the server-side policy, nil when the service and its
+		// methods have no server-side annotation (server.go).
+		Server *serverPolicy
 	}
 	methodPolicy struct {
 		Name           string
@@ -69,6 +74,17 @@ type (
 		// Key is how generated code reads the idempotency key from the
 		// request; nil for none.
 		Key *keyField
+		// GenerateIdempotencyKey, Hedging, RateLimit (the method's own) and
+		// Cache: patterns.go.
+		GenerateIdempotencyKey bool
+		Hedging                *hedgingPolicy
+		RateLimit              *rateLimitPolicy
+		Cache                  *cachePolicy
+		// Priority is the name of the annotated runtime.Priority constant
+		// ("PriorityHigh"), "" when no level sets a priority.
+		Priority string
+		// Server is the method's server-side policy (server.go).
+		Server *serverMethodPolicy
 	}
 	retryPolicy struct {
 		MaxAttempts    int
@@ -137,12 +153,16 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 	if bh := shared.policy.GetBulkhead(); bh != nil {
 		sp.Bulkhead = bulkheadOf(bh, shared, at, ps)
 	}
+	if rl := shared.policy.GetRateLimit(); rl != nil {
+		sp.RateLimit = rateLimitOf(rl, shared, at, ps)
+	}
 	retries := false
 	for _, m := range s.Methods {
 		mp := resolveMethod(f, m, filePolicy, svcPolicy, ps)
 		retries = retries || mp.Retry != nil
 		sp.Methods = append(sp.Methods, mp)
 	}
+	sp.Server = resolveServer(sp, shared, at, ps)
 	// The budget exists only to bound retries; a service that never retries
 	// has none, whatever its annotation says.
 	if retries {
@@ -192,7 +212,7 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 			rp := retryOf(r)
 			if rp.MaxAttempts > 1 {
 				mp.Retry = rp
-				rules.CheckRetrySafe(string(m.Desc.Name()), mp.Idempotent, mp.IdempotencyKey != "", eff.rules, ps.report(at))
+				rules.CheckRetrySafe(string(m.Desc.Name()), mp.Idempotent, mp.IdempotencyKey != "" || p.GetGenerateIdempotencyKey(), eff.rules, ps.report(at))
 				checkBackoff(rp, eff, at, ps)
 			}
 		}
@@ -201,6 +221,9 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 	mp.Timeout = durationOf(p.GetTimeout(), 0)
 	mp.OverallTimeout = durationOf(p.GetOverallTimeout(), 0)
 	rules.CheckTimeouts(mp.Timeout, mp.OverallTimeout, eff.rules, ps.report(at))
+
+	resolvePatterns(m, mp, own, eff, at, ps)
+	resolveServerMethod(m, mp, eff, at, ps)
 
 	// A method's own breaker or bulkhead starts from the shared settings
 	// (file and service) and overrides them with its own.

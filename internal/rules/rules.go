@@ -37,13 +37,24 @@ const (
 	DefaultBreakerWindow  = 10 * time.Second
 	DefaultCoolDown       = 10 * time.Second
 	DefaultHalfOpenProbes = 3
+
+	DefaultHedgingMaxCopies = 2
+	DefaultCacheMaxEntries  = 10000
+
+	DefaultShedPushback = time.Second
+	DefaultLease        = 10 * time.Second
 )
+
+// DefaultSheddingCode is the status code of a shedding refusal that sets
+// none.
+const DefaultSheddingCode = codes.Unavailable
 
 // The default status code lists of the options contract. Callers must not
 // change them.
 var (
 	DefaultRetryableCodes = []codes.Code{codes.Unavailable}
 	DefaultFailureCodes   = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}
+	DefaultNonFatalCodes  = []codes.Code{codes.Unavailable}
 )
 
 // AnswerCodes are the codes by which a service answers a request it
@@ -108,6 +119,37 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 			c.add("circuit_breaker.per_method", "per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own")
 		}
 	}
+	c.priority(p)
+	if sv := p.GetServer(); sv != nil {
+		c.positive("server.min_deadline", sv.GetMinDeadline(), "remove it to refuse only the requests whose deadline has passed")
+		c.positive("server.default_timeout", sv.GetDefaultTimeout(), "remove it to leave a request without deadline unbounded")
+		if d := sv.GetDedup(); d != nil {
+			c.positive("server.dedup.ttl", d.GetTtl(), "it is how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}")
+			c.positive("server.dedup.lease", d.GetLease(), fmt.Sprintf("remove it for the default %v", DefaultLease))
+			if v := d.GetOnStoreError(); resilientv1.OnStoreError_name[int32(v)] == "" {
+				c.add("server.dedup.on_store_error", "unknown value %d: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP", int32(v))
+			}
+		}
+	}
+	if sh := p.GetShedding(); sh != nil {
+		if onMethod {
+			c.add("shedding", "shedding limits the requests in flight of the whole service: set it on the service or the file, and give the method a priority instead")
+		} else {
+			for _, l := range []struct {
+				name string
+				v    *uint32
+			}{{"low", sh.Low}, {"normal", sh.Normal}, {"high", sh.High}, {"critical", sh.Critical}} {
+				c.atLeastOne("shedding."+l.name, l.v, "it is the number of requests in flight from which "+l.name+"-priority requests are refused")
+			}
+			c.positive("shedding.pushback", sh.GetPushback(), fmt.Sprintf("remove it for the default %v", DefaultShedPushback))
+			if sh.Code != nil {
+				if code, ok := ParseCode(sh.GetCode()); !ok || (code != codes.Unavailable && code != codes.ResourceExhausted) {
+					c.add("shedding.code", `must be "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got %q; remove it for the default "UNAVAILABLE"`, sh.GetCode())
+				}
+			}
+		}
+	}
+	c.patterns(p, onMethod)
 	if bh := p.GetBulkhead(); bh != nil {
 		c.atLeastOne("bulkhead.permits", bh.Permits, "it is the number of calls allowed in flight at once")
 		c.duration("bulkhead.max_wait", bh.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when every permit is taken")
@@ -118,6 +160,85 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 }
 
 type checker struct{ add Report }
+
+// patterns checks the values of hedging, rate_limit, cache and
+// generate_idempotency_key written in one policy.
+func (c checker) patterns(p *resilientv1.Policy, onMethod bool) {
+	if h := p.GetHedging(); h != nil {
+		if !onMethod {
+			c.add("hedging", "hedging is decided method by method, for idempotent reads with a long latency tail: move it to the (resilient.v1.method) of each such method")
+		} else {
+			c.positive("hedging.delay", h.GetDelay(), "a good value is the method's observed p95, as in hedging: {delay: {nanos: 80000000}}")
+			if h.MaxCopies != nil && h.GetMaxCopies() < 2 {
+				c.add("hedging.max_copies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging); remove it for the default %d", h.GetMaxCopies(), DefaultHedgingMaxCopies)
+			}
+			c.codes("hedging.non_fatal_codes", h.GetNonFatalCodes(), true)
+		}
+	}
+	if r := p.GetRateLimit(); r != nil {
+		if r.RequestsPerSecond != nil {
+			if x := r.GetRequestsPerSecond(); !(x > 0) || math.IsInf(x, 0) {
+				c.add("rate_limit.requests_per_second", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed, as in rate_limit: {requests_per_second: 200}", x)
+			}
+		}
+		c.atLeastOne("rate_limit.burst", r.Burst, "remove it for the default, requests_per_second rounded up")
+		c.duration("rate_limit.max_wait", r.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when no token is left")
+		if r.PerMethod != nil && !onMethod {
+			c.add("rate_limit.per_method", "per_method is only meaningful on a method: remove it here, and set rate_limit: {per_method: true, requests_per_second: N} on each method that needs a limit of its own")
+		}
+	}
+	if ca := p.GetCache(); ca != nil {
+		if !onMethod {
+			c.add("cache", "a cache is keyed by the fields of one method's request: move it to the (resilient.v1.method) of each cached method")
+		} else {
+			c.positive("cache.fresh_ttl", ca.GetFreshTtl(), "it is how long an answer is served without calling, as in cache: {fresh_ttl: {seconds: 1}}")
+			c.positive("cache.stale_ttl", ca.GetStaleTtl(), "remove it for no stale answers (the default, equal to fresh_ttl)")
+			if f, st := ca.GetFreshTtl(), ca.GetStaleTtl(); f != nil && st != nil && f.AsDuration() > 0 && st.AsDuration() > 0 && st.AsDuration() < f.AsDuration() {
+				c.add("cache.stale_ttl", "%v is shorter than fresh_ttl %v: an answer is stale only after it stopped being fresh; raise stale_ttl, or remove it for no stale answers", st.AsDuration(), f.AsDuration())
+			}
+			c.atLeastOne("cache.max_entries", ca.MaxEntries, fmt.Sprintf("remove it for the default %d", DefaultCacheMaxEntries))
+			seen := map[string]bool{}
+			for i, k := range ca.GetKeyFields() {
+				if seen[k] {
+					c.add(fmt.Sprintf("cache.key_fields[%d]", i), "%q is listed twice: remove the repeat", k)
+				}
+				seen[k] = true
+			}
+		}
+	}
+	if p.GetGenerateIdempotencyKey() && p.GetIdempotencyKey() != "" {
+		c.add("generate_idempotency_key", "the method already sends its field %q as the idempotency key: remove generate_idempotency_key, or idempotency_key", p.GetIdempotencyKey())
+	}
+}
+
+// priority refuses a priority number the contract does not define.
+func (c checker) priority(p *resilientv1.Policy) {
+	if v := p.GetPriority(); resilientv1.Priority_name[int32(v)] == "" {
+		c.add("priority", "unknown priority %d: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL", int32(v))
+	}
+}
+
+// SheddingLimits checks the four limits of a resolved shedding policy
+// together: every one set, and none below the limit of a lower priority.
+// add receives the field that is wrong.
+func SheddingLimits(low, normal, high, critical *uint32, add Report) {
+	prev, prevName := uint32(0), ""
+	for _, l := range []struct {
+		name string
+		v    *uint32
+	}{{"low", low}, {"normal", normal}, {"high", high}, {"critical", critical}} {
+		switch {
+		case l.v == nil:
+			add("shedding."+l.name, "is required: set the in-flight limit of every priority, as in shedding: {low: 50, normal: 150, high: 180, critical: 200}")
+			continue
+		case *l.v < prev:
+			add("shedding."+l.name, "%d is below %s (%d): the limits are cumulative, and a more important request may never be refused before a less important one; raise %s or lower %s", *l.v, prevName, prev, l.name, prevName)
+		}
+		if *l.v >= prev {
+			prev, prevName = *l.v, l.name
+		}
+	}
+}
 
 func (c checker) positive(path string, d *durationpb.Duration, fix string) {
 	c.duration(path, d, false, fix)

@@ -324,6 +324,112 @@ func (x *WatchStockResponse) GetUnits() int64 {
 	return 0
 }
 
+// StockReportRequest names the warehouse to report on.
+type StockReportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Warehouse     string                 `protobuf:"bytes,1,opt,name=warehouse,proto3" json:"warehouse,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StockReportRequest) Reset() {
+	*x = StockReportRequest{}
+	mi := &file_example_inventory_v1_inventory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StockReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StockReportRequest) ProtoMessage() {}
+
+func (x *StockReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_example_inventory_v1_inventory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StockReportRequest.ProtoReflect.Descriptor instead.
+func (*StockReportRequest) Descriptor() ([]byte, []int) {
+	return file_example_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StockReportRequest) GetWarehouse() string {
+	if x != nil {
+		return x.Warehouse
+	}
+	return ""
+}
+
+// StockReportResponse sums the stock of the warehouse.
+type StockReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Warehouse     string                 `protobuf:"bytes,1,opt,name=warehouse,proto3" json:"warehouse,omitempty"`
+	Products      int64                  `protobuf:"varint,2,opt,name=products,proto3" json:"products,omitempty"`
+	Units         int64                  `protobuf:"varint,3,opt,name=units,proto3" json:"units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StockReportResponse) Reset() {
+	*x = StockReportResponse{}
+	mi := &file_example_inventory_v1_inventory_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StockReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StockReportResponse) ProtoMessage() {}
+
+func (x *StockReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_example_inventory_v1_inventory_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StockReportResponse.ProtoReflect.Descriptor instead.
+func (*StockReportResponse) Descriptor() ([]byte, []int) {
+	return file_example_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *StockReportResponse) GetWarehouse() string {
+	if x != nil {
+		return x.Warehouse
+	}
+	return ""
+}
+
+func (x *StockReportResponse) GetProducts() int64 {
+	if x != nil {
+		return x.Products
+	}
+	return 0
+}
+
+func (x *StockReportResponse) GetUnits() int64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
 var File_example_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_example_inventory_v1_inventory_proto_rawDesc = "" +
@@ -344,14 +450,25 @@ const file_example_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x03sku\x18\x01 \x01(\tR\x03sku\"<\n" +
 	"\x12WatchStockResponse\x12\x10\n" +
 	"\x03sku\x18\x01 \x01(\tR\x03sku\x12\x14\n" +
-	"\x05units\x18\x02 \x01(\x03R\x05units2\xb3\x03\n" +
-	"\x10InventoryService\x12t\n" +
-	"\bGetStock\x12%.example.inventory.v1.GetStockRequest\x1a&.example.inventory.v1.GetStockResponse\"\x19\xba\xb7\x1c\x12\"\x10\b\x03\x12\x05\x10\x80\xe1\xeb\x17\x1a\x05\x10\x80\x84\xaf_\x90\x02\x01\x12y\n" +
-	"\fReserveStock\x12).example.inventory.v1.ReserveStockRequest\x1a*.example.inventory.v1.ReserveStockResponse\"\x12\xba\xb7\x1c\x0e\"\x02\b\x03B\border_id\x12q\n" +
+	"\x05units\x18\x02 \x01(\x03R\x05units\"2\n" +
+	"\x12StockReportRequest\x12\x1c\n" +
+	"\twarehouse\x18\x01 \x01(\tR\twarehouse\"e\n" +
+	"\x13StockReportResponse\x12\x1c\n" +
+	"\twarehouse\x18\x01 \x01(\tR\twarehouse\x12\x1a\n" +
+	"\bproducts\x18\x02 \x01(\x03R\bproducts\x12\x14\n" +
+	"\x05units\x18\x03 \x01(\x03R\x05units2\x8a\x05\n" +
+	"\x10InventoryService\x12\x89\x01\n" +
+	"\bGetStock\x12%.example.inventory.v1.GetStockRequest\x1a&.example.inventory.v1.GetStockResponse\".\xba\xb7\x1c'\"\x10\b\x03\x12\x05\x10\x80\xe1\xeb\x17\x1a\x05\x10\x80\x84\xaf_Z\x11\n" +
+	"\x02\b\x01\x12\x03\b\xac\x02\x1a\x03sku \x90Nh\x02\x90\x02\x01\x12\x87\x01\n" +
+	"\fReserveStock\x12).example.inventory.v1.ReserveStockRequest\x1a*.example.inventory.v1.ReserveStockResponse\" \xba\xb7\x1c\x1c\"\x02\b\x03B\border_idh\x03r\n" +
+	"\x1a\b\n" +
+	"\x04\b\x80\xa3\x05\x10\x01\x12q\n" +
 	"\n" +
 	"WatchStock\x12'.example.inventory.v1.WatchStockRequest\x1a(.example.inventory.v1.WatchStockResponse\"\x0e\xba\xb7\x1c\n" +
-	"\x12\x02\b<:\x04\b\x04\x18\x010\x01\x1a;\xba\xb7\x1c7\x12\x06\x10\x80Ɔ\x8f\x01*\v\t\x9a\x99\x99\x99\x99\x99\xb9?\x10\n" +
-	"2\x15\t\x00\x00\x00\x00\x00\x00\xe0?\x10\x14\x1a\x02\b\x02\"\x02\b\x02(\x03:\t\b\b\x12\x05\x10\x80\xda\xc4\tBPZNgithub.com/go-resilient/resilient/example/gen/example/inventory/v1;inventoryv1b\x06proto3"
+	"\x12\x02\b<:\x04\b\x04\x18\x010\x01\x12m\n" +
+	"\vStockReport\x12(.example.inventory.v1.StockReportRequest\x1a).example.inventory.v1.StockReportResponse\"\t\xba\xb7\x1c\x02h\x01\x90\x02\x01\x1a~\xba\xb7\x1cz\x12\x06\x10\x80Ɔ\x8f\x01*\v\t\x9a\x99\x99\x99\x99\x99\xb9?\x10\n" +
+	"2\x15\t\x00\x00\x00\x00\x00\x00\xe0?\x10\x14\x1a\x02\b\x02\"\x02\b\x02(\x03:\t\b\b\x12\x05\x10\x80\xda\xc4\tR\x12\t\x00\x00\x00\x00\x00@\x7f@\x10d\x1a\x05\x10\x80\xda\xc4\tr\a\n" +
+	"\x05\x10\x80\xad\xe2\x04z$\b\b\x10 \x180 @*\x06\x10\x80ʵ\xee\x012\x12RESOURCE_EXHAUSTEDBPZNgithub.com/go-resilient/resilient/example/gen/example/inventory/v1;inventoryv1b\x06proto3"
 
 var (
 	file_example_inventory_v1_inventory_proto_rawDescOnce sync.Once
@@ -365,7 +482,7 @@ func file_example_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 	return file_example_inventory_v1_inventory_proto_rawDescData
 }
 
-var file_example_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_example_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_example_inventory_v1_inventory_proto_goTypes = []any{
 	(*GetStockRequest)(nil),      // 0: example.inventory.v1.GetStockRequest
 	(*GetStockResponse)(nil),     // 1: example.inventory.v1.GetStockResponse
@@ -373,16 +490,20 @@ var file_example_inventory_v1_inventory_proto_goTypes = []any{
 	(*ReserveStockResponse)(nil), // 3: example.inventory.v1.ReserveStockResponse
 	(*WatchStockRequest)(nil),    // 4: example.inventory.v1.WatchStockRequest
 	(*WatchStockResponse)(nil),   // 5: example.inventory.v1.WatchStockResponse
+	(*StockReportRequest)(nil),   // 6: example.inventory.v1.StockReportRequest
+	(*StockReportResponse)(nil),  // 7: example.inventory.v1.StockReportResponse
 }
 var file_example_inventory_v1_inventory_proto_depIdxs = []int32{
 	0, // 0: example.inventory.v1.InventoryService.GetStock:input_type -> example.inventory.v1.GetStockRequest
 	2, // 1: example.inventory.v1.InventoryService.ReserveStock:input_type -> example.inventory.v1.ReserveStockRequest
 	4, // 2: example.inventory.v1.InventoryService.WatchStock:input_type -> example.inventory.v1.WatchStockRequest
-	1, // 3: example.inventory.v1.InventoryService.GetStock:output_type -> example.inventory.v1.GetStockResponse
-	3, // 4: example.inventory.v1.InventoryService.ReserveStock:output_type -> example.inventory.v1.ReserveStockResponse
-	5, // 5: example.inventory.v1.InventoryService.WatchStock:output_type -> example.inventory.v1.WatchStockResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
+	6, // 3: example.inventory.v1.InventoryService.StockReport:input_type -> example.inventory.v1.StockReportRequest
+	1, // 4: example.inventory.v1.InventoryService.GetStock:output_type -> example.inventory.v1.GetStockResponse
+	3, // 5: example.inventory.v1.InventoryService.ReserveStock:output_type -> example.inventory.v1.ReserveStockResponse
+	5, // 6: example.inventory.v1.InventoryService.WatchStock:output_type -> example.inventory.v1.WatchStockResponse
+	7, // 7: example.inventory.v1.InventoryService.StockReport:output_type -> example.inventory.v1.StockReportResponse
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -399,7 +520,7 @@ func file_example_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_example_inventory_v1_inventory_proto_rawDesc), len(file_example_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

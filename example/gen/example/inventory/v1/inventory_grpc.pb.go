@@ -22,6 +22,7 @@ const (
 	InventoryService_GetStock_FullMethodName     = "/example.inventory.v1.InventoryService/GetStock"
 	InventoryService_ReserveStock_FullMethodName = "/example.inventory.v1.InventoryService/ReserveStock"
 	InventoryService_WatchStock_FullMethodName   = "/example.inventory.v1.InventoryService/WatchStock"
+	InventoryService_StockReport_FullMethodName  = "/example.inventory.v1.InventoryService/StockReport"
 )
 
 // InventoryServiceClient is the client API for InventoryService service.
@@ -32,15 +33,21 @@ const (
 // holds units for orders.
 type InventoryServiceClient interface {
 	// GetStock reads the units in stock of one product. It has no side
-	// effects, so it is retried on UNAVAILABLE.
+	// effects, so it is retried on UNAVAILABLE, and its answers are cached
+	// per product: fresh for 1 s, and for 5 minutes a stale answer is better
+	// than none when inventory fails.
 	GetStock(ctx context.Context, in *GetStockRequest, opts ...grpc.CallOption) (*GetStockResponse, error)
 	// ReserveStock holds units of a product for an order. The order id is the
 	// idempotency key: the server recognises a repeat, so retrying is safe.
+	// Users wait for it: it is shed only after everything but critical work.
 	ReserveStock(ctx context.Context, in *ReserveStockRequest, opts ...grpc.CallOption) (*ReserveStockResponse, error)
 	// WatchStock streams the stock of a product each time it changes. Opening
 	// the stream goes through the breaker and the bulkhead; it is never
 	// retried once a message arrived.
 	WatchStock(ctx context.Context, in *WatchStockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStockResponse], error)
+	// StockReport sums the stock of a warehouse for a report. Nobody waits
+	// for it: it is the first work the server sheds under load.
+	StockReport(ctx context.Context, in *StockReportRequest, opts ...grpc.CallOption) (*StockReportResponse, error)
 }
 
 type inventoryServiceClient struct {
@@ -90,6 +97,16 @@ func (c *inventoryServiceClient) WatchStock(ctx context.Context, in *WatchStockR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type InventoryService_WatchStockClient = grpc.ServerStreamingClient[WatchStockResponse]
 
+func (c *inventoryServiceClient) StockReport(ctx context.Context, in *StockReportRequest, opts ...grpc.CallOption) (*StockReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StockReportResponse)
+	err := c.cc.Invoke(ctx, InventoryService_StockReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InventoryServiceServer is the server API for InventoryService service.
 // All implementations must embed UnimplementedInventoryServiceServer
 // for forward compatibility.
@@ -98,15 +115,21 @@ type InventoryService_WatchStockClient = grpc.ServerStreamingClient[WatchStockRe
 // holds units for orders.
 type InventoryServiceServer interface {
 	// GetStock reads the units in stock of one product. It has no side
-	// effects, so it is retried on UNAVAILABLE.
+	// effects, so it is retried on UNAVAILABLE, and its answers are cached
+	// per product: fresh for 1 s, and for 5 minutes a stale answer is better
+	// than none when inventory fails.
 	GetStock(context.Context, *GetStockRequest) (*GetStockResponse, error)
 	// ReserveStock holds units of a product for an order. The order id is the
 	// idempotency key: the server recognises a repeat, so retrying is safe.
+	// Users wait for it: it is shed only after everything but critical work.
 	ReserveStock(context.Context, *ReserveStockRequest) (*ReserveStockResponse, error)
 	// WatchStock streams the stock of a product each time it changes. Opening
 	// the stream goes through the breaker and the bulkhead; it is never
 	// retried once a message arrived.
 	WatchStock(*WatchStockRequest, grpc.ServerStreamingServer[WatchStockResponse]) error
+	// StockReport sums the stock of a warehouse for a report. Nobody waits
+	// for it: it is the first work the server sheds under load.
+	StockReport(context.Context, *StockReportRequest) (*StockReportResponse, error)
 	mustEmbedUnimplementedInventoryServiceServer()
 }
 
@@ -125,6 +148,9 @@ func (UnimplementedInventoryServiceServer) ReserveStock(context.Context, *Reserv
 }
 func (UnimplementedInventoryServiceServer) WatchStock(*WatchStockRequest, grpc.ServerStreamingServer[WatchStockResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchStock not implemented")
+}
+func (UnimplementedInventoryServiceServer) StockReport(context.Context, *StockReportRequest) (*StockReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StockReport not implemented")
 }
 func (UnimplementedInventoryServiceServer) mustEmbedUnimplementedInventoryServiceServer() {}
 func (UnimplementedInventoryServiceServer) testEmbeddedByValue()                          {}
@@ -194,6 +220,24 @@ func _InventoryService_WatchStock_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type InventoryService_WatchStockServer = grpc.ServerStreamingServer[WatchStockResponse]
 
+func _InventoryService_StockReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StockReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InventoryServiceServer).StockReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InventoryService_StockReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InventoryServiceServer).StockReport(ctx, req.(*StockReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InventoryService_ServiceDesc is the grpc.ServiceDesc for InventoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +252,10 @@ var InventoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReserveStock",
 			Handler:    _InventoryService_ReserveStock_Handler,
+		},
+		{
+			MethodName: "StockReport",
+			Handler:    _InventoryService_StockReport_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -9,8 +9,10 @@ package inventoryv1
 import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
+	server "github.com/go-resilient/resilient/runtime/server"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
+	proto "google.golang.org/protobuf/proto"
 )
 
 // This is a compile-time assertion that this generated file is compatible
@@ -37,6 +39,11 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 		Permits: 8,
 		MaxWait: 20000000, // 20ms
 	},
+	RateLimit: &runtime.RateLimitPolicy{
+		RequestsPerSecond: 500,
+		Burst:             100,
+		MaxWait:           20000000, // 20ms
+	},
 	Methods: []runtime.MethodPolicy{
 		{ // 0
 			Name:       "/example.inventory.v1.InventoryService/GetStock",
@@ -50,6 +57,13 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 				Multiplier:     2,
 				RetryableCodes: runtime.CodesOf(codes.Unavailable),
 			},
+			Cache: &runtime.CachePolicy{
+				FreshTTL:   1000000000,   // 1s
+				StaleTTL:   300000000000, // 5m0s
+				MaxEntries: 10000,
+				KeyFields:  []string{"sku"},
+			},
+			Priority: runtime.PriorityNormal,
 		},
 		{ // 1
 			Name:           "/example.inventory.v1.InventoryService/ReserveStock",
@@ -64,6 +78,7 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 				Multiplier:     2,
 				RetryableCodes: runtime.CodesOf(codes.Unavailable),
 			},
+			Priority: runtime.PriorityHigh,
 		},
 		{ // 2
 			Name:       "/example.inventory.v1.InventoryService/WatchStock",
@@ -74,6 +89,13 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 				Permits: 4,
 				MaxWait: 20000000, // 20ms
 			},
+		},
+		{ // 3
+			Name:       "/example.inventory.v1.InventoryService/StockReport",
+			Kind:       runtime.KindUnary,
+			Idempotent: true,
+			Timeout:    300000000, // 300ms
+			Priority:   runtime.PriorityLow,
 		},
 	},
 }
@@ -96,6 +118,13 @@ type InventoryServiceResilientOptions struct {
 	// It receives the request and the final error; what it returns is
 	// returned to the caller, and returning an error fails the call.
 	ReserveStockFallback func(ctx context.Context, req *ReserveStockRequest, err error) (*ReserveStockResponse, error)
+	// StockReportFallback, when set, answers StockReport when the call
+	// failed on the dependency's side or was refused by the runtime (circuit
+	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
+	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
+	// It receives the request and the final error; what it returns is
+	// returned to the caller, and returning an error fails the call.
+	StockReportFallback func(ctx context.Context, req *StockReportRequest, err error) (*StockReportResponse, error)
 }
 
 // InventoryServiceResilientClient calls example.inventory.v1.InventoryService
@@ -113,6 +142,7 @@ type InventoryServiceResilientClient struct {
 	getStock     *runtime.Method
 	reserveStock *runtime.Method
 	watchStock   *runtime.Method
+	stockReport  *runtime.Method
 }
 
 var _ InventoryServiceClient = (*InventoryServiceResilientClient)(nil)
@@ -132,6 +162,7 @@ func NewInventoryServiceResilientClient(cc grpc.ClientConnInterface, opts Invent
 		getStock:     rt.Method(0),
 		reserveStock: rt.Method(1),
 		watchStock:   rt.Method(2),
+		stockReport:  rt.Method(3),
 	}, nil
 }
 
@@ -140,15 +171,18 @@ func NewInventoryServiceResilientClient(cc grpc.ClientConnInterface, opts Invent
 func (c *InventoryServiceResilientClient) Runtime() *runtime.Client { return c.rt }
 
 // GetStock reads the units in stock of one product. It has no side
-// effects, so it is retried on UNAVAILABLE.
+// effects, so it is retried on UNAVAILABLE, and its answers are cached
+// per product: fresh for 1 s, and for 5 minutes a stale answer is better
+// than none when inventory fails.
 func (c *InventoryServiceResilientClient) GetStock(ctx context.Context, in *GetStockRequest, opts ...grpc.CallOption) (*GetStockResponse, error) {
-	return runtime.Unary(ctx, c.getStock, "", in, opts, c.inner.GetStock, c.opts.GetStockFallback)
+	return runtime.UnaryCached(runtime.Prioritize(ctx, c.getStock), c.getStock, "", func(in *GetStockRequest) string { return in.GetSku() }, in, opts, c.inner.GetStock, c.opts.GetStockFallback)
 }
 
 // ReserveStock holds units of a product for an order. The order id is the
 // idempotency key: the server recognises a repeat, so retrying is safe.
+// Users wait for it: it is shed only after everything but critical work.
 func (c *InventoryServiceResilientClient) ReserveStock(ctx context.Context, in *ReserveStockRequest, opts ...grpc.CallOption) (*ReserveStockResponse, error) {
-	return runtime.Unary(ctx, c.reserveStock, in.GetOrderId(), in, opts, c.inner.ReserveStock, c.opts.ReserveStockFallback)
+	return runtime.Unary(runtime.Prioritize(ctx, c.reserveStock), c.reserveStock, in.GetOrderId(), in, opts, c.inner.ReserveStock, c.opts.ReserveStockFallback)
 }
 
 // WatchStock streams the stock of a product each time it changes. Opening
@@ -157,4 +191,57 @@ func (c *InventoryServiceResilientClient) ReserveStock(ctx context.Context, in *
 func (c *InventoryServiceResilientClient) WatchStock(ctx context.Context, in *WatchStockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStockResponse], error) {
 	// The wrapped connection applies the policy when the stream opens.
 	return c.inner.WatchStock(ctx, in, opts...)
+}
+
+// StockReport sums the stock of a warehouse for a report. Nobody waits
+// for it: it is the first work the server sheds under load.
+func (c *InventoryServiceResilientClient) StockReport(ctx context.Context, in *StockReportRequest, opts ...grpc.CallOption) (*StockReportResponse, error) {
+	return runtime.Unary(runtime.Prioritize(ctx, c.stockReport), c.stockReport, "", in, opts, c.inner.StockReport, c.opts.StockReportFallback)
+}
+
+// InventoryServiceServerPolicy is the server-side policy annotated on example.inventory.v1.InventoryService,
+// with defaults filled in: priorities, load shedding, deadlines and idempotency
+// dedup. Install it in the service's gRPC server with a Guard:
+//
+//	g, err := server.NewGuard([]*server.ServicePolicy{&InventoryServiceServerPolicy}, server.WithStore(store))
+//	s := grpc.NewServer(g.ServerOptions()...)
+var InventoryServiceServerPolicy = server.ServicePolicy{
+	Name: "example.inventory.v1.InventoryService",
+	Shedding: &server.SheddingPolicy{
+		Limits:   server.Limits{Low: 8, Normal: 32, High: 48, Critical: 64},
+		Pushback: 500000000, // 500ms
+		Code:     codes.ResourceExhausted,
+	},
+	Methods: []server.MethodPolicy{
+		{ // 0
+			Name:        "/example.inventory.v1.InventoryService/GetStock",
+			Kind:        runtime.KindUnary,
+			Priority:    server.PriorityNormal,
+			MinDeadline: 10000000, // 10ms
+		},
+		{ // 1
+			Name:        "/example.inventory.v1.InventoryService/ReserveStock",
+			Kind:        runtime.KindUnary,
+			Priority:    server.PriorityHigh,
+			MinDeadline: 10000000, // 10ms
+			Dedup: &server.DedupPolicy{
+				TTL:          86400000000000, // 24h0m0s
+				Lease:        10000000000,    // 10s
+				OnStoreError: server.Refuse,
+			},
+			NewResponse: func() proto.Message { return new(ReserveStockResponse) },
+		},
+		{ // 2
+			Name:        "/example.inventory.v1.InventoryService/WatchStock",
+			Kind:        runtime.KindServerStreaming,
+			Priority:    server.PriorityNormal,
+			MinDeadline: 10000000, // 10ms
+		},
+		{ // 3
+			Name:        "/example.inventory.v1.InventoryService/StockReport",
+			Kind:        runtime.KindUnary,
+			Priority:    server.PriorityLow,
+			MinDeadline: 10000000, // 10ms
+		},
+	},
 }
