@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// The circuit breaker alone, closed, with one successful call admitted and
+// recorded per operation. Both take the time twice, before and after the
+// call, as the runtime and gobreaker's Execute do.
+
+var breakerPolicy = runtime.BreakerPolicy{
+	FailureRatio:   0.5,
+	MinimumCalls:   20,
+	Window:         10 * time.Second,
+	CoolDown:       2 * time.Second,
+	HalfOpenProbes: 3,
+	FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+}
+
+// gobreakerSettings are breakerPolicy in gobreaker's terms: a rolling
+// window of ten one-second buckets, opening at half failures over at least
+// 20 calls, two seconds open, three half-open probes.
+var gobreakerSettings = gobreaker.Settings{
+	Name:         "inventory",
+	MaxRequests:  3,
+	Interval:     10 * time.Second,
+	BucketPeriod: time.Second,
+	Timeout:      2 * time.Second,
+	ReadyToTrip: func(c gobreaker.Counts) bool {
+		return c.Requests >= 20 && float64(c.TotalFailures) >= 0.5*float64(c.Requests)
+	},
+}
+
+var errRefused = errors.New("refused")
+
+// breakerOp returns one admitted-and-recorded call through a fresh breaker
+// of impl.
+func breakerOp(b *testing.B, impl string) func() {
+	switch impl {
+	case "resilient":
+		br := runtime.NewBreaker(breakerPolicy, time.Now(), nil)
+		return func() {
+			start := time.Now()
+			t, _, ok := br.Allow(start)
+			if !ok {
+				panic(errRefused)
+			}
+			now := time.Now()
+			br.Done(t, runtime.Success, now.Sub(start), now)
+		}
+	case "gobreaker":
+		cb := gobreaker.NewCircuitBreaker[struct{}](gobreakerSettings)
+		call := func() (struct{}, error) { return struct{}{}, nil }
+		return func() {
+			if _, err := cb.Execute(call); err != nil {
+				panic(err)
+			}
+		}
+	case "gobreaker-twostep":
+		cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreakerSettings)
+		return func() {
+			done, err := cb.Allow()
+			if err != nil {
+				panic(err)
+			}
+			done(nil)
+		}
+	}
+	b.Fatalf("unknown impl %q", impl)
+	return nil
+}
+
+var breakerImpls = []string{"resilient", "gobreaker", "gobreaker-twostep"}
+
+// BenchmarkBreakerSerial runs the breaker from the benchmark's goroutine.
+func BenchmarkBreakerSerial(b *testing.B) {
+	for _, impl := range breakerImpls {
+		b.Run("impl="+impl, func(b *testing.B) {
+			op := breakerOp(b, impl)
+			b.ReportAllocs()
+			for b.Loop() {
+				op()
+			}
+		})
+	}
+}
+
+// BenchmarkBreaker shares one breaker between 1, 2, 8 and 64 goroutines.
+// ns/op is wall time per call: a breaker that scales keeps it flat (or
+// lower, up to the number of cores) as goroutines are added.
+func BenchmarkBreaker(b *testing.B) {
+	for _, impl := range breakerImpls {
+		for _, g := range []int{1, 2, 8, 64} {
+			b.Run("impl="+impl+"/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+				parallel(b, g, breakerOp(b, impl))
+			})
+		}
+	}
+}
+
+// BenchmarkTimeNow is the price of one reading of the clock on the machine
+// that runs the benchmarks. The runtime's breaker and gobreaker both read
+// it twice per call; on a virtual machine it can be most of their cost.
+func BenchmarkTimeNow(b *testing.B) {
+	var t time.Time
+	for b.Loop() {
+		t = time.Now()
+	}
+	_ = t
+}
+
+// BenchmarkBreakerFixedTime is the runtime's breaker with the time given,
+// not read: the cost of its own logic, without the clock's.
+func BenchmarkBreakerFixedTime(b *testing.B) {
+	br := runtime.NewBreaker(breakerPolicy, time.Now(), nil)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		t, _, ok := br.Allow(now)
+		if !ok {
+			b.Fatal(errRefused)
+		}
+		br.Done(t, runtime.Success, 0, now)
+	}
+}

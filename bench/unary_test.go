@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// BenchmarkUnary shows what runtime.Unary costs with no policy at all (the
+// floor), and that a per-attempt timeout makes no context when the caller's
+// deadline is already shorter: policy=timeout1s/caller=deadline100ms
+// should cost what policy=none does, where caller=none and
+// caller=deadline10s pay for a context.WithTimeout.
+func BenchmarkUnary(b *testing.B) {
+	cases := []struct {
+		name    string
+		timeout time.Duration
+		ctx     context.Context
+	}{
+		{"policy=none/caller=none", 0, context.Background()},
+		{"policy=timeout1s/caller=none", time.Second, context.Background()},
+		{"policy=timeout1s/caller=deadline100ms", time.Second, slidingDeadline{context.Background(), 100 * time.Millisecond}},
+		{"policy=timeout1s/caller=deadline10s", time.Second, slidingDeadline{context.Background(), 10 * time.Second}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			m := newClient(b, &runtime.ServicePolicy{
+				Name:    "example.inventory.v1.InventoryService",
+				Methods: []runtime.MethodPolicy{{Name: method, Timeout: c.timeout}},
+			}).Method(0)
+			ctx := c.ctx
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := runtime.Unary(ctx, m, "", request, nil, noop, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sink = resp
+			}
+		})
+	}
+}
