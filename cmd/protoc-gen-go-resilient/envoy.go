@@ -99,6 +99,9 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 			if mp.Retry != nil && retries == retriesAtEnvoy {
 				envoyRetryPolicy(w, mp)
 			}
+			if mp.Hedging != nil {
+				w(4, "# not exported: hedging (delay %v, %d copies); Envoy hedges only when a per_try_timeout expires", mp.Hedging.Delay, mp.Hedging.MaxCopies)
+			}
 			if (mp.Breaker != nil) || (mp.Bulkhead != nil) {
 				w(4, "# not expressible per route: the method's own %s (Envoy's limits are per cluster; give the method a cluster of its own to separate it)", ownLimits(mp))
 			}

@@ -24,9 +24,15 @@ type (
 		RetryThrottling *retryThrottling `json:"retryThrottling,omitempty"`
 	}
 	methodConfig struct {
-		Name        []methodName   `json:"name"`
-		Timeout     string         `json:"timeout,omitempty"`
-		RetryPolicy *scRetryPolicy `json:"retryPolicy,omitempty"`
+		Name          []methodName     `json:"name"`
+		Timeout       string           `json:"timeout,omitempty"`
+		RetryPolicy   *scRetryPolicy   `json:"retryPolicy,omitempty"`
+		HedgingPolicy *scHedgingPolicy `json:"hedgingPolicy,omitempty"`
+	}
+	scHedgingPolicy struct {
+		MaxAttempts         int      `json:"maxAttempts"`
+		HedgingDelay        string   `json:"hedgingDelay"`
+		NonFatalStatusCodes []string `json:"nonFatalStatusCodes"`
 	}
 	methodName struct {
 		Service string `json:"service"`
@@ -76,7 +82,17 @@ func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, err
 					RetryableStatusCodes: codeNames(r.RetryableCodes),
 				}
 			}
-			if mc.Timeout == "" && mc.RetryPolicy == nil {
+			// gRPC takes a retry policy or a hedging policy, not both; a
+			// hedged method's copies are its attempts.
+			if h := mp.Hedging; h != nil {
+				mc.RetryPolicy = nil
+				mc.HedgingPolicy = &scHedgingPolicy{
+					MaxAttempts:         min(h.MaxCopies, grpcMaxAttempts),
+					HedgingDelay:        seconds(h.Delay),
+					NonFatalStatusCodes: codeNames(h.NonFatalCodes),
+				}
+			}
+			if mc.Timeout == "" && mc.RetryPolicy == nil && mc.HedgingPolicy == nil {
 				continue
 			}
 			sc.MethodConfig = append(sc.MethodConfig, mc)
