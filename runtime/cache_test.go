@@ -1,0 +1,228 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+)
+
+func skuKey(r *inventoryv1.GetStockRequest) string { return r.GetSku() }
+
+func cachedGetStock(ctx context.Context, rt *runtime.Client, cc grpc.ClientConnInterface, sku string) (*inventoryv1.GetStockResponse, error) {
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	return runtime.UnaryCached(ctx, rt.Method(0), "", skuKey, &inventoryv1.GetStockRequest{Sku: sku}, nil, plain.GetStock, nil)
+}
+
+func cachedInventory(t *testing.T, c *runtime.CachePolicy, breaker *runtime.BreakerPolicy, opts ...runtime.Option) *runtime.Client {
+	return inventory(t, runtime.ServicePolicy{Breaker: breaker, Methods: []runtime.MethodPolicy{
+		{Name: getStock, Idempotent: true, Timeout: time.Second, Cache: c},
+	}}, opts...)
+}
+
+// TestCacheFreshAnswersWithoutCalling: within fresh_ttl the dependency is
+// not called; after it, it is; each caller gets its own copy.
+func TestCacheFreshAnswersWithoutCalling(t *testing.T) {
+	srv, cc := start(t, server.Healthy)
+	clock := newFakeClock()
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}, nil, runtime.WithClock(clock))
+	first, err := cachedGetStock(context.Background(), rt, cc, "apple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Units = -7 // a caller changing its answer changes no one else's
+	for range 5 {
+		resp, err := cachedGetStock(context.Background(), rt, cc, "apple")
+		if err != nil || resp.GetUnits() != 42 {
+			t.Fatalf("%v %v, want the cached 42", resp, err)
+		}
+	}
+	if got := srv.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d calls, want 1: the rest were fresh", got)
+	}
+	if _, err := cachedGetStock(context.Background(), rt, cc, "pear"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Calls(getStock); got != 3 {
+		t.Errorf("server saw %d calls, want 3: another key, then apple once no longer fresh", got)
+	}
+}
+
+// TestCacheSingleFlight: concurrent callers of one key share one call.
+func TestCacheSingleFlight(t *testing.T) {
+	srv, cc := start(t, server.Slow(100*time.Millisecond))
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() {
+			resp, err := cachedGetStock(context.Background(), rt, cc, "apple")
+			if err == nil && resp.GetUnits() != 42 {
+				err = errors.New("wrong answer")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := srv.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d calls for 20 concurrent callers, want 1", got)
+	}
+}
+
+// TestCacheCallerGivingUpDoesNotFailTheOthers: the shared call runs with
+// its own deadline; the first caller's short deadline ends only its wait.
+func TestCacheCallerGivingUpDoesNotFailTheOthers(t *testing.T) {
+	srv, cc := start(t, server.Slow(150*time.Millisecond))
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
+	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := cachedGetStock(short, rt, cc, "apple")
+		firstErr <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // the second caller joins the flight
+	resp, err := cachedGetStock(context.Background(), rt, cc, "apple")
+	if err != nil || resp.GetUnits() != 42 {
+		t.Fatalf("second caller: %v %v, want the shared answer", resp, err)
+	}
+	if err := <-firstErr; status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("first caller: %v, want its own DEADLINE_EXCEEDED", err)
+	}
+	if srv.Calls(getStock) != 1 || srv.Cancelled(getStock) != 0 {
+		t.Errorf("server saw %d calls, %d cancelled; want 1 call that ran to its end", srv.Calls(getStock), srv.Cancelled(getStock))
+	}
+}
+
+// TestCacheStaleOnError: once the value is no longer fresh, a transient
+// failure is answered with it until stale_ttl, counted and reported as a
+// stale_cache fallback; an answer such as NOT_FOUND is not hidden; a key
+// with no value fails.
+func TestCacheStaleOnError(t *testing.T) {
+	srv, cc := start(t, server.Healthy)
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	var events []runtime.Event
+	var mu sync.Mutex
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
+		runtime.WithClock(clock), runtime.WithRegisterer(reg), runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		})))
+	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	clock.Advance(2 * time.Second)
+	for range 3 {
+		resp, err := cachedGetStock(context.Background(), rt, cc, "apple")
+		if err != nil || resp.GetUnits() != 42 {
+			t.Fatalf("%v %v, want the stale 42", resp, err)
+		}
+	}
+	if _, err := cachedGetStock(context.Background(), rt, cc, "pear"); status.Code(err) != codes.Unavailable {
+		t.Errorf("a key with no value: %v, want UNAVAILABLE", err)
+	}
+	srv.SetBehaviour(server.Fail(codes.NotFound))
+	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); status.Code(err) != codes.NotFound {
+		t.Errorf("an answer: %v, want NOT_FOUND, not a stale value", err)
+	}
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	clock.Advance(time.Minute)
+	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); status.Code(err) != codes.Unavailable {
+		t.Errorf("past stale_ttl: %v, want UNAVAILABLE", err)
+	}
+	if got := fallbackCount(t, reg, "stale_cache"); got != 3 {
+		t.Errorf("fallbacks_total{cause=stale_cache} = %v, want 3", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 1 || events[0].Kind != runtime.EventFallback || events[0].Cause != "stale_cache" {
+		t.Errorf("events %+v, want one stale_cache fallback for the episode", events)
+	}
+}
+
+// TestCacheStaleWhenTheBreakerIsOpen: an open breaker is answered from the
+// cache too.
+func TestCacheStaleWhenTheBreakerIsOpen(t *testing.T) {
+	srv, cc := start(t, server.Healthy)
+	clock := newFakeClock()
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Hour, MaxEntries: 10},
+		breakerPolicy(2, 1), runtime.WithClock(clock))
+	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	for range 2 { // two failures of other keys open the breaker
+		_, _ = cachedGetStock(context.Background(), rt, cc, "x"+time.Now().String())
+	}
+	if s, _ := rt.BreakerState(getStock); s != runtime.StateOpen {
+		t.Fatalf("breaker %v, want open", s)
+	}
+	clock.Advance(2 * time.Second)
+	calls := srv.Calls(getStock)
+	resp, err := cachedGetStock(context.Background(), rt, cc, "apple")
+	if err != nil || resp.GetUnits() != 42 {
+		t.Fatalf("%v %v, want the stale answer while the breaker is open", resp, err)
+	}
+	if srv.Calls(getStock) != calls {
+		t.Error("a call passed the open breaker")
+	}
+}
+
+// TestCacheEvictsTheLeastRecentlyUsed: memory is bounded by max_entries.
+func TestCacheEvictsTheLeastRecentlyUsed(t *testing.T) {
+	srv, cc := start(t, server.Healthy)
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 2}, nil)
+	for _, sku := range []string{"a", "b", "a", "c", "a", "b"} {
+		if _, err := cachedGetStock(context.Background(), rt, cc, sku); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a (call), b (call), a (hit), c (call, evicts b), a (hit), b (call).
+	if got := srv.Calls(getStock); got != 4 {
+		t.Errorf("server saw %d calls, want 4", got)
+	}
+}
+
+func fallbackCount(t *testing.T, reg *prometheus.Registry, cause string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "resilient_client_fallbacks_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cause" && l.GetValue() == cause {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
