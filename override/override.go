@@ -109,6 +109,9 @@ func (s *Set) Options(p *runtime.ServicePolicy) []runtime.Option {
 	}
 	var opts []runtime.Option
 	for _, l := range t.ordered() {
+		if isServerLeaf(l) {
+			continue // for the server: ServerOptions
+		}
 		opts = append(opts, runtime.WithPolicyFrom(l.source, func(p *runtime.ServicePolicy) {
 			t.applyLeaf(p, l) //nolint:errcheck // checked by Parse
 		}))

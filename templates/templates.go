@@ -31,6 +31,12 @@ var Funcs = template.FuncMap{
 	"context": unset,
 	// codes returns a runtime.CodesOf call listing the given codes.
 	"codes": unset,
+	// srv returns the named identifier of the runtime/server package.
+	"srv": unset,
+	// proto returns the named identifier of google.golang.org/protobuf/proto.
+	"proto": unset,
+	// code returns one codes.Code constant.
+	"code": unset,
 	// nanos returns a time.Duration as an integer literal of nanoseconds.
 	"nanos": unset,
 	// float returns a float64 as the shortest Go literal that holds it.

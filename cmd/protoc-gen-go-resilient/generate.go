@@ -26,6 +26,8 @@ const (
 	grpcPackage    = protogen.GoImportPath("google.golang.org/grpc")
 	codesPackage   = protogen.GoImportPath("google.golang.org/grpc/codes")
 	runtimePackage = protogen.GoImportPath("github.com/go-resilient/resilient/runtime")
+	serverPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/server")
+	protoPackage   = protogen.GoImportPath("google.golang.org/protobuf/proto")
 )
 
 // generateWith is the plugin: it resolves and checks the policy of every
@@ -198,6 +200,9 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 			}
 			return g.QualifiedGoIdent(runtimePackage.Ident("CodesOf")) + "(" + strings.Join(args, ", ") + ")"
 		},
+		"srv":   func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
+		"proto": func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
+		"code":  func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
 		"nanos": func(d time.Duration) string { return strconv.FormatInt(int64(d), 10) },
 		"float": func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
 	}

@@ -45,6 +45,27 @@ func TestRefusals(t *testing.T) {
 			`refuse/code_unknown.proto:10:3: resilienttest.refuse.code_unknown.Svc.Get: (resilient.v1.method).retry.retryable_codes[1]: unknown status code "Unavailable": did you mean "UNAVAILABLE"? Codes are written by their canonical upper-case name`,
 			`refuse/code_unknown.proto:10:3: resilienttest.refuse.code_unknown.Svc.Get: (resilient.v1.method).retry.retryable_codes[2]: unknown status code "BOGUS": write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`,
 		}},
+		{"dedup_lease_negative", []string{
+			"refuse/dedup_lease_negative.proto:11:3: resilienttest.refuse.dedup_lease_negative.Svc.Put: (resilient.v1.method).server.dedup.lease: must be positive, got -1s; remove it for the default 10s",
+		}},
+		{"dedup_stream", []string{
+			"refuse/dedup_stream.proto:11:3: resilienttest.refuse.dedup_stream.Svc.Watch: (resilient.v1.method).server.dedup: only unary requests are deduplicated, and Watch is a server-streaming method: remove dedup",
+		}},
+		{"dedup_ttl_missing", []string{
+			"refuse/dedup_ttl_missing.proto:11:3: resilienttest.refuse.dedup_ttl_missing.Svc.Put: (resilient.v1.method).server.dedup.ttl: is required: set how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}",
+		}},
+		{"dedup_ttl_zero", []string{
+			"refuse/dedup_ttl_zero.proto:11:3: resilienttest.refuse.dedup_ttl_zero.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be positive, got 0s; it is how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}",
+		}},
+		{"dedup_without_key", []string{
+			"refuse/dedup_without_key.proto:11:3: resilienttest.refuse.dedup_without_key.Svc.Put: (resilient.v1.method).server.dedup: Put sends no idempotency key, so the server could not recognise a repeat: name a request field in idempotency_key, set generate_idempotency_key: true, or remove dedup",
+		}},
+		{"default_timeout_below_min_deadline", []string{
+			"refuse/default_timeout_below_min_deadline.proto:11:3: resilienttest.refuse.default_timeout_below_min_deadline.Svc.Get: (resilient.v1.method).server.default_timeout: 500ms is shorter than min_deadline 1s (set in (resilient.v1.service)): a request without deadline would be refused as dead; lengthen default_timeout or shorten min_deadline",
+		}},
+		{"default_timeout_zero", []string{
+			"refuse/default_timeout_zero.proto:9:1: resilienttest.refuse.default_timeout_zero.Svc: (resilient.v1.service).server.default_timeout: must be positive, got 0s; remove it to leave a request without deadline unbounded",
+		}},
 		{"duration_invalid", []string{
 			"refuse/duration_invalid.proto:10:3: resilienttest.refuse.duration_invalid.Svc.Get: (resilient.v1.method).timeout: is not a valid duration: nanos 1500000000 must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s",
 		}},
@@ -86,6 +107,9 @@ func TestRefusals(t *testing.T) {
 		{"max_wait_negative", []string{
 			"refuse/max_wait_negative.proto:9:1: resilienttest.refuse.max_wait_negative.Svc: (resilient.v1.service).bulkhead.max_wait: must not be negative, got -1ms; use 0 (or remove it) to refuse a call at once when every permit is taken",
 		}},
+		{"min_deadline_negative", []string{
+			"refuse/min_deadline_negative.proto:11:3: resilienttest.refuse.min_deadline_negative.Svc.Get: (resilient.v1.method).server.min_deadline: must be positive, got -20ms; remove it to refuse only the requests whose deadline has passed",
+		}},
 		{"minimum_calls_zero", []string{
 			"refuse/minimum_calls_zero.proto:9:1: resilienttest.refuse.minimum_calls_zero.Svc: (resilient.v1.service).circuit_breaker.minimum_calls: must be at least 1, got 0; remove it for the default 20",
 		}},
@@ -94,6 +118,9 @@ func TestRefusals(t *testing.T) {
 		}},
 		{"multiplier_nan", []string{
 			"refuse/multiplier_nan.proto:10:3: resilienttest.refuse.multiplier_nan.Svc.Get: (resilient.v1.method).retry.backoff_multiplier: must be a finite number of at least 1, got NaN; remove it for the default 2",
+		}},
+		{"on_store_error_unknown", []string{
+			"refuse/on_store_error_unknown.proto:11:3: resilienttest.refuse.on_store_error_unknown.Svc.Put: (resilient.v1.method).server.dedup.on_store_error: unknown value 7: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP",
 		}},
 		{"overall_below_timeout", []string{
 			"refuse/overall_below_timeout.proto:12:3: resilienttest.refuse.overall_below_timeout.Svc.Get: (resilient.v1.method).overall_timeout: 1s is shorter than timeout 2s (set in (resilient.v1.service)): one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
@@ -107,6 +134,9 @@ func TestRefusals(t *testing.T) {
 		{"permits_zero", []string{
 			"refuse/permits_zero.proto:9:1: resilienttest.refuse.permits_zero.Svc: (resilient.v1.service).bulkhead.permits: must be at least 1, got 0; it is the number of calls allowed in flight at once",
 		}},
+		{"priority_unknown", []string{
+			"refuse/priority_unknown.proto:11:3: resilienttest.refuse.priority_unknown.Svc.Get: (resilient.v1.method).priority: unknown priority 9: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL",
+		}},
 		{"retry_budget_on_method", []string{
 			"refuse/retry_budget_on_method.proto:10:3: resilienttest.refuse.retry_budget_on_method.Svc.Get: (resilient.v1.method).retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file",
 		}},
@@ -115,6 +145,25 @@ func TestRefusals(t *testing.T) {
 		}},
 		{"retry_not_idempotent", []string{
 			"refuse/retry_not_idempotent.proto:11:3: resilienttest.refuse.retry_not_idempotent.Svc.Charge: (resilient.v1.method).retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or remove retry",
+		}},
+		{"shedding_code", []string{
+			`refuse/shedding_code.proto:9:1: resilienttest.refuse.shedding_code.Svc: (resilient.v1.service).shedding.code: must be "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got "INTERNAL"; remove it for the default "UNAVAILABLE"`,
+		}},
+		{"shedding_missing", []string{
+			"refuse/shedding_missing.proto:9:1: resilienttest.refuse.shedding_missing.Svc: (resilient.v1.service).shedding.critical: is required: set the in-flight limit of every priority, as in shedding: {low: 50, normal: 150, high: 180, critical: 200}",
+		}},
+		{"shedding_on_method", []string{
+			"refuse/shedding_on_method.proto:11:3: resilienttest.refuse.shedding_on_method.Svc.Get: (resilient.v1.method).shedding: shedding limits the requests in flight of the whole service: set it on the service or the file, and give the method a priority instead",
+		}},
+		{"shedding_order", []string{
+			"refuse/shedding_order.proto:9:1: resilienttest.refuse.shedding_order.Svc: (resilient.v1.service).shedding.normal: 40 is below low (50): the limits are cumulative, and a more important request may never be refused before a less important one; raise normal or lower low",
+			"refuse/shedding_order.proto:9:1: resilienttest.refuse.shedding_order.Svc: (resilient.v1.service).shedding.critical: 100 is below high (180): the limits are cumulative, and a more important request may never be refused before a less important one; raise critical or lower high",
+		}},
+		{"shedding_pushback_zero", []string{
+			"refuse/shedding_pushback_zero.proto:9:1: resilienttest.refuse.shedding_pushback_zero.Svc: (resilient.v1.service).shedding.pushback: must be positive, got 0s; remove it for the default 1s",
+		}},
+		{"shedding_zero", []string{
+			"refuse/shedding_zero.proto:9:1: resilienttest.refuse.shedding_zero.Svc: (resilient.v1.service).shedding.low: must be at least 1, got 0; it is the number of requests in flight from which low-priority requests are refused",
 		}},
 		{"slow_call_threshold_zero", []string{
 			"refuse/slow_call_threshold_zero.proto:9:1: resilienttest.refuse.slow_call_threshold_zero.Svc: (resilient.v1.service).circuit_breaker.slow_call_threshold: must be positive, got 0s; remove it to count no call as slow",

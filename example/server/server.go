@@ -20,6 +20,7 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
+	rserver "github.com/go-resilient/resilient/runtime/server"
 )
 
 // Call describes one call as the server received it.
@@ -89,13 +90,29 @@ type Server struct {
 	maxFlight atomic.Int64
 }
 
-// Start serves on addr ("127.0.0.1:0" for any free port) until Stop.
-func Start(addr string, b Behaviour) (*Server, error) {
+// Start serves on addr ("127.0.0.1:0" for any free port) until Stop. opts
+// are given to grpc.NewServer: pass a Guard's ServerOptions (NewGuard) to
+// apply the services' annotated server-side policy.
+func Start(addr string, b Behaviour, opts ...grpc.ServerOption) (*Server, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("example server: listen on %s: %w", addr, err)
 	}
-	return Serve(lis, b), nil
+	return Serve(lis, b, opts...), nil
+}
+
+// NewGuard returns the Guard of the two example services, built from their
+// generated server policies (inventoryv1.InventoryServiceServerPolicy,
+// paymentsv1.PaymentsServiceServerPolicy): dead requests dropped, load shed
+// by priority, ReserveStock deduplicated by order id. The idempotency
+// entries are kept in memory unless opts give another store
+// (rserver.WithStore(rserver.NewRedisStore(…))); opts also carry the
+// operator's overrides (rserver.WithPolicy). Install it with
+// Start(addr, b, g.ServerOptions()...).
+func NewGuard(opts ...rserver.Option) (*rserver.Guard, error) {
+	return rserver.NewGuard(
+		[]*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy, &paymentsv1.PaymentsServiceServerPolicy},
+		append([]rserver.Option{rserver.WithStore(rserver.NewMemoryStore(100_000))}, opts...)...)
 }
 
 // Serve serves on lis until Stop, which closes lis. It is Start for a
@@ -210,6 +227,14 @@ func (s *Server) ReserveStock(ctx context.Context, req *inventoryv1.ReserveStock
 		return nil, err
 	}
 	return &inventoryv1.ReserveStockResponse{ReservationId: "r-" + req.GetOrderId()}, nil
+}
+
+// StockReport answers a report of 120 products and 5040 units.
+func (s *Server) StockReport(ctx context.Context, req *inventoryv1.StockReportRequest) (*inventoryv1.StockReportResponse, error) {
+	if err := s.handle(ctx, inventoryv1.InventoryService_StockReport_FullMethodName); err != nil {
+		return nil, err
+	}
+	return &inventoryv1.StockReportResponse{Warehouse: req.GetWarehouse(), Products: 120, Units: 5040}, nil
 }
 
 // WatchStock sends three updates, then ends the stream.

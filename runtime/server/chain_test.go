@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // retryInterceptor stands for a client that retries UNAVAILABLE up to

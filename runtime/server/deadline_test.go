@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 func TestDeadlineTooShortRefusedBeforeHandler(t *testing.T) {

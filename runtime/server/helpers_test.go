@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/runtime"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 const (

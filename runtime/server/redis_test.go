@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // redisServer is a real redis-server on a loopback port, started for one

@@ -108,7 +108,8 @@ var transient = runtime.CodesOf(codes.Unavailable, codes.ResourceExhausted, code
 // shouldMark decides whether a handler's error is marked do-not-retry:
 //   - it already carries the mark (a dependency's marked answer passed on);
 //   - it is the client runtime's refusal to try again (breaker open,
-//     retry budget spent);
+//     retry budget spent), or its report that every attempt it allows
+//     was made and failed transiently (runtime.ErrRetriesExhausted);
 //   - its code is transient and a call the handler made to a dependency,
 //     through ClientInterceptor, ended with a transient failure: the
 //     runtime's retries, if any, happened there.
@@ -116,7 +117,7 @@ func shouldMark(err error, rec *downstream) bool {
 	if IsDoNotRetry(err) {
 		return true
 	}
-	if errors.Is(err, runtime.ErrCircuitOpen) || errors.Is(err, runtime.ErrBudgetExhausted) {
+	if errors.Is(err, runtime.ErrCircuitOpen) || errors.Is(err, runtime.ErrBudgetExhausted) || errors.Is(err, runtime.ErrRetriesExhausted) {
 		return true
 	}
 	return transient.Has(status.Code(err)) && rec.failed()

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/runtime"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 func TestDoNotRetry(t *testing.T) {
@@ -72,6 +72,7 @@ func TestMarkedAutomatically(t *testing.T) {
 	}{
 		{"breaker open", &runtime.Error{Code: codes.Unavailable, Reason: runtime.ErrCircuitOpen, Detail: "circuit breaker open towards payments"}, true},
 		{"budget spent", &runtime.Error{Code: codes.Unavailable, Reason: runtime.ErrBudgetExhausted, Cause: status.Error(codes.Unavailable, "down"), Detail: "retry budget exhausted"}, true},
+		{"retries exhausted", &runtime.Error{Code: codes.Unavailable, Reason: runtime.ErrRetriesExhausted, Cause: status.Error(codes.Unavailable, "down"), Detail: "3 attempts towards payments failed"}, true},
 		{"marked below, passed on", fmt.Errorf("reserve: %w", DoNotRetry(status.Error(codes.Unavailable, "down"))), true},
 		{"its own UNAVAILABLE", status.Error(codes.Unavailable, "warming up"), false},
 		{"an answer", status.Error(codes.NotFound, "no such sku"), false},

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // TestSheddingOrderUnderBurst holds requests in the handler and sends

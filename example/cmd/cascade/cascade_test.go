@@ -80,3 +80,38 @@ func TestFlagsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestSheddingShape runs a shortened run 3: without a Guard, orders suffer
+// from the burst of reports; with it, the reports are shed at once and
+// the orders flow at their normal latency.
+func TestSheddingShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about 4 seconds")
+	}
+	sc := defaultShed
+	sc.duration, sc.burstFrom, sc.burstTo = 4*time.Second, time.Second, 3*time.Second
+	c := config{load: load{workers: 32}, parallel: true, out: t.TempDir()}
+	runs, err := runShedding(io.Discard, c, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, guarded := runs[0], runs[1]
+	if bare.orders.counts[outOK] > bare.orders.sent*95/100 {
+		t.Errorf("no guard: %d of %d orders ok; want the burst of reports to hurt them", bare.orders.counts[outOK], bare.orders.sent)
+	}
+	if bare.reports.counts[outShed] != 0 {
+		t.Errorf("no guard: %d reports shed", bare.reports.counts[outShed])
+	}
+	if ok := guarded.orders.counts[outOK]; ok < guarded.orders.sent*98/100 {
+		t.Errorf("Guard: %d of %d orders ok (%v); want them all to flow", ok, guarded.orders.sent, guarded.orders.counts)
+	}
+	if shed := guarded.reports.counts[outShed]; shed < guarded.reports.sent/4 || uint64(shed) > guarded.shedInTap {
+		t.Errorf("Guard: %d of %d reports shed, %d refusals counted; want the burst shed, every refusal counted", shed, guarded.reports.sent, guarded.shedInTap)
+	}
+	if p99, bareP99 := guarded.orders.percentile(0.99), bare.orders.percentile(0.99); p99 > 100*time.Millisecond || p99 > bareP99/2 {
+		t.Errorf("orders p99 %v with the Guard, %v without; want the Guard to keep them near the 10ms service time", p99, bareP99)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.out, "cascade-shedding.svg")); err != nil || !strings.Contains(string(b), ">shed<") {
+		t.Errorf("cascade-shedding.svg: %v, or no shed in the legend", err)
+	}
+}

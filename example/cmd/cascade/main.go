@@ -12,6 +12,11 @@
 // t = 8 s. Naive retries (3 attempts, no budget, no breaker) against the
 // generated client as annotated (breaker, 10 % retry budget).
 //
+// Run 3 (load shedding): orders (ReserveStock, priority high) flow steadily
+// while a burst of reports (StockReport, priority low) saturates
+// inventory's database; once without a Guard, once with the Guard built from
+// the generated InventoryServiceServerPolicy.
+//
 // Each run prints a table and writes an SVG chart of outcomes per second.
 //
 //	go run ./example/cmd/cascade
@@ -48,6 +53,8 @@ type config struct {
 	out                  string
 	metricsAddr, scrape  string
 	scrapeAt             time.Duration
+	shed                 bool
+	shedConfig           shedConfig
 }
 
 func main() {
@@ -67,6 +74,9 @@ func main() {
 	flag.StringVar(&c.metricsAddr, "metrics-addr", "", "serve the full-stack client's Prometheus metrics on http://`host:port`/metrics during run 1")
 	flag.StringVar(&c.scrape, "scrape", "", "write a scrape of the full-stack client's metrics, taken -scrape-at into run 1, to `file`")
 	flag.DurationVar(&c.scrapeAt, "scrape-at", 6*time.Second, "when in run 1 the -scrape is taken")
+	c.shedConfig = defaultShed
+	flag.BoolVar(&c.shed, "shedding", true, "also run the load-shedding comparison (run 3)")
+	flag.IntVar(&c.shedConfig.reportRate, "report-rate", c.shedConfig.reportRate, "StockReport calls per `second` during the burst of run 3")
 	flag.Parse()
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "cascade:", err)
@@ -224,6 +234,17 @@ type report struct {
 	slow, outage           []*result
 	slowCalls, outageCalls []int64         // calls that reached the dependency during the fault
 	firstOK                []time.Duration // per outage client, after recovery; -1 for none
+	shed                   []*shedRun      // run 3: without, then with the Guard
+}
+
+// runShed runs run 3 when asked.
+func (c config) runShed(w io.Writer, rep *report) error {
+	if !c.shed {
+		return nil
+	}
+	runs, err := runShedding(w, c, c.shedConfig)
+	rep.shed = runs
+	return err
 }
 
 func runAll(w io.Writer, c config) (*report, error) {
@@ -272,7 +293,7 @@ func runAll(w io.Writer, c config) (*report, error) {
 	fmt.Fprintf(w, "\nchart: %s\n", chart)
 
 	if !c.outage {
-		return rep, nil
+		return rep, c.runShed(w, rep)
 	}
 	fmt.Fprintf(w, "\nRun 2: outage. GetStock answers UNAVAILABLE from t=%s to t=%s, else in %s.\n\n", c.outageFrom, c.outageTo, c.latency)
 	outage := func(elapsed time.Duration) server.Behaviour {
@@ -341,7 +362,7 @@ func runAll(w io.Writer, c config) (*report, error) {
 		return nil, err
 	}
 	fmt.Fprintf(w, "\nchart: %s\n", chart)
-	return rep, nil
+	return rep, c.runShed(w, rep)
 }
 
 // runScenarios runs each named scenario against its own dependency, at the

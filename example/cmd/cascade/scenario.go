@@ -25,11 +25,12 @@ const (
 	outBulkheadFull
 	outUnavailable
 	outOther
+	outShed    // refused at once by the server's load shedding (run 3)
 	outWaiting // still queued or in flight when the run ended
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "fallback", "timeout", "circuit open", "bulkhead full", "unavailable", "other error", "still waiting"}
+var outcomeNames = [numOutcomes]string{"ok", "fallback", "timeout", "circuit open", "bulkhead full", "unavailable", "other error", "shed", "still waiting"}
 
 // classifyErr maps the error a call returned to an outcome.
 func classifyErr(err error) outcome {
@@ -40,6 +41,8 @@ func classifyErr(err error) outcome {
 		return outCircuitOpen
 	case errors.Is(err, runtime.ErrBulkheadFull):
 		return outBulkheadFull
+	case isShed(err):
+		return outShed
 	case status.Code(err) == codes.DeadlineExceeded:
 		return outTimeout
 	case status.Code(err) == codes.Unavailable:

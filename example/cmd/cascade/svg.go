@@ -10,7 +10,7 @@ import (
 // colours of the outcomes in the chart.
 var outcomeColours = [numOutcomes]string{
 	outOK: "#2e7d32", outFallback: "#64b5f6", outTimeout: "#ef6c00", outCircuitOpen: "#9e9e9e",
-	outBulkheadFull: "#8e24aa", outUnavailable: "#c62828", outOther: "#212121", outWaiting: "#6d1b1b",
+	outBulkheadFull: "#8e24aa", outUnavailable: "#c62828", outOther: "#212121", outShed: "#fbc02d", outWaiting: "#6d1b1b",
 }
 
 // writeChart draws one panel per result: stacked bars of the outcomes of
@@ -79,6 +79,9 @@ func writeChart(path, title string, results []*result, faultAt time.Duration) er
 	}
 	i := 0
 	for o := range numOutcomes {
+		if o == outShed && !anyOutcome(results, outShed) {
+			continue // only run 3 sheds
+		}
 		if o != outFallback {
 			legend(i, outcomeColours[o], "1", outcomeNames[o])
 			i++
@@ -95,4 +98,13 @@ func writeChart(path, title string, results []*result, faultAt time.Duration) er
 
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func anyOutcome(results []*result, o outcome) bool {
+	for _, r := range results {
+		if r.counts[o] > 0 {
+			return true
+		}
+	}
+	return false
 }

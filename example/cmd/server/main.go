@@ -5,6 +5,15 @@
 //	go run ./example/cmd/server -fail UNAVAILABLE      # every call fails
 //	go run ./example/cmd/server -hang                  # no call is ever answered
 //	go run ./example/cmd/server -metrics-addr 127.0.0.1:9090  # Prometheus metrics of the process
+//	go run ./example/cmd/server -redis 127.0.0.1:6379        # dedup entries on Redis (default: in memory)
+//	go run ./example/cmd/server -overrides overrides.yaml     # e.g. shedding: {low: 4} for InventoryService
+//	go run ./example/cmd/server -guard=false                  # no server-side policy at all
+//
+// The services' annotated server-side policy (the generated
+// InventoryServiceServerPolicy and PaymentsServiceServerPolicy) is applied
+// by a Guard: dead requests dropped, load shed by priority, ReserveStock
+// deduplicated by order id. -overrides and RESILIENT__ variables change its
+// values at start-up, checked like the annotations (package override).
 package main
 
 import (
@@ -18,10 +27,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
+	rserver "github.com/go-resilient/resilient/runtime/server"
 )
 
 func main() {
@@ -31,6 +46,9 @@ func main() {
 	failRatio := flag.Float64("fail-ratio", 1, "share of calls that fail when -fail is set, in (0, 1]")
 	hang := flag.Bool("hang", false, "never answer")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`host:port`/metrics (none if empty)")
+	guard := flag.Bool("guard", true, "apply the services' annotated server-side policy (deadlines, shedding, dedup)")
+	redisAddr := flag.String("redis", "", "keep the idempotency entries on the Redis at `host:port` (default: in memory, for one replica)")
+	overridesFile := flag.String("overrides", "", "YAML or JSON `file` of operator overrides of the server-side policy (shedding, server)")
 	flag.Parse()
 	if *metricsAddr != "" {
 		lis, err := net.Listen("tcp", *metricsAddr)
@@ -65,7 +83,16 @@ func main() {
 			return slow(ctx, c)
 		}
 	}
-	srv, err := server.Start(*addr, b)
+	var opts []grpc.ServerOption
+	if *guard {
+		g, err := newGuard(*redisAddr, *overridesFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "server:", err)
+			os.Exit(1)
+		}
+		opts = g.ServerOptions()
+	}
+	srv, err := server.Start(*addr, b, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
@@ -75,4 +102,31 @@ func main() {
 	defer stop()
 	<-ctx.Done()
 	srv.Stop()
+}
+
+// newGuard builds the Guard of the example services: the store of the
+// idempotency entries, and the operator's overrides checked against the
+// annotated policies.
+func newGuard(redisAddr, overridesFile string) (*rserver.Guard, error) {
+	set, err := override.Load(overridesFile, os.Environ(),
+		&inventoryv1.InventoryServiceResilientPolicy, &paymentsv1.PaymentsServiceResilientPolicy)
+	if err != nil {
+		return nil, err
+	}
+	var opts []rserver.Option
+	for _, p := range []*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy, &paymentsv1.PaymentsServiceServerPolicy} {
+		o, err := set.ServerOptions(p)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o...)
+	}
+	if redisAddr != "" {
+		// When Redis cannot be reached, each deduplicated method does what
+		// its annotation says (on_store_error): ReserveStock refuses.
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+		opts = append(opts, rserver.WithStore(rserver.NewRedisStore(rdb, "example:idem:")))
+		fmt.Printf("idempotency entries on Redis at %s\n", redisAddr)
+	}
+	return server.NewGuard(opts...)
 }

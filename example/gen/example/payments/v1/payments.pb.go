@@ -129,9 +129,10 @@ const file_example_payments_v1_payments_proto_rawDesc = "" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12!\n" +
 	"\famount_cents\x18\x02 \x01(\x03R\vamountCents\"-\n" +
 	"\x0eChargeResponse\x12\x1b\n" +
-	"\tcharge_id\x18\x01 \x01(\tR\bchargeId2z\n" +
-	"\x0fPaymentsService\x12[\n" +
-	"\x06Charge\x12\".example.payments.v1.ChargeRequest\x1a#.example.payments.v1.ChargeResponse\"\b\xba\xb7\x1c\x04\x12\x02\b\x02\x1a\n" +
+	"\tcharge_id\x18\x01 \x01(\tR\bchargeId2|\n" +
+	"\x0fPaymentsService\x12]\n" +
+	"\x06Charge\x12\".example.payments.v1.ChargeRequest\x1a#.example.payments.v1.ChargeResponse\"\n" +
+	"\xba\xb7\x1c\x06\x12\x02\b\x02h\x04\x1a\n" +
 	"\xba\xb7\x1c\x062\x00:\x02\b\x10BNZLgithub.com/go-resilient/resilient/example/gen/example/payments/v1;paymentsv1b\x06proto3"
 
 var (

@@ -29,7 +29,8 @@ const (
 // PaymentsService charges customers.
 type PaymentsServiceClient interface {
 	// Charge takes money from a card. It is not idempotent and has no
-	// idempotency key: it is never retried, whatever fails.
+	// idempotency key: it is never retried, whatever fails. A payment in
+	// flight is critical: the last work a server sheds.
 	Charge(ctx context.Context, in *ChargeRequest, opts ...grpc.CallOption) (*ChargeResponse, error)
 }
 
@@ -58,7 +59,8 @@ func (c *paymentsServiceClient) Charge(ctx context.Context, in *ChargeRequest, o
 // PaymentsService charges customers.
 type PaymentsServiceServer interface {
 	// Charge takes money from a card. It is not idempotent and has no
-	// idempotency key: it is never retried, whatever fails.
+	// idempotency key: it is never retried, whatever fails. A payment in
+	// flight is critical: the last work a server sheds.
 	Charge(context.Context, *ChargeRequest) (*ChargeResponse, error)
 	mustEmbedUnimplementedPaymentsServiceServer()
 }

@@ -9,6 +9,7 @@ package paymentsv1
 import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
+	server "github.com/go-resilient/resilient/runtime/server"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 )
@@ -38,6 +39,7 @@ var PaymentsServiceResilientPolicy = runtime.ServicePolicy{
 			Kind:       runtime.KindUnary,
 			Idempotent: false,
 			Timeout:    2000000000, // 2s
+			Priority:   runtime.PriorityCritical,
 		},
 	},
 }
@@ -92,7 +94,25 @@ func NewPaymentsServiceResilientClient(cc grpc.ClientConnInterface, opts Payment
 func (c *PaymentsServiceResilientClient) Runtime() *runtime.Client { return c.rt }
 
 // Charge takes money from a card. It is not idempotent and has no
-// idempotency key: it is never retried, whatever fails.
+// idempotency key: it is never retried, whatever fails. A payment in
+// flight is critical: the last work a server sheds.
 func (c *PaymentsServiceResilientClient) Charge(ctx context.Context, in *ChargeRequest, opts ...grpc.CallOption) (*ChargeResponse, error) {
-	return runtime.Unary(ctx, c.charge, "", in, opts, c.inner.Charge, c.opts.ChargeFallback)
+	return runtime.Unary(runtime.Prioritize(ctx, c.charge), c.charge, "", in, opts, c.inner.Charge, c.opts.ChargeFallback)
+}
+
+// PaymentsServiceServerPolicy is the server-side policy annotated on example.payments.v1.PaymentsService,
+// with defaults filled in: priorities, load shedding, deadlines and idempotency
+// dedup. Install it in the service's gRPC server with a Guard:
+//
+//	g, err := server.NewGuard([]*server.ServicePolicy{&PaymentsServiceServerPolicy}, server.WithStore(store))
+//	s := grpc.NewServer(g.ServerOptions()...)
+var PaymentsServiceServerPolicy = server.ServicePolicy{
+	Name: "example.payments.v1.PaymentsService",
+	Methods: []server.MethodPolicy{
+		{ // 0
+			Name:     "/example.payments.v1.PaymentsService/Charge",
+			Kind:     runtime.KindUnary,
+			Priority: server.PriorityCritical,
+		},
+	},
 }
