@@ -85,8 +85,8 @@ func OutgoingPriority(ctx context.Context) (Priority, bool) {
 // is returned as it is; a method without a priority sends none. Generated
 // clients call it on every call.
 func Prioritize(ctx context.Context, m *Method) context.Context {
-	if m == nil {
-		return ctx
+	if m == nil || ctx == nil {
+		return ctx // Unary refuses a nil context, naming the method
 	}
 	p := m.policy.Priority
 	if p == PriorityUnspecified || p > PriorityCritical {
