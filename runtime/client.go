@@ -256,6 +256,17 @@ func nilRequestError(method string) error {
 	return misuseError(codes.InvalidArgument, method, "nil request")
 }
 
+// NilRequestError is the error generated code returns for a nil request
+// (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC
+// would send an empty message, which is never what the caller meant.
+func NilRequestError(method string) error { return nilRequestError(method) }
+
+// NilConnError is the error a generated constructor returns when given a
+// nil connection (INVALID_ARGUMENT, naming the service).
+func NilConnError(service string) error {
+	return misuseError(codes.InvalidArgument, "", "NewClient for "+service+": nil grpc.ClientConnInterface: pass the connection from grpc.NewClient")
+}
+
 // now returns the time as nanoseconds since the client was built. With the
 // system clock it reads only the monotonic clock, which costs half as much
 // as time.Now.

@@ -37,6 +37,8 @@ const (
 	DefaultBreakerWindow  = 10 * time.Second
 	DefaultCoolDown       = 10 * time.Second
 	DefaultHalfOpenProbes = 3
+	// MaxHalfOpenProbes is the most probes the runtime's breaker counts.
+	MaxHalfOpenProbes = 65535
 
 	DefaultHedgingMaxCopies = 2
 	DefaultCacheMaxEntries  = 10000
@@ -113,6 +115,9 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 		c.positive("circuit_breaker.window", cb.GetWindow(), fmt.Sprintf("remove it for the default %v", DefaultBreakerWindow))
 		c.positive("circuit_breaker.cool_down", cb.GetCoolDown(), fmt.Sprintf("remove it for the default %v", DefaultCoolDown))
 		c.atLeastOne("circuit_breaker.half_open_probes", cb.HalfOpenProbes, fmt.Sprintf("remove it for the default %d", DefaultHalfOpenProbes))
+		if n := cb.GetHalfOpenProbes(); n > MaxHalfOpenProbes {
+			c.add("circuit_breaker.half_open_probes", fmt.Sprintf("must be at most %d, got %d: a handful of probes tells whether the dependency is back", MaxHalfOpenProbes, n))
+		}
 		c.positive("circuit_breaker.slow_call_threshold", cb.GetSlowCallThreshold(), "remove it to count no call as slow")
 		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), false)
 		if cb.PerMethod != nil && !onMethod {

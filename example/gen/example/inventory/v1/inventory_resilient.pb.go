@@ -151,6 +151,9 @@ var _ InventoryServiceClient = (*InventoryServiceResilientClient)(nil)
 // example.inventory.v1.InventoryService through cc under InventoryServiceResilientPolicy.
 // It fails when the runtime refuses the policy or an option.
 func NewInventoryServiceResilientClient(cc grpc.ClientConnInterface, opts InventoryServiceResilientOptions) (*InventoryServiceResilientClient, error) {
+	if cc == nil {
+		return nil, runtime.NilConnError(InventoryServiceResilientPolicy.Name)
+	}
 	rt, err := runtime.NewClient(&InventoryServiceResilientPolicy, opts.Runtime...)
 	if err != nil {
 		return nil, err
@@ -189,6 +192,9 @@ func (c *InventoryServiceResilientClient) ReserveStock(ctx context.Context, in *
 // the stream goes through the breaker and the bulkhead; it is never
 // retried once a message arrived.
 func (c *InventoryServiceResilientClient) WatchStock(ctx context.Context, in *WatchStockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStockResponse], error) {
+	if in == nil {
+		return nil, runtime.NilRequestError(c.watchStock.Policy().Name)
+	}
 	// The wrapped connection applies the policy when the stream opens.
 	return c.inner.WatchStock(ctx, in, opts...)
 }

@@ -77,6 +77,9 @@ var _ PaymentsServiceClient = (*PaymentsServiceResilientClient)(nil)
 // example.payments.v1.PaymentsService through cc under PaymentsServiceResilientPolicy.
 // It fails when the runtime refuses the policy or an option.
 func NewPaymentsServiceResilientClient(cc grpc.ClientConnInterface, opts PaymentsServiceResilientOptions) (*PaymentsServiceResilientClient, error) {
+	if cc == nil {
+		return nil, runtime.NilConnError(PaymentsServiceResilientPolicy.Name)
+	}
 	rt, err := runtime.NewClient(&PaymentsServiceResilientPolicy, opts.Runtime...)
 	if err != nil {
 		return nil, err
