@@ -76,7 +76,8 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			resp, err, refused, after := attemptOnce(hctx, m, req, slot.opts, call)
+			var at int64
+			resp, err, refused, after := attemptOnce(hctx, m, req, slot.opts, call, &at)
 			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after}
 			if err != nil {
 				r.push, r.pushed = Pushback(err, slot.md)

@@ -136,9 +136,6 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	c := m.client
 	retry := p.Retry
 	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || key != "")
-	if retries {
-		m.budget.request(c.now())
-	}
 	var last error
 	for attempt := 1; ; attempt++ {
 		aopts := opts
@@ -149,7 +146,16 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			slot = withTrailer(opts)
 			aopts = slot.opts
 		}
-		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, aopts, call)
+		var at int64
+		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, aopts, call, &at)
+		if retries && attempt == 1 && !refused {
+			// The request is counted with the clock reading the attempt
+			// already made: one read of the clock per attempt, not two.
+			if at == 0 {
+				at = c.now()
+			}
+			m.budget.request(at)
+		}
 		var push time.Duration
 		var pushed bool
 		if slot != nil {
@@ -226,9 +232,10 @@ func (m *Method) budgetRefused(err error) {
 
 // attemptOnce makes one attempt through the breaker and the per-attempt
 // timeout. refused is true when the breaker did not let it through, with
-// how long the refusal is expected to last.
+// how long the refusal is expected to last. When the attempt read the clock
+// at its end, the reading is left in *at for the caller to reuse.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
 	br := m.breaker
 	c := m.client
 	mx := m.metrics
@@ -256,6 +263,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	resp, err = call(actx, req, opts...)
 	if br != nil || mx != nil {
 		n := c.now()
+		*at = n
 		if br != nil {
 			br.done(ticket, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
 		}
