@@ -323,23 +323,8 @@ func keyFieldOf(m *protogen.Method, name string, at site, lvl level, ps *problem
 		return nil
 	}
 	fd := field.Desc
-	k := &keyField{Getter: "Get" + field.GoName}
-	ok := !fd.IsList() && !fd.IsMap()
-	switch fd.Kind() {
-	case protoreflect.StringKind:
-	case protoreflect.BytesKind:
-		k.Func = "KeyFromBytes"
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		k.Func = "KeyFromInt"
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		k.Func, k.Conv = "KeyFromInt", "int64"
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		k.Func = "KeyFromUint"
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		k.Func, k.Conv = "KeyFromUint", "uint64"
-	default:
-		ok = false
-	}
+	k := scalarKey(field)
+	ok := k != nil
 	if !ok {
 		ps.add(at, lvl, "idempotency_key", "field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field", name, msg.Desc.FullName(), describeField(fd))
 		return nil

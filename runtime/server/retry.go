@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,15 +19,15 @@ import (
 // when to retry, in milliseconds; a negative value means "do not retry"
 // (gRPC's retry design, A6). The Guard sends "-1" with every answer marked
 // DoNotRetry; gRPC-Go's own retry honours it.
-const PushbackHeader = "grpc-retry-pushback-ms"
+const PushbackHeader = runtime.PushbackHeader
 
 // The do-not-retry mark is also a status detail, google.rpc.ErrorInfo with
 // this reason and domain, because a detail travels with the error value: a
 // service that returns its dependency's marked error passes the mark on to
 // its own callers without doing anything.
 const (
-	DoNotRetryReason = "RETRIED_BELOW"
-	DoNotRetryDomain = "resilient.go-resilient.github.com"
+	DoNotRetryReason = runtime.DoNotRetryReason
+	DoNotRetryDomain = runtime.DoNotRetryDomain
 )
 
 // DoNotRetry returns err marked "do not retry": the request failed because
@@ -74,31 +73,7 @@ func IsDoNotRetry(err error) bool {
 // the server said nothing. A client honours it by not retrying when d < 0
 // and by waiting at least d otherwise.
 func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
-	if v := trailer.Get(PushbackHeader); len(v) > 0 {
-		// gRPC's retry design: a value that is not a non-negative integer
-		// means do not retry.
-		if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && ms >= 0 {
-			return time.Duration(ms) * time.Millisecond, true
-		}
-		return -1, true
-	}
-	st, isStatus := status.FromError(err)
-	if !isStatus || st.Code() == codes.OK {
-		return 0, false
-	}
-	for _, det := range st.Details() {
-		switch det := det.(type) {
-		case *errdetails.ErrorInfo:
-			if det.GetReason() == DoNotRetryReason && det.GetDomain() == DoNotRetryDomain {
-				return -1, true
-			}
-		case *errdetails.RetryInfo:
-			if det.GetRetryDelay() != nil {
-				return det.GetRetryDelay().AsDuration(), true
-			}
-		}
-	}
-	return 0, false
+	return runtime.Pushback(err, trailer)
 }
 
 // transient are the codes of a dependency's failure (not of its answer)
