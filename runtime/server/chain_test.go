@@ -10,13 +10,41 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/runtime"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
-// retryInterceptor stands for a client that retries UNAVAILABLE up to
-// attempts times. With honour, it stops when the server's pushback says
-// not to retry (see Pushback). The client runtime does not read the
-// pushback yet; this is the behaviour it is meant to get.
+// runtimeClient calls GetStock through the client runtime's own retry
+// loop, as a generated client does.
+type runtimeClient struct {
+	inventoryv1.InventoryServiceClient
+	m *runtime.Method
+}
+
+func (c runtimeClient) GetStock(ctx context.Context, req *inventoryv1.GetStockRequest, opts ...grpc.CallOption) (*inventoryv1.GetStockResponse, error) {
+	return runtime.Unary(ctx, c.m, "", req, opts, c.InventoryServiceClient.GetStock, nil)
+}
+
+// newRuntimeClient gives GetStock 3 attempts and a retry budget too large
+// to matter here: the layers' retries alone decide the count.
+func newRuntimeClient(t *testing.T, plain inventoryv1.InventoryServiceClient) inventoryv1.InventoryServiceClient {
+	t.Helper()
+	rt, err := runtime.NewClient(&runtime.ServicePolicy{
+		Name:   inventory,
+		Budget: &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute},
+		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: &runtime.RetryPolicy{
+			MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1,
+			RetryableCodes: runtime.CodesOf(codes.Unavailable)}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtimeClient{InventoryServiceClient: plain, m: rt.Method(0)}
+}
+
+// retryInterceptor stands for a naive client that retries UNAVAILABLE up
+// to attempts times. With honour, it stops when the server's pushback says
+// not to retry (see Pushback), as the client runtime does.
 func retryInterceptor(attempts int, honour bool) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		var err error
@@ -47,8 +75,9 @@ func (r *relay) GetStock(ctx context.Context, req *inventoryv1.GetStockRequest) 
 
 // chainCalls builds user → A → B → C over loopback, C down (UNAVAILABLE to
 // everything), each caller making up to 3 attempts, and returns the calls
-// that reached C per user request.
-func chainCalls(t *testing.T, guard, honour bool) float64 {
+// that reached C per user request. The callers retry with retryInterceptor,
+// or, with useRuntime, with the client runtime's own loop.
+func chainCalls(t *testing.T, guard, honour, useRuntime bool) float64 {
 	t.Helper()
 	policy := func() []*ServicePolicy {
 		return []*ServicePolicy{{Name: inventory, Methods: []MethodPolicy{{Name: getStock}}}}
@@ -66,11 +95,18 @@ func chainCalls(t *testing.T, guard, honour bool) float64 {
 	clientTo := func(addr string) inventoryv1.InventoryServiceClient {
 		// The retries, and beneath them ClientInterceptor, which sees
 		// every attempt's outcome.
-		ics := []grpc.UnaryClientInterceptor{retryInterceptor(3, honour)}
+		var ics []grpc.UnaryClientInterceptor
+		if !useRuntime {
+			ics = append(ics, retryInterceptor(3, honour))
+		}
 		if guard {
 			ics = append(ics, ClientInterceptor())
 		}
-		return inventoryv1.NewInventoryServiceClient(dial(t, addr, grpc.WithChainUnaryInterceptor(ics...)))
+		plain := inventoryv1.NewInventoryServiceClient(dial(t, addr, grpc.WithChainUnaryInterceptor(ics...)))
+		if useRuntime {
+			return newRuntimeClient(t, plain)
+		}
+		return plain
 	}
 	c := &inventoryServer{onGet: func(context.Context, *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
 		return nil, status.Error(codes.Unavailable, "C is down")
@@ -92,11 +128,13 @@ func chainCalls(t *testing.T, guard, honour bool) float64 {
 // TestRetryAtOneLayerOnly measures the chain of the issue: three services,
 // each calling the next with 3 attempts, the last one down.
 func TestRetryAtOneLayerOnly(t *testing.T) {
-	naive := chainCalls(t, false, false)
-	markedIgnored := chainCalls(t, true, false)
-	marked := chainCalls(t, true, true)
+	naive := chainCalls(t, false, false, false)
+	markedIgnored := chainCalls(t, true, false, false)
+	marked := chainCalls(t, true, true, false)
+	withRuntime := chainCalls(t, true, true, true)
 	t.Logf("calls reaching the last service per user request: naive retries at every layer %.0f; "+
-		"do-not-retry marked but ignored by the clients %.0f; marked and honoured %.0f", naive, markedIgnored, marked)
+		"do-not-retry marked but ignored by the clients %.0f; marked and honoured %.0f; "+
+		"the Guard with the client runtime at every layer %.0f", naive, markedIgnored, marked, withRuntime)
 	if naive != 27 {
 		t.Errorf("naive: %.1f calls per request, want 3×3×3 = 27", naive)
 	}
@@ -105,5 +143,8 @@ func TestRetryAtOneLayerOnly(t *testing.T) {
 	}
 	if marked != 3 {
 		t.Errorf("marked and honoured: %.1f calls per request, want 3 (only the layer next to C retries)", marked)
+	}
+	if withRuntime != 3 {
+		t.Errorf("the Guard and the client runtime: %.1f calls per request, want 3", withRuntime)
 	}
 }
