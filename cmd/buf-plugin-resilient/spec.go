@@ -17,12 +17,22 @@ import (
 // categoryID groups the rules, so that buf.yaml can use them all at once.
 const categoryID = "RESILIENT"
 
-// spec is the plugin: one lint rule per rule of internal/rules.
+// spec is the plugin: one lint rule per rule of internal/rules, each
+// reporting the findings of rules.CheckFile that carry its ID.
 var spec = &check.Spec{
 	Rules: []*check.RuleSpec{
 		ruleSpec(rules.RuleInvalidValue, true, "Checks that every (resilient.v1.*) value is one the contract allows (ratios, durations, status codes, levels)."),
 		ruleSpec(rules.RuleRetryNotIdempotent, true, "Checks that only idempotent or keyed methods are retried."),
 		ruleSpec(rules.RuleTimeoutExceedsOverall, true, "Checks that no per-attempt timeout is longer than the overall timeout of the call."),
+		ruleSpec(rules.RuleMissingValue, true, "Checks that every setting without a default (bulkhead permits, rate, hedging delay, cache TTL and key fields, dedup TTL, shedding limits) is set."),
+		ruleSpec(rules.RuleKeyField, true, "Checks that an idempotency key names a singular string, bytes or integer field of the request, and only on unary methods."),
+		ruleSpec(rules.RuleIdempotencyContradiction, true, "Checks that idempotent agrees with idempotency_level, and that idempotency_key and generate_idempotency_key are not both in force."),
+		ruleSpec(rules.RuleStreamRetry, true, "Checks that no streaming method is given retries."),
+		ruleSpec(rules.RuleBackoffOrder, true, "Checks that max_backoff is not shorter than initial_backoff, across levels and defaults."),
+		ruleSpec(rules.RuleScope, true, "Checks that a method's own circuit_breaker, bulkhead and rate_limit set per_method, and that streams are not rate limited."),
+		ruleSpec(rules.RuleHedging, true, "Checks that only idempotent unary methods that do not retry are hedged, with a delay shorter than their timeouts."),
+		ruleSpec(rules.RuleCache, true, "Checks that only idempotent unary methods with a timeout are cached, keyed by singular string, bytes or integer fields."),
+		ruleSpec(rules.RuleServer, true, "Checks the server side: default_timeout against min_deadline, deduplication only of keyed unary requests, shedding limits in order."),
 		ruleSpec(rules.RuleNoTimeout, false, "Checks that every method has a timeout or an overall_timeout."),
 	},
 	Categories: []*check.CategorySpec{

@@ -5,14 +5,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/rules"
@@ -129,7 +127,9 @@ func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Po
 }
 
 // resolveFile resolves and checks the policy of every service of f, adding
-// what is wrong to ps.
+// what is wrong to ps. The checks are internal/rules', shared with the buf
+// lint plugin; resolving builds the data of the templates, which is only
+// used when no check failed.
 func resolveFile(f *protogen.File, ps *problems) []*servicePolicy {
 	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
 	checkPolicy(filePolicy, levelFile, fileSite(f), ps)
@@ -146,15 +146,16 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 	checkPolicy(svcPolicy, levelService, at, ps)
 
 	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
+	rules.CheckService(shared.rules, ps.report(at))
 	sp := &servicePolicy{Name: string(s.Desc.FullName())}
 	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
 		sp.Breaker = breakerOf(cb)
 	}
 	if bh := shared.policy.GetBulkhead(); bh != nil {
-		sp.Bulkhead = bulkheadOf(bh, shared, at, ps)
+		sp.Bulkhead = bulkheadOf(bh)
 	}
 	if rl := shared.policy.GetRateLimit(); rl != nil {
-		sp.RateLimit = rateLimitOf(rl, shared, at, ps)
+		sp.RateLimit = rateLimitOf(rl)
 	}
 	retries := false
 	for _, m := range s.Methods {
@@ -162,7 +163,8 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 		retries = retries || mp.Retry != nil
 		sp.Methods = append(sp.Methods, mp)
 	}
-	sp.Server = resolveServer(sp, shared, at, ps)
+	rules.CheckShedding(shared.rules, ps.report(at))
+	sp.Server = resolveServer(sp, shared)
 	// The budget exists only to bound retries; a service that never retries
 	// has none, whatever its annotation says.
 	if retries {
@@ -176,103 +178,39 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 	own := policyOf(m.Desc.Options(), resilientv1.E_Method)
 	checkPolicy(own, levelMethod, at, ps)
 	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
+	rules.CheckMethod(m.Desc, own, eff.rules, ps.report(at))
+
 	p := eff.policy
 	mp := &methodPolicy{
-		Name: fmt.Sprintf("/%s/%s", m.Parent.Desc.FullName(), m.Desc.Name()),
-		Kind: kindOf(m),
+		Name:           fmt.Sprintf("/%s/%s", m.Parent.Desc.FullName(), m.Desc.Name()),
+		Kind:           kindOf(m),
+		Idempotent:     rules.Idempotent(m.Desc, eff.rules),
+		Timeout:        durationOf(p.GetTimeout(), 0),
+		OverallTimeout: durationOf(p.GetOverallTimeout(), 0),
 	}
-
-	// Idempotency: the project's flag or protobuf's own idempotency_level.
-	idemLevel := descriptorpb.MethodOptions_IDEMPOTENCY_UNKNOWN
-	if mo, ok := m.Desc.Options().(*descriptorpb.MethodOptions); ok {
-		idemLevel = mo.GetIdempotencyLevel()
-	}
-	declared := idemLevel == descriptorpb.MethodOptions_IDEMPOTENT || idemLevel == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
-	if own != nil && own.Idempotent != nil && !own.GetIdempotent() && declared {
-		ps.add(at, levelMethod, "idempotent", "false contradicts option idempotency_level = %s on the same method: remove one of the two", idemLevel)
-	}
-	mp.Idempotent = p.GetIdempotent() || declared
-
 	// A streaming method takes the timeout, breaker and bulkhead of its
 	// service, but neither retries nor an idempotency key: it ignores those
-	// it inherits and refuses those written on it.
-	if kind := streamKind(m); kind != "" {
-		if own.GetRetry() != nil {
-			ps.add(at, levelMethod, "retry", "streams are not retried, and %s is %s: remove retry (opening the stream still gets the timeout, breaker and bulkhead)", m.Desc.Name(), kind)
-		}
-		if own.GetIdempotencyKey() != "" {
-			ps.add(at, levelMethod, "idempotency_key", "only unary calls send an idempotency key, and %s is %s: remove it", m.Desc.Name(), kind)
-		}
-	} else {
-		if name := p.GetIdempotencyKey(); name != "" {
-			mp.Key = keyFieldOf(m, name, at, eff.setBy["idempotency_key"], ps)
-			mp.IdempotencyKey = name
-		}
-		if r := p.GetRetry(); r != nil {
-			rp := retryOf(r)
-			if rp.MaxAttempts > 1 {
-				mp.Retry = rp
-				rules.CheckRetrySafe(string(m.Desc.Name()), mp.Idempotent, mp.IdempotencyKey != "" || p.GetGenerateIdempotencyKey(), eff.rules, ps.report(at))
-				checkBackoff(rp, eff, at, ps)
-			}
-		}
+	// it inherits (and the rules refuse those written on it).
+	if name := p.GetIdempotencyKey(); name != "" && streamKind(m) == "" {
+		mp.IdempotencyKey = name
+		mp.Key = keyFieldOf(m, name)
+	}
+	if rules.Retries(m.Desc, eff.rules) {
+		mp.Retry = retryOf(p.GetRetry())
 	}
 
-	mp.Timeout = durationOf(p.GetTimeout(), 0)
-	mp.OverallTimeout = durationOf(p.GetOverallTimeout(), 0)
-	rules.CheckTimeouts(mp.Timeout, mp.OverallTimeout, eff.rules, ps.report(at))
+	resolvePatterns(m, mp, own, eff)
+	resolveServerMethod(mp, eff)
 
-	resolvePatterns(m, mp, own, eff, at, ps)
-	resolveServerMethod(m, mp, eff, at, ps)
-
-	// A method's own breaker or bulkhead starts from the shared settings
-	// (file and service) and overrides them with its own.
-	if own.GetCircuitBreaker() != nil {
-		if !own.GetCircuitBreaker().GetPerMethod() {
-			ps.add(at, levelMethod, "circuit_breaker", "a method's own circuit_breaker needs per_method: true, which gives the method a breaker of its own; to tune the breaker the service's methods share, move these settings to (resilient.v1.service)")
-		} else {
-			mp.Breaker = breakerOf(p.GetCircuitBreaker())
-		}
+	// A method's own breaker or bulkhead (per_method) starts from the
+	// shared settings (file and service) and overrides them with its own.
+	if own.GetCircuitBreaker().GetPerMethod() {
+		mp.Breaker = breakerOf(p.GetCircuitBreaker())
 	}
-	if own.GetBulkhead() != nil {
-		if !own.GetBulkhead().GetPerMethod() {
-			ps.add(at, levelMethod, "bulkhead", "a method's own bulkhead needs per_method: true, which gives the method a bulkhead of its own; to tune the bulkhead the service's methods share, move these settings to (resilient.v1.service)")
-		} else {
-			mp.Bulkhead = bulkheadOf(p.GetBulkhead(), eff, at, ps)
-		}
+	if own.GetBulkhead().GetPerMethod() {
+		mp.Bulkhead = bulkheadOf(p.GetBulkhead())
 	}
 	return mp
-}
-
-// origin says where the other value of a comparison comes from when that
-// is not the option being blamed.
-func origin(m merged, path string, blamed level) string {
-	lvl, ok := m.setBy[path]
-	switch {
-	case !ok:
-		return " (the default)"
-	case lvl != blamed:
-		return " (set in " + lvl.option() + ")"
-	default:
-		return ""
-	}
-}
-
-// checkBackoff refuses a max_backoff below initial_backoff, once defaults
-// are filled in, blaming the more specific of the two settings.
-func checkBackoff(rp *retryPolicy, eff merged, at site, ps *problems) {
-	if rp.InitialBackoff <= 0 || rp.MaxBackoff <= 0 || rp.MaxBackoff >= rp.InitialBackoff {
-		return
-	}
-	il, iok := eff.setBy["retry.initial_backoff"]
-	ml, mok := eff.setBy["retry.max_backoff"]
-	if iok && (!mok || il > ml) {
-		ps.add(at, il, "retry.initial_backoff", "%v is longer than max_backoff %v%s: lower initial_backoff or raise max_backoff",
-			rp.InitialBackoff, rp.MaxBackoff, origin(eff, "retry.max_backoff", il))
-		return
-	}
-	ps.add(at, ml, "retry.max_backoff", "%v is shorter than initial_backoff %v%s: raise max_backoff or lower initial_backoff",
-		rp.MaxBackoff, rp.InitialBackoff, origin(eff, "retry.initial_backoff", ml))
 }
 
 func kindOf(m *protogen.Method) string {
@@ -288,72 +226,20 @@ func kindOf(m *protogen.Method) string {
 	}
 }
 
-// streamKind describes a streaming method for messages; "" for unary.
-func streamKind(m *protogen.Method) string {
-	switch {
-	case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
-		return "a bidi-streaming method"
-	case m.Desc.IsStreamingClient():
-		return "a client-streaming method"
-	case m.Desc.IsStreamingServer():
-		return "a server-streaming method"
-	default:
-		return ""
-	}
-}
+// streamKind describes a streaming method for messages ("a
+// server-streaming method"); "" for unary.
+func streamKind(m *protogen.Method) string { return rules.StreamKind(m.Desc) }
 
-// keyFieldOf finds the idempotency key field of the request and says how to
-// read it, or reports why it cannot be a key.
-func keyFieldOf(m *protogen.Method, name string, at site, lvl level, ps *problems) *keyField {
-	msg := m.Input
-	var field *protogen.Field
-	for _, fl := range msg.Fields {
+// keyFieldOf says how generated code reads the key field name of the
+// request; nil when the request has no such key field (which the rules
+// refuse).
+func keyFieldOf(m *protogen.Method, name string) *keyField {
+	for _, fl := range m.Input.Fields {
 		if string(fl.Desc.Name()) == name {
-			field = fl
+			return scalarKey(fl)
 		}
 	}
-	if field == nil {
-		hint := ""
-		for _, fl := range msg.Fields {
-			if fl.Desc.JSONName() == name || strings.EqualFold(string(fl.Desc.Name()), name) {
-				hint = fmt.Sprintf(" (did you mean %q?)", fl.Desc.Name())
-			}
-		}
-		ps.add(at, lvl, "idempotency_key", "field %q does not exist in %s%s: name a top-level string, bytes or integer field of the request", name, msg.Desc.FullName(), hint)
-		return nil
-	}
-	fd := field.Desc
-	k := scalarKey(field)
-	ok := k != nil
-	if !ok {
-		ps.add(at, lvl, "idempotency_key", "field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field", name, msg.Desc.FullName(), describeField(fd))
-		return nil
-	}
-	return k
-}
-
-func describeField(fd protoreflect.FieldDescriptor) string {
-	switch {
-	case fd.IsMap():
-		return "a map"
-	case fd.IsList():
-		return "a repeated " + describeKind(fd) + " field"
-	case fd.Kind() == protoreflect.EnumKind:
-		return "an " + describeKind(fd)
-	default:
-		return "a " + describeKind(fd)
-	}
-}
-
-func describeKind(fd protoreflect.FieldDescriptor) string {
-	switch {
-	case fd.Message() != nil:
-		return "message (" + string(fd.Message().FullName()) + ")"
-	case fd.Enum() != nil:
-		return "enum (" + string(fd.Enum().FullName()) + ")"
-	default:
-		return fd.Kind().String()
-	}
+	return nil
 }
 
 // durationOf converts a checked Duration; nil gives def.
@@ -421,12 +307,8 @@ func breakerOf(cb *resilientv1.CircuitBreaker) *breakerPolicy {
 	return bp
 }
 
-// bulkheadOf resolves a bulkhead, refusing one without permits: there is no
-// sensible default for the size of a bulkhead.
-func bulkheadOf(bh *resilientv1.Bulkhead, m merged, at site, ps *problems) *bulkheadPolicy {
-	if bh.Permits == nil {
-		ps.add(at, m.setBy["bulkhead"], "bulkhead.permits", "is required: set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}")
-	}
+// bulkheadOf resolves a bulkhead; its permits are required (the rules).
+func bulkheadOf(bh *resilientv1.Bulkhead) *bulkheadPolicy {
 	return &bulkheadPolicy{Permits: int(bh.GetPermits()), MaxWait: durationOf(bh.GetMaxWait(), 0)}
 }
 

@@ -28,6 +28,40 @@ const (
 	// RuleTimeoutExceedsOverall: a per-attempt timeout longer than the
 	// overall limit of the call.
 	RuleTimeoutExceedsOverall = "RESILIENT_TIMEOUT_EXCEEDS_OVERALL"
+	// RuleMissingValue: a setting without a sensible default left unset
+	// once the levels are merged: bulkhead.permits,
+	// rate_limit.requests_per_second, hedging.delay, cache.fresh_ttl and
+	// cache.key_fields, server.dedup.ttl, a shedding limit.
+	RuleMissingValue = "RESILIENT_MISSING_VALUE"
+	// RuleKeyField: an idempotency key that cannot be sent: idempotency_key
+	// naming a field that does not exist or is not a singular string,
+	// bytes or integer field, or an idempotency key (named or generated)
+	// written on a streaming method.
+	RuleKeyField = "RESILIENT_KEY_FIELD"
+	// RuleIdempotencyContradiction: two settings that contradict each
+	// other about idempotency: idempotent: false beside protobuf's
+	// idempotency_level, or idempotency_key and generate_idempotency_key
+	// written at different levels.
+	RuleIdempotencyContradiction = "RESILIENT_IDEMPOTENCY_CONTRADICTION"
+	// RuleStreamRetry: retry written on a streaming method.
+	RuleStreamRetry = "RESILIENT_STREAM_RETRY"
+	// RuleBackoffOrder: a max_backoff shorter than initial_backoff, across
+	// levels and defaults.
+	RuleBackoffOrder = "RESILIENT_BACKOFF_ORDER"
+	// RuleScope: a method's own circuit_breaker, bulkhead or rate_limit
+	// without per_method: true, or a rate_limit on a streaming method.
+	RuleScope = "RESILIENT_SCOPE"
+	// RuleHedging: hedging on a method that is not idempotent, retries, is
+	// a stream, or whose delay is not shorter than its timeouts.
+	RuleHedging = "RESILIENT_HEDGING"
+	// RuleCache: a cache on a method that is not an idempotent unary call
+	// or has no timeout, or keyed by fields that do not exist or are not
+	// singular string, bytes or integer fields.
+	RuleCache = "RESILIENT_CACHE"
+	// RuleServer: a server.default_timeout shorter than min_deadline,
+	// deduplication on a stream or on a method that sends no idempotency
+	// key, shedding limits out of order.
+	RuleServer = "RESILIENT_SERVER"
 	// RuleNoTimeout: a method without any timeout. Lint only, off by
 	// default: the plugin accepts such a method (the caller's deadline
 	// still bounds it).
@@ -80,12 +114,12 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 			timeout, overall, eff.Origin("overall_timeout", tl))})
 }
 
-// CheckFile runs the rules above, and Check on every option, over the
-// services of a file, as the plugin resolves them: the file's, service's
-// and method's options merged field by field; protobuf's idempotency_level
-// honoured; streams never retried; retries only with max_attempts above 1.
-// Each finding comes with the descriptor it is about (the file, a service
-// or a method). It is what the buf check plugin runs.
+// CheckFile runs every rule above, as the plugin does, over the services
+// of a file: Check on every option; CheckService, CheckMethod and
+// CheckShedding on the policies resolved from them (the file's, service's
+// and method's options merged field by field); and RuleNoTimeout, which
+// only lint runs. Each finding comes with the descriptor it is reported at
+// (the file, a service or a method). It is what the buf check plugin runs.
 func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
 	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
 		Check(p, onMethod, func(path, format string, args ...any) {
@@ -100,27 +134,22 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 		s := fd.Services().Get(i)
 		svcPolicy := policyFrom(s.Options(), &descriptorpb.ServiceOptions{}, resilientv1.E_Service)
 		report(s, LevelService, false, svcPolicy)
+		shared := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy})
+		atService := func(f Finding) { add(s, f) }
+		CheckService(shared, atService)
 		for j := 0; j < s.Methods().Len(); j++ {
 			m := s.Methods().Get(j)
-			opts := &descriptorpb.MethodOptions{}
-			own := policyFrom(m.Options(), opts, resilientv1.E_Method)
+			own := policyFrom(m.Options(), &descriptorpb.MethodOptions{}, resilientv1.E_Method)
 			report(m, LevelMethod, true, own)
 			eff := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy}, Layer{LevelMethod, own})
-			p := eff.Policy
 			at := func(f Finding) { add(m, f) }
-			level := opts.GetIdempotencyLevel()
-			idempotent := p.GetIdempotent() || level == descriptorpb.MethodOptions_IDEMPOTENT || level == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
-			keyed := p.GetIdempotencyKey() != "" || p.GetGenerateIdempotencyKey()
-			if r := p.GetRetry(); r != nil && !m.IsStreamingClient() && !m.IsStreamingServer() && (r.MaxAttempts == nil || r.GetMaxAttempts() > 1) {
-				CheckRetrySafe(string(m.Name()), idempotent, keyed, eff, at)
-			}
-			timeout, overall := p.GetTimeout().AsDuration(), p.GetOverallTimeout().AsDuration()
-			CheckTimeouts(timeout, overall, eff, at)
-			if p.GetTimeout() == nil && p.GetOverallTimeout() == nil {
+			CheckMethod(m, own, eff, at)
+			if p := eff.Policy; p.GetTimeout() == nil && p.GetOverallTimeout() == nil {
 				at(Finding{RuleNoTimeout, LevelMethod, "timeout",
 					fmt.Sprintf("%s has no timeout: a call waits as long as the caller's deadline allows, and for ever without one; set timeout (one attempt) or overall_timeout (the whole call) here, on the service or on the file", m.Name())})
 			}
 		}
+		CheckShedding(shared, atService)
 	}
 }
 

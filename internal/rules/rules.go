@@ -3,9 +3,11 @@
 
 // Package rules holds the checks of a resilient.v1.Policy and the defaults
 // of the options contract, shared by the plugin (which reports a problem at
-// its place in the .proto) and the override loader (which reports it at its
-// key in the file or environment). One implementation, so that an operator
-// can never set through an override what the plugin refuses in a .proto.
+// its place in the .proto), the buf check plugin (which reports it as a
+// lint rule, lint.go) and the override loader (which reports it at its key
+// in the file or environment). One implementation, so that lint refuses
+// what the plugin refuses, and an operator can never set through an
+// override what the plugin refuses in a .proto.
 package rules
 
 import (
@@ -78,8 +80,8 @@ var AnswerCodes = map[codes.Code]bool{
 type Report func(path, format string, args ...any)
 
 // Check checks the values written in one policy, each on its own (the
-// checks that involve several levels or the method's descriptor belong to
-// the caller). onMethod says whether the policy applies to a single method
+// checks that involve several levels or the method's descriptor are
+// CheckService, CheckMethod and CheckShedding). onMethod says whether the policy applies to a single method
 // (a (resilient.v1.method) option, or an override of one method).
 func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 	if p == nil {
@@ -227,6 +229,12 @@ func (c checker) priority(p *resilientv1.Policy) {
 // together: every one set, and none below the limit of a lower priority.
 // add receives the field that is wrong.
 func SheddingLimits(low, normal, high, critical *uint32, add Report) {
+	sheddingLimits(low, normal, high, critical, add, add)
+}
+
+// sheddingLimits is SheddingLimits, reporting a limit left unset to
+// missing and one below a lower priority's to order.
+func sheddingLimits(low, normal, high, critical *uint32, missing, order Report) {
 	prev, prevName := uint32(0), ""
 	for _, l := range []struct {
 		name string
@@ -234,10 +242,10 @@ func SheddingLimits(low, normal, high, critical *uint32, add Report) {
 	}{{"low", low}, {"normal", normal}, {"high", high}, {"critical", critical}} {
 		switch {
 		case l.v == nil:
-			add("shedding."+l.name, "is required: set the in-flight limit of every priority, as in shedding: {low: 50, normal: 150, high: 180, critical: 200}")
+			missing("shedding."+l.name, "is required: set the in-flight limit of every priority, as in shedding: {low: 50, normal: 150, high: 180, critical: 200}")
 			continue
 		case *l.v < prev:
-			add("shedding."+l.name, "%d is below %s (%d): the limits are cumulative, and a more important request may never be refused before a less important one; raise %s or lower %s", *l.v, prevName, prev, l.name, prevName)
+			order("shedding."+l.name, "%d is below %s (%d): the limits are cumulative, and a more important request may never be refused before a less important one; raise %s or lower %s", *l.v, prevName, prev, l.name, prevName)
 		}
 		if *l.v >= prev {
 			prev, prevName = *l.v, l.name
