@@ -8,6 +8,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-resilient/resilient v0.0.0-00010101000000-000000000000
 	github.com/sony/gobreaker/v2 v2.4.0
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 )
 

@@ -13,7 +13,9 @@ import (
 )
 
 // grpcClient starts the example server on loopback and returns a client of
-// impl connected to it, after one call so the connection is up.
+// impl connected to it, after one call so the connection is up. When the
+// benchmark ends it checks that every iteration reached the server: a
+// figure for calls that never left would be meaningless.
 func grpcClient(b *testing.B, impl string) inventoryv1.InventoryServiceClient {
 	b.Helper()
 	srv, err := server.Start("127.0.0.1:0", server.Healthy)
@@ -33,10 +35,18 @@ func grpcClient(b *testing.B, impl string) inventoryv1.InventoryServiceClient {
 	case "resilient":
 		c, err = inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 			Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
-				// The annotated policy, but a bulkhead that the parallel
-				// runs never fill: what is measured is its cost, not its
-				// refusals.
+				// The annotated policy, but a bulkhead and a rate limit
+				// that the parallel runs never fill (what is measured is
+				// their cost, not their refusals), and without GetStock's
+				// cache, which would answer without calling.
 				p.Bulkhead.Permits = 1 << 20
+				if p.RateLimit != nil {
+					p.RateLimit.RequestsPerSecond = 1e9
+					p.RateLimit.Burst = 1 << 20
+				}
+				for i := range p.Methods {
+					p.Methods[i].Cache = nil
+				}
 			})},
 		})
 		if err != nil {
@@ -48,6 +58,11 @@ func grpcClient(b *testing.B, impl string) inventoryv1.InventoryServiceClient {
 	if _, err := c.GetStock(context.Background(), request); err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() {
+		if got := srv.Calls(inventoryv1.InventoryService_GetStock_FullMethodName); got < b.N {
+			b.Errorf("%s: the server saw %d calls for %d iterations", impl, got, b.N)
+		}
+	})
 	return c
 }
 

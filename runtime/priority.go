@@ -68,9 +68,8 @@ func WithPriority(ctx context.Context, p Priority) context.Context {
 // OutgoingPriority returns the lowest priority that ctx already sends in
 // PriorityHeader, and false when it sends none.
 func OutgoingPriority(ctx context.Context) (Priority, bool) {
-	md, _ := metadata.FromOutgoingContext(ctx)
 	lowest, found := PriorityCritical, false
-	for _, v := range md[PriorityHeader] {
+	for _, v := range metadata.ValueFromOutgoingContext(ctx, PriorityHeader) {
 		if q, ok := ParsePriority(v); ok && q <= lowest {
 			lowest, found = q, true
 		}
@@ -82,8 +81,9 @@ func OutgoingPriority(ctx context.Context) (Priority, bool) {
 // (MethodPolicy.Priority) for the call, so that the server can shed the
 // least important work first. It never raises a priority: when ctx already
 // sends one as low or lower (the caller lowered it with WithPriority), ctx
-// is returned as it is; a method without a priority sends none. Generated
-// clients call it on every call.
+// is returned as it is; a method without a priority, or a normal one the
+// caller did not lower, sends none (the server takes no header as
+// normal). Generated clients call it on every call.
 func Prioritize(ctx context.Context, m *Method) context.Context {
 	if m == nil || ctx == nil {
 		return ctx // Unary refuses a nil context, naming the method
@@ -92,7 +92,13 @@ func Prioritize(ctx context.Context, m *Method) context.Context {
 	if p == PriorityUnspecified || p > PriorityCritical {
 		return ctx
 	}
-	if sent, ok := OutgoingPriority(ctx); ok && sent <= p {
+	sent, ok := OutgoingPriority(ctx)
+	if ok && sent <= p {
+		return ctx
+	}
+	if !ok && p == PriorityNormal {
+		// A request without the header is normal on the server: the header
+		// (and its cost on both sides) is needed only to say otherwise.
 		return ctx
 	}
 	return WithPriority(ctx, p)

@@ -59,6 +59,9 @@ func NewRateLimiter(p RateLimitPolicy) *RateLimiter {
 // ctx ends early gives the token back too, and returns ctx's error.
 func (r *RateLimiter) Wait(ctx context.Context) (wait time.Duration, err error) {
 	now := time.Now()
+	if r.lim.AllowN(now, 1) {
+		return 0, nil // a token was there: no reservation to allocate
+	}
 	res := r.lim.ReserveN(now, 1)
 	if !res.OK() {
 		return 0, errRateRefused

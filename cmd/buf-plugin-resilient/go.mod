@@ -7,6 +7,7 @@ go 1.26.0
 require (
 	buf.build/go/bufplugin v0.11.1
 	github.com/go-resilient/resilient v0.0.0
+	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
 )
 
