@@ -58,7 +58,9 @@ func run(addr string, n int, printPolicy bool, overridesFile, metricsAddr string
 	if err != nil {
 		return err
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The recommended dial options: a connect timeout and keep-alive, so
+	// that a vanished server is noticed in seconds, not minutes.
+	cc, err := grpc.NewClient(addr, append(runtime.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return err
 	}

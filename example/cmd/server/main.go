@@ -28,7 +28,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -83,14 +82,15 @@ func main() {
 			return slow(ctx, c)
 		}
 	}
-	var opts []grpc.ServerOption
+	// Accept the keep-alive pings of clients dialled with runtime.DialOptions.
+	opts := runtime.ServerOptions()
 	if *guard {
 		g, err := newGuard(*redisAddr, *overridesFile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "server:", err)
 			os.Exit(1)
 		}
-		opts = g.ServerOptions()
+		opts = append(opts, g.ServerOptions()...)
 	}
 	srv, err := server.Start(*addr, b, opts...)
 	if err != nil {
