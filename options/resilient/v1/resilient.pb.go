@@ -1202,7 +1202,7 @@ type CircuitBreaker struct {
 	CoolDown *durationpb.Duration `protobuf:"bytes,4,opt,name=cool_down,json=coolDown,proto3" json:"cool_down,omitempty"`
 	// half_open_probes is the number of probe calls let through after the
 	// cool-down: all succeed and the breaker closes; one fails and it opens
-	// again. Default: 3. Must be at least 1.
+	// again. Default: 3. Must be between 1 and 65535.
 	//
 	// ```proto
 	// circuit_breaker: {half_open_probes: 3}
