@@ -56,21 +56,11 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	}
 	s := &stream{m: m, callerCtx: ctx}
 	mx := m.metrics
-	if bh := m.bulkhead; bh != nil {
-		ok, waited := bh.Acquire(ctx)
-		if !ok {
-			if err := ctx.Err(); err != nil {
-				return nil, statusFromContext(err)
-			}
-			if mx != nil {
-				mx.bulkheadRejections.Inc()
-			}
-			return nil, bulkheadFullError(m.dependency(), method, int(bh.permits), waited)
+	if m.bulkhead != nil {
+		if err := m.acquirePermit(ctx); err != nil {
+			return nil, err
 		}
-		s.bulkhead = bh
-		if mx != nil {
-			mx.bulkheadInUse.Inc()
-		}
+		s.holdsPermit = true
 	}
 	if br := m.breaker; br != nil {
 		s.start = w.c.now()
@@ -112,13 +102,13 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 // bulkhead when it ends.
 type stream struct {
 	grpc.ClientStream
-	m         *Method
-	callerCtx context.Context
-	bulkhead  *Bulkhead
-	breaker   *Breaker
-	ticket    Ticket
-	start     int64 // nanoseconds since the client's base
-	cancel    context.CancelFunc
+	m           *Method
+	callerCtx   context.Context
+	holdsPermit bool // a permit of m.bulkhead is held until finish
+	breaker     *Breaker
+	ticket      Ticket
+	start       int64 // nanoseconds since the client's base
+	cancel      context.CancelFunc
 
 	once     sync.Once
 	mu       sync.Mutex
@@ -178,11 +168,8 @@ func (s *stream) finish(err error) {
 }
 
 func (s *stream) release() {
-	if s.bulkhead != nil {
-		s.bulkhead.Release()
-		s.bulkhead = nil
-		if mx := s.m.metrics; mx != nil {
-			mx.bulkheadInUse.Dec()
-		}
+	if s.holdsPermit {
+		s.holdsPermit = false
+		s.m.releasePermit()
 	}
 }

@@ -101,22 +101,11 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			return nil, err
 		}
 	}
-	if bh := m.bulkhead; bh != nil {
-		ok, waited := bh.Acquire(ctx)
-		if !ok {
-			if err := ctx.Err(); err != nil {
-				return nil, statusFromContext(err)
-			}
-			if mx != nil {
-				mx.bulkheadRejections.Inc()
-			}
-			return nil, bulkheadFullError(m.dependency(), p.Name, int(bh.permits), waited)
+	if m.bulkhead != nil {
+		if err := m.acquirePermit(ctx); err != nil {
+			return nil, err
 		}
-		if mx != nil {
-			mx.bulkheadInUse.Inc()
-			defer mx.bulkheadInUse.Dec()
-		}
-		defer bh.Release()
+		defer m.releasePermit()
 	}
 	if p.OverallTimeout > 0 {
 		var cancel context.CancelFunc
@@ -337,4 +326,33 @@ func isAnswer(c codes.Code) bool {
 		return true
 	}
 	return false
+}
+
+// acquirePermit takes a permit of the method's bulkhead (which must not be
+// nil), counting it in the metrics; the error is the caller's own context
+// error, or the refusal.
+func (m *Method) acquirePermit(ctx context.Context) error {
+	bh, mx := m.bulkhead, m.metrics
+	ok, waited := bh.Acquire(ctx)
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return statusFromContext(err)
+		}
+		if mx != nil {
+			mx.bulkheadRejections.Inc()
+		}
+		return bulkheadFullError(m.dependency(), m.policy.Name, int(bh.permits), waited)
+	}
+	if mx != nil {
+		mx.bulkheadInUse.Inc()
+	}
+	return nil
+}
+
+// releasePermit gives back a permit taken with acquirePermit.
+func (m *Method) releasePermit() {
+	m.bulkhead.Release()
+	if mx := m.metrics; mx != nil {
+		mx.bulkheadInUse.Dec()
+	}
 }
