@@ -168,8 +168,10 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 	ch := m.cache
 	c := m.client
 	if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
+		m.cacheLookup(cacheHit)
 		return copyOf(val.(*Resp)), nil, false
 	}
+	m.cacheLookup(cacheMiss)
 	f, leader := ch.join(key)
 	if leader {
 		go fetch(ctx, m, f, idemKey, key, req, opts, call)
@@ -187,6 +189,7 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 	}
 	if !isAnswer(status.Code(f.err)) {
 		if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.StaleTTL) {
+			m.cacheLookup(cacheStale)
 			m.fellBackTo(causeStaleCache, f.err)
 			return copyOf(val.(*Resp)), nil, true
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -225,4 +226,33 @@ func fallbackCount(t *testing.T, reg *prometheus.Registry, cause string) float64
 		}
 	}
 	return 0
+}
+
+// TestCacheMetrics: every lookup of a cached method is counted as a hit
+// (no call), a miss (a call made or joined) or a stale answer.
+func TestCacheMetrics(t *testing.T) {
+	srv, cc := start(t, server.Healthy)
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
+		runtime.WithClock(clock), runtime.WithRegisterer(reg))
+	for range 3 {
+		if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Second)
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	if resp, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil || resp.GetUnits() != 42 {
+		t.Fatalf("%v %v, want the stale 42", resp, err)
+	}
+	want := map[string]float64{"hit": 2, "miss": 2, "stale": 1}
+	for result, n := range want {
+		if got := metricValue(t, reg, "resilient_client_cache_lookups_total", "method", "GetStock", "result", result); got != n {
+			t.Errorf("cache_lookups_total{result=%q} = %v, want %v", result, got, n)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
 }

@@ -50,6 +50,7 @@ type collectors struct {
 	bulkheadRejections *prometheus.CounterVec   // dependency, method
 	fallbacks          *prometheus.CounterVec   // dependency, method, cause
 	rateLimited        *prometheus.CounterVec   // dependency, method
+	cacheLookups       *prometheus.CounterVec   // dependency, method, result
 }
 
 func newCollectors(r prometheus.Registerer) (*collectors, error) {
@@ -72,6 +73,7 @@ func newCollectors(r prometheus.Registerer) (*collectors, error) {
 		bulkheadRejections: counter("bulkhead_rejections_total", "Calls refused because every permit of the bulkhead was taken.", "dependency", "method"),
 		fallbacks:          counter("fallbacks_total", "Calls answered by the method's fallback, or by a stale cached answer (cause stale_cache), by the cause of the failure.", "dependency", "method", "cause"),
 		rateLimited:        counter("rate_limited_total", "Calls refused by the client's own rate limit towards the dependency.", "dependency", "method"),
+		cacheLookups:       counter("cache_lookups_total", "Calls of a cached method by result: hit (a fresh answer, no call), miss (a call made or joined), stale (a stale answer after the call failed).", "dependency", "method", "result"),
 	}
 	var err error
 	if c.attempts, err = register(r, c.attempts); err != nil {
@@ -80,7 +82,7 @@ func newCollectors(r prometheus.Registerer) (*collectors, error) {
 	if c.attemptDuration, err = register(r, c.attemptDuration); err != nil {
 		return nil, err
 	}
-	for _, v := range []**prometheus.CounterVec{&c.retries, &c.breakerTransitions, &c.breakerRejections, &c.bulkheadRejections, &c.fallbacks, &c.rateLimited} {
+	for _, v := range []**prometheus.CounterVec{&c.retries, &c.breakerTransitions, &c.breakerRejections, &c.bulkheadRejections, &c.fallbacks, &c.rateLimited, &c.cacheLookups} {
 		if *v, err = register(r, *v); err != nil {
 			return nil, err
 		}
@@ -188,7 +190,25 @@ type methodMetrics struct {
 	bulkheadRejections prometheus.Counter
 	bulkheadInUse      prometheus.Gauge // nil without a bulkhead
 	fallbacks          lazyCounters
-	rateLimited        prometheus.Counter // nil without a rate limit
+	rateLimited        prometheus.Counter                  // nil without a rate limit
+	cache              [numCacheResults]prometheus.Counter // nil without a cache
+}
+
+// The results of a lookup in a method's cache.
+const (
+	cacheHit = iota
+	cacheMiss
+	cacheStale
+	numCacheResults
+)
+
+var cacheResults = [numCacheResults]string{"hit", "miss", "stale"}
+
+// cacheLookup counts a lookup in the method's cache, if metrics are kept.
+func (m *Method) cacheLookup(result int) {
+	if mx := m.metrics; mx != nil {
+		mx.cache[result].Inc()
+	}
 }
 
 func newLazy(vec *prometheus.CounterVec, dep, method string, n int, name func(int) string) lazyCounters {
@@ -227,6 +247,11 @@ func (cs *collectors) forMethod(dep string, m *Method) *methodMetrics {
 	}
 	if m.limiter != nil {
 		mm.rateLimited = cs.rateLimited.WithLabelValues(dep, name)
+	}
+	if m.cache != nil {
+		for i := range mm.cache {
+			mm.cache[i] = cs.cacheLookups.WithLabelValues(dep, name, cacheResults[i])
+		}
 	}
 	return mm
 }
