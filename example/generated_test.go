@@ -24,7 +24,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func start(t *testing.T, b server.Behaviour) (*server.Server, *inventoryv1.InventoryServiceResilientClient, *paymentsv1.PaymentsServiceResilientClient) {
+// dial serves the example services with behaviour b on loopback and
+// connects to them; both end with the test.
+func dial(t *testing.T, b server.Behaviour) (*server.Server, *grpc.ClientConn) {
 	t.Helper()
 	srv, err := server.Start("127.0.0.1:0", b)
 	if err != nil {
@@ -38,6 +40,13 @@ func start(t *testing.T, b server.Behaviour) (*server.Server, *inventoryv1.Inven
 		cc.Close()
 		srv.Stop()
 	})
+	return srv, cc
+}
+
+// start is dial with the generated clients, as annotated.
+func start(t *testing.T, b server.Behaviour) (*server.Server, *inventoryv1.InventoryServiceResilientClient, *paymentsv1.PaymentsServiceResilientClient) {
+	t.Helper()
+	srv, cc := dial(t, b)
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,16 +116,7 @@ func TestHungInventoryTimesOutAtTheAnnotatedTimeout(t *testing.T) {
 }
 
 func TestFallbackAnswersWhenInventoryFails(t *testing.T) {
-	srv, err := server.Start("127.0.0.1:0", server.Fail(codes.Unavailable))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	_, cc := dial(t, server.Fail(codes.Unavailable))
 	var cause error
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		GetStockFallback: func(_ context.Context, req *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
@@ -172,16 +172,7 @@ func TestNilRequestIsRefused(t *testing.T) {
 }
 
 func TestOperatorCanEditThePolicyWithoutTouchingTheAnnotatedOne(t *testing.T) {
-	srv, err := server.Start("127.0.0.1:0", server.Slow(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	_, cc := dial(t, server.Slow(200*time.Millisecond))
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
 			p.Methods[0].Timeout = 50 * time.Millisecond
