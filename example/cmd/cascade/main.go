@@ -392,18 +392,24 @@ func runScenarios(c config, names []string, phase func(time.Duration) server.Beh
 		}
 		results[i] = run(names[i], c.load, calls[i])
 	}
-	if c.parallel {
-		var wg sync.WaitGroup
-		for i := range names {
-			wg.Go(func() { one(i) })
-		}
-		wg.Wait()
-	} else {
-		for i := range names {
-			one(i)
-		}
-	}
+	c.each(len(names), one)
 	return results, deps, nil
+}
+
+// each runs f for 0..n-1: at the same time with -parallel, else one after
+// another.
+func (c config) each(n int, f func(i int)) {
+	if !c.parallel {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
 }
 
 func printSlowTable(w io.Writer, results []*result, deps []*dependency, c config) {

@@ -45,6 +45,14 @@ type shedRun struct {
 	shedInTap       uint64 // refusals counted by the Guard
 }
 
+// label names the server of the run in the table and the chart.
+func (r *shedRun) label() string {
+	if r.guarded {
+		return "Guard (annotated limits)"
+	}
+	return "no guard"
+}
+
 // isShed reports whether err is a shedding refusal: a status the Guard's
 // InTapHandle answers, with the pushback in a RetryInfo detail.
 func isShed(err error) bool {
@@ -162,17 +170,7 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 		return nil
 	}
 	errs := make([]error, len(runs))
-	if c.parallel {
-		var wg sync.WaitGroup
-		for i, r := range runs {
-			wg.Go(func() { errs[i] = one(r) })
-		}
-		wg.Wait()
-	} else {
-		for i, r := range runs {
-			errs[i] = one(r)
-		}
-	}
+	c.each(len(runs), func(i int) { errs[i] = one(runs[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -181,10 +179,7 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 	printShedTable(w, runs)
 	var panels []*result
 	for _, r := range runs {
-		label := "no guard"
-		if r.guarded {
-			label = "Guard (annotated limits)"
-		}
+		label := r.label()
 		r.orders.name, r.reports.name = label+": orders (ReserveStock, high)", label+": reports (StockReport, low)"
 		panels = append(panels, r.orders, r.reports)
 	}
@@ -199,10 +194,7 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 func printShedTable(w io.Writer, runs []*shedRun) {
 	fmt.Fprintf(w, "%-26s %-8s %6s %6s %6s %8s %9s %6s %8s %8s\n", "server", "calls", "sent", "ok", "shed", "timeout", "bulkhead", "other", "p50", "p99")
 	for _, r := range runs {
-		label := "no guard"
-		if r.guarded {
-			label = "Guard (annotated limits)"
-		}
+		label := r.label()
 		for i, res := range []*result{r.orders, r.reports} {
 			calls := []string{"orders", "reports"}[i]
 			other := res.sent - res.counts[outOK] - res.counts[outShed] - res.counts[outTimeout] - res.counts[outBulkheadFull]
