@@ -14,13 +14,6 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// Defaults of the contract that the resolved policy does not carry yet;
-// the page shows them so that a reviewer sees every value in force.
-const (
-	defaultHedgeCopies     = 2
-	defaultCacheMaxEntries = 10000
-)
-
 // policyMarkdown renders the page of a file's policy: per service, what its
 // methods share, and per method every value in force and the option it
 // came from (the method's, the service's or the file's annotation, the
@@ -144,27 +137,18 @@ func methodRows(b *strings.Builder, m *protogen.Method, mp *methodPolicy, eff me
 	default:
 		t.row("bulkhead", "none", from(eff, "bulkhead"))
 	}
-	if h := eff.policy.GetHedging(); h != nil {
-		copies := uint32(defaultHedgeCopies)
-		if h.MaxCopies != nil {
-			copies = h.GetMaxCopies()
-		}
-		t.row("hedging: delay", durationOf(h.GetDelay(), 0).String(), from(eff, "hedging.delay"))
-		t.row("hedging: copies", fmt.Sprint(copies), from(eff, "hedging.max_copies"))
-		t.row("hedging: non-fatal codes", strings.Join(codeNames(codesOf(h.GetNonFatalCodes(), defaultRetryableCodes)), ", "), from(eff, "hedging.non_fatal_codes"))
+	if h := mp.Hedging; h != nil {
+		t.row("hedging: delay", h.Delay.String(), from(eff, "hedging.delay"))
+		t.row("hedging: copies", fmt.Sprint(h.MaxCopies), from(eff, "hedging.max_copies"))
+		t.row("hedging: non-fatal codes", strings.Join(codeNames(h.NonFatalCodes), ", "), from(eff, "hedging.non_fatal_codes"))
 	} else {
 		t.row("hedging", "none", from(eff, "hedging"))
 	}
-	if c := eff.policy.GetCache(); c != nil {
-		fresh := durationOf(c.GetFreshTtl(), 0)
-		entries := uint32(defaultCacheMaxEntries)
-		if c.MaxEntries != nil {
-			entries = c.GetMaxEntries()
-		}
-		t.row("cache: fresh for", fresh.String(), from(eff, "cache.fresh_ttl"))
-		t.row("cache: stale on error for", durationOf(c.GetStaleTtl(), fresh).String(), from(eff, "cache.stale_ttl"))
-		t.row("cache: key", "`"+strings.Join(c.GetKeyFields(), "`, `")+"`", from(eff, "cache.key_fields"))
-		t.row("cache: entries", fmt.Sprint(entries), from(eff, "cache.max_entries"))
+	if c := mp.Cache; c != nil {
+		t.row("cache: fresh for", c.FreshTTL.String(), from(eff, "cache.fresh_ttl"))
+		t.row("cache: stale on error for", c.StaleTTL.String(), from(eff, "cache.stale_ttl"))
+		t.row("cache: key", "`"+strings.Join(c.KeyFields, "`, `")+"`", from(eff, "cache.key_fields"))
+		t.row("cache: entries", fmt.Sprint(c.MaxEntries), from(eff, "cache.max_entries"))
 	} else {
 		t.row("cache", "none", from(eff, "cache"))
 	}
