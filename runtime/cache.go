@@ -135,13 +135,6 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 	close(f.done)
 }
 
-// Len returns the number of entries, for tests and inspection.
-func (c *cache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
-}
-
 // UnaryCached is Unary for a method with a cache: key computes the cache
 // key of a request (generated from the method's key_fields, no
 // reflection). Before any other layer, a fresh answer for the key is
