@@ -20,10 +20,10 @@ const IdempotencyKeyHeader = "idempotency-key"
 // it; call is the plain generated client's method, fallback the optional
 // typed fallback.
 //
-// The layers, outside in: fallback, bulkhead, overall limit, retry loop
-// (retry budget, backoff with full jitter, never past the deadline), circuit
-// breaker (admits each attempt, records its outcome), per-attempt timeout,
-// the call. key is the request's idempotency key ("" for none): it is sent
+// The layers, outside in: fallback, rate limit, bulkhead, overall limit,
+// retry loop or hedging (retry budget, backoff with full jitter, never past
+// the deadline), circuit breaker (admits each attempt, records its
+// outcome), per-attempt timeout, the call. key is the request's idempotency key ("" for none): it is sent
 // as idempotency-key metadata on every attempt, and without it a method that
 // is not idempotent is never retried.
 func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
