@@ -162,7 +162,7 @@ func methodRows(b *strings.Builder, m *protogen.Method, mp *methodPolicy, eff me
 
 // from says which level set the field at path, or that it is the default.
 func from(m merged, path string) string {
-	lvl, ok := m.setBy[path]
+	lvl, ok := m.setBy(path)
 	if !ok {
 		return "default"
 	}

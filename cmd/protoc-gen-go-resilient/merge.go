@@ -29,22 +29,24 @@ type layer struct {
 	policy *resilientv1.Policy
 }
 
-// merged is a policy resolved from several layers. setBy records, for every
-// field path that some layer set ("retry", "retry.max_attempts",
-// "timeout"), the most specific level that set it, so that a problem can
-// name the option where the value was written. rules is the same, as the
-// checks shared with the buf lint plugin and the override loader take it.
+// merged is a policy resolved from several layers: rules is the merge
+// itself (rules.Merge), as the checks shared with the buf lint plugin and
+// the override loader take it, and policy its result.
 type merged struct {
 	policy *resilientv1.Policy
-	setBy  map[string]level
 	rules  rules.Merged
 }
 
-// has reports whether some layer set the field at path.
-func (m merged) has(path string) bool {
-	_, ok := m.setBy[path]
-	return ok
+// setBy returns the most specific level that set the field at path
+// ("retry", "retry.max_attempts", "timeout"), so that a problem can name
+// the option where the value was written; ok is false when no layer set it.
+func (m merged) setBy(path string) (lvl level, ok bool) {
+	l, ok := m.rules.SetBy[path]
+	return level(l), ok
 }
+
+// has reports whether some layer set the field at path.
+func (m merged) has(path string) bool { return m.rules.Has(path) }
 
 // mergeLayers merges the layers in order, each overriding the ones before
 // it field by field (rules.Merge).
@@ -54,11 +56,7 @@ func mergeLayers(layers ...layer) merged {
 		ls[i] = rules.Layer{Level: rules.Level(l.level), Policy: l.policy}
 	}
 	r := rules.Merge(ls...)
-	m := merged{policy: r.Policy, setBy: make(map[string]level, len(r.SetBy)), rules: r}
-	for path, lvl := range r.SetBy {
-		m.setBy[path] = level(lvl)
-	}
-	return m
+	return merged{policy: r.Policy, rules: r}
 }
 
 // report adds the findings of a shared check (internal/rules) to ps, at

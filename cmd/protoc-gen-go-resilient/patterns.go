@@ -50,7 +50,7 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 	mp.GenerateIdempotencyKey = p.GetGenerateIdempotencyKey() && unary && mp.IdempotencyKey == ""
 
 	// Hedging, written on the method.
-	if h := p.GetHedging(); h != nil && eff.setBy["hedging"] == levelMethod {
+	if h := p.GetHedging(); h != nil && eff.rules.SetBy["hedging"] == rules.LevelMethod {
 		mp.Hedging = &hedgingPolicy{
 			Delay:         durationOf(h.GetDelay(), 0),
 			MaxCopies:     rules.DefaultHedgingMaxCopies,
@@ -68,7 +68,7 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 	}
 
 	// The cache, written on the method.
-	if ca := p.GetCache(); ca != nil && eff.setBy["cache"] == levelMethod {
+	if ca := p.GetCache(); ca != nil && eff.rules.SetBy["cache"] == rules.LevelMethod {
 		cp := &cachePolicy{
 			FreshTTL:   durationOf(ca.GetFreshTtl(), 0),
 			MaxEntries: rules.DefaultCacheMaxEntries,

@@ -259,7 +259,7 @@ func TestMerge(t *testing.T) {
 		"retry.max_backoff":     levelService,
 		"retry.retryable_codes": levelMethod,
 	} {
-		if got, ok := m.setBy[path]; !ok || got != lvl {
+		if got, ok := m.setBy(path); !ok || got != lvl {
 			t.Errorf("%s set by %v (%v), want %v", path, got.option(), ok, lvl.option())
 		}
 	}
