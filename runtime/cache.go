@@ -205,12 +205,8 @@ func fetch[Req, Resp any](ctx context.Context, m *Method, f *flight, idemKey, ke
 			m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now())
 		}
 	}()
-	limit := m.policy.OverallTimeout
-	if limit == 0 {
-		limit = m.policy.Timeout
-	}
 	fctx := context.WithoutCancel(ctx)
-	if limit > 0 {
+	if limit := m.policy.callLimit(); limit > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(fctx, limit)
 		defer cancel()

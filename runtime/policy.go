@@ -164,6 +164,15 @@ type MethodPolicy struct {
 	Priority Priority
 }
 
+// callLimit is the limit of a call that runs on its own: a stream, or the
+// shared call of a cache. It is OverallTimeout, else Timeout; 0 for none.
+func (m *MethodPolicy) callLimit() time.Duration {
+	if m.OverallTimeout > 0 {
+		return m.OverallTimeout
+	}
+	return m.Timeout
+}
+
 // RetryPolicy says when and how often a failed attempt is repeated.
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts in all, the first included.

@@ -76,12 +76,8 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	} else if mx != nil {
 		s.start = w.c.now()
 	}
-	limit := m.policy.OverallTimeout
-	if limit == 0 {
-		limit = m.policy.Timeout
-	}
 	var sctx context.Context
-	if limit > 0 {
+	if limit := m.policy.callLimit(); limit > 0 {
 		sctx, s.cancel = context.WithTimeout(ctx, limit)
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)
