@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -347,8 +346,8 @@ func setRateLimit(r *runtime.RateLimitPolicy, field string, v any) {
 	switch field {
 	case "requests_per_second":
 		r.RequestsPerSecond = v.(float64)
-		if r.Burst == 0 && r.RequestsPerSecond > 0 && !math.IsInf(r.RequestsPerSecond, 0) {
-			r.Burst = int(max(1, min(math.Ceil(r.RequestsPerSecond), math.MaxInt32)))
+		if r.Burst == 0 {
+			r.Burst = rules.DefaultBurst(r.RequestsPerSecond)
 		}
 	case "burst":
 		r.Burst = int(v.(uint32))

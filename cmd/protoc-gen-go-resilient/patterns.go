@@ -4,7 +4,6 @@
 package main
 
 import (
-	"math"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -89,12 +88,10 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 // rateLimitOf resolves a rate limit; its rate is required (the rules).
 func rateLimitOf(r *resilientv1.RateLimit) *rateLimitPolicy {
 	rp := &rateLimitPolicy{RequestsPerSecond: r.GetRequestsPerSecond(), MaxWait: durationOf(r.GetMaxWait(), 0)}
+	rp.Burst = rules.DefaultBurst(rp.RequestsPerSecond)
 	if r.Burst != nil {
-		rp.Burst = int(r.GetBurst())
-	} else if x := rp.RequestsPerSecond; x > 0 && !math.IsInf(x, 0) {
-		rp.Burst = int(min(math.Ceil(x), math.MaxInt32))
+		rp.Burst = max(int(r.GetBurst()), 1)
 	}
-	rp.Burst = max(rp.Burst, 1)
 	return rp
 }
 

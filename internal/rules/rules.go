@@ -49,6 +49,16 @@ const (
 	DefaultLease        = 10 * time.Second
 )
 
+// DefaultBurst is the burst of a rate limit that sets none: its rate
+// rounded up, at least 1 and at most math.MaxInt32; 1 for a rate that is
+// not positive and finite (which Check refuses).
+func DefaultBurst(requestsPerSecond float64) int {
+	if x := requestsPerSecond; x > 0 && !math.IsInf(x, 0) {
+		return int(max(1, min(math.Ceil(x), math.MaxInt32)))
+	}
+	return 1
+}
+
 // DefaultSheddingCode is the status code of a shedding refusal that sets
 // none.
 const DefaultSheddingCode = codes.Unavailable
