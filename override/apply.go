@@ -64,7 +64,7 @@ func (t *service) ordered() []*leaf {
 		}
 	}
 	for i := range t.policy.Methods {
-		name := methodName(&t.policy.Methods[i])
+		name := methodName(t.policy.Methods[i].Name)
 		for pass := range 2 {
 			for _, l := range t.leaves {
 				if l.method == name && strings.HasSuffix(l.path, ".per_method") == (pass == 0) {
@@ -108,7 +108,7 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 	rateLimit("", p.RateLimit)
 	for i := range p.Methods {
 		m := &p.Methods[i]
-		name := methodName(m)
+		name := methodName(m.Name)
 		bulkhead(name, m.Bulkhead)
 		rateLimit(name, m.RateLimit)
 		if r := m.Retry; r != nil && r.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" {
@@ -159,7 +159,7 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 	// The runtime's own check, last: anything it refuses that the checks
 	// above did not name.
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("overrides of %s (%s): %w", t.name, strings.Join(t.sources(), ", "), err)
+		return nil, fmt.Errorf("overrides of %s (%s): %w", t.name, strings.Join(sources(t.leaves), ", "), err)
 	}
 	return &p, nil
 }
@@ -179,10 +179,11 @@ func (t *service) blame(method string, paths ...string) *leaf {
 	return nil
 }
 
-func (t *service) sources() []string {
-	var out []string
-	for _, l := range t.leaves {
-		out = append(out, l.source)
+// sources names where each leaf was set: a key of the file, or a variable.
+func sources(leaves []*leaf) []string {
+	out := make([]string, len(leaves))
+	for i, l := range leaves {
+		out[i] = l.source
 	}
 	return out
 }
@@ -193,7 +194,7 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 	group, field, _ := strings.Cut(l.path, ".")
 	var methods []*runtime.MethodPolicy
 	for i := range p.Methods {
-		if l.method == "" || methodName(&p.Methods[i]) == l.method {
+		if l.method == "" || methodName(p.Methods[i].Name) == l.method {
 			methods = append(methods, &p.Methods[i])
 		}
 	}

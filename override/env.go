@@ -62,12 +62,12 @@ func (s *Set) parseEnv(environ []string, known map[string]*runtime.ServicePolicy
 		parts = parts[1:]
 		if len(parts) > 0 && parts[0] == "METHODS" {
 			if len(parts) < 2 {
-				errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, methodName(&p.Methods[0]), "timeout"))
+				errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, methodName(p.Methods[0].Name), "timeout"))
 				continue
 			}
 			for i := range p.Methods {
-				if strings.ToUpper(methodName(&p.Methods[i])) == parts[1] {
-					method = methodName(&p.Methods[i])
+				if strings.ToUpper(methodName(p.Methods[i].Name)) == parts[1] {
+					method = methodName(p.Methods[i].Name)
 				}
 			}
 			if method == "" {

@@ -342,22 +342,23 @@ func show(raw any) string {
 
 func hasMethod(p *runtime.ServicePolicy, name string) bool {
 	for i := range p.Methods {
-		if methodName(&p.Methods[i]) == name {
+		if methodName(p.Methods[i].Name) == name {
 			return true
 		}
 	}
 	return false
 }
 
-// methodName is the method's name without its service: "GetStock".
-func methodName(m *runtime.MethodPolicy) string {
-	return m.Name[strings.LastIndexByte(m.Name, '/')+1:]
+// methodName is a full method name ("/pkg.Service/GetStock") without its
+// service: "GetStock".
+func methodName(fullName string) string {
+	return fullName[strings.LastIndexByte(fullName, '/')+1:]
 }
 
 func knownMethods(p *runtime.ServicePolicy) string {
 	var names []string
 	for i := range p.Methods {
-		names = append(names, methodName(&p.Methods[i]))
+		names = append(names, methodName(p.Methods[i].Name))
 	}
 	return "its methods are " + strings.Join(names, ", ")
 }

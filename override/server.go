@@ -145,14 +145,6 @@ func (s *Set) ServerOptions(p *server.ServicePolicy) ([]server.Option, error) {
 	})}, nil
 }
 
-func sources(leaves []*leaf) []string {
-	out := make([]string, len(leaves))
-	for i, l := range leaves {
-		out[i] = l.source
-	}
-	return out
-}
-
 // applyServerLeaf sets one server-side value in p: a service's value in
 // every method it concerns.
 func applyServerLeaf(p *server.ServicePolicy, l *leaf) error {
@@ -181,7 +173,7 @@ func applyServerLeaf(p *server.ServicePolicy, l *leaf) error {
 	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
-		if l.method != "" && m.Name[strings.LastIndexByte(m.Name, '/')+1:] != l.method {
+		if l.method != "" && methodName(m.Name) != l.method {
 			continue
 		}
 		switch field {
