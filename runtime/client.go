@@ -43,9 +43,6 @@ type Method struct {
 	cache    *cache       // nil unless the method has a cache
 
 	metrics *methodMetrics // nil without a registerer
-	// bulkheadLabel names the method's bulkhead in metrics: "shared" or the
-	// method's own name.
-	bulkheadLabel string
 	// fallbackSeen has bit i set once a fallback for cause i was reported
 	// since the method last succeeded: one event per episode and cause.
 	fallbackSeen atomic.Uint32
@@ -154,7 +151,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
-		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter, bulkheadLabel: breakerLabel("")}
+		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
 		if mp.RateLimit != nil {
 			m.limiter = NewRateLimiter(*mp.RateLimit)
 		}
@@ -166,7 +163,6 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 		if mp.Bulkhead != nil {
 			m.bulkhead = NewBulkhead(*mp.Bulkhead)
-			m.bulkheadLabel = breakerLabel(mp.Name)
 		}
 		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
@@ -180,9 +176,6 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 		if c.metrics != nil {
 			m.metrics = c.metrics.forMethod(p.Name, m)
-			if m.bulkhead != nil {
-				m.metrics.bulkheadInUse.Set(0) // the series exists before the first call
-			}
 		}
 		c.methods = append(c.methods, m)
 		c.byName[mp.Name] = m

@@ -243,7 +243,12 @@ func (cs *collectors) forMethod(dep string, m *Method) *methodMetrics {
 		mm.retries[i] = cs.retries.WithLabelValues(dep, name, retryOutcomes[i])
 	}
 	if m.bulkhead != nil {
-		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, m.bulkheadLabel)
+		label := breakerLabel("") // the service's bulkhead, or the method's own
+		if m.policy.Bulkhead != nil {
+			label = breakerLabel(m.policy.Name)
+		}
+		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, label)
+		mm.bulkheadInUse.Set(0) // the series exists before the first call
 	}
 	if m.limiter != nil {
 		mm.rateLimited = cs.rateLimited.WithLabelValues(dep, name)
