@@ -203,11 +203,11 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	if m == nil {
 		return handler(ctx, req)
 	}
-	ctx, cancel, err := g.begin(ctx, m)
+	ctx, sv, err := g.begin(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	defer cancel()
+	defer sv.end()
 	rec := &downstream{}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	var resp any
@@ -223,30 +223,43 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	return resp, err
 }
 
-// begin is what both interceptors do first. cancel ends the request's
-// place in flight and its default timeout.
-func (g *Guard) begin(ctx context.Context, m *method) (context.Context, context.CancelFunc, error) {
+// serving is what a request holds while its handler runs: its place in
+// flight (nil without shedding) and the cancel of its default timeout. A
+// value, not a closure, so that beginning a request allocates nothing more.
+type serving struct {
+	a      *admission
+	cancel context.CancelFunc
+}
+
+// end cancels the default timeout and gives the place in flight back.
+func (s serving) end() {
+	s.cancel()
+	if s.a != nil {
+		s.a.done()
+	}
+}
+
+// begin is what both interceptors do first; the request ends with the
+// returned serving's end.
+func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving, error) {
 	if _, tapped := PriorityFrom(ctx); !tapped {
 		md, _ := metadata.FromIncomingContext(ctx)
 		var err error
 		if ctx, err = g.enter(ctx, m, md); err != nil {
-			return ctx, nil, err
+			return ctx, serving{}, err
 		}
 	}
 	a := admissionFrom(ctx)
-	release := func() {
-		if a != nil {
-			a.done()
-		}
-	}
 	// Time passed since the tap: decoding, queueing for a server worker.
 	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
 		m.svc.deadlineRefused.Add(1)
-		release()
-		return ctx, nil, err
+		if a != nil {
+			a.done()
+		}
+		return ctx, serving{}, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, m.defaultTimeout)
-	return ctx, func() { cancel(); release() }, nil
+	return ctx, serving{a: a, cancel: cancel}, nil
 }
 
 // StreamInterceptor is the Guard's stream interceptor: the deadline checks,
@@ -258,11 +271,11 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	if m == nil {
 		return handler(srv, ss)
 	}
-	ctx, cancel, err := g.begin(ss.Context(), m)
+	ctx, sv, err := g.begin(ss.Context(), m)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	defer sv.end()
 	rec := &downstream{}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
