@@ -17,35 +17,11 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// The defaults of the options contract (options/resilient/v1/resilient.proto),
-// filled into the generated literals so that a reader of the generated code
-// sees every value in force. They and the checks of each option live in
-// internal/rules, shared with the override loader.
-const (
-	defaultMaxAttempts    = rules.DefaultMaxAttempts
-	defaultInitialBackoff = rules.DefaultInitialBackoff
-	defaultMaxBackoff     = rules.DefaultMaxBackoff
-	defaultMultiplier     = rules.DefaultMultiplier
-
-	defaultBudgetRatio      = rules.DefaultBudgetRatio
-	defaultBudgetMinRetries = rules.DefaultBudgetMinRetries
-	defaultBudgetWindow     = rules.DefaultBudgetWindow
-
-	defaultFailureRatio   = rules.DefaultFailureRatio
-	defaultMinimumCalls   = rules.DefaultMinimumCalls
-	defaultBreakerWindow  = rules.DefaultBreakerWindow
-	defaultCoolDown       = rules.DefaultCoolDown
-	defaultHalfOpenProbes = rules.DefaultHalfOpenProbes
-)
-
-var (
-	defaultRetryableCodes = rules.DefaultRetryableCodes
-	defaultFailureCodes   = rules.DefaultFailureCodes
-)
-
-// The resolved policy: what the generated literals hold. These mirror the
-// runtime's types, but keep status codes in the order they were written so
-// that the generated code reads like the annotation.
+// The resolved policy: what the generated literals hold, with the defaults
+// of the options contract (internal/rules) filled in, so that a reader of
+// the generated code sees every value in force. These mirror the runtime's
+// types, but keep status codes in the order they were written so that the
+// generated code reads like the annotation.
 type (
 	servicePolicy struct {
 		Name     string
@@ -252,11 +228,11 @@ func durationOf(d *durationpb.Duration, def time.Duration) time.Duration {
 
 func retryOf(r *resilientv1.Retry) *retryPolicy {
 	rp := &retryPolicy{
-		MaxAttempts:    defaultMaxAttempts,
-		InitialBackoff: durationOf(r.GetInitialBackoff(), defaultInitialBackoff),
-		MaxBackoff:     durationOf(r.GetMaxBackoff(), defaultMaxBackoff),
-		Multiplier:     defaultMultiplier,
-		RetryableCodes: codesOf(r.GetRetryableCodes(), defaultRetryableCodes),
+		MaxAttempts:    rules.DefaultMaxAttempts,
+		InitialBackoff: durationOf(r.GetInitialBackoff(), rules.DefaultInitialBackoff),
+		MaxBackoff:     durationOf(r.GetMaxBackoff(), rules.DefaultMaxBackoff),
+		Multiplier:     rules.DefaultMultiplier,
+		RetryableCodes: codesOf(r.GetRetryableCodes(), rules.DefaultRetryableCodes),
 	}
 	if r.MaxAttempts != nil {
 		rp.MaxAttempts = int(r.GetMaxAttempts())
@@ -269,9 +245,9 @@ func retryOf(r *resilientv1.Retry) *retryPolicy {
 
 func budgetOf(b *resilientv1.RetryBudget) *budgetPolicy {
 	bp := &budgetPolicy{
-		Ratio:      defaultBudgetRatio,
-		MinRetries: defaultBudgetMinRetries,
-		Window:     durationOf(b.GetWindow(), defaultBudgetWindow),
+		Ratio:      rules.DefaultBudgetRatio,
+		MinRetries: rules.DefaultBudgetMinRetries,
+		Window:     durationOf(b.GetWindow(), rules.DefaultBudgetWindow),
 	}
 	if b == nil {
 		return bp
@@ -287,13 +263,13 @@ func budgetOf(b *resilientv1.RetryBudget) *budgetPolicy {
 
 func breakerOf(cb *resilientv1.CircuitBreaker) *breakerPolicy {
 	bp := &breakerPolicy{
-		FailureRatio:      defaultFailureRatio,
-		MinimumCalls:      defaultMinimumCalls,
-		Window:            durationOf(cb.GetWindow(), defaultBreakerWindow),
-		CoolDown:          durationOf(cb.GetCoolDown(), defaultCoolDown),
-		HalfOpenProbes:    defaultHalfOpenProbes,
+		FailureRatio:      rules.DefaultFailureRatio,
+		MinimumCalls:      rules.DefaultMinimumCalls,
+		Window:            durationOf(cb.GetWindow(), rules.DefaultBreakerWindow),
+		CoolDown:          durationOf(cb.GetCoolDown(), rules.DefaultCoolDown),
+		HalfOpenProbes:    rules.DefaultHalfOpenProbes,
 		SlowCallThreshold: durationOf(cb.GetSlowCallThreshold(), 0),
-		FailureCodes:      codesOf(cb.GetFailureCodes(), defaultFailureCodes),
+		FailureCodes:      codesOf(cb.GetFailureCodes(), rules.DefaultFailureCodes),
 	}
 	if cb.FailureRatio != nil {
 		bp.FailureRatio = cb.GetFailureRatio()
