@@ -122,12 +122,7 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 			pending--
 			switch {
 			case r.refused:
-				if mx != nil {
-					mx.breakerRejections.Inc()
-					if sent > 1 {
-						mx.retries[retryBreaker].Inc()
-					}
-				}
+				m.breakerRefused(sent > 1)
 				stopped, refused, refusal = true, true, r.retryAfter
 			case r.err == nil:
 				return r.resp, nil

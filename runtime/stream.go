@@ -67,9 +67,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		t, retryAfter, ok := br.allow(w.c.now)
 		if !ok {
 			s.release()
-			if mx != nil {
-				mx.breakerRejections.Inc()
-			}
+			m.breakerRefused(false)
 			return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
 		}
 		s.breaker, s.ticket = br, t

@@ -154,12 +154,7 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			slot.put()
 		}
 		if refused {
-			if mx != nil {
-				mx.breakerRejections.Inc()
-				if attempt > 1 {
-					mx.retries[retryBreaker].Inc()
-				}
-			}
+			m.breakerRefused(attempt > 1)
 			// An open breaker is a final answer, not something to retry.
 			return nil, circuitOpenError(m.dependency(), p.Name, retryAfter, last)
 		}
@@ -202,6 +197,17 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		}
 		if !sleep(ctx, wait) {
 			return nil, err
+		}
+	}
+}
+
+// breakerRefused counts an attempt the breaker refused; retry says it was
+// not the call's first (a retry, or a hedged copy after the first).
+func (m *Method) breakerRefused(retry bool) {
+	if mx := m.metrics; mx != nil {
+		mx.breakerRejections.Inc()
+		if retry {
+			mx.retries[retryBreaker].Inc()
 		}
 	}
 }
