@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -55,25 +54,19 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		return nil, misuseError(codes.InvalidArgument, method, "nil context")
 	}
 	s := &stream{m: m, callerCtx: ctx}
-	mx := m.metrics
 	if m.bulkhead != nil {
 		if err := m.acquirePermit(ctx); err != nil {
 			return nil, err
 		}
 		s.holdsPermit = true
 	}
-	if br := m.breaker; br != nil {
-		s.start = w.c.now()
-		t, retryAfter, ok := br.allow(w.c.now)
-		if !ok {
-			s.release()
-			m.breakerRefused(false)
-			return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
-		}
-		s.breaker, s.ticket = br, t
-	} else if mx != nil {
-		s.start = w.c.now()
+	t, start, retryAfter, ok := m.admit()
+	if !ok {
+		s.release()
+		m.breakerRefused(false)
+		return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
 	}
+	s.ticket, s.start = t, start
 	var sctx context.Context
 	if limit := m.policy.callLimit(); limit > 0 {
 		sctx, s.cancel = context.WithTimeout(ctx, limit)
@@ -98,10 +91,9 @@ type stream struct {
 	grpc.ClientStream
 	m           *Method
 	callerCtx   context.Context
-	holdsPermit bool // a permit of m.bulkhead is held until finish
-	breaker     *Breaker
-	ticket      Ticket
-	start       int64 // nanoseconds since the client's base
+	holdsPermit bool   // a permit of m.bulkhead is held until finish
+	ticket      Ticket // of m.breaker, if any
+	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
 
 	once     sync.Once
@@ -132,23 +124,17 @@ func (s *stream) record(err error) {
 		return
 	}
 	s.recorded = true
-	mx := s.m.metrics
-	if s.breaker == nil && mx == nil {
-		return
+	s.m.settle(s.callerCtx, s.ticket, s.start, err, streamCode)
+}
+
+// streamCode is the code a stream's outcome is counted under: its status,
+// or, when its context ended (cancelled by the caller, or its timeout), the
+// code of that end.
+func streamCode(err error) codes.Code {
+	if _, isStatus := status.FromError(err); isStatus {
+		return status.Code(err)
 	}
-	n := s.m.client.now()
-	if s.breaker != nil {
-		s.breaker.done(s.ticket, classify(s.callerCtx, err, s.breaker.p.FailureCodes), time.Duration(n-s.start), n)
-	}
-	if mx != nil {
-		code := status.Code(err)
-		if _, isStatus := status.FromError(err); !isStatus {
-			// The stream's context ended: cancelled by the caller, or
-			// its timeout.
-			code = status.FromContextError(err).Code()
-		}
-		mx.attempt(code, n-s.start)
-	}
+	return status.FromContextError(err).Code()
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not

@@ -231,22 +231,9 @@ func (m *Method) budgetRefused(err error) {
 // at its end, the reading is left in *at for the caller to reuse.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
-	br := m.breaker
-	c := m.client
-	mx := m.metrics
-	var ticket Ticket
-	var start int64
-	if br != nil {
-		var ok bool
-		if ticket, retryAfter, ok = br.allow(c.now); !ok {
-			return nil, nil, true, retryAfter
-		}
-		if br.p.SlowCallThreshold > 0 {
-			start = c.now()
-		}
-	}
-	if mx != nil && start == 0 {
-		start = c.now()
+	ticket, start, retryAfter, ok := m.admit()
+	if !ok {
+		return nil, nil, true, retryAfter
 	}
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
@@ -256,17 +243,45 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 		}
 	}
 	resp, err = call(actx, req, opts...)
-	if br != nil || mx != nil {
-		n := c.now()
-		*at = n
-		if br != nil {
-			br.done(ticket, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
-		}
-		if mx != nil {
-			mx.attempt(status.Code(err), n-start)
+	*at = m.settle(ctx, ticket, start, err, status.Code)
+	return resp, err, false, 0
+}
+
+// admit asks the method's breaker, if any, to let an attempt or a stream
+// through. It reads the clock at the start only when the duration is used,
+// by the metrics or the breaker's slow-call threshold; start is 0
+// otherwise. ok is false when the breaker refused, with how long the
+// refusal is expected to last.
+func (m *Method) admit() (t Ticket, start int64, retryAfter time.Duration, ok bool) {
+	br := m.breaker
+	if br != nil {
+		if t, retryAfter, ok = br.allow(m.client.now); !ok {
+			return t, 0, retryAfter, false
 		}
 	}
-	return resp, err, false, 0
+	if m.metrics != nil || br != nil && br.p.SlowCallThreshold > 0 {
+		start = m.client.now()
+	}
+	return t, start, 0, true
+}
+
+// settle tells the breaker, if any, the outcome of what admit let through
+// with t at start, and counts it in the metrics under code(err). ctx is the
+// call's context, outside the attempt's own timeout. It returns the clock
+// reading at the end, 0 when neither needed the clock.
+func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error, code func(error) codes.Code) int64 {
+	br, mx := m.breaker, m.metrics
+	if br == nil && mx == nil {
+		return 0
+	}
+	n := m.client.now()
+	if br != nil {
+		br.done(t, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
+	}
+	if mx != nil {
+		mx.attempt(code(err), n-start)
+	}
+	return n
 }
 
 // classify tells the breaker what an attempt's result says about the
