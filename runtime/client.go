@@ -243,16 +243,17 @@ func (m *Method) Policy() *MethodPolicy { return m.policy }
 
 func (m *Method) dependency() string { return m.client.policy.Name }
 
-// nilRequestError is returned for a nil request: gRPC would send an empty
-// message, which is never what the caller meant.
-func nilRequestError(method string) error {
-	return misuseError(codes.InvalidArgument, method, "nil request")
-}
-
 // NilRequestError is the error generated code returns for a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC
 // would send an empty message, which is never what the caller meant.
-func NilRequestError(method string) error { return nilRequestError(method) }
+func NilRequestError(method string) error {
+	return misuseError(codes.InvalidArgument, method, "nil request")
+}
+
+// nilContextError is returned for a call or a stream given a nil context.
+func nilContextError(method string) error {
+	return misuseError(codes.InvalidArgument, method, "nil context")
+}
 
 // NilConnError is the error a generated constructor returns when given a
 // nil connection (INVALID_ARGUMENT, naming the service).

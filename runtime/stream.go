@@ -51,7 +51,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		return w.cc.NewStream(ctx, desc, method, opts...)
 	}
 	if ctx == nil {
-		return nil, misuseError(codes.InvalidArgument, method, "nil context")
+		return nil, nilContextError(method)
 	}
 	s := &stream{m: m, callerCtx: ctx}
 	if m.bulkhead != nil {

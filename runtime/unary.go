@@ -41,10 +41,10 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 		return nil, misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
 	}
 	if ctx == nil {
-		return nil, misuseError(codes.InvalidArgument, m.policy.Name, "nil context")
+		return nil, nilContextError(m.policy.Name)
 	}
 	if req == nil {
-		return nil, nilRequestError(m.policy.Name)
+		return nil, NilRequestError(m.policy.Name)
 	}
 	var resp *Resp
 	var err error
