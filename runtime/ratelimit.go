@@ -104,11 +104,12 @@ func (m *Method) takeToken(ctx context.Context) error {
 		if mx := m.metrics; mx != nil {
 			mx.rateLimited.Inc()
 		}
-		why := fmt.Sprintf("%g calls/s, burst %d; a token in %s, over the max wait %s", m.limiter.p.RequestsPerSecond,
-			m.limiter.p.Burst, wait.Round(time.Millisecond), m.limiter.p.MaxWait)
+		p := &m.limiter.p
+		why := fmt.Sprintf("%g calls/s, burst %d; a token in %s, ", p.RequestsPerSecond, p.Burst, wait.Round(time.Millisecond))
 		if err == errRateDeadline {
-			why = fmt.Sprintf("%g calls/s, burst %d; a token in %s, after the call's deadline", m.limiter.p.RequestsPerSecond,
-				m.limiter.p.Burst, wait.Round(time.Millisecond))
+			why += "after the call's deadline"
+		} else {
+			why += fmt.Sprintf("over the max wait %s", p.MaxWait)
 		}
 		return rateLimitedError(m.dependency(), m.policy.Name, wait, why)
 	}
