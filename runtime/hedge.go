@@ -158,7 +158,9 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 		case <-timer.C:
 			next()
 		case <-ctx.Done():
-			if last != nil && status.Code(last) != 0 && pending == 0 {
+			if last != nil && pending == 0 {
+				// Every copy sent failed (non-fatally: last never holds OK)
+				// and none is in flight: the last real error is the answer.
 				return nil, last
 			}
 			return nil, statusFromContext(ctx.Err())
