@@ -339,15 +339,12 @@ func fallbackApplies(ctx context.Context, err error) bool {
 // isAnswer reports whether a code is the dependency's answer to the
 // request rather than a failure to give one: repeating the request would
 // give the same answer.
-func isAnswer(c codes.Code) bool {
-	switch c {
-	case codes.OK, codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
-		codes.PermissionDenied, codes.FailedPrecondition, codes.Aborted, codes.OutOfRange,
-		codes.Unimplemented, codes.Unauthenticated:
-		return true
-	}
-	return false
-}
+func isAnswer(c codes.Code) bool { return answers.Has(c) }
+
+// answers are the codes Validate refuses as retryable (answerCodes), plus
+// OK, CANCELLED and ABORTED (a conflict: the dependency's answer, though a
+// method may list it as retryable).
+var answers = answerCodes | CodesOf(codes.OK, codes.Canceled, codes.Aborted)
 
 // acquirePermit takes a permit of the method's bulkhead (which must not be
 // nil), counting it in the metrics; the error is the caller's own context
