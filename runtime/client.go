@@ -117,6 +117,9 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 		before := flatten(&c.policy)
 		e.apply(&c.policy)
+		if err := sameMethods(p, &c.policy, e.source); err != nil {
+			return nil, err
+		}
 		c.changes = record(c.changes, before, flatten(&c.policy), e.source)
 	}
 	if err := c.policy.Validate(); err != nil {
@@ -215,7 +218,9 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
 // Policy returns the policy the client applies.
 func (c *Client) Policy() *ServicePolicy { return &c.policy }
 
-// Method returns the method at index i of the policy's Methods.
+// Method returns the method at index i of the policy's Methods, for tests
+// and inspection; generated clients bind their methods by name (NewUnary,
+// NewServerStream, NewStream).
 func (c *Client) Method(i int) *Method { return c.methods[i] }
 
 // BreakerState returns the state of the breaker the named method
