@@ -154,8 +154,8 @@ func NewInventoryServiceResilientClient(
 	if err != nil {
 		return nil, err
 	}
-	inner := NewInventoryServiceClient(rt.Conn(cc))
 	c := &InventoryServiceResilientClient{rt: rt}
+	inner := NewInventoryServiceClient(rt.Conn(cc))
 	c.getStock, err = runtime.NewUnary(rt, InventoryService_GetStock_FullMethodName,
 		inner.GetStock, runtime.UnaryHooks[GetStockRequest, GetStockResponse]{
 			CacheKey: func(in *GetStockRequest) string {

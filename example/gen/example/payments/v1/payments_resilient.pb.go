@@ -90,8 +90,8 @@ func NewPaymentsServiceResilientClient(
 	if err != nil {
 		return nil, err
 	}
-	inner := NewPaymentsServiceClient(rt.Conn(cc))
 	c := &PaymentsServiceResilientClient{rt: rt}
+	inner := NewPaymentsServiceClient(rt.Conn(cc))
 	c.charge, err = runtime.NewUnary(rt, PaymentsService_Charge_FullMethodName,
 		inner.Charge, runtime.UnaryHooks[ChargeRequest, ChargeResponse]{
 			Fallback: opts.ChargeFallback,
