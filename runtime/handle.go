@@ -32,8 +32,14 @@ type UnaryHooks[Req, Resp any] struct {
 	CacheKey func(*Req) string
 	// Fallback answers a call that failed on the dependency's side or was
 	// refused by the runtime (see Unary).
-	Fallback func(context.Context, *Req, error) (*Resp, error)
+	Fallback Fallback[Req, Resp]
 }
+
+// Fallback is the type of a method's fallback, the XxxFallback fields of
+// the generated options: it receives the request and the call's final
+// error, and what it returns is returned to the caller. See Unary for when
+// it is called.
+type Fallback[Req, Resp any] = func(ctx context.Context, req *Req, err error) (*Resp, error)
 
 // NewUnary binds the unary method named method ("/pkg.Service/Method", the
 // _FullMethodName constant of protoc-gen-go-grpc's output) of c: call is the

@@ -114,11 +114,11 @@ type InventoryServiceResilientOptions struct {
 	// Runtime holds the operator's options (clock, logger, metrics, ...).
 	Runtime []runtime.Option
 	// GetStockFallback answers GetStock when it fails.
-	GetStockFallback func(context.Context, *GetStockRequest, error) (*GetStockResponse, error)
+	GetStockFallback runtime.Fallback[GetStockRequest, GetStockResponse]
 	// ReserveStockFallback answers ReserveStock when it fails.
-	ReserveStockFallback func(context.Context, *ReserveStockRequest, error) (*ReserveStockResponse, error)
+	ReserveStockFallback runtime.Fallback[ReserveStockRequest, ReserveStockResponse]
 	// StockReportFallback answers StockReport when it fails.
-	StockReportFallback func(context.Context, *StockReportRequest, error) (*StockReportResponse, error)
+	StockReportFallback runtime.Fallback[StockReportRequest, StockReportResponse]
 }
 
 // InventoryServiceResilientClient calls example.inventory.v1.InventoryService

@@ -58,7 +58,7 @@ type PaymentsServiceResilientOptions struct {
 	// Runtime holds the operator's options (clock, logger, metrics, ...).
 	Runtime []runtime.Option
 	// ChargeFallback answers Charge when it fails.
-	ChargeFallback func(context.Context, *ChargeRequest, error) (*ChargeResponse, error)
+	ChargeFallback runtime.Fallback[ChargeRequest, ChargeResponse]
 }
 
 // PaymentsServiceResilientClient calls example.payments.v1.PaymentsService
