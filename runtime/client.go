@@ -248,10 +248,10 @@ func (m *Method) Policy() *MethodPolicy { return m.policy }
 
 func (m *Method) dependency() string { return m.client.policy.Name }
 
-// NilRequestError is the error generated code returns for a nil request
+// nilRequestError is the error for a call or stream given a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC
 // would send an empty message, which is never what the caller meant.
-func NilRequestError(method string) error {
+func nilRequestError(method string) error {
 	return misuseError(codes.InvalidArgument, method, "nil request")
 }
 

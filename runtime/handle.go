@@ -91,7 +91,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 		return nil, nilContextError(m.policy.Name)
 	}
 	if req == nil {
-		return nil, NilRequestError(m.policy.Name)
+		return nil, nilRequestError(m.policy.Name)
 	}
 	ctx = Prioritize(ctx, m)
 	key := ""
@@ -139,7 +139,7 @@ func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 		return nil, nilContextError(h.m.policy.Name)
 	}
 	if req == nil {
-		return nil, NilRequestError(h.m.policy.Name)
+		return nil, nilRequestError(h.m.policy.Name)
 	}
 	return h.open(Prioritize(ctx, h.m), req, opts...)
 }

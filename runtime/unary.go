@@ -44,7 +44,7 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 		return nil, nilContextError(m.policy.Name)
 	}
 	if req == nil {
-		return nil, NilRequestError(m.policy.Name)
+		return nil, nilRequestError(m.policy.Name)
 	}
 	var resp *Resp
 	var err error

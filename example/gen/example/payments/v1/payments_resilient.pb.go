@@ -9,7 +9,6 @@ package paymentsv1
 import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
-	server "github.com/go-resilient/resilient/runtime/server"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 )
@@ -113,21 +112,4 @@ func (c *PaymentsServiceResilientClient) Charge(
 	ctx context.Context, in *ChargeRequest, opts ...grpc.CallOption,
 ) (*ChargeResponse, error) {
 	return c.charge.Call(ctx, in, opts...)
-}
-
-// PaymentsServiceServerPolicy is the server-side policy annotated on example.payments.v1.PaymentsService,
-// with defaults filled in: priorities, load shedding, deadlines and idempotency
-// dedup. Install it in the service's gRPC server with a Guard:
-//
-//	g, err := server.NewGuard([]*server.ServicePolicy{&PaymentsServiceServerPolicy}, server.WithStore(store))
-//	s := grpc.NewServer(g.ServerOptions()...)
-var PaymentsServiceServerPolicy = server.ServicePolicy{
-	Name: "example.payments.v1.PaymentsService",
-	Methods: []server.MethodPolicy{
-		{ // 0
-			Name:     "/example.payments.v1.PaymentsService/Charge",
-			Kind:     runtime.KindUnary,
-			Priority: server.PriorityCritical,
-		},
-	},
 }
