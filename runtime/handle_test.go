@@ -296,3 +296,66 @@ func TestUnaryHandleFollowsThePolicyInForce(t *testing.T) {
 		t.Errorf("ReserveStock sent keys %q, want none: the policy names no key", keys)
 	}
 }
+
+// A client-streaming or bidirectional handle opens its stream through the
+// wrapped connection, which finds the method's bulkhead by name, and sends
+// the method's priority. (The example services have no such method: the
+// test opens WatchStock as a generic stream, its policy saying bidi.)
+func TestStreamHandleOpensUnderItsPolicy(t *testing.T) {
+	_, cc := start(t, server.Healthy)
+	p := inventoryPolicy()
+	p.Methods[2].Kind = runtime.KindBidiStreaming
+	p.Methods[2].Priority = runtime.PriorityHigh
+	rt, err := runtime.NewClient(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := rt.Conn(cc)
+	desc := &grpc.StreamDesc{StreamName: "WatchStock", ServerStreams: true, ClientStreams: true}
+	var sent []string
+	h, err := runtime.NewStream(rt, watchStock, func(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		sent = md.Get(runtime.PriorityHeader)
+		return conn.NewStream(ctx, desc, watchStock, opts...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := h.Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 1 || sent[0] != "high" {
+		t.Errorf("priority header sent = %q, want [high]", sent)
+	}
+	if _, err := h.Call(ctx); !errors.Is(err, runtime.ErrBulkheadFull) {
+		t.Fatalf("second stream while the first is open: %v, want bulkhead full", err)
+	}
+	if err := first.SendMsg(&inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		err := first.RecvMsg(new(inventoryv1.WatchStockResponse))
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("received %d messages, want the server's 3", n)
+	}
+	if inUse, _ := rt.BulkheadInUse(watchStock); inUse != 0 {
+		t.Errorf("%d permits in use after the stream ended, want 0", inUse)
+	}
+	var nilCtx context.Context
+	if _, err := h.Call(nilCtx); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("nil context: %v, want INVALID_ARGUMENT", err)
+	}
+}
