@@ -91,7 +91,19 @@ func (c *Count) Add(_ int64, da, db uint64) {
 
 func (c *Count) add(failure bool) {
 	gen := c.totals.Load() >> (2 * totalBits)
-	slot := &c.slots[(c.head.Add(1)-1)%c.n]
+	i := (c.head.Add(1) - 1) % c.n
+	if dOutcomes, dFailures, ok := c.write(gen, i, failure); ok {
+		c.apply(gen, dOutcomes, dFailures)
+	}
+}
+
+// write puts an outcome of generation gen in slot i and returns how the
+// totals of gen change: by one outcome unless the slot held one of gen
+// already, and by the failure written less the failure evicted. It writes
+// nothing and returns false when the slot belongs to a newer generation: a
+// Reset overtook this add.
+func (c *Count) write(gen, i uint64, failure bool) (dOutcomes, dFailures int64, ok bool) {
+	slot := &c.slots[i]
 	mine := uint32(gen)<<2 | slotFull
 	if failure {
 		mine |= slotFailure
@@ -100,13 +112,13 @@ func (c *Count) add(failure bool) {
 	for {
 		old = slot.Load()
 		if og := uint64(old >> 2); old&slotFull != 0 && og != gen && (og-gen)&genMask < genMask/2 {
-			return // the slot belongs to a newer generation: a Reset overtook this add
+			return 0, 0, false
 		}
 		if slot.CompareAndSwap(old, mine) {
 			break
 		}
 	}
-	var dOutcomes, dFailures int64 = 1, 0
+	dOutcomes = 1
 	if failure {
 		dFailures = 1
 	}
@@ -116,6 +128,12 @@ func (c *Count) add(failure bool) {
 			dFailures--
 		}
 	}
+	return dOutcomes, dFailures, true
+}
+
+// apply moves the totals of generation gen; a Reset since leaves them be,
+// the slot written then counting as empty in the new generation.
+func (c *Count) apply(gen uint64, dOutcomes, dFailures int64) {
 	if dOutcomes == 0 && dFailures == 0 {
 		return
 	}
@@ -123,7 +141,7 @@ func (c *Count) add(failure bool) {
 		t := c.totals.Load()
 		g, o, f := unpackTotals(t)
 		if g != gen {
-			return // reset meanwhile: the slot now counts as empty
+			return
 		}
 		if c.totals.CompareAndSwap(t, packTotals(g, uint64(int64(o)+dOutcomes), uint64(int64(f)+dFailures))) {
 			return

@@ -169,3 +169,51 @@ func TestCountConcurrentFailuresAllCounted(t *testing.T) {
 		t.Errorf("Sum = (%d, %d), want (1000, 1000)", o, f)
 	}
 }
+
+// The interleavings a concurrent add can meet, played step by step: write
+// is an add's move on its slot, apply its move on the totals.
+func TestCountInterleavings(t *testing.T) {
+	t.Run("a reset between reading the generation and writing the slot", func(t *testing.T) {
+		c := mustCount(t, 2)
+		c.Reset()                                 // generation 1
+		c.Add(0, 1, 1)                            // slot 0 holds a failure of generation 1
+		c.head.Store(0)                           // the stale add below aims at slot 0 too
+		if _, _, ok := c.write(0, 0, false); ok { // an add that read generation 0
+			t.Fatal("a stale add overwrote a slot of a newer generation")
+		}
+		if o, f := c.Sum(0); o != 1 || f != 1 {
+			t.Errorf("Sum = (%d, %d), want (1, 1)", o, f)
+		}
+	})
+	t.Run("a reset between writing the slot and moving the totals", func(t *testing.T) {
+		c := mustCount(t, 2)
+		dO, dF, ok := c.write(0, 0, true)
+		c.Reset()
+		c.apply(0, dO, dF) // generation 0's move: dropped
+		if !ok {
+			t.Fatal("write refused on an empty slot")
+		}
+		if o, f := c.Sum(0); o != 0 || f != 0 {
+			t.Errorf("Sum = (%d, %d), want (0, 0) after the reset", o, f)
+		}
+		// The old failure in slot 0 counts as empty in generation 1.
+		c.head.Store(0)
+		c.Add(0, 1, 0)
+		if o, f := c.Sum(0); o != 1 || f != 0 {
+			t.Errorf("Sum = (%d, %d), want (1, 0)", o, f)
+		}
+	})
+	t.Run("an eviction applied before the add it evicts", func(t *testing.T) {
+		c := mustCount(t, 1)
+		dO1, dF1, _ := c.write(0, 0, true)  // a failure, its totals not yet moved…
+		dO2, dF2, _ := c.write(0, 0, false) // …evicted by a success that moves first
+		c.apply(0, dO2, dF2)
+		if o, f := c.Sum(0); o != 0 || f != 0 {
+			t.Errorf("between the two moves Sum = (%d, %d), want (0, 0): never fewer than no failures", o, f)
+		}
+		c.apply(0, dO1, dF1)
+		if o, f := c.Sum(0); o != 1 || f != 0 {
+			t.Errorf("Sum = (%d, %d), want (1, 0): the ring holds one success", o, f)
+		}
+	})
+}
