@@ -14,7 +14,10 @@
 //   - A round lasts one round trip: it ends when a call admitted after the
 //     round began comes back. Each Token carries the round of its Acquire,
 //     so no clock is needed to tell when a round trip has passed, and the
-//     limit moves at most once per round whatever the call rate.
+//     limit moves at most once per round whatever the call rate. When the
+//     limit has just fallen, the calls of the round before may fill it for
+//     one more round trip before a call of the new round is admitted: a
+//     round then lasts two.
 //   - At the end of a round its RTT is the mean RTT of the successes the
 //     round saw. The baseline is the smallest round RTT over the last
 //     BaselineWindow: the dependency's latency without queueing.
