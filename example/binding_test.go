@@ -93,6 +93,36 @@ func TestReorderedPolicyKeepsEachMethodsOwn(t *testing.T) {
 	}
 }
 
+// An edit may drop a method's key and cache: the handle then follows the
+// policy in force, sending no key and calling every time.
+func TestPolicyEditMayDropKeysAndCache(t *testing.T) {
+	srv, cc := dial(t, server.Healthy)
+	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			p.Methods[0].Cache = nil
+			p.Methods[1].IdempotencyKey, p.Methods[1].Retry = "", nil
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if _, err := inv.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := inv.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "apple", Units: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Calls(getStock); got != 2 {
+		t.Errorf("server saw %d GetStock calls for the same sku, want 2: the cache was removed", got)
+	}
+	if keys := srv.Keys(reserveStock); len(keys) != 0 {
+		t.Errorf("ReserveStock sent keys %q, want none: the key was removed", keys)
+	}
+}
+
 // An override of one method lands on that method, whatever the order the
 // entries were left in by an earlier edit.
 func TestOverrideAfterReorderLandsOnItsMethod(t *testing.T) {

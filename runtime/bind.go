@@ -8,10 +8,11 @@ import (
 
 // sameMethods checks that an edit (from source) left the annotated policy's
 // methods as the generated client binds them: every method keeps exactly
-// one entry, under its own name, of its own kind, reading the same
-// idempotency-key field and cache-key fields as its generated code. The
-// order of the entries may change; their other fields are the edit's to
-// change. annotated is the policy before any edit.
+// one entry, under its own name, of its own kind, naming no idempotency-key
+// field and no cache-key fields but those its generated code reads (it may
+// drop them: the key is then not sent, the cache not used). The order of
+// the entries may change; their other fields are the edit's to change.
+// annotated is the policy before any edit.
 func sameMethods(annotated, edited *ServicePolicy, source string) error {
 	var errs []error
 	bad := func(method, format string, args ...any) {
@@ -41,7 +42,7 @@ func sameMethods(annotated, edited *ServicePolicy, source string) error {
 		if m.Kind != want.Kind {
 			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", kindName(want.Kind), kindName(m.Kind))
 		}
-		if m.IdempotencyKey != want.IdempotencyKey {
+		if m.IdempotencyKey != "" && m.IdempotencyKey != want.IdempotencyKey {
 			bad(want.Name, "IdempotencyKey changed from %q to %q: the generated client reads the annotated "+
 				"field; change idempotency_key in the .proto and regenerate", want.IdempotencyKey, m.IdempotencyKey)
 		}
