@@ -83,7 +83,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // key, goes through the cache when the method has one, and gives a failure
 // to the fallback when there is one.
 func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grpc.CallOption) (*Resp, error) {
-	if h == nil {
+	if h == nil || h.m == nil {
 		return nil, notBuiltError()
 	}
 	m := h.m
@@ -132,7 +132,7 @@ func NewServerStream[Req, Resp any](c *Client, method string,
 // (INVALID_ARGUMENT, nothing sent) and sends the method's priority.
 func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 	opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error) {
-	if h == nil {
+	if h == nil || h.m == nil {
 		return nil, notBuiltError()
 	}
 	if ctx == nil {
@@ -172,7 +172,7 @@ func NewStream[S any](c *Client, method string,
 // Call opens the stream: it refuses a nil context (INVALID_ARGUMENT) and
 // sends the method's priority.
 func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S, error) {
-	if h == nil {
+	if h == nil || h.m == nil {
 		var none S
 		return none, notBuiltError()
 	}
@@ -183,8 +183,8 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 	return h.open(Prioritize(ctx, h.m), opts...)
 }
 
-// notBuiltError is returned by a handle that was never built, as in the
-// zero value of a generated client.
+// notBuiltError is returned by a handle that was never built (nil, as in
+// the zero value of a generated client, or a zero UnaryHandle{}).
 func notBuiltError() error {
 	return misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
 }

@@ -178,6 +178,14 @@ func TestHandlesRefuseMisuse(t *testing.T) {
 	var none *runtime.UnaryHandle[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]
 	_, err = none.Call(context.Background(), &inventoryv1.GetStockRequest{})
 	add("unary, never built", codes.FailedPrecondition, err)
+	_, err = new(runtime.UnaryHandle[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]).Call(
+		context.Background(), &inventoryv1.GetStockRequest{})
+	add("unary, zero value", codes.FailedPrecondition, err)
+	_, err = new(runtime.ServerStreamHandle[inventoryv1.WatchStockRequest, inventoryv1.WatchStockResponse]).Call(
+		context.Background(), &inventoryv1.WatchStockRequest{})
+	add("server stream, zero value", codes.FailedPrecondition, err)
+	_, err = new(runtime.StreamHandle[grpc.ClientStream]).Call(context.Background())
+	add("stream, zero value", codes.FailedPrecondition, err)
 	var noStream *runtime.StreamHandle[grpc.ClientStream]
 	_, err = noStream.Call(context.Background())
 	add("stream, never built", codes.FailedPrecondition, err)
