@@ -24,7 +24,7 @@
 // Install it with the options the Guard returns:
 //
 //	g, err := server.NewGuard([]*server.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
-//		server.WithStore(server.NewRedisStore(rdb, "inventory:")))
+//		server.WithStore(redisstore.New(rdb, "inventory:")))
 //	s := grpc.NewServer(g.ServerOptions()...)
 //
 // and dial the service's own dependencies with ClientInterceptor, so the
