@@ -408,3 +408,48 @@ func TestSilentStoreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestWaiterNeverRunsWithoutDedup: a repeat waiting on replica B for the
+// request running on replica A loses Redis mid-wait. Even under
+// RunWithoutDedup it does not run the handler (the first is known to be
+// running): it answers UNAVAILABLE, and the handler ran once.
+func TestWaiterNeverRunsWithoutDedup(t *testing.T) {
+	r := startRedis(t)
+	p := startProxy(t, r.addr)
+	started, finish := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func(context.Context, *inventoryv1.ReserveStockRequest) error {
+		once.Do(func() { close(started) })
+		<-finish
+		return nil
+	}
+	a, b := &reserver{answer: "a", hook: hook}, &reserver{answer: "b", hook: hook}
+	_, ca := guarded(t, a, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, r.addr), "wait:")))
+	gb, cb := guarded(t, b, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, p.addr()), "wait:")))
+	first := make(chan error, 1)
+	go func() {
+		_, err := reserve(t, ca, "o-1", 5*time.Second)
+		first <- err
+	}()
+	<-started
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := reserve(t, cb, "o-1", 3*time.Second)
+		waiter <- err
+	}()
+	eventually(t, "B's repeat waiting", func() bool { return stats(t, gb).Waited == 1 })
+	p.cut()
+	if err := <-waiter; status.Code(err) != codes.Unavailable {
+		t.Errorf("waiter after losing Redis: %v, want UNAVAILABLE", err)
+	}
+	close(finish)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := a.runs.Load() + b.runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+	if s := stats(t, gb); s.RanWithoutDedup != 0 {
+		t.Errorf("B ran %d requests without dedup", s.RanWithoutDedup)
+	}
+}
