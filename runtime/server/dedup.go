@@ -152,7 +152,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 // claim is Store.Claim bounded by claimTimeout; a claim that succeeds
 // after the Guard stopped waiting is released.
 func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
-	return bounded(ctx, claimTimeout(ctx), func(ctx context.Context) (Claim, error) {
+	return bounded(ctx, g.inline, claimTimeout(ctx), func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
 	}, func(c Claim, err error) {
 		if err == nil && c.State == Claimed {
@@ -165,7 +165,7 @@ func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, le
 
 // release frees a key this request holds, bounded by StoreTimeout.
 func (g *Guard) release(m *method, key, token string) {
-	_, err := bounded(context.Background(), StoreTimeout, func(ctx context.Context) (struct{}, error) {
+	_, err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, g.store.Release(ctx, key, token)
 	}, nil)
 	if err != nil {
@@ -270,7 +270,7 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 		if !first && left <= 0 {
 			return errors.New("resilient/server: the outcome could not be written before the lease lapsed")
 		}
-		_, err := bounded(context.Background(), max(min(StoreTimeout, left), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
+		_, err := bounded(context.Background(), g.inline, max(min(StoreTimeout, left), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
 		}, nil)
 		if err == nil || errors.Is(err, ErrNotOwner) {

@@ -30,6 +30,7 @@ type Guard struct {
 	logger   *slog.Logger
 	scope    func(context.Context) (string, error) // nil: one scope
 	health   storeHealth
+	inline   bool // the store never blocks: no goroutine bounds its calls
 }
 
 // service is the shared state of one service.
@@ -122,6 +123,7 @@ func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
 		opt(&o)
 	}
 	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger, scope: o.scope}
+	_, g.inline = o.store.(*MemoryStore)
 	compiled := make([]ServicePolicy, 0, len(policies))
 	index := map[string]int{}
 	for i, p := range policies {

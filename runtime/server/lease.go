@@ -103,7 +103,7 @@ func (k *keeper) run() {
 			k.lose("the store could not be reached to renew the lease for the whole lease")
 			return
 		}
-		_, err := bounded(context.Background(), min(StoreTimeout, every, left), func(ctx context.Context) (struct{}, error) {
+		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, every, left), func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
 		}, nil)
 		switch {

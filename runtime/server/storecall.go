@@ -36,8 +36,12 @@ func claimTimeout(ctx context.Context) time.Duration {
 // errStoreTimeout once d has passed, whichever comes first. An op still
 // running then finishes in its goroutine, and late (if not nil) receives
 // what it returned: a claim that succeeded after the Guard stopped
-// waiting is released there.
-func bounded[T any](ctx context.Context, d time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error) {
+// waiting is released there. With inline (a store that never blocks, the
+// MemoryStore), op runs on the caller's goroutine.
+func bounded[T any](ctx context.Context, inline bool, d time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error) {
+	if inline {
+		return op(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	type result struct {
 		v   T
