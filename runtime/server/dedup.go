@@ -216,7 +216,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 		}
 		b, merr := proto.Marshal(msg)
 		if merr != nil {
-			g.storeError(m, "marshal", merr)
+			g.notKeepable(ctx, m, merr)
 			keepable = false
 			break
 		}
@@ -238,7 +238,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 	b, eerr := o.encode()
 	if eerr != nil {
 		settled = true
-		g.storeError(m, "encode", eerr)
+		g.notKeepable(ctx, m, eerr)
 		g.release(m, skey, token)
 		return resp, err
 	}
@@ -314,4 +314,14 @@ func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grp
 	}
 	return nil, status.Errorf(codes.Unavailable,
 		"resilient: %s: the idempotency store cannot be reached, and the method refuses to run without it: %v", m.name, err)
+}
+
+// notKeepable logs an outcome that could not be serialized (the key is
+// freed, so a repeat runs again).
+func (g *Guard) notKeepable(ctx context.Context, m *method, err error) {
+	m.svc.notKept.Add(1)
+	if g.logger != nil {
+		g.logger.ErrorContext(ctx, "outcome of a deduplicated request cannot be serialized, so it is not kept; a repeat runs the handler again",
+			"method", m.name, "error", err.Error())
+	}
 }
