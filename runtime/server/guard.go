@@ -349,7 +349,7 @@ type Stats struct {
 	StoreErrors, RanWithoutDedup uint64
 	// LeasesLost counts the running requests that lost their key (their
 	// handler's context cancelled with ErrLeaseLost); NotKept the outcomes
-	// that could not be written before the lease lapsed, whose repeats
+	// that could not be serialized or written before the lease lapsed, whose repeats
 	// may run the handler again.
 	LeasesLost, NotKept uint64
 	// Mismatched counts the requests refused because their key had been

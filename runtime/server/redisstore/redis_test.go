@@ -373,8 +373,8 @@ func TestSilentStoreBounded(t *testing.T) {
 					if mode == server.RunWithoutDedup {
 						want = codes.OK
 					}
-					if status.Code(err) != want || el > 500*time.Millisecond {
-						t.Errorf("request %d with Redis silent: %v after %s, want %s within 500ms", i, err, el, want)
+					if status.Code(err) != want || el > 750*time.Millisecond {
+						t.Errorf("request %d with Redis silent: %v after %s, want %s well within the 1s deadline", i, err, el, want)
 					}
 				}
 				s := stats(t, g)
@@ -392,10 +392,10 @@ func TestSilentStoreBounded(t *testing.T) {
 				time.Sleep(800 * time.Millisecond) // the pause ends, late claims run and are released
 				// The refused keys are free: a repeat runs at once, and once.
 				eventually(t, "a refused key runs once Redis answers", func() bool {
-					_, err := reserve(t, c, "o-0", 300*time.Millisecond)
+					_, err := reserve(t, c, "o-0", time.Second)
 					return err == nil
 				})
-				if _, err := reserve(t, c, "o-0", 300*time.Millisecond); err != nil {
+				if _, err := reserve(t, c, "o-0", time.Second); err != nil {
 					t.Fatal(err)
 				}
 				if n := srv.runs.Load(); n != wantRuns+1 {
