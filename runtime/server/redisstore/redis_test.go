@@ -186,8 +186,9 @@ func TestBlipShorterThanLeaseRunsOnce(t *testing.T) {
 				r := startRedis(t)
 				p := startProxy(t, r.addr)
 				started, finish := make(chan struct{}), make(chan struct{})
+				var once sync.Once
 				srv := &reserver{answer: "r", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
-					close(started)
+					once.Do(func() { close(started) })
 					<-finish
 					return nil
 				}}
