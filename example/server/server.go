@@ -106,10 +106,10 @@ func Start(addr string, b Behaviour, opts ...grpc.ServerOption) (*Server, error)
 // (inventoryv1.InventoryServiceServerPolicy): dead requests dropped, load
 // shed by priority, ReserveStock deduplicated by order id. The payments
 // service has no server-side annotation (its Charge is critical, a priority
-// the client sends), so it has no server policy and is not guarded. The idempotency
-// entries are kept in memory unless opts give another store
-// (rserver.WithStore(rserver.NewRedisStore(…))); opts also carry the
-// operator's overrides (rserver.WithPolicy). Install it with
+// the client sends), so it has no server policy and is not guarded. The
+// idempotency entries are kept in memory unless opts give another store
+// (rserver.WithStore(redisstore.New(…))); opts also carry the operator's
+// overrides (rserver.WithPolicy). Install it with
 // Start(addr, b, g.ServerOptions()...).
 func NewGuard(opts ...rserver.Option) (*rserver.Guard, error) {
 	return rserver.NewGuard(
