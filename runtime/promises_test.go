@@ -477,6 +477,35 @@ func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
 		wantBreaker(t, rt2, getStock, runtime.StateClosed)
 	})
 
+	t.Run("no shared cached call, no fallback", func(t *testing.T) {
+		srv, cc := start(t, server.Healthy)
+		var fell atomic.Int32
+		c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+			GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+				fell.Add(1)
+				return &inventoryv1.GetStockResponse{}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dead {
+			for range 20 {
+				if _, err := c.GetStock(d.ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != d.code {
+					t.Fatalf("%s: %v, want %v", d.name, err, d.code)
+				}
+			}
+		}
+		if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.Calls(getStock); got != 1 {
+			t.Errorf("server saw %d calls, want 1: a dead caller starts no shared cached call", got)
+		}
+		if n := fell.Load(); n != 0 {
+			t.Errorf("the fallback answered %d dead callers, want 0", n)
+		}
+	})
+
 	t.Run("no budget request", func(t *testing.T) {
 		srv, cc := start(t, server.Fail(codes.Unavailable))
 		rt := inventory(t, runtime.ServicePolicy{

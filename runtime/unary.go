@@ -46,6 +46,11 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 	if req == nil {
 		return nil, NilRequestError(m.policy.Name)
 	}
+	if err := ctx.Err(); err != nil {
+		// Already over: answered here, before any layer: no shared cached
+		// call started, no token, permit or budget request, no fallback.
+		return nil, statusFromContext(err)
+	}
 	var resp *Resp
 	var err error
 	stale := false
@@ -96,11 +101,6 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
-	if err := ctx.Err(); err != nil {
-		// Already over: answered here, without a token, a permit or a
-		// budget request.
-		return nil, statusFromContext(err)
-	}
 	if m.limiter != nil {
 		if err := m.takeToken(ctx); err != nil {
 			return nil, err
