@@ -27,6 +27,7 @@ func FuzzAdmission(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 2, 0, 2, 0, 2, 3, 40, 1, 0, 1, 0, 2, 0, 0, 5, 0, 4, 0, 0})
 	f.Add([]byte{1, 0, 2, 1, 0, 2, 0, 2, 6, 2, 0, 2, 1, 0, 3, 60, 1, 1, 1, 0, 2, 0, 7, 2, 0, 1})
 	f.Add([]byte{0, 3, 0, 0, 5, 0, 6, 0, 7, 1, 4, 1, 6, 2, 0, 5, 2, 1, 6, 0, 1})
+	f.Add([]byte{1, 1, 1, 1, 1, 8, 1, 8, 1, 0, 2, 7, 0, 2, 0, 1, 1, 0, 2, 2, 0, 1, 8, 2, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prog := &program{b: data}
 		own := prog.next()%2 == 1 // the stream has a breaker of its own, so its streams probe
@@ -60,8 +61,18 @@ func FuzzAdmission(f *testing.F) {
 			cancel   context.CancelFunc
 			t        Ticket
 			recorded bool
+			sendEOF  bool // its permit went back at SendMsg's io.EOF
 		}
 		var streams []*held
+		permitsHeld := func() int {
+			n := 0
+			for _, h := range streams {
+				if !h.sendEOF {
+					n++
+				}
+			}
+			return n
+		}
 		defer func() {
 			for _, h := range streams {
 				h.cancel()
@@ -81,8 +92,8 @@ func FuzzAdmission(f *testing.F) {
 				called := false
 				call := func(actx context.Context, _ *fuzzMsg, _ ...grpc.CallOption) (*fuzzMsg, error) {
 					called = true
-					if got := m.bulkhead.InUse(); got != len(streams)+1 {
-						t.Fatalf("step %d: %d permits taken during a call, want %d", step, got, len(streams)+1)
+					if got := m.bulkhead.InUse(); got != permitsHeld()+1 {
+						t.Fatalf("step %d: %d permits taken during a call, want %d", step, got, permitsHeld()+1)
 					}
 					switch ending {
 					case 1:
@@ -109,7 +120,7 @@ func FuzzAdmission(f *testing.F) {
 						t.Fatalf("step %d: dead call: called %v, %v", step, called, err)
 					}
 					continue
-				case len(streams) >= permits:
+				case permitsHeld() >= permits:
 					if called || !errors.Is(err, ErrBulkheadFull) {
 						t.Fatalf("step %d: full bulkhead: called %v, %v", step, called, err)
 					}
@@ -131,8 +142,11 @@ func FuzzAdmission(f *testing.F) {
 				dead := arg >> 1 % 4
 				ctx, cancel := fuzzContext(dead == 1, dead == 2)
 				fcc.sendErr = nil
-				if arg&1 == 1 {
+				switch {
+				case arg&1 == 1:
 					fcc.sendErr = status.Error(codes.Internal, "grpc: error while marshaling: string field contains invalid UTF-8")
+				case arg>>3&1 == 1:
+					fcc.sendErr = io.EOF // the server ended the stream: the status waits for RecvMsg
 				}
 				fcc.last = nil
 				cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, watch)
@@ -146,7 +160,7 @@ func FuzzAdmission(f *testing.F) {
 						t.Fatalf("step %d: dead stream: opened %v, %v", step, fcc.last != nil, err)
 					}
 					continue
-				case len(streams) >= permits:
+				case permitsHeld() >= permits:
 					cancel()
 					if fcc.last != nil || !errors.Is(err, ErrBulkheadFull) {
 						t.Fatalf("step %d: full bulkhead: opened %v, %v", step, fcc.last != nil, err)
@@ -163,6 +177,13 @@ func FuzzAdmission(f *testing.F) {
 				}
 				if fcc.last == nil {
 					t.Fatalf("step %d: admitted stream not opened: %v", step, err)
+				}
+				if fcc.sendErr == io.EOF {
+					if err != io.EOF {
+						t.Fatalf("step %d: send: %v, want io.EOF", step, err)
+					}
+					streams = append(streams, &held{s: cs.(*stream), fake: fcc.last, cancel: cancel, t: tk, sendEOF: true})
+					break
 				}
 				if fcc.sendErr != nil {
 					cancel()
@@ -202,7 +223,16 @@ func FuzzAdmission(f *testing.F) {
 				}
 				if ending == 7 {
 					h.cancel() // the caller's context ends: its AfterFunc frees the stream
-					waitPermits(t, c, get, len(streams)-1)
+					want := permitsHeld()
+					if !h.sendEOF {
+						want--
+					}
+					waitPermits(t, c, get, want)
+					waitFor(t, "the cancelled stream recorded", func() bool {
+						h.s.mu.Lock()
+						defer h.s.mu.Unlock()
+						return h.s.recorded
+					})
 				} else if panicked := catch(func() { _ = h.s.RecvMsg(&fuzzMsg{}) }); panicked != (ending == 6) {
 					t.Fatalf("step %d: stream panicked %v, ending %d", step, panicked, ending)
 				}
@@ -226,8 +256,8 @@ func FuzzAdmission(f *testing.F) {
 			if got, want := c.byName[watch].breaker.State(now), streamModel.stateAt(n); got != want {
 				t.Fatalf("step %d: stream breaker %v, the model says %v", step, got, want)
 			}
-			if got := m.bulkhead.InUse(); got != len(streams) {
-				t.Fatalf("step %d: %d permits taken, %d streams held", step, got, len(streams))
+			if got := m.bulkhead.InUse(); got != permitsHeld() {
+				t.Fatalf("step %d: %d permits taken, %d streams hold one", step, got, permitsHeld())
 			}
 		}
 	})

@@ -62,6 +62,9 @@ func startUploads(t *testing.T) (*uploads, *grpc.ClientConn) {
 				if err != nil {
 					return err
 				}
+				if m.GetValue() == "reject" {
+					return status.Error(codes.InvalidArgument, "rejected at the first message")
+				}
 				n++
 			}
 			u.messages.Add(n)
@@ -162,6 +165,36 @@ func TestStreamsReturnWhatTheyHoldOnEveryEnding(t *testing.T) {
 		}
 		if got := u.streams.Load(); got != 5 {
 			t.Errorf("server saw %d uploads, want 5", got)
+		}
+	})
+
+	t.Run("a client stream the server ends early, abandoned at Send's io.EOF", func(t *testing.T) {
+		u, cc := startUploads(t)
+		rt, err := runtime.NewClient(&runtime.ServicePolicy{Name: uploadService, Bulkhead: &runtime.BulkheadPolicy{Permits: 2},
+			Methods: []runtime.MethodPolicy{{Name: uploadPut, Kind: runtime.KindClientStreaming}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := rt.Conn(cc)
+		for i := range 4 {
+			cs, err := conn.NewStream(context.Background(), &putDesc, uploadPut)
+			if err != nil {
+				t.Fatalf("upload %d: %v; abandoned uploads must not lock the bulkhead", i, err)
+			}
+			err = cs.SendMsg(wrapperspb.String("reject"))
+			deadline := time.Now().Add(5 * time.Second)
+			for err == nil && time.Now().Before(deadline) {
+				err = cs.SendMsg(wrapperspb.String("x"))
+			}
+			if err != io.EOF {
+				t.Fatalf("send: %v, want io.EOF once the server ended the stream", err)
+			}
+			// The caller returns on the error, as many do, without reading
+			// the status and with a context that never ends.
+			wantPermits(t, rt, uploadPut, 0)
+		}
+		if got := u.streams.Load(); got != 4 {
+			t.Errorf("server saw %d uploads, want 4", got)
 		}
 	})
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -123,7 +124,8 @@ type stream struct {
 	m           *Method
 	callerCtx   context.Context
 	final       bool   // the stream answers with one message (not server-streaming): it ends with it
-	holdsPermit bool   // a permit of m.bulkhead is held until finish
+	holdsPermit bool   // a permit of m.bulkhead is taken, to give back once
+	released    atomic.Bool
 	admitted    bool   // ticket is to be given back
 	ticket      Ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
@@ -136,14 +138,20 @@ type stream struct {
 
 // SendMsg sends a message. A failure of its own making (a message that
 // does not marshal; grpc ends the stream) ends the stream's hold at once
-// and says nothing about the dependency; io.EOF, the stream ended by the
-// other side, leaves the end to RecvMsg, which returns its status.
+// and says nothing about the dependency. io.EOF says the stream is over
+// on the wire (the server ended it, or the connection broke): the permit
+// goes back at once, since many callers return on that error without
+// reading the status, and the outcome waits for RecvMsg, which returns the
+// status, or for the context's end.
 func (s *stream) SendMsg(msg any) error {
 	returned := false
 	defer s.onPanic(&returned)
 	err := s.ClientStream.SendMsg(msg)
 	returned = true
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF:
+		s.release()
+	case err != nil:
 		s.finish(&clientFault{err: err})
 	}
 	return err
@@ -202,9 +210,10 @@ func (s *stream) finish(err error) {
 	})
 }
 
+// release gives back the stream's permit, once, whichever ending comes
+// first (a SendMsg's io.EOF may race with the context's end).
 func (s *stream) release() {
-	if s.holdsPermit {
-		s.holdsPermit = false
+	if s.holdsPermit && s.released.CompareAndSwap(false, true) {
 		s.m.releasePermit()
 	}
 }
