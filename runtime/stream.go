@@ -123,8 +123,8 @@ type stream struct {
 	grpc.ClientStream
 	m           *Method
 	callerCtx   context.Context
-	final       bool   // the stream answers with one message (not server-streaming): it ends with it
-	holdsPermit bool   // a permit of m.bulkhead is taken, to give back once
+	final       bool // the stream answers with one message (not server-streaming): it ends with it
+	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
 	released    atomic.Bool
 	admitted    bool   // ticket is to be given back
 	ticket      Ticket // of m.breaker, if any
