@@ -16,8 +16,8 @@ import (
 //
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
-// an error or io.EOF from RecvMsg, a failed SendMsg, a panic in its calls,
-// or its context ending. Its outcome is told to the breaker once: at the
+// an error or io.EOF from RecvMsg, a failed SendMsg (io.EOF included: the
+// stream is over on the wire), a panic in its calls, or its context ending. Its outcome is told to the breaker once: at the
 // first message received (a success) or at the end, whichever comes first.
 // The method's OverallTimeout, or else its Timeout, bounds the whole
 // stream. Streams are never retried. A stream never holds a half-open probe
