@@ -51,7 +51,8 @@ type Ticket struct {
 	gen   uint64
 	probe bool
 	// bystander: admitted while half-open without a probe (a stream on a
-	// breaker that unary calls share); its outcome is not counted.
+	// breaker that unary calls share); its success is not counted, its
+	// failure opens the breaker again as a probe's would.
 	bystander bool
 }
 
@@ -120,8 +121,8 @@ func (b *Breaker) Allow(now time.Time) (Ticket, time.Duration, bool) {
 // allow is Allow with the time read only when it matters: a closed breaker
 // admits without looking at the clock. With probe false, a half-open
 // breaker admits the call without a probe, as a bystander whose outcome is
-// not counted: a long-lived stream must not hold a probe that the calls
-// sharing the breaker need (see stream.go).
+// not counted unless it fails: a long-lived stream must not hold a probe
+// that the calls sharing the breaker need (see stream.go).
 func (b *Breaker) allow(now func() int64, probe bool) (Ticket, time.Duration, bool) {
 	for {
 		switch State(b.state.Load()) {
@@ -167,8 +168,16 @@ func (b *Breaker) done(t Ticket, o Outcome, latency time.Duration, n int64) {
 	if o == Success && b.p.SlowCallThreshold > 0 && latency > b.p.SlowCallThreshold {
 		o = Failure
 	}
-	if t.bystander || t.gen != b.gen.Load() {
-		return // admitted under an earlier state, or not counted: says nothing about this one
+	if t.gen != b.gen.Load() {
+		return // admitted under an earlier state: says nothing about this one
+	}
+	if t.bystander {
+		// Admitted beside the probes: it cannot close the breaker, but a
+		// failure is as clear an answer as a probe's.
+		if o == Failure {
+			b.transitionFrom(t.gen, StateHalfOpen, StateOpen, n)
+		}
+		return
 	}
 	if t.probe {
 		b.probeDone(t.gen, o, n)

@@ -91,7 +91,8 @@ func (m *breakerModel) stateAt(n int64) State {
 func (m *breakerModel) allow(n int64) (Ticket, time.Duration, bool) { return m.allowAs(n, true) }
 
 // allowAs is allow for a unary call (probe true) or a stream that may not
-// take a half-open probe: admitted then as a bystander, never counted.
+// take a half-open probe: admitted then as a bystander, whose failure alone
+// counts.
 func (m *breakerModel) allowAs(n int64, probe bool) (Ticket, time.Duration, bool) {
 	for {
 		switch m.state {
@@ -119,7 +120,13 @@ func (m *breakerModel) done(t Ticket, o Outcome, latency time.Duration, n int64)
 	if o == Success && m.p.SlowCallThreshold > 0 && latency > m.p.SlowCallThreshold {
 		o = Failure
 	}
-	if t.gen != m.gen || t.bystander {
+	if t.gen != m.gen {
+		return
+	}
+	if t.bystander {
+		if o == Failure {
+			m.to(StateOpen, n)
+		}
 		return
 	}
 	if t.probe {

@@ -719,4 +719,21 @@ func TestQuietStreamsDoNotStarveUnaryCalls(t *testing.T) {
 	cancel()
 	eventually(t, "the server saw the streams end", func() bool { return srv.Cancelled(watchStock) == 5 })
 	wantBreaker(t, rt, getStock, runtime.StateClosed)
+
+	// A stream beside the probes cannot close the breaker, but its failure
+	// opens it again, as a probe's would.
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	for range 2 {
+		_, _ = callGetStock(context.Background(), rt, cc)
+	}
+	wantBreaker(t, rt, getStock, runtime.StateOpen)
+	clock.Advance(10 * time.Second)
+	srv.SetBehaviour(server.Healthy)
+	drain(t, watchOK(t, client), 3)
+	wantBreaker(t, rt, getStock, runtime.StateHalfOpen)
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	if _, err := watchOK(t, client).Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("recv: %v, want UNAVAILABLE", err)
+	}
+	wantBreaker(t, rt, getStock, runtime.StateOpen)
 }

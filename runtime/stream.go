@@ -22,8 +22,9 @@ import (
 // The method's OverallTimeout, or else its Timeout, bounds the whole
 // stream. Streams are never retried. A stream never holds a half-open probe
 // of a breaker that a unary method also goes through: opened while that
-// breaker is half-open, it goes through uncounted, and the unary calls'
-// probes decide.
+// breaker is half-open, it goes through beside the probes; its failure
+// opens the breaker again, its success is not counted, and the unary
+// calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
 	w := &conn{cc: cc, c: c, probes: map[*Method]bool{}}
 	unary := map[*Breaker]bool{}
