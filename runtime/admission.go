@@ -40,6 +40,14 @@ func (m *Method) admitAs(probe bool) (t Ticket, start int64, retryAfter time.Dur
 // is the call's context, outside the attempt's own timeout. It returns the
 // clock reading at the end, 0 when neither needed the clock.
 func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error) int64 {
+	return m.settleAs(ctx, t, start, err, true)
+}
+
+// settleAs is settle for a unary attempt (timed true) or a stream, whose
+// duration the breaker's slow-call threshold does not judge: a stream's
+// first message comes when there is something to say (a watch may wait
+// minutes), so its lateness says nothing about the dependency.
+func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error, timed bool) int64 {
 	br, mx := m.breaker, m.metrics
 	if br == nil && mx == nil {
 		return 0
@@ -51,7 +59,11 @@ func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error) i
 	o, code := verdict(ctx, err, failures)
 	n := m.client.now()
 	if br != nil {
-		br.done(t, o, time.Duration(n-start), n)
+		var latency time.Duration
+		if timed {
+			latency = time.Duration(n - start)
+		}
+		br.done(t, o, latency, n)
 	}
 	if mx != nil {
 		mx.attempt(code, n-start)

@@ -680,6 +680,30 @@ func TestAPanicCannotWedgeTheBreaker(t *testing.T) {
 }
 
 func TestQuietStreamsDoNotStarveUnaryCalls(t *testing.T) {
+	t.Run("a late first message is not a slow call", func(t *testing.T) {
+		srv, cc := start(t, server.Healthy)
+		clock := newFakeClock()
+		bp := breakerPolicy(2, 1)
+		bp.SlowCallThreshold = 100 * time.Millisecond
+		rt := inventory(t, runtime.ServicePolicy{Breaker: bp, Methods: []runtime.MethodPolicy{
+			{Name: getStock, Idempotent: true},
+			{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Hour},
+		}}, runtime.WithClock(clock))
+		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+		for range 4 {
+			st := watchOK(t, client)
+			clock.Advance(time.Minute) // the watch had nothing to say for a minute
+			drain(t, st, 3)
+		}
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+			t.Fatalf("a unary call after late watches: %v", err)
+		}
+		if got := srv.Calls(watchStock); got != 4 {
+			t.Errorf("server saw %d streams, want 4", got)
+		}
+	})
+
 	srv, cc := start(t, byMethod(map[string]server.Behaviour{
 		getStock:   server.Fail(codes.Unavailable),
 		watchStock: server.Hang,

@@ -196,7 +196,7 @@ func (s *stream) record(err error) {
 		return
 	}
 	s.recorded = true
-	s.m.settle(s.callerCtx, s.ticket, s.start, err)
+	s.m.settleAs(s.callerCtx, s.ticket, s.start, err, false)
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not
