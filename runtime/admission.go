@@ -71,6 +71,14 @@ func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error,
 	return n
 }
 
+// settleUnlessDone, deferred, settles an attempt whose call did not return
+// (it panicked) as errPanicked; the panic goes on, unrecovered.
+func (m *Method) settleUnlessDone(ctx context.Context, settled *bool, t Ticket, start int64) {
+	if !*settled {
+		m.settle(ctx, t, start, errPanicked)
+	}
+}
+
 // verdict is what the end of an attempt or a stream says about the
 // dependency, for the breaker (the outcome) and the metrics (the code)
 // alike. ctx is the call's context, outside the attempt's own timeout.

@@ -236,21 +236,24 @@ func (m *Method) budgetRefused(err error) {
 // at its end, the reading is left in *at for the caller to reuse.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
-	if cerr := ctx.Err(); cerr != nil {
-		return nil, statusFromContext(cerr), false, 0 // never sent: counts for nothing
+	// Without a breaker or metrics an attempt holds nothing and counts
+	// nowhere, and neither check below has anything to protect.
+	counted := m.breaker != nil || m.metrics != nil
+	if counted {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, statusFromContext(cerr), false, 0 // never sent: counts for nothing
+		}
 	}
 	ticket, start, retryAfter, ok := m.admit()
 	if !ok {
 		return nil, nil, true, retryAfter
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
-	// ticket, then goes on to the caller.
+	// ticket and is counted, then goes on to the caller.
 	settled := false
-	defer func() {
-		if !settled {
-			m.settle(ctx, ticket, start, errPanicked)
-		}
-	}()
+	if counted {
+		defer m.settleUnlessDone(ctx, &settled, ticket, start)
+	}
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
 		var cancel context.CancelFunc
