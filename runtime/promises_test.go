@@ -200,8 +200,9 @@ func TestStreamsReturnWhatTheyHoldOnEveryEnding(t *testing.T) {
 
 	t.Run("a failed first send", func(t *testing.T) {
 		srv, cc := start(t, server.Healthy)
-		rt := inventory(t, watchPolicy(nil))
-		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+		// The generated client under the annotated policy: 4 permits, 60 s.
+		client := invClient(t, cc, nil, nil)
+		rt := client.Runtime()
 		// More bad requests than permits: none may keep one.
 		for i := range 6 {
 			st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: badSku})

@@ -134,7 +134,8 @@ type stream struct {
 
 	once     sync.Once
 	mu       sync.Mutex
-	recorded bool // guarded by mu
+	recorded bool        // guarded by mu
+	settled  atomic.Bool // set once recorded's settle has run
 }
 
 // SendMsg sends a message. A failure of its own making (a message that
@@ -190,6 +191,9 @@ func (s *stream) onPanic(returned *bool) {
 // record tells the breaker the stream's outcome, and counts it as an
 // attempt, once.
 func (s *stream) record(err error) {
+	if s.settled.Load() {
+		return // every message after the first: no lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.recorded || !s.admitted {
@@ -197,6 +201,7 @@ func (s *stream) record(err error) {
 	}
 	s.recorded = true
 	s.m.settleAs(s.callerCtx, s.ticket, s.start, err, false)
+	s.settled.Store(true)
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not
