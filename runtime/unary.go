@@ -244,26 +244,30 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 			return nil, statusFromContext(cerr), false, 0 // never sent: counts for nothing
 		}
 	}
-	ticket, start, retryAfter, ok := m.admit()
+	ticket, retryAfter, ok := m.admit()
 	if !ok {
 		return nil, nil, true, retryAfter
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
 	settled := false
+	var sp span // the attempt's start, once known
 	if counted {
-		defer m.settleUnlessDone(ctx, &settled, ticket, start)
+		defer m.settleUnlessDone(ctx, &settled, ticket, &sp)
 	}
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
 		var cancel context.CancelFunc
-		if actx, cancel = shorten(ctx, t); cancel != nil {
+		if actx, cancel, sp = m.client.attemptContext(ctx, t, counted); cancel != nil {
 			defer cancel()
 		}
 	}
+	if !sp.known && (m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0) {
+		sp = span{start: m.client.now(), known: true} // the duration is measured
+	}
 	resp, err = call(actx, req, opts...)
 	settled = true
-	*at = m.settle(ctx, ticket, start, err)
+	*at = m.settle(ctx, actx, ticket, sp, err)
 	return resp, err, false, 0
 }
 

@@ -43,7 +43,10 @@ func pack(epoch, a, b uint64) uint64 {
 }
 
 // add adds da and db to the bucket of now (nanoseconds since the window's
-// clock base).
+// clock base). A reading may come late (taken at the start of a long call,
+// or by a goroutine that was descheduled): one whose slot already holds a
+// newer epoch is a whole window old, outside the window of anyone who sums
+// it, and is dropped rather than wiping the newer counts.
 func (w *window) add(now int64, da, db uint64) {
 	if now < 0 {
 		now = 0
@@ -55,6 +58,9 @@ func (w *window) add(now int64, da, db uint64) {
 		old := slot.Load()
 		e, a, b := unpack(old)
 		if e != epoch {
+			if a|b != 0 && (e-epoch)&epochMask < 1<<(epochBits-1) {
+				return // the slot is ahead of now: now is out of the window
+			}
 			a, b = 0, 0
 		}
 		a, b = min(a+da, countMax), min(b+db, countMax)

@@ -75,6 +75,32 @@ func TestWindowReusedBucketStartsFromZero(t *testing.T) {
 	}
 }
 
+func TestWindowLateReadingKeepsNewerBucket(t *testing.T) {
+	w := newWindow(10 * time.Second)
+	w.add(int64(11*time.Second), 3, 1) // slot 1, epoch 11
+	// A reading of 1 s arrives late (a call that started then): its slot
+	// holds epoch 11, so it is a whole window old and must not wipe it.
+	w.add(int64(1*time.Second), 5, 5)
+	if e, a, b := bucketAt(w, 1); e != 11 || a != 3 || b != 1 {
+		t.Errorf("bucket 1 = (epoch %d, %d, %d), want (11, 3, 1)", e, a, b)
+	}
+	// A late reading whose slot is older or empty is counted as usual.
+	w.add(int64(12*time.Second), 1, 0)
+	w.add(int64(2*time.Second), 1, 1) // slot 2 holds epoch 12: dropped
+	w.add(int64(9*time.Second), 2, 0) // slot 9 empty: counted
+	if a, b := w.sum(int64(12 * time.Second)); a != 3+1+2 || b != 1 {
+		t.Errorf("sum at 12s = (%d, %d), want (6, 1)", a, b)
+	}
+	// After a reset the slots hold epoch 0 and no counts: nothing is ahead,
+	// however far on the clock is (here past half the epoch range).
+	w.reset()
+	far := int64(1<<(epochBits-1)+5) * w.width
+	w.add(far, 1, 0)
+	if a, _ := w.sum(far); a != 1 {
+		t.Errorf("after reset, sum far on = %d, want 1", a)
+	}
+}
+
 func TestWindowSaturates(t *testing.T) {
 	w := newWindow(10 * time.Second)
 	now := int64(7 * time.Second)
