@@ -221,6 +221,41 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 	}
 }
 
+// TestRetryBudgetCountsARequestAtItsStart: without a breaker or metrics,
+// the retry budget still takes the first attempt's start, read with its
+// context, rather than a reading of its own.
+func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
+	c, err := NewClient(&ServicePolicy{
+		Name: "resilient.test.Timed",
+		Methods: []MethodPolicy{{Name: "/resilient.test.Timed/Get", Idempotent: true, Timeout: time.Second,
+			Retry: &RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+				Multiplier: 2, RetryableCodes: CodesOf(codes.Unavailable)}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Method(0)
+	var inCall int64
+	call := func(context.Context, *timedReq, ...grpc.CallOption) (*timedReq, error) {
+		inCall = m.client.now()
+		time.Sleep(5 * time.Millisecond)
+		return &timedReq{}, nil
+	}
+	var at int64
+	if _, err, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
+		t.Fatal(err)
+	}
+	if at == 0 || at > inCall {
+		t.Errorf("the attempt handed on %dns, want its start, before the call began at %dns", at, inCall)
+	}
+	if _, err := Unary(context.Background(), m, "", &timedReq{}, nil, call, nil); err != nil {
+		t.Fatal(err)
+	}
+	if requests, _ := m.budget.w.sum(m.client.now()); requests != 1 {
+		t.Errorf("the budget counted %d requests, want 1", requests)
+	}
+}
+
 // TestAttemptDurationFromItsOwnStart: the attempt-duration metric runs
 // from the reading the attempt's timeout was counted from, on the system
 // clock, and from the fake clock's readings under WithClock.

@@ -232,8 +232,9 @@ func (m *Method) budgetRefused(err error) {
 
 // attemptOnce makes one attempt through the breaker and the per-attempt
 // timeout. refused is true when the breaker did not let it through, with
-// how long the refusal is expected to last. When the attempt read the clock
-// at its end, the reading is left in *at for the caller to reuse.
+// how long the refusal is expected to last. A clock reading the attempt
+// made (its end, or the start its timeout counts from) is left in *at for
+// the caller to reuse; 0 when it made none.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
 	// Without a breaker or metrics an attempt holds nothing and counts
@@ -258,7 +259,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
 		var cancel context.CancelFunc
-		if actx, cancel, sp = m.client.attemptContext(ctx, t, counted); cancel != nil {
+		// The budget counts the call's first attempt too: it takes the
+		// attempt's start where the breaker and the metrics take nothing.
+		if actx, cancel, sp = m.client.attemptContext(ctx, t, counted || m.budget != nil); cancel != nil {
 			defer cancel()
 		}
 	}
@@ -267,7 +270,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	settled = true
-	*at = m.settle(ctx, actx, ticket, sp, err)
+	if *at = m.settle(ctx, actx, ticket, sp, err); *at == 0 && sp.known {
+		*at = sp.start
+	}
 	return resp, err, false, 0
 }
 
