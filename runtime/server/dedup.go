@@ -101,6 +101,14 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		sent := time.Now()
 		c, err := g.claim(ctx, skey, token, fp, d.lease)
 		if err != nil {
+			if !errors.Is(err, errStoreTimeout) {
+				// The store may have carried the claim out and lost its
+				// answer (a connection dropped on the way back): free the
+				// key, so that the caller's retry does not wait for a
+				// request that never ran. An abandoned claim is released
+				// by claim itself, when its answer arrives.
+				g.forget(ctx, skey, token)
+			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
@@ -173,6 +181,14 @@ func (g *Guard) release(m *method, key, token string) {
 	} else {
 		g.storeOK()
 	}
+}
+
+// forget releases a key whose claim failed, in case the store carried it
+// out, bounded like a claim; its failure is not counted (the claim's is).
+func (g *Guard) forget(ctx context.Context, key, token string) {
+	_, _ = bounded(context.WithoutCancel(ctx), g.inline, claimTimeout(ctx), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, g.store.Release(ctx, key, token)
+	}, nil)
 }
 
 // leaseLost is the answer of a request that lost its key before its
@@ -309,6 +325,11 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 // say whether the key is free.
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
 	if m.dedup.onErr == RunWithoutDedup {
+		// The failed claim took up to a quarter of the time left.
+		if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+			m.svc.deadlineRefused.Add(1)
+			return nil, err
+		}
 		m.svc.ranWithoutDedup.Add(1)
 		return handler(ctx, req)
 	}
