@@ -22,6 +22,12 @@ import (
 // outcome of an earlier request with the same idempotency key.
 const ReplayedHeader = "resilient-replayed"
 
+// MaxKeyLength is the longest idempotency key, in bytes, that the Guard
+// accepts: a longer one is refused with INVALID_ARGUMENT, so that a caller
+// cannot make each entry of the store as large as a header may be
+// (megabytes). It is Stripe's limit; the generated keys are 26 bytes.
+const MaxKeyLength = 255
+
 // Waiting for a running request with the same key, or retrying to keep an
 // outcome: the store is polled with doubling, jittered pauses between these
 // bounds.
@@ -85,6 +91,11 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	}
 	if key == "" {
 		return handler(ctx, req) // no key, nothing to deduplicate on
+	}
+	if len(key) > MaxKeyLength {
+		return nil, status.Errorf(codes.InvalidArgument,
+			"resilient: %s: the idempotency key (%s header) is %d bytes, longer than the %d the server keeps: send a shorter key (the generated ones are 26 characters)",
+			m.name, d.header, len(key), MaxKeyLength)
 	}
 	scope, err := g.scopeOf(ctx, m)
 	if err != nil {

@@ -230,7 +230,7 @@ func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.C
 // installed it also sheds (after decoding).
 func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	m := g.methods[info.FullMethod]
-	if m == nil {
+	if m == nil || served(ctx) {
 		return handler(ctx, req)
 	}
 	ctx, sv, err := g.begin(ctx, m)
@@ -303,7 +303,7 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 // deduplicated.
 func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	m := g.methods[info.FullMethod]
-	if m == nil {
+	if m == nil || served(ss.Context()) {
 		return handler(srv, ss)
 	}
 	ctx, sv, err := g.begin(ss.Context(), m)
@@ -320,6 +320,15 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 		err = DoNotRetry(err)
 	}
 	return err
+}
+
+// served reports whether a Guard's interceptor is already serving the
+// request of ctx: its interceptors were installed twice (ServerOptions and
+// UnaryInterceptor in a chain), and the inner one passes the request on
+// rather than taking a second place in flight or claiming the key again.
+func served(ctx context.Context) bool {
+	_, ok := ctx.Value(downstreamKey{}).(*downstream)
+	return ok
 }
 
 type guardedStream struct {
@@ -392,7 +401,7 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 	if err == nil {
 		return s, nil
 	}
-	if _, ok := status.FromError(err); ok {
+	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
 		return "", err
 	}
 	return "", status.Errorf(codes.Unauthenticated, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
