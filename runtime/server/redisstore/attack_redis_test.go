@@ -4,18 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
+
+func metadataWithKey(ctx context.Context, key string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, runtime.IdempotencyKeyHeader, key)
+}
 
 // retryingClient is a client of addr with go-redis's default retries (3 on
 // a network error), as a production client has them.
@@ -249,5 +257,98 @@ func TestAttackRedisRestartMidHandler(t *testing.T) {
 	}
 	if s := stats(t, ga); s.LeasesLost != 1 {
 		t.Errorf("first replica's stats %+v, want one lease lost", s)
+	}
+}
+
+// TestAttackMismatchAcrossReplicas: a key running on replica A is reused
+// with another body on replica B: B refuses it at once with
+// INVALID_ARGUMENT (the fingerprint travels in the Redis entry), while A
+// runs and after A is done; the same body on B gets A's answer.
+func TestAttackMismatchAcrossReplicas(t *testing.T) {
+	r := startRedis(t)
+	started, finish := make(chan struct{}), make(chan struct{})
+	a := &reserver{answer: "a", hook: func(context.Context, *inventoryv1.ReserveStockRequest) error {
+		close(started)
+		<-finish
+		return nil
+	}}
+	b := &reserver{answer: "b"}
+	_, ca := guarded(t, a, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, r.addr), "mm:")))
+	gb, cb := guarded(t, b, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, r.addr), "mm:")))
+	first := make(chan *inventoryv1.ReserveStockResponse, 1)
+	go func() {
+		resp, err := reserve(t, ca, "o-1", 3*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- resp
+	}()
+	<-started
+	other := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		ctx = metadataWithKey(ctx, "o-1")
+		_, err := cb.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "b", Units: 9})
+		return err
+	}
+	start := time.Now()
+	if err := other(); status.Code(err) != codes.InvalidArgument || time.Since(start) > 200*time.Millisecond {
+		t.Errorf("another body while the first runs: %v after %s, want INVALID_ARGUMENT at once", err, time.Since(start))
+	}
+	close(finish)
+	resp := <-first
+	if err := other(); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("another body after the first is done: %v, want INVALID_ARGUMENT", err)
+	}
+	again, err := reserve(t, cb, "o-1", time.Second)
+	if err != nil || again.GetReservationId() != resp.GetReservationId() {
+		t.Errorf("the same body on B: %q %v, want A's %q", again.GetReservationId(), err, resp.GetReservationId())
+	}
+	if b.runs.Load() != 0 || a.runs.Load() != 1 {
+		t.Errorf("runs: A %d, B %d; want 1 and 0", a.runs.Load(), b.runs.Load())
+	}
+	if s := stats(t, gb); s.Mismatched != 2 {
+		t.Errorf("B's mismatches %d, want 2", s.Mismatched)
+	}
+}
+
+// TestAttackRenewalRacesCompletion: 40 requests with a 200 ms lease
+// (renewed every 50 ms) whose handlers end at times spread over three
+// renewal periods, through a proxy that holds each reply 3 ms, so that
+// completions fall before, during and after renewals in flight. Every
+// caller gets its answer, no lease is lost, every repeat replays it.
+func TestAttackRenewalRacesCompletion(t *testing.T) {
+	r := startRedis(t)
+	p := startReplyProxy(t, r.addr)
+	p.delay.Store(int64(3 * time.Millisecond))
+	srv := &reserver{answer: "r", hook: func(_ context.Context, req *inventoryv1.ReserveStockRequest) error {
+		n, _ := strconv.Atoi(strings.TrimPrefix(req.GetOrderId(), "race-"))
+		time.Sleep(time.Duration(40+n*3) * time.Millisecond)
+		return nil
+	}}
+	g, c := guarded(t, srv, policy(200*time.Millisecond, server.Refuse), server.WithStore(New(client(t, p.addr()), "race:")))
+	const n = 40
+	answers := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := reserve(t, c, "race-"+strconv.Itoa(i), 3*time.Second)
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+			answers[i] = resp.GetReservationId()
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		resp, err := reserve(t, c, "race-"+strconv.Itoa(i), time.Second)
+		if err != nil || resp.GetReservationId() != answers[i] {
+			t.Errorf("repeat %d: %q %v, want %q", i, resp.GetReservationId(), err, answers[i])
+		}
+	}
+	if s := stats(t, g); s.LeasesLost != 0 || s.NotKept != 0 || s.Replayed != n || srv.runs.Load() != n {
+		t.Errorf("%d runs, stats %+v; want %d runs and replays, nothing lost", srv.runs.Load(), s, n)
 	}
 }
