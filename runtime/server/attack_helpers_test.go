@@ -45,7 +45,9 @@ func rawCall(t testing.TB, addr, method string, req proto.Message, timeout time.
 	}
 	hr.Header.Set("Content-Type", "application/grpc")
 	hr.Header.Set("Te", "trailers")
-	hr.Header.Set("Grpc-Timeout", strconv.FormatInt(timeout.Milliseconds(), 10)+"m")
+	if hr.Header.Get("Grpc-Timeout") == "" {
+		hr.Header.Set("Grpc-Timeout", strconv.FormatInt(timeout.Milliseconds(), 10)+"m")
+	}
 	resp, err := tr.RoundTrip(hr)
 	if err != nil {
 		t.Fatalf("raw call %s: %v", method, err)

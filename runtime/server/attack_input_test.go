@@ -261,3 +261,51 @@ func TestAttackDeadlineAtMinDeadline(t *testing.T) {
 		t.Errorf("deadline refusals %d, want 1", s.DeadlineRefused)
 	}
 }
+
+// TestAttackHostileTimeout: a grpc-timeout of eleven thousand years, of a
+// nanosecond, of zero: no crash; the far one runs, the dead ones are
+// refused before the handler.
+func TestAttackHostileTimeout(t *testing.T) {
+	srv := &inventoryServer{}
+	g, _, cc := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	for _, c := range []struct {
+		timeout string
+		want    codes.Code
+	}{{"99999999H", codes.OK}, {"1n", codes.DeadlineExceeded}, {"0n", codes.DeadlineExceeded}, {"0m", codes.DeadlineExceeded}} {
+		_, code, text := rawCall(t, cc.Target(), getStock, &inventoryv1.GetStockRequest{}, time.Second, http.Header{"Grpc-Timeout": {c.timeout}})
+		if code != c.want {
+			t.Errorf("grpc-timeout %s: %s %q, want %s", c.timeout, code, text, c.want)
+		}
+	}
+	if n := srv.getCalls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+	if s := stats(t, g); s.InFlight != 0 {
+		t.Errorf("%d places not given back", s.InFlight)
+	}
+}
+
+// TestAttackScopeAndKeyDoNotCollide: a scope and a key that concatenate
+// to the same string ("t1" + "x:y", "t1:x" + "y", and a scope holding the
+// separator and a length) stay apart: each runs.
+func TestAttackScopeAndKeyDoNotCollide(t *testing.T) {
+	srv := &inventoryServer{}
+	scope := func(ctx context.Context) (string, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		return strings.Join(md.Get("tenant"), ""), nil
+	}
+	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}, WithKeyScope(scope))
+	pairs := [][2]string{{"t1", "x:y"}, {"t1:x", "y"}, {"t1:x:y", ""}, {"", "t1:x:y"}, {"2:t1", "x:y"}, {"t", "1:x:y"}}
+	for _, p := range pairs {
+		if p[1] == "" {
+			continue // no key: not deduplicated at all
+		}
+		ctx := metadata.AppendToOutgoingContext(withKey(ctxTimeout(t, time.Second), p[1]), "tenant", p[0])
+		if _, err := client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "same"}); err != nil {
+			t.Fatalf("scope %q key %q: %v", p[0], p[1], err)
+		}
+	}
+	if n := srv.reserveCalls.Load(); n != 5 {
+		t.Errorf("handler ran %d times for 5 distinct (scope, key) pairs, want 5", n)
+	}
+}
