@@ -2,11 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
 
 // HedgingPolicy says when further copies of a slow call are sent. A method
@@ -47,6 +47,7 @@ func (h *HedgingPolicy) check(f string, bad badFunc) {
 type copyResult[Resp any] struct {
 	resp       *Resp
 	err        error
+	timedOut   bool          // cut by its own per-attempt timeout
 	refused    bool          // the breaker did not let the copy through
 	retryAfter time.Duration // of the breaker's refusal
 	push       time.Duration // the server's pushback, when pushed
@@ -71,14 +72,17 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
 	results := make(chan copyResult[Resp], h.MaxCopies)
-	launch := func() {
+	launch := func(n int) {
 		go func() {
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
 			var at int64
-			resp, err, refused, after := attemptOnce(hctx, m, req, slot.opts, call, &at)
-			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after}
+			resp, err, refused, after, timedOut := attemptOnce(hctx, m, req, slot.opts, call, &at)
+			if timedOut {
+				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
+			}
+			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after, timedOut: timedOut}
 			if err != nil {
 				r.push, r.pushed = Pushback(err, slot.md)
 			}
@@ -92,7 +96,10 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 	var last error
 	var refusal time.Duration
 	refused := false
-	launch()
+	if c.events != nil {
+		m.budgetRecovered()
+	}
+	launch(1)
 	timer := time.NewTimer(h.Delay)
 	defer timer.Stop()
 	next := func() { // sends the next copy, if the budget allows
@@ -100,9 +107,7 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 			return
 		}
 		if !m.budget.tryRetry(c.now()) {
-			if mx != nil {
-				mx.retries[retryBudget].Inc()
-			}
+			m.budgetRefused(last)
 			stopped = true
 			return
 		}
@@ -111,7 +116,7 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 		}
 		sent++
 		pending++
-		launch()
+		launch(sent)
 		if sent < h.MaxCopies {
 			timer.Reset(h.Delay)
 		}
@@ -126,8 +131,10 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 				stopped, refused, refusal = true, true, r.retryAfter
 			case r.err == nil:
 				return r.resp, nil
-			case ctx.Err() != nil || !h.NonFatalCodes.Has(status.Code(r.err)):
-				return nil, r.err // an answer, or the call's own end
+			case ctx.Err() != nil:
+				return nil, ended(ctx, r.err) // the call's own end
+			case !retryable(h.NonFatalCodes, r.err, r.timedOut):
+				return nil, r.err // an answer
 			default:
 				last = r.err
 				switch {
@@ -158,6 +165,9 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 		case <-timer.C:
 			next()
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, statusFromContext(ctx.Err())
+			}
 			if last != nil && pending == 0 {
 				// Every copy sent failed (non-fatally: last never holds OK)
 				// and none is in flight: the last real error is the answer.

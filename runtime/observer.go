@@ -9,17 +9,21 @@ import (
 type EventKind uint8
 
 // The kinds of event. Each is reported once per occurrence, never once per
-// call: a transition once; the budget's exhaustion when it first refuses a
-// retry after having allowed one (again only after it allowed one since);
-// a fallback when a method first answers by it for a cause since the
-// method last succeeded.
+// call: a transition once; the budget's exhaustion once when it begins
+// (its first refusal) and once when it ends (the first call after a whole
+// budget window without a refusal); a fallback when a method first
+// answers by it for a cause since the method last succeeded.
 const (
 	// EventBreakerTransition: a circuit breaker changed state (From, To).
 	EventBreakerTransition EventKind = iota + 1
-	// EventBudgetExhausted: the retry budget refused a retry.
+	// EventBudgetExhausted: the retry budget refused a retry, the first
+	// refusal of an episode.
 	EventBudgetExhausted
 	// EventFallback: a method's fallback answered a failed call.
 	EventFallback
+	// EventBudgetRecovered: the retry budget refused no retry for a whole
+	// window: the episode begun by EventBudgetExhausted is over.
+	EventBudgetRecovered
 )
 
 func (k EventKind) String() string {
@@ -30,6 +34,8 @@ func (k EventKind) String() string {
 		return "budget exhausted"
 	case EventFallback:
 		return "fallback"
+	case EventBudgetRecovered:
+		return "budget recovered"
 	}
 	return "unknown"
 }
@@ -114,7 +120,9 @@ func (ev *events) emit(e Event) {
 		}
 		attrs = append(attrs, slog.String("from", e.From.String()), slog.String("to", e.To.String()))
 	case EventBudgetExhausted:
-		msg = "retry budget exhausted: retries refused until calls succeed or the window slides"
+		msg = "retry budget exhausted: retries refused until the window holds fewer"
+	case EventBudgetRecovered:
+		level, msg = slog.LevelInfo, "retry budget available again"
 	case EventFallback:
 		msg = "fallback answering instead of the dependency"
 	}

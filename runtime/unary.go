@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -125,6 +124,9 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	c := m.client
 	retry := p.Retry
 	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || key != "")
+	if retries && c.events != nil {
+		m.budgetRecovered()
+	}
 	var last error
 	for attempt := 1; ; attempt++ {
 		aopts := opts
@@ -136,7 +138,7 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			aopts = slot.opts
 		}
 		var at int64
-		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, aopts, call, &at)
+		resp, err, refused, retryAfter, timedOut := attemptOnce(ctx, m, req, aopts, call, &at)
 		if retries && attempt == 1 && !refused {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.
@@ -164,8 +166,14 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		if err == nil {
 			return resp, nil
 		}
+		if timedOut {
+			err = attemptTimeoutError(m.dependency(), p.Name, attempt, p.Timeout, err)
+		}
 		last = err
-		if !retries || ctx.Err() != nil || !retry.RetryableCodes.Has(status.Code(err)) {
+		if ctx.Err() != nil {
+			return nil, ended(ctx, err)
+		}
+		if !retries || !retryable(retry.RetryableCodes, err, timedOut) {
 			return nil, err
 		}
 		if pushed && push < 0 {
@@ -192,13 +200,30 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			m.budgetRefused(err)
 			return nil, err
 		}
-		if c.events != nil && c.budgetSpent.Load() {
-			c.budgetSpent.Store(false) // the budget allows retries again
-		}
 		if !sleep(ctx, wait) {
-			return nil, err
+			return nil, ended(ctx, err)
 		}
 	}
+}
+
+// retryable reports whether an attempt that failed with err may be
+// repeated under codes: its code is listed, and a DEADLINE_EXCEEDED only
+// when the attempt's own timeout expired (timedOut). A server that answers
+// DEADLINE_EXCEEDED itself has given up on the request below it; a repeat
+// would give up again.
+func retryable(listed CodeSet, err error, timedOut bool) bool {
+	c := status.Code(err)
+	return listed.Has(c) && (c != codes.DeadlineExceeded || timedOut)
+}
+
+// ended returns what a call whose context ended tells its caller: Canceled
+// when the caller cancelled, whatever the attempt came back with; after
+// the deadline, the last real error, last.
+func ended(ctx context.Context, last error) error {
+	if err := ctx.Err(); errors.Is(err, context.Canceled) {
+		return statusFromContext(err)
+	}
+	return last
 }
 
 // breakerRefused counts an attempt the breaker refused; retry says it was
@@ -212,28 +237,18 @@ func (m *Method) breakerRefused(retry bool) {
 	}
 }
 
-// budgetRefused counts a retry the budget refused and reports the first
-// refusal of an episode.
-func (m *Method) budgetRefused(err error) {
-	if m.metrics != nil {
-		m.metrics.retries[retryBudget].Inc()
-	}
-	c := m.client
-	if c.events != nil && !c.budgetSpent.Load() && c.budgetSpent.CompareAndSwap(false, true) {
-		c.events.emit(Event{Kind: EventBudgetExhausted, Dependency: m.dependency(), Method: m.policy.Name,
-			Cause: strings.ToLower(CodeName(status.Code(err))), Err: err})
-	}
-}
-
 // attemptOnce makes one attempt through the breaker and the per-attempt
 // timeout. refused is true when the breaker did not let it through, with
-// how long the refusal is expected to last. When the attempt read the clock
-// at its end, the reading is left in *at for the caller to reuse.
+// how long the refusal is expected to last. timedOut is true when the
+// attempt failed after its own per-attempt timeout expired, while ctx
+// still had time: the DEADLINE_EXCEEDED it brings back is the runtime's,
+// not the server's nor the caller's. When the attempt read the clock at
+// its end, the reading is left in *at for the caller to reuse.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration, timedOut bool) {
 	ticket, start, retryAfter, ok := m.admit()
 	if !ok {
-		return nil, nil, true, retryAfter
+		return nil, nil, true, retryAfter, false
 	}
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
@@ -244,7 +259,11 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	*at = m.settle(ctx, ticket, start, err, status.Code)
-	return resp, err, false, 0
+	if err != nil && actx != ctx && status.Code(err) == codes.DeadlineExceeded &&
+		actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		timedOut = true
+	}
+	return resp, err, false, 0, timedOut
 }
 
 // admit asks the method's breaker, if any, to let an attempt or a stream
