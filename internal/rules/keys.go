@@ -14,7 +14,12 @@ import (
 
 // IsKeyField reports whether a request field can be (part of) a key, an
 // idempotency key or a cache key: a singular string, bytes or integer
-// field, which generated code formats as text.
+// field, which generated code formats as text (runtime.KeyFromInt, …).
+// Its zero value ("", empty bytes, 0) is no idempotency key: proto3
+// cannot tell an integer left unset from 0, so a request whose key is 0 is
+// sent without one and never retried, instead of every forgotten key
+// being the same key "0" (retried, and deduplicated by the server as one
+// request).
 func IsKeyField(fd protoreflect.FieldDescriptor) bool {
 	if fd.IsList() || fd.IsMap() {
 		return false
@@ -34,7 +39,9 @@ func IsKeyField(fd protoreflect.FieldDescriptor) bool {
 // CheckIdempotencyKey checks the idempotency_key of a method: only a unary
 // method sends one (written on a stream it is refused, inherited it is
 // ignored), and it names a top-level key field (IsKeyField) of the
-// request.
+// request. An integer field is accepted with or without presence: 0 is no
+// key either way (see IsKeyField), as the refusal of a field of another
+// type says.
 func CheckIdempotencyKey(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff Merged, add func(Finding)) {
 	if kind := StreamKind(m); kind != "" {
 		if own.GetIdempotencyKey() != "" {
@@ -55,9 +62,13 @@ func CheckIdempotencyKey(m protoreflect.MethodDescriptor, own *resilientv1.Polic
 			fmt.Sprintf("field %q does not exist in %s%s: name a top-level string, bytes or integer field of the request", name, msg.FullName(), didYouMean(msg, name))})
 	case !IsKeyField(fd):
 		add(Finding{RuleKeyField, lvl, "idempotency_key",
-			fmt.Sprintf("field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field", name, msg.FullName(), describeField(fd))})
+			fmt.Sprintf("field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field%s", name, msg.FullName(), describeField(fd), zeroIsNoKey)})
 	}
 }
+
+// zeroIsNoKey ends the message that refuses a field of the wrong type,
+// so that nobody picks an integer expecting 0 to be a key like any other.
+const zeroIsNoKey = ` (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`
 
 // CheckGeneratedKey checks generate_idempotency_key: written on a
 // streaming method it is refused (inherited, ignored), and it contradicts
