@@ -47,7 +47,9 @@ type Event struct {
 	Dependency string
 	// Method is the full method name ("/pkg.Service/Method"): the method
 	// whose call was refused or answered by the fallback, or whose own
-	// breaker changed state; empty for the service's shared breaker.
+	// breaker changed state; empty for the service's shared breaker. The
+	// logger writes it as the metrics' method label does, without the
+	// service ("GetStock"), beside dependency.
 	Method string
 	// From and To are the states of a breaker transition.
 	From, To State
@@ -106,7 +108,9 @@ func (ev *events) emit(e Event) {
 	attrs := make([]slog.Attr, 0, 6)
 	attrs = append(attrs, slog.String("dependency", e.Dependency))
 	if e.Method != "" {
-		attrs = append(attrs, slog.String("method", e.Method))
+		// The form of the metrics' method label, so that a log line and
+		// its series are found by the same (dependency, method).
+		attrs = append(attrs, slog.String("method", shortName(e.Method)))
 	}
 	level, msg := slog.LevelWarn, ""
 	switch e.Kind {

@@ -259,11 +259,21 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	*at = m.settle(ctx, ticket, start, err, status.Code)
-	if err != nil && actx != ctx && status.Code(err) == codes.DeadlineExceeded &&
-		actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		timedOut = true
+	if err != nil && actx != ctx && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+		timedOut = ownTimeout(actx)
 	}
 	return resp, err, false, 0, timedOut
+}
+
+// ownTimeout reports whether the attempt's own context, actx, has reached
+// its deadline. gRPC may report DEADLINE_EXCEEDED a little before the
+// context's timer has marked it done, so the deadline is compared too.
+func ownTimeout(actx context.Context) bool {
+	if actx.Err() == context.DeadlineExceeded {
+		return true
+	}
+	dl, ok := actx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // admit asks the method's breaker, if any, to let an attempt or a stream
