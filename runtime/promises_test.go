@@ -165,13 +165,18 @@ func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
 // --- 7. The cache never calls for callers who are gone ----------------------
 
 // cachedStock builds a client whose GetStock caches per sku and retries
-// with retry, and returns a function calling it.
-func cachedStock(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, retry *runtime.RetryPolicy) func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
+// with retry, behind bulkhead if not nil, and returns a function calling
+// it.
+func cachedStock(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, retry *runtime.RetryPolicy, bulkhead ...runtime.BulkheadPolicy) func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
 	t.Helper()
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{{
+	svc := runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{{
 		Name: getStock, Idempotent: true, Timeout: timeout, Retry: retry,
 		Cache: &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}},
-	}}})
+	}}}
+	if len(bulkhead) > 0 {
+		svc.Bulkhead = &bulkhead[0]
+	}
+	rt := inventory(t, svc)
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	key := func(r *inventoryv1.GetStockRequest) string { return r.GetSku() }
 	return func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
@@ -217,6 +222,31 @@ func TestCacheCutsTheSharedCallWhenItsLastWaiterLeaves(t *testing.T) {
 		time.Sleep(400 * time.Millisecond) // past the pushback: a retry would have arrived
 		if got := srv.Calls(getStock); got != 1 {
 			t.Errorf("server saw %d calls, want 1: the retry had no caller left", got)
+		}
+	})
+	t.Run("waiting for a bulkhead permit", func(t *testing.T) {
+		// The only permit is held by another key's call for 300ms; the
+		// shared call for apple waits for it, and its caller leaves at
+		// 50ms. When the permit comes free, nobody is left to call for.
+		srv, cc := start(t, server.Slow(300*time.Millisecond))
+		get := cachedStock(t, cc, time.Second, nil, runtime.BulkheadPolicy{Permits: 1, MaxWait: time.Second})
+		pear := make(chan error, 1)
+		go func() {
+			_, err := get(context.Background(), "pear")
+			pear <- err
+		}()
+		eventually(t, "server saw the call holding the permit", func() bool { return srv.Calls(getStock) == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := get(ctx, "apple"); status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("code = %v (%v), want the caller's DEADLINE_EXCEEDED", status.Code(err), err)
+		}
+		if err := <-pear; err != nil {
+			t.Fatalf("the call holding the permit: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // a shared call still waiting would have been let through by now
+		if got := srv.Calls(getStock); got != 1 {
+			t.Errorf("server saw %d calls, want 1: the call waiting for the permit had no caller left", got)
 		}
 	})
 	t.Run("on the wire", func(t *testing.T) {
@@ -376,6 +406,26 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 		}
 		if got := srv.Calls(getStock); got != 1 {
 			t.Errorf("server saw %d calls, want 1", got)
+		}
+	})
+	t.Run("a hedged copy's own timeout", func(t *testing.T) {
+		// Both copies hang; each is cut by its own 200ms timeout, which
+		// is non-fatal when listed: the hedge waits for the second copy.
+		srv, cc := start(t, server.Hang)
+		h := hedging(100*time.Millisecond, 2)
+		h.NonFatalCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+		rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+			{Name: getStock, Idempotent: true, Timeout: 200 * time.Millisecond, Hedging: h}}})
+		begin := time.Now()
+		_, err := callGetStock(context.Background(), rt, cc)
+		if !errors.Is(err, runtime.ErrAttemptTimeout) || !errors.Is(err, runtime.ErrRetriesExhausted) {
+			t.Errorf("err = %v, want ErrAttemptTimeout and ErrRetriesExhausted", err)
+		}
+		if took := time.Since(begin); took < 300*time.Millisecond {
+			t.Errorf("took %v, want the second copy waited for (100ms + 200ms)", took)
+		}
+		if got := srv.Calls(getStock); got != 2 {
+			t.Errorf("server saw %d copies, want 2", got)
 		}
 	})
 	t.Run("a hedged copy", func(t *testing.T) {
