@@ -3,6 +3,7 @@ package runtime
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -262,6 +263,12 @@ func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, o
 		err = statusFromContext(err) // every caller left before it began
 	} else {
 		resp, err = unary(fctx, m, idemKey, req, kept, call)
+		if p := m.policy; err != nil && p.OverallTimeout == 0 && p.Timeout > 0 && status.Code(err) == codes.DeadlineExceeded &&
+			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
+			// The limit was the method's timeout, so the attempt's own
+			// timeout never made a context of its own: say so.
+			err = sharedCallTimeoutError(m.dependency(), p.Name, p.Timeout, err)
+		}
 	}
 	var val any
 	if err == nil {
