@@ -207,7 +207,8 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 }
 
 // retryable reports whether an attempt that failed with err may be
-// repeated under codes: its code is listed, and a DEADLINE_EXCEEDED only
+// repeated (or, for hedging, followed by the next copy): its code is
+// listed, and a DEADLINE_EXCEEDED only
 // when the attempt's own timeout expired (timedOut). A server that answers
 // DEADLINE_EXCEEDED itself has given up on the request below it; a repeat
 // would give up again.
