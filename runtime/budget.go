@@ -76,7 +76,11 @@ func (b *Budget) allowance(requests uint64) int64 {
 	if r := math.Round(x); math.Abs(x-r) <= 1e-9*r {
 		x = r
 	}
-	return int64(x) + int64(b.p.MinRetries)
+	n := int64(x) // Ratio ≤ 1 (Validate): at most the requests in the window
+	if floor := int64(b.p.MinRetries); n > math.MaxInt64-floor {
+		return math.MaxInt64 // a floor as large as an int says "always"; never wrapped to "never"
+	}
+	return n + int64(b.p.MinRetries)
 }
 
 // refused notes a refusal at n in the episode of exhaustion, and reports

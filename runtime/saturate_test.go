@@ -76,3 +76,18 @@ func TestBudgetEpisodeBeginsOnceAndEndsAfterAWindowWithoutRefusal(t *testing.T) 
 		t.Error("a refusal after the end did not begin a new episode")
 	}
 }
+
+// TestBudgetFloorSaturates: a floor as large as an int allows every retry;
+// the sum with the ratio's share once wrapped to a negative allowance,
+// which refused them all.
+func TestBudgetFloorSaturates(t *testing.T) {
+	b := NewBudget(BudgetPolicy{Ratio: 1, MinRetries: math.MaxInt, Window: 10 * time.Second}, t0)
+	for range 5 {
+		b.Request(t0)
+	}
+	for i := range 100 {
+		if !b.TryRetry(t0) {
+			t.Fatalf("retry %d refused by a budget whose floor is MaxInt", i+1)
+		}
+	}
+}
