@@ -10,8 +10,8 @@ type EventKind uint8
 
 // The kinds of event. Each is reported once per occurrence, never once per
 // call: a transition once; the budget's exhaustion once when it begins
-// (its first refusal) and once when it ends (the first call after a whole
-// budget window without a refusal); a fallback when a method first
+// (its first refusal) and once when it ends (the first call of a method
+// that retries or hedges after a whole budget window without a refusal); a fallback when a method first
 // answers by it for a cause since the method last succeeded.
 const (
 	// EventBreakerTransition: a circuit breaker changed state (From, To).
