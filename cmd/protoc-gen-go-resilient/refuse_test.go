@@ -87,6 +87,10 @@ func TestRefusals(t *testing.T) {
 		{"initial_backoff_above_max", []string{
 			"refuse/initial_backoff_above_max.proto:10:3: resilienttest.refuse.initial_backoff_above_max.Svc.Get: (resilient.v1.method).retry.initial_backoff: 2s is longer than max_backoff 1s (the default): lower initial_backoff or raise max_backoff",
 		}},
+		{"key_default", []string{
+			`refuse/key_default.proto:10:3: resilienttest.refuse.key_default.Svc.ByInt: (resilient.v1.method).idempotency_key: field "seq" of resilienttest.refuse.key_default.Req has the default 5: a request that leaves it unset reads the default, so every such request would send the same key (retried, and deduplicated by the server as one request); remove the default, so that an unset key is no key`,
+			`refuse/key_default.proto:13:3: resilienttest.refuse.key_default.Svc.ByString: (resilient.v1.method).idempotency_key: field "request_id" of resilienttest.refuse.key_default.Req has the default "new": a request that leaves it unset reads the default, so every such request would send the same key (retried, and deduplicated by the server as one request); remove the default, so that an unset key is no key`,
+		}},
 		{"key_missing_field", []string{
 			`refuse/key_missing_field.proto:10:3: resilienttest.refuse.key_missing_field.Svc.Put: (resilient.v1.method).idempotency_key: field "requestId" does not exist in resilienttest.refuse.key_missing_field.Req (did you mean "request_id"?): name a top-level string, bytes or integer field of the request`,
 		}},
