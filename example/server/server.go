@@ -106,7 +106,7 @@ func Start(addr string, b Behaviour, opts ...grpc.ServerOption) (*Server, error)
 // paymentsv1.PaymentsServiceServerPolicy): dead requests dropped, load shed
 // by priority, ReserveStock deduplicated by order id. The idempotency
 // entries are kept in memory unless opts give another store
-// (rserver.WithStore(rserver.NewRedisStore(…))); opts also carry the
+// (rserver.WithStore(redisstore.New(…))); opts also carry the
 // operator's overrides (rserver.WithPolicy). Install it with
 // Start(addr, b, g.ServerOptions()...).
 func NewGuard(opts ...rserver.Option) (*rserver.Guard, error) {

@@ -36,6 +36,7 @@ import (
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 	rserver "github.com/go-resilient/resilient/runtime/server"
+	"github.com/go-resilient/resilient/runtime/server/redisstore"
 )
 
 func main() {
@@ -124,8 +125,8 @@ func newGuard(redisAddr, overridesFile string) (*rserver.Guard, error) {
 	if redisAddr != "" {
 		// When Redis cannot be reached, each deduplicated method does what
 		// its annotation says (on_store_error): ReserveStock refuses.
-		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-		opts = append(opts, rserver.WithStore(rserver.NewRedisStore(rdb, "example:idem:")))
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+		opts = append(opts, rserver.WithStore(redisstore.New(rdb, "example:idem:")))
 		fmt.Printf("idempotency entries on Redis at %s\n", redisAddr)
 	}
 	return server.NewGuard(opts...)
