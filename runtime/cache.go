@@ -83,8 +83,9 @@ type flight struct {
 	err      error
 	panicked any // what the call panicked with, re-raised in each caller
 
-	// ctx is the shared call's, detached from every caller's
-	// cancellation; cancel cuts it when its last waiter leaves.
+	// ctx carries the first caller's values, detached from every
+	// caller's cancellation; cancel marks the flight abandoned when its
+	// last waiter leaves: nothing more is started for it.
 	ctx     context.Context
 	cancel  context.CancelFunc
 	waiters int // callers waiting for it; guarded by cache.mu
@@ -124,9 +125,10 @@ func (c *cache) join(ctx context.Context, key string) (*flight, bool) {
 }
 
 // leave takes a caller who stopped waiting off the flight of key. The last
-// to leave cuts the shared call, wherever it is (waiting for a token, a
-// permit or a backoff, or on the wire), and the flight is forgotten: the
-// next caller of the key starts a new one.
+// to leave abandons the flight: the shared call starts nothing more (no
+// wait for a token, a permit or a backoff, no further attempt or copy),
+// while an attempt already sent runs to its end and its answer is kept.
+// The flight is forgotten: the next caller of the key starts a new one.
 func (c *cache) leave(key string, f *flight) {
 	c.mu.Lock()
 	f.waiters--
@@ -172,9 +174,9 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 // call, which runs detached from any one caller's cancellation, with its
 // own limit (the method's OverallTimeout, else its Timeout), through the
 // rate limit, bulkhead, retries and breaker; a caller who gives up stops
-// waiting, and when the last one has given up the call is cut, wherever it
-// is. A caller whose context is already done gets its error and starts
-// nothing.
+// waiting; when the last one has given up, the call starts nothing more,
+// and only an attempt already sent runs on, its answer kept. A caller
+// whose context is already done gets its error and starts nothing.
 // When that call fails on the dependency's side or is refused by the
 // runtime and an answer younger than StaleTTL is kept, that answer is
 // returned instead (counted as a fallback with cause "stale_cache"); only
@@ -228,9 +230,9 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 	return nil, f.err, false
 }
 
-// fetch makes the shared call of a flight, in the flight's context (the
-// first caller's values, cut when every caller left) with the method's own
-// limit; the call options that write into the first caller's memory
+// fetch makes the shared call of a flight, with the first caller's values
+// and the method's own limit, starting nothing once every caller left;
+// the call options that write into the first caller's memory
 // (header, trailer, peer) are left out, since that caller may be gone.
 func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
@@ -243,12 +245,20 @@ func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, o
 			m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now())
 		}
 	}()
-	fctx := f.ctx
+	// fctx bounds the attempts by the method's limit and is never cut by
+	// the callers leaving: an attempt already sent runs to its end, and
+	// its answer is kept for the next caller. wait, cut when the last
+	// caller leaves, bounds what would start work for nobody: waiting
+	// for a token, a permit, a backoff, the next attempt or copy.
+	fctx := context.WithoutCancel(f.ctx)
 	if limit := m.policy.callLimit(); limit > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(fctx, limit)
 		defer cancel()
 	}
+	wait, cut := context.WithCancel(fctx)
+	defer cut()
+	defer context.AfterFunc(f.ctx, cut)()
 	kept := opts[:0:0]
 	for _, o := range opts {
 		switch o.(type) {
@@ -259,10 +269,10 @@ func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, o
 	}
 	var resp *Resp
 	var err error
-	if err = fctx.Err(); err != nil {
+	if err = wait.Err(); err != nil {
 		err = statusFromContext(err) // every caller left before it began
 	} else {
-		resp, err = unary(fctx, m, idemKey, req, kept, call)
+		resp, err = unary(fctx, m, idemKey, wait, req, kept, call)
 		if p := m.policy; err != nil && p.OverallTimeout == 0 && p.Timeout > 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
 			// The limit was the method's timeout, so the attempt's own

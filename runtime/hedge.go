@@ -61,8 +61,9 @@ type copyResult[Resp any] struct {
 // takes a retry from the budget. The first success or fatal answer wins
 // and the other copies are cancelled. An open breaker, a spent budget or a
 // server's negative pushback stops further copies; a positive pushback
-// delays the next one.
-func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
+// delays the next one. wait is nil for a call; for a cache's shared call,
+// see unary: once it is cut, no further copy is sent.
+func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
@@ -102,8 +103,12 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 	launch(1)
 	timer := time.NewTimer(h.Delay)
 	defer timer.Stop()
+	var gone <-chan struct{} // a shared call's callers all left: no copy for nobody
+	if wait != nil {
+		gone = wait.Done()
+	}
 	next := func() { // sends the next copy, if the budget allows
-		if stopped || sent >= h.MaxCopies || ctx.Err() != nil {
+		if stopped || sent >= h.MaxCopies || ctx.Err() != nil || wait != nil && wait.Err() != nil {
 			return
 		}
 		if !m.budget.tryRetry(c.now()) {
@@ -164,6 +169,11 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 			}
 		case <-timer.C:
 			next()
+		case <-gone:
+			gone, stopped = nil, true
+			if pending == 0 {
+				return nil, firstOf(last, wait)
+			}
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, statusFromContext(ctx.Err())

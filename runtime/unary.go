@@ -51,7 +51,7 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 	if m.cache != nil && cacheKey != nil {
 		resp, err, stale = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		resp, err = unary(ctx, m, key, req, opts, call)
+		resp, err = unary(ctx, m, key, nil, req, opts, call)
 	}
 	if err == nil {
 		if !stale && m.client.events != nil && m.fallbackSeen.Load() != 0 {
@@ -90,18 +90,26 @@ func (m *Method) fellBackTo(cause int, err error) {
 	ev.emit(Event{Kind: EventFallback, Dependency: m.dependency(), Method: m.policy.Name, Cause: causeName(cause), Err: err})
 }
 
-// unary is Unary without the checks and the fallback.
-func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
+// unary is Unary without the checks and the fallback. wait is nil for a
+// call; for a cache's shared call it is the context of its waiting
+// (for a token, a permit, a backoff, the next hedged copy) and of the
+// decision to send another attempt, cut when its last caller leaves,
+// while an attempt already sent runs on under ctx.
+func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
+	admit := ctx
+	if wait != nil {
+		admit = wait
+	}
 	if m.limiter != nil {
-		if err := m.takeToken(ctx); err != nil {
+		if err := m.takeToken(admit); err != nil {
 			return nil, err
 		}
 	}
 	if m.bulkhead != nil {
-		if err := m.acquirePermit(ctx); err != nil {
+		if err := m.acquirePermit(admit); err != nil {
 			return nil, err
 		}
 		defer m.releasePermit()
@@ -119,7 +127,11 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
 	}
 	if p.Hedging != nil {
-		return hedged(ctx, m, req, opts, call)
+		return hedged(ctx, m, wait, req, opts, call)
+	}
+	shared := wait != nil
+	if !shared {
+		wait = ctx
 	}
 	c := m.client
 	retry := p.Retry
@@ -129,6 +141,10 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 	}
 	var last error
 	for attempt := 1; ; attempt++ {
+		if shared && wait.Err() != nil {
+			// A shared call whose callers all left: no attempt for nobody.
+			return nil, firstOf(last, wait)
+		}
 		aopts := opts
 		var slot *trailerSlot
 		if retries {
@@ -185,11 +201,11 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		if attempt >= retry.MaxAttempts {
 			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
 		}
-		wait := Backoff(retry, attempt)
+		pause := Backoff(retry, attempt)
 		if pushed {
-			wait = push // the server knows better when it can take the call
+			pause = push // the server knows better when it can take the call
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
 			if mx != nil {
 				mx.retries[retryDeadline].Inc()
 			}
@@ -200,10 +216,19 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			m.budgetRefused(err)
 			return nil, err
 		}
-		if !sleep(ctx, wait) {
+		if !sleep(wait, pause) {
 			return nil, ended(ctx, err)
 		}
 	}
+}
+
+// firstOf is what a shared call whose callers all left ends with: the
+// last real error, or else the cancellation (which nobody reads).
+func firstOf(last error, wait context.Context) error {
+	if last != nil {
+		return last
+	}
+	return statusFromContext(wait.Err())
 }
 
 // retryable reports whether an attempt that failed with err may be
