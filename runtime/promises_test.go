@@ -1,13 +1,10 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
-	"math"
-	"strings"
-	"sync"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,613 +12,753 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
 )
 
-// The promises of the client runtime under the faults it exists for
-// (issue 12, items 6-11), each against a real loopback server that counts
-// what it saw. README.md ("Semantics") states each one.
+// The promises of the README's "Semantics" under the faults they exist
+// for: every way a stream ends, a timed-out stream, a context already over,
+// a panicking call, quiet long-lived streams. Each test runs against a real
+// gRPC server on loopback and checks what it saw.
 
-// pushbackMs answers UNAVAILABLE with the grpc-retry-pushback-ms trailer
-// set to ms, written as the server wrote it (faultserver.Pushback takes a
-// Duration, which cannot hold the values these tests send).
-func pushbackMs(ms string) server.Behaviour {
-	return func(ctx context.Context, _ server.Call) error {
-		if err := grpc.SetTrailer(ctx, metadata.Pairs(runtime.PushbackHeader, ms)); err != nil {
-			return err
-		}
-		return status.Error(codes.Unavailable, "injected UNAVAILABLE, pushback "+ms+"ms")
-	}
+const (
+	uploadService = "resilient.test.UploadService"
+	uploadPut     = "/resilient.test.UploadService/Put"
+)
+
+// uploads is a client-streaming service on loopback: Put receives strings
+// until the client closes, and answers how many it got.
+type uploads struct {
+	streams  atomic.Int64 // Put streams the handler saw
+	messages atomic.Int64
 }
 
-// counted is a GetStock fallback that counts its calls.
-func counted(n *atomic.Int32) func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
-	return func(_ context.Context, req *inventoryv1.GetStockRequest, _ error) (*inventoryv1.GetStockResponse, error) {
-		n.Add(1)
-		return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
-	}
-}
+var putDesc = grpc.StreamDesc{StreamName: "Put", ClientStreams: true}
 
-// generous is a budget that never refuses in these tests.
-var generous = &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute}
-
-// cancelWhileWaiting starts call, waits until the server saw want calls of
-// method and a little more (so that the client is past the attempt and
-// waiting), cancels, and returns the call's error and how long it took to
-// return after the cancellation.
-func cancelWhileWaiting(t *testing.T, srv *server.Server, method string, want int, call func(ctx context.Context) error) (error, time.Duration) {
+func startUploads(t *testing.T) (*uploads, *grpc.ClientConn) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- call(ctx) }()
-	eventually(t, "server saw the first attempt", func() bool { return srv.Calls(method) >= want })
-	time.Sleep(30 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("the call ended before it was cancelled, with %v: it was not waiting", err)
-	default:
-	}
-	cancelled := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		return err, time.Since(cancelled)
-	case <-time.After(2 * time.Second):
-		t.Fatal("the call did not end 2s after its cancellation")
-		return nil, 0
-	}
-}
-
-// --- 6. Cancellation stays Canceled everywhere ------------------------------
-
-func TestCancellationStaysCanceledWhileWaitingForBackoff(t *testing.T) {
-	srv, cc := start(t, server.Fail(codes.Unavailable))
-	// Full jitter over an hour: the wait drawn is minutes long but for a
-	// chance of 1 in 100,000.
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Hour, MaxBackoff: time.Hour, Multiplier: 1,
-		RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
-		{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retry}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
-		return err
-	})
-	if status.Code(err) != codes.Canceled {
-		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled during the backoff", status.Code(err), err)
-	}
-	if took > 200*time.Millisecond {
-		t.Errorf("returned %v after the cancellation, want at once", took)
-	}
-	if n := fb.Load(); n != 0 {
-		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
-	}
-	if got := srv.Calls(getStock); got != 1 {
-		t.Errorf("server saw %d calls, want 1", got)
-	}
-}
-
-func TestCancellationStaysCanceledWhileWaitingForPushback(t *testing.T) {
-	// 2^58 ms: a pushback that wrapped to no wait at all before it
-	// saturated. The call has no deadline: it waits until cancelled.
-	srv, cc := start(t, pushbackMs("288230376151711744"))
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
-		{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
-		return err
-	})
-	if status.Code(err) != codes.Canceled {
-		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled during the server's pushback", status.Code(err), err)
-	}
-	if took > 200*time.Millisecond {
-		t.Errorf("returned %v after the cancellation, want at once", took)
-	}
-	if n := fb.Load(); n != 0 {
-		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
-	}
-	if got := srv.Calls(getStock); got != 1 {
-		t.Errorf("server saw %d calls, want 1: the pushback is waited for, not wrapped to a retry at once", got)
-	}
-}
-
-func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
-	// The first copy fails non-fatally with an hour's pushback: the hedge
-	// waits for the time to send the next copy, with nothing in flight.
-	srv, cc := start(t, pushbackMs("3600000"))
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
-		{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: hedging(100*time.Millisecond, 3)}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
-		return err
-	})
-	if status.Code(err) != codes.Canceled {
-		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled while the hedge waited", status.Code(err), err)
-	}
-	if took > 200*time.Millisecond {
-		t.Errorf("returned %v after the cancellation, want at once", took)
-	}
-	if n := fb.Load(); n != 0 {
-		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
-	}
-	if got := srv.Calls(getStock); got != 1 {
-		t.Errorf("server saw %d copies, want 1", got)
-	}
-}
-
-// --- 7. The cache never calls for callers who are gone ----------------------
-
-// cachedStock builds a client whose GetStock caches per sku and retries
-// with retry, behind bulkhead if not nil, and returns a function calling
-// it.
-func cachedStock(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, retry *runtime.RetryPolicy, bulkhead ...runtime.BulkheadPolicy) func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
-	t.Helper()
-	svc := runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{{
-		Name: getStock, Idempotent: true, Timeout: timeout, Retry: retry,
-		Cache: &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}},
-	}}}
-	if len(bulkhead) > 0 {
-		svc.Bulkhead = &bulkhead[0]
-	}
-	rt := inventory(t, svc)
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	key := func(r *inventoryv1.GetStockRequest) string { return r.GetSku() }
-	return func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
-		return runtime.UnaryCached(ctx, rt.Method(0), "", key, &inventoryv1.GetStockRequest{Sku: sku}, nil, plain.GetStock, nil)
-	}
-}
-
-func TestCacheStartsNoCallForACallerAlreadyGone(t *testing.T) {
-	srv, cc := start(t, server.Healthy)
-	get := cachedStock(t, cc, time.Second, nil)
-
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := get(cancelled, "apple"); status.Code(err) != codes.Canceled {
-		t.Errorf("cancelled caller: code = %v (%v), want CANCELLED", status.Code(err), err)
-	}
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
-	defer cancel2()
-	if _, err := get(expired, "pear"); status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("caller past its deadline: code = %v (%v), want DEADLINE_EXCEEDED", status.Code(err), err)
-	}
-	time.Sleep(100 * time.Millisecond) // a shared call started regardless would have arrived by now
-	if got := srv.Calls(getStock); got != 0 {
-		t.Errorf("server saw %d calls for callers already gone, want 0", got)
-	}
-	// The key was not poisoned: a live caller is answered.
-	if resp, err := get(context.Background(), "apple"); err != nil || resp.GetUnits() != 42 {
-		t.Fatalf("live caller: %v %v, want 42 units", resp, err)
-	}
-}
-
-func TestCacheStartsNothingMoreWhenItsLastWaiterLeaves(t *testing.T) {
-	t.Run("waiting for the server's pushback", func(t *testing.T) {
-		// The first attempt is told to come back in 200ms; the caller
-		// gives up at 50ms. No retry may follow for nobody.
-		srv, cc := start(t, faultserver.PerCall(pushbackMs("200"), server.Healthy))
-		get := cachedStock(t, cc, time.Second, retryPolicy(3))
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		if _, err := get(ctx, "apple"); status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("code = %v (%v), want the caller's DEADLINE_EXCEEDED", status.Code(err), err)
-		}
-		time.Sleep(400 * time.Millisecond) // past the pushback: a retry would have arrived
-		if got := srv.Calls(getStock); got != 1 {
-			t.Errorf("server saw %d calls, want 1: the retry had no caller left", got)
-		}
-	})
-	t.Run("waiting for a bulkhead permit", func(t *testing.T) {
-		// The only permit is held by another key's call for 300ms; the
-		// shared call for apple waits for it, and its caller leaves at
-		// 50ms. When the permit comes free, nobody is left to call for.
-		srv, cc := start(t, server.Slow(300*time.Millisecond))
-		get := cachedStock(t, cc, time.Second, nil, runtime.BulkheadPolicy{Permits: 1, MaxWait: time.Second})
-		pear := make(chan error, 1)
-		go func() {
-			_, err := get(context.Background(), "pear")
-			pear <- err
-		}()
-		eventually(t, "server saw the call holding the permit", func() bool { return srv.Calls(getStock) == 1 })
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		if _, err := get(ctx, "apple"); status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("code = %v (%v), want the caller's DEADLINE_EXCEEDED", status.Code(err), err)
-		}
-		if err := <-pear; err != nil {
-			t.Fatalf("the call holding the permit: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // a shared call still waiting would have been let through by now
-		if got := srv.Calls(getStock); got != 1 {
-			t.Errorf("server saw %d calls, want 1: the call waiting for the permit had no caller left", got)
-		}
-	})
-}
-
-func TestCacheLetsAnAttemptOnTheWireFinishForTheNextCaller(t *testing.T) {
-	// The caller gives up at 50ms; the attempt already sent is let answer
-	// at 200ms, and its answer serves the next caller without a call.
-	srv, cc := start(t, server.Slow(200*time.Millisecond))
-	get := cachedStock(t, cc, 2*time.Second, retryPolicy(3))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := get(ctx, "apple"); status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("code = %v (%v), want the caller's DEADLINE_EXCEEDED", status.Code(err), err)
-	}
-	time.Sleep(300 * time.Millisecond) // the attempt answered meanwhile
-	if resp, err := get(context.Background(), "apple"); err != nil || resp.GetUnits() != 42 {
-		t.Fatalf("next caller: %v %v, want 42 units", resp, err)
-	}
-	if got, cut := srv.Calls(getStock), srv.Cancelled(getStock); got != 1 || cut != 0 {
-		t.Errorf("server saw %d calls, %d cancelled; want 1 call, not cut, whose answer the next caller got", got, cut)
-	}
-}
-
-func TestCacheKeepsTheSharedCallWhileAWaiterRemains(t *testing.T) {
-	srv, cc := start(t, server.Slow(300*time.Millisecond))
-	get := cachedStock(t, cc, 2*time.Second, nil)
-	impatient, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	first := make(chan error, 1)
-	go func() {
-		_, err := get(impatient, "apple")
-		first <- err
-	}()
-	eventually(t, "server saw the shared call", func() bool { return srv.Calls(getStock) == 1 })
-	resp, err := get(context.Background(), "apple") // joins the flight, then outlives the first caller
-	if err != nil || resp.GetUnits() != 42 {
-		t.Fatalf("patient caller: %v %v, want 42 units from the shared call", resp, err)
-	}
-	if err := <-first; status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("impatient caller: code = %v (%v), want DEADLINE_EXCEEDED", status.Code(err), err)
-	}
-	if got, cut := srv.Calls(getStock), srv.Cancelled(getStock); got != 1 || cut != 0 {
-		t.Errorf("server saw %d calls, %d cancelled; want 1 call, never cut while a caller waited", got, cut)
-	}
-}
-
-// --- 8. An unset integer key is no key --------------------------------------
-
-// Generated code reads an integer idempotency key field with
-// runtime.KeyFromInt or KeyFromUint (see the plugin's golden
-// idempotency_key_resilient.pb.go.golden); proto3 gives 0 for a field left
-// unset.
-
-func TestUnsetIntegerKeyIsNoKey(t *testing.T) {
-	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
-		{Name: reserveStock, IdempotencyKey: "order_id", Retry: retryPolicy(3)}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	req := &inventoryv1.ReserveStockRequest{OrderId: "A", Sku: "apple", Units: 1}
-	for _, k := range []string{runtime.KeyFromInt(0), runtime.KeyFromUint(0)} {
-		if _, err := runtime.Unary(context.Background(), rt.Method(0), k, req, nil, plain.ReserveStock, nil); status.Code(err) != codes.Unavailable {
-			t.Fatalf("code = %v (%v), want UNAVAILABLE", status.Code(err), err)
-		}
-	}
-	if got := srv.Calls(reserveStock); got != 2 {
-		t.Errorf("server saw %d calls for 2 calls keyed 0, want 2: a call without a key is never retried", got)
-	}
-	if keys := srv.Keys(reserveStock); len(keys) != 0 {
-		t.Errorf("server received keys %q, want none: 0 is no key", keys)
-	}
-	// A real integer key still allows the retries, the same on each.
-	_, _ = runtime.Unary(context.Background(), rt.Method(0), runtime.KeyFromInt(-7), req, nil, plain.ReserveStock, nil)
-	if keys := srv.Keys(reserveStock); len(keys) != 3 || keys[0] != "-7" || keys[2] != "-7" {
-		t.Errorf("keys = %q, want -7 on each of 3 attempts", keys)
-	}
-}
-
-func TestUnsetIntegerKeyIsNotDeduplicated(t *testing.T) {
-	g, err := server.NewGuard() // ReserveStock deduplicated on the memory store
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start("127.0.0.1:0", server.Healthy, g.ServerOptions()...)
+	u := &uploads{}
+	gs := grpc.NewServer()
+	gs.RegisterService(&grpc.ServiceDesc{
+		ServiceName: uploadService,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Put", ClientStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
+			u.streams.Add(1)
+			n := int64(0)
+			for {
+				var m wrapperspb.StringValue
+				err := st.RecvMsg(&m)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				if m.GetValue() == "reject" {
+					return status.Error(codes.InvalidArgument, "rejected at the first message")
+				}
+				n++
+			}
+			u.messages.Add(n)
+			return st.SendMsg(wrapperspb.Int64(n))
+		}}},
+	}, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = gs.Serve(lis)
+	}()
+	cc := dialFault(t, lis.Addr().String())
+	t.Cleanup(func() {
+		cc.Close()
+		gs.Stop()
+		<-done
+	})
+	return u, cc
+}
+
+// upload sends n strings through a Put stream and returns the answer, as
+// the generated CloseAndRecv does.
+func upload(ctx context.Context, conn grpc.ClientConnInterface, n int) (int64, error) {
+	cs, err := conn.NewStream(ctx, &putDesc, uploadPut)
+	if err != nil {
+		return 0, err
+	}
+	st := &grpc.GenericClientStream[wrapperspb.StringValue, wrapperspb.Int64Value]{ClientStream: cs}
+	for range n {
+		if err := st.Send(wrapperspb.String("x")); err != nil {
+			return 0, err
+		}
+	}
+	resp, err := st.CloseAndRecv()
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetValue(), nil
+}
+
+// byMethod answers each method with its own behaviour, Healthy for the
+// others.
+func byMethod(bs map[string]server.Behaviour) server.Behaviour {
+	return func(ctx context.Context, c server.Call) error {
+		if b := bs[c.Method]; b != nil {
+			return b(ctx, c)
+		}
+		return nil
+	}
+}
+
+func wantBreaker(t *testing.T, rt *runtime.Client, method string, want runtime.State) {
+	t.Helper()
+	if s, _ := rt.BreakerState(method); s != want {
+		t.Fatalf("breaker %v, want %v", s, want)
+	}
+}
+
+func wantPermits(t *testing.T, rt *runtime.Client, method string, want int) {
+	t.Helper()
+	if n, _ := rt.BulkheadInUse(method); n != want {
+		t.Fatalf("%d permits taken, want %d", n, want)
+	}
+}
+
+// badSku is not UTF-8: a proto3 string field holding it does not marshal,
+// so the request of a stream never leaves the client.
+const badSku = "\xff\xfe"
+
+// watchPolicy is WatchStock with the example's annotations (its own
+// bulkhead of 4 permits, 60 s) and, when breaker is not nil, a breaker of
+// its own, which only streams go through.
+func watchPolicy(breaker *runtime.BreakerPolicy) runtime.ServicePolicy {
+	return runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
+		Timeout: 60 * time.Second, Bulkhead: &runtime.BulkheadPolicy{Permits: 4}, Breaker: breaker}}}
+}
+
+func TestStreamsReturnWhatTheyHoldOnEveryEnding(t *testing.T) {
+	t.Run("a client stream's response", func(t *testing.T) {
+		u, cc := startUploads(t)
+		rt, err := runtime.NewClient(&runtime.ServicePolicy{Name: uploadService, Bulkhead: &runtime.BulkheadPolicy{Permits: 2},
+			Breaker: breakerPolicy(2, 1),
+			Methods: []runtime.MethodPolicy{{Name: uploadPut, Kind: runtime.KindClientStreaming}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := rt.Conn(cc)
+		// context.Background: nothing but the response can free the permits.
+		for i := range 5 {
+			got, err := upload(context.Background(), conn, i+1)
+			if err != nil {
+				t.Fatalf("upload %d: %v; with 2 permits, completed uploads must not lock the bulkhead", i, err)
+			}
+			if got != int64(i+1) {
+				t.Fatalf("upload %d answered %d, want %d", i, got, i+1)
+			}
+			wantPermits(t, rt, uploadPut, 0)
+		}
+		if got := u.streams.Load(); got != 5 {
+			t.Errorf("server saw %d uploads, want 5", got)
+		}
+	})
+
+	t.Run("a client stream the server ends early, abandoned at Send's io.EOF", func(t *testing.T) {
+		u, cc := startUploads(t)
+		rt, err := runtime.NewClient(&runtime.ServicePolicy{Name: uploadService, Bulkhead: &runtime.BulkheadPolicy{Permits: 2},
+			Methods: []runtime.MethodPolicy{{Name: uploadPut, Kind: runtime.KindClientStreaming}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := rt.Conn(cc)
+		for i := range 4 {
+			cs, err := conn.NewStream(context.Background(), &putDesc, uploadPut)
+			if err != nil {
+				t.Fatalf("upload %d: %v; abandoned uploads must not lock the bulkhead", i, err)
+			}
+			err = cs.SendMsg(wrapperspb.String("reject"))
+			deadline := time.Now().Add(5 * time.Second)
+			for err == nil && time.Now().Before(deadline) {
+				err = cs.SendMsg(wrapperspb.String("x"))
+			}
+			if err != io.EOF {
+				t.Fatalf("send: %v, want io.EOF once the server ended the stream", err)
+			}
+			// The caller returns on the error, as many do, without reading
+			// the status and with a context that never ends.
+			wantPermits(t, rt, uploadPut, 0)
+		}
+		if got := u.streams.Load(); got != 4 {
+			t.Errorf("server saw %d uploads, want 4", got)
+		}
+	})
+
+	t.Run("a failed first send", func(t *testing.T) {
+		srv, cc := start(t, server.Healthy)
+		// The generated client under the annotated policy: 4 permits, 60 s.
+		client := invClient(t, cc, nil, nil)
+		rt := client.Runtime()
+		// More bad requests than permits: none may keep one.
+		for i := range 6 {
+			st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: badSku})
+			if st != nil || status.Code(err) != codes.Internal {
+				t.Fatalf("bad request %d: %v, %v; want no stream and INTERNAL", i, st, err)
+			}
+			wantPermits(t, rt, watchStock, 0)
+		}
+		st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+		if err != nil {
+			t.Fatalf("a good request after the bad ones: %v", err)
+		}
+		drain(t, st, 3)
+		if got := srv.Calls(watchStock); got != 1 {
+			t.Errorf("server saw %d WatchStock requests, want 1: the bad ones never left", got)
+		}
+	})
+
+	t.Run("a failed first send of a half-open probe", func(t *testing.T) {
+		srv, cc := start(t, server.Fail(codes.Unavailable))
+		clock := newFakeClock()
+		rt := inventory(t, watchPolicy(breakerPolicy(2, 1)), runtime.WithClock(clock))
+		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+		for range 2 {
+			st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+				t.Fatalf("recv: %v, want UNAVAILABLE", err)
+			}
+		}
+		wantBreaker(t, rt, watchStock, runtime.StateOpen)
+		srv.SetBehaviour(server.Healthy)
+		clock.Advance(10 * time.Second)
+		// The only probe's request does not marshal: the probe says nothing
+		// and its place is free at once.
+		if _, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: badSku}); status.Code(err) != codes.Internal {
+			t.Fatalf("bad probe: %v, want INTERNAL", err)
+		}
+		wantBreaker(t, rt, watchStock, runtime.StateHalfOpen)
+		st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+		if err != nil {
+			t.Fatalf("the next probe: %v, want it admitted", err)
+		}
+		drain(t, st, 3)
+		wantBreaker(t, rt, watchStock, runtime.StateClosed)
+		wantPermits(t, rt, watchStock, 0)
+		if got := srv.Calls(watchStock); got != 3 {
+			t.Errorf("server saw %d streams, want 3", got)
+		}
+	})
+
+	t.Run("io.EOF, an error, the caller's context, the stream's timeout", func(t *testing.T) {
+		srv, cc := start(t, nil)
+		rt := inventory(t, watchPolicy(nil))
+		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+		watch := func(ctx context.Context) inventoryv1.InventoryService_WatchStockClient {
+			t.Helper()
+			st, err := client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		drain(t, watch(context.Background()), 3) // io.EOF
+		wantPermits(t, rt, watchStock, 0)
+
+		srv.SetBehaviour(server.Fail(codes.Unavailable))
+		if _, err := watch(context.Background()).Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("recv: %v, want UNAVAILABLE", err)
+		}
+		wantPermits(t, rt, watchStock, 0)
+
+		srv.SetBehaviour(server.Hang)
+		ctx, cancel := context.WithCancel(context.Background())
+		watch(ctx) // abandoned, unread
+		eventually(t, "the server holds the stream", func() bool { return srv.Calls(watchStock) == 3 })
+		wantPermits(t, rt, watchStock, 1)
+		cancel()
+		eventually(t, "the cancelled stream's permit is back", func() bool { n, _ := rt.BulkheadInUse(watchStock); return n == 0 })
+
+		short := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
+			Timeout: 300 * time.Millisecond, Bulkhead: &runtime.BulkheadPolicy{Permits: 1}}}})
+		if _, err := inventoryv1.NewInventoryServiceClient(short.Conn(cc)).WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
+			t.Fatal(err)
+		} // abandoned without cancelling: its timeout frees the permit
+		eventually(t, "the server holds the stream", func() bool { return srv.Calls(watchStock) == 4 })
+		wantPermits(t, short, watchStock, 1)
+		eventually(t, "the timed-out stream's permit is back", func() bool { n, _ := short.BulkheadInUse(watchStock); return n == 0 })
+		eventually(t, "the server saw both hung streams end", func() bool { return srv.Cancelled(watchStock) == 2 })
+	})
+
+	t.Run("a panic in the stream's codec or interceptor", func(t *testing.T) {
+		srv, err := server.Start("127.0.0.1:0", server.Healthy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Stop)
+		var panicOpen, panicRecv atomic.Bool
+		cc := dialFault(t, srv.Addr(), grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
+			method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			if panicOpen.Load() {
+				panic("interceptor panicked")
+			}
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			return &panickyStream{ClientStream: cs, panics: &panicRecv}, err
+		}))
+		clock := newFakeClock()
+		rt := inventory(t, watchPolicy(breakerPolicy(2, 1)), runtime.WithClock(clock))
+		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+
+		panicOpen.Store(true)
+		wantPanic(t, "interceptor panicked", func() { _, _ = client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"}) })
+		wantPermits(t, rt, watchStock, 0)
+		panicOpen.Store(false)
+		panicRecv.Store(true)
+		st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantPermits(t, rt, watchStock, 1)
+		wantPanic(t, "codec panicked", func() { _, _ = st.Recv() })
+		wantPermits(t, rt, watchStock, 0)
+		panicRecv.Store(false)
+		for range 4 { // more than the permits: none was kept
+			drain(t, watchOK(t, client), 3)
+		}
+		wantBreaker(t, rt, watchStock, runtime.StateClosed)
+	})
+}
+
+// panickyStream panics in RecvMsg while panics is set, as a codec that
+// panics on a message would.
+type panickyStream struct {
+	grpc.ClientStream
+	panics *atomic.Bool
+}
+
+func (s *panickyStream) RecvMsg(m any) error {
+	if s.panics.Load() {
+		panic("codec panicked")
+	}
+	return s.ClientStream.RecvMsg(m)
+}
+
+func watchOK(t *testing.T, client inventoryv1.InventoryServiceClient) inventoryv1.InventoryService_WatchStockClient {
+	t.Helper()
+	st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// drain reads st to its end and checks it held want messages.
+func drain(t *testing.T, st inventoryv1.InventoryService_WatchStockClient, want int) {
+	t.Helper()
+	got := 0
+	for {
+		_, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		got++
+	}
+	if got != want {
+		t.Fatalf("received %d messages, want %d", got, want)
+	}
+}
+
+// wantPanic runs f and checks that it panicked with want: the runtime lets
+// a panic go on to the caller.
+func wantPanic(t *testing.T, want any, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		if got := recover(); got != want {
+			t.Fatalf("panic %v, want %v", got, want)
+		}
+	}()
+	f()
+}
+
+func TestAStreamThatTimesOutIsAFailure(t *testing.T) {
+	srv, cc := start(t, server.Hang)
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
+		Timeout: 50 * time.Millisecond, Breaker: breakerPolicy(2, 1)}}}, runtime.WithClock(clock), runtime.WithRegisterer(reg))
+	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+	timeout := func(ctx context.Context) {
+		t.Helper()
+		st, err := client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("recv: %v, want DEADLINE_EXCEEDED", err)
+		}
+	}
+	// One ends at the stream's own timeout; the other at the caller's
+	// deadline, sooner, and unread: its context ends it.
+	timeout(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two hung streams open the breaker", func() bool { s, _ := rt.BreakerState(watchStock); return s == runtime.StateOpen })
+	if _, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"}); !errors.Is(err, runtime.ErrCircuitOpen) {
+		t.Fatalf("%v, want ErrCircuitOpen", err)
+	}
+	wantMetric(t, reg, 2, "resilient_client_attempts_total", "method", "WatchStock", "code", "DEADLINE_EXCEEDED")
+
+	// A probe that times out opens the breaker again; it does not close it.
+	clock.Advance(10 * time.Second)
+	timeout(context.Background())
+	wantBreaker(t, rt, watchStock, runtime.StateOpen)
+	wantMetric(t, reg, 3, "resilient_client_attempts_total", "method", "WatchStock", "code", "DEADLINE_EXCEEDED")
+	if got := srv.Calls(watchStock); got != 3 {
+		t.Errorf("server saw %d streams, want 3", got)
+	}
+}
+
+func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	cancelled, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	dead := []struct {
+		name string
+		ctx  context.Context
+		code codes.Code
+	}{{"deadline passed", expired, codes.DeadlineExceeded}, {"cancelled", cancelled, codes.Canceled}}
+
+	t.Run("calls and streams, closed and half-open", func(t *testing.T) {
+		srv, cc := start(t, server.Healthy)
+		clock := newFakeClock()
+		reg := prometheus.NewRegistry()
+		rt := inventory(t, runtime.ServicePolicy{
+			Breaker:   breakerPolicy(5, 1),
+			Bulkhead:  &runtime.BulkheadPolicy{Permits: 1},
+			RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
+			Methods: []runtime.MethodPolicy{
+				{Name: getStock, Idempotent: true},
+				{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Second},
+			},
+		}, runtime.WithClock(clock), runtime.WithRegisterer(reg))
+		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+		deadOnes := func() {
+			t.Helper()
+			for _, d := range dead {
+				for range 20 {
+					if _, err := callGetStock(d.ctx, rt, cc); status.Code(err) != d.code {
+						t.Fatalf("%s call: %v, want %v", d.name, err, d.code)
+					}
+					if _, err := client.WatchStock(d.ctx, &inventoryv1.WatchStockRequest{Sku: "a"}); status.Code(err) != d.code {
+						t.Fatalf("%s stream: %v, want %v", d.name, err, d.code)
+					}
+				}
+			}
+		}
+		deadOnes()
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+		wantPermits(t, rt, getStock, 0)
+		// The one token of the bucket is still there for a live call.
+		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+			t.Fatalf("a live call after 80 dead ones: %v; it must find the token", err)
+		}
+		if got := srv.Calls(getStock) + srv.Calls(watchStock); got != 1 {
+			t.Errorf("server saw %d calls, want 1", got)
+		}
+		wantMetric(t, reg, 1, "resilient_client_attempts_total", "method", "GetStock", "code", "OK")
+		for _, series := range []string{"resilient_client_breaker_rejections_total", "resilient_client_bulkhead_rejections_total", "resilient_client_rate_limited_total"} {
+			wantMetric(t, reg, 0, series, "method", "GetStock")
+		}
+
+		// Half-open: dead callers take no probe and cannot open it again.
+		rt2 := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1), Methods: []runtime.MethodPolicy{
+			{Name: getStock, Idempotent: true}, {Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Second}}},
+			runtime.WithClock(clock))
+		client2 := inventoryv1.NewInventoryServiceClient(rt2.Conn(cc))
+		srv.SetBehaviour(server.Fail(codes.Unavailable))
+		for range 2 {
+			_, _ = callGetStock(context.Background(), rt2, cc)
+		}
+		wantBreaker(t, rt2, getStock, runtime.StateOpen)
+		srv.SetBehaviour(server.Healthy)
+		clock.Advance(10 * time.Second)
+		for _, d := range dead {
+			if _, err := callGetStock(d.ctx, rt2, cc); status.Code(err) != d.code {
+				t.Fatalf("%s call: %v, want %v", d.name, err, d.code)
+			}
+			if _, err := client2.WatchStock(d.ctx, &inventoryv1.WatchStockRequest{Sku: "a"}); status.Code(err) != d.code {
+				t.Fatalf("%s stream: %v, want %v", d.name, err, d.code)
+			}
+		}
+		wantBreaker(t, rt2, getStock, runtime.StateHalfOpen)
+		if _, err := callGetStock(context.Background(), rt2, cc); err != nil {
+			t.Fatalf("the live probe: %v", err)
+		}
+		wantBreaker(t, rt2, getStock, runtime.StateClosed)
+	})
+
+	t.Run("no shared cached call, no fallback", func(t *testing.T) {
+		srv, cc := start(t, server.Healthy)
+		var fell atomic.Int32
+		c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+			GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+				fell.Add(1)
+				return &inventoryv1.GetStockResponse{}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dead {
+			for range 20 {
+				if _, err := c.GetStock(d.ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != d.code {
+					t.Fatalf("%s: %v, want %v", d.name, err, d.code)
+				}
+			}
+		}
+		if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.Calls(getStock); got != 1 {
+			t.Errorf("server saw %d calls, want 1: a dead caller starts no shared cached call", got)
+		}
+		if n := fell.Load(); n != 0 {
+			t.Errorf("the fallback answered %d dead callers, want 0", n)
+		}
+	})
+
+	t.Run("no budget request", func(t *testing.T) {
+		srv, cc := start(t, server.Fail(codes.Unavailable))
+		rt := inventory(t, runtime.ServicePolicy{
+			Budget:  &runtime.BudgetPolicy{Ratio: 1, MinRetries: 0, Window: time.Minute},
+			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retryPolicy(5)}},
+		})
+		for _, d := range dead {
+			for range 20 {
+				_, _ = callGetStock(d.ctx, rt, cc)
+			}
+		}
+		// With ratio 1 and no floor, one live request earns one retry; had
+		// the 40 dead ones been counted, it would get all 4.
+		if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrBudgetExhausted) {
+			t.Fatalf("%v, want ErrBudgetExhausted", err)
+		}
+		if got := srv.Calls(getStock); got != 2 {
+			t.Errorf("server saw %d attempts, want 2", got)
+		}
+	})
+
+	t.Run("the context ends waiting for a permit or a token", func(t *testing.T) {
+		srv, cc := start(t, server.Hang)
+		reg := prometheus.NewRegistry()
+		rt := inventory(t, runtime.ServicePolicy{
+			Breaker:  breakerPolicy(1, 1),
+			Bulkhead: &runtime.BulkheadPolicy{Permits: 1, MaxWait: 10 * time.Second},
+			Methods: []runtime.MethodPolicy{
+				{Name: getStock, Idempotent: true},
+				{Name: reserveStock, RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 1, Burst: 1, MaxWait: 10 * time.Second}},
+			},
+		}, runtime.WithRegisterer(reg))
+		holder, release := context.WithCancel(context.Background())
+		held := make(chan error, 1)
+		go func() { _, err := callGetStock(holder, rt, cc); held <- err }()
+		eventually(t, "the first call holds the permit", func() bool { return srv.Calls(getStock) == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		if _, err := callGetStock(ctx, rt, cc); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("waiting for a permit: %v, want DEADLINE_EXCEEDED", err)
+		}
+		release()
+		if err := <-held; status.Code(err) != codes.Canceled {
+			t.Fatalf("the holder: %v, want CANCELLED", err)
+		}
+		// Neither the wait nor the holder's own cancellation counts: with
+		// minimum_calls 1, one failure would have opened the breaker.
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+		wantMetric(t, reg, 0, "resilient_client_bulkhead_rejections_total", "method", "GetStock")
+		wantMetric(t, reg, 1, "resilient_client_attempts_total", "method", "GetStock", "code", "CANCELLED")
+
+		srv.SetBehaviour(server.Healthy)
+		plain := inventoryv1.NewInventoryServiceClient(cc)
+		reserve := func(ctx context.Context) error {
+			_, err := runtime.Unary(ctx, rt.Method(1), "", &inventoryv1.ReserveStockRequest{OrderId: "o"}, nil, plain.ReserveStock, nil)
+			return err
+		}
+		if err := reserve(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		time.AfterFunc(30*time.Millisecond, cancel2)
+		if err := reserve(ctx2); status.Code(err) != codes.Canceled {
+			t.Fatalf("waiting for a token: %v, want CANCELLED", err)
+		}
+		wantMetric(t, reg, 0, "resilient_client_rate_limited_total", "method", "ReserveStock")
+		if got := srv.Calls(reserveStock); got != 1 {
+			t.Errorf("server saw %d ReserveStock calls, want 1", got)
+		}
+	})
+
+	t.Run("the caller cancels a probe mid-flight", func(t *testing.T) {
+		srv, cc := start(t, server.Fail(codes.Unavailable))
+		clock := newFakeClock()
+		rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1)}, runtime.WithClock(clock))
+		for range 2 {
+			_, _ = callGetStock(context.Background(), rt, cc)
+		}
+		wantBreaker(t, rt, getStock, runtime.StateOpen)
+		clock.Advance(10 * time.Second)
+		srv.SetBehaviour(server.Hang)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(30*time.Millisecond, cancel)
+		if _, err := callGetStock(ctx, rt, cc); status.Code(err) != codes.Canceled {
+			t.Fatalf("cancelled probe: %v, want CANCELLED", err)
+		}
+		// Neither success nor failure: still half-open, its place free.
+		wantBreaker(t, rt, getStock, runtime.StateHalfOpen)
+		srv.SetBehaviour(server.Healthy)
+		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+			t.Fatalf("the next probe: %v", err)
+		}
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+	})
+}
+
+func TestAPanicCannotWedgeTheBreaker(t *testing.T) {
+	srv, err := server.Start("127.0.0.1:0", server.Fail(codes.Unavailable))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
-		{Name: reserveStock, IdempotencyKey: "order_id", Retry: retryPolicy(3)}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	reserve := func(order, key string) string {
-		t.Helper()
-		resp, err := runtime.Unary(context.Background(), rt.Method(0), key,
-			&inventoryv1.ReserveStockRequest{OrderId: order, Sku: "apple", Units: 1}, nil, plain.ReserveStock, nil)
-		if err != nil {
-			t.Fatalf("order %s: %v", order, err)
+	var panics atomic.Bool
+	cc := dialFault(t, srv.Addr(), grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if panics.Load() {
+			panic("interceptor panicked")
 		}
-		return resp.GetReservationId()
-	}
-	// Two different orders whose integer key was left unset: each is run.
-	if a, b := reserve("A", runtime.KeyFromInt(0)), reserve("B", runtime.KeyFromInt(0)); a != "r-A" || b != "r-B" {
-		t.Errorf("reservations %q and %q, want r-A and r-B: two orders without a key are two orders", a, b)
-	}
-	if got := srv.Calls(reserveStock); got != 2 {
-		t.Errorf("the handler ran %d times, want 2", got)
-	}
-	// The Guard still deduplicates a real key: the repeat is not run again.
-	if a, b := reserve("C", runtime.KeyFromInt(9)), reserve("C", runtime.KeyFromInt(9)); a != "r-C" || b != "r-C" {
-		t.Errorf("reservations %q and %q, want r-C twice", a, b)
-	}
-	if got := srv.Calls(reserveStock); got != 3 {
-		t.Errorf("the handler ran %d times, want 3: the repeat of key 9 is answered from the store", got)
-	}
-}
-
-// --- 9. Only the attempt's own timeout makes DEADLINE_EXCEEDED retryable ----
-
-func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
-	retry := retryPolicy(3)
-	retry.RetryableCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
-	policy := func(timeout time.Duration) runtime.ServicePolicy {
-		return runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
-			{Name: getStock, Idempotent: true, Timeout: timeout, Retry: retry}}}
-	}
-	t.Run("returned by the server", func(t *testing.T) {
-		srv, cc := start(t, server.Fail(codes.DeadlineExceeded))
-		_, err := callGetStock(context.Background(), inventory(t, policy(time.Second)), cc)
-		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
-			t.Errorf("err = %v, want the server's DEADLINE_EXCEEDED, not a per-attempt timeout", err)
-		}
-		if got := srv.Calls(getStock); got != 1 {
-			t.Errorf("server saw %d calls, want 1: the server's own DEADLINE_EXCEEDED is not retried", got)
-		}
-	})
-	t.Run("the attempt's own timeout", func(t *testing.T) {
-		srv, cc := start(t, server.Hang)
-		_, err := callGetStock(context.Background(), inventory(t, policy(50*time.Millisecond)), cc)
-		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) || !errors.Is(err, runtime.ErrRetriesExhausted) {
-			t.Errorf("err = %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout and ErrRetriesExhausted", err)
-		}
-		if got := srv.Calls(getStock); got != 3 {
-			t.Errorf("server saw %d calls, want 3: a per-attempt timeout is retried when listed", got)
-		}
-	})
-	t.Run("the caller's deadline", func(t *testing.T) {
-		srv, cc := start(t, server.Hang)
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_, err := callGetStock(ctx, inventory(t, policy(time.Second)), cc)
-		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
-			t.Errorf("err = %v, want the caller's own DEADLINE_EXCEEDED, not a per-attempt timeout", err)
-		}
-		if got := srv.Calls(getStock); got != 1 {
-			t.Errorf("server saw %d calls, want 1", got)
-		}
-	})
-	t.Run("a hedged copy's own timeout", func(t *testing.T) {
-		// Both copies hang; each is cut by its own 200ms timeout, which
-		// is non-fatal when listed: the hedge waits for the second copy.
-		srv, cc := start(t, server.Hang)
-		h := hedging(100*time.Millisecond, 2)
-		h.NonFatalCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
-		rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
-			{Name: getStock, Idempotent: true, Timeout: 200 * time.Millisecond, Hedging: h}}})
-		begin := time.Now()
-		_, err := callGetStock(context.Background(), rt, cc)
-		if !errors.Is(err, runtime.ErrAttemptTimeout) || !errors.Is(err, runtime.ErrRetriesExhausted) {
-			t.Errorf("err = %v, want ErrAttemptTimeout and ErrRetriesExhausted", err)
-		}
-		if took := time.Since(begin); took < 300*time.Millisecond {
-			t.Errorf("took %v, want the second copy waited for (100ms + 200ms)", took)
-		}
-		if got := srv.Calls(getStock); got != 2 {
-			t.Errorf("server saw %d copies, want 2", got)
-		}
-	})
-	t.Run("a hedged copy", func(t *testing.T) {
-		srv, cc := start(t, server.Fail(codes.DeadlineExceeded))
-		h := hedging(100*time.Millisecond, 3)
-		h.NonFatalCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
-		rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
-			{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h}}})
-		_, err := callGetStock(context.Background(), rt, cc)
-		if status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("err = %v, want DEADLINE_EXCEEDED", err)
-		}
-		if got := srv.Calls(getStock); got != 1 {
-			t.Errorf("server saw %d copies, want 1: the server's DEADLINE_EXCEEDED ends the hedge", got)
-		}
-	})
-}
-
-// --- 10. Arithmetic saturates -----------------------------------------------
-
-func TestPushbackSaturates(t *testing.T) {
-	for _, ms := range []string{"288230376151711744", "9223372036854775807", "99999999999999999999"} {
-		d, ok := runtime.Pushback(nil, metadata.Pairs(runtime.PushbackHeader, ms))
-		if !ok || d != math.MaxInt64 {
-			t.Errorf("Pushback(%s ms) = %v, %v; want the longest Duration, true", ms, d, ok)
-		}
-	}
-	for _, tc := range []struct{ name, ms string }{
-		{"2^58 ms", "288230376151711744"},
-		{"beyond int64", "99999999999999999999"},
-		{"2s, past the 500ms deadline", "2000"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv, cc := start(t, pushbackMs(tc.ms))
-			rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
-				{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}}})
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			defer cancel()
-			begin := time.Now()
-			_, err := callGetStock(ctx, rt, cc)
-			if took := time.Since(begin); took > 250*time.Millisecond {
-				t.Errorf("took %v, want the retries ended at once", took)
-			}
-			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "injected") {
-				t.Errorf("err = %v, want the server's last UNAVAILABLE", err)
-			}
-			if got := srv.Calls(getStock); got != 1 {
-				t.Errorf("server saw %d calls, want 1: a pushback longer than the time left ends the retries", got)
-			}
-		})
-	}
-}
-
-func TestCoolDownSaturates(t *testing.T) {
-	srv, cc := start(t, server.Fail(codes.Unavailable))
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}))
 	clock := newFakeClock()
-	br := breakerPolicy(2, 1)
-	br.CoolDown = math.MaxInt64 // the longest a policy can say
-	rt := inventory(t, runtime.ServicePolicy{Breaker: br}, runtime.WithClock(clock))
-	clock.Advance(time.Second) // a reading after the client's base: the sum would wrap
+	reg := prometheus.NewRegistry()
+	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1), Bulkhead: &runtime.BulkheadPolicy{Permits: 1}},
+		runtime.WithClock(clock), runtime.WithRegisterer(reg))
 	for range 2 {
 		_, _ = callGetStock(context.Background(), rt, cc)
 	}
-	if s, _ := rt.BreakerState(getStock); s != runtime.StateOpen {
-		t.Fatalf("breaker %v after 2 failures, want open", s)
+	wantBreaker(t, rt, getStock, runtime.StateOpen)
+	srv.SetBehaviour(server.Healthy)
+	// Every cool-down, the one probe panics; each time, its place and its
+	// permit come back.
+	panics.Store(true)
+	for range 20 {
+		clock.Advance(10 * time.Second)
+		wantPanic(t, "interceptor panicked", func() { _, _ = callGetStock(context.Background(), rt, cc) })
+		wantBreaker(t, rt, getStock, runtime.StateHalfOpen)
+		wantPermits(t, rt, getStock, 0)
 	}
-	clock.Advance(100 * 365 * 24 * time.Hour)
-	if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrCircuitOpen) {
-		t.Errorf("err = %v, want ErrCircuitOpen: the cool-down has not elapsed", err)
+	panics.Store(false)
+	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+		t.Fatalf("after the panics: %v, want the probe admitted", err)
 	}
-	if got := srv.Calls(getStock); got != 2 {
-		t.Errorf("server saw %d calls, want 2: no half-open probe before the cool-down", got)
+	wantBreaker(t, rt, getStock, runtime.StateClosed)
+	wantMetric(t, reg, 20, "resilient_client_attempts_total", "method", "GetStock", "code", "UNKNOWN")
+	wantMetric(t, reg, 0, "resilient_client_breaker_rejections_total", "method", "GetStock")
+	if got := srv.Calls(getStock); got != 3 {
+		t.Errorf("server saw %d calls, want 3: the panicking ones never left", got)
 	}
 }
 
-// --- 11. Errors and logs explain themselves ----------------------------------
-
-func TestAttemptTimeoutErrorNamesDependencyMethodAttemptAndTimeout(t *testing.T) {
-	_, cc := start(t, server.Hang)
-	retry := retryPolicy(2)
-	retry.RetryableCodes = runtime.CodesOf(codes.DeadlineExceeded)
-	for _, tc := range []struct {
-		name    string
-		retry   *runtime.RetryPolicy
-		attempt string
-	}{{"one attempt", nil, "attempt 1 "}, {"the last of two", retry, "attempt 2 "}} {
-		t.Run(tc.name, func(t *testing.T) {
-			rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
-				{Name: getStock, Idempotent: true, Timeout: 80 * time.Millisecond, Retry: tc.retry}}})
-			_, err := callGetStock(context.Background(), rt, cc)
-			if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
-				t.Fatalf("err = %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
-			}
-			msg := status.Convert(err).Message()
-			for _, want := range []string{"example.inventory.v1.InventoryService ", getStock, tc.attempt, "per-attempt timeout of 80ms"} {
-				if !strings.Contains(msg, want) {
-					t.Errorf("message %q does not say %q", msg, want)
-				}
-			}
-		})
-	}
-	t.Run("a cache's shared call", func(t *testing.T) {
-		// Its limit is the method's timeout: the attempt makes no context
-		// of its own, and the shared call's end says what cut it.
-		get := cachedStock(t, cc, 80*time.Millisecond, nil)
-		_, err := get(context.Background(), "apple")
-		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
-			t.Fatalf("err = %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
+func TestQuietStreamsDoNotStarveUnaryCalls(t *testing.T) {
+	t.Run("a late first message is not a slow call", func(t *testing.T) {
+		srv, cc := start(t, server.Healthy)
+		clock := newFakeClock()
+		bp := breakerPolicy(2, 1)
+		bp.SlowCallThreshold = 100 * time.Millisecond
+		rt := inventory(t, runtime.ServicePolicy{Breaker: bp, Methods: []runtime.MethodPolicy{
+			{Name: getStock, Idempotent: true},
+			{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Hour},
+		}}, runtime.WithClock(clock))
+		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+		for range 4 {
+			st := watchOK(t, client)
+			clock.Advance(time.Minute) // the watch had nothing to say for a minute
+			drain(t, st, 3)
 		}
-		msg := status.Convert(err).Message()
-		for _, want := range []string{"example.inventory.v1.InventoryService ", getStock, "shared call", "per-attempt timeout of 80ms"} {
-			if !strings.Contains(msg, want) {
-				t.Errorf("message %q does not say %q", msg, want)
-			}
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+			t.Fatalf("a unary call after late watches: %v", err)
+		}
+		if got := srv.Calls(watchStock); got != 4 {
+			t.Errorf("server saw %d streams, want 4", got)
 		}
 	})
-}
 
-func TestBudgetExhaustionLoggedOnceWhenItBeginsAndOnceWhenItEnds(t *testing.T) {
-	srv, cc := start(t, server.Fail(codes.Unavailable))
+	srv, cc := start(t, byMethod(map[string]server.Behaviour{
+		getStock:   server.Fail(codes.Unavailable),
+		watchStock: server.Hang,
+	}))
 	clock := newFakeClock()
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	seen := &events{}
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
-		Multiplier: 1, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{
-		Budget:  &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
-	}, runtime.WithClock(clock), runtime.WithLogger(logger), runtime.WithObserver(seen))
-	// 300 calls over 2 s of the fake clock, all failing: the budget lets
-	// a retry through now and then (10 % of the requests) and refuses the
-	// rest, one episode throughout.
-	for range 300 {
+	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 3), Methods: []runtime.MethodPolicy{
+		{Name: getStock, Idempotent: true},
+		{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Minute},
+	}}, runtime.WithClock(clock))
+	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+	for range 2 {
 		_, _ = callGetStock(context.Background(), rt, cc)
-		clock.Advance(2 * time.Second / 300)
 	}
-	count := func(s string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Count(buf.String(), s)
+	wantBreaker(t, rt, getStock, runtime.StateOpen)
+	if _, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"}); !errors.Is(err, runtime.ErrCircuitOpen) {
+		t.Fatalf("a stream while open: %v, want ErrCircuitOpen", err)
 	}
-	if n := count(`level=WARN msg="retry budget exhausted`); n != 1 {
-		t.Errorf("%d budget-exhausted warnings for one episode, want 1:\n%s", n, buf.String())
-	}
-	// The dependency recovers; the episode ends at the first call after a
-	// whole window without a refusal, once.
-	srv.SetBehaviour(server.Healthy)
-	_, _ = callGetStock(context.Background(), rt, cc)
-	if n := count("retry budget available again"); n != 0 {
-		t.Errorf("the episode ended while the window still held refusals")
-	}
+	srv.SetBehaviour(byMethod(map[string]server.Behaviour{watchStock: server.Hang}))
 	clock.Advance(10 * time.Second)
-	for range 3 {
-		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
-			t.Fatal(err)
+	// Half-open: as many quiet streams as probes, and more, go through
+	// without taking one.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 5 {
+		if _, err := client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
+			t.Fatalf("stream %d while half-open: %v", i, err)
 		}
 	}
-	if n := count(`level=INFO msg="retry budget available again"`); n != 1 {
-		t.Errorf("%d end-of-exhaustion lines, want 1 (info):\n%s", n, buf.String())
+	eventually(t, "the server holds the 5 quiet streams", func() bool { return srv.Calls(watchStock) == 5 })
+	wantBreaker(t, rt, getStock, runtime.StateHalfOpen)
+	for i := range 3 {
+		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+			t.Fatalf("unary probe %d with 5 streams open: %v", i, err)
+		}
 	}
-	got := seen.list()
-	if len(got) != 2 || got[0] != "budget exhausted unavailable" || !strings.HasPrefix(got[1], "budget recovered no retry refused for 10s;") {
-		t.Errorf("events = %q, want one exhaustion and one recovery", got)
-	}
-	// A new outage is a new episode.
+	wantBreaker(t, rt, getStock, runtime.StateClosed)
+	cancel()
+	eventually(t, "the server saw the streams end", func() bool { return srv.Cancelled(watchStock) == 5 })
+	wantBreaker(t, rt, getStock, runtime.StateClosed)
+
+	// A stream beside the probes cannot close the breaker, but its failure
+	// opens it again, as a probe's would.
 	srv.SetBehaviour(server.Fail(codes.Unavailable))
-	for range 40 {
+	for range 2 {
 		_, _ = callGetStock(context.Background(), rt, cc)
 	}
-	if n := count(`level=WARN msg="retry budget exhausted`); n != 2 {
-		t.Errorf("%d budget-exhausted warnings after a second outage, want 2", n)
+	wantBreaker(t, rt, getStock, runtime.StateOpen)
+	clock.Advance(10 * time.Second)
+	srv.SetBehaviour(server.Healthy)
+	drain(t, watchOK(t, client), 3)
+	wantBreaker(t, rt, getStock, runtime.StateHalfOpen)
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	if _, err := watchOK(t, client).Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("recv: %v, want UNAVAILABLE", err)
 	}
-}
-
-func TestLogsAndMetricsNameTheMethodAlike(t *testing.T) {
-	_, cc := start(t, server.Fail(codes.Unavailable))
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1)},
-		runtime.WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))), runtime.WithRegisterer(reg))
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	for range 3 {
-		_, _ = runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "a"}, nil, plain.GetStock, counted(&fb))
-	}
-	wantMetric(t, reg, 1, "resilient_client_fallbacks_total", "method", "GetStock", "cause", "circuit_open")
-	mu.Lock()
-	logged := buf.String()
-	mu.Unlock()
-	if !strings.Contains(logged, `msg="fallback answering instead of the dependency" dependency=example.inventory.v1.InventoryService method=GetStock `) {
-		t.Errorf("the fallback's log line does not name the method as the metric does (method=GetStock):\n%s", logged)
-	}
-	if strings.Contains(logged, "method=/") {
-		t.Errorf("a log line names the method by its full name:\n%s", logged)
-	}
+	wantBreaker(t, rt, getStock, runtime.StateOpen)
 }
