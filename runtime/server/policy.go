@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime"
 )
 
@@ -211,7 +212,7 @@ func (p *ServicePolicy) Validate() error {
 			bad("Shedding.Pushback", "must not be negative, got %s", s.Pushback)
 		}
 		if s.Code != codes.OK && s.Code != codes.Unavailable && s.Code != codes.ResourceExhausted {
-			bad("Shedding.Code", "must be UNAVAILABLE or RESOURCE_EXHAUSTED, got %s", runtime.CodeName(s.Code))
+			bad("Shedding.Code", "must be UNAVAILABLE or RESOURCE_EXHAUSTED, got %s", codename.Of(s.Code))
 		}
 	}
 	seen := map[string]bool{}

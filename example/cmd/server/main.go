@@ -9,9 +9,8 @@
 //	go run ./example/cmd/server -overrides overrides.yaml     # e.g. shedding: {low: 4} for InventoryService
 //	go run ./example/cmd/server -guard=false                  # no server-side policy at all
 //
-// The services' annotated server-side policy (the generated
-// InventoryServiceServerPolicy and PaymentsServiceServerPolicy) is applied
-// by a Guard: dead requests dropped, load shed by priority, ReserveStock
+// The inventory service's annotated server-side policy (the generated
+// InventoryServiceServerPolicy) is applied by a Guard: dead requests dropped, load shed by priority, ReserveStock
 // deduplicated by order id. -overrides and RESILIENT__ variables change its
 // values at start-up, checked like the annotations (package override).
 package main
@@ -114,13 +113,9 @@ func newGuard(redisAddr, overridesFile string) (*rserver.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []rserver.Option
-	for _, p := range []*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy, &paymentsv1.PaymentsServiceServerPolicy} {
-		o, err := set.ServerOptions(p)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, o...)
+	opts, err := set.ServerOptions(&inventoryv1.InventoryServiceServerPolicy)
+	if err != nil {
+		return nil, err
 	}
 	if redisAddr != "" {
 		// When Redis cannot be reached, each deduplicated method does what
