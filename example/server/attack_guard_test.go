@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	exserver "github.com/go-resilient/resilient/example/server"
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	exserver "github.com/go-resilient/resilient/example/server"
 )
 
 // cutListener hands out the connections it accepts and closes them all on
