@@ -195,9 +195,10 @@ func (g *Guard) release(m *method, key, token string) {
 }
 
 // forget releases a key whose claim failed, in case the store carried it
-// out, bounded like a claim; its failure is not counted (the claim's is).
+// out, bounded like a claim (at least StoreTimeout/10, for a request whose
+// caller is gone); its failure is not counted (the claim's is).
 func (g *Guard) forget(ctx context.Context, key, token string) {
-	_, _ = bounded(context.WithoutCancel(ctx), g.inline, claimTimeout(ctx), func(ctx context.Context) (struct{}, error) {
+	_, _ = bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, g.store.Release(ctx, key, token)
 	}, nil)
 }
