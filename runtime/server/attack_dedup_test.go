@@ -151,13 +151,11 @@ func serveDesc(t *testing.T, desc *grpc.ServiceDesc, opts ...grpc.ServerOption) 
 	t.Helper()
 	s := grpc.NewServer(opts...)
 	s.RegisterService(desc, struct{}{})
-	lisAddr := make(chan string, 1)
 	done := make(chan struct{})
 	lis, err := netListen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lisAddr <- lis.Addr().String()
 	go func() {
 		defer close(done)
 		_ = s.Serve(lis)
@@ -166,7 +164,7 @@ func serveDesc(t *testing.T, desc *grpc.ServiceDesc, opts ...grpc.ServerOption) 
 		s.Stop()
 		<-done
 	})
-	return <-lisAddr
+	return lis.Addr().String()
 }
 
 // mapEntry is one entry of Struct.fields: key (1) and a Value (2) holding
