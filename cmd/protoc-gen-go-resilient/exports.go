@@ -107,6 +107,26 @@ func writeExports(gen *protogen.Plugin, f *protogen.File, services []*servicePol
 	return nil
 }
 
+// repeatableWithoutKey reports whether any caller may repeat the method
+// (retry or hedge it): it is idempotent, or it is not repeated at all. A
+// method that is repeated only because it has an idempotency key (named or
+// generated) is safe to repeat only for a caller that sends the key, which
+// the generated Go clients do and a caller in another language loading an
+// export need not: the exports repeat it only where the key is seen (an
+// Envoy route that matches the idempotency-key header), never for every
+// caller (the gRPC service config).
+func repeatableWithoutKey(mp *methodPolicy) bool {
+	return mp.Idempotent || (mp.Retry == nil && mp.Hedging == nil)
+}
+
+// oneAttempt is mp without its retries and hedging: what an export may
+// apply to a call that does not carry the idempotency key.
+func oneAttempt(mp *methodPolicy) *methodPolicy {
+	c := *mp
+	c.Retry, c.Hedging = nil, nil
+	return &c
+}
+
 // callBound is the longest the generated client lets one call of the
 // method run: its overall_timeout, or else, when every attempt has a
 // timeout, every attempt's timeout plus the bound of every backoff between
