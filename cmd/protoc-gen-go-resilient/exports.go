@@ -47,7 +47,8 @@ func newExportOptions(flags *flag.FlagSet) *exportOptions {
 
 // paramFunc sets the plugin's own parameters; protogen handles paths,
 // module, annotate_code and M… itself before calling it. An unknown
-// parameter or a bad value is refused with a sentence naming the valid ones.
+// parameter or a bad value is refused with a sentence naming the valid ones;
+// protogen prefixes it with the plugin's name.
 func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 	return func(name, value string) error {
 		f := flags.Lookup(name)
@@ -55,13 +56,13 @@ func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 			var names []string
 			flags.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 			sort.Strings(names)
-			return fmt.Errorf("protoc-gen-go-resilient: unknown parameter %q: the plugin takes %s=…, besides protogen's paths=, module=, annotate_code and M…", name, strings.Join(names, "=…, "))
+			return fmt.Errorf("unknown parameter %q: the plugin takes %s=…, besides protogen's paths=, module=, annotate_code and M…", name, strings.Join(names, "=…, "))
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && value == "" {
 			value = "true" // "docs" alone, as in "docs,paths=source_relative"
 		}
 		if err := flags.Set(name, value); err != nil {
-			return fmt.Errorf("protoc-gen-go-resilient: parameter %s=%s: %v", name, value, unwrapFlagError(err))
+			return fmt.Errorf("parameter %s=%s: %v", name, value, unwrapFlagError(err))
 		}
 		return nil
 	}

@@ -123,9 +123,9 @@ func TestExportsOnlyWhenAsked(t *testing.T) {
 
 func TestExportParams(t *testing.T) {
 	for _, tc := range []struct{ params, want string }{
-		{"bogus=1", `protoc-gen-go-resilient: unknown parameter "bogus": the plugin takes docs=…, envoy=…, envoy_retries=…, service_config=…, besides protogen's paths=, module=, annotate_code and M…`},
-		{"envoy_retries=both", `protoc-gen-go-resilient: parameter envoy_retries=both: must be envoy (Envoy retries, the callers do not) or client (the callers retry, the routes get no retry_policy), got "both"`},
-		{"docs=yes", `protoc-gen-go-resilient: parameter docs=yes: must be true or false`},
+		{"bogus=1", `unknown parameter "bogus": the plugin takes docs=…, envoy=…, envoy_retries=…, service_config=…, besides protogen's paths=, module=, annotate_code and M…`},
+		{"envoy_retries=both", `parameter envoy_retries=both: must be envoy (Envoy retries, the callers do not) or client (the callers retry, the routes get no retry_policy), got "both"`},
+		{"docs=yes", `parameter docs=yes: must be true or false`},
 	} {
 		req := testRequest(t, "export/export.proto")
 		req.Parameter = new(*req.Parameter + "," + tc.params)
