@@ -5,6 +5,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,5 +111,42 @@ service S {
 	}
 	if !strings.Contains(older, "MaxAttempts:") || !strings.Contains(older, "Permits:") {
 		t.Errorf("the client lacks the annotated retry or bulkhead:\n%s", older)
+	}
+}
+
+// TestREADMENewerOptions checks the refusal README.md quotes: its complete
+// example with jitter: true on the service, from an options proto whose
+// Policy has a field jitter (number 16).
+func TestREADMENewerOptions(t *testing.T) {
+	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	newer := strings.Replace(string(src), "message Policy {\n", "message Policy {\n  optional bool jitter = 16;\n", 1)
+	writeFile(t, filepath.Join(dir, "third_party", "resilient", "v1", "resilient.proto"), []byte(newer))
+	example := readmeBlockTagged(t, "proto proto/shop/inventory/v1/inventory.proto").body
+	const old = "retry_budget: {ratio: 0.1}\n"
+	if strings.Count(example, old) != 1 {
+		t.Fatalf("the README's example has no single %q any more: update the test", old)
+	}
+	writeFile(t, filepath.Join(dir, "proto", "shop", "inventory", "v1", "inventory.proto"), []byte(strings.Replace(example, old, old+"    jitter: true\n", 1)))
+	protoc, err := exec.LookPath("protoc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("protoc is not installed (apt-get install protobuf-compiler)")
+		}
+		t.Skip("protoc is not installed")
+	}
+	// protoc runs this test binary as the plugin (TestMain).
+	cmd := exec.Command(protoc, "-Iproto", "-Ithird_party", "--plugin=protoc-gen-go-resilient="+os.Args[0], "--go-resilient_out="+t.TempDir(), "proto/shop/inventory/v1/inventory.proto")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("protoc accepted an option of a newer options proto: %s", out)
+	}
+	if got, want := strings.TrimSpace(string(out)), strings.TrimSpace(readmeBlockTagged(t, "text newer").body); got != want {
+		t.Errorf("protoc prints\n%s\nthe README says\n%s", got, want)
 	}
 }
