@@ -75,7 +75,7 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 				// Safe to retry only with its key: Envoy retries the
 				// requests that carry it, and sends the others once.
 				w(2, "# %s is not idempotent: it is retried only when the request carries the", m.Desc.Name())
-				w(2, "# %s header (the generated Go clients send it on every attempt);", runtime.IdempotencyKeyHeader)
+				w(2, "# %s header with a value (the generated Go clients send it on every attempt);", runtime.IdempotencyKeyHeader)
 				w(2, "# a request without it goes to the next route, which does not retry it.")
 				envoyRoute(w, path, cluster, mp, retries, true)
 				envoyRoute(w, path, cluster, oneAttempt(mp), retries, false)
@@ -102,9 +102,11 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 	w(4, "path: %s", path)
 	w(4, "grpc: {}")
 	if keyed {
+		// A value, not mere presence: an empty key is no key (the runtime
+		// never sends one, and a server need not deduplicate on it).
 		w(4, "headers:")
 		w(4, "- name: %s", runtime.IdempotencyKeyHeader)
-		w(5, "present_match: true")
+		w(5, "string_match: {safe_regex: {regex: \".+\"}} # a key with a value")
 	}
 	w(3, "route:")
 	w(4, "cluster: %s", cluster)

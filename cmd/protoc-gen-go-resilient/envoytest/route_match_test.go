@@ -5,9 +5,11 @@ package envoytest
 
 import (
 	"os"
+	"regexp"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -45,7 +47,7 @@ func routesOf(t *testing.T, file string) []*routev3.Route {
 
 // match is Envoy's choice of a route for a gRPC request: the first route,
 // in order, whose matcher accepts it. It implements the matchers the plugin
-// writes (path, grpc, a header's presence) and fails the test on any other,
+// writes (path, grpc, a header's value by safe_regex) and fails the test on any other,
 // so that it cannot pass by ignoring a condition.
 func match(t *testing.T, routes []*routev3.Route, path string, headers map[string]string) *routev3.Route {
 	t.Helper()
@@ -61,10 +63,16 @@ func match(t *testing.T, routes []*routev3.Route, path string, headers map[strin
 		}
 		ok := true
 		for _, h := range m.GetHeaders() {
-			if !h.GetPresentMatch() || h.GetInvertMatch() || h.GetHeaderMatchSpecifier() == nil {
-				t.Fatalf("route %s: the test's matcher implements present_match only, got %v", r.GetName(), h)
+			re := h.GetStringMatch().GetSafeRegex().GetRegex()
+			rest := proto.Clone(h).(*routev3.HeaderMatcher)
+			rest.Name, rest.HeaderMatchSpecifier = "", nil
+			if re == "" || proto.Size(rest) != 0 || proto.Size(h.GetStringMatch()) != proto.Size(&matcherv3.StringMatcher{MatchPattern: h.GetStringMatch().GetMatchPattern()}) {
+				t.Fatalf("route %s: the test's matcher implements string_match.safe_regex only, got %v", r.GetName(), h)
 			}
-			if _, present := headers[h.GetName()]; !present {
+			// Envoy's safe_regex is RE2 and matches the whole value; a
+			// header that is absent matches no string_match.
+			v, present := headers[h.GetName()]
+			if !present || !regexp.MustCompile(`^(?:`+re+`)$`).MatchString(v) {
 				ok = false
 			}
 		}
@@ -82,6 +90,7 @@ func match(t *testing.T, routes []*routev3.Route, path string, headers map[strin
 // envoy_retries=client no route retries.
 func TestKeyedMethodsRetriedOnlyWithKey(t *testing.T) {
 	withKey := map[string]string{"idempotency-key": "order-7"}
+	emptyKey := map[string]string{"idempotency-key": ""}
 	files := []struct {
 		file     string
 		envoy    bool // envoy_retries=envoy
@@ -96,6 +105,10 @@ func TestKeyedMethodsRetriedOnlyWithKey(t *testing.T) {
 		routes := routesOf(t, tc.file)
 		for _, path := range append(tc.keyed, tc.idempPth) {
 			keyless := match(t, routes, path, nil)
+			// An empty key is no key: it goes where a request without one goes.
+			if empty := match(t, routes, path, emptyKey); empty != keyless {
+				t.Errorf("%s: %s with an empty idempotency-key goes to route %q, without one to %q", tc.file, path, empty.GetName(), keyless.GetName())
+			}
 			keyed := match(t, routes, path, withKey)
 			if keyless == nil || keyed == nil {
 				t.Fatalf("%s: %s matches no route (with the key: %v, without: %v)", tc.file, path, keyed != nil, keyless != nil)
