@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 
-	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/internal/codename"
 )
 
 // envoyRetryOn are the Envoy retry conditions of each status code the
@@ -75,7 +75,7 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 				// Safe to retry only with its key: Envoy retries the
 				// requests that carry it, and sends the others once.
 				w(2, "# %s is not idempotent: it is retried only when the request carries the", m.Desc.Name())
-				w(2, "# %s header with a value (the generated Go clients send it on every attempt);", runtime.IdempotencyKeyHeader)
+				w(2, "# %s header with a value (the generated Go clients send it on every attempt);", idempotencyKeyHeader)
 				w(2, "# a request without it goes to the next route, which does not retry it.")
 				envoyRoute(w, path, cluster, mp, retries, true)
 				envoyRoute(w, path, cluster, oneAttempt(mp), retries, false)
@@ -95,7 +95,7 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPolicy, retries string, keyed bool) {
 	name := strings.TrimPrefix(path, "/")
 	if keyed {
-		name += " with " + runtime.IdempotencyKeyHeader
+		name += " with " + idempotencyKeyHeader
 	}
 	w(2, "- name: %s", name)
 	w(3, "match:")
@@ -105,7 +105,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 		// A value, not mere presence: an empty key is no key (the runtime
 		// never sends one, and a server need not deduplicate on it).
 		w(4, "headers:")
-		w(4, "- name: %s", runtime.IdempotencyKeyHeader)
+		w(4, "- name: %s", idempotencyKeyHeader)
 		w(5, "string_match: {safe_regex: {regex: \".+\"}} # a key with a value")
 	}
 	w(3, "route:")
@@ -134,7 +134,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 		envoyRetryPolicy(w, mp)
 	}
 	if retries == retriesAtClient && !repeatableWithoutKey(mp) {
-		w(4, "# not idempotent: a caller may retry it only with the %s header (the generated Go clients send it)", runtime.IdempotencyKeyHeader)
+		w(4, "# not idempotent: a caller may retry it only with the %s header (the generated Go clients send it)", idempotencyKeyHeader)
 	}
 	if mp.Hedging != nil {
 		w(4, "# not exported: hedging (delay %v, %d copies); Envoy hedges only when a per_try_timeout expires", mp.Hedging.Delay, mp.Hedging.MaxCopies)
@@ -161,7 +161,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *methodPolicy) {
 	for _, c := range r.RetryableCodes {
 		conds, ok := envoyRetryOn[c]
 		if !ok {
-			lost = append(lost, runtime.CodeName(c))
+			lost = append(lost, codename.Of(c))
 			continue
 		}
 		for _, cond := range conds {

@@ -108,6 +108,12 @@ func writeExports(gen *protogen.Plugin, f *protogen.File, services []*servicePol
 	return nil
 }
 
+// idempotencyKeyHeader is the metadata key that carries a call's
+// idempotency key: runtime.IdempotencyKeyHeader, written here so that the
+// plugin binary does not link the runtime (TestIdempotencyKeyHeader checks
+// that the two agree).
+const idempotencyKeyHeader = "idempotency-key"
+
 // repeatableWithoutKey reports whether any caller may repeat the method
 // (retry or hedge it): it is idempotent, or it is not repeated at all. A
 // method that is repeated only because it has an idempotency key (named or

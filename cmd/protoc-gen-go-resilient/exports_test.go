@@ -22,6 +22,8 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/go-resilient/resilient/runtime"
 )
 
 // runPluginParams runs the generator in-process with the plugin's own
@@ -480,5 +482,13 @@ service S {
 	resp := runPluginParams(t, req)
 	if !strings.Contains(resp.GetError(), "hedge_keyed.proto:8:3: resilienttest.hedgekeyed.S.Reserve: (resilient.v1.method).hedging: Reserve is not idempotent") || len(resp.File) != 0 {
 		t.Errorf("keyed hedging gave error %q and %d files; want it refused at the method", resp.GetError(), len(resp.File))
+	}
+}
+
+// TestIdempotencyKeyHeader checks that the exports name the header the
+// runtime sends.
+func TestIdempotencyKeyHeader(t *testing.T) {
+	if idempotencyKeyHeader != runtime.IdempotencyKeyHeader {
+		t.Errorf("the exports match %q, the runtime sends %q", idempotencyKeyHeader, runtime.IdempotencyKeyHeader)
 	}
 }

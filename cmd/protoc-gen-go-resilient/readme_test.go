@@ -113,7 +113,12 @@ func TestREADMEProtos(t *testing.T) {
 // goSnippet wraps a ```go block of README.md, a fragment, into a file that
 // compiles: the imports it uses and a function whose parameters are what
 // the fragment takes from its surroundings.
-type goSnippet struct{ imports, head, tail string }
+//
+// A block quoting generated code is an excerpt instead: each piece of it
+// (pieces are separated by a "// ..." line) must appear in the file
+// excerptOf, line by line, indentation aside; that file is compiled by the
+// tests that keep the example's generated code in sync.
+type goSnippet struct{ imports, head, tail, excerptOf string }
 
 // goSnippets are keyed by the heading above the block and its index under
 // it; a Go block without one fails the test, so none escapes compiling.
@@ -123,9 +128,10 @@ var goSnippets = map[string]goSnippet{
 		head:    `func snippet(addr string, creds credentials.TransportCredentials, lastKnownStock func(sku string) *inventoryv1.GetStockResponse) error {`,
 		tail:    `_ = client; return nil }`,
 	},
+	"### 2. Generate#0": {excerptOf: "example/gen/example/inventory/v1/inventory_resilient.pb.go"},
 	"## Server side#0": {
-		imports: `"github.com/redis/go-redis/v9"; "google.golang.org/grpc"; "github.com/go-resilient/resilient/runtime"; "github.com/go-resilient/resilient/runtime/server"; inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"; paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"`,
-		head:    `func snippet(rdb *redis.Client) {`,
+		imports: `"context"; "github.com/redis/go-redis/v9"; "google.golang.org/grpc"; "github.com/go-resilient/resilient/runtime"; "github.com/go-resilient/resilient/runtime/server"; "github.com/go-resilient/resilient/runtime/server/redisstore"; inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"`,
+		head:    `func snippet(rdb *redis.Client, tenantOf func(ctx context.Context) (string, error)) {`,
 		tail:    `_, _ = err, s }`,
 	},
 	"## Overrides#0": {
@@ -170,6 +176,10 @@ func TestREADMEGoSnippets(t *testing.T) {
 			continue
 		}
 		used[key] = true
+		if w.excerptOf != "" {
+			checkExcerpt(t, b, filepath.Join(repo, filepath.FromSlash(w.excerptOf)))
+			continue
+		}
 		src := fmt.Sprintf("// README.md:%d\npackage snippet\n\nimport (%s)\n\n%s\n%s\n%s\n", b.line, w.imports, w.head, b.body, w.tail)
 		writeFile(t, filepath.Join(dir, fmt.Sprintf("line%d", b.line), "snippet.go"), []byte(src))
 	}
@@ -270,6 +280,28 @@ func TestREADMEMistakes(t *testing.T) {
 		}
 		if got := run(protoc, "-Iproto", "-Ithird_party", "-o", os.DevNull, "proto/shop/inventory/v1/inventory.proto"); got != lines[2] {
 			t.Errorf("README.md:%d: with %s, protoc prints\n%s\nthe README says\n%s", quoted.line, m.new, got, lines[2])
+		}
+	}
+}
+
+// checkExcerpt checks that every piece of the block b appears in file.
+func checkExcerpt(t *testing.T, b readmeBlock, file string) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trim := func(s string) string {
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		for i, l := range lines {
+			lines[i] = strings.TrimSpace(l)
+		}
+		return strings.Join(lines, "\n")
+	}
+	text := trim(string(raw))
+	for _, piece := range strings.Split(b.body, "\n// ...\n") {
+		if !strings.Contains(text, trim(piece)) {
+			t.Errorf("README.md:%d quotes, from %s, what it does not hold:\n%s", b.line, file, piece)
 		}
 	}
 }

@@ -48,6 +48,9 @@ func TestRefusals(t *testing.T) {
 		{"dedup_lease_negative", []string{
 			"refuse/dedup_lease_negative.proto:11:3: resilienttest.refuse.dedup_lease_negative.Svc.Put: (resilient.v1.method).server.dedup.lease: must be positive, got -1s; remove it for the default 10s",
 		}},
+		{"dedup_lease_too_short", []string{
+			"refuse/dedup_lease_too_short.proto:11:3: resilienttest.refuse.dedup_lease_too_short.Svc.Put: (resilient.v1.method).server.dedup.lease: must be at least 100ms, got 2ns: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip; remove it for the default 10s",
+		}},
 		{"dedup_stream", []string{
 			"refuse/dedup_stream.proto:11:3: resilienttest.refuse.dedup_stream.Svc.Watch: (resilient.v1.method).server.dedup: only unary requests are deduplicated, and Watch is a server-streaming method: remove dedup",
 		}},
@@ -56,6 +59,9 @@ func TestRefusals(t *testing.T) {
 		}},
 		{"dedup_ttl_zero", []string{
 			"refuse/dedup_ttl_zero.proto:11:3: resilienttest.refuse.dedup_ttl_zero.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be positive, got 0s; it is how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}",
+		}},
+		{"dedup_ttl_too_short", []string{
+			"refuse/dedup_ttl_too_short.proto:11:3: resilienttest.refuse.dedup_ttl_too_short.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be at least 1s, got 10ms: a result kept for less is gone before the client's retries of the request end",
 		}},
 		{"dedup_without_key", []string{
 			"refuse/dedup_without_key.proto:11:3: resilienttest.refuse.dedup_without_key.Svc.Put: (resilient.v1.method).server.dedup: Put sends no idempotency key, so the server could not recognise a repeat: name a request field in idempotency_key, set generate_idempotency_key: true, or remove dedup",
@@ -87,16 +93,20 @@ func TestRefusals(t *testing.T) {
 		{"initial_backoff_above_max", []string{
 			"refuse/initial_backoff_above_max.proto:10:3: resilienttest.refuse.initial_backoff_above_max.Svc.Get: (resilient.v1.method).retry.initial_backoff: 2s is longer than max_backoff 1s (the default): lower initial_backoff or raise max_backoff",
 		}},
+		{"key_default", []string{
+			`refuse/key_default.proto:10:3: resilienttest.refuse.key_default.Svc.ByInt: (resilient.v1.method).idempotency_key: field "seq" of resilienttest.refuse.key_default.Req has the default 5: a request that leaves it unset reads the default, so every such request would send the same key (retried, and deduplicated by the server as one request); remove the default, so that an unset key is no key`,
+			`refuse/key_default.proto:13:3: resilienttest.refuse.key_default.Svc.ByString: (resilient.v1.method).idempotency_key: field "request_id" of resilienttest.refuse.key_default.Req has the default "new": a request that leaves it unset reads the default, so every such request would send the same key (retried, and deduplicated by the server as one request); remove the default, so that an unset key is no key`,
+		}},
 		{"key_missing_field", []string{
 			`refuse/key_missing_field.proto:10:3: resilienttest.refuse.key_missing_field.Svc.Put: (resilient.v1.method).idempotency_key: field "requestId" does not exist in resilienttest.refuse.key_missing_field.Req (did you mean "request_id"?): name a top-level string, bytes or integer field of the request`,
 		}},
 		{"key_wrong_type", []string{
-			`refuse/key_wrong_type.proto:10:3: resilienttest.refuse.key_wrong_type.Svc.ByList: (resilient.v1.method).idempotency_key: field "tags" of resilienttest.refuse.key_wrong_type.Req is a repeated string field: an idempotency key must be a singular string, bytes or integer field`,
-			`refuse/key_wrong_type.proto:13:3: resilienttest.refuse.key_wrong_type.Svc.ByMap: (resilient.v1.method).idempotency_key: field "labels" of resilienttest.refuse.key_wrong_type.Req is a map: an idempotency key must be a singular string, bytes or integer field`,
-			`refuse/key_wrong_type.proto:16:3: resilienttest.refuse.key_wrong_type.Svc.ByMessage: (resilient.v1.method).idempotency_key: field "nested" of resilienttest.refuse.key_wrong_type.Req is a message (resilienttest.refuse.key_wrong_type.Resp): an idempotency key must be a singular string, bytes or integer field`,
-			`refuse/key_wrong_type.proto:19:3: resilienttest.refuse.key_wrong_type.Svc.ByEnum: (resilient.v1.method).idempotency_key: field "color" of resilienttest.refuse.key_wrong_type.Req is an enum (resilienttest.refuse.key_wrong_type.Color): an idempotency key must be a singular string, bytes or integer field`,
-			`refuse/key_wrong_type.proto:22:3: resilienttest.refuse.key_wrong_type.Svc.ByBool: (resilient.v1.method).idempotency_key: field "flag" of resilienttest.refuse.key_wrong_type.Req is a bool: an idempotency key must be a singular string, bytes or integer field`,
-			`refuse/key_wrong_type.proto:25:3: resilienttest.refuse.key_wrong_type.Svc.ByDouble: (resilient.v1.method).idempotency_key: field "amount" of resilienttest.refuse.key_wrong_type.Req is a double: an idempotency key must be a singular string, bytes or integer field`,
+			`refuse/key_wrong_type.proto:10:3: resilienttest.refuse.key_wrong_type.Svc.ByList: (resilient.v1.method).idempotency_key: field "tags" of resilienttest.refuse.key_wrong_type.Req is a repeated string field: an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`,
+			`refuse/key_wrong_type.proto:13:3: resilienttest.refuse.key_wrong_type.Svc.ByMap: (resilient.v1.method).idempotency_key: field "labels" of resilienttest.refuse.key_wrong_type.Req is a map: an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`,
+			`refuse/key_wrong_type.proto:16:3: resilienttest.refuse.key_wrong_type.Svc.ByMessage: (resilient.v1.method).idempotency_key: field "nested" of resilienttest.refuse.key_wrong_type.Req is a message (resilienttest.refuse.key_wrong_type.Resp): an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`,
+			`refuse/key_wrong_type.proto:19:3: resilienttest.refuse.key_wrong_type.Svc.ByEnum: (resilient.v1.method).idempotency_key: field "color" of resilienttest.refuse.key_wrong_type.Req is an enum (resilienttest.refuse.key_wrong_type.Color): an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`,
+			`refuse/key_wrong_type.proto:22:3: resilienttest.refuse.key_wrong_type.Svc.ByBool: (resilient.v1.method).idempotency_key: field "flag" of resilienttest.refuse.key_wrong_type.Req is a bool: an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`,
+			`refuse/key_wrong_type.proto:25:3: resilienttest.refuse.key_wrong_type.Svc.ByDouble: (resilient.v1.method).idempotency_key: field "amount" of resilienttest.refuse.key_wrong_type.Req is a double: an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`,
 		}},
 		{"max_attempts_zero", []string{
 			"refuse/max_attempts_zero.proto:10:3: resilienttest.refuse.max_attempts_zero.Svc.Get: (resilient.v1.method).retry.max_attempts: must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default 3",
