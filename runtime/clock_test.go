@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"fmt"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -201,7 +203,7 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 		return &timedReq{}, nil
 	}
 	var at int64
-	if _, err, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
+	if _, err, _, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
 		t.Fatal(err)
 	}
 	if at == 0 || at > inCall {
@@ -213,7 +215,7 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		return nil, status.Error(codes.Unavailable, "down")
 	}
-	if _, err, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, fail, &at); status.Code(err) != codes.Unavailable {
+	if _, err, _, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, fail, &at); status.Code(err) != codes.Unavailable {
 		t.Fatal(err)
 	}
 	if at < inCall+int64(5*time.Millisecond) {
@@ -242,7 +244,7 @@ func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
 		return &timedReq{}, nil
 	}
 	var at int64
-	if _, err, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
+	if _, err, _, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
 		t.Fatal(err)
 	}
 	if at == 0 || at > inCall {
@@ -311,3 +313,43 @@ func TestAttemptDurationFromItsOwnStart(t *testing.T) {
 type stepClock struct{ now time.Time }
 
 func (c *stepClock) Now() time.Time { return c.now }
+
+// BenchmarkBreakerAttempt is the breaker's part of an attempt with a
+// timeout, closed, as attemptOnce drives it: allow (no clock while
+// closed), then doneEarly with the reading the attempt's context was made
+// from. Each goroutine's reading advances 1µs per call without a clock
+// read, so the window's buckets turn as in use. goroutines=64 shares one
+// breaker between 64 goroutines (b.N split between them).
+func BenchmarkBreakerAttempt(b *testing.B) {
+	p := testBreakerPolicy()
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			br := NewBreaker(p, t0, nil)
+			now := func() int64 { b.Fatal("the clock was read"); return 0 }
+			op := func(at int64) {
+				tk, _, ok := br.allow(now, true)
+				if !ok {
+					b.Fatal("refused")
+				}
+				br.doneEarly(tk, at, now)
+			}
+			b.ReportAllocs()
+			if g == 1 {
+				var at int64
+				for b.Loop() {
+					at += 1000
+					op(at)
+				}
+				return
+			}
+			b.SetParallelism(max(1, g/goruntime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				var at int64
+				for pb.Next() {
+					at += 1000
+					op(at)
+				}
+			})
+		})
+	}
+}
