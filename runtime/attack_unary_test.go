@@ -639,3 +639,216 @@ func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 		t.Errorf("%d permits taken after a fallback panicked", n)
 	}
 }
+
+// Hedged copies from many callers at once stay within the retry budget,
+// as retries do.
+func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, server.Hang)
+	clk := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
+		func(p *runtime.ServicePolicy) {
+			p.Breaker = nil
+			p.Bulkhead = nil
+			p.Budget = &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 5, Window: 10 * time.Second}
+			m := atkMethod(p, atkGetStock)
+			m.Retry = nil
+			m.Timeout = 80 * time.Millisecond
+			m.Hedging = &runtime.HedgingPolicy{Delay: 2 * time.Millisecond, MaxCopies: 4, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+		})
+	const n = 100
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-gate
+			if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.DeadlineExceeded {
+				t.Errorf("got %v, want DEADLINE_EXCEEDED", err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if got, limit := fs.Calls(atkGetStock), n+n/10+5; got > limit || got < n {
+		t.Errorf("the server saw %d copies from %d callers, want between %d and %d", got, n, n, limit)
+	}
+}
+
+// A caller who gives up while waiting for a bulkhead permit gets
+// CANCELED, not a refusal, and no fallback answers it.
+func TestAttackCancelWhileWaitingForAPermitStaysCanceled(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	_, cc := atkServe(t, atkHold(release))
+	var fellBack atomic.Int32
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
+			fellBack.Add(1)
+			return &inventoryv1.StockReportResponse{}, nil
+		}}, func(p *runtime.ServicePolicy) {
+		p.Bulkhead = &runtime.BulkheadPolicy{Permits: 1, MaxWait: 5 * time.Second}
+		atkMethod(p, atkStockReport).Timeout = 5 * time.Second
+	})
+	rt := c.Runtime()
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.StockReport(context.Background(), &inventoryv1.StockReportRequest{}) })
+	atkWaitFor(t, "the permit taken", func() bool { n, _ := rt.BulkheadInUse(atkStockReport); return n == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	begin := time.Now()
+	_, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+	if status.Code(err) != codes.Canceled || errors.Is(err, runtime.ErrBulkheadFull) {
+		t.Errorf("got %v, want CANCELED", err)
+	}
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("returned after %v, want at the cancel", took)
+	}
+	close(release)
+	wg.Wait()
+	if fellBack.Load() != 0 {
+		t.Errorf("the fallback answered %d times, want never for a cancelled caller", fellBack.Load())
+	}
+	if n, _ := rt.BulkheadInUse(atkStockReport); n != 0 {
+		t.Errorf("%d permits taken at the end", n)
+	}
+}
+
+// Retries against a server that fails slowly end at the caller's deadline,
+// not an attempt later.
+func TestAttackRetriesEndAtTheDeadline(t *testing.T) {
+	atkNoLeak(t)
+	slowFail := func(ctx context.Context, _ server.Call) error {
+		if err := server.Wait(ctx, 40*time.Millisecond); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "injected")
+	}
+	_, cc := atkServe(t, slowFail)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+		p.Breaker = nil
+		m := atkMethod(p, atkGetStock)
+		m.Retry.MaxAttempts = 10
+		m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+	took := time.Since(begin)
+	if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
+		t.Errorf("got %v, want DEADLINE_EXCEEDED or the last UNAVAILABLE", err)
+	}
+	if took > 100*time.Millisecond+30*time.Millisecond {
+		t.Errorf("returned after %v, want within a few ms of the 100ms deadline", took)
+	}
+}
+
+// The runtime's refusal by its own rate limit never reaches the server nor
+// counts against the dependency.
+func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, server.Healthy)
+	clk := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
+		func(p *runtime.ServicePolicy) {
+			p.Breaker.MinimumCalls = 2
+			p.RateLimit = &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1}
+		})
+	ctx := context.Background()
+	if _, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		_, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+		if !errors.Is(err, runtime.ErrRateLimited) || status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("got %v, want ErrRateLimited with RESOURCE_EXHAUSTED", err)
+		}
+	}
+	if got := fs.Calls(atkStockReport); got != 1 {
+		t.Errorf("the server saw %d calls, want 1", got)
+	}
+	if s, _ := c.Runtime().BreakerState(atkStockReport); s != runtime.StateClosed {
+		t.Errorf("breaker %v after rate-limit refusals, want closed", s)
+	}
+}
+
+// A policy pushed to the limits of its integers builds, calls and refuses
+// without a panic, a wrapped duration or an instant half-open.
+func TestAttackExtremePolicyValues(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	const most = time.Duration(math.MaxInt64)
+	clk := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
+		func(p *runtime.ServicePolicy) {
+			p.Budget = &runtime.BudgetPolicy{Ratio: 1, MinRetries: math.MaxInt, Window: most}
+			p.Breaker = &runtime.BreakerPolicy{FailureRatio: 1, MinimumCalls: 3, Window: most, CoolDown: most,
+				HalfOpenProbes: 1, SlowCallThreshold: most, FailureCodes: runtime.CodesOf(codes.Unavailable)}
+			p.Bulkhead = &runtime.BulkheadPolicy{Permits: math.MaxInt, MaxWait: most}
+			p.RateLimit = &runtime.RateLimitPolicy{RequestsPerSecond: math.MaxFloat64, Burst: math.MaxInt, MaxWait: most}
+			m := atkMethod(p, atkGetStock)
+			m.Timeout, m.OverallTimeout = most, most
+			m.Retry = &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: most,
+				Multiplier: math.MaxFloat64, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want UNAVAILABLE (the backoff after the first retry is at most the deadline)", err)
+	}
+	if s, _ := c.Runtime().BreakerState(atkGetStock); s != runtime.StateOpen && fs.Calls(atkGetStock) >= 3 {
+		t.Fatalf("breaker %v after %d failures, want open", s, fs.Calls(atkGetStock))
+	}
+	for range 2 {
+		_, _ = c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+	}
+	clk.Advance(365 * 24 * time.Hour)
+	_, err = c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+	var re *runtime.Error
+	if !errors.Is(err, runtime.ErrCircuitOpen) || !errors.As(err, &re) || re.RetryAfter < 100*365*24*time.Hour {
+		t.Errorf("a year into a cool-down of 292 years: got %v, want ErrCircuitOpen with centuries left", err)
+	}
+}
+
+// A cached read whose caller's deadline is shorter than the shared call's
+// retries: the README's Deadlines promise the last real error at once when
+// a backoff would end past the deadline, and its Cache section a stale
+// answer when the call fails. The caller gets neither.
+func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
+	t.Skip("KNOWN: a cache's shared call is bounded by the method's limit (timeout 300ms), not by its callers' " +
+		"deadlines; it sleeps a backoff that ends after the caller's deadline, so a caller with a 100ms deadline " +
+		"waits for it and gets DEADLINE_EXCEEDED at its deadline, neither the last real error at once (README, " +
+		"Deadlines) nor the stale answer kept (README, Cache): the stale answer is served only when the shared call " +
+		"itself fails, and the fallback then sees DEADLINE_EXCEEDED")
+	atkNoLeak(t)
+	slowFail := func(ctx context.Context, _ server.Call) error {
+		if err := server.Wait(ctx, 30*time.Millisecond); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "injected")
+	}
+	fs, cc := atkServe(t, server.Healthy)
+	clk := newAtkClock()
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			p.Breaker, p.RateLimit = nil, nil
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second) // no longer fresh, still within stale_ttl
+	fs.SetBehaviour(slowFail)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		resp, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+		cancel()
+		if err != nil && status.Code(err) != codes.Unavailable {
+			t.Fatalf("got %v, %v; want the stale answer or the last UNAVAILABLE", resp, err)
+		}
+		time.Sleep(300 * time.Millisecond) // the shared call ends
+	}
+}
