@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
@@ -850,5 +852,212 @@ func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
 			t.Fatalf("got %v, %v; want the stale answer or the last UNAVAILABLE", resp, err)
 		}
 		time.Sleep(300 * time.Millisecond) // the shared call ends
+	}
+}
+
+// atkWithDetail answers UNAVAILABLE carrying detail.
+func atkWithDetail(detail protoadapt.MessageV1) server.Behaviour {
+	return func(context.Context, server.Call) error {
+		st, err := status.New(codes.Unavailable, "injected with a detail").WithDetails(detail)
+		if err != nil {
+			return err
+		}
+		return st.Err()
+	}
+}
+
+// The do-not-retry mark stops the retries; retries that ran out keep the
+// last error's code and details, match ErrRetriesExhausted and nothing else.
+func TestAttackDoNotRetryMarkAndExhaustedRetries(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, atkWithDetail(&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+		p.Breaker = nil
+		m := atkMethod(p, atkGetStock)
+		m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, time.Millisecond
+	})
+	ctx := context.Background()
+	if _, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want UNAVAILABLE", err)
+	}
+	if got := fs.Calls(atkGetStock); got != 1 {
+		t.Errorf("a call marked do-not-retry reached the server %d times, want 1", got)
+	}
+
+	fs.SetBehaviour(atkWithDetail(&errdetails.DebugInfo{Detail: "disk on fire"}))
+	_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+	if got := fs.Calls(atkGetStock); got != 1+3 {
+		t.Errorf("the server saw %d calls, want 3 more", got-1)
+	}
+	if !errors.Is(err, runtime.ErrRetriesExhausted) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want ErrRetriesExhausted with UNAVAILABLE", err)
+	}
+	for _, s := range []error{runtime.ErrCircuitOpen, runtime.ErrBulkheadFull, runtime.ErrBudgetExhausted, runtime.ErrRateLimited, runtime.ErrAttemptTimeout} {
+		if errors.Is(err, s) {
+			t.Errorf("%v matches %v", err, s)
+		}
+	}
+	st, _ := status.FromError(err)
+	found := false
+	for _, d := range st.Details() {
+		if di, ok := d.(*errdetails.DebugInfo); ok && di.GetDetail() == "disk on fire" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("details %v, want the last error's DebugInfo kept", st.Details())
+	}
+}
+
+// A cached read: an answer is never hidden by a stale value; a failure is;
+// a caller who cancels gets CANCELED, not the stale value nor the fallback.
+func TestAttackCacheHidesFailuresButNotAnswers(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, server.Healthy)
+	clk := newAtkClock()
+	var fellBack atomic.Int32
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+			fellBack.Add(1)
+			return &inventoryv1.GetStockResponse{Units: -1}, nil
+		},
+		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			p.Breaker, p.RateLimit = nil, nil
+			atkMethod(p, atkGetStock).Retry = nil
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := &inventoryv1.GetStockRequest{Sku: "apple"}
+	if _, err := c.GetStock(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second)
+
+	fs.SetBehaviour(server.Fail(codes.Unavailable))
+	if resp, err := c.GetStock(ctx, req); err != nil || resp.GetUnits() != 42 {
+		t.Errorf("a failure with a stale answer kept: got %v, %v; want the stale 42", resp, err)
+	}
+	fs.SetBehaviour(server.Fail(codes.NotFound))
+	if _, err := c.GetStock(ctx, req); status.Code(err) != codes.NotFound {
+		t.Errorf("an answer with a stale value kept: got %v, want NOT_FOUND as it is", err)
+	}
+	release := make(chan struct{})
+	fs.SetBehaviour(atkHold(release))
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := c.GetStock(cctx, req); status.Code(err) != codes.Canceled {
+		t.Errorf("a caller who cancelled: got %v, want CANCELED", err)
+	}
+	close(release)
+	if fellBack.Load() != 0 {
+		t.Errorf("the fallback answered %d times, want never", fellBack.Load())
+	}
+	atkWaitFor(t, "the shared call over", func() bool { n, _ := c.Runtime().BulkheadInUse(atkGetStock); return n == 0 })
+}
+
+// A panic in a cached call (here an interceptor of the connection) reaches
+// every caller waiting for it, and nothing stays taken.
+func TestAttackPanicInACachedCallReachesItsCallers(t *testing.T) {
+	atkNoLeak(t)
+	fs, err := faultserver.Start(server.Slow(30 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			_ = invoker(ctx, method, req, reply, cc, opts...)
+			panic("codec bug")
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var panics atomic.Int32
+	for range 3 {
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r == "codec bug" {
+					panics.Add(1)
+				}
+			}()
+			_, _ = c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+		})
+	}
+	wg.Wait()
+	if panics.Load() != 3 {
+		t.Errorf("%d of 3 callers saw the panic", panics.Load())
+	}
+	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
+		t.Errorf("%d permits taken after the panic", n)
+	}
+	if s, _ := c.Runtime().BreakerState(atkGetStock); s != runtime.StateClosed {
+		t.Errorf("breaker %v, want closed: a panic counts for nothing", s)
+	}
+}
+
+// An outcome that comes back after the breaker changed state is not
+// counted against the new one: a slow failure admitted while closed,
+// ending after the breaker opened and closed again, does not count.
+func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	holdThenFail := func(ctx context.Context, _ server.Call) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return status.Error(codes.Unavailable, "late failure")
+	}
+	fail := server.Fail(codes.Unavailable)
+	fs, cc := atkServe(t, faultserver.PerCall(holdThenFail, fail, fail, fail, fail,
+		server.Healthy, server.Healthy, server.Healthy, fail))
+	clk := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
+		func(p *runtime.ServicePolicy) {
+			p.Breaker.MinimumCalls = 4
+			p.Bulkhead = nil
+			atkMethod(p, atkStockReport).Timeout = 5 * time.Second
+		})
+	rt := c.Runtime()
+	ctx := context.Background()
+	req := &inventoryv1.StockReportRequest{}
+	late := make(chan error, 1)
+	go func() { _, err := c.StockReport(ctx, req); late <- err }()
+	atkWaitFor(t, "the slow call at the server", func() bool { return fs.Calls(atkStockReport) == 1 })
+	for range 4 {
+		_, _ = c.StockReport(ctx, req)
+	}
+	if s, _ := rt.BreakerState(atkStockReport); s != runtime.StateOpen {
+		t.Fatalf("breaker %v, want open", s)
+	}
+	clk.Advance(2*time.Second + time.Millisecond)
+	for range 3 {
+		if _, err := c.StockReport(ctx, req); err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+	}
+	if s, _ := rt.BreakerState(atkStockReport); s != runtime.StateClosed {
+		t.Fatalf("breaker %v after 3 probes, want closed", s)
+	}
+	close(release)
+	if err := <-late; status.Code(err) != codes.Unavailable {
+		t.Fatalf("the slow call: %v", err)
+	}
+	// Three failures more: the window holds 3 if the late one is not
+	// counted (under minimum_calls 4), 4 if it is (and the breaker opens).
+	fs.SetBehaviour(fail)
+	for range 3 {
+		_, _ = c.StockReport(ctx, req)
+	}
+	if s, _ := rt.BreakerState(atkStockReport); s != runtime.StateClosed {
+		t.Errorf("breaker %v: the late failure of a call admitted before the breaker opened was counted", s)
 	}
 }
