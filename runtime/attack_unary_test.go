@@ -1061,3 +1061,34 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 		t.Errorf("breaker %v: the late failure of a call admitted before the breaker opened was counted", s)
 	}
 }
+
+// A request that does not marshal never reaches the dependency: half-open
+// probes made of such requests must not close the breaker.
+func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	clk := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
+		func(p *runtime.ServicePolicy) { p.Breaker.MinimumCalls = 4 })
+	rt := c.Runtime()
+	ctx := context.Background()
+	for range 4 {
+		_, _ = c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+	}
+	if s, _ := rt.BreakerState(atkStockReport); s != runtime.StateOpen {
+		t.Fatalf("breaker %v, want open", s)
+	}
+	clk.Advance(2*time.Second + time.Millisecond)
+	before := fs.Calls(atkStockReport)
+	for range 3 {
+		if _, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "\xff"}); err == nil {
+			t.Fatal("a request that is not UTF-8 was sent")
+		}
+	}
+	if got := fs.Calls(atkStockReport) - before; got != 0 {
+		t.Fatalf("the server saw %d calls", got)
+	}
+	if s, _ := rt.BreakerState(atkStockReport); s == runtime.StateClosed {
+		t.Errorf("breaker closed by 3 probes that never reached the dependency")
+	}
+}

@@ -312,7 +312,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	settled = true
-	*at = m.settle(ctx, ticket, start, err)
+	*at = m.settle(ctx, ticket, start, unsent(err))
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		timedOut = ownTimeout(actx)
 	}
