@@ -158,6 +158,12 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 		{"unavailable with pushback 0", func(*faultserver.Server) server.Behaviour { return atkPushback("0") }},
 		{"connection reset mid-call", func(fs *faultserver.Server) server.Behaviour { return fs.Reset() }},
 		{"hung past the timeout", func(*faultserver.Server) server.Behaviour { return server.Hang }},
+		{"server restarting mid-call", func(fs *faultserver.Server) server.Behaviour {
+			return func(ctx context.Context, c server.Call) error {
+				go func() { _ = fs.Restart(20 * time.Millisecond) }()
+				return server.Hang(ctx, c)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, cc := atkServe(t, server.Healthy)
@@ -1090,5 +1096,69 @@ func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 	}
 	if s, _ := rt.BreakerState(atkStockReport); s == runtime.StateClosed {
 		t.Errorf("breaker closed by 3 probes that never reached the dependency")
+	}
+}
+
+// A server's negative pushback on a hedged copy stops further copies.
+func TestAttackNegativePushbackStopsHedging(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, atkPushback("-1"))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+		p.Breaker = nil
+		m := atkMethod(p, atkGetStock)
+		m.Retry = nil
+		m.Hedging = &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 4, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+	})
+	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want UNAVAILABLE", err)
+	}
+	time.Sleep(20 * time.Millisecond) // a further copy would arrive now
+	if got := fs.Calls(atkGetStock); got != 1 {
+		t.Errorf("the server saw %d copies after telling the client not to retry, want 1", got)
+	}
+}
+
+// A burst of callers never puts more calls in flight than the bulkhead's
+// permits; a cached key under a burst is fetched once.
+func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := atkServe(t, server.Slow(30*time.Millisecond))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+		p.Bulkhead = &runtime.BulkheadPolicy{Permits: 4, MaxWait: 5 * time.Second}
+	})
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for range 40 {
+		wg.Go(func() {
+			<-gate
+			if _, err := c.StockReport(context.Background(), &inventoryv1.StockReportRequest{}); err != nil {
+				t.Errorf("StockReport: %v", err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if got := fs.MaxInFlight(); got > 4 {
+		t.Errorf("the server had %d calls in flight at once, want at most the 4 permits", got)
+	}
+
+	cached, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { p.RateLimit = nil })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate = make(chan struct{})
+	for range 50 {
+		wg.Go(func() {
+			<-gate
+			if r, err := cached.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "pear"}); err != nil || r.GetUnits() != 42 {
+				t.Errorf("GetStock: %v, %v", r, err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if got := fs.Calls(atkGetStock); got != 1 {
+		t.Errorf("50 callers of one key: the server saw %d calls, want 1", got)
 	}
 }
