@@ -349,3 +349,51 @@ func TestAttackCancelledStreamProbeFreesItsPlace(t *testing.T) {
 		t.Fatalf("got %v, want io.EOF", err)
 	}
 }
+
+// A bidirectional stream's message that does not marshal ends the stream
+// on the client's side: the permit goes back at once and, as the only
+// half-open probe, it frees its place.
+func TestAttackUnsendableBidiMessageFreesPermitAndProbe(t *testing.T) {
+	atkNoLeak(t)
+	clk := newAtkClock()
+	e, rt, h := atkChatClient(t, 5*time.Second, 2, runtime.WithClock(clk))
+	ctx := context.Background()
+	for range 2 {
+		st, err := h.Call(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = st.Send(wrapperspb.String("fail"))
+		_, _ = st.Recv()
+	}
+	clk.Advance(time.Second + time.Millisecond)
+	st, err := h.Call(ctx) // the one probe
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(wrapperspb.String("\xff")); err == nil {
+		t.Fatal("a message that is not UTF-8 was sent")
+	}
+	if n := atkInUse(t, rt, atkChat); n != 0 {
+		t.Fatalf("%d permits taken after a failed Send", n)
+	}
+	if s, _ := rt.BreakerState(atkChat); s != runtime.StateHalfOpen {
+		t.Fatalf("breaker %v after a client-side failure, want still half-open", s)
+	}
+	st, err = h.Call(ctx)
+	if err != nil {
+		t.Fatalf("the next stream: %v, want it as the probe", err)
+	}
+	_ = st.Send(wrapperspb.String("ok"))
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseSend()
+	_, _ = st.Recv()
+	if s, _ := rt.BreakerState(atkChat); s != runtime.StateClosed {
+		t.Errorf("breaker %v, want closed by the probe", s)
+	}
+	if got := e.opened.Load(); got != 4 {
+		t.Errorf("the server saw %d streams, want 4", got)
+	}
+}

@@ -1162,3 +1162,20 @@ func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 		t.Errorf("50 callers of one key: the server saw %d calls, want 1", got)
 	}
 }
+
+// An attempt cut by its own timeout, while the caller has time, says so.
+func TestAttackOwnTimeoutMatchesErrAttemptTimeout(t *testing.T) {
+	atkNoLeak(t)
+	_, cc := atkServe(t, server.Hang)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+		atkMethod(p, atkStockReport).Timeout = 30 * time.Millisecond
+	})
+	begin := time.Now()
+	_, err := c.StockReport(context.Background(), &inventoryv1.StockReportRequest{})
+	if !errors.Is(err, runtime.ErrAttemptTimeout) || status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("got %v, want ErrAttemptTimeout with DEADLINE_EXCEEDED", err)
+	}
+	if took := time.Since(begin); took < 30*time.Millisecond || took > 80*time.Millisecond {
+		t.Errorf("returned after %v, want about the 30ms timeout", took)
+	}
+}
