@@ -87,6 +87,10 @@ func TestAttackServerStreamEndingsReturnThePermitOnce(t *testing.T) {
 		t.Fatalf("%d permits taken right after an error", n)
 	}
 	_, _ = st.Recv()
+	time.Sleep(20 * time.Millisecond) // a stream opened again would arrive now
+	if got := fs.Calls(atkWatchStock); got != 2 {
+		t.Fatalf("the server saw %d streams, want 2: a stream is never retried", got)
+	}
 
 	// Cancelled after opening, never read.
 	fs.SetBehaviour(server.Hang)
