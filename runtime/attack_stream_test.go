@@ -397,7 +397,9 @@ func TestAttackUnsendableBidiMessageFreesPermitAndProbe(t *testing.T) {
 	if s, _ := rt.BreakerState(atkChat); s != runtime.StateClosed {
 		t.Errorf("breaker %v, want closed by the probe", s)
 	}
-	if got := e.opened.Load(); got != 4 {
-		t.Errorf("the server saw %d streams, want 4", got)
+	// The stream whose message failed may or may not have reached the
+	// server before gRPC ended it (its headers go ahead of any message).
+	if got := e.opened.Load(); got != 3 && got != 4 {
+		t.Errorf("the server saw %d streams, want 3 or 4", got)
 	}
 }
