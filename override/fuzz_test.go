@@ -45,7 +45,7 @@ services:
 		set, err := override.Parse("overrides.yaml", data, environ, inventory, payments)
 		if err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
-				if !strings.HasPrefix(line, "overrides.yaml") && !strings.HasPrefix(line, override.EnvPrefix) {
+				if !strings.HasPrefix(line, "overrides.yaml") && !strings.HasPrefix(strings.ToUpper(line), "RESILIENT") {
 					t.Fatalf("a refusal that names neither the file nor a variable: %q\nfile:\n%s\nenv:\n%s", line, data, env)
 				}
 			}

@@ -150,8 +150,12 @@ func TestRefusals(t *testing.T) {
 			`overrides.yaml: services."example.inventory.v1.Inventory": unknown service: this program's clients call example.inventory.v1.InventoryService, example.payments.v1.PaymentsService`},
 		{"unknown method", `{services: {example.inventory.v1.InventoryService: {methods: {GetStocks: {timeout: 1s}}}}}`, nil,
 			`overrides.yaml: ` + inv + `.methods.GetStocks: unknown method of example.inventory.v1.InventoryService: its methods are GetStock, ReserveStock, WatchStock`},
-		{"unknown field", `{services: {example.inventory.v1.InventoryService: {timout: 1s}}}`, nil,
-			`overrides.yaml: ` + inv + `.timout: unknown field; the fields are those of the annotation: timeout, overall_timeout, retry,`},
+		{"unknown field", `{services: {example.inventory.v1.InventoryService: {deadline: 1s}}}`, nil,
+			`overrides.yaml: ` + inv + `.deadline: unknown field; the fields are those of the annotation: timeout, overall_timeout, retry,`},
+		{"misspelt field", `{services: {example.inventory.v1.InventoryService: {timout: 1s}}}`, nil,
+			`overrides.yaml: ` + inv + `.timout: unknown field (did you mean timeout?); the fields are those of the annotation: timeout,`},
+		{"field without its underscore", `{services: {example.inventory.v1.InventoryService: {circuit_breaker: {cooldown: 1s}}}}`, nil,
+			`overrides.yaml: ` + inv + `.circuit_breaker.cooldown: unknown field (did you mean cool_down?); the fields are those of the annotation:`},
 		{"camel case field", `{services: {example.inventory.v1.InventoryService: {retry: {maxAttempts: 2}}}}`, nil,
 			`overrides.yaml: ` + inv + `.retry.maxAttempts: unknown field (did you mean max_attempts?)`},
 		{"unknown top-level key", `{service: {}}`, nil, `overrides.yaml: service: unknown key: the file holds only services`},
@@ -303,5 +307,47 @@ services:
 	took, err = call(nil)
 	if status.Code(err) != codes.DeadlineExceeded || took < 300*time.Millisecond {
 		t.Errorf("as annotated: %v after %v, want DEADLINE_EXCEEDED after the annotated 300ms", err, took)
+	}
+}
+
+// A variable of the RESILIENT family that is not spelled as the loader
+// reads it is refused with the name it must have, never ignored.
+func TestMisspeltVariablesAreRefusedWithTheirName(t *testing.T) {
+	const svc = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE"
+	for _, tc := range []struct{ name, want string }{
+		{"RESILIENT_EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__TIMEOUT",
+			"must be named " + svc + "__TIMEOUT"},
+		{"resilient__example_inventory_v1_inventoryservice__timeout",
+			"must be named " + svc + "__TIMEOUT"},
+		{svc + "__METHODS__GetStock__TIMEOUT",
+			"must be named " + svc + "__METHODS__GETSTOCK__TIMEOUT"},
+		{svc + "__METHODS__GET_STOCK__RETRY__MAX_ATTEMPTS",
+			"must be named " + svc + "__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS"},
+		{svc + "__RETRY_BUDGET_RATIO",
+			"must be named " + svc + "__RETRY_BUDGET__RATIO"},
+		{svc + "_CIRCUIT_BREAKER__COOLDOWN",
+			"must be named " + svc + "__CIRCUIT_BREAKER__COOL_DOWN"},
+		// Spelled wrong and meaning no value: the problem of the name as
+		// the loader would read it.
+		{"Resilient__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__ATTEMPTS",
+			"Resilient__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__ATTEMPTS (read as " + svc +
+				"__RETRY__ATTEMPTS): unknown field; the fields are those of the annotation: max_attempts,"},
+	} {
+		s, err := override.Parse("", nil, []string{tc.name + "=1"}, inventory, payments)
+		if err == nil {
+			t.Errorf("%s: accepted (%v)", tc.name, s.Keys())
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error\n%v\nwant it to name the variable and contain %q", tc.name, err, tc.want)
+		}
+	}
+	// Other variables are none of the loader's business.
+	if _, err := override.Parse("", nil, []string{"PATH=/bin", "RESILIENCE=1", "MY_RESILIENT__X=1"}, inventory); err != nil {
+		t.Errorf("a variable outside the family was refused: %v", err)
+	}
+	// A family member that means nothing known is refused too.
+	if _, err := override.Parse("", nil, []string{"RESILIENT_MODE=on"}, inventory); err == nil {
+		t.Error("RESILIENT_MODE was ignored")
 	}
 }

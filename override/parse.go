@@ -172,11 +172,8 @@ func field(md protoreflect.MessageDescriptor, k, path string) (protoreflect.Fiel
 	fd := md.Fields().ByName(protoreflect.Name(k))
 	if fd == nil {
 		hint := ""
-		for i := range md.Fields().Len() {
-			f := md.Fields().Get(i)
-			if f.JSONName() == k || strings.EqualFold(string(f.Name()), k) {
-				hint = fmt.Sprintf(" (did you mean %s?)", f.Name())
-			}
+		if s := suggestField(md, k); s != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", s)
 		}
 		return nil, fmt.Sprintf("unknown field%s; the fields are those of the annotation: %s", hint, fieldNames(md))
 	}
