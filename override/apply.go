@@ -15,13 +15,30 @@ import (
 )
 
 // check applies to each overridden policy the rules the plugin applies to
-// each annotation (internal/rules), naming the key of each problem.
+// each annotation (internal/rules), naming the key of each problem and
+// setting aside the leaf at fault, so that apply meets only values that
+// are right on their own and every problem is reported at once.
 func (t *service) check(errs *problems) {
 	for _, method := range slices.Sorted(maps.Keys(t.values)) {
 		rules.Check(t.values[method], method != "", func(path, format string, args ...any) {
 			errs.add(t.key(method, path), format, args...)
+			if l := t.leafAt(method, path); l != nil {
+				l.bad = true
+			}
 		})
 	}
+}
+
+// leafAt returns the leaf of method that set path
+// ("retry.retryable_codes[1]", "retry_budget") or a field under it.
+func (t *service) leafAt(method, path string) *leaf {
+	field, _, _ := strings.Cut(path, "[")
+	for _, l := range t.leaves {
+		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
+			return l
+		}
+	}
+	return nil
 }
 
 // key names the key of path ("retry.max_attempts", "retry.retryable_codes[1]",
@@ -32,43 +49,47 @@ func (t *service) key(method, path string) string {
 	if index != "" {
 		index = "[" + index
 	}
-	for _, l := range t.leaves {
-		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
-			return l.keyFor(field) + index
-		}
+	if l := t.leafAt(method, path); l != nil {
+		return l.keyFor(field) + index
 	}
 	return t.name + ": " + path
 }
 
-// find returns the leaf that set path, or a field under it, for method or
-// else for the service; nil for none.
+// find returns the leaf that set path, or a field under it, last among
+// those that concern method (its own and the service's, in the order they
+// apply); nil for none.
 func (t *service) find(method, path string) *leaf {
-	for _, m := range []string{method, ""} {
-		for _, l := range t.leaves {
-			if l.method == m && (l.path == path || strings.HasPrefix(l.path, path+".")) {
-				return l
-			}
+	ordered := t.ordered()
+	for i := len(ordered) - 1; i >= 0; i-- {
+		l := ordered[i]
+		if (l.method == method || l.method == "") && (l.path == path || strings.HasPrefix(l.path, path+".")) {
+			return l
 		}
 	}
 	return nil
 }
 
-// ordered returns the leaves in the order they apply: the service's
-// first, then each method's in the order of the policy, a method's
-// per_method before its other values.
+// ordered returns the leaves in the order they apply (the README's table
+// of precedence): source first, the file's before the variables'; then
+// level, within one source the service's before each method's, in the
+// order of the policy, a method's per_method before its other values. So
+// a variable wins over the file whatever the level of either, and within
+// one source a method's value wins over its service's.
 func (t *service) ordered() []*leaf {
 	var out []*leaf
-	for _, l := range t.leaves {
-		if l.method == "" {
-			out = append(out, l)
+	for _, env := range []bool{false, true} {
+		for _, l := range t.leaves {
+			if l.env == env && l.method == "" {
+				out = append(out, l)
+			}
 		}
-	}
-	for i := range t.policy.Methods {
-		name := methodName(t.policy.Methods[i].Name)
-		for pass := range 2 {
-			for _, l := range t.leaves {
-				if l.method == name && strings.HasSuffix(l.path, ".per_method") == (pass == 0) {
-					out = append(out, l)
+		for i := range t.policy.Methods {
+			name := methodName(t.policy.Methods[i].Name)
+			for pass := range 2 {
+				for _, l := range t.leaves {
+					if l.env == env && l.method == name && strings.HasSuffix(l.path, ".per_method") == (pass == 0) {
+						out = append(out, l)
+					}
 				}
 			}
 		}
@@ -83,12 +104,13 @@ func (t *service) ordered() []*leaf {
 func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error) {
 	var errs problems
 	for _, l := range t.ordered() {
+		if l.bad {
+			continue // refused on its own (check)
+		}
 		if err := t.applyLeaf(&p, l); err != nil {
 			errs.add(l.source, "%v", err)
+			l.bad = true
 		}
-	}
-	if len(errs) > 0 {
-		return nil, errs.err()
 	}
 	bulkhead := func(method string, b *runtime.BulkheadPolicy) {
 		if b != nil && b.Permits == 0 {
@@ -153,8 +175,8 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errs.err()
+	if len(errs) > 0 || t.refused() {
+		return nil, errs.err() // nil when check reported them all
 	}
 	// The runtime's own check, last: anything it refuses that the checks
 	// above did not name.
@@ -164,19 +186,27 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 	return &p, nil
 }
 
-// blame returns the most specific leaf that set one of paths for method:
-// the method's before the service's.
+// blame returns the leaf that set one of paths for method, last in the
+// order the leaves apply: the one whose value is in force.
 func (t *service) blame(method string, paths ...string) *leaf {
-	for _, m := range []string{method, ""} {
-		for _, path := range paths {
-			for _, l := range t.leaves {
-				if l.method == m && l.path == path {
-					return l
-				}
-			}
+	ordered := t.ordered()
+	for i := len(ordered) - 1; i >= 0; i-- {
+		l := ordered[i]
+		if (l.method == method || l.method == "") && slices.Contains(paths, l.path) && !l.bad {
+			return l
 		}
 	}
 	return nil
+}
+
+// refused reports whether some leaf was refused on its own.
+func (t *service) refused() bool {
+	for _, l := range t.leaves {
+		if l.bad {
+			return true
+		}
+	}
+	return false
 }
 
 // sources names where each leaf was set: a key of the file, or a variable.

@@ -36,6 +36,7 @@ type leaf struct {
 	base   string // the key of the policy the value is in, without the path
 	env    bool   // from a variable: the path is spelled in upper case, with "__"
 	source string // the key: base and path
+	bad    bool   // refused on its own: not applied
 }
 
 // keyFor names the key of path in the policy l is in.
