@@ -351,3 +351,43 @@ func TestMisspeltVariablesAreRefusedWithTheirName(t *testing.T) {
 		t.Error("RESILIENT_MODE was ignored")
 	}
 }
+
+// The audit trail is complete: retries turned off, and a method's own
+// breaker given back, are changes like any other.
+func TestDescribeShowsRetriesTurnedOff(t *testing.T) {
+	s, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {retry: {max_attempts: 1}}
+      WatchStock: {bulkhead: {per_method: false}}
+`), nil, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := build(t, s)
+	want := map[string]runtime.Change{
+		"methods.GetStock.retry.max_attempts": {Annotated: "3", Value: "1",
+			Source: `o.yaml: ` + inv + `.methods.GetStock.retry.max_attempts`},
+		"methods.WatchStock.bulkhead.permits": {Annotated: "4", Value: "none",
+			Source: `o.yaml: ` + inv + `.methods.WatchStock.bulkhead.per_method`},
+	}
+	got := map[string]runtime.Change{}
+	for _, ch := range rt.Changes() {
+		key := ch.Key
+		ch.Key = ""
+		got[key] = ch
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("change of %s = %+v, want %+v (all: %+v)", k, got[k], w, rt.Changes())
+		}
+	}
+	out := rt.Describe()
+	if strings.Contains(out, "every value as annotated") || !strings.Contains(out, "methods.GetStock.retry.max_attempts: 3 → 1 (o.yaml:") {
+		t.Errorf("Describe():\n%s\nwant the retries turned off listed", out)
+	}
+	if !strings.Contains(out, "    retry: none\n") {
+		t.Errorf("Describe():\n%s\nwant GetStock's retry shown as none", out)
+	}
+}
