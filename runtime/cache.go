@@ -28,13 +28,10 @@ type CachePolicy struct {
 	// MaxEntries bounds the entries kept; the least recently used go
 	// first. At least 1.
 	MaxEntries int
-	// KeyFields names the request fields that make the key. It is
-	// informative: generated code reads them, with no reflection.
-	KeyFields []string
 }
 
 func (p *CachePolicy) String() string {
-	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
+	return fmt.Sprintf("fresh %s, stale %s, %d entries", p.FreshTTL, p.StaleTTL, p.MaxEntries)
 }
 
 func (p *CachePolicy) check(f string, bad badFunc) {
