@@ -112,78 +112,110 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 			l.bad = true
 		}
 	}
-	bulkhead := func(method string, b *runtime.BulkheadPolicy) {
-		if b != nil && b.Permits == 0 {
-			if l := t.find(method, "bulkhead"); l != nil {
-				errs.add(l.keyFor("bulkhead.permits"), "is required: the annotation has no bulkhead here, and an override that adds one must set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}")
-			}
+	// What only an override can leave out: a group it adds without the
+	// value the group has no default for (the plugin refuses the same
+	// in a .proto, rules.CheckService and friends).
+	required := map[[2]string]bool{}
+	require := func(method, group, key, msg string, missing bool) {
+		if !missing {
+			return
+		}
+		if l := t.find(method, group); l != nil {
+			errs.add(l.keyFor(key), "%s", msg)
+			required[[2]string{method, key}] = true
 		}
 	}
-	bulkhead("", p.Bulkhead)
-	rateLimit := func(method string, r *runtime.RateLimitPolicy) {
-		if r != nil && r.RequestsPerSecond == 0 {
-			if l := t.find(method, "rate_limit"); l != nil {
-				errs.add(l.keyFor("rate_limit.requests_per_second"), "is required: the annotation has no rate limit here, and an override that adds one must set the rate, as in rate_limit: {requests_per_second: 200}")
-			}
-		}
-	}
-	rateLimit("", p.RateLimit)
+	bulkheadMissing := "is required: the annotation has no bulkhead here, and an override that adds one must set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}"
+	rateMissing := "is required: the annotation has no rate limit here, and an override that adds one must set the rate, as in rate_limit: {requests_per_second: 200}"
+	require("", "bulkhead", "bulkhead.permits", bulkheadMissing, p.Bulkhead != nil && p.Bulkhead.Permits == 0)
+	require("", "rate_limit", "rate_limit.requests_per_second", rateMissing, p.RateLimit != nil && p.RateLimit.RequestsPerSecond == 0)
 	for i := range p.Methods {
 		m := &p.Methods[i]
 		name := methodName(m.Name)
-		bulkhead(name, m.Bulkhead)
-		rateLimit(name, m.RateLimit)
-		if r := m.Retry; r != nil && r.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" {
-			if l := t.find(name, "retry"); l != nil {
-				fix := "remove this override"
-				if l.method == "" {
-					fix += fmt.Sprintf(", or turn retries off for it with methods.%s.retry.max_attempts: 1", name)
-				}
-				errs.add(l.keyFor("retry"), "%s is not idempotent and has no idempotency_key, so a retry could apply it twice: %s", name, fix)
-			}
+		require(name, "bulkhead", "bulkhead.permits", bulkheadMissing, m.Bulkhead != nil && m.Bulkhead.Permits == 0)
+		require(name, "rate_limit", "rate_limit.requests_per_second", rateMissing, m.RateLimit != nil && m.RateLimit.RequestsPerSecond == 0)
+		require(name, "hedging", "hedging.delay",
+			"is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}",
+			m.Hedging != nil && m.Hedging.Delay == 0)
+	}
+	// Everything else the runtime's own check refuses (runtime.NewClient
+	// runs the same), in its words, at the key of the override that made
+	// it so.
+	var unnamed []runtime.PolicyProblem
+	for _, pr := range p.Problems() {
+		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key) {
+			continue // already reported
 		}
-		if m.Timeout > 0 && m.OverallTimeout > 0 && m.Timeout > m.OverallTimeout {
-			if l := t.blame(name, "timeout", "overall_timeout"); l != nil {
-				errs.add(l.keyFor(l.path), "makes timeout %v longer than overall_timeout %v for %s: one attempt cannot outlast the whole call", m.Timeout, m.OverallTimeout, name)
-			}
+		l, key := t.culprit(pr.Method, pr.Key)
+		if l == nil {
+			unnamed = append(unnamed, pr)
+			continue
 		}
-		if h := m.Hedging; h != nil {
-			if h.Delay == 0 {
-				if l := t.find(name, "hedging"); l != nil {
-					errs.add(l.keyFor("hedging.delay"), "is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}")
-				}
-			}
-			if !m.Idempotent {
-				if l := t.find(name, "hedging"); l != nil {
-					errs.add(l.keyFor("hedging"), "%s is not idempotent, and hedged copies run at the same time, so each could apply it: remove this override", name)
-				}
-			}
-			if m.Retry != nil && m.Retry.MaxAttempts > 1 {
-				if l := t.blame(name, "hedging.delay", "hedging.max_copies", "hedging.non_fatal_codes"); l != nil {
-					errs.add(l.keyFor(l.path), "%s also retries: a method hedges or retries, not both; turn retries off with methods.%s.retry.max_attempts: 1", name, name)
-				}
-			}
+		msg := pr.Message
+		if pr.Method != "" && !strings.Contains(msg, pr.Method) {
+			msg = "in " + pr.Method + ", " + msg
 		}
-		if c := m.Cache; c != nil && c.StaleTTL < c.FreshTTL {
-			if l := t.blame(name, "cache.fresh_ttl", "cache.stale_ttl"); l != nil {
-				errs.add(l.keyFor(l.path), "makes stale_ttl %v shorter than fresh_ttl %v for %s: raise stale_ttl, or set it to fresh_ttl for no stale answers", c.StaleTTL, c.FreshTTL, name)
-			}
-		}
-		if r := m.Retry; r != nil && r.MaxBackoff < r.InitialBackoff {
-			if l := t.blame(name, "retry.initial_backoff", "retry.max_backoff"); l != nil {
-				errs.add(l.keyFor(l.path), "makes max_backoff %v shorter than initial_backoff %v for %s: raise max_backoff or lower initial_backoff", r.MaxBackoff, r.InitialBackoff, name)
-			}
-		}
+		errs.add(l.keyFor(key), "%s", msg)
 	}
 	if len(errs) > 0 || t.refused() {
 		return nil, errs.err() // nil when check reported them all
 	}
-	// The runtime's own check, last: anything it refuses that the checks
-	// above did not name.
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("overrides of %s (%s): %w", t.name, strings.Join(sources(t.leaves), ", "), err)
+	if len(unnamed) > 0 {
+		lines := make([]string, len(unnamed))
+		for i, pr := range unnamed {
+			lines[i] = fmt.Sprintf("%s: %s", pr.Field, pr.Message)
+		}
+		return nil, fmt.Errorf("overrides of %s (%s): %s", t.name, strings.Join(sources(t.leaves), ", "), strings.Join(lines, "; "))
 	}
 	return &p, nil
+}
+
+// related are, for a value the runtime refuses, the values that make it
+// wrong together with it: an override of either is to blame.
+var related = map[string][]string{
+	"timeout":           {"overall_timeout"},
+	"retry.max_backoff": {"retry.initial_backoff"},
+	"cache.stale_ttl":   {"cache.fresh_ttl"},
+	"hedging.delay":     {"timeout", "overall_timeout"},
+	"hedging":           {"retry"},
+	"cache":             {"timeout", "overall_timeout"},
+}
+
+// refusedNear reports whether an override refused on its own set the
+// value at key of method, or one that makes it wrong together with it:
+// the problem is then the refused value's, already reported.
+func (t *service) refusedNear(method, key string) bool {
+	for _, l := range t.leaves {
+		if !l.bad || (l.method != method && l.method != "") {
+			continue
+		}
+		for _, k := range append([]string{key}, related[key]...) {
+			if l.path == k || strings.HasPrefix(l.path, k+".") || strings.HasPrefix(k, l.path+".") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// culprit returns the override to blame for a problem at key of method
+// ("" for the service), and the key to name it by: the override of that
+// value, else of a value that makes it wrong together with it, else one
+// inside it ("retry" for a retry.max_attempts that made the retries).
+// Nil when no override touched it.
+func (t *service) culprit(method, key string) (*leaf, string) {
+	if l := t.blame(method, key); l != nil {
+		return l, key
+	}
+	if l := t.blame(method, related[key]...); l != nil {
+		return l, l.path
+	}
+	for _, k := range append([]string{key}, related[key]...) {
+		if l := t.find(method, k); l != nil && !l.bad {
+			return l, k
+		}
+	}
+	return nil, ""
 }
 
 // blame returns the leaf that set one of paths for method, last in the

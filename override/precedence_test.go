@@ -124,10 +124,10 @@ services:
 	for _, want := range []string{
 		inv + ".circuit_breaker.cooldown: unknown field (did you mean cool_down?)",
 		inv + ".methods.GetStock.retry.max_attempts: must be at least 1, got 0",
-		inv + ".methods.GetStock.overall_timeout: makes timeout 300ms longer than overall_timeout 100ms for GetStock",
-		inv + ".methods.GetStock.cache.fresh_ttl: makes stale_ttl 5m0s shorter than fresh_ttl 10m0s for GetStock",
+		inv + ".methods.GetStock.overall_timeout: in GetStock, timeout 300ms is longer than overall_timeout 100ms",
+		inv + ".methods.GetStock.cache.fresh_ttl: in GetStock, stale_ttl 5m0s is shorter than fresh_ttl 10m0s",
 		inv + ".methods.ReserveStock.circuit_breaker.window: the method has no circuit breaker of its own",
-		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__INITIAL_BACKOFF: makes max_backoff 200ms shorter than initial_backoff 500ms for GetStock",
+		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__INITIAL_BACKOFF: in GetStock, max_backoff 200ms is shorter than initial_backoff 500ms",
 		`services."example.payments.v1.PaymentsService".methods.Charge.retry: Charge is not idempotent`,
 	} {
 		if !strings.Contains(err.Error(), want) {

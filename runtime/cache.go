@@ -37,7 +37,7 @@ func (p *CachePolicy) String() string {
 func (p *CachePolicy) check(f string, bad badFunc) {
 	positive(p.FreshTTL, f+".FreshTTL", bad)
 	if p.StaleTTL < p.FreshTTL {
-		bad(f+".StaleTTL", "%s is shorter than FreshTTL %s: use FreshTTL for no stale answers", p.StaleTTL, p.FreshTTL)
+		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
 	}
 	if p.MaxEntries < 1 {
 		bad(f+".MaxEntries", "must be at least 1, is %d", p.MaxEntries)
