@@ -77,10 +77,10 @@ func (p *ServicePolicy) Problems() []PolicyProblem {
 		}
 		seen[m.Name] = true
 		if m.Timeout < 0 {
-			bad(f+".Timeout", "negative (%s): use 0 for none", m.Timeout)
+			bad(f+".Timeout", "must not be negative, got %s; use 0 for no per-attempt limit", m.Timeout)
 		}
 		if m.OverallTimeout < 0 {
-			bad(f+".OverallTimeout", "negative (%s): use 0 for none", m.OverallTimeout)
+			bad(f+".OverallTimeout", "must not be negative, got %s; use 0 for no limit of the whole call", m.OverallTimeout)
 		}
 		if m.Timeout > 0 && m.OverallTimeout > 0 && m.Timeout > m.OverallTimeout {
 			bad(f+".Timeout", "timeout %s is longer than overall_timeout %s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout", m.Timeout, m.OverallTimeout)
@@ -91,7 +91,7 @@ func (p *ServicePolicy) Problems() []PolicyProblem {
 				bad(f+".Retry", "%s is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)", method)
 			}
 			if m.Retry.MaxAttempts > 1 && m.Kind != KindUnary {
-				bad(f+".Retry", "streams are not retried, and %s is a streaming method: turn retries off for it with retry.max_attempts: 1", method)
+				bad(f+".Retry", "streams are not retried, and %s is a streaming method: remove its retry", method)
 			}
 		}
 		if m.Breaker != nil {
@@ -151,19 +151,19 @@ type badFunc func(field, format string, args ...any)
 
 func positive(d time.Duration, field string, bad badFunc) {
 	if d <= 0 {
-		bad(field, "must be positive, is %s", d)
+		bad(field, "must be positive, got %s", d)
 	}
 }
 
 func ratio(r float64, field string, bad badFunc) {
 	if math.IsNaN(r) || r <= 0 || r > 1 {
-		bad(field, "must be in (0, 1], is %v", r)
+		bad(field, "must be in (0, 1], got %v", r)
 	}
 }
 
 func (r *RetryPolicy) check(f string, bad badFunc) {
 	if r.MaxAttempts < 1 {
-		bad(f+".MaxAttempts", "must be at least 1, is %d", r.MaxAttempts)
+		bad(f+".MaxAttempts", "must be at least 1, got %d (it counts the first attempt, and 1 means no retry)", r.MaxAttempts)
 	}
 	positive(r.InitialBackoff, f+".InitialBackoff", bad)
 	positive(r.MaxBackoff, f+".MaxBackoff", bad)
@@ -171,10 +171,10 @@ func (r *RetryPolicy) check(f string, bad badFunc) {
 		bad(f+".MaxBackoff", "max_backoff %s is shorter than initial_backoff %s: raise max_backoff or lower initial_backoff", r.MaxBackoff, r.InitialBackoff)
 	}
 	if math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1 {
-		bad(f+".Multiplier", "must be a finite number of at least 1, is %v", r.Multiplier)
+		bad(f+".Multiplier", "must be a finite number of at least 1, got %v", r.Multiplier)
 	}
 	if r.RetryableCodes.Has(0) {
-		bad(f+".RetryableCodes", "holds OK")
+		bad(f+".RetryableCodes", `"OK" is a success, there is nothing to retry: remove it`)
 	}
 	if answers := r.RetryableCodes & answerCodes; answers != 0 {
 		bad(f+".RetryableCodes", "holds %s, answers of the service and not transient failures: repeating the call cannot change them; remove them", answers)
@@ -189,7 +189,7 @@ var answerCodes = CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyEx
 func (b *BudgetPolicy) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)
 	if b.MinRetries < 0 {
-		bad(f+".MinRetries", "must not be negative, is %d", b.MinRetries)
+		bad(f+".MinRetries", "must not be negative, got %d", b.MinRetries)
 	}
 	positive(b.Window, f+".Window", bad)
 }
@@ -197,30 +197,30 @@ func (b *BudgetPolicy) check(f string, bad badFunc) {
 func (b *BreakerPolicy) check(f string, bad badFunc) {
 	ratio(b.FailureRatio, f+".FailureRatio", bad)
 	if b.MinimumCalls < 1 {
-		bad(f+".MinimumCalls", "must be at least 1, is %d", b.MinimumCalls)
+		bad(f+".MinimumCalls", "must be at least 1, got %d", b.MinimumCalls)
 	}
 	positive(b.Window, f+".Window", bad)
 	positive(b.CoolDown, f+".CoolDown", bad)
 	if b.HalfOpenProbes < 1 || b.HalfOpenProbes > maxProbes {
-		bad(f+".HalfOpenProbes", "must be in [1, %d], is %d", maxProbes, b.HalfOpenProbes)
+		bad(f+".HalfOpenProbes", "must be from 1 to %d, got %d: a handful of probes tells whether the dependency is back", maxProbes, b.HalfOpenProbes)
 	}
 	if b.SlowCallThreshold < 0 {
-		bad(f+".SlowCallThreshold", "negative (%s): use 0 for none", b.SlowCallThreshold)
+		bad(f+".SlowCallThreshold", "must not be negative, got %s; use 0 to count no call as slow", b.SlowCallThreshold)
 	}
 	if b.FailureCodes == 0 {
-		bad(f+".FailureCodes", "empty: the breaker could never open")
+		bad(f+".FailureCodes", "is empty: the breaker could never open; list the codes that count as failures, as in [UNAVAILABLE, DEADLINE_EXCEEDED]")
 	}
 	if b.FailureCodes.Has(0) {
-		bad(f+".FailureCodes", "holds OK")
+		bad(f+".FailureCodes", `"OK" is a success and cannot count as a failure: remove it`)
 	}
 }
 
 func (b *BulkheadPolicy) check(f string, bad badFunc) {
 	if b.Permits < 1 {
-		bad(f+".Permits", "must be at least 1, is %d", b.Permits)
+		bad(f+".Permits", "must be at least 1, got %d: it is the number of calls allowed in flight at once", b.Permits)
 	}
 	if b.MaxWait < 0 {
-		bad(f+".MaxWait", "negative (%s): use 0 to refuse at once", b.MaxWait)
+		bad(f+".MaxWait", "must not be negative, got %s; use 0 to refuse a call at once when every permit is taken", b.MaxWait)
 	}
 }
 
@@ -229,10 +229,10 @@ func (b *BulkheadPolicy) check(f string, bad badFunc) {
 func (m *MethodPolicy) checkPatterns(f string, bad badFunc) {
 	if m.GenerateIdempotencyKey {
 		if m.IdempotencyKey != "" {
-			bad(f+".GenerateIdempotencyKey", "the method already sends the field %s as its key: set one or the other", m.IdempotencyKey)
+			bad(f+".GenerateIdempotencyKey", "the method already sends its field %q as the idempotency key: set one or the other", m.IdempotencyKey)
 		}
 		if m.Kind != KindUnary {
-			bad(f+".GenerateIdempotencyKey", "only unary calls send an idempotency key")
+			bad(f+".GenerateIdempotencyKey", "only unary calls send an idempotency key, and %s is a streaming method", shortName(m.Name))
 		}
 	}
 	name := shortName(m.Name)
