@@ -109,8 +109,12 @@ func (s *Set) parseVar(name, value string, known map[string]*runtime.ServicePoli
 	method := ""
 	parts = parts[1:]
 	if len(parts) > 0 && parts[0] == "METHODS" {
-		if len(parts) < 2 {
-			errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, methodName(p.Methods[0].Name), "timeout"))
+		if len(parts) < 2 || len(p.Methods) == 0 {
+			example := "<METHOD>"
+			if len(p.Methods) > 0 {
+				example = methodName(p.Methods[0].Name)
+			}
+			errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, example, "timeout"))
 			return envLeaf{}
 		}
 		for i := range p.Methods {

@@ -15,7 +15,8 @@
 //	        timeout: 200ms
 //	        retry: {max_attempts: 2}
 //
-// The environment, after the file (a variable wins over the file):
+// The environment, after the file: a variable wins over the file whatever
+// the level of either (source first, then level; the README's table):
 //
 //	RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN=5s
 //	RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__TIMEOUT=200ms

@@ -391,3 +391,13 @@ services:
 		t.Errorf("Describe():\n%s\nwant GetStock's retry shown as none", out)
 	}
 }
+
+// A variable that names METHODS of a service without methods is refused,
+// not a panic.
+func TestMethodsOfAServiceWithoutMethods(t *testing.T) {
+	p := &runtime.ServicePolicy{Name: "t.v1.Empty"}
+	_, err := override.Parse("", nil, []string{"RESILIENT__T_V1_EMPTY__METHODS=1"}, p)
+	if err == nil || !strings.Contains(err.Error(), "name the method after METHODS") {
+		t.Fatalf("error %v", err)
+	}
+}
