@@ -34,6 +34,10 @@ type (
 		// Server is the server-side policy, nil when the service and its
 		// methods have no server-side annotation (server.go).
 		Server *serverPolicy
+		// shared is the record of the resolution: the file's and the
+		// service's options merged, with the level that set each value,
+		// which the exports read to say where a value came from.
+		shared merged
 	}
 	methodPolicy struct {
 		Name           string
@@ -59,6 +63,10 @@ type (
 		Priority string
 		// Server is the method's server-side policy (server.go).
 		Server *serverMethodPolicy
+		// eff is the record of the method's resolution: the file's,
+		// service's and method's options merged, with the level that set
+		// each value.
+		eff merged
 	}
 	retryPolicy struct {
 		MaxAttempts    int
@@ -123,7 +131,7 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 
 	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
 	rules.CheckService(shared.rules, ps.report(at))
-	sp := &servicePolicy{Name: string(s.Desc.FullName())}
+	sp := &servicePolicy{Name: string(s.Desc.FullName()), shared: shared}
 	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
 		sp.Breaker = breakerOf(cb)
 	}
@@ -163,6 +171,7 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 		Idempotent:     rules.Idempotent(m.Desc, eff.rules),
 		Timeout:        durationOf(p.GetTimeout(), 0),
 		OverallTimeout: durationOf(p.GetOverallTimeout(), 0),
+		eff:            eff,
 	}
 	// A streaming method takes the timeout, breaker and bulkhead of its
 	// service, but neither retries nor an idempotency key: it ignores those
