@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -251,8 +252,13 @@ func sources(leaves []*leaf) []string {
 }
 
 // applyLeaf sets one overridden value in p: a service's value in every
-// method it concerns, as a service annotation does.
+// method it concerns, as a service annotation does. Which policy a group
+// lives in (the service's shared one, a method's own) is decided here;
+// the value is written by set, by the runtime field's name.
 func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
+	if isServerLeaf(l) {
+		return nil // for the server: ServerOptions
+	}
 	group, field, _ := strings.Cut(l.path, ".")
 	var methods []*runtime.MethodPolicy
 	for i := range p.Methods {
@@ -260,15 +266,15 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			methods = append(methods, &p.Methods[i])
 		}
 	}
+	if field == "" { // timeout, overall_timeout
+		for _, m := range methods {
+			if err := set(m, group, l.value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	switch group {
-	case "timeout":
-		for _, m := range methods {
-			m.Timeout = l.value.(time.Duration)
-		}
-	case "overall_timeout":
-		for _, m := range methods {
-			m.OverallTimeout = l.value.(time.Duration)
-		}
 	case "retry":
 		for _, m := range methods {
 			if m.Kind != runtime.KindUnary {
@@ -280,71 +286,17 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			if m.Retry == nil {
 				m.Retry = defaultRetry()
 			}
-			setRetry(m.Retry, field, l.value)
+			if err := set(m.Retry, field, l.value); err != nil {
+				return err
+			}
 		}
+		return nil
 	case "retry_budget":
 		if p.Budget == nil {
 			b := runtime.DefaultBudget
 			p.Budget = &b
 		}
-		switch field {
-		case "ratio":
-			p.Budget.Ratio = l.value.(float64)
-		case "min_retries":
-			p.Budget.MinRetries = int(l.value.(uint32))
-		case "window":
-			p.Budget.Window = l.value.(time.Duration)
-		}
-	case "circuit_breaker":
-		if l.method == "" {
-			if p.Breaker == nil {
-				p.Breaker = defaultBreaker()
-			}
-			setBreaker(p.Breaker, field, l.value)
-			return nil
-		}
-		m := methods[0]
-		if field == "per_method" {
-			switch {
-			case !l.value.(bool):
-				m.Breaker = nil // back to the service's
-			case m.Breaker == nil && p.Breaker != nil:
-				b := *p.Breaker
-				m.Breaker = &b
-			case m.Breaker == nil:
-				m.Breaker = defaultBreaker()
-			}
-			return nil
-		}
-		if m.Breaker == nil {
-			return errors.New("the method has no circuit breaker of its own: add circuit_breaker.per_method: true beside this value to give it one, or, to tune the breaker the service's methods share, set this value on the service")
-		}
-		setBreaker(m.Breaker, field, l.value)
-	case "bulkhead":
-		if l.method == "" {
-			if p.Bulkhead == nil {
-				p.Bulkhead = &runtime.BulkheadPolicy{}
-			}
-			setBulkhead(p.Bulkhead, field, l.value)
-			return nil
-		}
-		m := methods[0]
-		if field == "per_method" {
-			switch {
-			case !l.value.(bool):
-				m.Bulkhead = nil
-			case m.Bulkhead == nil && p.Bulkhead != nil:
-				b := *p.Bulkhead
-				m.Bulkhead = &b
-			case m.Bulkhead == nil:
-				m.Bulkhead = &runtime.BulkheadPolicy{}
-			}
-			return nil
-		}
-		if m.Bulkhead == nil {
-			return errors.New("the method has no bulkhead of its own: add bulkhead.per_method: true beside this value to give it one, or, to tune the bulkhead the service's methods share, set this value on the service")
-		}
-		setBulkhead(m.Bulkhead, field, l.value)
+		return set(p.Budget, field, l.value)
 	case "hedging":
 		m := methods[0] // the rules refuse hedging on a service
 		if m.Kind != runtime.KindUnary {
@@ -353,70 +305,120 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 		if m.Hedging == nil {
 			m.Hedging = &runtime.HedgingPolicy{MaxCopies: rules.DefaultHedgingMaxCopies, NonFatalCodes: runtime.CodesOf(rules.DefaultNonFatalCodes...)}
 		}
-		switch field {
-		case "delay":
-			m.Hedging.Delay = l.value.(time.Duration)
-		case "max_copies":
-			m.Hedging.MaxCopies = int(l.value.(uint32))
-		case "non_fatal_codes":
-			m.Hedging.NonFatalCodes = codeSet(l.value.([]string))
-		}
-	case "rate_limit":
-		if l.method == "" {
-			if p.RateLimit == nil {
-				p.RateLimit = &runtime.RateLimitPolicy{}
-			}
-			setRateLimit(p.RateLimit, field, l.value)
-			return nil
-		}
-		m := methods[0]
-		if field == "per_method" {
-			switch {
-			case !l.value.(bool):
-				m.RateLimit = nil
-			case m.RateLimit == nil && p.RateLimit != nil:
-				r := *p.RateLimit
-				m.RateLimit = &r
-			case m.RateLimit == nil:
-				m.RateLimit = &runtime.RateLimitPolicy{}
-			}
-			return nil
-		}
-		if m.RateLimit == nil {
-			return errors.New("the method has no rate limit of its own: add rate_limit.per_method: true beside this value to give it one, or, to tune the limit the service's methods share, set this value on the service")
-		}
-		setRateLimit(m.RateLimit, field, l.value)
+		return set(m.Hedging, field, l.value)
 	case "cache":
 		m := methods[0] // the rules refuse a cache on a service
 		if m.Cache == nil {
 			return errors.New("the method has no cache annotated: its key is generated from the cache's key_fields in the .proto; add the cache there and regenerate")
 		}
-		switch field {
-		case "fresh_ttl":
-			m.Cache.FreshTTL = l.value.(time.Duration)
-		case "stale_ttl":
-			m.Cache.StaleTTL = l.value.(time.Duration)
-		case "max_entries":
-			m.Cache.MaxEntries = int(l.value.(uint32))
+		return set(m.Cache, field, l.value)
+	}
+	return t.applyShared(p, methods, group, field, l)
+}
+
+// shareable are the groups a service's methods share unless a method has
+// its own (per_method): how to name them, and a new one.
+var shareable = map[string]struct {
+	name, tune string
+	empty      func() any // a new group: the contract's defaults, or what the override must complete
+}{
+	"circuit_breaker": {"circuit breaker", "the breaker", func() any { return defaultBreaker() }},
+	"bulkhead":        {"bulkhead", "the bulkhead", func() any { return &runtime.BulkheadPolicy{} }},
+	"rate_limit":      {"rate limit", "the limit", func() any { return &runtime.RateLimitPolicy{} }},
+}
+
+// applyShared sets a value of a circuit breaker, bulkhead or rate limit:
+// on the service, the shared one (added from the defaults when the
+// annotation has none); on a method, its own, which per_method: true gives
+// it as a copy of the shared one and per_method: false takes away.
+func (t *service) applyShared(p *runtime.ServicePolicy, methods []*runtime.MethodPolicy, group, field string, l *leaf) error {
+	g, ok := shareable[group]
+	if !ok {
+		return fmt.Errorf("%s cannot be overridden", l.path)
+	}
+	goName := goGroups[group]
+	shared := reflect.ValueOf(p).Elem().FieldByName(goName)
+	target := shared
+	if l.method != "" {
+		target = reflect.ValueOf(methods[0]).Elem().FieldByName(goName)
+		if field == "per_method" {
+			switch {
+			case !l.value.(bool):
+				target.SetZero() // back to the service's
+			case target.IsNil() && !shared.IsNil():
+				c := reflect.New(shared.Type().Elem())
+				c.Elem().Set(shared.Elem())
+				target.Set(c)
+			case target.IsNil():
+				target.Set(reflect.ValueOf(g.empty()))
+			}
+			return nil
 		}
+		if target.IsNil() {
+			return fmt.Errorf("the method has no %s of its own: add %s.per_method: true beside this value to give it one, or, to tune %s the service's methods share, set this value on the service", g.name, group, g.tune)
+		}
+	} else if target.IsNil() {
+		target.Set(reflect.ValueOf(g.empty()))
+	}
+	if err := set(target.Interface(), field, l.value); err != nil {
+		return err
+	}
+	// A limit given a rate and no burst gets the default burst, the rate
+	// rounded up.
+	if r, ok := target.Interface().(*runtime.RateLimitPolicy); ok && field == "requests_per_second" && r.Burst == 0 {
+		r.Burst = rules.DefaultBurst(r.RequestsPerSecond)
 	}
 	return nil
 }
 
-// setRateLimit sets one value of a rate limit; a limit given a rate and no
-// burst gets the default burst, the rate rounded up.
-func setRateLimit(r *runtime.RateLimitPolicy, field string, v any) {
-	switch field {
-	case "requests_per_second":
-		r.RequestsPerSecond = v.(float64)
-		if r.Burst == 0 {
-			r.Burst = rules.DefaultBurst(r.RequestsPerSecond)
-		}
-	case "burst":
-		r.Burst = int(v.(uint32))
-	case "max_wait":
-		r.MaxWait = v.(time.Duration)
+// goGroups name the runtime's field of each group of the annotation.
+var goGroups = map[string]string{
+	"retry": "Retry", "retry_budget": "Budget", "circuit_breaker": "Breaker", "bulkhead": "Bulkhead",
+	"rate_limit": "RateLimit", "hedging": "Hedging", "cache": "Cache",
+}
+
+// goFields name the runtime's fields whose name is not the annotation's
+// in camel case.
+var goFields = map[string]string{"backoff_multiplier": "Multiplier", "fresh_ttl": "FreshTTL", "stale_ttl": "StaleTTL"}
+
+// set writes the value v of the annotation's field (max_attempts,
+// cool_down, …) into the runtime policy target points to, in the field
+// of the same name in camel case: a duration, a count, a number or a list
+// of status codes. A field of the annotation the runtime has not is an
+// error: the option is then not wired through (TestEveryOptionFieldIsWired).
+func set(target any, field string, v any) error {
+	name, ok := goFields[field]
+	if !ok {
+		name = camel(field)
 	}
+	f := reflect.ValueOf(target).Elem().FieldByName(name)
+	if !f.IsValid() || !f.CanSet() {
+		return fmt.Errorf("%s cannot be overridden: the runtime's %T has no field %s", field, target, name)
+	}
+	switch v := v.(type) {
+	case time.Duration:
+		f.SetInt(int64(v))
+	case uint32:
+		f.SetInt(int64(v))
+	case float64:
+		f.SetFloat(v)
+	case []string:
+		f.SetUint(uint64(codeSet(v)))
+	default:
+		return fmt.Errorf("%s cannot be overridden", field)
+	}
+	return nil
+}
+
+// camel turns an annotation's field name into Go's: cool_down → CoolDown.
+func camel(s string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(s, "_") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
 }
 
 func defaultRetry() *runtime.RetryPolicy {
@@ -432,47 +434,4 @@ func defaultBreaker() *runtime.BreakerPolicy {
 
 func codeSet(names []string) runtime.CodeSet {
 	return runtime.CodesOf(rules.CodesOf(names, []codes.Code{})...)
-}
-
-func setRetry(r *runtime.RetryPolicy, field string, v any) {
-	switch field {
-	case "max_attempts":
-		r.MaxAttempts = int(v.(uint32))
-	case "initial_backoff":
-		r.InitialBackoff = v.(time.Duration)
-	case "max_backoff":
-		r.MaxBackoff = v.(time.Duration)
-	case "backoff_multiplier":
-		r.Multiplier = v.(float64)
-	case "retryable_codes":
-		r.RetryableCodes = codeSet(v.([]string))
-	}
-}
-
-func setBreaker(b *runtime.BreakerPolicy, field string, v any) {
-	switch field {
-	case "failure_ratio":
-		b.FailureRatio = v.(float64)
-	case "minimum_calls":
-		b.MinimumCalls = int(v.(uint32))
-	case "window":
-		b.Window = v.(time.Duration)
-	case "cool_down":
-		b.CoolDown = v.(time.Duration)
-	case "half_open_probes":
-		b.HalfOpenProbes = int(v.(uint32))
-	case "slow_call_threshold":
-		b.SlowCallThreshold = v.(time.Duration)
-	case "failure_codes":
-		b.FailureCodes = codeSet(v.([]string))
-	}
-}
-
-func setBulkhead(b *runtime.BulkheadPolicy, field string, v any) {
-	switch field {
-	case "permits":
-		b.Permits = int(v.(uint32))
-	case "max_wait":
-		b.MaxWait = v.(time.Duration)
-	}
 }
