@@ -1,0 +1,192 @@
+package adaptive
+
+import (
+	"container/heap"
+	"math"
+	"testing"
+	"time"
+)
+
+// The cascade of the course, on a fake clock: callers that call a
+// dependency in a loop; the dependency serves 25 calls at once in 40 ms and
+// shares its time among more (each takes 40 ms × in flight / 25); then its
+// latency steps to 4 s, the calls timing out at 300 ms; then it recovers.
+
+type event struct {
+	at     time.Duration // since base
+	caller int
+	tok    Token
+	done   bool // a call coming back; otherwise the caller's next try
+	o      Outcome
+	rtt    time.Duration
+}
+
+type events []event
+
+func (e events) Len() int { return len(e) }
+func (e events) Less(i, j int) bool {
+	return e[i].at < e[j].at || e[i].at == e[j].at && e[i].caller < e[j].caller
+}
+func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+func (e *events) Push(x any)   { *e = append(*e, x.(event)) }
+func (e *events) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+type cascade struct {
+	l       *Limiter
+	q       events
+	latency func(at time.Duration, inFlight int) time.Duration
+	timeout time.Duration
+	// per phase
+	refused, reached, timedOut int
+	maxInFlight                int
+}
+
+const (
+	refusalPause = 10 * time.Millisecond // a refused caller's next try
+	capacity     = 25
+)
+
+func newCascade(t *testing.T, callers int) *cascade {
+	c := &cascade{l: mustNew(t, Policy{}), timeout: 300 * time.Millisecond}
+	for i := range callers {
+		heap.Push(&c.q, event{at: time.Duration(i) * time.Millisecond, caller: i})
+	}
+	return c
+}
+
+// run plays the events until the clock reaches end, calling watch after
+// each.
+func (c *cascade) run(end time.Duration, watch func(at time.Duration)) {
+	for c.q.Len() > 0 && c.q[0].at < end {
+		e := heap.Pop(&c.q).(event)
+		if e.done {
+			c.l.Release(e.tok, e.o, e.rtt, base.Add(e.at))
+			heap.Push(&c.q, event{at: e.at, caller: e.caller})
+		} else if tok, ok := c.l.Acquire(); !ok {
+			c.refused++
+			heap.Push(&c.q, event{at: e.at + refusalPause, caller: e.caller})
+		} else {
+			c.reached++
+			c.maxInFlight = max(c.maxInFlight, c.l.InFlight())
+			lat := c.latency(e.at, c.l.InFlight())
+			o := Success
+			if lat > c.timeout {
+				lat, o = c.timeout, Dropped
+				c.timedOut++
+			}
+			heap.Push(&c.q, event{at: e.at + lat, caller: e.caller, tok: tok, done: true, o: o, rtt: lat})
+		}
+		if watch != nil {
+			watch(e.at)
+		}
+	}
+}
+
+func (c *cascade) resetCounts() { c.refused, c.reached, c.timedOut, c.maxInFlight = 0, 0, 0, 0 }
+
+func TestCascade(t *testing.T) {
+	const (
+		slowFrom    = 10 * time.Second
+		recoverFrom = 20 * time.Second
+	)
+	c := newCascade(t, 60)
+	c.latency = func(at time.Duration, inFlight int) time.Duration {
+		if at >= slowFrom && at < recoverFrom {
+			return 4 * time.Second
+		}
+		return 40 * time.Millisecond * time.Duration(max(inFlight, capacity)) / capacity
+	}
+
+	// Healthy, 60 callers for a dependency that serves 25 at once without
+	// queueing: the limit settles about the capacity × tolerance (37), where
+	// the queue adds half the unloaded latency, overshooting by a round's
+	// growth.
+	const settledLow, settledHigh = capacity, capacity * 3 / 2 * 6 / 5
+	low, high := math.MaxInt, 0
+	c.run(slowFrom, func(at time.Duration) {
+		if at > 5*time.Second {
+			low, high = min(low, c.l.Limit()), max(high, c.l.Limit())
+		}
+	})
+	if low < settledLow || high > settledHigh {
+		t.Errorf("healthy limit ranged over [%d, %d] in the last 5 s, want within [%d, %d]", low, high, settledLow, settledHigh)
+	}
+	before := c.l.Limit()
+	t.Logf("healthy: limit %d (ranged %d…%d), %d calls, %d refused locally", before, low, high, c.reached, c.refused)
+
+	// Latency steps to 4 s: every call times out at 300 ms. Each timeout
+	// round halves the limit, so it is at 1 after ⌈log₂ limit⌉ timeouts
+	// (one more for the calls admitted just before the step).
+	c.resetCounts()
+	var atMin time.Duration = -1
+	reachedBefore := 0
+	c.run(recoverFrom, func(at time.Duration) {
+		if atMin < 0 && c.l.Limit() == 1 {
+			atMin = at - slowFrom
+			reachedBefore = c.reached
+		}
+	})
+	rounds := int(math.Ceil(math.Log2(float64(before)))) + 1
+	if atMin < 0 || atMin > time.Duration(rounds)*c.timeout {
+		t.Errorf("limit %d reached 1 after %v of timeouts, want within %d timeouts (%v)", before, atMin, rounds, time.Duration(rounds)*c.timeout)
+	}
+	// From then on the dependency sees one call per timeout, the rest of the
+	// demand refused locally at once.
+	if got, want := c.reached-reachedBefore, int((recoverFrom-slowFrom-atMin)/c.timeout)+2; got > want {
+		t.Errorf("%d calls reached the dependency at the minimum limit, want at most one per timeout, %d", got, want)
+	}
+	if c.refused < 100*c.reached {
+		t.Errorf("%d refused locally against %d reaching the dependency: the rest must be refused at once", c.refused, c.reached)
+	}
+	t.Logf("slow: limit %d → 1 in %v; %d calls reached the dependency (%d timed out), %d refused locally",
+		before, atMin, c.reached, c.timedOut, c.refused)
+
+	// Recovered: back above 20 within a second (about 14 rounds of 40 ms
+	// from 1, and the first of them waits out the last probe's timeout).
+	c.resetCounts()
+	var back time.Duration = -1
+	c.run(recoverFrom+10*time.Second, func(at time.Duration) {
+		if back < 0 && c.l.Limit() >= 20 {
+			back = at - recoverFrom
+		}
+	})
+	if back < 0 || back > time.Second {
+		t.Errorf("limit back to 20 after %v, want within 1 s of the recovery", back)
+	}
+	if lim := c.l.Limit(); lim < settledLow || lim > settledHigh {
+		t.Errorf("limit 10 s after the recovery = %d, want within [%d, %d] again", lim, settledLow, settledHigh)
+	}
+	t.Logf("recovered: limit back to 20 after %v, %d 10 s later", back, c.l.Limit())
+}
+
+// Without the timeout the latency alone brings the limit down, by at most a
+// quarter per round: slower, which is why the attempt timeout and the drop
+// it produces matter. A round here may last two round trips of 4 s: when
+// the limit falls, the calls in flight were admitted in the round before,
+// and only a call admitted after the round began ends it.
+func TestSlowWithoutTimeoutsShrinksByLatency(t *testing.T) {
+	c := newCascade(t, 60)
+	c.timeout = time.Hour
+	c.latency = func(at time.Duration, inFlight int) time.Duration {
+		if at >= 10*time.Second {
+			return 4 * time.Second
+		}
+		return 40 * time.Millisecond * time.Duration(max(inFlight, capacity)) / capacity
+	}
+	c.run(10*time.Second, nil)
+	before := c.l.Limit()
+	c.run(10*time.Second+5*4*time.Second, nil)
+	// Five round trips of 4 s: at least three rounds, at most 0.75³ of the
+	// limit before.
+	if got, want := c.l.Limit(), int(float64(before)*math.Pow(0.75, 3))+1; got > want {
+		t.Errorf("limit after 20 s at 4 s = %d, want at most %d (from %d)", got, want, before)
+	}
+	if c.l.Limit() >= before {
+		t.Errorf("limit %d did not fall from %d", c.l.Limit(), before)
+	}
+}

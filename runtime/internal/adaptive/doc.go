@@ -1,0 +1,87 @@
+// Package adaptive is an adaptive concurrency limit for the calls towards
+// one dependency: the number of calls it lets be in flight at once follows
+// the dependency's latency, so that when the dependency slows the limit
+// falls within a few round trips and the calls above it are refused locally
+// at once, instead of each holding a goroutine until its timeout.
+//
+// # Algorithm
+//
+// A gradient on latency, with multiplicative decrease on drops (the scheme
+// of TCP congestion control, as Netflix's concurrency-limits, Envoy's
+// adaptive concurrency filter and failsafe-go's adaptive limiter apply it
+// to requests), counted in rounds:
+//
+//   - A round lasts one round trip: it ends when a call admitted after the
+//     round began comes back. Each Token carries the round of its Acquire,
+//     so no clock is needed to tell when a round trip has passed, and the
+//     limit moves at most once per round whatever the call rate. When the
+//     limit has just fallen, the calls of the round before may fill it for
+//     one more round trip before a call of the new round is admitted: a
+//     round then lasts two.
+//   - At the end of a round its RTT is the mean RTT of the successes the
+//     round saw. The baseline is the smallest round RTT over the last
+//     BaselineWindow: the dependency's latency without queueing.
+//   - Within Tolerance × baseline the dependency is not queueing: the limit
+//     grows by √limit (fast from a low limit, gently near a high one), but
+//     only when the round used at least half the limit, so that an idle
+//     client's limit does not creep to the maximum. Beyond it, the limit
+//     shrinks in proportion, to limit × Tolerance × baseline / RTT, but by
+//     no more than half. Either change is applied by the share Smoothing.
+//   - A drop (a timeout, an overload refusal) halves the limit at once,
+//     unsmoothed; drops of calls admitted before the last halving do not
+//     halve it again, so it halves once per round trip, as TCP does on a
+//     lost window, and not once per call of a burst that timed out
+//     together.
+//   - The limit stays within [MinLimit, MaxLimit]; Acquire admits while the
+//     calls in flight are fewer than its integer part.
+//
+// The cascade this is for: a dependency whose latency steps from 40 ms to
+// 4 s, its calls timing out at 300 ms. Every call in flight times out; the
+// first drop halves the limit, and each following timeout halves it again,
+// so a limit of L is at 1 after ⌈log₂ L⌉ timeouts, one more for the calls
+// admitted just before the step: the initial 20 is at 1 after 5 round trips
+// of 300 ms, 1.5 s. Meanwhile, and until the dependency recovers, it sees
+// one call per timeout, and the rest of the demand is refused locally at
+// once. When the latency comes back to 40 ms, the probe in flight returns
+// (at most one timeout later) and each round of 40 ms grows the limit by
+// Smoothing × √limit: from 1 back to 20 in about 14 rounds. TestCascade
+// plays it with 60 callers against a dependency that serves 25 at once: the
+// limit settles about 37 while healthy, falls to 1 in 1.56 s of timeouts,
+// and is back at 20 0.86 s after the recovery.
+//
+// # Parameters and defaults
+//
+//   - MinLimit 1: during an outage one call at a time probes the dependency.
+//   - MaxLimit 100, InitialLimit 20 (Netflix's and failsafe-go's initial
+//     limit). Under a static bulkhead, Policy.WithCeiling caps both by its
+//     permits.
+//   - Tolerance 1.5: a round 50 % slower than the baseline starts shrinking
+//     the limit; the limit settles where the dependency's queue adds about
+//     half its unloaded latency. 1.5 is Netflix Gradient2's default; Envoy's
+//     buffer of 25 % is tighter and reacts to noise.
+//   - Smoothing 0.5: half of each latency-driven change is applied per
+//     round, so a single noisy round cannot halve the limit, and two
+//     consistent ones go most of the way.
+//   - BaselineWindow 30 s: the baseline forgets a latency that no longer
+//     occurs within 30 s, so a dependency that became slower for good (a new
+//     release, a farther replica) is accepted as it is after 30 s, while a
+//     slowdown shorter than that is judged against the latency before it.
+//
+// # Composition
+//
+// The limit sits inside the static bulkhead: the bulkhead's permits are the
+// ceiling (Policy.WithCeiling), the bulkhead bounds the goroutines that may
+// wait, and the adaptive limit refuses, without waiting, the calls above
+// what the dependency currently serves in time. It judges attempts, not
+// calls: in the runtime's layer order it goes inside the retry loop, after
+// the client-side throttler and before the circuit breaker, so that an
+// attempt it refuses takes no breaker probe, and every attempt it admits is
+// Released with how it ended: Success for an answer (including an error
+// that is an answer), Dropped for a timeout or an overload refusal
+// (RESOURCE_EXHAUSTED, UNAVAILABLE), Ignored for the caller's cancellation
+// or a refusal by a later local layer. Its refusals are local, not failures
+// of the dependency: they are never recorded by the breaker, and they end
+// the retry loop without spending the retry budget. The breaker remains the
+// last resort for a dependency that fails fast rather than slowly, which
+// this limit, fed by latency and drops, does not see as overloaded.
+package adaptive

@@ -1,0 +1,161 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// program reads a fuzz input as a sequence of small numbers; past its end it
+// reads zeros.
+type program struct {
+	b []byte
+	i int
+}
+
+func (p *program) next() byte {
+	p.i++
+	if p.i > len(p.b) {
+		return 0
+	}
+	return p.b[p.i-1]
+}
+
+func (p *program) done() bool { return p.i >= len(p.b) }
+
+// model is the obviously correct limiter: the rules of the package doc
+// written out with slices and no concurrency. It keeps every success of
+// the current round and every round's RTT with the time it ended.
+type model struct {
+	p        Policy
+	value    float64
+	inFlight int
+	round    uint64
+	halvedIn uint64
+	samples  []int64
+	peak     int
+	rounds   []struct{ at, rtt int64 }
+}
+
+type modelToken struct{ round uint64 }
+
+func (m *model) acquire() (modelToken, bool) {
+	if m.inFlight >= int(m.value) {
+		return modelToken{}, false
+	}
+	m.inFlight++
+	return modelToken{m.round}, true
+}
+
+func (m *model) setLimit(v float64) {
+	m.value = math.Min(math.Max(v, float64(m.p.MinLimit)), float64(m.p.MaxLimit))
+	m.samples, m.peak = nil, 0
+	m.round++
+}
+
+func (m *model) baseline(now int64) int64 {
+	width := int64(m.p.BaselineWindow) / baselineBuckets
+	cur := now / width
+	least := int64(math.MaxInt64)
+	for _, r := range m.rounds {
+		if q := r.at / width; q <= cur && cur-q < baselineBuckets {
+			least = min(least, r.rtt)
+		}
+	}
+	return least
+}
+
+func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
+	inFlight := m.inFlight
+	m.inFlight--
+	if o == Ignored || rtt <= 0 && o == Success {
+		return
+	}
+	if o == Dropped {
+		if t.round >= m.halvedIn {
+			m.setLimit(math.Max(m.value/2, float64(m.p.MinLimit)))
+			m.halvedIn = m.round
+		}
+		return
+	}
+	m.samples = append(m.samples, min(int64(rtt), int64(time.Hour)))
+	m.peak = max(m.peak, inFlight)
+	if t.round != m.round {
+		return
+	}
+	var sum int64
+	for _, s := range m.samples {
+		sum += s
+	}
+	mean := sum / int64(len(m.samples))
+	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, mean})
+	allowed := m.p.Tolerance * float64(m.baseline(now))
+	target := m.value
+	switch {
+	case float64(mean) > allowed:
+		target = m.value * math.Max(0.5, allowed/float64(mean))
+	case 2*float64(m.peak) >= math.Floor(m.value):
+		target = m.value + math.Sqrt(m.value)
+	}
+	m.setLimit(m.value + m.p.Smoothing*(target-m.value))
+}
+
+// FuzzLimiter checks Limiter against model on any sequence of acquires,
+// releases of any held token with any outcome and RTT, and steps of the
+// clock.
+func FuzzLimiter(f *testing.F) {
+	f.Add([]byte{0, 4, 2, 2, 0, 0, 0, 0, 1, 0, 0, 40, 1, 0, 0, 40, 2, 10, 0, 1, 0, 1, 90, 1, 0, 2, 0})
+	f.Add([]byte{2, 9, 5, 4, 0, 0, 0, 0, 0, 1, 0, 1, 30, 1, 0, 1, 30, 0, 0, 1, 1, 1, 200, 2, 255, 0, 1, 0, 0, 5})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 10, 1, 2, 0, 20, 1, 0, 0, 250, 2, 100, 2, 100, 0, 1, 0, 0, 30})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		prog := &program{b: data}
+		p := Policy{
+			MinLimit:       int(prog.next()%3) + 1,
+			Tolerance:      1 + float64(prog.next()%10)/5,
+			Smoothing:      float64(prog.next()%10+1) / 10,
+			BaselineWindow: time.Duration(prog.next()%20+1) * 100 * time.Millisecond,
+		}
+		p.MaxLimit = p.MinLimit + int(prog.next()%30)
+		p.InitialLimit = p.MinLimit + int(prog.next())%(p.MaxLimit-p.MinLimit+1)
+		l := mustNew(t, p)
+		m := &model{p: l.Policy(), value: float64(p.InitialLimit)}
+		type held struct {
+			t  Token
+			mt modelToken
+		}
+		var tokens []held
+		var now int64
+		for step := 0; !prog.done() && step < 2048; step++ {
+			switch prog.next() % 3 {
+			case 0:
+				tok, ok := l.Acquire()
+				mt, wantOK := m.acquire()
+				if ok != wantOK {
+					t.Fatalf("step %d: Acquire = %v with %d in flight at limit %v, model says %v", step, ok, l.InFlight(), l.value, wantOK)
+				}
+				if ok {
+					tokens = append(tokens, held{tok, mt})
+				}
+			case 1:
+				if len(tokens) == 0 {
+					continue
+				}
+				i := int(prog.next()) % len(tokens)
+				o := Outcome(prog.next() % 3)
+				rtt := time.Duration(prog.next()) * 5 * time.Millisecond
+				if prog.next() == 255 {
+					rtt = math.MaxInt64 // capped at an hour
+				}
+				h := tokens[i]
+				tokens = append(tokens[:i], tokens[i+1:]...)
+				l.Release(h.t, o, rtt, base.Add(time.Duration(now)))
+				m.release(h.mt, o, rtt, now)
+			case 2:
+				now += int64(prog.next()) * int64(10*time.Millisecond)
+			}
+			if l.value != m.value || l.Limit() != int(m.value) || l.InFlight() != m.inFlight {
+				t.Fatalf("step %d: limit %v (%d), in flight %d; model says %v, %d", step, l.value, l.Limit(), l.InFlight(), m.value, m.inFlight)
+			}
+		}
+	})
+}

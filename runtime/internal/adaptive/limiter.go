@@ -1,0 +1,238 @@
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Policy configures a Limiter. A zero field takes its default from Defaults
+// (InitialLimit is then also kept within [MinLimit, MaxLimit]).
+type Policy struct {
+	// MinLimit is the lowest the limit falls: the calls let through while
+	// the dependency is at its worst. At least 1; default 1.
+	MinLimit int
+	// MaxLimit is the highest the limit grows. Default 100; under a static
+	// bulkhead, at most its permits (WithCeiling).
+	MaxLimit int
+	// InitialLimit is the limit before any call has come back, in
+	// [MinLimit, MaxLimit]. Default 20, or MaxLimit if lower.
+	InitialLimit int
+	// Tolerance is how many times slower than the baseline a round may be
+	// before the limit shrinks; at least 1. Default 1.5.
+	Tolerance float64
+	// Smoothing is the share of each latency-driven change of the limit
+	// applied per round, in (0, 1]. Drops are not smoothed. Default 0.5.
+	Smoothing float64
+	// BaselineWindow is how long the smallest round RTT is remembered as
+	// the dependency's unloaded latency. Default 30 s.
+	BaselineWindow time.Duration
+}
+
+// Defaults is the policy a zero Policy stands for.
+var Defaults = Policy{
+	MinLimit:       1,
+	MaxLimit:       100,
+	InitialLimit:   20,
+	Tolerance:      1.5,
+	Smoothing:      0.5,
+	BaselineWindow: 30 * time.Second,
+}
+
+// MaxLimit is the largest MaxLimit a Policy may have.
+const MaxLimit = 1 << 20
+
+// maxRTT caps one call's RTT, so that the sum of a round's RTTs cannot
+// overflow: a round holds at most MaxLimit+1 successes.
+const maxRTT = int64(time.Hour)
+
+// WithCeiling returns p under a static bulkhead of permits: MaxLimit, its
+// default included, is at most permits, and so is the default
+// InitialLimit. A permits below 1 leaves p as it is.
+func (p Policy) WithCeiling(permits int) Policy {
+	if permits < 1 {
+		return p
+	}
+	if p.MaxLimit == 0 {
+		p.MaxLimit = Defaults.MaxLimit
+	}
+	p.MaxLimit = min(p.MaxLimit, permits)
+	return p
+}
+
+// withDefaults fills the zero fields of p from Defaults and checks the
+// result.
+func (p Policy) withDefaults() (Policy, error) {
+	if p.MinLimit == 0 {
+		p.MinLimit = Defaults.MinLimit
+	}
+	if p.MaxLimit == 0 {
+		p.MaxLimit = Defaults.MaxLimit
+	}
+	if p.InitialLimit == 0 {
+		p.InitialLimit = min(max(Defaults.InitialLimit, p.MinLimit), p.MaxLimit)
+	}
+	if p.Tolerance == 0 {
+		p.Tolerance = Defaults.Tolerance
+	}
+	if p.Smoothing == 0 {
+		p.Smoothing = Defaults.Smoothing
+	}
+	if p.BaselineWindow == 0 {
+		p.BaselineWindow = Defaults.BaselineWindow
+	}
+	switch {
+	case p.MinLimit < 1:
+		return p, fmt.Errorf("adaptive: min limit %d is below 1: at least one call must reach the dependency to see it recover", p.MinLimit)
+	case p.MaxLimit < p.MinLimit || p.MaxLimit > MaxLimit:
+		return p, fmt.Errorf("adaptive: max limit %d is not between the min limit %d and %d", p.MaxLimit, p.MinLimit, MaxLimit)
+	case p.InitialLimit < p.MinLimit || p.InitialLimit > p.MaxLimit:
+		return p, fmt.Errorf("adaptive: initial limit %d is not between the min limit %d and the max limit %d", p.InitialLimit, p.MinLimit, p.MaxLimit)
+	case !(p.Tolerance >= 1) || math.IsInf(p.Tolerance, 1):
+		return p, fmt.Errorf("adaptive: tolerance %v is not a finite number of at least 1: below 1 the limit shrinks while the dependency is as fast as ever", p.Tolerance)
+	case !(p.Smoothing > 0 && p.Smoothing <= 1):
+		return p, fmt.Errorf("adaptive: smoothing %v is not in (0, 1]", p.Smoothing)
+	case p.BaselineWindow < baselineBuckets:
+		return p, fmt.Errorf("adaptive: baseline window %v is too short: give at least %v, or 0 for the default %v", p.BaselineWindow, time.Duration(baselineBuckets), Defaults.BaselineWindow)
+	}
+	return p, nil
+}
+
+// Outcome is what a call admitted by the limiter says about the dependency.
+type Outcome uint8
+
+// The three outcomes of a call.
+const (
+	// Success: the dependency answered (an error that is an answer, such as
+	// NOT_FOUND, is a success); its RTT is a latency sample.
+	Success Outcome = iota
+	// Dropped: the call timed out or the dependency refused it as
+	// overloaded. The limit halves.
+	Dropped
+	// Ignored: the call says nothing about the dependency (the caller
+	// cancelled it, or a later local layer refused it). Only the permit is
+	// returned.
+	Ignored
+)
+
+// Token is what Acquire hands out for an admitted call; give it back to
+// Release exactly once. The zero Token, which a refused Acquire returns, is
+// released as a no-op.
+type Token struct {
+	round uint64
+	held  bool
+}
+
+// Limiter is an adaptive concurrency limit (see the package doc). It is
+// safe for concurrent use. Acquire is one compare-and-swap and never
+// blocks; Release takes the limiter's mutex for a few arithmetic operations.
+// Neither allocates.
+type Limiter struct {
+	p    Policy
+	base time.Time
+
+	limit    atomic.Int64  // the integer part of value: what Acquire admits up to
+	inFlight atomic.Int64  // calls admitted and not released
+	round    atomic.Uint64 // the current round; a Token carries the round of its Acquire
+
+	mu        sync.Mutex
+	value     float64 // the limit
+	halvedIn  uint64  // the round that began at the last halving
+	sum       int64   // nanoseconds: the RTTs of the successes of the current round
+	successes int64   // the successes of the current round
+	peak      int64   // the most calls in flight seen by a Release of the current round
+	baseline  baseline
+}
+
+// New returns a limiter at p's initial limit. base is any instant before
+// the first call; the baseline window counts from it.
+func New(p Policy, base time.Time) (*Limiter, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{p: p, base: base, value: float64(p.InitialLimit), baseline: newBaseline(int64(p.BaselineWindow))}
+	l.limit.Store(int64(p.InitialLimit))
+	return l, nil
+}
+
+// Policy returns the policy in force, defaults applied.
+func (l *Limiter) Policy() Policy { return l.p }
+
+// Limit returns the current limit, for a gauge.
+func (l *Limiter) Limit() int { return int(l.limit.Load()) }
+
+// InFlight returns the calls admitted and not yet released.
+func (l *Limiter) InFlight() int { return int(l.inFlight.Load()) }
+
+// Acquire admits a call if fewer than the limit are in flight, without
+// waiting. It returns the token to Release, or false when the call is to be
+// refused at once.
+func (l *Limiter) Acquire() (Token, bool) {
+	for {
+		n := l.inFlight.Load()
+		if n >= l.limit.Load() {
+			return Token{}, false
+		}
+		if l.inFlight.CompareAndSwap(n, n+1) {
+			return Token{round: l.round.Load(), held: true}, true
+		}
+	}
+}
+
+// Release returns the permit of t, for a call that ended at now after rtt
+// with outcome o. A Success with an rtt of zero or less carries no sample
+// and counts as Ignored; an rtt over an hour counts as an hour.
+func (l *Limiter) Release(t Token, o Outcome, rtt time.Duration, now time.Time) {
+	if !t.held {
+		return
+	}
+	n := l.inFlight.Add(-1) + 1 // in flight with this call
+	if o == Success && rtt <= 0 || o > Ignored {
+		o = Ignored
+	}
+	if o == Ignored {
+		return
+	}
+	l.mu.Lock()
+	switch {
+	case o == Dropped:
+		if t.round >= l.halvedIn {
+			l.halvedIn = l.nextRound(max(l.value/2, float64(l.p.MinLimit)))
+		}
+	default:
+		l.sum += min(int64(rtt), maxRTT)
+		l.successes++
+		l.peak = max(l.peak, n)
+		if t.round == l.round.Load() {
+			l.endRound(max(int64(now.Sub(l.base)), 0))
+		}
+	}
+	l.mu.Unlock()
+}
+
+// endRound moves the limit by the round that ends at now; l.mu is held.
+func (l *Limiter) endRound(now int64) {
+	rtt := l.sum / l.successes
+	least := l.baseline.observe(now, rtt)
+	target := l.value
+	if allowed := l.p.Tolerance * float64(least); float64(rtt) <= allowed {
+		if 2*float64(l.peak) >= math.Floor(l.value) {
+			target = l.value + math.Sqrt(l.value)
+		}
+	} else {
+		target = l.value * max(0.5, allowed/float64(rtt))
+	}
+	l.nextRound(l.value + l.p.Smoothing*(target-l.value))
+}
+
+// nextRound sets the limit to v, kept within [MinLimit, MaxLimit], and
+// begins a new round, which it returns; l.mu is held.
+func (l *Limiter) nextRound(v float64) uint64 {
+	l.value = min(max(v, float64(l.p.MinLimit)), float64(l.p.MaxLimit))
+	l.limit.Store(int64(l.value))
+	l.sum, l.successes, l.peak = 0, 0, 0
+	return l.round.Add(1)
+}

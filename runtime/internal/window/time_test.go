@@ -1,0 +1,89 @@
+package window
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second)
+
+func TestTimeSumCountsOnlyBucketsInWindow(t *testing.T) {
+	w := NewTime(10 * time.Second)
+	if w.BucketWidth() != time.Second {
+		t.Fatalf("BucketWidth = %v, want 1s", w.BucketWidth())
+	}
+	for s := range int64(15) { // one add per second, 0 s … 14 s, a = s+1, b = 1
+		w.Add(s*sec, uint64(s+1), 1)
+	}
+	// At 14.5 s the window holds the buckets of 5 s … 14 s.
+	var wantA uint64
+	for s := uint64(5); s <= 14; s++ {
+		wantA += s + 1
+	}
+	if a, b := w.Sum(14*sec + sec/2); a != wantA || b != 10 {
+		t.Errorf("Sum at 14.5s = (%d, %d), want (%d, 10)", a, b, wantA)
+	}
+	if a, b := w.Sum(23 * sec); a != 15 || b != 1 {
+		t.Errorf("Sum at 23s = (%d, %d), want (15, 1)", a, b)
+	}
+	if a, b := w.Sum(24 * sec); a != 0 || b != 0 {
+		t.Errorf("Sum at 24s = (%d, %d), want (0, 0)", a, b)
+	}
+	// Epochs in the future of now are not counted.
+	if a, b := w.Sum(3 * sec); a != 0 || b != 0 {
+		t.Errorf("Sum at 3s = (%d, %d), want (0, 0)", a, b)
+	}
+}
+
+func TestTimeReusedBucketStartsFromZero(t *testing.T) {
+	w := NewTime(10 * time.Second)
+	w.Add(1*sec, 5, 5)
+	w.Add(11*sec, 1, 0) // same slot, new epoch
+	if a, b := w.Sum(11 * sec); a != 1 || b != 0 {
+		t.Errorf("Sum = (%d, %d), want (1, 0)", a, b)
+	}
+}
+
+func TestTimeSaturatesWithoutSpilling(t *testing.T) {
+	w := NewTime(10 * time.Second)
+	w.Add(7*sec, MaxBucketCount-1, 0)
+	w.Add(7*sec, 5, MaxBucketCount+100)
+	w.Add(7*sec, 1<<63, 1<<63) // must not wrap around to a small count
+	if a, b := w.Sum(7 * sec); a != MaxBucketCount || b != MaxBucketCount {
+		t.Errorf("Sum = (%d, %d), want (%d, %d)", a, b, MaxBucketCount, MaxBucketCount)
+	}
+}
+
+func TestTimeNegativeTimeTinyWidthAndReset(t *testing.T) {
+	w := NewTime(5)
+	if w.BucketWidth() != 1 {
+		t.Fatalf("BucketWidth = %v, want 1ns", w.BucketWidth())
+	}
+	w.Add(-10, 1, 1)
+	if a, b := w.Sum(-3); a != 1 || b != 1 {
+		t.Errorf("Sum = (%d, %d), want (1, 1)", a, b)
+	}
+	w.Reset()
+	if a, b := w.Sum(0); a != 0 || b != 0 {
+		t.Errorf("after Reset Sum = (%d, %d), want (0, 0)", a, b)
+	}
+}
+
+func TestTimeConcurrentAddsLoseNothing(t *testing.T) {
+	w := NewTime(10 * time.Second)
+	const goroutines, adds = 16, 2000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range adds {
+				now := 10*sec + int64((g*adds+i)%100)*(sec/10)
+				w.Add(now, 1, uint64(i%2))
+			}
+		})
+	}
+	wg.Wait()
+	if a, b := w.Sum(19 * sec); a != goroutines*adds || b != goroutines*adds/2 {
+		t.Errorf("Sum = (%d, %d), want (%d, %d)", a, b, goroutines*adds, goroutines*adds/2)
+	}
+}
