@@ -110,27 +110,47 @@ func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Po
 	return p
 }
 
-// resolveFile resolves and checks the policy of every service of f, adding
-// what is wrong to ps. The checks are internal/rules', shared with the buf
-// lint plugin; resolving builds the data of the templates, which is only
-// used when no check failed.
+// resolveFile checks and resolves the policy of every service of f,
+// adding what is wrong to ps. The checks are internal/rules' CheckFile,
+// exactly as the buf lint plugin runs them (less the lint-only
+// RESILIENT_NO_TIMEOUT); resolving builds the data of the templates,
+// which is only used when no check failed.
 func resolveFile(f *protogen.File, ps *problems) []*servicePolicy {
+	checkFile(f, ps)
 	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
-	checkPolicy(filePolicy, levelFile, fileSite(f), ps)
 	var out []*servicePolicy
 	for _, s := range f.Services {
-		out = append(out, resolveService(f, s, filePolicy, ps))
+		out = append(out, resolveService(s, filePolicy))
 	}
 	return out
 }
 
-func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilientv1.Policy, ps *problems) *servicePolicy {
-	at := serviceSite(f, s)
-	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
-	checkPolicy(svcPolicy, levelService, at, ps)
+// checkFile reports the findings of rules.CheckFile on f at their places:
+// the option value at fault, else the file, service or method.
+func checkFile(f *protogen.File, ps *problems) {
+	sites := map[protoreflect.FullName]site{}
+	for _, s := range f.Services {
+		sites[s.Desc.FullName()] = serviceSite(f, s)
+		for _, m := range s.Methods {
+			sites[m.Desc.FullName()] = methodSite(f, m)
+		}
+	}
+	file := fileSite(f)
+	rules.CheckFile(f.Desc, func(d protoreflect.Descriptor, finding rules.Finding) {
+		if finding.Rule == rules.RuleNoTimeout {
+			return // lint only: the caller's deadline still bounds such a call
+		}
+		at, ok := sites[d.FullName()]
+		if _, isFile := d.(protoreflect.FileDescriptor); isFile || !ok {
+			at = file
+		}
+		ps.add(at, level(finding.Level), finding.Path, "%s", finding.Message)
+	})
+}
 
+func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servicePolicy {
+	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
 	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
-	rules.CheckService(shared.rules, ps.report(at))
 	sp := &servicePolicy{Name: string(s.Desc.FullName()), shared: shared}
 	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
 		sp.Breaker = breakerOf(cb)
@@ -143,11 +163,10 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 	}
 	retries := false
 	for _, m := range s.Methods {
-		mp := resolveMethod(f, m, filePolicy, svcPolicy, ps)
+		mp := resolveMethod(m, filePolicy, svcPolicy)
 		retries = retries || mp.Retry != nil
 		sp.Methods = append(sp.Methods, mp)
 	}
-	rules.CheckShedding(shared.rules, ps.report(at))
 	sp.Server = resolveServer(sp, shared)
 	// The budget exists only to bound retries; a service that never retries
 	// has none, whatever its annotation says.
@@ -157,12 +176,9 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 	return sp
 }
 
-func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy, ps *problems) *methodPolicy {
-	at := methodSite(f, m)
+func resolveMethod(m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy) *methodPolicy {
 	own := policyOf(m.Desc.Options(), resilientv1.E_Method)
-	checkPolicy(own, levelMethod, at, ps)
 	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
-	rules.CheckMethod(m.Desc, own, eff.rules, ps.report(at))
 
 	p := eff.policy
 	mp := &methodPolicy{
@@ -299,11 +315,3 @@ func bulkheadOf(bh *resilientv1.Bulkhead) *bulkheadPolicy {
 
 // codesOf parses checked code names, dropping repeats; none gives def.
 func codesOf(names []string, def []codes.Code) []codes.Code { return rules.CodesOf(names, def) }
-
-// checkPolicy checks the values written in one option (internal/rules),
-// reporting each problem at the option's place.
-func checkPolicy(p *resilientv1.Policy, lvl level, at site, ps *problems) {
-	rules.Check(p, lvl == levelMethod, func(path, format string, args ...any) {
-		ps.add(at, lvl, path, format, args...)
-	})
-}

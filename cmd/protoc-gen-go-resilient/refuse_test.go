@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -296,7 +297,9 @@ func TestDurationLimits(t *testing.T) {
 		{Seconds: math.MaxInt64/int64(time.Second) - 1, Nanos: 999999999},
 		{Nanos: 1},
 	} {
-		checkPolicy(&resilientv1.Policy{Timeout: d}, levelMethod, at, &ps)
+		rules.Check(&resilientv1.Policy{Timeout: d}, true, func(path, format string, args ...any) {
+			ps.add(at, levelMethod, path, format, args...)
+		})
 	}
 	if len(ps) != 1 || !strings.Contains(ps[0].msg, "292 years") {
 		t.Errorf("problems %v, want one about a time.Duration overflow", ps)
