@@ -7,11 +7,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
-	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/internal/rules"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/runtime"
 )
 
@@ -303,7 +303,7 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			return fmt.Errorf("streams are not hedged, and %s is a streaming method: remove this override", l.method)
 		}
 		if m.Hedging == nil {
-			m.Hedging = &runtime.HedgingPolicy{MaxCopies: rules.DefaultHedgingMaxCopies, NonFatalCodes: runtime.CodesOf(rules.DefaultNonFatalCodes...)}
+			m.Hedging = defaultHedging()
 		}
 		return set(m.Hedging, field, l.value)
 	case "cache":
@@ -371,67 +371,68 @@ func (t *service) applyShared(p *runtime.ServicePolicy, methods []*runtime.Metho
 	return nil
 }
 
+// set writes the overridden value v of the option field (max_attempts,
+// cool_down, …) into the runtime policy target points to, with the code
+// the plugin fills the generated literal with (rules.Fill): the field of
+// the same name in camel case. A field the runtime has no place for is an
+// error: the option is then not wired through
+// (TestEveryOptionFieldIsWired).
+func set(target any, field string, v any) error {
+	msg := groupMessage(target)
+	if msg == nil {
+		return fmt.Errorf("%s cannot be overridden", field)
+	}
+	put(msg.ProtoReflect(), field, v)
+	if err := rules.Fill(target, msg); err != nil {
+		return fmt.Errorf("%s cannot be overridden: %w", field, err)
+	}
+	return nil
+}
+
+// groupMessage returns an empty message of the options group that the
+// runtime policy target holds: a Policy for a method's own values.
+func groupMessage(target any) proto.Message {
+	switch target.(type) {
+	case *runtime.MethodPolicy:
+		return &resilientv1.Policy{}
+	case *runtime.RetryPolicy:
+		return &resilientv1.Retry{}
+	case *runtime.BudgetPolicy:
+		return &resilientv1.RetryBudget{}
+	case *runtime.BreakerPolicy:
+		return &resilientv1.CircuitBreaker{}
+	case *runtime.BulkheadPolicy:
+		return &resilientv1.Bulkhead{}
+	case *runtime.RateLimitPolicy:
+		return &resilientv1.RateLimit{}
+	case *runtime.HedgingPolicy:
+		return &resilientv1.Hedging{}
+	case *runtime.CachePolicy:
+		return &resilientv1.Cache{}
+	}
+	return nil
+}
+
 // goGroups name the runtime's field of each group of the annotation.
 var goGroups = map[string]string{
 	"retry": "Retry", "retry_budget": "Budget", "circuit_breaker": "Breaker", "bulkhead": "Bulkhead",
 	"rate_limit": "RateLimit", "hedging": "Hedging", "cache": "Cache",
 }
 
-// goFields name the runtime's fields whose name is not the annotation's
-// in camel case.
-var goFields = map[string]string{"backoff_multiplier": "Multiplier", "fresh_ttl": "FreshTTL", "stale_ttl": "StaleTTL"}
-
-// set writes the value v of the annotation's field (max_attempts,
-// cool_down, …) into the runtime policy target points to, in the field
-// of the same name in camel case: a duration, a count, a number or a list
-// of status codes. A field of the annotation the runtime has not is an
-// error: the option is then not wired through (TestEveryOptionFieldIsWired).
-func set(target any, field string, v any) error {
-	name, ok := goFields[field]
-	if !ok {
-		name = camel(field)
-	}
-	f := reflect.ValueOf(target).Elem().FieldByName(name)
-	if !f.IsValid() || !f.CanSet() {
-		return fmt.Errorf("%s cannot be overridden: the runtime's %T has no field %s", field, target, name)
-	}
-	switch v := v.(type) {
-	case time.Duration:
-		f.SetInt(int64(v))
-	case uint32:
-		f.SetInt(int64(v))
-	case float64:
-		f.SetFloat(v)
-	case []string:
-		f.SetUint(uint64(codeSet(v)))
-	default:
-		return fmt.Errorf("%s cannot be overridden", field)
-	}
-	return nil
-}
-
-// camel turns an annotation's field name into Go's: cool_down → CoolDown.
-func camel(s string) string {
-	var b strings.Builder
-	for _, part := range strings.Split(s, "_") {
-		if part != "" {
-			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-		}
-	}
-	return b.String()
-}
-
 func defaultRetry() *runtime.RetryPolicy {
-	return &runtime.RetryPolicy{MaxAttempts: rules.DefaultMaxAttempts, InitialBackoff: rules.DefaultInitialBackoff,
-		MaxBackoff: rules.DefaultMaxBackoff, Multiplier: rules.DefaultMultiplier, RetryableCodes: runtime.CodesOf(rules.DefaultRetryableCodes...)}
+	r := &runtime.RetryPolicy{}
+	rules.Fill(r, rules.DefaultOf("retry")) //nolint:errcheck // the contract's defaults fit the runtime's types (tested)
+	return r
 }
 
 func defaultBreaker() *runtime.BreakerPolicy {
-	return &runtime.BreakerPolicy{FailureRatio: rules.DefaultFailureRatio, MinimumCalls: rules.DefaultMinimumCalls,
-		Window: rules.DefaultBreakerWindow, CoolDown: rules.DefaultCoolDown, HalfOpenProbes: rules.DefaultHalfOpenProbes,
-		FailureCodes: runtime.CodesOf(rules.DefaultFailureCodes...)}
+	b := &runtime.BreakerPolicy{}
+	rules.Fill(b, rules.DefaultOf("circuit_breaker")) //nolint:errcheck // as defaultRetry
+	return b
 }
 
-func codeSet(names []string) runtime.CodeSet {
-	return runtime.CodesOf(rules.CodesOf(names, []codes.Code{})...)
+func defaultHedging() *runtime.HedgingPolicy {
+	h := &runtime.HedgingPolicy{}
+	rules.Fill(h, rules.DefaultOf("hedging")) //nolint:errcheck // as defaultRetry
+	return h
 }

@@ -17,6 +17,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/rules"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 )
@@ -399,5 +400,22 @@ func TestMethodsOfAServiceWithoutMethods(t *testing.T) {
 	_, err := override.Parse("", nil, []string{"RESILIENT__T_V1_EMPTY__METHODS=1"}, p)
 	if err == nil || !strings.Contains(err.Error(), "name the method after METHODS") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// The runtime's own default budget is the contract's (rules' table),
+// and the contract's defaults fit the runtime's types.
+func TestDefaultsFitTheRuntime(t *testing.T) {
+	var b runtime.BudgetPolicy
+	if err := rules.Fill(&b, rules.DefaultOf("retry_budget")); err != nil || b != runtime.DefaultBudget {
+		t.Errorf("budget from the table %+v (%v), runtime.DefaultBudget %+v", b, err, runtime.DefaultBudget)
+	}
+	for group, dst := range map[string]any{
+		"retry": &runtime.RetryPolicy{}, "circuit_breaker": &runtime.BreakerPolicy{},
+		"hedging": &runtime.HedgingPolicy{}, "cache": &runtime.CachePolicy{},
+	} {
+		if err := rules.Fill(dst, rules.DefaultOf(group)); err != nil {
+			t.Errorf("%s: %v", group, err)
+		}
 	}
 }

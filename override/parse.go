@@ -221,13 +221,18 @@ func (t *service) store(l *leaf) {
 		p = &resilientv1.Policy{}
 		t.values[l.method] = p
 	}
-	msg := p.ProtoReflect()
-	parts := strings.Split(l.path, ".")
+	put(p.ProtoReflect(), l.path, l.value)
+}
+
+// put writes v, a value as convert reads it, at path ("retry.max_attempts")
+// in msg.
+func put(msg protoreflect.Message, path string, v any) {
+	parts := strings.Split(path, ".")
 	for _, part := range parts[:len(parts)-1] {
 		msg = msg.Mutable(msg.Descriptor().Fields().ByName(protoreflect.Name(part))).Message()
 	}
 	fd := msg.Descriptor().Fields().ByName(protoreflect.Name(parts[len(parts)-1]))
-	switch v := l.value.(type) {
+	switch v := v.(type) {
 	case bool:
 		msg.Set(fd, protoreflect.ValueOfBool(v))
 	case uint32:

@@ -251,67 +251,42 @@ func durationOf(d *durationpb.Duration, def time.Duration) time.Duration {
 	return d.AsDuration()
 }
 
+// retryOf resolves a retry: the contract's defaults (rules.DefaultOf),
+// then the merged options, field by field (rules.Fill).
 func retryOf(r *resilientv1.Retry) *retryPolicy {
-	rp := &retryPolicy{
-		MaxAttempts:    rules.DefaultMaxAttempts,
-		InitialBackoff: durationOf(r.GetInitialBackoff(), rules.DefaultInitialBackoff),
-		MaxBackoff:     durationOf(r.GetMaxBackoff(), rules.DefaultMaxBackoff),
-		Multiplier:     rules.DefaultMultiplier,
-		RetryableCodes: codesOf(r.GetRetryableCodes(), rules.DefaultRetryableCodes),
-	}
-	if r.MaxAttempts != nil {
-		rp.MaxAttempts = int(r.GetMaxAttempts())
-	}
-	if r.BackoffMultiplier != nil {
-		rp.Multiplier = r.GetBackoffMultiplier()
-	}
+	rp := &retryPolicy{}
+	fill(rp, "retry", r)
 	return rp
 }
 
 func budgetOf(b *resilientv1.RetryBudget) *budgetPolicy {
-	bp := &budgetPolicy{
-		Ratio:      rules.DefaultBudgetRatio,
-		MinRetries: rules.DefaultBudgetMinRetries,
-		Window:     durationOf(b.GetWindow(), rules.DefaultBudgetWindow),
-	}
-	if b == nil {
-		return bp
-	}
-	if b.Ratio != nil {
-		bp.Ratio = b.GetRatio()
-	}
-	if b.MinRetries != nil {
-		bp.MinRetries = int(b.GetMinRetries())
-	}
+	bp := &budgetPolicy{}
+	fill(bp, "retry_budget", b)
 	return bp
 }
 
 func breakerOf(cb *resilientv1.CircuitBreaker) *breakerPolicy {
-	bp := &breakerPolicy{
-		FailureRatio:      rules.DefaultFailureRatio,
-		MinimumCalls:      rules.DefaultMinimumCalls,
-		Window:            durationOf(cb.GetWindow(), rules.DefaultBreakerWindow),
-		CoolDown:          durationOf(cb.GetCoolDown(), rules.DefaultCoolDown),
-		HalfOpenProbes:    rules.DefaultHalfOpenProbes,
-		SlowCallThreshold: durationOf(cb.GetSlowCallThreshold(), 0),
-		FailureCodes:      codesOf(cb.GetFailureCodes(), rules.DefaultFailureCodes),
-	}
-	if cb.FailureRatio != nil {
-		bp.FailureRatio = cb.GetFailureRatio()
-	}
-	if cb.MinimumCalls != nil {
-		bp.MinimumCalls = int(cb.GetMinimumCalls())
-	}
-	if cb.HalfOpenProbes != nil {
-		bp.HalfOpenProbes = int(cb.GetHalfOpenProbes())
-	}
+	bp := &breakerPolicy{}
+	fill(bp, "circuit_breaker", cb)
 	return bp
 }
 
 // bulkheadOf resolves a bulkhead; its permits are required (the rules).
 func bulkheadOf(bh *resilientv1.Bulkhead) *bulkheadPolicy {
-	return &bulkheadPolicy{Permits: int(bh.GetPermits()), MaxWait: durationOf(bh.GetMaxWait(), 0)}
+	bp := &bulkheadPolicy{}
+	fill(bp, "bulkhead", bh)
+	return bp
 }
 
-// codesOf parses checked code names, dropping repeats; none gives def.
-func codesOf(names []string, def []codes.Code) []codes.Code { return rules.CodesOf(names, def) }
+// fill resolves one group of the options into dst, a policy of the
+// generated literal: the contract's defaults of the group, then the
+// options. The options are checked (rules.Check), and every field has its
+// place in dst (TestEveryOptionFieldIsWired), so that nothing fails here.
+func fill[M proto.Message](dst any, group string, options M) {
+	if err := rules.Fill(dst, rules.DefaultOf(group)); err != nil {
+		panic(err) // the contract's own defaults fit the plugin's types
+	}
+	if err := rules.Fill(dst, options); err != nil {
+		panic(err) // a field of the options without its place in the plugin's types: a test fails first
+	}
+}
