@@ -189,10 +189,16 @@ func applyServerLeaf(p *server.ServicePolicy, l *leaf) error {
 				return errors.New("the method does not deduplicate: dedup needs the request's idempotency key and the response type, which only the .proto can give; annotate server.dedup there and regenerate")
 			}
 			switch field {
-			case "dedup.ttl":
-				m.Dedup.TTL = l.value.(time.Duration)
-			case "dedup.lease":
-				m.Dedup.Lease = l.value.(time.Duration)
+			case "dedup.ttl", "dedup.lease":
+				v := l.value.(time.Duration)
+				if msg := rules.DedupMinimum(strings.TrimPrefix(field, "dedup."), v); msg != "" {
+					return errors.New(msg)
+				}
+				if field == "dedup.ttl" {
+					m.Dedup.TTL = v
+				} else {
+					m.Dedup.Lease = v
+				}
 			case "dedup.on_store_error":
 				m.Dedup.OnStoreError = server.Refuse
 				if l.value.(protoreflect.EnumNumber) == protoreflect.EnumNumber(resilientv1.OnStoreError_ON_STORE_ERROR_RUN_WITHOUT_DEDUP) {

@@ -112,6 +112,10 @@ func TestServerRefusals(t *testing.T) {
 			`overrides.yaml: ` + inv + `.methods.ReserveStock.server.dedup.on_store_error: must be one of ON_STORE_ERROR_REFUSE, ON_STORE_ERROR_RUN_WITHOUT_DEDUP, got "IGNORE"`},
 		{"negative min deadline", `{services: {example.inventory.v1.InventoryService: {server: {min_deadline: -1ms}}}}`, nil,
 			`overrides.yaml: ` + inv + `.server.min_deadline: must be positive, got -1ms`},
+		{"lease too short", `{services: {example.inventory.v1.InventoryService: {methods: {ReserveStock: {server: {dedup: {lease: 2ns}}}}}}}`, nil,
+			`overrides.yaml: ` + inv + `.methods.ReserveStock.server.dedup.lease: must be at least 100ms, got 2ns`},
+		{"ttl too short", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__SERVER__DEDUP__TTL=10ms"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__SERVER__DEDUP__TTL: must be at least 1s, got 10ms`},
 		{"priority is the contract", `{services: {example.inventory.v1.InventoryService: {methods: {StockReport: {priority: PRIORITY_HIGH}}}}}`, nil,
 			`overrides.yaml: ` + inv + `.methods.StockReport.priority: priority is part of the service's contract`},
 	} {

@@ -50,6 +50,10 @@ const (
 type Ticket struct {
 	gen   uint64
 	probe bool
+	// bystander: admitted while half-open without a probe (a stream on a
+	// breaker that unary calls share); its success is not counted, its
+	// failure opens the breaker again as a probe's would.
+	bystander bool
 }
 
 // Breaker is a circuit breaker. It opens when, over a sliding window
@@ -111,12 +115,15 @@ func (b *Breaker) stateAt(n int64) State {
 // ticket to pass to Done, or, when the call is refused, how long the refusal
 // is expected to last and false.
 func (b *Breaker) Allow(now time.Time) (Ticket, time.Duration, bool) {
-	return b.allow(func() int64 { return nanos(now, b.base) })
+	return b.allow(func() int64 { return nanos(now, b.base) }, true)
 }
 
 // allow is Allow with the time read only when it matters: a closed breaker
-// admits without looking at the clock.
-func (b *Breaker) allow(now func() int64) (Ticket, time.Duration, bool) {
+// admits without looking at the clock. With probe false, a half-open
+// breaker admits the call without a probe, as a bystander whose outcome is
+// not counted unless it fails: a long-lived stream must not hold a probe
+// that the calls sharing the breaker need (see stream.go).
+func (b *Breaker) allow(now func() int64, probe bool) (Ticket, time.Duration, bool) {
 	for {
 		switch State(b.state.Load()) {
 		case StateClosed:
@@ -130,6 +137,12 @@ func (b *Breaker) allow(now func() int64) (Ticket, time.Duration, bool) {
 			b.transition(StateOpen, StateHalfOpen, t)
 		case StateHalfOpen:
 			gen := b.gen.Load()
+			if !probe {
+				if State(b.state.Load()) != StateHalfOpen {
+					continue
+				}
+				return Ticket{gen: gen, bystander: true}, 0, true
+			}
 			v := b.probes.Load()
 			if v>>32 != gen&math.MaxUint32 || State(b.state.Load()) != StateHalfOpen {
 				continue // the state moved on meanwhile
@@ -157,6 +170,14 @@ func (b *Breaker) done(t Ticket, o Outcome, latency time.Duration, n int64) {
 	}
 	if t.gen != b.gen.Load() {
 		return // admitted under an earlier state: says nothing about this one
+	}
+	if t.bystander {
+		// Admitted beside the probes: it cannot close the breaker, but a
+		// failure is as clear an answer as a probe's.
+		if o == Failure {
+			b.transitionFrom(t.gen, StateHalfOpen, StateOpen, n)
+		}
+		return
 	}
 	if t.probe {
 		b.probeDone(t.gen, o, n)

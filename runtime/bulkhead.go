@@ -113,3 +113,38 @@ func (b *Bulkhead) Release() {
 	}
 	b.mu.Unlock()
 }
+
+// acquirePermit takes a permit of the method's bulkhead (which must not be
+// nil), counting it in the metrics; the error is the caller's own context
+// error, or the refusal.
+func (m *Method) acquirePermit(ctx context.Context) error {
+	bh, mx := m.bulkhead, m.metrics
+	ok, waited := bh.Acquire(ctx)
+	if ok && waited > 0 && ctx.Err() != nil {
+		// Handed a permit just as the context ended: the call will not be
+		// made, so the permit goes back at once.
+		bh.Release()
+		ok = false
+	}
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return statusFromContext(err)
+		}
+		if mx != nil {
+			mx.bulkheadRejections.Inc()
+		}
+		return bulkheadFullError(m.dependency(), m.policy.Name, int(bh.permits), waited)
+	}
+	if mx != nil {
+		mx.bulkheadInUse.Inc()
+	}
+	return nil
+}
+
+// releasePermit gives back a permit taken with acquirePermit.
+func (m *Method) releasePermit() {
+	m.bulkhead.Release()
+	if mx := m.metrics; mx != nil {
+		mx.bulkheadInUse.Dec()
+	}
+}

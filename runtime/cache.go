@@ -28,10 +28,15 @@ type CachePolicy struct {
 	// MaxEntries bounds the entries kept; the least recently used go
 	// first. At least 1.
 	MaxEntries int
+	// KeyFields names the request fields whose values generated code
+	// makes the key of. NewClient refuses an edit that changes them (the
+	// generated key function reads the annotated fields), and Describe
+	// shows them.
+	KeyFields []string
 }
 
 func (p *CachePolicy) String() string {
-	return fmt.Sprintf("fresh %s, stale %s, %d entries", p.FreshTTL, p.StaleTTL, p.MaxEntries)
+	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
 }
 
 func (p *CachePolicy) check(f string, bad badFunc) {

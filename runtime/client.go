@@ -117,6 +117,9 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 		before := flatten(&c.policy)
 		e.apply(&c.policy)
+		if err := sameMethods(p, &c.policy, e.source); err != nil {
+			return nil, err
+		}
 		c.changes = record(c.changes, before, flatten(&c.policy), e.source)
 	}
 	if err := c.policy.Validate(); err != nil {
@@ -215,7 +218,9 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
 // Policy returns the policy the client applies.
 func (c *Client) Policy() *ServicePolicy { return &c.policy }
 
-// Method returns the method at index i of the policy's Methods.
+// Method returns the method at index i of the policy's Methods, for tests
+// and inspection; generated clients bind their methods by name (NewUnary,
+// NewServerStream, NewStream).
 func (c *Client) Method(i int) *Method { return c.methods[i] }
 
 // BreakerState returns the state of the breaker the named method
@@ -243,10 +248,10 @@ func (m *Method) Policy() *MethodPolicy { return m.policy }
 
 func (m *Method) dependency() string { return m.client.policy.Name }
 
-// NilRequestError is the error generated code returns for a nil request
+// nilRequestError is the error for a call or stream given a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC
 // would send an empty message, which is never what the caller meant.
-func NilRequestError(method string) error {
+func nilRequestError(method string) error {
 	return misuseError(codes.InvalidArgument, method, "nil request")
 }
 

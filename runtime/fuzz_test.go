@@ -88,7 +88,12 @@ func (m *breakerModel) stateAt(n int64) State {
 	return m.state
 }
 
-func (m *breakerModel) allow(n int64) (Ticket, time.Duration, bool) {
+func (m *breakerModel) allow(n int64) (Ticket, time.Duration, bool) { return m.allowAs(n, true) }
+
+// allowAs is allow for a unary call (probe true) or a stream that may not
+// take a half-open probe: admitted then as a bystander, whose failure alone
+// counts.
+func (m *breakerModel) allowAs(n int64, probe bool) (Ticket, time.Duration, bool) {
 	for {
 		switch m.state {
 		case StateClosed:
@@ -99,6 +104,9 @@ func (m *breakerModel) allow(n int64) (Ticket, time.Duration, bool) {
 			}
 			m.to(StateHalfOpen, n)
 		case StateHalfOpen:
+			if !probe {
+				return Ticket{gen: m.gen, bystander: true}, 0, true
+			}
 			if m.admitted >= m.p.HalfOpenProbes {
 				return Ticket{}, 0, false
 			}
@@ -113,6 +121,12 @@ func (m *breakerModel) done(t Ticket, o Outcome, latency time.Duration, n int64)
 		o = Failure
 	}
 	if t.gen != m.gen {
+		return
+	}
+	if t.bystander {
+		if o == Failure {
+			m.to(StateOpen, n)
+		}
 		return
 	}
 	if t.probe {
@@ -191,9 +205,10 @@ func FuzzBreaker(f *testing.F) {
 			now := base.Add(time.Duration(n))
 			op := prog.next()
 			switch op % 4 {
-			case 0: // a call asks to go through
-				got, gotAfter, gotOK := b.Allow(now)
-				want, wantAfter, wantOK := m.allow(n)
+			case 0: // a call asks to go through; with the top bit, a stream that may not probe
+				probe := op < 128
+				got, gotAfter, gotOK := b.allow(func() int64 { return n }, probe)
+				want, wantAfter, wantOK := m.allowAs(n, probe)
 				if gotOK != wantOK || got != want || gotAfter != wantAfter {
 					t.Fatalf("step %d at %v: Allow = %+v, %v, %v; the model says %+v, %v, %v",
 						step, time.Duration(n), got, gotAfter, gotOK, want, wantAfter, wantOK)

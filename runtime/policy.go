@@ -1,11 +1,12 @@
 package runtime
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/internal/codename"
 )
 
 // SupportPackageIsVersion1 is referenced by generated code so that a file
@@ -43,47 +44,12 @@ func (s CodeSet) String() string {
 	return "[" + strings.Join(names, " ") + "]"
 }
 
-// codeNames are the canonical names of the codes, as the gRPC status code
-// documentation and service config spell them: not derived from Go's
-// names, which give "O_K" and "CANCELED".
-var codeNames = [...]string{
-	codes.OK:                 "OK",
-	codes.Canceled:           "CANCELLED",
-	codes.Unknown:            "UNKNOWN",
-	codes.InvalidArgument:    "INVALID_ARGUMENT",
-	codes.DeadlineExceeded:   "DEADLINE_EXCEEDED",
-	codes.NotFound:           "NOT_FOUND",
-	codes.AlreadyExists:      "ALREADY_EXISTS",
-	codes.PermissionDenied:   "PERMISSION_DENIED",
-	codes.ResourceExhausted:  "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION",
-	codes.Aborted:            "ABORTED",
-	codes.OutOfRange:         "OUT_OF_RANGE",
-	codes.Unimplemented:      "UNIMPLEMENTED",
-	codes.Internal:           "INTERNAL",
-	codes.Unavailable:        "UNAVAILABLE",
-	codes.DataLoss:           "DATA_LOSS",
-	codes.Unauthenticated:    "UNAUTHENTICATED",
-}
-
 // CodeName returns the canonical upper-case name of a code, as used in the
 // .proto annotations and in gRPC service config: "UNAVAILABLE".
-func CodeName(c codes.Code) string {
-	if int(c) >= len(codeNames) {
-		return fmt.Sprintf("CODE(%d)", uint32(c))
-	}
-	return codeNames[c]
-}
+func CodeName(c codes.Code) string { return codename.Of(c) }
 
 // ParseCode returns the code with the given canonical name ("UNAVAILABLE").
-func ParseCode(name string) (codes.Code, bool) {
-	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		if CodeName(c) == name {
-			return c, true
-		}
-	}
-	return 0, false
-}
+func ParseCode(name string) (codes.Code, bool) { return codename.Parse(name) }
 
 // ServicePolicy is the compiled policy of one service: the dependency a
 // client calls. Generated code holds one as a Go literal; NewClient turns it
@@ -132,7 +98,8 @@ type MethodPolicy struct {
 	// sends as the idempotency-key metadata, empty for none. It is what
 	// makes a method that is not idempotent safe to retry: Validate refuses
 	// the retries of such a method unless it or GenerateIdempotencyKey is
-	// set, and Describe shows it.
+	// set; NewClient refuses an edit that names another field (generated
+	// code reads the annotated one); Describe shows it.
 	IdempotencyKey string
 	// GenerateIdempotencyKey makes the runtime send a random idempotency
 	// key, the same on every attempt and hedge of one call, when the call

@@ -4,28 +4,47 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Conn wraps cc so that streams opened through it get their method's
 // bulkhead, circuit breaker and timeout. Unary calls pass through unchanged:
 // generated code applies their policy with Unary.
 //
-// A stream holds its bulkhead permit until it ends (an error or io.EOF from
-// RecvMsg, or its context ending). Its outcome is told to the breaker once:
-// at the first message received (a success) or at the end, whichever comes
-// first. The method's OverallTimeout, or else its Timeout, bounds the whole
-// stream. Streams are never retried.
+// A stream holds its bulkhead permit until it ends, and gives it back at
+// once on every ending: its last message (the response of a client stream),
+// an error or io.EOF from RecvMsg, a failed SendMsg (io.EOF included: the
+// stream is over on the wire), a panic in its calls, or its context ending. Its outcome is told to the breaker once: at the
+// first message received (a success) or at the end, whichever comes first.
+// The method's OverallTimeout, or else its Timeout, bounds the whole
+// stream. Streams are never retried. A stream never holds a half-open probe
+// of a breaker that a unary method also goes through: opened while that
+// breaker is half-open, it goes through beside the probes; its failure
+// opens the breaker again, its success is not counted, and the unary
+// calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
-	return &conn{cc: cc, c: c}
+	w := &conn{cc: cc, c: c, probes: map[*Method]bool{}}
+	unary := map[*Breaker]bool{}
+	for _, m := range c.methods {
+		if m.breaker != nil && m.policy.Kind == KindUnary {
+			unary[m.breaker] = true
+		}
+	}
+	for _, m := range c.methods {
+		w.probes[m] = m.breaker != nil && !unary[m.breaker]
+	}
+	return w
 }
 
 type conn struct {
 	cc grpc.ClientConnInterface
 	c  *Client
+	// probes says, per method, whether its streams may take a half-open
+	// probe: only when no unary method shares its breaker.
+	probes map[*Method]bool
 }
 
 func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
@@ -53,35 +72,49 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if ctx == nil {
 		return nil, nilContextError(method)
 	}
-	s := &stream{m: m, callerCtx: ctx}
+	if err := ctx.Err(); err != nil {
+		// Already over: answered here, without a permit, a probe or an
+		// outcome.
+		return nil, statusFromContext(err)
+	}
+	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams}
 	if m.bulkhead != nil {
 		if err := m.acquirePermit(ctx); err != nil {
 			return nil, err
 		}
 		s.holdsPermit = true
 	}
-	t, start, retryAfter, ok := m.admit()
+	t, start, retryAfter, ok := m.admitAs(w.probes[m])
 	if !ok {
 		s.release()
 		m.breakerRefused(false)
 		return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
 	}
-	s.ticket, s.start = t, start
+	s.ticket, s.start, s.admitted = t, start, true
 	var sctx context.Context
 	if limit := m.policy.callLimit(); limit > 0 {
 		sctx, s.cancel = context.WithTimeout(ctx, limit)
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)
 	}
-	// Whatever the caller does with the stream, the end of its context frees
-	// the permit (finish runs once; a later call is a no-op).
-	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
+	// A panic in opening the stream (an interceptor) gives back what the
+	// stream holds, then goes on to the caller.
+	opened := false
+	defer func() {
+		if !opened {
+			s.finish(errPanicked)
+		}
+	}()
 	cs, err := w.cc.NewStream(sctx, desc, method, opts...)
+	opened = true
 	if err != nil {
 		s.finish(err)
 		return nil, err
 	}
 	s.ClientStream = cs
+	// Whatever the caller does with the stream, the end of its context frees
+	// the permit (finish runs once; a later call is a no-op).
+	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
 	return s, nil
 }
 
@@ -91,50 +124,84 @@ type stream struct {
 	grpc.ClientStream
 	m           *Method
 	callerCtx   context.Context
-	holdsPermit bool   // a permit of m.bulkhead is held until finish
+	final       bool // the stream answers with one message (not server-streaming): it ends with it
+	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
+	released    atomic.Bool
+	admitted    bool   // ticket is to be given back
 	ticket      Ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
 
 	once     sync.Once
 	mu       sync.Mutex
-	recorded bool // guarded by mu
+	recorded bool        // guarded by mu
+	settled  atomic.Bool // set once recorded's settle has run
+}
+
+// SendMsg sends a message. A failure of its own making (a message that
+// does not marshal; grpc ends the stream) ends the stream's hold at once
+// and says nothing about the dependency. io.EOF says the stream is over
+// on the wire (the server ended it, or the connection broke): the permit
+// goes back at once, since many callers return on that error without
+// reading the status, and the outcome waits for RecvMsg, which returns the
+// status, or for the context's end.
+func (s *stream) SendMsg(msg any) error {
+	returned := false
+	defer s.onPanic(&returned)
+	err := s.ClientStream.SendMsg(msg)
+	returned = true
+	switch {
+	case err == io.EOF:
+		s.release()
+	case err != nil:
+		s.finish(&clientFault{err: err})
+	}
+	return err
 }
 
 func (s *stream) RecvMsg(msg any) error {
+	returned := false
+	defer s.onPanic(&returned)
 	err := s.ClientStream.RecvMsg(msg)
-	if err != nil {
-		if err == io.EOF {
-			s.finish(nil)
-		} else {
-			s.finish(err)
-		}
-		return err
+	returned = true
+	switch {
+	case err == io.EOF:
+		s.finish(nil)
+	case err != nil:
+		s.finish(err)
+	case s.final:
+		// The one response of a client stream: gRPC returns nil, not
+		// io.EOF, and the stream is over.
+		s.finish(nil)
+	default:
+		s.record(nil)
 	}
-	s.record(nil)
-	return nil
+	return err
+}
+
+// onPanic, deferred, ends the stream's hold when the call it guards did
+// not return (it panicked: a codec, an interceptor); the panic goes on to
+// the caller, unrecovered.
+func (s *stream) onPanic(returned *bool) {
+	if !*returned {
+		s.finish(errPanicked)
+	}
 }
 
 // record tells the breaker the stream's outcome, and counts it as an
 // attempt, once.
 func (s *stream) record(err error) {
+	if s.settled.Load() {
+		return // every message after the first: no lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.recorded {
+	if s.recorded || !s.admitted {
 		return
 	}
 	s.recorded = true
-	s.m.settle(s.callerCtx, s.ticket, s.start, err, streamCode)
-}
-
-// streamCode is the code a stream's outcome is counted under: its status,
-// or, when its context ended (cancelled by the caller, or its timeout), the
-// code of that end.
-func streamCode(err error) codes.Code {
-	if _, isStatus := status.FromError(err); isStatus {
-		return status.Code(err)
-	}
-	return status.FromContextError(err).Code()
+	s.m.settleAs(s.callerCtx, s.ticket, s.start, err, false)
+	s.settled.Store(true)
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not
@@ -142,14 +209,17 @@ func streamCode(err error) codes.Code {
 func (s *stream) finish(err error) {
 	s.once.Do(func() {
 		s.record(err)
-		s.cancel()
+		if s.cancel != nil {
+			s.cancel()
+		}
 		s.release()
 	})
 }
 
+// release gives back the stream's permit, once, whichever ending comes
+// first (a SendMsg's io.EOF may race with the context's end).
 func (s *stream) release() {
-	if s.holdsPermit {
-		s.holdsPermit = false
+	if s.holdsPermit && s.released.CompareAndSwap(false, true) {
 		s.m.releasePermit()
 	}
 }

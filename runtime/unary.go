@@ -44,7 +44,12 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 		return nil, nilContextError(m.policy.Name)
 	}
 	if req == nil {
-		return nil, NilRequestError(m.policy.Name)
+		return nil, nilRequestError(m.policy.Name)
+	}
+	if err := ctx.Err(); err != nil {
+		// Already over: answered here, before any layer: no shared cached
+		// call started, no token, permit or budget request, no fallback.
+		return nil, statusFromContext(err)
 	}
 	var resp *Resp
 	var err error
@@ -231,9 +236,23 @@ func (m *Method) budgetRefused(err error) {
 // at its end, the reading is left in *at for the caller to reuse.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
+	// Without a breaker or metrics an attempt holds nothing and counts
+	// nowhere, and neither check below has anything to protect.
+	counted := m.breaker != nil || m.metrics != nil
+	if counted {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, statusFromContext(cerr), false, 0 // never sent: counts for nothing
+		}
+	}
 	ticket, start, retryAfter, ok := m.admit()
 	if !ok {
 		return nil, nil, true, retryAfter
+	}
+	// A panic in the call (an interceptor, a codec) still gives back the
+	// ticket and is counted, then goes on to the caller.
+	settled := false
+	if counted {
+		defer m.settleUnlessDone(ctx, &settled, ticket, start)
 	}
 	actx := ctx
 	if t := m.policy.Timeout; t > 0 {
@@ -243,60 +262,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 		}
 	}
 	resp, err = call(actx, req, opts...)
-	*at = m.settle(ctx, ticket, start, err, status.Code)
+	settled = true
+	*at = m.settle(ctx, ticket, start, err)
 	return resp, err, false, 0
-}
-
-// admit asks the method's breaker, if any, to let an attempt or a stream
-// through. It reads the clock at the start only when the duration is used,
-// by the metrics or the breaker's slow-call threshold; start is 0
-// otherwise. ok is false when the breaker refused, with how long the
-// refusal is expected to last.
-func (m *Method) admit() (t Ticket, start int64, retryAfter time.Duration, ok bool) {
-	br := m.breaker
-	if br != nil {
-		if t, retryAfter, ok = br.allow(m.client.now); !ok {
-			return t, 0, retryAfter, false
-		}
-	}
-	if m.metrics != nil || br != nil && br.p.SlowCallThreshold > 0 {
-		start = m.client.now()
-	}
-	return t, start, 0, true
-}
-
-// settle tells the breaker, if any, the outcome of what admit let through
-// with t at start, and counts it in the metrics under code(err). ctx is the
-// call's context, outside the attempt's own timeout. It returns the clock
-// reading at the end, 0 when neither needed the clock.
-func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error, code func(error) codes.Code) int64 {
-	br, mx := m.breaker, m.metrics
-	if br == nil && mx == nil {
-		return 0
-	}
-	n := m.client.now()
-	if br != nil {
-		br.done(t, classify(ctx, err, br.p.FailureCodes), time.Duration(n-start), n)
-	}
-	if mx != nil {
-		mx.attempt(code(err), n-start)
-	}
-	return n
-}
-
-// classify tells the breaker what an attempt's result says about the
-// dependency. ctx is the call's context, outside the attempt's own timeout.
-func classify(ctx context.Context, err error, failures CodeSet) Outcome {
-	if err == nil {
-		return Success
-	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return Ignored // the caller gave up: nothing is known of the dependency
-	}
-	if failures.Has(status.Code(err)) {
-		return Failure
-	}
-	return Success
 }
 
 // shorten returns ctx limited to d from now, or ctx itself (and a nil
@@ -345,32 +313,3 @@ func isAnswer(c codes.Code) bool { return answers.Has(c) }
 // OK, CANCELLED and ABORTED (a conflict: the dependency's answer, though a
 // method may list it as retryable).
 var answers = answerCodes | CodesOf(codes.OK, codes.Canceled, codes.Aborted)
-
-// acquirePermit takes a permit of the method's bulkhead (which must not be
-// nil), counting it in the metrics; the error is the caller's own context
-// error, or the refusal.
-func (m *Method) acquirePermit(ctx context.Context) error {
-	bh, mx := m.bulkhead, m.metrics
-	ok, waited := bh.Acquire(ctx)
-	if !ok {
-		if err := ctx.Err(); err != nil {
-			return statusFromContext(err)
-		}
-		if mx != nil {
-			mx.bulkheadRejections.Inc()
-		}
-		return bulkheadFullError(m.dependency(), m.policy.Name, int(bh.permits), waited)
-	}
-	if mx != nil {
-		mx.bulkheadInUse.Inc()
-	}
-	return nil
-}
-
-// releasePermit gives back a permit taken with acquirePermit.
-func (m *Method) releasePermit() {
-	m.bulkhead.Release()
-	if mx := m.metrics; mx != nil {
-		mx.bulkheadInUse.Dec()
-	}
-}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 
-	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/internal/codename"
 )
 
 // envoyRetryOn are the Envoy retry conditions of each status code the
@@ -130,7 +130,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *methodPolicy) {
 	for _, c := range r.RetryableCodes {
 		conds, ok := envoyRetryOn[c]
 		if !ok {
-			lost = append(lost, runtime.CodeName(c))
+			lost = append(lost, codename.Of(c))
 			continue
 		}
 		for _, cond := range conds {

@@ -85,13 +85,19 @@ type (
 		RuntimeAccessor string
 		Comments        string
 		Deprecated      bool
-		Policy          *servicePolicy
-		Methods         []*methodData
+		// FirstUnary is the name of the first unary method, the example of
+		// the options' doc; "" for a service of streams only.
+		FirstUnary string
+		Policy     *servicePolicy
+		Methods    []*methodData
 	}
 	methodData struct {
-		Index           int
-		GoName          string
-		Field           string // the client's field holding the *runtime.Method
+		Index  int
+		GoName string
+		// FullMethodName is the name of protoc-gen-go-grpc's constant
+		// holding the method's full name: InventoryService_GetStock_FullMethodName.
+		FullMethodName  string
+		Field           string // the client's field holding the method's runtime handle
 		Doc             string
 		Input, Output   protogen.GoIdent
 		Unary           bool
@@ -141,7 +147,7 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePo
 	g.AnnotateSymbol(sd.ClientType, protogen.Annotation{Location: s.Location})
 	// The client's own fields and accessor must not collide with the
 	// methods it implements or with each other.
-	taken := map[string]bool{"inner": true, "rt": true, "opts": true}
+	taken := map[string]bool{"rt": true}
 	for _, m := range s.Methods {
 		if m.GoName == sd.RuntimeAccessor {
 			sd.RuntimeAccessor = "ResilientRuntime"
@@ -153,14 +159,20 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePo
 			field += "_"
 		}
 		taken[field] = true
+		unary := !m.Desc.IsStreamingClient() && !m.Desc.IsStreamingServer()
+		if unary && sd.FirstUnary == "" {
+			sd.FirstUnary = m.GoName
+		}
 		sd.Methods = append(sd.Methods, &methodData{
-			Index:           i,
-			GoName:          m.GoName,
+			Index:  i,
+			GoName: m.GoName,
+			// As protoc-gen-go-grpc names it, in the same Go package.
+			FullMethodName:  s.GoName + "_" + m.GoName + "_FullMethodName",
 			Field:           field,
 			Doc:             methodDoc(s, m),
 			Input:           m.Input.GoIdent,
 			Output:          m.Output.GoIdent,
-			Unary:           !m.Desc.IsStreamingClient() && !m.Desc.IsStreamingServer(),
+			Unary:           unary,
 			ClientStreaming: m.Desc.IsStreamingClient(),
 			ServerStreaming: m.Desc.IsStreamingServer(),
 			Policy:          sp.Methods[i],

@@ -49,6 +49,9 @@ func TestRefusals(t *testing.T) {
 		{"dedup_lease_negative", []string{
 			"refuse/dedup_lease_negative.proto:12:5: resilienttest.refuse.dedup_lease_negative.Svc.Put: (resilient.v1.method).server.dedup.lease: must be positive, got -1s; remove it for the default 10s",
 		}},
+		{"dedup_lease_too_short", []string{
+			"refuse/dedup_lease_too_short.proto:12:5: resilienttest.refuse.dedup_lease_too_short.Svc.Put: (resilient.v1.method).server.dedup.lease: must be at least 100ms, got 2ns: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip; remove it for the default 10s",
+		}},
 		{"dedup_stream", []string{
 			"refuse/dedup_stream.proto:12:5: resilienttest.refuse.dedup_stream.Svc.Watch: (resilient.v1.method).server.dedup: only unary requests are deduplicated, and Watch is a server-streaming method: remove dedup",
 		}},
@@ -57,6 +60,9 @@ func TestRefusals(t *testing.T) {
 		}},
 		{"dedup_ttl_zero", []string{
 			"refuse/dedup_ttl_zero.proto:12:5: resilienttest.refuse.dedup_ttl_zero.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be positive, got 0s; it is how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}",
+		}},
+		{"dedup_ttl_too_short", []string{
+			"refuse/dedup_ttl_too_short.proto:12:5: resilienttest.refuse.dedup_ttl_too_short.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be at least 1s, got 10ms: a result kept for less is gone before the client's retries of the request end",
 		}},
 		{"dedup_without_key", []string{
 			"refuse/dedup_without_key.proto:12:5: resilienttest.refuse.dedup_without_key.Svc.Put: (resilient.v1.method).server.dedup: Put sends no idempotency key, so the server could not recognise a repeat: name a request field in idempotency_key, set generate_idempotency_key: true, or remove dedup",

@@ -25,8 +25,9 @@ type (
 		MinDeadline    time.Duration
 		DefaultTimeout time.Duration
 		Dedup          *dedupPolicy
-		// annotated says whether some level sets priority or server for
-		// the method.
+		// annotated says whether some level sets server for the method. A
+		// priority alone is the client's to send: it makes no server
+		// policy, since a service is shed only under its own shedding.
 		annotated bool
 	}
 	sheddingPolicy struct {
@@ -61,7 +62,7 @@ func resolveServerMethod(mp *methodPolicy, eff merged) {
 		Priority:       "PriorityNormal",
 		MinDeadline:    durationOf(p.GetServer().GetMinDeadline(), 0),
 		DefaultTimeout: durationOf(p.GetServer().GetDefaultTimeout(), 0),
-		annotated:      eff.has("priority") || eff.has("server"),
+		annotated:      eff.has("server"),
 	}
 	if mp.Priority != "" {
 		sm.Priority = mp.Priority
@@ -80,9 +81,11 @@ func resolveServerMethod(mp *methodPolicy, eff merged) {
 }
 
 // resolveServer returns the server-side policy of a service, or nil when
-// neither the service (shedding) nor any method (priority, server) has a
-// server-side annotation: the generated file then does not import
-// runtime/server. The rules check the shedding limits
+// neither the service (shedding) nor any method (server) has a server-side
+// annotation: the generated file then does not import runtime/server, and
+// a program using only the client does not link it. A priority is not
+// enough: the client sends it, and without shedding the server has
+// nothing to do with it. The rules check the shedding limits
 // (rules.CheckShedding).
 func resolveServer(sp *servicePolicy, shared merged) *serverPolicy {
 	out := &serverPolicy{}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 
-	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/internal/codename"
 )
 
 // The gRPC service config (gRFC A6 and grpc/service_config.proto), in its
@@ -145,7 +145,7 @@ func tighter(a, b *retryThrottling) *retryThrottling {
 func codeNames(cs []codes.Code) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		out[i] = runtime.CodeName(c)
+		out[i] = codename.Of(c)
 	}
 	return out
 }

@@ -101,17 +101,19 @@ func Start(addr string, b Behaviour, opts ...grpc.ServerOption) (*Server, error)
 	return Serve(lis, b, opts...), nil
 }
 
-// NewGuard returns the Guard of the two example services, built from their
-// generated server policies (inventoryv1.InventoryServiceServerPolicy,
-// paymentsv1.PaymentsServiceServerPolicy): dead requests dropped, load shed
-// by priority, ReserveStock deduplicated by order id. The idempotency
-// entries are kept in memory unless opts give another store
-// (rserver.WithStore(rserver.NewRedisStore(…))); opts also carry the
-// operator's overrides (rserver.WithPolicy). Install it with
+// NewGuard returns the Guard of the example services, built from the
+// generated server policy of the inventory service
+// (inventoryv1.InventoryServiceServerPolicy): dead requests dropped, load
+// shed by priority, ReserveStock deduplicated by order id. The payments
+// service has no server-side annotation (its Charge is critical, a priority
+// the client sends), so it has no server policy and is not guarded. The
+// idempotency entries are kept in memory unless opts give another store
+// (rserver.WithStore(redisstore.New(…))); opts also carry the operator's
+// overrides (rserver.WithPolicy). Install it with
 // Start(addr, b, g.ServerOptions()...).
 func NewGuard(opts ...rserver.Option) (*rserver.Guard, error) {
 	return rserver.NewGuard(
-		[]*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy, &paymentsv1.PaymentsServiceServerPolicy},
+		[]*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
 		append([]rserver.Option{rserver.WithStore(rserver.NewMemoryStore(100_000))}, opts...)...)
 }
 

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/go-resilient/resilient/internal/codename"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // The defaults of the options contract (options/resilient/v1/resilient.proto).
@@ -330,13 +330,8 @@ func (c checker) codes(path string, names []string, retryable bool) {
 }
 
 // ParseCode returns the code of a canonical name, as the runtime parses it,
-// and "OK", so that it can be refused with its own reason.
-func ParseCode(name string) (codes.Code, bool) {
-	if name == "OK" {
-		return codes.OK, true
-	}
-	return runtime.ParseCode(name)
-}
+// "OK" included, so that it can be refused with its own reason.
+func ParseCode(name string) (codes.Code, bool) { return codename.Parse(name) }
 
 // CodesOf parses checked code names, dropping repeats; none gives def.
 func CodesOf(names []string, def []codes.Code) []codes.Code {
@@ -362,16 +357,9 @@ func suggestCode(name string) string {
 		return s
 	}
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		if canon := codeName(c); norm(name) == norm(canon) {
+		if canon := codename.Of(c); norm(name) == norm(canon) {
 			return fmt.Sprintf("did you mean %q? Codes are written by their canonical upper-case name", canon)
 		}
 	}
 	return `write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`
-}
-
-func codeName(c codes.Code) string {
-	if c == codes.OK {
-		return "OK"
-	}
-	return runtime.CodeName(c)
 }

@@ -5,9 +5,35 @@ package rules
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
+
+// The least lease and TTL a dedup may set; runtime/server.MinLease and
+// MinTTL are the same values, checked again by NewGuard.
+const (
+	// MinDedupLease: the lease is renewed every quarter of it, and a
+	// shorter one would lapse under an ordinary store round trip.
+	MinDedupLease = 100 * time.Millisecond
+	// MinDedupTTL: a result kept for less would be gone before a client's
+	// retries of the request end.
+	MinDedupTTL = time.Second
+)
+
+// DedupMinimum returns the problem of a dedup ttl or lease below its
+// minimum ("" when d is not positive, which Check refuses, or fine).
+func DedupMinimum(field string, d time.Duration) string {
+	switch {
+	case d <= 0:
+		return ""
+	case field == "ttl" && d < MinDedupTTL:
+		return fmt.Sprintf("must be at least %v, got %v: a result kept for less is gone before the client's retries of the request end", MinDedupTTL, d)
+	case field == "lease" && d < MinDedupLease:
+		return fmt.Sprintf("must be at least %v, got %v: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip; remove it for the default %v", MinDedupLease, d, DefaultLease)
+	}
+	return ""
+}
 
 // CheckServer checks the server-side settings of a method: a
 // default_timeout no shorter than min_deadline (or every request without
@@ -34,6 +60,18 @@ func CheckServer(m protoreflect.MethodDescriptor, eff Merged, add func(Finding))
 		return
 	}
 	lvl := eff.SetBy["server.dedup"]
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"ttl", d.GetTtl().AsDuration()}, {"lease", d.GetLease().AsDuration()}} {
+		if msg := DedupMinimum(f.name, f.d); msg != "" {
+			at, ok := eff.SetBy["server.dedup."+f.name]
+			if !ok {
+				at = lvl
+			}
+			add(Finding{RuleServer, at, "server.dedup." + f.name, msg})
+		}
+	}
 	switch kind := StreamKind(m); {
 	case kind != "":
 		add(Finding{RuleServer, lvl, "server.dedup",

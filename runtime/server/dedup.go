@@ -2,9 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
-	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,17 +22,13 @@ import (
 // outcome of an earlier request with the same idempotency key.
 const ReplayedHeader = "resilient-replayed"
 
-// Waiting for a running request with the same key: the store is polled
-// with doubling, jittered pauses between these bounds, until the first
-// request's outcome is there or the waiter's own deadline ends.
+// Waiting for a running request with the same key, or retrying to keep an
+// outcome: the store is polled with doubling, jittered pauses between these
+// bounds.
 const (
 	pollFirst = 5 * time.Millisecond
 	pollMax   = 100 * time.Millisecond
 )
-
-// storeWriteTimeout bounds writing an outcome, which is done even when the
-// caller has gone: a repeat should find it.
-const storeWriteTimeout = 2 * time.Second
 
 // dedupConfig is a DedupPolicy with its defaults applied.
 type dedupConfig struct {
@@ -58,6 +55,26 @@ func newDedupConfig(m *MethodPolicy) *dedupConfig {
 	return c
 }
 
+// storeKey is the store's key of an idempotency key sent to method by a
+// caller in scope. Full method names hold no ':', and the scope's length
+// ends any ambiguity between scope and key.
+func storeKey(method, scope, key string) string {
+	return method + ":" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
+}
+
+// fingerprint is the SHA-256 of req's deterministic serialization.
+func fingerprint(req any) (Fingerprint, error) {
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return Fingerprint{}, nil
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
 // dedup runs the request unless a request with the same key ran or runs.
 func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.UnaryHandler) (any, error) {
 	d := m.dedup
@@ -69,18 +86,49 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	if key == "" {
 		return handler(ctx, req) // no key, nothing to deduplicate on
 	}
-	// Full method names hold no ':', so the method scopes the key.
-	skey := m.name + ":" + key
+	scope, err := g.scopeOf(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fingerprint(req)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
+	}
+	skey := storeKey(m.name, scope, key)
 	token := newToken()
 	pause := pollFirst
 	for waited := false; ; {
-		c, err := g.store.Claim(ctx, skey, token, d.lease)
+		sent := time.Now()
+		c, err := g.claim(ctx, skey, token, fp, d.lease)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			g.storeError(m, "claim", err)
+			if waited {
+				// A request with the key was running when last seen:
+				// running without dedup would run it twice.
+				return nil, status.Errorf(codes.Unavailable,
+					"resilient: %s: a request with the same idempotency key is running, and the idempotency store stopped answering while this one waited for it: %v", m.name, err)
+			}
 			return g.storeFailed(ctx, m, req, handler, err)
+		}
+		g.storeOK()
+		if c.State != Claimed && c.Fingerprint != fp {
+			m.svc.mismatched.Add(1)
+			return nil, status.Errorf(codes.InvalidArgument,
+				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
 		}
 		switch c.State {
 		case Claimed:
-			return g.runOwned(ctx, m, skey, token, req, handler)
+			// Waiting, or the claim itself, took time: the request must
+			// still have what the method needs.
+			if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+				m.svc.deadlineRefused.Add(1)
+				g.release(m, skey, token)
+				return nil, err
+			}
+			return g.runOwned(ctx, m, skey, token, sent, req, handler)
 		case Done:
 			m.svc.replayed.Add(1)
 			return replay(ctx, m, c.Outcome)
@@ -101,93 +149,156 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	}
 }
 
-// runOwned runs the request whose key this request claimed, renewing the
-// lease meanwhile, and keeps its outcome when it is final.
-func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, req any, handler grpc.UnaryHandler) (resp any, err error) {
-	d := m.dedup
-	bg := context.WithoutCancel(ctx)
-	stopRenewing := g.renew(bg, m, skey, token)
-	kept := false
-	defer func() {
-		stopRenewing()
-		if kept {
-			return
+// claim is Store.Claim bounded by claimTimeout; a claim that succeeds
+// after the Guard stopped waiting is released.
+func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
+	return bounded(ctx, g.inline, claimTimeout(ctx), func(ctx context.Context) (Claim, error) {
+		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
+	}, func(c Claim, err error) {
+		if err == nil && c.State == Claimed {
+			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+			defer cancel()
+			_ = g.store.Release(rctx, key, token)
 		}
-		// A transient failure, an outcome that could not be kept, or a
-		// panic: free the key so that a repeat runs again.
-		rctx, cancel := context.WithTimeout(bg, storeWriteTimeout)
-		defer cancel()
-		if rerr := g.store.Release(rctx, skey, token); rerr != nil {
-			g.storeError(m, "release", rerr)
+	})
+}
+
+// release frees a key this request holds, bounded by StoreTimeout.
+func (g *Guard) release(m *method, key, token string) {
+	_, err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, g.store.Release(ctx, key, token)
+	}, nil)
+	if err != nil {
+		g.storeError(m, "release", err)
+	} else {
+		g.storeOK()
+	}
+}
+
+// leaseLost is the answer of a request that lost its key before its
+// outcome was kept.
+func leaseLost(m *method, err error) error {
+	msg := "resilient: " + m.name + ": this request lost its hold on the idempotency key before its outcome was kept; a repeat with the same key gets the outcome of the request that holds it"
+	if err != nil {
+		msg += " (the handler returned: " + err.Error() + ")"
+	}
+	return status.Error(codes.Unavailable, msg)
+}
+
+// runOwned runs the request whose key this request claimed (the claim sent
+// at claimed), renewing the lease meanwhile, and keeps its outcome when it
+// is final, retrying until it is kept or the lease is lost.
+func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, claimed time.Time, req any, handler grpc.UnaryHandler) (resp any, err error) {
+	d := m.dedup
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	k := g.keep(m, skey, token, claimed, func() { cancel(ErrLeaseLost) })
+	settled := false
+	defer func() {
+		k.stop()
+		if !settled {
+			// A panic: free the key so that a repeat runs again.
+			g.release(m, skey, token)
 		}
 	}()
-	resp, err = handler(ctx, req)
-	var o Outcome
+	hctx, rec := withCapture(hctx)
+	resp, err = handler(hctx, req)
+	k.stop()
+	lost := k.isLost()
+	var o outcome
+	keepable := true
 	switch {
 	case err == nil:
 		msg, ok := resp.(proto.Message)
 		if !ok {
-			return resp, err
+			keepable = false
+			break
 		}
 		b, merr := proto.Marshal(msg)
 		if merr != nil {
-			g.storeError(m, "marshal", merr)
-			return resp, err
+			g.notKeepable(ctx, m, merr)
+			keepable = false
+			break
 		}
-		o.Response = b
+		o.response = b
 	case d.final.Has(status.Code(err)):
-		o.Status = status.Convert(err).Proto()
+		o.status = status.Convert(err).Proto()
 	default:
-		return resp, err
+		keepable = false
 	}
-	wctx, cancel := context.WithTimeout(bg, storeWriteTimeout)
-	defer cancel()
-	if werr := g.store.Complete(wctx, skey, token, o, d.ttl); werr != nil {
-		g.storeError(m, "complete", werr)
-		return resp, err
-	}
-	kept = true
-	return resp, err
-}
-
-// renew extends the lease every third of it until the returned function is
-// called (which waits for the renewing goroutine to end).
-func (g *Guard) renew(ctx context.Context, m *method, skey, token string) (stop func()) {
-	lease := m.dedup.lease
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			rctx, cancel := context.WithTimeout(ctx, lease/3)
-			err := g.store.Renew(rctx, skey, token, lease)
-			cancel()
-			if errors.Is(err, ErrNotOwner) {
-				g.storeError(m, "renew", err)
-				return
-			}
-			if err != nil {
-				g.storeError(m, "renew", err)
-			}
+	if !keepable {
+		settled = true
+		g.release(m, skey, token)
+		if lost {
+			return nil, leaseLost(m, err)
 		}
-	}()
-	return func() { close(done); <-finished }
+		return resp, err
+	}
+	o.header, o.trailer = rec.set()
+	b, eerr := o.encode()
+	if eerr != nil {
+		settled = true
+		g.notKeepable(ctx, m, eerr)
+		g.release(m, skey, token)
+		return resp, err
+	}
+	settled = true
+	switch kerr := g.complete(m, k, skey, token, b); {
+	case kerr == nil:
+		return resp, err
+	case errors.Is(kerr, ErrNotOwner):
+		k.lose("the entry was no longer this request's when its outcome was written")
+		return nil, leaseLost(m, err)
+	case lost:
+		return nil, leaseLost(m, err)
+	default:
+		m.svc.notKept.Add(1)
+		if g.logger != nil {
+			g.logger.ErrorContext(ctx, "outcome of a deduplicated request not kept: the idempotency store did not answer for the whole lease; a repeat after the entry lapses runs the handler again",
+				"method", m.name, "error", kerr.Error())
+		}
+		return resp, err
+	}
 }
 
-// replay answers with a kept outcome.
-func replay(ctx context.Context, m *method, o Outcome) (any, error) {
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(ReplayedHeader, "true"))
-	if o.Status != nil {
-		return nil, status.ErrorProto(o.Status)
+// complete writes the outcome, retrying while the lease is held (until
+// k.giveUp), at least once.
+func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) error {
+	pause := pollFirst
+	for first := true; ; first = false {
+		left := time.Until(k.giveUp())
+		if !first && left <= 0 {
+			return errors.New("resilient/server: the outcome could not be written before the lease lapsed")
+		}
+		_, err := bounded(context.Background(), g.inline, max(min(StoreTimeout, left), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
+		}, nil)
+		if err == nil || errors.Is(err, ErrNotOwner) {
+			g.storeOK()
+			return err
+		}
+		g.storeError(m, "complete", err)
+		wait := min(pause/2+rand.N(pause/2+1), max(time.Until(k.giveUp()), 0))
+		time.Sleep(wait)
+		pause = min(2*pause, pollMax)
+	}
+}
+
+// replay answers with a kept outcome, its headers and trailers.
+func replay(ctx context.Context, m *method, b []byte) (any, error) {
+	o, err := decodeOutcome(b)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "resilient: %s: the kept outcome does not decode: %v", m.name, err)
+	}
+	if len(o.header) > 0 {
+		_ = grpc.SetHeader(ctx, o.header)
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true")))
+	if o.status != nil {
+		return nil, status.ErrorProto(o.status)
 	}
 	msg := m.dedup.newMsg()
-	if err := proto.Unmarshal(o.Response, msg); err != nil {
+	if err := proto.Unmarshal(o.response, msg); err != nil {
 		return nil, status.Errorf(codes.Internal, "resilient: %s: the kept response does not decode as %s: %v",
 			m.name, msg.ProtoReflect().Descriptor().FullName(), err)
 	}
@@ -197,10 +308,6 @@ func replay(ctx context.Context, m *method, o Outcome) (any, error) {
 // storeFailed applies the method's OnStoreError when the store could not
 // say whether the key is free.
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
-	if ctx.Err() != nil {
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	g.storeError(m, "claim", err)
 	if m.dedup.onErr == RunWithoutDedup {
 		m.svc.ranWithoutDedup.Add(1)
 		return handler(ctx, req)
@@ -209,10 +316,12 @@ func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grp
 		"resilient: %s: the idempotency store cannot be reached, and the method refuses to run without it: %v", m.name, err)
 }
 
-func (g *Guard) storeError(m *method, op string, err error) {
-	m.svc.storeErrors.Add(1)
+// notKeepable logs an outcome that could not be serialized (the key is
+// freed, so a repeat runs again).
+func (g *Guard) notKeepable(ctx context.Context, m *method, err error) {
+	m.svc.notKept.Add(1)
 	if g.logger != nil {
-		g.logger.LogAttrs(context.Background(), slog.LevelWarn, "idempotency store error",
-			slog.String("method", m.name), slog.String("op", op), slog.String("error", err.Error()))
+		g.logger.ErrorContext(ctx, "outcome of a deduplicated request cannot be serialized, so it is not kept; a repeat runs the handler again",
+			"method", m.name, "error", err.Error())
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,7 +127,7 @@ func TestDedupWaiterBoundedByItsDeadline(t *testing.T) {
 	eventually(t, "first running", func() bool { return srv.reserveCalls.Load() == 1 })
 	ctx := withKey(ctxTimeout(t, 150*time.Millisecond), "o-5")
 	start := time.Now()
-	_, err := client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-5"})
+	_, err := client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-5", Sku: "a", Units: 1})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("waiting repeat: %v, want DEADLINE_EXCEEDED", err)
 	}
@@ -202,11 +203,11 @@ type brokenStore struct{}
 
 var errUnreachable = errors.New("connection refused")
 
-func (brokenStore) Claim(context.Context, string, string, time.Duration) (Claim, error) {
+func (brokenStore) Claim(context.Context, string, string, Fingerprint, time.Duration) (Claim, error) {
 	return Claim{}, errUnreachable
 }
 func (brokenStore) Renew(context.Context, string, string, time.Duration) error { return errUnreachable }
-func (brokenStore) Complete(context.Context, string, string, Outcome, time.Duration) error {
+func (brokenStore) Complete(context.Context, string, string, []byte, time.Duration) error {
 	return errUnreachable
 }
 func (brokenStore) Release(context.Context, string, string) error { return errUnreachable }
@@ -242,8 +243,9 @@ func TestDedupStoreUnreachable(t *testing.T) {
 func TestDedupLeaseTakenOverAfterCrash(t *testing.T) {
 	store := NewMemoryStore(10)
 	ctx := context.Background()
-	key := reserveStock + ":o-1"
-	if c, _ := store.Claim(ctx, key, "dead-owner", 50*time.Millisecond); c.State != Claimed {
+	key := storeKey(reserveStock, "", "o-1")
+	fp, _ := fingerprint(&inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "a", Units: 1})
+	if c, _ := store.Claim(ctx, key, "dead-owner", fp, 50*time.Millisecond); c.State != Claimed {
 		t.Fatal("claim failed")
 	}
 	srv := &inventoryServer{}
@@ -258,7 +260,7 @@ func TestDedupLeaseTakenOverAfterCrash(t *testing.T) {
 	if c := srv.reserveCalls.Load(); c != 1 {
 		t.Errorf("handler ran %d times, want 1", c)
 	}
-	if err := store.Complete(ctx, key, "dead-owner", Outcome{}, time.Minute); !errors.Is(err, ErrNotOwner) {
+	if err := store.Complete(ctx, key, "dead-owner", nil, time.Minute); !errors.Is(err, ErrNotOwner) {
 		t.Errorf("the dead owner completed after losing its lease: %v", err)
 	}
 }
@@ -293,7 +295,12 @@ func TestDedupLeaseRenewedWhileRunning(t *testing.T) {
 }
 
 func TestOutcomeEncoding(t *testing.T) {
-	for _, o := range []Outcome{{Response: []byte("abc")}, {Response: nil}, {Status: status.New(codes.NotFound, "x").Proto()}} {
+	for _, o := range []outcome{
+		{response: []byte("abc")},
+		{response: []byte{}},
+		{status: status.New(codes.NotFound, "x").Proto()},
+		{response: []byte{0, 1}, header: metadata.Pairs("a", "1", "a", "2"), trailer: metadata.Pairs("t", "\x00bin")},
+	} {
 		b, err := o.encode()
 		if err != nil {
 			t.Fatal(err)
@@ -302,13 +309,26 @@ func TestOutcomeEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got.Response) != string(o.Response) || !proto.Equal(got.Status, o.Status) {
+		if string(got.response) != string(o.response) || !proto.Equal(got.status, o.status) ||
+			!equalMD(got.header, o.header) || !equalMD(got.trailer, o.trailer) {
 			t.Errorf("round trip of %+v gave %+v", o, got)
 		}
 	}
-	for _, b := range [][]byte{nil, []byte("x"), []byte("s\xff\xff")} {
+	for _, b := range [][]byte{nil, []byte("x"), {0x12, 0x02, 0xff, 0xff}, {0x0a, 0x05}} {
 		if _, err := decodeOutcome(b); err == nil {
 			t.Errorf("decodeOutcome(%q) accepted", b)
 		}
 	}
+}
+
+func equalMD(a, b metadata.MD) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if strings.Join(v, "\x00") != strings.Join(b[k], "\x00") {
+			return false
+		}
+	}
+	return true
 }

@@ -14,8 +14,13 @@
 //     the request is decoded, with a pushback;
 //   - idempotency dedup: for a method with a DedupPolicy, the first request
 //     with a given idempotency key runs, a repeat within the TTL gets the
-//     stored response or final status, and a repeat that arrives while the
-//     first still runs waits for it; the Store is in memory or on Redis;
+//     stored response or final status with the headers and trailers the
+//     handler set, and a repeat that arrives while the first still runs
+//     waits for it; a key belongs to one request (another body is refused)
+//     and to one caller's scope (WithKeyScope); a store outage shorter than
+//     the lease never runs a request twice, and a handler that loses its
+//     lease has its context cancelled (ErrLeaseLost). The Store is in
+//     memory (NewMemoryStore) or on Redis (package redisstore);
 //   - retry at one layer only: a handler that fails because its own
 //     dependency failed after the runtime had already retried (or its
 //     breaker was open) answers with "do not retry", so the callers above
@@ -24,7 +29,7 @@
 // Install it with the options the Guard returns:
 //
 //	g, err := server.NewGuard([]*server.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
-//		server.WithStore(server.NewRedisStore(rdb, "inventory:")))
+//		server.WithStore(redisstore.New(rdb, "inventory:")))
 //	s := grpc.NewServer(g.ServerOptions()...)
 //
 // and dial the service's own dependencies with ClientInterceptor, so the

@@ -38,7 +38,7 @@ func ExampleNewGuard() {
 		}},
 	}
 	g, err := server.NewGuard([]*server.ServicePolicy{&policy},
-		// Several replicas: server.NewRedisStore(redis.NewClient(…), "inventory:idem:").
+		// Several replicas: redisstore.New(redis.NewClient(…), "inventory:idem:").
 		server.WithStore(server.NewMemoryStore(100_000)),
 		// An operator's override, validated like the annotations.
 		server.WithPolicy(policy.Name, func(p *server.ServicePolicy) { p.Shedding.Limits.Low = 10 }))

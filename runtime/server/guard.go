@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
 
@@ -26,6 +28,9 @@ type Guard struct {
 	services map[string]*service
 	store    Store
 	logger   *slog.Logger
+	scope    func(context.Context) (string, error) // nil: one scope
+	health   storeHealth
+	inline   bool // the store never blocks: no goroutine bounds its calls
 }
 
 // service is the shared state of one service.
@@ -38,6 +43,9 @@ type service struct {
 	waited          atomic.Uint64
 	storeErrors     atomic.Uint64
 	ranWithoutDedup atomic.Uint64
+	leasesLost      atomic.Uint64
+	notKept         atomic.Uint64
+	mismatched      atomic.Uint64
 	marked          atomic.Uint64
 }
 
@@ -57,6 +65,7 @@ type Option func(*options)
 type options struct {
 	store  Store
 	logger *slog.Logger
+	scope  func(context.Context) (string, error)
 	edits  []edit
 }
 
@@ -76,11 +85,31 @@ func WithPolicy(service string, fn func(p *ServicePolicy)) Option {
 
 // WithStore sets the store of the idempotency entries, required when a
 // method deduplicates: NewMemoryStore for one replica or tests,
-// NewRedisStore for several replicas.
+// redisstore.New for several replicas.
 func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 
-// WithLogger sets the logger that receives store errors (default: none).
+// WithLogger sets the logger that receives the store's failures (once per
+// episode), lost leases and outcomes that could not be kept (default:
+// none).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithKeyScope scopes idempotency keys by caller: scope returns, from the
+// context of the request being served, the name of the caller it belongs
+// to (its authenticated identity from peer.FromContext or a verified
+// token, its tenant from metadata the service trusts), and requests from
+// two scopes never share an entry even when they send the same key. An
+// error refuses the request: a status error keeps its code, any other
+// error becomes UNAUTHENTICATED.
+//
+// Without it, every caller of a method shares one scope: two callers that
+// choose the same key (an order number, say) collide, the second getting
+// the first's answer when its request is identical and INVALID_ARGUMENT
+// when it is not, and a caller that learns another's key can read its
+// answer. That is safe only when every caller of the service is trusted
+// and keys are random.
+func WithKeyScope(scope func(ctx context.Context) (string, error)) Option {
+	return func(o *options) { o.scope = scope }
+}
 
 // NewGuard compiles the policies of the services of one server. It refuses
 // a policy that cannot be applied, naming the field, a service given twice,
@@ -93,7 +122,8 @@ func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
 		}
 		opt(&o)
 	}
-	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger}
+	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger, scope: o.scope}
+	_, g.inline = o.store.(*MemoryStore)
 	compiled := make([]ServicePolicy, 0, len(policies))
 	index := map[string]int{}
 	for i, p := range policies {
@@ -131,7 +161,7 @@ func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
 				minDeadline: mp.MinDeadline, defaultTimeout: mp.DefaultTimeout}
 			if mp.Dedup != nil {
 				if g.store == nil {
-					errs = append(errs, fmt.Errorf("resilient/server: %s deduplicates by idempotency key: give NewGuard a store with WithStore (NewMemoryStore for a single replica, NewRedisStore for several)", mp.Name))
+					errs = append(errs, fmt.Errorf("resilient/server: %s deduplicates by idempotency key: give NewGuard a store with WithStore (NewMemoryStore for a single replica, redisstore.New for several)", mp.Name))
 				}
 				m.dedup = newDedupConfig(mp)
 			}
@@ -250,6 +280,11 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 		}
 	}
 	a := admissionFrom(ctx)
+	if a != nil && !a.serve() {
+		// The stream ended (its deadline, a reset) between the tap and
+		// here, and its place was given back then.
+		return ctx, serving{}, status.FromContextError(ctx.Err()).Err()
+	}
 	// Time passed since the tap: decoding, queueing for a server worker.
 	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
 		m.svc.deadlineRefused.Add(1)
@@ -308,9 +343,18 @@ type Stats struct {
 	// them (and of the repeats that gave up) that arrived while the first
 	// was running and waited for it.
 	Replayed, Waited uint64
-	// StoreErrors counts failed store operations; RanWithoutDedup the
+	// StoreErrors counts failed store operations (an operation the store
+	// did not answer within StoreTimeout included); RanWithoutDedup the
 	// requests run without dedup because of one (OnStoreError).
 	StoreErrors, RanWithoutDedup uint64
+	// LeasesLost counts the running requests that lost their key (their
+	// handler's context cancelled with ErrLeaseLost); NotKept the outcomes
+	// that could not be serialized or written before the lease lapsed, whose repeats
+	// may run the handler again.
+	LeasesLost, NotKept uint64
+	// Mismatched counts the requests refused because their key had been
+	// used by a different request.
+	Mismatched uint64
 	// MarkedDoNotRetry counts the failures sent with the do-not-retry mark.
 	MarkedDoNotRetry uint64
 }
@@ -326,6 +370,7 @@ func (g *Guard) Stats(service string) (Stats, bool) {
 		DeadlineRefused: svc.deadlineRefused.Load(),
 		Replayed:        svc.replayed.Load(), Waited: svc.waited.Load(),
 		StoreErrors: svc.storeErrors.Load(), RanWithoutDedup: svc.ranWithoutDedup.Load(),
+		LeasesLost: svc.leasesLost.Load(), NotKept: svc.notKept.Load(), Mismatched: svc.mismatched.Load(),
 		MarkedDoNotRetry: svc.marked.Load(),
 	}
 	if sh := svc.shed; sh != nil {
@@ -336,4 +381,19 @@ func (g *Guard) Stats(service string) (Stats, bool) {
 		}
 	}
 	return s, true
+}
+
+// scopeOf returns the scope of the request's idempotency key.
+func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
+	if g.scope == nil {
+		return "", nil
+	}
+	s, err := g.scope(ctx)
+	if err == nil {
+		return s, nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return "", err
+	}
+	return "", status.Errorf(codes.Unauthenticated, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
 }

@@ -50,6 +50,7 @@ type inventoryServer struct {
 	onGet     func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error)
 	onReserve func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error)
 	sawCtx    func(ctx context.Context)
+	onWatch   func(ctx context.Context) error
 }
 
 func (s *inventoryServer) GetStock(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
@@ -80,10 +81,15 @@ func (s *inventoryServer) ReserveStock(ctx context.Context, req *inventoryv1.Res
 func (s *inventoryServer) WatchStock(req *inventoryv1.WatchStockRequest, st grpc.ServerStreamingServer[inventoryv1.WatchStockResponse]) error {
 	s.watchCalls.Add(1)
 	s.mu.Lock()
-	saw := s.sawCtx
+	saw, f := s.sawCtx, s.onWatch
 	s.mu.Unlock()
 	if saw != nil {
 		saw(st.Context())
+	}
+	if f != nil {
+		if err := f(st.Context()); err != nil {
+			return err
+		}
 	}
 	return st.Send(&inventoryv1.WatchStockResponse{Sku: req.GetSku(), Units: 1})
 }

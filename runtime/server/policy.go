@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime"
 )
 
@@ -101,12 +102,14 @@ type DedupPolicy struct {
 	// deduplicated.
 	Header string
 	// TTL is how long the outcome of a request is kept and returned to
-	// repeats. Required.
+	// repeats. Required, at least MinTTL.
 	TTL time.Duration
-	// Lease is how long a running request holds its key without renewing
-	// it; the runtime renews it every Lease/3 while the handler runs, so
-	// only a replica that crashed (or lost the store) lets it lapse and a
-	// waiting repeat take over. Zero means DefaultLease.
+	// Lease is the longest store outage a running request survives
+	// without losing its key. The runtime renews the key every Lease/4
+	// while the handler runs; the store keeps it 3/2 Lease past the last
+	// renewal; a request that could not renew for 5/4 Lease cancels its
+	// handler (ErrLeaseLost). After a crash, a waiting repeat takes over
+	// within 3/2 Lease. Zero means DefaultLease; at least MinLease.
 	Lease time.Duration
 	// OnStoreError says what happens to a request when the store cannot be
 	// reached: Refuse (the default) or RunWithoutDedup.
@@ -119,6 +122,16 @@ type DedupPolicy struct {
 
 // DefaultLease is the lease of a DedupPolicy that sets none.
 const DefaultLease = 10 * time.Second
+
+// MinLease and MinTTL are the least Lease and TTL a DedupPolicy may set:
+// the lease is renewed every quarter of it, and a shorter one would lapse
+// under an ordinary store round trip; a result kept for less than MinTTL
+// would be gone before a client's retries of the request end. The plugin
+// and the override loader refuse the same values.
+const (
+	MinLease = 100 * time.Millisecond
+	MinTTL   = time.Second
+)
 
 // DefaultFinalCodes are the error codes stored as the outcome of a request:
 // the answers that running the request again would give again.
@@ -199,7 +212,7 @@ func (p *ServicePolicy) Validate() error {
 			bad("Shedding.Pushback", "must not be negative, got %s", s.Pushback)
 		}
 		if s.Code != codes.OK && s.Code != codes.Unavailable && s.Code != codes.ResourceExhausted {
-			bad("Shedding.Code", "must be UNAVAILABLE or RESOURCE_EXHAUSTED, got %s", runtime.CodeName(s.Code))
+			bad("Shedding.Code", "must be UNAVAILABLE or RESOURCE_EXHAUSTED, got %s", codename.Of(s.Code))
 		}
 	}
 	seen := map[string]bool{}
@@ -236,11 +249,11 @@ func (p *ServicePolicy) Validate() error {
 		if m.NewResponse == nil {
 			bad(f+".NewResponse", "required with Dedup: set it to func() proto.Message { return new(<the response type>) }")
 		}
-		if d.TTL <= 0 {
-			bad(f+".Dedup.TTL", "must be positive, got %s", d.TTL)
+		if d.TTL < MinTTL {
+			bad(f+".Dedup.TTL", "must be at least %s, got %s: a result kept for less is gone before the client's retries of the request end", MinTTL, d.TTL)
 		}
-		if d.Lease < 0 {
-			bad(f+".Dedup.Lease", "must not be negative, got %s", d.Lease)
+		if d.Lease != 0 && d.Lease < MinLease {
+			bad(f+".Dedup.Lease", "must be at least %s (or zero for DefaultLease), got %s: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip", MinLease, d.Lease)
 		}
 		if d.OnStoreError > RunWithoutDedup {
 			bad(f+".Dedup.OnStoreError", "unknown mode %d: Refuse or RunWithoutDedup", d.OnStoreError)

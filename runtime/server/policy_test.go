@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/go-resilient/resilient/internal/rules"
 	"github.com/go-resilient/resilient/runtime"
 )
 
@@ -28,13 +29,15 @@ func TestValidateNamesBadFields(t *testing.T) {
 		{func(p *ServicePolicy) { p.Methods[0].Priority = 9 }, "Priority: unknown priority 9"},
 		{func(p *ServicePolicy) { p.Methods[0].MinDeadline = -1 }, "MinDeadline: must not be negative"},
 		{func(p *ServicePolicy) { p.Methods[0].DefaultTimeout = 10 * time.Millisecond }, "DefaultTimeout: 10ms is below MinDeadline (50ms)"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 0 }, "Methods[1] (/example.inventory.v1.InventoryService/ReserveStock).Dedup.TTL: must be positive, got 0s"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 0 }, "Methods[1] (/example.inventory.v1.InventoryService/ReserveStock).Dedup.TTL: must be at least 1s, got 0s"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 500 * time.Millisecond }, "Dedup.TTL: must be at least 1s, got 500ms"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = 2 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got 2ns"},
 		{func(p *ServicePolicy) { p.Methods[1].NewResponse = nil }, "NewResponse: required with Dedup"},
 		{func(p *ServicePolicy) { p.Methods[1].Kind = runtime.KindBidiStreaming }, "Dedup: only unary methods"},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.OnStoreError = 7 }, "Dedup.OnStoreError: unknown mode 7"},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.Header = "Idem-Key" }, `Dedup.Header: "Idem-Key" is not a valid text metadata key`},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.FinalCodes = runtime.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must not be negative"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got -1ns"},
 	}
 	for _, c := range cases {
 		p := inventoryPolicy().Clone()
@@ -108,5 +111,22 @@ func TestPriorityNames(t *testing.T) {
 	}
 	if Priority(9).String() != "Priority(9)" || StoreErrorMode(5).String() != "StoreErrorMode(5)" {
 		t.Error("unknown values")
+	}
+}
+
+// TestMinimumsAgreeWithThePlugin: the plugin and the override loader
+// refuse what NewGuard refuses.
+func TestMinimumsAgreeWithThePlugin(t *testing.T) {
+	if MinLease != rules.MinDedupLease || MinTTL != rules.MinDedupTTL {
+		t.Errorf("server MinLease %s MinTTL %s, rules %s %s", MinLease, MinTTL, rules.MinDedupLease, rules.MinDedupTTL)
+	}
+	if DefaultLease != rules.DefaultLease {
+		t.Errorf("DefaultLease %s, rules %s", DefaultLease, rules.DefaultLease)
+	}
+	// A 2 ns lease is refused by NewGuard, not left to crash a goroutine.
+	p := inventoryPolicy()
+	p.Methods[1].Dedup.Lease = 2
+	if _, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(1))); err == nil || !strings.Contains(err.Error(), "Dedup.Lease: must be at least 100ms") {
+		t.Errorf("NewGuard with a 2ns lease: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,23 +68,43 @@ func (s *shedder) refusal(p Priority, n, limit int64) error {
 	return st.Err()
 }
 
-// admission is the place of one admitted request. It is given back once:
-// by the interceptor when the handler returns, or, for a request that never
-// reached it (a message that would not decode, an unknown method), when
-// gRPC cancels the stream's context at its end.
+// admission is the place of one admitted request, given back once: when
+// the handler returns (the interceptor's serving.end, panics included), or,
+// for a request that never reaches the handler (a message that does not
+// decode, a method the server does not register, a stream reset or a
+// deadline before the interceptor), when gRPC cancels the stream's
+// context, which it does at every ending of a stream. The context is also
+// cancelled when the caller's deadline passes or it cancels while the
+// handler still runs: the state tells the two apart, so that a handler
+// outliving its caller keeps its place until it returns.
 type admission struct {
-	s    *shedder
-	once sync.Once
-	stop func() bool
+	s     *shedder
+	state atomic.Uint32 // admitted → serving → released, or admitted → released
+	stop  func() bool
 }
 
-func (a *admission) release() {
-	a.once.Do(func() { a.s.inFlight.Add(-1) })
+const (
+	admitted uint32 = iota
+	servingNow
+	released
+)
+
+// serve hands the place to the interceptor, which gives it back when the
+// handler returns. It reports false when the stream has already ended.
+func (a *admission) serve() bool { return a.state.CompareAndSwap(admitted, servingNow) }
+
+// unserved gives the place back if no interceptor took it.
+func (a *admission) unserved() {
+	if a.state.CompareAndSwap(admitted, released) {
+		a.s.inFlight.Add(-1)
+	}
 }
 
 // done gives the place back and forgets the context's callback.
 func (a *admission) done() {
-	a.release()
+	if a.state.Swap(released) != released {
+		a.s.inFlight.Add(-1)
+	}
 	if a.stop != nil {
 		a.stop()
 	}
@@ -97,7 +116,7 @@ type admissionKey struct{}
 // ends, however it ends, which a stats.Handler's End does not cover (gRPC
 // sends no End for an unknown method).
 func hold(ctx context.Context, a *admission) context.Context {
-	a.stop = context.AfterFunc(ctx, a.release)
+	a.stop = context.AfterFunc(ctx, a.unserved)
 	return context.WithValue(ctx, admissionKey{}, a)
 }
 

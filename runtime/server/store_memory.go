@@ -27,7 +27,8 @@ type memEntry struct {
 	key     string
 	token   string // owner, while pending
 	pending bool
-	outcome Outcome
+	fp      Fingerprint
+	outcome []byte
 	expires time.Time
 }
 
@@ -65,20 +66,20 @@ func (s *MemoryStore) get(key string, now time.Time) *memEntry {
 }
 
 // Claim implements Store.
-func (s *MemoryStore) Claim(_ context.Context, key, token string, lease time.Duration) (Claim, error) {
+func (s *MemoryStore) Claim(_ context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if e := s.get(key, now); e != nil {
 		if e.pending {
-			return Claim{State: Pending}, nil
+			return Claim{State: Pending, Fingerprint: e.fp}, nil
 		}
-		return Claim{State: Done, Outcome: e.outcome}, nil
+		return Claim{State: Done, Fingerprint: e.fp, Outcome: e.outcome}, nil
 	}
 	if len(s.entries) >= s.max && !s.evict(now) {
 		return Claim{}, ErrStoreFull
 	}
-	e := &memEntry{key: key, token: token, pending: true, expires: now.Add(lease)}
+	e := &memEntry{key: key, token: token, pending: true, fp: fp, expires: now.Add(lease)}
 	s.entries[key] = s.order.PushFront(e)
 	return Claim{State: Claimed}, nil
 }
@@ -131,14 +132,14 @@ func (s *MemoryStore) Renew(_ context.Context, key, token string, lease time.Dur
 }
 
 // Complete implements Store.
-func (s *MemoryStore) Complete(_ context.Context, key, token string, o Outcome, ttl time.Duration) error {
+func (s *MemoryStore) Complete(_ context.Context, key, token string, o []byte, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, e := s.owned(key, token)
 	if e == nil {
 		return ErrNotOwner
 	}
-	e.pending, e.token, e.outcome, e.expires = false, "", o, s.now().Add(ttl)
+	e.pending, e.token, e.outcome, e.expires = false, "", append([]byte(nil), o...), s.now().Add(ttl)
 	s.order.MoveToFront(el)
 	return nil
 }

@@ -15,7 +15,7 @@ func TestMemoryStore(t *testing.T) {
 
 	claim := func(key, token string) ClaimState {
 		t.Helper()
-		c, err := s.Claim(ctx, key, token, time.Second)
+		c, err := s.Claim(ctx, key, token, Fingerprint{1}, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,13 +24,13 @@ func TestMemoryStore(t *testing.T) {
 	if claim("a", "t1") != Claimed || claim("a", "t2") != Pending {
 		t.Fatal("second claim of a pending key was not Pending")
 	}
-	if err := s.Complete(ctx, "a", "t2", Outcome{Response: []byte("x")}, time.Minute); !errors.Is(err, ErrNotOwner) {
+	if err := s.Complete(ctx, "a", "t2", []byte("x"), time.Minute); !errors.Is(err, ErrNotOwner) {
 		t.Errorf("a non-owner completed: %v", err)
 	}
-	if err := s.Complete(ctx, "a", "t1", Outcome{Response: []byte("x")}, time.Minute); err != nil {
+	if err := s.Complete(ctx, "a", "t1", []byte("x"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := s.Claim(ctx, "a", "t3", time.Second); c.State != Done || string(c.Outcome.Response) != "x" {
+	if c, _ := s.Claim(ctx, "a", "t3", Fingerprint{2}, time.Second); c.State != Done || string(c.Outcome) != "x" || c.Fingerprint != (Fingerprint{1}) {
 		t.Errorf("claim of a done key: %+v", c)
 	}
 	// Release frees only the owner's pending key.
@@ -49,7 +49,7 @@ func TestMemoryStore(t *testing.T) {
 		t.Fatalf("claim when full: len %d", s.Len())
 	}
 	// b, c and d are pending: no room, and pending entries are never dropped.
-	if _, err := s.Claim(ctx, "e", "te", time.Second); !errors.Is(err, ErrStoreFull) {
+	if _, err := s.Claim(ctx, "e", "te", Fingerprint{}, time.Second); !errors.Is(err, ErrStoreFull) {
 		t.Errorf("claim with every entry pending: %v, want ErrStoreFull", err)
 	}
 	// Leases lapse: expired entries make room and can be claimed again.

@@ -9,9 +9,8 @@
 //	go run ./example/cmd/server -overrides overrides.yaml     # e.g. shedding: {low: 4} for InventoryService
 //	go run ./example/cmd/server -guard=false                  # no server-side policy at all
 //
-// The services' annotated server-side policy (the generated
-// InventoryServiceServerPolicy and PaymentsServiceServerPolicy) is applied
-// by a Guard: dead requests dropped, load shed by priority, ReserveStock
+// The inventory service's annotated server-side policy (the generated
+// InventoryServiceServerPolicy) is applied by a Guard: dead requests dropped, load shed by priority, ReserveStock
 // deduplicated by order id. -overrides and RESILIENT__ variables change its
 // values at start-up, checked like the annotations (package override).
 package main
@@ -36,6 +35,7 @@ import (
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 	rserver "github.com/go-resilient/resilient/runtime/server"
+	"github.com/go-resilient/resilient/runtime/server/redisstore"
 )
 
 func main() {
@@ -113,19 +113,15 @@ func newGuard(redisAddr, overridesFile string) (*rserver.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []rserver.Option
-	for _, p := range []*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy, &paymentsv1.PaymentsServiceServerPolicy} {
-		o, err := set.ServerOptions(p)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, o...)
+	opts, err := set.ServerOptions(&inventoryv1.InventoryServiceServerPolicy)
+	if err != nil {
+		return nil, err
 	}
 	if redisAddr != "" {
 		// When Redis cannot be reached, each deduplicated method does what
 		// its annotation says (on_store_error): ReserveStock refuses.
-		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-		opts = append(opts, rserver.WithStore(rserver.NewRedisStore(rdb, "example:idem:")))
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+		opts = append(opts, rserver.WithStore(redisstore.New(rdb, "example:idem:")))
 		fmt.Printf("idempotency entries on Redis at %s\n", redisAddr)
 	}
 	return server.NewGuard(opts...)

@@ -63,6 +63,7 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 				FreshTTL:   time.Second,
 				StaleTTL:   5 * time.Minute,
 				MaxEntries: 10000,
+				KeyFields:  []string{"sku"},
 			},
 			Priority: runtime.PriorityNormal,
 		},
@@ -101,31 +102,25 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 	},
 }
 
-// InventoryServiceResilientOptions configures NewInventoryServiceResilientClient. The zero value is valid.
+// InventoryServiceResilientOptions configures NewInventoryServiceResilientClient.
+// The zero value is valid.
+//
+// A fallback (a field named for its method, GetStockFallback for GetStock),
+// when set, answers its method when the call failed on the dependency's side
+// or was refused by the runtime (circuit open, bulkhead full, timeout,
+// UNAVAILABLE, ...); never for an answer such as NOT_FOUND or
+// INVALID_ARGUMENT, nor when the caller cancelled. It receives the request
+// and the final error; what it returns is returned to the caller, and
+// returning an error fails the call.
 type InventoryServiceResilientOptions struct {
 	// Runtime holds the operator's options (clock, logger, metrics, ...).
 	Runtime []runtime.Option
-	// GetStockFallback, when set, answers GetStock when the call
-	// failed on the dependency's side or was refused by the runtime (circuit
-	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
-	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
-	// It receives the request and the final error; what it returns is
-	// returned to the caller, and returning an error fails the call.
-	GetStockFallback func(ctx context.Context, req *GetStockRequest, err error) (*GetStockResponse, error)
-	// ReserveStockFallback, when set, answers ReserveStock when the call
-	// failed on the dependency's side or was refused by the runtime (circuit
-	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
-	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
-	// It receives the request and the final error; what it returns is
-	// returned to the caller, and returning an error fails the call.
-	ReserveStockFallback func(ctx context.Context, req *ReserveStockRequest, err error) (*ReserveStockResponse, error)
-	// StockReportFallback, when set, answers StockReport when the call
-	// failed on the dependency's side or was refused by the runtime (circuit
-	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
-	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
-	// It receives the request and the final error; what it returns is
-	// returned to the caller, and returning an error fails the call.
-	StockReportFallback func(ctx context.Context, req *StockReportRequest, err error) (*StockReportResponse, error)
+	// GetStockFallback answers GetStock when it fails.
+	GetStockFallback runtime.Fallback[GetStockRequest, GetStockResponse]
+	// ReserveStockFallback answers ReserveStock when it fails.
+	ReserveStockFallback runtime.Fallback[ReserveStockRequest, ReserveStockResponse]
+	// StockReportFallback answers StockReport when it fails.
+	StockReportFallback runtime.Fallback[StockReportRequest, StockReportResponse]
 }
 
 // InventoryServiceResilientClient calls example.inventory.v1.InventoryService
@@ -137,21 +132,23 @@ type InventoryServiceResilientOptions struct {
 // InventoryService knows how many units of each product are in stock and
 // holds units for orders.
 type InventoryServiceResilientClient struct {
-	inner        InventoryServiceClient
 	rt           *runtime.Client
-	opts         InventoryServiceResilientOptions
-	getStock     *runtime.Method
-	reserveStock *runtime.Method
-	watchStock   *runtime.Method
-	stockReport  *runtime.Method
+	getStock     *runtime.UnaryHandle[GetStockRequest, GetStockResponse]
+	reserveStock *runtime.UnaryHandle[ReserveStockRequest, ReserveStockResponse]
+	watchStock   *runtime.ServerStreamHandle[WatchStockRequest, WatchStockResponse]
+	stockReport  *runtime.UnaryHandle[StockReportRequest, StockReportResponse]
 }
 
 var _ InventoryServiceClient = (*InventoryServiceResilientClient)(nil)
 
 // NewInventoryServiceResilientClient returns a client that calls
 // example.inventory.v1.InventoryService through cc under InventoryServiceResilientPolicy.
-// It fails when the runtime refuses the policy or an option.
-func NewInventoryServiceResilientClient(cc grpc.ClientConnInterface, opts InventoryServiceResilientOptions) (*InventoryServiceResilientClient, error) {
+// Each method is bound to its policy by its full name. It fails when the
+// runtime refuses the policy or an option, or when an edit of the policy
+// (runtime.WithPolicy, an override) leaves a method without its own entry.
+func NewInventoryServiceResilientClient(
+	cc grpc.ClientConnInterface, opts InventoryServiceResilientOptions,
+) (*InventoryServiceResilientClient, error) {
 	if cc == nil {
 		return nil, runtime.NilConnError(InventoryServiceResilientPolicy.Name)
 	}
@@ -159,15 +156,41 @@ func NewInventoryServiceResilientClient(cc grpc.ClientConnInterface, opts Invent
 	if err != nil {
 		return nil, err
 	}
-	return &InventoryServiceResilientClient{
-		inner:        NewInventoryServiceClient(rt.Conn(cc)),
-		rt:           rt,
-		opts:         opts,
-		getStock:     rt.Method(0),
-		reserveStock: rt.Method(1),
-		watchStock:   rt.Method(2),
-		stockReport:  rt.Method(3),
-	}, nil
+	c := &InventoryServiceResilientClient{rt: rt}
+	inner := NewInventoryServiceClient(rt.Conn(cc))
+	c.getStock, err = runtime.NewUnary(rt, InventoryService_GetStock_FullMethodName,
+		inner.GetStock, runtime.UnaryHooks[GetStockRequest, GetStockResponse]{
+			CacheKey: func(in *GetStockRequest) string {
+				return in.GetSku()
+			},
+			Fallback: opts.GetStockFallback,
+		})
+	if err != nil {
+		return nil, err
+	}
+	c.reserveStock, err = runtime.NewUnary(rt, InventoryService_ReserveStock_FullMethodName,
+		inner.ReserveStock, runtime.UnaryHooks[ReserveStockRequest, ReserveStockResponse]{
+			IdempotencyKey: func(in *ReserveStockRequest) string {
+				return in.GetOrderId()
+			},
+			Fallback: opts.ReserveStockFallback,
+		})
+	if err != nil {
+		return nil, err
+	}
+	c.watchStock, err = runtime.NewServerStream(rt, InventoryService_WatchStock_FullMethodName,
+		inner.WatchStock)
+	if err != nil {
+		return nil, err
+	}
+	c.stockReport, err = runtime.NewUnary(rt, InventoryService_StockReport_FullMethodName,
+		inner.StockReport, runtime.UnaryHooks[StockReportRequest, StockReportResponse]{
+			Fallback: opts.StockReportFallback,
+		})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Runtime returns the shared runtime state of the client, for inspection:
@@ -178,32 +201,36 @@ func (c *InventoryServiceResilientClient) Runtime() *runtime.Client { return c.r
 // effects, so it is retried on UNAVAILABLE, and its answers are cached
 // per product: fresh for 1 s, and for 5 minutes a stale answer is better
 // than none when inventory fails.
-func (c *InventoryServiceResilientClient) GetStock(ctx context.Context, in *GetStockRequest, opts ...grpc.CallOption) (*GetStockResponse, error) {
-	return runtime.UnaryCached(runtime.Prioritize(ctx, c.getStock), c.getStock, "", func(in *GetStockRequest) string { return in.GetSku() }, in, opts, c.inner.GetStock, c.opts.GetStockFallback)
+func (c *InventoryServiceResilientClient) GetStock(
+	ctx context.Context, in *GetStockRequest, opts ...grpc.CallOption,
+) (*GetStockResponse, error) {
+	return c.getStock.Call(ctx, in, opts...)
 }
 
 // ReserveStock holds units of a product for an order. The order id is the
 // idempotency key: the server recognises a repeat, so retrying is safe.
 // Users wait for it: it is shed only after everything but critical work.
-func (c *InventoryServiceResilientClient) ReserveStock(ctx context.Context, in *ReserveStockRequest, opts ...grpc.CallOption) (*ReserveStockResponse, error) {
-	return runtime.Unary(runtime.Prioritize(ctx, c.reserveStock), c.reserveStock, in.GetOrderId(), in, opts, c.inner.ReserveStock, c.opts.ReserveStockFallback)
+func (c *InventoryServiceResilientClient) ReserveStock(
+	ctx context.Context, in *ReserveStockRequest, opts ...grpc.CallOption,
+) (*ReserveStockResponse, error) {
+	return c.reserveStock.Call(ctx, in, opts...)
 }
 
 // WatchStock streams the stock of a product each time it changes. Opening
 // the stream goes through the breaker and the bulkhead; it is never
 // retried once a message arrived.
-func (c *InventoryServiceResilientClient) WatchStock(ctx context.Context, in *WatchStockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStockResponse], error) {
-	if in == nil {
-		return nil, runtime.NilRequestError(c.watchStock.Policy().Name)
-	}
-	// The wrapped connection applies the policy when the stream opens.
-	return c.inner.WatchStock(ctx, in, opts...)
+func (c *InventoryServiceResilientClient) WatchStock(
+	ctx context.Context, in *WatchStockRequest, opts ...grpc.CallOption,
+) (grpc.ServerStreamingClient[WatchStockResponse], error) {
+	return c.watchStock.Call(ctx, in, opts...)
 }
 
 // StockReport sums the stock of a warehouse for a report. Nobody waits
 // for it: it is the first work the server sheds under load.
-func (c *InventoryServiceResilientClient) StockReport(ctx context.Context, in *StockReportRequest, opts ...grpc.CallOption) (*StockReportResponse, error) {
-	return runtime.Unary(runtime.Prioritize(ctx, c.stockReport), c.stockReport, "", in, opts, c.inner.StockReport, c.opts.StockReportFallback)
+func (c *InventoryServiceResilientClient) StockReport(
+	ctx context.Context, in *StockReportRequest, opts ...grpc.CallOption,
+) (*StockReportResponse, error) {
+	return c.stockReport.Call(ctx, in, opts...)
 }
 
 // InventoryServiceServerPolicy is the server-side policy annotated on

@@ -9,7 +9,6 @@ package paymentsv1
 import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
-	server "github.com/go-resilient/resilient/runtime/server"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	time "time"
@@ -46,17 +45,21 @@ var PaymentsServiceResilientPolicy = runtime.ServicePolicy{
 	},
 }
 
-// PaymentsServiceResilientOptions configures NewPaymentsServiceResilientClient. The zero value is valid.
+// PaymentsServiceResilientOptions configures NewPaymentsServiceResilientClient.
+// The zero value is valid.
+//
+// A fallback (a field named for its method, ChargeFallback for Charge),
+// when set, answers its method when the call failed on the dependency's side
+// or was refused by the runtime (circuit open, bulkhead full, timeout,
+// UNAVAILABLE, ...); never for an answer such as NOT_FOUND or
+// INVALID_ARGUMENT, nor when the caller cancelled. It receives the request
+// and the final error; what it returns is returned to the caller, and
+// returning an error fails the call.
 type PaymentsServiceResilientOptions struct {
 	// Runtime holds the operator's options (clock, logger, metrics, ...).
 	Runtime []runtime.Option
-	// ChargeFallback, when set, answers Charge when the call
-	// failed on the dependency's side or was refused by the runtime (circuit
-	// open, bulkhead full, timeout, UNAVAILABLE, ...); never for an answer
-	// such as NOT_FOUND or INVALID_ARGUMENT, nor when the caller cancelled.
-	// It receives the request and the final error; what it returns is
-	// returned to the caller, and returning an error fails the call.
-	ChargeFallback func(ctx context.Context, req *ChargeRequest, err error) (*ChargeResponse, error)
+	// ChargeFallback answers Charge when it fails.
+	ChargeFallback runtime.Fallback[ChargeRequest, ChargeResponse]
 }
 
 // PaymentsServiceResilientClient calls example.payments.v1.PaymentsService
@@ -67,18 +70,20 @@ type PaymentsServiceResilientOptions struct {
 //
 // PaymentsService charges customers.
 type PaymentsServiceResilientClient struct {
-	inner  PaymentsServiceClient
 	rt     *runtime.Client
-	opts   PaymentsServiceResilientOptions
-	charge *runtime.Method
+	charge *runtime.UnaryHandle[ChargeRequest, ChargeResponse]
 }
 
 var _ PaymentsServiceClient = (*PaymentsServiceResilientClient)(nil)
 
 // NewPaymentsServiceResilientClient returns a client that calls
 // example.payments.v1.PaymentsService through cc under PaymentsServiceResilientPolicy.
-// It fails when the runtime refuses the policy or an option.
-func NewPaymentsServiceResilientClient(cc grpc.ClientConnInterface, opts PaymentsServiceResilientOptions) (*PaymentsServiceResilientClient, error) {
+// Each method is bound to its policy by its full name. It fails when the
+// runtime refuses the policy or an option, or when an edit of the policy
+// (runtime.WithPolicy, an override) leaves a method without its own entry.
+func NewPaymentsServiceResilientClient(
+	cc grpc.ClientConnInterface, opts PaymentsServiceResilientOptions,
+) (*PaymentsServiceResilientClient, error) {
 	if cc == nil {
 		return nil, runtime.NilConnError(PaymentsServiceResilientPolicy.Name)
 	}
@@ -86,12 +91,16 @@ func NewPaymentsServiceResilientClient(cc grpc.ClientConnInterface, opts Payment
 	if err != nil {
 		return nil, err
 	}
-	return &PaymentsServiceResilientClient{
-		inner:  NewPaymentsServiceClient(rt.Conn(cc)),
-		rt:     rt,
-		opts:   opts,
-		charge: rt.Method(0),
-	}, nil
+	c := &PaymentsServiceResilientClient{rt: rt}
+	inner := NewPaymentsServiceClient(rt.Conn(cc))
+	c.charge, err = runtime.NewUnary(rt, PaymentsService_Charge_FullMethodName,
+		inner.Charge, runtime.UnaryHooks[ChargeRequest, ChargeResponse]{
+			Fallback: opts.ChargeFallback,
+		})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Runtime returns the shared runtime state of the client, for inspection:
@@ -101,25 +110,8 @@ func (c *PaymentsServiceResilientClient) Runtime() *runtime.Client { return c.rt
 // Charge takes money from a card. It is not idempotent and has no
 // idempotency key: it is never retried, whatever fails. A payment in
 // flight is critical: the last work a server sheds.
-func (c *PaymentsServiceResilientClient) Charge(ctx context.Context, in *ChargeRequest, opts ...grpc.CallOption) (*ChargeResponse, error) {
-	return runtime.Unary(runtime.Prioritize(ctx, c.charge), c.charge, "", in, opts, c.inner.Charge, c.opts.ChargeFallback)
-}
-
-// PaymentsServiceServerPolicy is the server-side policy annotated on
-// example.payments.v1.PaymentsService, with defaults filled in: priorities, load
-// shedding, deadlines and idempotency dedup. Install it in the service's gRPC
-// server with a Guard:
-//
-//	policies := []*server.ServicePolicy{&PaymentsServiceServerPolicy}
-//	g, err := server.NewGuard(policies, server.WithStore(store))
-//	s := grpc.NewServer(g.ServerOptions()...)
-var PaymentsServiceServerPolicy = server.ServicePolicy{
-	Name: "example.payments.v1.PaymentsService",
-	Methods: []server.MethodPolicy{
-		{ // 0
-			Name:     "/example.payments.v1.PaymentsService/Charge",
-			Kind:     runtime.KindUnary,
-			Priority: server.PriorityCritical,
-		},
-	},
+func (c *PaymentsServiceResilientClient) Charge(
+	ctx context.Context, in *ChargeRequest, opts ...grpc.CallOption,
+) (*ChargeResponse, error) {
+	return c.charge.Call(ctx, in, opts...)
 }

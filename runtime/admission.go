@@ -1,0 +1,130 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// admit asks the method's breaker, if any, to let a unary attempt through.
+// It reads the clock at the start only when the duration is used, by the
+// metrics or the breaker's slow-call threshold; start is 0 otherwise. ok is
+// false when the breaker refused, with how long the refusal is expected to
+// last. The caller has checked that its context is not over: what is
+// admitted is sent.
+func (m *Method) admit() (t Ticket, start int64, retryAfter time.Duration, ok bool) {
+	return m.admitAs(true)
+}
+
+// admitAs is admit for a unary attempt (probe true) or a stream, which may
+// take a half-open probe only where no unary method shares the breaker
+// (see stream.go).
+func (m *Method) admitAs(probe bool) (t Ticket, start int64, retryAfter time.Duration, ok bool) {
+	br := m.breaker
+	if br != nil {
+		if t, retryAfter, ok = br.allow(m.client.now, probe); !ok {
+			return t, 0, retryAfter, false
+		}
+	}
+	if m.metrics != nil || br != nil && br.p.SlowCallThreshold > 0 {
+		start = m.client.now()
+	}
+	return t, start, 0, true
+}
+
+// settle tells the breaker, if any, the outcome of what admit let through
+// with t at start, and counts it in the metrics, both as verdict says. ctx
+// is the call's context, outside the attempt's own timeout. It returns the
+// clock reading at the end, 0 when neither needed the clock.
+func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error) int64 {
+	return m.settleAs(ctx, t, start, err, true)
+}
+
+// settleAs is settle for a unary attempt (timed true) or a stream, whose
+// duration the breaker's slow-call threshold does not judge: a stream's
+// first message comes when there is something to say (a watch may wait
+// minutes), so its lateness says nothing about the dependency.
+func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error, timed bool) int64 {
+	br, mx := m.breaker, m.metrics
+	if br == nil && mx == nil {
+		return 0
+	}
+	var failures CodeSet
+	if br != nil {
+		failures = br.p.FailureCodes
+	}
+	o, code := verdict(ctx, err, failures)
+	n := m.client.now()
+	if br != nil {
+		var latency time.Duration
+		if timed {
+			latency = time.Duration(n - start)
+		}
+		br.done(t, o, latency, n)
+	}
+	if mx != nil {
+		mx.attempt(code, n-start)
+	}
+	return n
+}
+
+// settleUnlessDone, deferred, settles an attempt whose call did not return
+// (it panicked) as errPanicked; the panic goes on, unrecovered.
+func (m *Method) settleUnlessDone(ctx context.Context, settled *bool, t Ticket, start int64) {
+	if !*settled {
+		m.settle(ctx, t, start, errPanicked)
+	}
+}
+
+// verdict is what the end of an attempt or a stream says about the
+// dependency, for the breaker (the outcome) and the metrics (the code)
+// alike. ctx is the call's context, outside the attempt's own timeout.
+//
+//   - nil: a success, code OK;
+//   - the caller cancelled: ignored (nothing is known of the dependency),
+//     counted under CANCELLED;
+//   - a fault on the client's side (a panic in the call, a request that
+//     could not be sent): ignored, counted under its code;
+//   - a code in failures: a failure; any other code, an answer: a success.
+//
+// A context error that is not a status (a stream's own timeout) is
+// counted under the code gRPC gives it: DEADLINE_EXCEEDED or CANCELLED.
+func verdict(ctx context.Context, err error, failures CodeSet) (Outcome, codes.Code) {
+	if err == nil {
+		return Success, codes.OK
+	}
+	code := codeOf(err)
+	_, local := err.(*clientFault) // made by the runtime itself, never wrapped
+	switch {
+	case local, errors.Is(ctx.Err(), context.Canceled):
+		return Ignored, code
+	case failures.Has(code):
+		return Failure, code
+	}
+	return Success, code
+}
+
+// codeOf is the gRPC code of err: its status code, or for a bare context
+// error the code gRPC gives it.
+func codeOf(err error) codes.Code {
+	if st, ok := status.FromError(err); ok {
+		return st.Code()
+	}
+	return status.FromContextError(err).Code()
+}
+
+// clientFault is the end of an attempt or a stream caused on the client's
+// side, before or without the dependency's answer: a panic in the call (an
+// interceptor, a codec), a message that could not be sent (it does not
+// marshal). It says nothing about the dependency.
+type clientFault struct{ err error }
+
+func (f *clientFault) Error() string { return f.err.Error() }
+func (f *clientFault) Unwrap() error { return f.err }
+
+// errPanicked is what settle is told of an attempt whose call panicked;
+// the panic itself goes on to the caller.
+var errPanicked error = &clientFault{err: status.Error(codes.Unknown, "resilient: the call panicked")}

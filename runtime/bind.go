@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// sameMethods checks that an edit (from source) left the annotated policy's
+// methods as the generated client binds them: every method keeps exactly
+// one entry, under its own name, of its own kind, naming no idempotency-key
+// field and no cache-key fields but those its generated code reads (it may
+// drop them: the key is then not sent, the cache not used). The order of
+// the entries may change; their other fields are the edit's to change.
+// annotated is the policy before any edit.
+func sameMethods(annotated, edited *ServicePolicy, source string) error {
+	var errs []error
+	bad := func(method, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("resilient: NewClient(%s): the edit from %s: method %s: %s",
+			annotated.Name, source, method, fmt.Sprintf(format, args...)))
+	}
+	entries := make(map[string][]*MethodPolicy, len(edited.Methods))
+	for i := range edited.Methods {
+		m := &edited.Methods[i]
+		entries[m.Name] = append(entries[m.Name], m)
+	}
+	known := make(map[string]bool, len(annotated.Methods))
+	for i := range annotated.Methods {
+		want := &annotated.Methods[i]
+		known[want.Name] = true
+		got := entries[want.Name]
+		switch {
+		case len(got) == 0:
+			bad(want.Name, "its entry was removed or renamed: keep one entry per method of the service, "+
+				"and change its fields instead")
+			continue
+		case len(got) > 1:
+			bad(want.Name, "has %d entries: keep exactly one", len(got))
+			continue
+		}
+		m := got[0]
+		if m.Kind != want.Kind {
+			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", kindName(want.Kind), kindName(m.Kind))
+		}
+		if m.IdempotencyKey != "" && m.IdempotencyKey != want.IdempotencyKey {
+			bad(want.Name, "IdempotencyKey changed from %q to %q: the generated client reads the annotated "+
+				"field; change idempotency_key in the .proto and regenerate", want.IdempotencyKey, m.IdempotencyKey)
+		}
+		if m.Cache != nil && want.Cache != nil && !slices.Equal(m.Cache.KeyFields, want.Cache.KeyFields) {
+			bad(want.Name, "Cache.KeyFields changed from %q to %q: the generated client makes the key of the "+
+				"annotated fields; change key_fields in the .proto and regenerate", want.Cache.KeyFields, m.Cache.KeyFields)
+		}
+	}
+	for i := range edited.Methods {
+		if name := edited.Methods[i].Name; !known[name] {
+			bad(name, "is not a method of the service (a renamed entry?): the policy's entries are "+
+				"its methods, named /%s/Method", annotated.Name)
+			known[name] = true // once
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// bind returns the method of c named method, which must be of one of the
+// kinds (described by what, for the error).
+func (c *Client) bind(method, what string, kinds ...Kind) (*Method, error) {
+	if c == nil {
+		return nil, fmt.Errorf("resilient: binding %s: nil Client", method)
+	}
+	m := c.byName[method]
+	if m == nil {
+		return nil, fmt.Errorf("resilient: policy %s has no entry for method %s: the generated client "+
+			"and its policy disagree; regenerate, and keep every method's entry in WithPolicy edits",
+			c.policy.Name, method)
+	}
+	for _, k := range kinds {
+		if m.policy.Kind == k {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("resilient: policy %s: method %s is %s, but its policy says %s: leave Kind as generated",
+		c.policy.Name, method, what, kindName(m.policy.Kind))
+}
+
+// kindName names a Kind in errors.
+func kindName(k Kind) string {
+	switch k {
+	case KindUnary:
+		return "unary"
+	case KindClientStreaming:
+		return "client-streaming"
+	case KindServerStreaming:
+		return "server-streaming"
+	case KindBidiStreaming:
+		return "bidirectional"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}

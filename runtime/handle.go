@@ -1,0 +1,190 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+// UnaryHandle is one unary method of a Client, bound by its full name to
+// the method's policy and typed by its request and response. A generated
+// client builds one per unary method in its constructor (NewUnary) and
+// calls it from the method: return c.getStock.Call(ctx, in, opts...).
+type UnaryHandle[Req, Resp any] struct {
+	m     *Method
+	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
+	hooks UnaryHooks[Req, Resp]
+}
+
+// UnaryHooks are what generated code knows of a unary method besides its
+// policy: how to read the keys of a request, and the caller's fallback.
+// Every field may be nil.
+type UnaryHooks[Req, Resp any] struct {
+	// IdempotencyKey returns the request's idempotency key, the field the
+	// policy's IdempotencyKey names ("" when it has no value: the call is
+	// then not retried). Needed when the policy names a key field.
+	IdempotencyKey func(*Req) string
+	// CacheKey returns the key the request is cached under, made of the
+	// fields of the policy's Cache.KeyFields. Needed when the policy has a
+	// cache.
+	CacheKey func(*Req) string
+	// Fallback answers a call that failed on the dependency's side or was
+	// refused by the runtime (see Unary).
+	Fallback Fallback[Req, Resp]
+}
+
+// Fallback is the type of a method's fallback, the XxxFallback fields of
+// the generated options: it receives the request and the call's final
+// error, and what it returns is returned to the caller. See Unary for when
+// it is called.
+type Fallback[Req, Resp any] = func(ctx context.Context, req *Req, err error) (*Resp, error)
+
+// NewUnary binds the unary method named method ("/pkg.Service/Method", the
+// _FullMethodName constant of protoc-gen-go-grpc's output) of c: call is the
+// plain generated client's method, hooks what the generated code reads of a
+// request. It fails, naming the method, when c's policy has no entry of
+// that name or one of another kind, or asks for a key that hooks cannot
+// read: a method is never run under another's policy, nor a key silently
+// left out.
+func NewUnary[Req, Resp any](c *Client, method string,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
+	hooks UnaryHooks[Req, Resp]) (*UnaryHandle[Req, Resp], error) {
+	m, err := c.bind(method, "unary", KindUnary)
+	if err != nil {
+		return nil, err
+	}
+	if call == nil {
+		return nil, fmt.Errorf("resilient: %s: nil call: pass the plain client's method", method)
+	}
+	p := m.policy
+	if p.IdempotencyKey != "" && hooks.IdempotencyKey == nil {
+		return nil, fmt.Errorf("resilient: policy %s: method %s: IdempotencyKey %q, but the generated client "+
+			"reads no key of its requests: annotate idempotency_key in the .proto and regenerate",
+			c.policy.Name, method, p.IdempotencyKey)
+	}
+	if p.Cache != nil && hooks.CacheKey == nil {
+		return nil, fmt.Errorf("resilient: policy %s: method %s: a Cache, but the generated client makes no "+
+			"cache key of its requests: annotate the cache in the .proto and regenerate", c.policy.Name, method)
+	}
+	if p.IdempotencyKey == "" {
+		hooks.IdempotencyKey = nil // the policy in force sends no key
+	}
+	if p.Cache == nil {
+		hooks.CacheKey = nil
+	}
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks}, nil
+}
+
+// Call runs one call of the method under its policy (see Unary for the
+// layers): it refuses a nil context or request (INVALID_ARGUMENT, nothing
+// sent), sends the method's priority (Prioritize), reads the idempotency
+// key, goes through the cache when the method has one, and gives a failure
+// to the fallback when there is one.
+func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grpc.CallOption) (*Resp, error) {
+	if h == nil || h.m == nil {
+		return nil, notBuiltError()
+	}
+	m := h.m
+	if ctx == nil {
+		return nil, nilContextError(m.policy.Name)
+	}
+	if req == nil {
+		return nil, nilRequestError(m.policy.Name)
+	}
+	ctx = Prioritize(ctx, m)
+	key := ""
+	if h.hooks.IdempotencyKey != nil {
+		key = h.hooks.IdempotencyKey(req)
+	}
+	if h.hooks.CacheKey != nil {
+		return UnaryCached(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
+	}
+	return Unary(ctx, m, key, req, opts, h.call, h.hooks.Fallback)
+}
+
+// ServerStreamHandle is one server-streaming method of a Client, bound by
+// its full name. The stream is opened through the connection Client.Conn
+// wraps, which applies the method's bulkhead, breaker and timeout.
+type ServerStreamHandle[Req, Resp any] struct {
+	m    *Method
+	open func(context.Context, *Req, ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error)
+}
+
+// NewServerStream binds the server-streaming method named method of c;
+// open is the plain generated client's method, built on c.Conn. It fails
+// as NewUnary does.
+func NewServerStream[Req, Resp any](c *Client, method string,
+	open func(context.Context, *Req, ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error),
+) (*ServerStreamHandle[Req, Resp], error) {
+	m, err := c.bind(method, "server-streaming", KindServerStreaming)
+	if err != nil {
+		return nil, err
+	}
+	if open == nil {
+		return nil, fmt.Errorf("resilient: %s: nil open: pass the plain client's method", method)
+	}
+	return &ServerStreamHandle[Req, Resp]{m: m, open: open}, nil
+}
+
+// Call opens the stream: it refuses a nil context or request
+// (INVALID_ARGUMENT, nothing sent) and sends the method's priority.
+func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
+	opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error) {
+	if h == nil || h.m == nil {
+		return nil, notBuiltError()
+	}
+	if ctx == nil {
+		return nil, nilContextError(h.m.policy.Name)
+	}
+	if req == nil {
+		return nil, nilRequestError(h.m.policy.Name)
+	}
+	return h.open(Prioritize(ctx, h.m), req, opts...)
+}
+
+// StreamHandle is one client-streaming or bidirectional method of a
+// Client, bound by its full name; S is the stream type the plain client
+// returns (grpc.ClientStreamingClient or grpc.BidiStreamingClient). The
+// stream is opened through the connection Client.Conn wraps, which applies
+// the method's bulkhead, breaker and timeout.
+type StreamHandle[S any] struct {
+	m    *Method
+	open func(context.Context, ...grpc.CallOption) (S, error)
+}
+
+// NewStream binds the client-streaming or bidirectional method named
+// method of c; open is the plain generated client's method, built on
+// c.Conn. It fails as NewUnary does.
+func NewStream[S any](c *Client, method string,
+	open func(context.Context, ...grpc.CallOption) (S, error)) (*StreamHandle[S], error) {
+	m, err := c.bind(method, "client-streaming or bidirectional", KindClientStreaming, KindBidiStreaming)
+	if err != nil {
+		return nil, err
+	}
+	if open == nil {
+		return nil, fmt.Errorf("resilient: %s: nil open: pass the plain client's method", method)
+	}
+	return &StreamHandle[S]{m: m, open: open}, nil
+}
+
+// Call opens the stream: it refuses a nil context (INVALID_ARGUMENT) and
+// sends the method's priority.
+func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S, error) {
+	if h == nil || h.m == nil {
+		var none S
+		return none, notBuiltError()
+	}
+	if ctx == nil {
+		var none S
+		return none, nilContextError(h.m.policy.Name)
+	}
+	return h.open(Prioritize(ctx, h.m), opts...)
+}
+
+// notBuiltError is returned by a handle that was never built (nil, as in
+// the zero value of a generated client, or a zero UnaryHandle{}).
+func notBuiltError() error {
+	return misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
+}

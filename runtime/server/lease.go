@@ -1,0 +1,135 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// ErrLeaseLost is the cause (context.Cause) with which the Guard cancels a
+// deduplicated handler's context when its request lost its hold on the
+// idempotency key: the store could not be reached to renew the lease for
+// the whole Lease, or another request took the key over. A handler that
+// honours its context stops before committing; its caller gets UNAVAILABLE
+// and, repeating with the same key, the outcome of the request that owns
+// the key.
+var ErrLeaseLost = errors.New("resilient/server: this request lost its idempotency key's lease")
+
+// The lease arithmetic, for a DedupPolicy.Lease d:
+//   - the owner renews every d/4 (and retries a failed renewal every d/16);
+//   - the store keeps a pending entry for 3d/2 past each claim or renewal
+//     (entryLease);
+//   - the owner gives up, cancelling its handler, when 5d/4 have passed
+//     since the last claim or renewal it sent that succeeded (giveUp).
+//
+// So a store outage shorter than d never costs the key (the last renewal
+// was at most d/4 before it began), and a handler that loses the key has
+// d/4 to stop before the entry can lapse and a repeat take over. After a
+// crash, a repeat takes over within 3d/2.
+func entryLease(d time.Duration) time.Duration { return d + d/2 }
+
+// keeper holds the lease of one running request: it renews it, and
+// cancels the handler when it is lost.
+type keeper struct {
+	g          *Guard
+	m          *method
+	key, token string
+	d          time.Duration
+	onLost     func()
+
+	mu      sync.Mutex
+	renewed time.Time // when the last successful claim or renewal was sent
+	lost    bool
+
+	done, finished chan struct{}
+}
+
+// keep starts renewing the lease of key, claimed by a request sent at
+// claimed; onLost is called, once, if the lease is lost.
+func (g *Guard) keep(m *method, key, token string, claimed time.Time, onLost func()) *keeper {
+	k := &keeper{g: g, m: m, key: key, token: token, d: m.dedup.lease, onLost: onLost,
+		renewed: claimed, done: make(chan struct{}), finished: make(chan struct{})}
+	go k.run()
+	return k
+}
+
+// giveUp is when the owner stops believing it holds the key.
+func (k *keeper) giveUp() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.renewed.Add(k.d + k.d/4)
+}
+
+func (k *keeper) isLost() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lost
+}
+
+// lose marks the lease lost and tells the handler, once.
+func (k *keeper) lose(why string) {
+	k.mu.Lock()
+	already := k.lost
+	k.lost = true
+	k.mu.Unlock()
+	if already {
+		return
+	}
+	k.m.svc.leasesLost.Add(1)
+	if k.g.logger != nil {
+		k.g.logger.LogAttrs(context.Background(), slog.LevelWarn, "deduplicated request lost its idempotency key; its handler's context is cancelled (cause server.ErrLeaseLost)",
+			slog.String("method", k.m.name), slog.String("why", why))
+	}
+	k.onLost()
+}
+
+func (k *keeper) run() {
+	defer close(k.finished)
+	every, retry := k.d/4, k.d/16
+	next := k.giveUp().Add(-k.d) // the claim + d/4
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	for {
+		select {
+		case <-k.done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		left := k.giveUp().Sub(now)
+		if left <= 0 {
+			k.lose("the store could not be reached to renew the lease for the whole lease")
+			return
+		}
+		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, every, left), func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
+		}, nil)
+		switch {
+		case err == nil:
+			k.g.storeOK()
+			k.mu.Lock()
+			k.renewed = now
+			k.mu.Unlock()
+			t.Reset(time.Until(now.Add(every)))
+		case errors.Is(err, ErrNotOwner):
+			k.g.storeOK()
+			k.lose("the key is no longer pending under this request: its entry lapsed or another request took it")
+			return
+		default:
+			k.g.storeError(k.m, "renew", err)
+			t.Reset(min(retry, time.Until(k.giveUp())))
+		}
+	}
+}
+
+// stop ends the renewing and waits for it.
+func (k *keeper) stop() {
+	select {
+	case <-k.done:
+	default:
+		close(k.done)
+	}
+	<-k.finished
+}

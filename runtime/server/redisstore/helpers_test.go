@@ -1,0 +1,334 @@
+package redisstore
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/server"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
+)
+
+// TestMain fails the package's tests if any goroutine they started is still
+// running at the end. It silences go-redis's own log, which reports every
+// failed dial while the tests cut Redis on purpose.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// redisServer is a real redis-server on a loopback port, started for one
+// test. No mock stands in for Redis in these tests.
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+}
+
+// startRedis starts redis-server without persistence. Without the binary
+// the test is skipped, except under CI (CI set), where it fails: .ci/run
+// installs it.
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server not on PATH, and CI is set: .ci/run installs it (apt-get install redis-server)")
+		}
+		t.Skip("redis-server not on PATH: the Redis store tests need a real Redis (apt-get install redis-server; .ci/run installs it)")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	_ = lis.Close()
+	r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	r.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	go func() {
+		_ = r.cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(r.stop)
+	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
+	defer c.Close()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return r
+		}
+		if time.Now().After(end) {
+			t.Fatalf("redis-server on %s not answering: %v", r.addr, err)
+		}
+	}
+}
+
+// stop kills the server and waits for it to exit.
+func (r *redisServer) stop() {
+	r.once.Do(func() {
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	})
+}
+
+// client returns a client of addr (the server's, or a proxy's) with
+// go-redis's default read timeout (3 s) and without
+// ContextTimeoutEnabled: the Guard must bound a silent Redis on its own.
+func client(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// proxy is a TCP proxy between a Redis client and redis-server that cuts
+// (closes every connection and refuses new ones), stalls (accepts and
+// reads, forwards nothing either way) and restores the connection in the
+// middle of a request.
+type proxy struct {
+	lis    net.Listener
+	target string
+
+	mu    sync.Mutex
+	mode  int // forwarding, cut or stalled
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+const (
+	forwarding = iota
+	cut
+	stalled
+)
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{lis: lis, target: target, conns: map[net.Conn]bool{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		p.closeAll()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) addr() string { return p.lis.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		mode := p.mode
+		if mode == cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+// pipe copies from src to dst, dropping what it reads while stalled.
+func (p *proxy) pipe(src, dst net.Conn) {
+	defer p.wg.Done()
+	defer src.Close()
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			fwd := p.mode == forwarding
+			p.mu.Unlock()
+			if fwd {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				return
+			}
+			return
+		}
+	}
+}
+
+func (p *proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+// cut closes every connection and refuses new ones until restore.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	p.mode = cut
+	p.mu.Unlock()
+	p.closeAll()
+}
+
+// stall keeps the connections open and accepts new ones, forwarding
+// nothing, until restore: a Redis that does not answer.
+func (p *proxy) stall() {
+	p.mu.Lock()
+	p.mode = stalled
+	p.mu.Unlock()
+}
+
+// restore forwards again; the connections stalled or cut are closed (the
+// commands they dropped would leave their clients out of step).
+func (p *proxy) restore() {
+	p.mu.Lock()
+	was := p.mode
+	p.mode = forwarding
+	p.mu.Unlock()
+	if was != forwarding {
+		p.closeAll()
+	}
+}
+
+const (
+	inventory    = "example.inventory.v1.InventoryService"
+	reserveStock = inventoryv1.InventoryService_ReserveStock_FullMethodName
+)
+
+// policy is the example inventory service's ReserveStock, deduplicated
+// with lease and mode, without shedding.
+func policy(lease time.Duration, mode server.StoreErrorMode) *server.ServicePolicy {
+	return &server.ServicePolicy{
+		Name: inventory,
+		Methods: []server.MethodPolicy{{Name: reserveStock, Priority: server.PriorityCritical,
+			Dedup:       &server.DedupPolicy{TTL: time.Minute, Lease: lease, OnStoreError: mode},
+			NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) }}},
+	}
+}
+
+// reserver is an InventoryService whose ReserveStock counts the runs of
+// its handler (runs) and the runs that got to commit (commits), and runs
+// a hook.
+type reserver struct {
+	inventoryv1.UnimplementedInventoryServiceServer
+	runs, commits atomic.Int64
+	hook          func(ctx context.Context, req *inventoryv1.ReserveStockRequest) error
+	answer        string
+}
+
+func (s *reserver) ReserveStock(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+	n := s.runs.Add(1)
+	if s.hook != nil {
+		if err := s.hook(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	s.commits.Add(1)
+	return &inventoryv1.ReserveStockResponse{ReservationId: s.answer + "-" + strconv.FormatInt(n, 10)}, nil
+}
+
+// guarded serves srv behind a Guard built with opts and returns the Guard
+// and a client.
+func guarded(t *testing.T, srv inventoryv1.InventoryServiceServer, p *server.ServicePolicy, opts ...server.Option) (*server.Guard, inventoryv1.InventoryServiceClient) {
+	t.Helper()
+	g, err := server.NewGuard([]*server.ServicePolicy{p}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(g.ServerOptions()...)
+	inventoryv1.RegisterInventoryServiceServer(s, srv)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(lis)
+	}()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cc.Close()
+		s.Stop()
+		<-done
+	})
+	return g, inventoryv1.NewInventoryServiceClient(cc)
+}
+
+// reserve sends ReserveStock with key, the same body for the same key,
+// within d.
+func reserve(t *testing.T, c inventoryv1.InventoryServiceClient, key string, d time.Duration) (*inventoryv1.ReserveStockResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, runtime.IdempotencyKeyHeader, key)
+	return c.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: key, Sku: "a", Units: 1})
+}
+
+func stats(t *testing.T, g *server.Guard) server.Stats {
+	t.Helper()
+	s, ok := g.Stats(inventory)
+	if !ok {
+		t.Fatal("no stats for", inventory)
+	}
+	return s
+}
+
+// eventually polls cond until it holds or two seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("still not true after 2s: %s", what)
+}

@@ -1,0 +1,143 @@
+// Package redisstore is the idempotency store of runtime/server on Redis,
+// for a service with several replicas: they share the entries, so a repeat
+// that reaches another replica is still answered from the first one's
+// outcome. It is a package of its own so that a program that does not
+// use it does not link go-redis.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-resilient/resilient/runtime/server"
+)
+
+// Store is a server.Store on Redis.
+//
+// Each operation is one Lua script, which Redis runs atomically: Claim
+// reads the key and, only if it is absent, writes the pending entry with its
+// lease (a SET … NX in effect), so of any number of replicas racing on a key
+// exactly one gets Claimed; Renew, Complete and Release act only if the key
+// still holds the pending entry of their token (the owner's fencing
+// token), so a request whose lease lapsed (its replica lost Redis or
+// stalled) can neither overwrite nor delete the entry of the request that
+// took over.
+//
+// An entry is one Redis string: "p", the 32-byte request fingerprint and
+// the owner's token while pending; "d", the fingerprint and the outcome
+// when done.
+type Store struct {
+	rdb    redis.Scripter
+	prefix string
+}
+
+// New returns a store keeping its entries in rdb (a *redis.Client, or any
+// client that runs scripts, such as a *redis.ClusterClient) under keys that
+// start with prefix, such as "inventory:idem:". The Guard bounds every
+// operation by server.StoreTimeout, and stops waiting then even if the
+// client does not; give the client ContextTimeoutEnabled: true so that it
+// also abandons the operation and frees its connection at that bound
+// (without it, go-redis waits for its ReadTimeout, 3 s by default).
+func New(rdb redis.Scripter, prefix string) *Store {
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+var (
+	// KEYS[1] the key; ARGV[1] the pending entry, ARGV[2] the lease in ms.
+	// Returns the entry the key holds, or nil after claiming it.
+	claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false`)
+	// ARGV[1] the token, ARGV[2] the lease in ms.
+	renewScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
+	// ARGV[1] the token, ARGV[2] the outcome, ARGV[3] the TTL in ms.
+	completeScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
+  redis.call('SET', KEYS[1], 'd' .. string.sub(v, 2, 33) .. ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0`)
+	// ARGV[1] the token.
+	releaseScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+)
+
+const fpLen = len(server.Fingerprint{})
+
+func pendingEntry(fp server.Fingerprint, token string) string {
+	return "p" + string(fp[:]) + token
+}
+
+func millis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+func (s *Store) wrap(op, key string, err error) error {
+	return fmt.Errorf("resilient/server/redisstore: %s %s%s: %w", op, s.prefix, key, err)
+}
+
+// Claim implements server.Store.
+func (s *Store) Claim(ctx context.Context, key, token string, fp server.Fingerprint, lease time.Duration) (server.Claim, error) {
+	v, err := claimScript.Run(ctx, s.rdb, []string{s.prefix + key}, pendingEntry(fp, token), millis(lease)).Text()
+	if errors.Is(err, redis.Nil) {
+		return server.Claim{State: server.Claimed}, nil
+	}
+	if err != nil {
+		return server.Claim{}, s.wrap("claim", key, err)
+	}
+	if len(v) < 1+fpLen || (v[0] != 'p' && v[0] != 'd') {
+		return server.Claim{}, s.wrap("claim", key, errors.New("the key holds no idempotency entry of this version: another program writes under the prefix"))
+	}
+	c := server.Claim{State: server.Pending}
+	copy(c.Fingerprint[:], v[1:1+fpLen])
+	if v[0] == 'd' {
+		c.State, c.Outcome = server.Done, []byte(v[1+fpLen:])
+	}
+	return c, nil
+}
+
+// Renew implements server.Store.
+func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+	n, err := renewScript.Run(ctx, s.rdb, []string{s.prefix + key}, token, millis(lease)).Int()
+	if err != nil {
+		return s.wrap("renew", key, err)
+	}
+	if n == 0 {
+		return server.ErrNotOwner
+	}
+	return nil
+}
+
+// Complete implements server.Store.
+func (s *Store) Complete(ctx context.Context, key, token string, outcome []byte, ttl time.Duration) error {
+	n, err := completeScript.Run(ctx, s.rdb, []string{s.prefix + key}, token, outcome, millis(ttl)).Int()
+	if err != nil {
+		return s.wrap("complete", key, err)
+	}
+	if n == 0 {
+		return server.ErrNotOwner
+	}
+	return nil
+}
+
+// Release implements server.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if err := releaseScript.Run(ctx, s.rdb, []string{s.prefix + key}, token).Err(); err != nil {
+		return s.wrap("release", key, err)
+	}
+	return nil
+}
