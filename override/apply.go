@@ -98,10 +98,12 @@ func (t *service) ordered() []*leaf {
 	return out
 }
 
-// apply applies every override to p, a copy of the annotated policy, and
-// checks the result: what involves several values (retries on a method
-// that may not be repeated, a timeout longer than the overall one, a
-// backoff range upside down) is refused naming the key that made it so.
+// apply applies every override that is right on its own to p, a copy of
+// the annotated policy, and checks the result with the runtime's own
+// check (ServicePolicy.Problems): what involves several values (retries on
+// a method that may not be repeated, a timeout longer than the overall
+// one, a backoff range upside down) is refused naming the key that made it
+// so, in the same report as every other problem.
 func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error) {
 	var errs problems
 	for _, l := range t.ordered() {
@@ -142,14 +144,14 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 	// Everything else the runtime's own check refuses (runtime.NewClient
 	// runs the same), in its words, at the key of the override that made
 	// it so.
-	var unnamed []runtime.PolicyProblem
 	for _, pr := range p.Problems() {
 		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key) {
 			continue // already reported
 		}
 		l, key := t.culprit(pr.Method, pr.Key)
 		if l == nil {
-			unnamed = append(unnamed, pr)
+			// No override touched it, yet it is wrong only with them.
+			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, pr.Message)
 			continue
 		}
 		msg := pr.Message
@@ -160,13 +162,6 @@ func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error)
 	}
 	if len(errs) > 0 || t.refused() {
 		return nil, errs.err() // nil when check reported them all
-	}
-	if len(unnamed) > 0 {
-		lines := make([]string, len(unnamed))
-		for i, pr := range unnamed {
-			lines[i] = fmt.Sprintf("%s: %s", pr.Field, pr.Message)
-		}
-		return nil, fmt.Errorf("overrides of %s (%s): %s", t.name, strings.Join(sources(t.leaves), ", "), strings.Join(lines, "; "))
 	}
 	return &p, nil
 }
