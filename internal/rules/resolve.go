@@ -47,18 +47,24 @@ var defaults = &resilientv1.Policy{
 		MaxCopies:     proto.Uint32(DefaultHedgingMaxCopies),
 		NonFatalCodes: []string{"UNAVAILABLE"},
 	},
-	Cache: &resilientv1.Cache{MaxEntries: proto.Uint32(DefaultCacheMaxEntries)},
+	Cache:    &resilientv1.Cache{MaxEntries: proto.Uint32(DefaultCacheMaxEntries)},
+	Server:   &resilientv1.Server{Dedup: &resilientv1.Dedup{Lease: durationpb.New(DefaultLease)}},
+	Shedding: &resilientv1.Shedding{Pushback: durationpb.New(DefaultShedPushback), Code: proto.String("UNAVAILABLE")},
 }
 
 // DefaultOf returns the contract's defaults of a group of the options
-// ("retry", "circuit_breaker"), nil for a group without defaults
-// (bulkhead, rate_limit). Callers must not change it.
+// ("retry", "circuit_breaker", "server.dedup"), nil for a group without
+// defaults (bulkhead, rate_limit). Callers must not change it.
 func DefaultOf(group string) proto.Message {
-	fd := defaults.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(group))
-	if fd == nil || !defaults.ProtoReflect().Has(fd) {
-		return nil
+	msg := defaults.ProtoReflect()
+	for _, name := range strings.Split(group, ".") {
+		fd := msg.Descriptor().Fields().ByName(protoreflect.Name(name))
+		if fd == nil || fd.Message() == nil || !msg.Has(fd) {
+			return nil
+		}
+		msg = msg.Get(fd).Message()
 	}
-	return defaults.ProtoReflect().Get(fd).Message().Interface()
+	return msg.Interface()
 }
 
 // Fill writes every value set in msg, one group of the options (a Retry,
@@ -67,9 +73,11 @@ func DefaultOf(group string) proto.Message {
 // backoff_multiplier → Multiplier, fresh_ttl → FreshTTL). Durations go to
 // time.Duration fields, counts to int fields, numbers to float64 fields,
 // code names to a []codes.Code (in the order written) or to a bit set of
-// codes (an integer type, as runtime.CodeSet), other names to a []string.
-// per_method, which says whose the group is rather than what it holds, is
-// not written. The values are checked ones (Check). It is the one place
+// codes (an integer type, as runtime.CodeSet), other names to a []string,
+// a code name to a codes.Code, an enum to a field of its type. per_method,
+// which says whose the group is rather than what it holds, is not
+// written, nor a group inside the group (server's dedup), which has its
+// own policy. The values are checked ones (Check). It is the one place
 // that turns the options into policy values: the plugin fills the data of
 // the generated literal with it, the override loader the runtime's policy.
 // The error names a field dst has no place for.
@@ -81,7 +89,7 @@ func Fill(dst any, msg proto.Message) error {
 	var missing []string
 	msg.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		name := string(fd.Name())
-		if name == "per_method" {
+		if name == "per_method" || (fd.Message() != nil && !isSingleValue(fd.Message())) {
 			return true
 		}
 		f := d.FieldByName(GoName(name))
@@ -130,8 +138,13 @@ func fill(f reflect.Value, fd protoreflect.FieldDescriptor, v protoreflect.Value
 		f.SetFloat(v.Float())
 	case fd.Kind() == protoreflect.BoolKind && f.Kind() == reflect.Bool:
 		f.SetBool(v.Bool())
+	case fd.Kind() == protoreflect.StringKind && f.Type() == reflect.TypeOf(codes.Code(0)):
+		c, _ := ParseCode(v.String()) // checked
+		f.Set(reflect.ValueOf(c))
 	case fd.Kind() == protoreflect.StringKind && f.Kind() == reflect.String:
 		f.SetString(v.String())
+	case fd.Kind() == protoreflect.EnumKind && f.Kind() == reflect.Int32:
+		f.SetInt(int64(v.Enum()))
 	default:
 		return false
 	}
@@ -139,7 +152,7 @@ func fill(f reflect.Value, fd protoreflect.FieldDescriptor, v protoreflect.Value
 }
 
 // goNames are the policy fields not named as their option in camel case.
-var goNames = map[string]string{"backoff_multiplier": "Multiplier", "fresh_ttl": "FreshTTL", "stale_ttl": "StaleTTL"}
+var goNames = map[string]string{"backoff_multiplier": "Multiplier", "fresh_ttl": "FreshTTL", "stale_ttl": "StaleTTL", "ttl": "TTL"}
 
 // GoName is the name of the policy field that holds an option:
 // cool_down → CoolDown.

@@ -80,7 +80,21 @@ func TestDefaultsTable(t *testing.T) {
 	if len(DefaultFailureCodes) != 2 || DefaultFailureCodes[1] != codes.DeadlineExceeded || len(DefaultNonFatalCodes) != 1 {
 		t.Errorf("code defaults %v %v", DefaultFailureCodes, DefaultNonFatalCodes)
 	}
-	if DefaultOf("bulkhead") != nil || DefaultOf("nonsense") != nil {
+	var d struct {
+		TTL   time.Duration
+		Lease time.Duration
+	}
+	var sh struct {
+		Pushback time.Duration
+		Code     codes.Code
+	}
+	if err := Fill(&d, DefaultOf("server.dedup")); err != nil || d.Lease != DefaultLease || d.TTL != 0 {
+		t.Errorf("dedup defaults %+v (%v)", d, err)
+	}
+	if err := Fill(&sh, DefaultOf("shedding")); err != nil || sh.Pushback != DefaultShedPushback || sh.Code != DefaultSheddingCode {
+		t.Errorf("shedding defaults %+v (%v)", sh, err)
+	}
+	if DefaultOf("bulkhead") != nil || DefaultOf("nonsense") != nil || DefaultOf("timeout") != nil {
 		t.Error("a default for a group that has none")
 	}
 	if GoName("cool_down") != "CoolDown" || GoName("fresh_ttl") != "FreshTTL" || GoName("backoff_multiplier") != "Multiplier" {
