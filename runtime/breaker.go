@@ -252,7 +252,7 @@ func (b *Breaker) apply(to State, now int64) {
 	gen := b.gen.Load() + 1
 	switch to {
 	case StateOpen:
-		b.openUntil.Store(now + int64(b.p.CoolDown))
+		b.openUntil.Store(addSat(now, b.p.CoolDown)) // never wraps to an instant half-open
 	case StateHalfOpen:
 		b.probes.Store((gen & math.MaxUint32) << 32)
 	case StateClosed:

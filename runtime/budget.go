@@ -1,9 +1,14 @@
 package runtime
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/status"
 )
 
 // Budget is a retry budget: over a sliding window, the retries towards a
@@ -19,6 +24,16 @@ type Budget struct {
 	base time.Time
 	w    *window // a: requests, b: retries
 	mu   sync.Mutex
+
+	// The episode of exhaustion, for the events: from the first refusal
+	// to the first call after a whole window without one. exhausted is
+	// read lock-free by every call of a client with events; the rest is
+	// guarded by emu, taken only on refusals and at the episode's end.
+	exhausted   atomic.Bool
+	emu         sync.Mutex
+	began       int64 // when the episode began, nanoseconds since base
+	lastRefusal int64
+	refusals    int // retries refused in the episode
 }
 
 // NewBudget returns an empty budget whose window counts from base.
@@ -61,5 +76,73 @@ func (b *Budget) allowance(requests uint64) int64 {
 	if r := math.Round(x); math.Abs(x-r) <= 1e-9*r {
 		x = r
 	}
-	return int64(x) + int64(b.p.MinRetries)
+	n := int64(x) // Ratio ≤ 1 (Validate): at most the requests in the window
+	if floor := int64(b.p.MinRetries); n > math.MaxInt64-floor {
+		return math.MaxInt64 // a floor as large as an int says "always"; never wrapped to "never"
+	}
+	return n + int64(b.p.MinRetries)
+}
+
+// refused notes a refusal at n in the episode of exhaustion, and reports
+// whether it began one.
+func (b *Budget) refused(n int64) (began bool) {
+	b.emu.Lock()
+	defer b.emu.Unlock()
+	b.lastRefusal = n
+	b.refusals++
+	if b.exhausted.Load() {
+		return false
+	}
+	b.began, b.refusals = n, 1
+	b.exhausted.Store(true)
+	return true
+}
+
+// recovered ends the episode of exhaustion when no retry was refused for
+// a whole window before n; it returns how long the episode lasted (to its
+// last refusal) and how many retries it refused, ok false when it goes on.
+func (b *Budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool) {
+	b.emu.Lock()
+	defer b.emu.Unlock()
+	if !b.exhausted.Load() || n-b.lastRefusal < int64(b.p.Window) {
+		return 0, 0, false
+	}
+	b.exhausted.Store(false)
+	return time.Duration(b.lastRefusal - b.began), b.refusals, true
+}
+
+// budgetRefused counts a retry (or hedged copy) the budget refused and
+// reports the refusal that begins an episode of exhaustion: one event,
+// however many retries the episode refuses. err is what the caller is
+// left with, nil when a hedged copy was refused before any copy failed.
+func (m *Method) budgetRefused(err error) {
+	if m.metrics != nil {
+		m.metrics.retries[retryBudget].Inc()
+	}
+	c := m.client
+	if c.events == nil || !m.budget.refused(c.now()) {
+		return
+	}
+	cause := ""
+	if err != nil {
+		cause = strings.ToLower(CodeName(status.Code(err)))
+	}
+	c.events.emit(Event{Kind: EventBudgetExhausted, Dependency: m.dependency(), Method: m.policy.Name, Cause: cause, Err: err})
+}
+
+// budgetRecovered reports the end of the budget's episode of exhaustion
+// at the first call after a whole window without a refusal. A call that
+// finds no episode pays one atomic load.
+func (m *Method) budgetRecovered() {
+	b := m.budget
+	if !b.exhausted.Load() {
+		return
+	}
+	c := m.client
+	lasted, refusals, ok := b.recovered(c.now())
+	if !ok {
+		return
+	}
+	c.events.emit(Event{Kind: EventBudgetRecovered, Dependency: m.dependency(), Method: m.policy.Name,
+		Cause: fmt.Sprintf("no retry refused for %s; %d refused over %s", b.p.Window, refusals, lasted.Round(time.Millisecond))})
 }

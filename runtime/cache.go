@@ -3,6 +3,7 @@ package runtime
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -83,6 +84,13 @@ type flight struct {
 	val      any
 	err      error
 	panicked any // what the call panicked with, re-raised in each caller
+
+	// ctx carries the first caller's values, detached from every
+	// caller's cancellation; cancel marks the flight abandoned when its
+	// last waiter leaves: nothing more is started for it.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	waiters int // callers waiting for it; guarded by cache.mu
 }
 
 func newCache(p CachePolicy) *cache {
@@ -102,22 +110,46 @@ func (c *cache) get(key string) (any, int64, bool) {
 	return e.val, e.at, true
 }
 
-// join returns the flight of key, and true when the caller must start it.
-func (c *cache) join(key string) (*flight, bool) {
+// join returns the flight of key, counting the caller among its waiters,
+// and true when the caller must start it. A new flight's context keeps
+// ctx's values (metadata, priority) but not its cancellation.
+func (c *cache) join(ctx context.Context, key string) (*flight, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.flights[key]; f != nil {
+		f.waiters++
 		return f, false
 	}
-	f := &flight{done: make(chan struct{})}
+	f := &flight{done: make(chan struct{}), waiters: 1}
+	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.flights[key] = f
 	return f, true
+}
+
+// leave takes a caller who stopped waiting off the flight of key. The last
+// to leave abandons the flight: the shared call starts nothing more (no
+// wait for a token, a permit or a backoff, no further attempt or copy),
+// while an attempt already sent runs to its end and its answer is kept.
+// The flight is forgotten: the next caller of the key starts a new one.
+func (c *cache) leave(key string, f *flight) {
+	c.mu.Lock()
+	f.waiters--
+	cut := f.waiters == 0 && c.flights[key] == f
+	if cut {
+		delete(c.flights, key)
+	}
+	c.mu.Unlock()
+	if cut {
+		f.cancel()
+	}
 }
 
 // finish ends the flight of key with its result, keeping a success.
 func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 	c.mu.Lock()
-	delete(c.flights, key)
+	if c.flights[key] == f {
+		delete(c.flights, key)
+	}
 	if err == nil {
 		if el := c.entries[key]; el != nil {
 			e := el.Value.(*cacheEntry)
@@ -141,9 +173,12 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 // key of a request (generated from the method's key_fields, no
 // reflection). Before any other layer, a fresh answer for the key is
 // returned without calling. Otherwise the callers of one key share one
-// call, which runs detached from their cancellation, with its own limit
-// (the method's OverallTimeout, else its Timeout), through the rate limit,
-// bulkhead, retries and breaker; a caller who gives up only stops waiting.
+// call, which runs detached from any one caller's cancellation, with its
+// own limit (the method's OverallTimeout, else its Timeout), through the
+// rate limit, bulkhead, retries and breaker; a caller who gives up stops
+// waiting; when the last one has given up, the call starts nothing more,
+// and only an attempt already sent runs on, its answer kept. A caller
+// whose context is already done gets its error and starts nothing.
 // When that call fails on the dependency's side or is refused by the
 // runtime and an answer younger than StaleTTL is kept, that answer is
 // returned instead (counted as a fallback with cause "stale_cache"); only
@@ -160,6 +195,10 @@ func UnaryCached[Req, Resp any](ctx context.Context, m *Method, idemKey string, 
 // served stale after a failure.
 func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, stale bool) {
+	if err := ctx.Err(); err != nil {
+		// Nobody to answer: no lookup, and above all no call.
+		return nil, statusFromContext(err), false
+	}
 	ch := m.cache
 	c := m.client
 	if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
@@ -167,13 +206,14 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 		return copyOf(val.(*Resp)), nil, false
 	}
 	m.cacheLookup(cacheMiss)
-	f, leader := ch.join(key)
+	f, leader := ch.join(ctx, key)
 	if leader {
-		go fetch(ctx, m, f, idemKey, key, req, opts, call)
+		go fetch(m, f, idemKey, key, req, opts, call)
 	}
 	select {
 	case <-f.done:
 	case <-ctx.Done():
+		ch.leave(key, f)
 		return nil, statusFromContext(ctx.Err()), false
 	}
 	if f.panicked != nil {
@@ -192,13 +232,13 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 	return nil, f.err, false
 }
 
-// fetch makes the shared call of a flight. Its context keeps the first
-// caller's values (metadata, priority) but not its cancellation, and has
-// the method's own limit; the call options that write into the first
-// caller's memory (header, trailer, peer) are left out, since that caller
-// may be gone.
-func fetch[Req, Resp any](ctx context.Context, m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
+// fetch makes the shared call of a flight, with the first caller's values
+// and the method's own limit, starting nothing once every caller left;
+// the call options that write into the first caller's memory
+// (header, trailer, peer) are left out, since that caller may be gone.
+func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
+	defer f.cancel()
 	defer func() {
 		// A panic in the call is the callers' to see, as if they had made
 		// the call themselves, not a crash of a goroutine of the runtime.
@@ -207,12 +247,20 @@ func fetch[Req, Resp any](ctx context.Context, m *Method, f *flight, idemKey, ke
 			m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now())
 		}
 	}()
-	fctx := context.WithoutCancel(ctx)
+	// fctx bounds the attempts by the method's limit and is never cut by
+	// the callers leaving: an attempt already sent runs to its end, and
+	// its answer is kept for the next caller. wait, cut when the last
+	// caller leaves, bounds what would start work for nobody: waiting
+	// for a token, a permit, a backoff, the next attempt or copy.
+	fctx := context.WithoutCancel(f.ctx)
 	if limit := m.policy.callLimit(); limit > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(fctx, limit)
 		defer cancel()
 	}
+	wait, cut := context.WithCancel(fctx)
+	defer cut()
+	defer context.AfterFunc(f.ctx, cut)()
 	kept := opts[:0:0]
 	for _, o := range opts {
 		switch o.(type) {
@@ -221,7 +269,19 @@ func fetch[Req, Resp any](ctx context.Context, m *Method, f *flight, idemKey, ke
 			kept = append(kept, o)
 		}
 	}
-	resp, err := unary(fctx, m, idemKey, req, kept, call)
+	var resp *Resp
+	var err error
+	if err = wait.Err(); err != nil {
+		err = statusFromContext(err) // every caller left before it began
+	} else {
+		resp, err = unary(fctx, m, idemKey, wait, req, kept, call)
+		if p := m.policy; err != nil && p.OverallTimeout == 0 && p.Timeout > 0 && status.Code(err) == codes.DeadlineExceeded &&
+			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
+			// The limit was the method's timeout, so the attempt's own
+			// timeout never made a context of its own: say so.
+			err = sharedCallTimeoutError(m.dependency(), p.Name, p.Timeout, err)
+		}
+	}
 	var val any
 	if err == nil {
 		val = resp

@@ -27,9 +27,6 @@ type Client struct {
 
 	metrics *collectors // nil without a registerer
 	events  *events     // nil without a logger or an observer
-	// budgetSpent is true from the budget's first refusal until it allows a
-	// retry again: one budget-exhausted event per episode.
-	budgetSpent atomic.Bool
 }
 
 // Method is the compiled, ready-to-run policy of one method of a Client.

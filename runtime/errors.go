@@ -35,6 +35,12 @@ var (
 	// dependency was called, as often as the policy allows, so a caller
 	// above (a server handling its own request) should not retry in turn.
 	ErrRetriesExhausted = errors.New("retries exhausted")
+	// ErrAttemptTimeout: an attempt (or hedged copy, or a cache's shared
+	// call limited to one attempt's time) was cut by the method's own
+	// per-attempt timeout while the call still had time. Code
+	// DEADLINE_EXCEEDED, like the caller's own deadline, which does not
+	// match it: that one is the plain context error gRPC returns.
+	ErrAttemptTimeout = errors.New("per-attempt timeout")
 )
 
 // Error is an error of the runtime's own making: a refusal (see the
@@ -125,6 +131,21 @@ func rateLimitedError(dep, method string, wait time.Duration, why string) error 
 func retriesExhaustedError(dep, method string, attempts int, what string, last error) error {
 	return &Error{Code: status.Code(last), Dependency: dep, Method: method, Reason: ErrRetriesExhausted,
 		Cause: last, Detail: fmt.Sprintf("%d %s towards %s failed", attempts, what, dep)}
+}
+
+// attemptTimeoutError is the DEADLINE_EXCEEDED of an attempt cut by its
+// own timeout: which attempt, of which method, after how long.
+func attemptTimeoutError(dep, method string, attempt int, timeout time.Duration, last error) error {
+	return &Error{Code: codes.DeadlineExceeded, Dependency: dep, Method: method, Reason: ErrAttemptTimeout,
+		Cause: last, Detail: fmt.Sprintf("attempt %d towards %s cut by its per-attempt timeout of %s", attempt, dep, timeout)}
+}
+
+// sharedCallTimeoutError is the DEADLINE_EXCEEDED of a cache's shared call
+// cut by its limit when that limit is the method's per-attempt timeout (no
+// OverallTimeout): the call's attempts had no more time than one attempt.
+func sharedCallTimeoutError(dep, method string, timeout time.Duration, last error) error {
+	return &Error{Code: codes.DeadlineExceeded, Dependency: dep, Method: method, Reason: ErrAttemptTimeout,
+		Cause: last, Detail: fmt.Sprintf("shared call of the cache towards %s cut by its per-attempt timeout of %s", dep, timeout)}
 }
 
 func misuseError(code codes.Code, method, detail string) error {

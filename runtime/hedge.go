@@ -2,11 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
 
 // HedgingPolicy says when further copies of a slow call are sent. A method
@@ -47,6 +47,7 @@ func (h *HedgingPolicy) check(f string, bad badFunc) {
 type copyResult[Resp any] struct {
 	resp       *Resp
 	err        error
+	timedOut   bool          // cut by its own per-attempt timeout
 	refused    bool          // the breaker did not let the copy through
 	retryAfter time.Duration // of the breaker's refusal
 	push       time.Duration // the server's pushback, when pushed
@@ -60,8 +61,9 @@ type copyResult[Resp any] struct {
 // takes a retry from the budget. The first success or fatal answer wins
 // and the other copies are cancelled. An open breaker, a spent budget or a
 // server's negative pushback stops further copies; a positive pushback
-// delays the next one.
-func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
+// delays the next one. wait is nil for a call; for a cache's shared call,
+// see unary: once it is cut, no further copy is sent.
+func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
@@ -71,14 +73,17 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
 	results := make(chan copyResult[Resp], h.MaxCopies)
-	launch := func() {
+	launch := func(n int) {
 		go func() {
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
 			var at int64
-			resp, err, refused, after := attemptOnce(hctx, m, req, slot.opts, call, &at)
-			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after}
+			resp, err, refused, after, timedOut := attemptOnce(hctx, m, req, slot.opts, call, &at)
+			if timedOut {
+				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
+			}
+			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after, timedOut: timedOut}
 			if err != nil {
 				r.push, r.pushed = Pushback(err, slot.md)
 			}
@@ -92,17 +97,22 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 	var last error
 	var refusal time.Duration
 	refused := false
-	launch()
+	if c.events != nil {
+		m.budgetRecovered()
+	}
+	launch(1)
 	timer := time.NewTimer(h.Delay)
 	defer timer.Stop()
+	var gone <-chan struct{} // a shared call's callers all left: no copy for nobody
+	if wait != nil {
+		gone = wait.Done()
+	}
 	next := func() { // sends the next copy, if the budget allows
-		if stopped || sent >= h.MaxCopies || ctx.Err() != nil {
+		if stopped || sent >= h.MaxCopies || ctx.Err() != nil || wait != nil && wait.Err() != nil {
 			return
 		}
 		if !m.budget.tryRetry(c.now()) {
-			if mx != nil {
-				mx.retries[retryBudget].Inc()
-			}
+			m.budgetRefused(last)
 			stopped = true
 			return
 		}
@@ -111,7 +121,7 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 		}
 		sent++
 		pending++
-		launch()
+		launch(sent)
 		if sent < h.MaxCopies {
 			timer.Reset(h.Delay)
 		}
@@ -126,8 +136,10 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 				stopped, refused, refusal = true, true, r.retryAfter
 			case r.err == nil:
 				return r.resp, nil
-			case ctx.Err() != nil || !h.NonFatalCodes.Has(status.Code(r.err)):
-				return nil, r.err // an answer, or the call's own end
+			case ctx.Err() != nil:
+				return nil, ended(ctx, r.err) // the call's own end
+			case !retryable(h.NonFatalCodes, r.err, r.timedOut):
+				return nil, r.err // an answer
 			default:
 				last = r.err
 				switch {
@@ -157,7 +169,15 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc
 			}
 		case <-timer.C:
 			next()
+		case <-gone:
+			gone, stopped = nil, true
+			if pending == 0 {
+				return nil, firstOf(last, wait)
+			}
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, statusFromContext(ctx.Err())
+			}
 			if last != nil && pending == 0 {
 				// Every copy sent failed (non-fatally: last never holds OK)
 				// and none is in flight: the last real error is the answer.

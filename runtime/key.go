@@ -6,11 +6,26 @@ import (
 	"strconv"
 )
 
-// KeyFromInt formats a signed integer idempotency key field.
-func KeyFromInt(v int64) string { return strconv.FormatInt(v, 10) }
+// KeyFromInt formats a signed integer key field (an idempotency key, or a
+// part of a cache key). 0 gives the empty key: proto3 cannot tell a field
+// left unset from 0, so 0 is no idempotency key (the call is never
+// retried and no idempotency-key is sent), as an empty string is; as a
+// cache key it stays distinct from every other value.
+func KeyFromInt(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(v, 10)
+}
 
-// KeyFromUint formats an unsigned integer idempotency key field.
-func KeyFromUint(v uint64) string { return strconv.FormatUint(v, 10) }
+// KeyFromUint formats an unsigned integer key field; 0 gives the empty
+// key, as with KeyFromInt.
+func KeyFromUint(v uint64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatUint(v, 10)
+}
 
 // KeyFromBytes formats a bytes idempotency key field as unpadded URL-safe
 // base64, so that any value travels in gRPC metadata. An empty field gives an

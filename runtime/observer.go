@@ -9,17 +9,21 @@ import (
 type EventKind uint8
 
 // The kinds of event. Each is reported once per occurrence, never once per
-// call: a transition once; the budget's exhaustion when it first refuses a
-// retry after having allowed one (again only after it allowed one since);
-// a fallback when a method first answers by it for a cause since the
-// method last succeeded.
+// call: a transition once; the budget's exhaustion once when it begins
+// (its first refusal) and once when it ends (the first call of a method
+// that retries or hedges after a whole budget window without a refusal); a fallback when a method first
+// answers by it for a cause since the method last succeeded.
 const (
 	// EventBreakerTransition: a circuit breaker changed state (From, To).
 	EventBreakerTransition EventKind = iota + 1
-	// EventBudgetExhausted: the retry budget refused a retry.
+	// EventBudgetExhausted: the retry budget refused a retry, the first
+	// refusal of an episode.
 	EventBudgetExhausted
 	// EventFallback: a method's fallback answered a failed call.
 	EventFallback
+	// EventBudgetRecovered: the retry budget refused no retry for a whole
+	// window: the episode begun by EventBudgetExhausted is over.
+	EventBudgetRecovered
 )
 
 func (k EventKind) String() string {
@@ -30,6 +34,8 @@ func (k EventKind) String() string {
 		return "budget exhausted"
 	case EventFallback:
 		return "fallback"
+	case EventBudgetRecovered:
+		return "budget recovered"
 	}
 	return "unknown"
 }
@@ -41,7 +47,9 @@ type Event struct {
 	Dependency string
 	// Method is the full method name ("/pkg.Service/Method"): the method
 	// whose call was refused or answered by the fallback, or whose own
-	// breaker changed state; empty for the service's shared breaker.
+	// breaker changed state; empty for the service's shared breaker. The
+	// logger writes it as the metrics' method label does, without the
+	// service ("GetStock"), beside dependency.
 	Method string
 	// From and To are the states of a breaker transition.
 	From, To State
@@ -100,7 +108,9 @@ func (ev *events) emit(e Event) {
 	attrs := make([]slog.Attr, 0, 6)
 	attrs = append(attrs, slog.String("dependency", e.Dependency))
 	if e.Method != "" {
-		attrs = append(attrs, slog.String("method", e.Method))
+		// The form of the metrics' method label, so that a log line and
+		// its series are found by the same (dependency, method).
+		attrs = append(attrs, slog.String("method", shortName(e.Method)))
 	}
 	level, msg := slog.LevelWarn, ""
 	switch e.Kind {
@@ -114,7 +124,9 @@ func (ev *events) emit(e Event) {
 		}
 		attrs = append(attrs, slog.String("from", e.From.String()), slog.String("to", e.To.String()))
 	case EventBudgetExhausted:
-		msg = "retry budget exhausted: retries refused until calls succeed or the window slides"
+		msg = "retry budget exhausted: retries refused until the window holds fewer"
+	case EventBudgetRecovered:
+		level, msg = slog.LevelInfo, "retry budget available again"
 	case EventFallback:
 		msg = "fallback answering instead of the dependency"
 	}

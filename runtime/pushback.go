@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -29,14 +30,20 @@ const (
 // Pushback reads what a server said about retrying a failed call: the
 // grpc-retry-pushback-ms trailer, else the do-not-retry ErrorInfo detail,
 // else a google.rpc.RetryInfo detail. d < 0 means do not retry; ok is
-// false when the server said nothing. The runtime applies it to every
-// method that retries or hedges: a negative pushback ends the retries, a
-// positive one replaces the backoff (still within the deadline and the
-// retry budget).
+// false when the server said nothing. A positive d never wraps: a value
+// beyond the largest Duration (about 292 years) is that Duration. The
+// runtime applies it to every method that retries or hedges: a negative
+// pushback ends the retries, a positive one replaces the backoff (still
+// within the retry budget); one longer than the call's time left ends the
+// retries with the last error.
 func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 	if v := trailer.Get(PushbackHeader); len(v) > 0 {
-		if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && ms >= 0 {
-			return time.Duration(ms) * time.Millisecond, true
+		ms, perr := strconv.ParseInt(v[0], 10, 64)
+		if errors.Is(perr, strconv.ErrRange) && ms > 0 {
+			perr = nil // beyond int64: as long as the longest pushback
+		}
+		if perr == nil && ms >= 0 {
+			return msSat(ms), true
 		}
 		return -1, true
 	}

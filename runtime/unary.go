@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -57,7 +56,7 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 	if m.cache != nil && cacheKey != nil {
 		resp, err, stale = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		resp, err = unary(ctx, m, key, req, opts, call)
+		resp, err = unary(ctx, m, key, nil, req, opts, call)
 	}
 	if err == nil {
 		if !stale && m.client.events != nil && m.fallbackSeen.Load() != 0 {
@@ -96,18 +95,26 @@ func (m *Method) fellBackTo(cause int, err error) {
 	ev.emit(Event{Kind: EventFallback, Dependency: m.dependency(), Method: m.policy.Name, Cause: causeName(cause), Err: err})
 }
 
-// unary is Unary without the checks and the fallback.
-func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
+// unary is Unary without the checks and the fallback. wait is nil for a
+// call; for a cache's shared call it is the context of its waiting
+// (for a token, a permit, a backoff, the next hedged copy) and of the
+// decision to send another attempt, cut when its last caller leaves,
+// while an attempt already sent runs on under ctx.
+func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
+	admit := ctx
+	if wait != nil {
+		admit = wait
+	}
 	if m.limiter != nil {
-		if err := m.takeToken(ctx); err != nil {
+		if err := m.takeToken(admit); err != nil {
 			return nil, err
 		}
 	}
 	if m.bulkhead != nil {
-		if err := m.acquirePermit(ctx); err != nil {
+		if err := m.acquirePermit(admit); err != nil {
 			return nil, err
 		}
 		defer m.releasePermit()
@@ -125,13 +132,24 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
 	}
 	if p.Hedging != nil {
-		return hedged(ctx, m, req, opts, call)
+		return hedged(ctx, m, wait, req, opts, call)
+	}
+	shared := wait != nil
+	if !shared {
+		wait = ctx
 	}
 	c := m.client
 	retry := p.Retry
 	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || key != "")
+	if retries && c.events != nil {
+		m.budgetRecovered()
+	}
 	var last error
 	for attempt := 1; ; attempt++ {
+		if shared && wait.Err() != nil {
+			// A shared call whose callers all left: no attempt for nobody.
+			return nil, firstOf(last, wait)
+		}
 		aopts := opts
 		var slot *trailerSlot
 		if retries {
@@ -141,7 +159,7 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			aopts = slot.opts
 		}
 		var at int64
-		resp, err, refused, retryAfter := attemptOnce(ctx, m, req, aopts, call, &at)
+		resp, err, refused, retryAfter, timedOut := attemptOnce(ctx, m, req, aopts, call, &at)
 		if retries && attempt == 1 && !refused {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.
@@ -169,8 +187,14 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		if err == nil {
 			return resp, nil
 		}
+		if timedOut {
+			err = attemptTimeoutError(m.dependency(), p.Name, attempt, p.Timeout, err)
+		}
 		last = err
-		if !retries || ctx.Err() != nil || !retry.RetryableCodes.Has(status.Code(err)) {
+		if ctx.Err() != nil {
+			return nil, ended(ctx, err)
+		}
+		if !retries || !retryable(retry.RetryableCodes, err, timedOut) {
 			return nil, err
 		}
 		if pushed && push < 0 {
@@ -182,11 +206,11 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 		if attempt >= retry.MaxAttempts {
 			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
 		}
-		wait := Backoff(retry, attempt)
+		pause := Backoff(retry, attempt)
 		if pushed {
-			wait = push // the server knows better when it can take the call
+			pause = push // the server knows better when it can take the call
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
 			if mx != nil {
 				mx.retries[retryDeadline].Inc()
 			}
@@ -197,13 +221,40 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 			m.budgetRefused(err)
 			return nil, err
 		}
-		if c.events != nil && c.budgetSpent.Load() {
-			c.budgetSpent.Store(false) // the budget allows retries again
-		}
-		if !sleep(ctx, wait) {
-			return nil, err
+		if !sleep(wait, pause) {
+			return nil, ended(ctx, err)
 		}
 	}
+}
+
+// firstOf is what a shared call whose callers all left ends with: the
+// last real error, or else the cancellation (which nobody reads).
+func firstOf(last error, wait context.Context) error {
+	if last != nil {
+		return last
+	}
+	return statusFromContext(wait.Err())
+}
+
+// retryable reports whether an attempt that failed with err may be
+// repeated (or, for hedging, followed by the next copy): its code is
+// listed, and a DEADLINE_EXCEEDED only
+// when the attempt's own timeout expired (timedOut). A server that answers
+// DEADLINE_EXCEEDED itself has given up on the request below it; a repeat
+// would give up again.
+func retryable(listed CodeSet, err error, timedOut bool) bool {
+	c := status.Code(err)
+	return listed.Has(c) && (c != codes.DeadlineExceeded || timedOut)
+}
+
+// ended returns what a call whose context ended tells its caller: Canceled
+// when the caller cancelled, whatever the attempt came back with; after
+// the deadline, the last real error, last.
+func ended(ctx context.Context, last error) error {
+	if err := ctx.Err(); errors.Is(err, context.Canceled) {
+		return statusFromContext(err)
+	}
+	return last
 }
 
 // breakerRefused counts an attempt the breaker refused; retry says it was
@@ -217,36 +268,26 @@ func (m *Method) breakerRefused(retry bool) {
 	}
 }
 
-// budgetRefused counts a retry the budget refused and reports the first
-// refusal of an episode.
-func (m *Method) budgetRefused(err error) {
-	if m.metrics != nil {
-		m.metrics.retries[retryBudget].Inc()
-	}
-	c := m.client
-	if c.events != nil && !c.budgetSpent.Load() && c.budgetSpent.CompareAndSwap(false, true) {
-		c.events.emit(Event{Kind: EventBudgetExhausted, Dependency: m.dependency(), Method: m.policy.Name,
-			Cause: strings.ToLower(CodeName(status.Code(err))), Err: err})
-	}
-}
-
 // attemptOnce makes one attempt through the breaker and the per-attempt
 // timeout. refused is true when the breaker did not let it through, with
-// how long the refusal is expected to last. When the attempt read the clock
-// at its end, the reading is left in *at for the caller to reuse.
+// how long the refusal is expected to last. timedOut is true when the
+// attempt failed after its own per-attempt timeout expired, while ctx
+// still had time: the DEADLINE_EXCEEDED it brings back is the runtime's,
+// not the server's nor the caller's. When the attempt read the clock at
+// its end, the reading is left in *at for the caller to reuse.
 func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration) {
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration, timedOut bool) {
 	// Without a breaker or metrics an attempt holds nothing and counts
 	// nowhere, and neither check below has anything to protect.
 	counted := m.breaker != nil || m.metrics != nil
 	if counted {
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, statusFromContext(cerr), false, 0 // never sent: counts for nothing
+			return nil, statusFromContext(cerr), false, 0, false // never sent: counts for nothing
 		}
 	}
 	ticket, start, retryAfter, ok := m.admit()
 	if !ok {
-		return nil, nil, true, retryAfter
+		return nil, nil, true, retryAfter, false
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
@@ -255,16 +296,32 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 		defer m.settleUnlessDone(ctx, &settled, ticket, start)
 	}
 	actx := ctx
+	own := false // actx has a timeout of its own, shorter than ctx's
 	if t := m.policy.Timeout; t > 0 {
 		var cancel context.CancelFunc
 		if actx, cancel = shorten(ctx, t); cancel != nil {
+			own = true
 			defer cancel()
 		}
 	}
 	resp, err = call(actx, req, opts...)
 	settled = true
 	*at = m.settle(ctx, ticket, start, err)
-	return resp, err, false, 0
+	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+		timedOut = ownTimeout(actx)
+	}
+	return resp, err, false, 0, timedOut
+}
+
+// ownTimeout reports whether the attempt's own context, actx, has reached
+// its deadline. gRPC may report DEADLINE_EXCEEDED a little before the
+// context's timer has marked it done, so the deadline is compared too.
+func ownTimeout(actx context.Context) bool {
+	if actx.Err() == context.DeadlineExceeded {
+		return true
+	}
+	dl, ok := actx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // shorten returns ctx limited to d from now, or ctx itself (and a nil

@@ -111,7 +111,7 @@ func TestCrossFieldRules(t *testing.T) {
 		}},
 		{rules.RuleKeyField, "key_field", []annotation{
 			{16, 2, 18, 3, `lint.v1.Orders.Put: (resilient.v1.method).idempotency_key: field "SKU" does not exist in lint.v1.Req (did you mean "sku"?): name a top-level string, bytes or integer field of the request`},
-			{21, 2, 23, 3, `lint.v1.Orders.Tag: (resilient.v1.method).idempotency_key: field "tags" of lint.v1.Req is a repeated string field: an idempotency key must be a singular string, bytes or integer field`},
+			{21, 2, 23, 3, `lint.v1.Orders.Tag: (resilient.v1.method).idempotency_key: field "tags" of lint.v1.Req is a repeated string field: an idempotency key must be a singular string, bytes or integer field (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`},
 			{26, 2, 28, 3, "lint.v1.Orders.Upload: (resilient.v1.method).generate_idempotency_key: only unary calls send an idempotency key, and Upload is a client-streaming method: remove it"},
 		}},
 		{rules.RuleIdempotencyContradiction, "idempotency_contradiction", []annotation{

@@ -14,7 +14,12 @@ import (
 
 // IsKeyField reports whether a request field can be (part of) a key, an
 // idempotency key or a cache key: a singular string, bytes or integer
-// field, which generated code formats as text.
+// field, which generated code formats as text (runtime.KeyFromInt, …).
+// Its zero value ("", empty bytes, 0) is no idempotency key: proto3
+// cannot tell an integer left unset from 0, so a request whose key is 0 is
+// sent without one and never retried, instead of every forgotten key
+// being the same key "0" (retried, and deduplicated by the server as one
+// request).
 func IsKeyField(fd protoreflect.FieldDescriptor) bool {
 	if fd.IsList() || fd.IsMap() {
 		return false
@@ -34,7 +39,11 @@ func IsKeyField(fd protoreflect.FieldDescriptor) bool {
 // CheckIdempotencyKey checks the idempotency_key of a method: only a unary
 // method sends one (written on a stream it is refused, inherited it is
 // ignored), and it names a top-level key field (IsKeyField) of the
-// request.
+// request. An integer field is accepted with or without presence: 0 is no
+// key either way (see IsKeyField), as the refusal of a field of another
+// type says. A field with a default other than its zero value (proto2,
+// editions) is refused: an unset key would read as that default, one key
+// shared by every request that forgot it.
 func CheckIdempotencyKey(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff Merged, add func(Finding)) {
 	if kind := StreamKind(m); kind != "" {
 		if own.GetIdempotencyKey() != "" {
@@ -55,9 +64,48 @@ func CheckIdempotencyKey(m protoreflect.MethodDescriptor, own *resilientv1.Polic
 			fmt.Sprintf("field %q does not exist in %s%s: name a top-level string, bytes or integer field of the request", name, msg.FullName(), didYouMean(msg, name))})
 	case !IsKeyField(fd):
 		add(Finding{RuleKeyField, lvl, "idempotency_key",
-			fmt.Sprintf("field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field", name, msg.FullName(), describeField(fd))})
+			fmt.Sprintf("field %q of %s is %s: an idempotency key must be a singular string, bytes or integer field%s", name, msg.FullName(), describeField(fd), zeroIsNoKey)})
+	case hasNonZeroDefault(fd):
+		add(Finding{RuleKeyField, lvl, "idempotency_key",
+			fmt.Sprintf("field %q of %s has the default %s: a request that leaves it unset reads the default, so every such request would send the same key (retried, and deduplicated by the server as one request); remove the default, so that an unset key is no key",
+				name, msg.FullName(), defaultText(fd))})
 	}
 }
+
+// hasNonZeroDefault reports whether a key field declares a default other
+// than its zero value (proto2, or editions): its getter returns that
+// default for a request that left the field unset.
+func hasNonZeroDefault(fd protoreflect.FieldDescriptor) bool {
+	if !fd.HasDefault() {
+		return false
+	}
+	v := fd.Default()
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return v.String() != ""
+	case protoreflect.BytesKind:
+		return len(v.Bytes()) != 0
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind, protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return v.Uint() != 0
+	default:
+		return v.Int() != 0
+	}
+}
+
+// defaultText writes a field's default as the .proto file does.
+func defaultText(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return fmt.Sprintf("%q", fd.Default().String())
+	case protoreflect.BytesKind:
+		return fmt.Sprintf("%q", fd.Default().Bytes())
+	}
+	return fd.Default().String()
+}
+
+// zeroIsNoKey ends the message that refuses a field of the wrong type,
+// so that nobody picks an integer expecting 0 to be a key like any other.
+const zeroIsNoKey = ` (its zero value, "" or 0, is no key: proto3 cannot tell an unset field from it, so such a request is sent without a key and never retried)`
 
 // CheckGeneratedKey checks generate_idempotency_key: written on a
 // streaming method it is refused (inherited, ignored), and it contradicts
