@@ -46,7 +46,7 @@ func (p *CachePolicy) check(f string, bad badFunc) {
 		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
 	}
 	if p.MaxEntries < 1 {
-		bad(f+".MaxEntries", "must be at least 1, is %d", p.MaxEntries)
+		bad(f+".MaxEntries", "must be at least 1, got %d", p.MaxEntries)
 	}
 }
 
