@@ -27,17 +27,8 @@ type site struct {
 	options map[level]protoreflect.SourcePath
 }
 
-// The fields of descriptor.proto that lead to an option, and the number
-// the three (resilient.v1.*) extensions share.
-const (
-	fileOptionsField    = 8 // FileDescriptorProto.options
-	serviceField        = 6 // FileDescriptorProto.service
-	serviceOptionsField = 3 // ServiceDescriptorProto.options
-	methodField         = 2 // ServiceDescriptorProto.method
-	methodOptionsField  = 4 // MethodDescriptorProto.options
-)
-
-var policyExtension = int32(resilientv1.E_Method.TypeDescriptor().Number())
+// The source paths of the options use the field numbers of
+// descriptor.proto and optionsNumber (skew.go).
 
 func fileOptionPath() protoreflect.SourcePath {
 	return protoreflect.SourcePath{fileOptionsField, int32(resilientv1.E_File.TypeDescriptor().Number())}
@@ -50,7 +41,7 @@ func serviceOptionPath(s *protogen.Service) protoreflect.SourcePath {
 
 func methodOptionPath(m *protogen.Method) protoreflect.SourcePath {
 	return protoreflect.SourcePath{serviceField, int32(m.Parent.Desc.Index()), methodField, int32(m.Desc.Index()),
-		methodOptionsField, policyExtension}
+		methodOptionsField, optionsNumber}
 }
 
 // fileSite is the place of file-level problems: the syntax or edition
