@@ -33,10 +33,10 @@ func (h *HedgingPolicy) String() string {
 func (h *HedgingPolicy) check(f string, bad badFunc) {
 	positive(h.Delay, f+".Delay", bad)
 	if h.MaxCopies < 2 {
-		bad(f+".MaxCopies", "must be at least 2 (the first copy counts), is %d", h.MaxCopies)
+		bad(f+".MaxCopies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", h.MaxCopies)
 	}
 	if h.NonFatalCodes.Has(0) {
-		bad(f+".NonFatalCodes", "holds OK")
+		bad(f+".NonFatalCodes", `"OK" is a success, there is nothing to hedge: remove it`)
 	}
 	if answers := h.NonFatalCodes & answerCodes; answers != 0 {
 		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
