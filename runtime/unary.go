@@ -68,7 +68,13 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 		if m.metrics != nil || m.client.events != nil {
 			m.fellBack(err)
 		}
-		return fallback(ctx, req, err)
+		fresp, ferr := fallback(ctx, req, err)
+		if fresp == nil && ferr == nil {
+			// Neither an answer nor an error: the failure is not turned
+			// into a success without a response; the call's error stands.
+			return nil, err
+		}
+		return fresp, ferr
 	}
 	return resp, err
 }
@@ -313,7 +319,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	settled = true
-	if *at = m.settle(ctx, actx, ticket, sp, err); *at == 0 && sp.known {
+	if *at = m.settle(ctx, actx, ticket, sp, unsent(err)); *at == 0 && sp.known {
 		*at = sp.start
 	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
