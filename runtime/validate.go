@@ -213,6 +213,9 @@ func (b *BreakerPolicy) check(f string, bad badFunc) {
 	if b.FailureCodes.Has(0) {
 		bad(f+".FailureCodes", `"OK" is a success and cannot count as a failure: remove it`)
 	}
+	if answers := b.FailureCodes & answerCodes; answers != 0 {
+		bad(f+".FailureCodes", "holds %s, answers of the service and not failures of it: an answer shows the dependency is up, so it never opens the breaker; remove them", answers)
+	}
 }
 
 func (b *BulkheadPolicy) check(f string, bad badFunc) {

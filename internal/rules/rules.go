@@ -325,6 +325,8 @@ func (c checker) codes(path string, names []string, retryable bool) {
 			}
 		case retryable && AnswerCodes[code]:
 			c.add(p, "%q is an answer of the service, not a transient failure: repeating the call cannot change it; remove it", name)
+		case AnswerCodes[code]:
+			c.add(p, "%q is an answer of the service, not a failure of it: an answer shows the dependency is up, so it never opens the breaker; remove it", name)
 		}
 	}
 }
