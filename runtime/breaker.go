@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // State is the state of a circuit breaker.
@@ -78,7 +80,7 @@ type Breaker struct {
 	// succeeded (16 bits each), so that a probe can never be counted in a
 	// generation other than its own.
 	probes      atomic.Uint64
-	outcomes    *window      // a: calls, b: failures
+	outcomes    *window.Time // a: calls, b: failures
 	lastFailure atomic.Int64 // nanoseconds since base of the last failure counted
 
 	mu           sync.Mutex // serialises state changes
@@ -94,7 +96,7 @@ const maxProbes = 1<<16 - 1
 // its hot path.
 func NewBreaker(p BreakerPolicy, base time.Time, onTransition func(from, to State)) *Breaker {
 	p.HalfOpenProbes = min(p.HalfOpenProbes, maxProbes)
-	b := &Breaker{p: p, base: base, outcomes: newWindow(p.Window), onTransition: onTransition}
+	b := &Breaker{p: p, base: base, outcomes: window.NewTime(p.Window), onTransition: onTransition}
 	b.lastFailure.Store(math.MinInt64 / 2)
 	return b
 }
@@ -185,7 +187,7 @@ func (b *Breaker) done(t Ticket, o Outcome, latency time.Duration, n int64) {
 	}
 	switch o {
 	case Success:
-		b.outcomes.add(n, 1, 0)
+		b.outcomes.Add(n, 1, 0)
 		// A success can bring the window to MinimumCalls with enough
 		// failures already in it, but only if a failure is in the window.
 		if n-b.lastFailure.Load() > int64(b.p.Window) {
@@ -193,11 +195,11 @@ func (b *Breaker) done(t Ticket, o Outcome, latency time.Duration, n int64) {
 		}
 	case Failure:
 		b.lastFailure.Store(n)
-		b.outcomes.add(n, 1, 1)
+		b.outcomes.Add(n, 1, 1)
 	default:
 		return
 	}
-	calls, failures := b.outcomes.sum(n)
+	calls, failures := b.outcomes.Sum(n)
 	if calls >= uint64(b.p.MinimumCalls) && float64(failures) >= b.p.FailureRatio*float64(calls) {
 		b.transitionFrom(t.gen, StateClosed, StateOpen, n)
 	}
@@ -256,7 +258,7 @@ func (b *Breaker) apply(to State, now int64) {
 	case StateHalfOpen:
 		b.probes.Store((gen & math.MaxUint32) << 32)
 	case StateClosed:
-		b.outcomes.reset()
+		b.outcomes.Reset()
 		b.lastFailure.Store(math.MinInt64 / 2)
 	}
 	b.gen.Store(gen)

@@ -159,7 +159,7 @@ func TestBreakerAnswersAndIgnoredCalls(t *testing.T) {
 		call(t, b, now, Failure)
 	}
 	wantState(t, b, now, StateClosed) // 4/9 and below MinimumCalls
-	if calls, failures := b.outcomes.sum(nanos(now, t0)); calls != 9 || failures != 4 {
+	if calls, failures := b.outcomes.Sum(nanos(now, t0)); calls != 9 || failures != 4 {
 		t.Fatalf("window = (%d calls, %d failures), want (9, 4)", calls, failures)
 	}
 }
@@ -327,7 +327,7 @@ func TestBreakerStaleTicketsNotCounted(t *testing.T) {
 		// The slow call fails long after; it said nothing about the new state.
 		b.Done(slow, Failure, 6*time.Second, probeTime.Add(time.Second))
 		wantState(t, b, probeTime.Add(time.Second), StateClosed)
-		if calls, _ := b.outcomes.sum(nanos(probeTime.Add(time.Second), t0)); calls != 0 {
+		if calls, _ := b.outcomes.Sum(nanos(probeTime.Add(time.Second), t0)); calls != 0 {
 			t.Fatalf("stale outcome counted: %d calls in the window", calls)
 		}
 		wantTransitions(t, tr, "closed->open", "open->half-open", "half-open->closed")

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // Budget is a retry budget: over a sliding window, the retries towards a
@@ -22,7 +24,7 @@ import (
 type Budget struct {
 	p    BudgetPolicy
 	base time.Time
-	w    *window // a: requests, b: retries
+	w    *window.Time // a: requests, b: retries
 	mu   sync.Mutex
 
 	// The episode of exhaustion, for the events: from the first refusal
@@ -38,13 +40,13 @@ type Budget struct {
 
 // NewBudget returns an empty budget whose window counts from base.
 func NewBudget(p BudgetPolicy, base time.Time) *Budget {
-	return &Budget{p: p, base: base, w: newWindow(p.Window)}
+	return &Budget{p: p, base: base, w: window.NewTime(p.Window)}
 }
 
 // Request counts one request (a call, not an attempt) at now.
 func (b *Budget) Request(now time.Time) { b.request(nanos(now, b.base)) }
 
-func (b *Budget) request(n int64) { b.w.add(n, 1, 0) }
+func (b *Budget) request(n int64) { b.w.Add(n, 1, 0) }
 
 // TryRetry reports whether one more retry fits in the budget at now, and if
 // so counts it.
@@ -53,17 +55,17 @@ func (b *Budget) TryRetry(now time.Time) bool { return b.tryRetry(nanos(now, b.b
 func (b *Budget) tryRetry(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	requests, retries := b.w.sum(n)
+	requests, retries := b.w.Sum(n)
 	if int64(retries)+1 > b.allowance(requests) {
 		return false
 	}
-	b.w.add(n, 0, 1)
+	b.w.Add(n, 0, 1)
 	return true
 }
 
 // Available returns how many retries the budget would allow at now.
 func (b *Budget) Available(now time.Time) int {
-	requests, retries := b.w.sum(nanos(now, b.base))
+	requests, retries := b.w.Sum(nanos(now, b.base))
 	return int(max(0, b.allowance(requests)-int64(retries)))
 }
 

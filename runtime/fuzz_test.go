@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // The fuzz targets below read their input as a program: a few bytes of
@@ -51,13 +53,13 @@ type modelEvent struct {
 }
 
 func newBreakerModel(p BreakerPolicy) *breakerModel {
-	return &breakerModel{p: p, width: max(int64(p.Window)/windowBuckets, 1), lastFailure: math.MinInt64 / 2}
+	return &breakerModel{p: p, width: max(int64(p.Window)/window.Buckets, 1), lastFailure: math.MinInt64 / 2}
 }
 
 func (m *breakerModel) sum(n int64) (calls, failures int) {
 	cur := n / m.width
 	for _, e := range m.events {
-		if cur-e.bucket < windowBuckets {
+		if cur-e.bucket < window.Buckets {
 			calls++
 			if e.failure {
 				failures++
@@ -270,7 +272,7 @@ type budgetModel struct {
 func (m *budgetModel) sum(n int64) (requests, retries int64) {
 	cur := n / m.width
 	for _, e := range m.events {
-		if cur-e.bucket < windowBuckets {
+		if cur-e.bucket < window.Buckets {
 			if e.failure {
 				retries++
 			} else {
@@ -297,7 +299,7 @@ func FuzzBudget(f *testing.F) {
 		}
 		base := time.Unix(1_000_000, 0)
 		b := NewBudget(p, base)
-		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/windowBuckets, 1)}
+		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/window.Buckets, 1)}
 		var n int64
 		for step := 0; !prog.done() && step < 4096; step++ {
 			now := base.Add(time.Duration(n))
