@@ -33,7 +33,7 @@ type Client struct {
 type Method struct {
 	client   *Client
 	policy   *MethodPolicy
-	breaker  *Breaker     // the method's own, or the service's; nil for none
+	breaker  *breaker     // the method's own, or the service's; nil for none
 	bulkhead *Bulkhead    // likewise
 	budget   *Budget      // nil unless the method retries or hedges
 	limiter  *RateLimiter // the method's own, or the service's; nil for none
@@ -137,7 +137,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	p = &c.policy
 	c.byName = make(map[string]*Method, len(p.Methods))
 
-	var shared *Breaker
+	var shared *breaker
 	if p.Breaker != nil {
 		shared = c.newBreaker(*p.Breaker, "")
 	}
@@ -185,7 +185,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 
 // newBreaker builds a breaker whose transitions are counted, logged and
 // observed; method is "" for the service's shared breaker.
-func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
+func (c *Client) newBreaker(p BreakerPolicy, method string) *breaker {
 	dep := c.policy.Name
 	var state prometheus.Gauge
 	var entered [3]prometheus.Counter
@@ -199,9 +199,9 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
 	}
 	ev := c.events
 	if state == nil && ev == nil {
-		return NewBreaker(p, c.base, nil)
+		return newBreaker(p, c.base, nil)
 	}
-	return NewBreaker(p, c.base, func(from, to State) {
+	return newBreaker(p, c.base, func(from, to State) {
 		if state != nil {
 			state.Set(float64(to))
 			entered[to].Inc()
@@ -227,7 +227,7 @@ func (c *Client) BreakerState(method string) (State, bool) {
 	if m == nil || m.breaker == nil {
 		return StateClosed, false
 	}
-	return m.breaker.State(c.clock.Now()), true
+	return m.breaker.stateAt(c.now()), true
 }
 
 // BulkheadInUse returns the permits taken in the bulkhead the named method

@@ -11,49 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The breaker takes the time as a parameter, so its state machine can be
-// driven without waiting: here a clock that starts at base.
-func ExampleBreaker() {
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := runtime.NewBreaker(runtime.BreakerPolicy{
-		FailureRatio:   0.5,
-		MinimumCalls:   4,
-		Window:         10 * time.Second,
-		CoolDown:       5 * time.Second,
-		HalfOpenProbes: 1,
-		FailureCodes:   runtime.CodesOf(codes.Unavailable),
-	}, base, func(from, to runtime.State) { fmt.Printf("  %s -> %s\n", from, to) })
-
-	now := base.Add(time.Second)
-	for _, o := range []runtime.Outcome{runtime.Success, runtime.Failure, runtime.Success, runtime.Failure} {
-		ticket, _, _ := b.Allow(now)
-		b.Done(ticket, o, 20*time.Millisecond, now)
-	}
-	fmt.Println("after 2 failures in 4 calls:", b.State(now))
-
-	_, retryAfter, ok := b.Allow(now.Add(2 * time.Second))
-	fmt.Println("allowed:", ok, "retry after:", retryAfter)
-
-	now = now.Add(5 * time.Second)
-	fmt.Println("after the cool-down:", b.State(now))
-	probe, _, ok := b.Allow(now)
-	fmt.Println("probe allowed:", ok)
-	_, _, ok = b.Allow(now)
-	fmt.Println("second call allowed:", ok)
-	b.Done(probe, runtime.Success, 20*time.Millisecond, now)
-	fmt.Println("after the probe:", b.State(now))
-	// Output:
-	//   closed -> open
-	// after 2 failures in 4 calls: open
-	// allowed: false retry after: 3s
-	// after the cool-down: half-open
-	//   open -> half-open
-	// probe allowed: true
-	// second call allowed: false
-	//   half-open -> closed
-	// after the probe: closed
-}
-
 func ExampleBudget() {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := runtime.NewBudget(runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, base)

@@ -90,65 +90,65 @@ func (m *breakerModel) stateAt(n int64) State {
 	return m.state
 }
 
-func (m *breakerModel) allow(n int64) (Ticket, time.Duration, bool) { return m.allowAs(n, true) }
+func (m *breakerModel) allow(n int64) (ticket, time.Duration, bool) { return m.allowAs(n, true) }
 
 // allowAs is allow for a unary call (probe true) or a stream that may not
 // take a half-open probe: admitted then as a bystander, whose failure alone
 // counts.
-func (m *breakerModel) allowAs(n int64, probe bool) (Ticket, time.Duration, bool) {
+func (m *breakerModel) allowAs(n int64, probe bool) (ticket, time.Duration, bool) {
 	for {
 		switch m.state {
 		case StateClosed:
-			return Ticket{gen: m.gen}, 0, true
+			return ticket{gen: m.gen}, 0, true
 		case StateOpen:
 			if n < m.openUntil {
-				return Ticket{}, time.Duration(m.openUntil - n), false
+				return ticket{}, time.Duration(m.openUntil - n), false
 			}
 			m.to(StateHalfOpen, n)
 		case StateHalfOpen:
 			if !probe {
-				return Ticket{gen: m.gen, bystander: true}, 0, true
+				return ticket{gen: m.gen, bystander: true}, 0, true
 			}
 			if m.admitted >= m.p.HalfOpenProbes {
-				return Ticket{}, 0, false
+				return ticket{}, 0, false
 			}
 			m.admitted++
-			return Ticket{gen: m.gen, probe: true}, 0, true
+			return ticket{gen: m.gen, probe: true}, 0, true
 		}
 	}
 }
 
-func (m *breakerModel) done(t Ticket, o Outcome, latency time.Duration, n int64) {
-	if o == Success && m.p.SlowCallThreshold > 0 && latency > m.p.SlowCallThreshold {
-		o = Failure
+func (m *breakerModel) done(t ticket, o outcome, latency time.Duration, n int64) {
+	if o == outcomeSuccess && m.p.SlowCallThreshold > 0 && latency > m.p.SlowCallThreshold {
+		o = outcomeFailure
 	}
 	if t.gen != m.gen {
 		return
 	}
 	if t.bystander {
-		if o == Failure {
+		if o == outcomeFailure {
 			m.to(StateOpen, n)
 		}
 		return
 	}
 	if t.probe {
 		switch o {
-		case Failure:
+		case outcomeFailure:
 			m.to(StateOpen, n)
-		case Success:
+		case outcomeSuccess:
 			m.succeeded++
 			if m.succeeded >= m.p.HalfOpenProbes {
 				m.to(StateClosed, n)
 			}
-		case Ignored:
+		case outcomeIgnored:
 			m.admitted--
 		}
 		return
 	}
 	switch o {
-	case Success:
+	case outcomeSuccess:
 		m.events = append(m.events, modelEvent{n / m.width, false})
-	case Failure:
+	case outcomeFailure:
 		m.events = append(m.events, modelEvent{n / m.width, true})
 		m.lastFailure = n
 	default:
@@ -194,11 +194,11 @@ func FuzzBreaker(f *testing.F) {
 		}
 		base := time.Unix(1_000_000, 0)
 		var transitions []State
-		b := NewBreaker(p, base, func(_, to State) { transitions = append(transitions, to) })
+		b := newBreaker(p, base, func(_, to State) { transitions = append(transitions, to) })
 		m := newBreakerModel(p)
 		var n int64 // nanoseconds since base
 		type held struct {
-			t    Ticket
+			t    ticket
 			done bool
 		}
 		var tickets []held
@@ -227,16 +227,16 @@ func FuzzBreaker(f *testing.F) {
 					continue // a ticket is given back once
 				}
 				tickets[i].done = true
-				o := Outcome(op >> 2 % 3)
+				o := outcome(op >> 2 % 3)
 				latency := time.Duration(op>>4) * 5 * time.Millisecond
-				b.Done(tickets[i].t, o, latency, now)
+				b.doneAt(tickets[i].t, o, latency, now)
 				m.done(tickets[i].t, o, latency, n)
 			case 2: // time passes
 				n += int64(prog.next()) * int64(time.Millisecond)
 			case 3: // nothing but a look at the state
 			}
 			now = base.Add(time.Duration(n))
-			got := b.State(now)
+			got := b.stateAtTime(now)
 			if want := m.stateAt(n); got != want {
 				t.Fatalf("step %d at %v: state %v, the model says %v", step, time.Duration(n), got, want)
 			}

@@ -27,7 +27,7 @@ import (
 // calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
 	w := &conn{cc: cc, c: c, probes: map[*Method]bool{}}
-	unary := map[*Breaker]bool{}
+	unary := map[*breaker]bool{}
 	for _, m := range c.methods {
 		if m.breaker != nil && m.policy.Kind == KindUnary {
 			unary[m.breaker] = true
@@ -128,7 +128,7 @@ type stream struct {
 	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
 	released    atomic.Bool
 	admitted    bool   // ticket is to be given back
-	ticket      Ticket // of m.breaker, if any
+	ticket      ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
 

@@ -285,7 +285,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 			return nil, statusFromContext(cerr), false, 0, false // never sent: counts for nothing
 		}
 	}
-	ticket, start, retryAfter, ok := m.admit()
+	tk, start, retryAfter, ok := m.admit()
 	if !ok {
 		return nil, nil, true, retryAfter, false
 	}
@@ -293,7 +293,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	// ticket and is counted, then goes on to the caller.
 	settled := false
 	if counted {
-		defer m.settleUnlessDone(ctx, &settled, ticket, start)
+		defer m.settleUnlessDone(ctx, &settled, tk, start)
 	}
 	actx := ctx
 	own := false // actx has a timeout of its own, shorter than ctx's
@@ -306,7 +306,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	settled = true
-	*at = m.settle(ctx, ticket, start, err)
+	*at = m.settle(ctx, tk, start, err)
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		timedOut = ownTimeout(actx)
 	}
