@@ -598,18 +598,18 @@ func BenchmarkBulkhead(b *testing.B) {
 }
 
 func BenchmarkBudgetRequest(b *testing.B) {
-	bu := NewBudget(DefaultBudget, time.Now())
+	bu := newBudget(DefaultBudget, time.Now())
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			bu.Request(time.Now())
+			bu.requestAt(time.Now())
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				bu.Request(time.Now())
+				bu.requestAt(time.Now())
 			}
 		})
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
-// Budget is a retry budget: over a sliding window, the retries towards a
+// budget is a retry budget: over a sliding window, the retries towards a
 // dependency may not exceed Ratio times the requests plus MinRetries. Under
 // a total outage it holds the load on the dependency to about (1 + Ratio)
 // times the requests, where unbudgeted retries would multiply it by the
@@ -21,7 +21,7 @@ import (
 //
 // Counting a request takes no lock; deciding a retry takes the budget's
 // mutex, so that concurrent retries can never overdraw it.
-type Budget struct {
+type budget struct {
 	p    BudgetPolicy
 	base time.Time
 	w    *window.Time // a: requests, b: retries
@@ -38,21 +38,18 @@ type Budget struct {
 	refusals    int // retries refused in the episode
 }
 
-// NewBudget returns an empty budget whose window counts from base.
-func NewBudget(p BudgetPolicy, base time.Time) *Budget {
-	return &Budget{p: p, base: base, w: window.NewTime(p.Window)}
+// newBudget returns an empty budget whose window counts from base.
+func newBudget(p BudgetPolicy, base time.Time) *budget {
+	return &budget{p: p, base: base, w: window.NewTime(p.Window)}
 }
 
-// Request counts one request (a call, not an attempt) at now.
-func (b *Budget) Request(now time.Time) { b.request(nanos(now, b.base)) }
+// request counts one request (a call, not an attempt) at n, nanoseconds
+// since base.
+func (b *budget) request(n int64) { b.w.Add(n, 1, 0) }
 
-func (b *Budget) request(n int64) { b.w.Add(n, 1, 0) }
-
-// TryRetry reports whether one more retry fits in the budget at now, and if
+// tryRetry reports whether one more retry fits in the budget at n, and if
 // so counts it.
-func (b *Budget) TryRetry(now time.Time) bool { return b.tryRetry(nanos(now, b.base)) }
-
-func (b *Budget) tryRetry(n int64) bool {
+func (b *budget) tryRetry(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	requests, retries := b.w.Sum(n)
@@ -63,9 +60,9 @@ func (b *Budget) tryRetry(n int64) bool {
 	return true
 }
 
-// Available returns how many retries the budget would allow at now.
-func (b *Budget) Available(now time.Time) int {
-	requests, retries := b.w.Sum(nanos(now, b.base))
+// available returns how many retries the budget would allow at n.
+func (b *budget) available(n int64) int {
+	requests, retries := b.w.Sum(n)
 	return int(max(0, b.allowance(requests)-int64(retries)))
 }
 
@@ -73,7 +70,7 @@ func (b *Budget) Available(now time.Time) int {
 // it: Ratio*requests, rounded down, plus MinRetries. A product that is an
 // integer in exact arithmetic may fall just below it in float64
 // (0.29*100 = 28.999999999999996); it is not rounded down a whole retry.
-func (b *Budget) allowance(requests uint64) int64 {
+func (b *budget) allowance(requests uint64) int64 {
 	x := b.p.Ratio * float64(requests)
 	if r := math.Round(x); math.Abs(x-r) <= 1e-9*r {
 		x = r
@@ -87,7 +84,7 @@ func (b *Budget) allowance(requests uint64) int64 {
 
 // refused notes a refusal at n in the episode of exhaustion, and reports
 // whether it began one.
-func (b *Budget) refused(n int64) (began bool) {
+func (b *budget) refused(n int64) (began bool) {
 	b.emu.Lock()
 	defer b.emu.Unlock()
 	b.lastRefusal = n
@@ -103,7 +100,7 @@ func (b *Budget) refused(n int64) (began bool) {
 // recovered ends the episode of exhaustion when no retry was refused for
 // a whole window before n; it returns how long the episode lasted (to its
 // last refusal) and how many retries it refused, ok false when it goes on.
-func (b *Budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool) {
+func (b *budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool) {
 	b.emu.Lock()
 	defer b.emu.Unlock()
 	if !b.exhausted.Load() || n-b.lastRefusal < int64(b.p.Window) {

@@ -20,7 +20,7 @@ type Client struct {
 	clock   Clock
 	system  bool // clock is the system clock: read only its monotonic part
 	base    time.Time
-	budget  *Budget
+	budget  *budget
 	methods []*Method
 	byName  map[string]*Method
 	changes []Change // what the edits changed, in order
@@ -35,7 +35,7 @@ type Method struct {
 	policy   *MethodPolicy
 	breaker  *breaker     // the method's own, or the service's; nil for none
 	bulkhead *Bulkhead    // likewise
-	budget   *Budget      // nil unless the method retries or hedges
+	budget   *budget      // nil unless the method retries or hedges
 	limiter  *RateLimiter // the method's own, or the service's; nil for none
 	cache    *cache       // nil unless the method has a cache
 
@@ -170,7 +170,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 				if p.Budget != nil {
 					bp = *p.Budget
 				}
-				c.budget = NewBudget(bp, c.base)
+				c.budget = newBudget(bp, c.base)
 			}
 			m.budget = c.budget
 		}

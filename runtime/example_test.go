@@ -11,28 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func ExampleBudget() {
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := runtime.NewBudget(runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, base)
-	now := base.Add(time.Second)
-	fmt.Println("quiet client:", b.Available(now), "retries")
-	for range 100 {
-		b.Request(now)
-	}
-	fmt.Println("after 100 requests:", b.Available(now), "retries")
-	granted := 0
-	for b.TryRetry(now) {
-		granted++
-	}
-	fmt.Println("granted:", granted)
-	fmt.Println("11 s later:", b.Available(now.Add(11*time.Second)), "retries")
-	// Output:
-	// quiet client: 10 retries
-	// after 100 requests: 20 retries
-	// granted: 20
-	// 11 s later: 10 retries
-}
-
 func ExampleBulkhead() {
 	b := runtime.NewBulkhead(runtime.BulkheadPolicy{Permits: 2})
 	ctx := context.Background()

@@ -298,19 +298,19 @@ func FuzzBudget(f *testing.F) {
 			Window:     time.Duration(prog.next()%50+1) * 10 * time.Millisecond,
 		}
 		base := time.Unix(1_000_000, 0)
-		b := NewBudget(p, base)
+		b := newBudget(p, base)
 		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/window.Buckets, 1)}
 		var n int64
 		for step := 0; !prog.done() && step < 4096; step++ {
 			now := base.Add(time.Duration(n))
 			switch prog.next() % 4 {
 			case 0: // a request
-				b.Request(now)
+				b.requestAt(now)
 				m.events = append(m.events, modelEvent{n / m.width, false})
 			case 1: // a retry asks to go
 				requests, retries := m.sum(n)
 				want := retries+1 <= m.allowance(requests)
-				if got := b.TryRetry(now); got != want {
+				if got := b.tryRetryAt(now); got != want {
 					t.Fatalf("step %d at %v: TryRetry = %v with %d requests and %d retries in the window (ratio %v, floor %d); want %v",
 						step, time.Duration(n), got, requests, retries, p.Ratio, p.MinRetries, want)
 				}
@@ -325,7 +325,7 @@ func FuzzBudget(f *testing.F) {
 				n += int64(prog.next()) * int64(time.Millisecond)
 			case 3:
 				requests, retries := m.sum(n)
-				if got, want := b.Available(now), max(0, m.allowance(requests)-retries); int64(got) != want {
+				if got, want := b.availableAt(now), max(0, m.allowance(requests)-retries); int64(got) != want {
 					t.Fatalf("step %d: Available = %d, want %d", step, got, want)
 				}
 			}
