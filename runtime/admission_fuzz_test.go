@@ -92,7 +92,7 @@ func FuzzAdmission(f *testing.F) {
 				called := false
 				call := func(actx context.Context, _ *fuzzMsg, _ ...grpc.CallOption) (*fuzzMsg, error) {
 					called = true
-					if got := m.bulkhead.InUse(); got != permitsHeld()+1 {
+					if got := m.bulkhead.taken(); got != permitsHeld()+1 {
 						t.Fatalf("step %d: %d permits taken during a call, want %d", step, got, permitsHeld()+1)
 					}
 					switch ending {
@@ -256,7 +256,7 @@ func FuzzAdmission(f *testing.F) {
 			if got, want := c.byName[watch].breaker.stateAtTime(now), streamModel.stateAt(n); got != want {
 				t.Fatalf("step %d: stream breaker %v, the model says %v", step, got, want)
 			}
-			if got := m.bulkhead.InUse(); got != permitsHeld() {
+			if got := m.bulkhead.taken(); got != permitsHeld() {
 				t.Fatalf("step %d: %d permits taken, %d streams hold one", step, got, permitsHeld())
 			}
 		}

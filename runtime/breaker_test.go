@@ -574,24 +574,24 @@ func BenchmarkBreakerClosed(b *testing.B) {
 func BenchmarkBulkhead(b *testing.B) {
 	ctx := b.Context()
 	b.Run("serial", func(b *testing.B) {
-		bh := NewBulkhead(BulkheadPolicy{Permits: 1})
+		bh := newBulkhead(BulkheadPolicy{Permits: 1})
 		b.ReportAllocs()
 		for b.Loop() {
-			if ok, _ := bh.Acquire(ctx); !ok {
+			if ok, _ := bh.acquire(ctx); !ok {
 				b.Fatal("refused")
 			}
-			bh.Release()
+			bh.release()
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		bh := NewBulkhead(BulkheadPolicy{Permits: 1 << 20})
+		bh := newBulkhead(BulkheadPolicy{Permits: 1 << 20})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if ok, _ := bh.Acquire(ctx); !ok {
+				if ok, _ := bh.acquire(ctx); !ok {
 					b.Fatal("refused")
 				}
-				bh.Release()
+				bh.release()
 			}
 		})
 	})

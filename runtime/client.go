@@ -34,7 +34,7 @@ type Method struct {
 	client   *Client
 	policy   *MethodPolicy
 	breaker  *breaker     // the method's own, or the service's; nil for none
-	bulkhead *Bulkhead    // likewise
+	bulkhead *bulkhead    // likewise
 	budget   *budget      // nil unless the method retries or hedges
 	limiter  *RateLimiter // the method's own, or the service's; nil for none
 	cache    *cache       // nil unless the method has a cache
@@ -141,9 +141,9 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if p.Breaker != nil {
 		shared = c.newBreaker(*p.Breaker, "")
 	}
-	var sharedBulkhead *Bulkhead
+	var sharedBulkhead *bulkhead
 	if p.Bulkhead != nil {
-		sharedBulkhead = NewBulkhead(*p.Bulkhead)
+		sharedBulkhead = newBulkhead(*p.Bulkhead)
 	}
 	var sharedLimiter *RateLimiter
 	if p.RateLimit != nil {
@@ -162,7 +162,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 			m.breaker = c.newBreaker(*mp.Breaker, mp.Name)
 		}
 		if mp.Bulkhead != nil {
-			m.bulkhead = NewBulkhead(*mp.Bulkhead)
+			m.bulkhead = newBulkhead(*mp.Bulkhead)
 		}
 		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
@@ -237,7 +237,7 @@ func (c *Client) BulkheadInUse(method string) (int, bool) {
 	if m == nil || m.bulkhead == nil {
 		return 0, false
 	}
-	return m.bulkhead.InUse(), true
+	return m.bulkhead.taken(), true
 }
 
 // Policy returns the method's policy.

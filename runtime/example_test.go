@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,27 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-func ExampleBulkhead() {
-	b := runtime.NewBulkhead(runtime.BulkheadPolicy{Permits: 2})
-	ctx := context.Background()
-	for i := 1; i <= 3; i++ {
-		ok, _ := b.Acquire(ctx)
-		fmt.Printf("call %d admitted: %v (in use %d)\n", i, ok, b.InUse())
-	}
-	b.Release()
-	ok, _ := b.Acquire(ctx)
-	fmt.Println("after a release:", ok)
-	b.Release()
-	b.Release()
-	fmt.Println("in use at the end:", b.InUse())
-	// Output:
-	// call 1 admitted: true (in use 1)
-	// call 2 admitted: true (in use 2)
-	// call 3 admitted: false (in use 2)
-	// after a release: true
-	// in use at the end: 0
-}
 
 // Each wait is drawn uniformly below a bound that grows from
 // InitialBackoff by Multiplier and stops at MaxBackoff.
