@@ -36,7 +36,7 @@ type Method struct {
 	breaker  *breaker     // the method's own, or the service's; nil for none
 	bulkhead *bulkhead    // likewise
 	budget   *budget      // nil unless the method retries or hedges
-	limiter  *RateLimiter // the method's own, or the service's; nil for none
+	limiter  *rateLimiter // the method's own, or the service's; nil for none
 	cache    *cache       // nil unless the method has a cache
 
 	metrics *methodMetrics // nil without a registerer
@@ -145,15 +145,15 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if p.Bulkhead != nil {
 		sharedBulkhead = newBulkhead(*p.Bulkhead)
 	}
-	var sharedLimiter *RateLimiter
+	var sharedLimiter *rateLimiter
 	if p.RateLimit != nil {
-		sharedLimiter = NewRateLimiter(*p.RateLimit)
+		sharedLimiter = newRateLimiter(*p.RateLimit)
 	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
 		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
 		if mp.RateLimit != nil {
-			m.limiter = NewRateLimiter(*mp.RateLimit)
+			m.limiter = newRateLimiter(*mp.RateLimit)
 		}
 		if mp.Cache != nil {
 			m.cache = newCache(*mp.Cache)
