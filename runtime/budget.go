@@ -114,7 +114,7 @@ func (b *budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool
 // reports the refusal that begins an episode of exhaustion: one event,
 // however many retries the episode refuses. err is what the caller is
 // left with, nil when a hedged copy was refused before any copy failed.
-func (m *Method) budgetRefused(err error) {
+func (m *methodState) budgetRefused(err error) {
 	if m.metrics != nil {
 		m.metrics.retries[retryBudget].Inc()
 	}
@@ -132,7 +132,7 @@ func (m *Method) budgetRefused(err error) {
 // budgetRecovered reports the end of the budget's episode of exhaustion
 // at the first call after a whole window without a refusal. A call that
 // finds no episode pays one atomic load.
-func (m *Method) budgetRecovered() {
+func (m *methodState) budgetRecovered() {
 	b := m.budget
 	if !b.exhausted.Load() {
 		return

@@ -117,7 +117,7 @@ func (b *bulkhead) release() {
 // acquirePermit takes a permit of the method's bulkhead (which must not be
 // nil), counting it in the metrics; the error is the caller's own context
 // error, or the refusal.
-func (m *Method) acquirePermit(ctx context.Context) error {
+func (m *methodState) acquirePermit(ctx context.Context) error {
 	bh, mx := m.bulkhead, m.metrics
 	ok, waited := bh.acquire(ctx)
 	if ok && waited > 0 && ctx.Err() != nil {
@@ -142,7 +142,7 @@ func (m *Method) acquirePermit(ctx context.Context) error {
 }
 
 // releasePermit gives back a permit taken with acquirePermit.
-func (m *Method) releasePermit() {
+func (m *methodState) releasePermit() {
 	m.bulkhead.release()
 	if mx := m.metrics; mx != nil {
 		mx.bulkheadInUse.Dec()

@@ -17,7 +17,19 @@ import (
 )
 
 // CachePolicy configures a stale-on-error cache with single flight for an
-// idempotent read (see UnaryCached).
+// idempotent read. Before any other layer, a fresh answer for the
+// request's key is returned without calling. Otherwise the callers of one
+// key share one call, which runs detached from any one caller's
+// cancellation, with its own limit (the method's OverallTimeout, else its
+// Timeout), through the rate limit, bulkhead, retries and breaker; a
+// caller who gives up stops waiting; when the last one has given up, the
+// call starts nothing more, and only an attempt already sent runs on, its
+// answer kept. A caller whose context is already done gets its error and
+// starts nothing. When the shared call fails on the dependency's side or
+// is refused by the runtime and an answer younger than StaleTTL is kept,
+// that answer is returned instead (counted as a fallback with cause
+// "stale_cache"); only a key with no such answer fails. Answers are copied
+// for each caller.
 type CachePolicy struct {
 	// FreshTTL is how long an answer is served without calling; positive.
 	FreshTTL time.Duration
@@ -167,31 +179,11 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 	close(f.done)
 }
 
-// UnaryCached is Unary for a method with a cache: key computes the cache
-// key of a request (generated from the method's key_fields, no
-// reflection). Before any other layer, a fresh answer for the key is
-// returned without calling. Otherwise the callers of one key share one
-// call, which runs detached from any one caller's cancellation, with its
-// own limit (the method's OverallTimeout, else its Timeout), through the
-// rate limit, bulkhead, retries and breaker; a caller who gives up stops
-// waiting; when the last one has given up, the call starts nothing more,
-// and only an attempt already sent runs on, its answer kept. A caller
-// whose context is already done gets its error and starts nothing.
-// When that call fails on the dependency's side or is refused by the
-// runtime and an answer younger than StaleTTL is kept, that answer is
-// returned instead (counted as a fallback with cause "stale_cache"); only
-// a key with no such answer fails. Answers are copied for each caller.
-//
-// A method without a cache, or a nil key, behaves as with Unary.
-func UnaryCached[Req, Resp any](ctx context.Context, m *Method, idemKey string, key func(*Req) string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
-	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	return unaryWith(ctx, m, idemKey, key, req, opts, call, fallback)
-}
-
-// cached runs a call through the method's cache; stale reports an answer
-// served stale after a failure.
-func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, req *Req, opts []grpc.CallOption,
+// cached runs a call through the method's cache, as CachePolicy says; key
+// is the request's cache key (made by generated code from the method's
+// key_fields, no reflection), idemKey its idempotency key. stale reports an
+// answer served stale after a failure.
+func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, stale bool) {
 	if err := ctx.Err(); err != nil {
 		// Nobody to answer: no lookup, and above all no call.
@@ -234,7 +226,7 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 // and the method's own limit, starting nothing once every caller left;
 // the call options that write into the first caller's memory
 // (header, trailer, peer) are left out, since that caller may be gone.
-func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
+func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
 	defer f.cancel()
 	defer func() {

@@ -21,16 +21,18 @@ type Client struct {
 	system  bool // clock is the system clock: read only its monotonic part
 	base    time.Time
 	budget  *budget
-	methods []*Method
-	byName  map[string]*Method
+	methods []*methodState
+	byName  map[string]*methodState
 	changes []Change // what the edits changed, in order
 
 	metrics *collectors // nil without a registerer
 	events  *events     // nil without a logger or an observer
 }
 
-// Method is the compiled, ready-to-run policy of one method of a Client.
-type Method struct {
+// methodState is the compiled, ready-to-run policy of one method of a
+// Client, with the state it goes through: its breaker, bulkhead, budget,
+// rate limit, cache and metrics.
+type methodState struct {
 	client   *Client
 	policy   *MethodPolicy
 	breaker  *breaker     // the method's own, or the service's; nil for none
@@ -135,7 +137,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 	}
 	p = &c.policy
-	c.byName = make(map[string]*Method, len(p.Methods))
+	c.byName = make(map[string]*methodState, len(p.Methods))
 
 	var shared *breaker
 	if p.Breaker != nil {
@@ -151,7 +153,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
-		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
+		m := &methodState{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
 		if mp.RateLimit != nil {
 			m.limiter = newRateLimiter(*mp.RateLimit)
 		}
@@ -215,11 +217,6 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *breaker {
 // Policy returns the policy the client applies.
 func (c *Client) Policy() *ServicePolicy { return &c.policy }
 
-// Method returns the method at index i of the policy's Methods, for tests
-// and inspection; generated clients bind their methods by name (NewUnary,
-// NewServerStream, NewStream).
-func (c *Client) Method(i int) *Method { return c.methods[i] }
-
 // BreakerState returns the state of the breaker the named method
 // ("/pkg.Service/Method") goes through, and false when it has none.
 func (c *Client) BreakerState(method string) (State, bool) {
@@ -240,10 +237,7 @@ func (c *Client) BulkheadInUse(method string) (int, bool) {
 	return m.bulkhead.taken(), true
 }
 
-// Policy returns the method's policy.
-func (m *Method) Policy() *MethodPolicy { return m.policy }
-
-func (m *Method) dependency() string { return m.client.policy.Name }
+func (m *methodState) dependency() string { return m.client.policy.Name }
 
 // nilRequestError is the error for a call or stream given a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC

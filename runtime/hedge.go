@@ -63,7 +63,7 @@ type copyResult[Resp any] struct {
 // server's negative pushback stops further copies; a positive pushback
 // delays the next one. wait is nil for a call; for a cache's shared call,
 // see unary: once it is cut, no further copy is sent.
-func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context, req *Req, opts []grpc.CallOption,
+func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client

@@ -205,7 +205,7 @@ const (
 var cacheResults = [numCacheResults]string{"hit", "miss", "stale"}
 
 // cacheLookup counts a lookup in the method's cache, if metrics are kept.
-func (m *Method) cacheLookup(result int) {
+func (m *methodState) cacheLookup(result int) {
 	if mx := m.metrics; mx != nil {
 		mx.cache[result].Inc()
 	}
@@ -230,7 +230,7 @@ func (l *lazyCounters) get(i int) prometheus.Counter {
 
 func codeLabel(i int) string { return CodeName(codes.Code(i)) }
 
-func (cs *collectors) forMethod(dep string, m *Method) *methodMetrics {
+func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 	name := shortName(m.policy.Name)
 	mm := &methodMetrics{
 		attempts:           newLazy(cs.attempts, dep, name, numCodes, codeLabel),

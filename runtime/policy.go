@@ -122,10 +122,10 @@ type MethodPolicy struct {
 	// RateLimit, when not nil, gives the method a token bucket of its own
 	// instead of the service's.
 	RateLimit *RateLimitPolicy
-	// Cache, when not nil, keeps the method's answers (see UnaryCached).
+	// Cache, when not nil, keeps the method's answers (see CachePolicy).
 	Cache *CachePolicy
 	// Priority is the method's annotated priority, sent to the server in
-	// PriorityHeader on each call (Prioritize); a caller may lower it, never
+	// PriorityHeader on each call; a caller may lower it, never
 	// raise it. Unspecified sends none.
 	Priority Priority
 }

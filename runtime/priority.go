@@ -77,16 +77,16 @@ func OutgoingPriority(ctx context.Context) (Priority, bool) {
 	return lowest, found
 }
 
-// Prioritize returns ctx carrying the method's annotated priority
+// prioritize returns ctx carrying the method's annotated priority
 // (MethodPolicy.Priority) for the call, so that the server can shed the
 // least important work first. It never raises a priority: when ctx already
 // sends one as low or lower (the caller lowered it with WithPriority), ctx
 // is returned as it is; a method without a priority, or a normal one the
 // caller did not lower, sends none (the server takes no header as
-// normal). Generated clients call it on every call.
-func Prioritize(ctx context.Context, m *Method) context.Context {
+// normal). Every handle calls it on every call.
+func prioritize(ctx context.Context, m *methodState) context.Context {
 	if m == nil || ctx == nil {
-		return ctx // Unary refuses a nil context, naming the method
+		return ctx // the handles refuse a nil context, naming the method
 	}
 	p := m.policy.Priority
 	if p == PriorityUnspecified || p > PriorityCritical {

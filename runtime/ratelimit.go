@@ -92,7 +92,7 @@ var (
 
 // takeToken applies the method's rate limit, if any; it returns the error
 // to give the caller when the call may not go.
-func (m *Method) takeToken(ctx context.Context) error {
+func (m *methodState) takeToken(ctx context.Context) error {
 	wait, err := m.limiter.take(ctx)
 	switch err {
 	case nil:

@@ -15,25 +15,11 @@ import (
 // idempotency key, identical on every attempt of a call.
 const IdempotencyKeyHeader = "idempotency-key"
 
-// Unary runs one unary call under the method's policy. Generated code calls
-// it; call is the plain generated client's method, fallback the optional
-// typed fallback.
-//
-// The layers, outside in: fallback, rate limit, bulkhead, overall limit,
-// retry loop or hedging (retry budget, backoff with full jitter, never past
-// the deadline), circuit breaker (admits each attempt, records its
-// outcome), per-attempt timeout, the call. key is the request's idempotency key ("" for none): it is sent
-// as idempotency-key metadata on every attempt, and without it a method that
-// is not idempotent is never retried.
-func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
-	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	return unaryWith(ctx, m, key, nil, req, opts, call, fallback)
-}
-
-// unaryWith is Unary and UnaryCached: cacheKey is nil for a call that does
-// not go through the method's cache.
-func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
+// callUnary runs one unary call under the method's policy: it is what
+// UnaryHandle.Call does once it has read the request's keys. key is the
+// request's idempotency key ("" for none); cacheKey is nil for a call that
+// does not go through the method's cache (see cached).
+func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
 	if m == nil {
@@ -74,13 +60,13 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 }
 
 // fellBack counts a fallback and reports it once per episode and cause.
-func (m *Method) fellBack(err error) {
+func (m *methodState) fellBack(err error) {
 	m.fellBackTo(causeOf(err, status.Code(err)), err)
 }
 
 // fellBackTo counts an answer given for a failed call (by the fallback,
 // or by the cache, stale) and reports it once per episode and cause.
-func (m *Method) fellBackTo(cause int, err error) {
+func (m *methodState) fellBackTo(cause int, err error) {
 	if m.metrics != nil {
 		m.metrics.fallbacks.get(cause).Inc()
 	}
@@ -95,12 +81,12 @@ func (m *Method) fellBackTo(cause int, err error) {
 	ev.emit(Event{Kind: EventFallback, Dependency: m.dependency(), Method: m.policy.Name, Cause: causeName(cause), Err: err})
 }
 
-// unary is Unary without the checks and the fallback. wait is nil for a
+// unary is callUnary without the checks, the cache and the fallback. wait is nil for a
 // call; for a cache's shared call it is the context of its waiting
 // (for a token, a permit, a backoff, the next hedged copy) and of the
 // decision to send another attempt, cut when its last caller leaves,
 // while an attempt already sent runs on under ctx.
-func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait context.Context, req *Req, opts []grpc.CallOption,
+func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
@@ -259,7 +245,7 @@ func ended(ctx context.Context, last error) error {
 
 // breakerRefused counts an attempt the breaker refused; retry says it was
 // not the call's first (a retry, or a hedged copy after the first).
-func (m *Method) breakerRefused(retry bool) {
+func (m *methodState) breakerRefused(retry bool) {
 	if mx := m.metrics; mx != nil {
 		mx.breakerRejections.Inc()
 		if retry {
@@ -275,7 +261,7 @@ func (m *Method) breakerRefused(retry bool) {
 // still had time: the DEADLINE_EXCEEDED it brings back is the runtime's,
 // not the server's nor the caller's. When the attempt read the clock at
 // its end, the reading is left in *at for the caller to reuse.
-func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
+func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration, timedOut bool) {
 	// Without a breaker or metrics an attempt holds nothing and counts
 	// nowhere, and neither check below has anything to protect.
