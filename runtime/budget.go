@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
@@ -124,7 +125,7 @@ func (m *methodState) budgetRefused(err error) {
 	}
 	cause := ""
 	if err != nil {
-		cause = strings.ToLower(CodeName(status.Code(err)))
+		cause = strings.ToLower(codename.Of(status.Code(err)))
 	}
 	c.events.emit(Event{Kind: EventBudgetExhausted, Dependency: m.dependency(), Method: m.policy.Name, Cause: cause, Err: err})
 }

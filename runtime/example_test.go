@@ -10,29 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Each wait is drawn uniformly below a bound that grows from
-// InitialBackoff by Multiplier and stops at MaxBackoff.
-func ExampleBackoff() {
-	p := &runtime.RetryPolicy{
-		MaxAttempts:    6,
-		InitialBackoff: 100 * time.Millisecond,
-		MaxBackoff:     time.Second,
-		Multiplier:     2,
-	}
-	bound := p.InitialBackoff
-	for n := 1; n <= 5; n++ {
-		d := runtime.Backoff(p, n)
-		fmt.Printf("retry %d waits in [0, %s): %v\n", n, bound, d >= 0 && d < bound)
-		bound = min(bound*2, p.MaxBackoff)
-	}
-	// Output:
-	// retry 1 waits in [0, 100ms): true
-	// retry 2 waits in [0, 200ms): true
-	// retry 3 waits in [0, 400ms): true
-	// retry 4 waits in [0, 800ms): true
-	// retry 5 waits in [0, 1s): true
-}
-
 func ExampleCodesOf() {
 	s := runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
 	fmt.Println(s)
@@ -40,20 +17,6 @@ func ExampleCodesOf() {
 	// Output:
 	// [DEADLINE_EXCEEDED UNAVAILABLE]
 	// true false
-}
-
-func ExampleParseCode() {
-	for _, name := range []string{"RESOURCE_EXHAUSTED", "CANCELLED", "OK", "Unavailable"} {
-		c, ok := runtime.ParseCode(name)
-		fmt.Println(name, c, ok)
-	}
-	fmt.Println(runtime.CodeName(codes.DeadlineExceeded))
-	// Output:
-	// RESOURCE_EXHAUSTED ResourceExhausted true
-	// CANCELLED Canceled true
-	// OK OK true
-	// Unavailable OK false
-	// DEADLINE_EXCEEDED
 }
 
 func ExampleServicePolicy_Validate() {

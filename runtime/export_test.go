@@ -38,3 +38,6 @@ func UnaryCached[Req, Resp any](ctx context.Context, m *Method, idemKey string, 
 // Prioritize is what every handle does to a call's context: it carries the
 // method's annotated priority, never raised.
 func Prioritize(ctx context.Context, m *Method) context.Context { return prioritize(ctx, m) }
+
+// NewIdempotencyKey is the key a method with GenerateIdempotencyKey sends.
+func NewIdempotencyKey() string { return newIdempotencyKey() }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/internal/codename"
 )
 
 // WithRegisterer makes the client count what it does in Prometheus metrics
@@ -147,7 +149,7 @@ func causeName(i int) string {
 	case causeStaleCache:
 		return "stale_cache"
 	}
-	return strings.ToLower(CodeName(codes.Code(i - causeCode)))
+	return strings.ToLower(codename.Of(codes.Code(i - causeCode)))
 }
 
 // causeOf classifies the error a fallback was given.
@@ -228,7 +230,7 @@ func (l *lazyCounters) get(i int) prometheus.Counter {
 	return b.Counter
 }
 
-func codeLabel(i int) string { return CodeName(codes.Code(i)) }
+func codeLabel(i int) string { return codename.Of(codes.Code(i)) }
 
 func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 	name := shortName(m.policy.Name)

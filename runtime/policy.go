@@ -38,18 +38,11 @@ func (s CodeSet) String() string {
 	var names []string
 	for c := codes.Code(0); c < 32; c++ {
 		if s.Has(c) {
-			names = append(names, CodeName(c))
+			names = append(names, codename.Of(c))
 		}
 	}
 	return "[" + strings.Join(names, " ") + "]"
 }
-
-// CodeName returns the canonical upper-case name of a code, as used in the
-// .proto annotations and in gRPC service config: "UNAVAILABLE".
-func CodeName(c codes.Code) string { return codename.Of(c) }
-
-// ParseCode returns the code with the given canonical name ("UNAVAILABLE").
-func ParseCode(name string) (codes.Code, bool) { return codename.Parse(name) }
 
 // ServicePolicy is the compiled policy of one service: the dependency a
 // client calls. Generated code holds one as a Go literal; NewClient turns it

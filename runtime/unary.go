@@ -112,7 +112,7 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		}
 	}
 	if key == "" && p.GenerateIdempotencyKey {
-		key = NewIdempotencyKey()
+		key = newIdempotencyKey()
 	}
 	if key != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
@@ -192,7 +192,7 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		if attempt >= retry.MaxAttempts {
 			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
 		}
-		pause := Backoff(retry, attempt)
+		pause := backoffFor(retry, attempt)
 		if pushed {
 			pause = push // the server knows better when it can take the call
 		}
