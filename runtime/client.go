@@ -54,7 +54,7 @@ type options struct {
 	clock      Clock
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	observers  []Observer
+	observers  []func(Event)
 	edits      []policyEdit
 }
 

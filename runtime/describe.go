@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// Describe renders the policy as text, one method per paragraph, so an
+// describe renders the policy as text, one method per paragraph, so an
 // operator can see what is in force: every timeout, retry, breaker,
 // bulkhead and budget setting, and which of them the methods share.
-func Describe(p *ServicePolicy) string {
+func describe(p *ServicePolicy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", p.Name)
 	if p.Budget != nil {
