@@ -59,7 +59,7 @@ func retryInterceptor(attempts int, honour bool) grpc.UnaryClientInterceptor {
 			if status.Code(err) != codes.Unavailable {
 				return err
 			}
-			if d, ok := Pushback(err, trailer); honour && ok && d < 0 {
+			if d, ok := runtime.Pushback(err, trailer); honour && ok && d < 0 {
 				return err
 			}
 		}

@@ -102,11 +102,11 @@ func TestNewGuardRefuses(t *testing.T) {
 
 func TestPriorityNames(t *testing.T) {
 	for p := PriorityLow; p <= PriorityCritical; p++ {
-		if q, ok := ParsePriority(p.String()); !ok || q != p {
+		if q, ok := runtime.ParsePriority(p.String()); !ok || q != p {
 			t.Errorf("%s does not round-trip", p)
 		}
 	}
-	if _, ok := ParsePriority("unspecified"); ok {
+	if _, ok := runtime.ParsePriority("unspecified"); ok {
 		t.Error("unspecified parsed")
 	}
 	if Priority(9).String() != "Priority(9)" || StoreErrorMode(5).String() != "StoreErrorMode(5)" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -64,16 +63,6 @@ func IsDoNotRetry(err error) bool {
 		}
 	}
 	return false
-}
-
-// Pushback reads what a server said about retrying a failed call: the
-// grpc-retry-pushback-ms trailer (collect it with the grpc.Trailer call
-// option), else the do-not-retry detail, else a google.rpc.RetryInfo detail
-// (sent with shedding refusals). d < 0 means do not retry; ok is false when
-// the server said nothing. A client honours it by not retrying when d < 0
-// and by waiting at least d otherwise.
-func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
-	return runtime.Pushback(err, trailer)
 }
 
 // transient are the codes of a dependency's failure (not of its answer)
@@ -145,7 +134,7 @@ func (d *downstream) failed() bool {
 // dependencies (grpc.WithChainUnaryInterceptor). Called with the context of
 // a request the Guard is serving, it sends the request's granted priority
 // on (unless the call already sends one as low or lower, set with
-// OutgoingPriority) and tells the Guard how each call ended, so that the
+// runtime.WithPriority) and tells the Guard how each call ended, so that the
 // handler's failure is marked do-not-retry when a dependency failed after
 // the runtime's retries. Elsewhere it does nothing. Put it beneath the resilient client: it sees every attempt, and
 // the last one decides.
@@ -178,5 +167,5 @@ func forwardPriority(ctx context.Context) context.Context {
 	if sent, ok := runtime.OutgoingPriority(ctx); ok && sent <= p {
 		return ctx
 	}
-	return OutgoingPriority(ctx, p)
+	return runtime.WithPriority(ctx, p)
 }
