@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
@@ -88,7 +89,7 @@ type breaker struct {
 }
 
 // maxProbes is the largest HalfOpenProbes the packed counters hold.
-const maxProbes = 1<<16 - 1
+const maxProbes = contract.MaxHalfOpenProbes
 
 // newBreaker returns a closed breaker. base is any instant before the first
 // call; the window counts from it. onTransition, if not nil, is called once

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // SupportPackageIsVersion1 is referenced by generated code so that a file
@@ -157,7 +158,7 @@ type BudgetPolicy struct {
 
 // DefaultBudget is the retry budget of a service that retries without
 // setting one: 10 % of the requests plus 10 retries per 10 s.
-var DefaultBudget = BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}
+var DefaultBudget = BudgetPolicy{Ratio: contract.BudgetRatio, MinRetries: contract.BudgetMinRetries, Window: contract.BudgetWindow}
 
 // BreakerPolicy configures a circuit breaker.
 type BreakerPolicy struct {

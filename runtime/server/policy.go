@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime"
 )
 
@@ -121,7 +122,7 @@ type DedupPolicy struct {
 }
 
 // DefaultLease is the lease of a DedupPolicy that sets none.
-const DefaultLease = 10 * time.Second
+const DefaultLease = contract.Lease
 
 // MinLease and MinTTL are the least Lease and TTL a DedupPolicy may set:
 // the lease is renewed every quarter of it, and a shorter one would lapse
@@ -135,9 +136,7 @@ const (
 
 // DefaultFinalCodes are the error codes stored as the outcome of a request:
 // the answers that running the request again would give again.
-var DefaultFinalCodes = runtime.CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
-	codes.PermissionDenied, codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
-	codes.Unauthenticated)
+var DefaultFinalCodes = runtime.CodesOf(contract.AnswerCodes...)
 
 // StoreErrorMode says what a deduplicated method does when its Store cannot
 // be reached.
