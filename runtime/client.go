@@ -192,7 +192,7 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *breaker {
 	var state prometheus.Gauge
 	var entered [3]prometheus.Counter
 	if c.metrics != nil {
-		label := breakerLabel(method)
+		label := scopeLabel(method)
 		state = c.metrics.breakerState.WithLabelValues(dep, label)
 		state.Set(float64(StateClosed))
 		for s := range entered {

@@ -245,9 +245,9 @@ func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 		mm.retries[i] = cs.retries.WithLabelValues(dep, name, retryOutcomes[i])
 	}
 	if m.bulkhead != nil {
-		label := breakerLabel("") // the service's bulkhead, or the method's own
+		label := scopeLabel("") // the service's bulkhead, or the method's own
 		if m.policy.Bulkhead != nil {
-			label = breakerLabel(m.policy.Name)
+			label = scopeLabel(m.policy.Name)
 		}
 		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, label)
 		mm.bulkheadInUse.Set(0) // the series exists before the first call
@@ -269,9 +269,10 @@ func (mm *methodMetrics) attempt(code codes.Code, d int64) {
 	mm.duration.Observe(float64(d) / 1e9)
 }
 
-// breakerLabel names a breaker or bulkhead in metrics and logs: "shared"
-// for the service's, the method's name for a method's own.
-func breakerLabel(method string) string {
+// scopeLabel is the value of the breaker and bulkhead labels in metrics and
+// logs, saying whose breaker or bulkhead it is: "shared" for the
+// service's, the method's name for a method's own.
+func scopeLabel(method string) string {
 	if method == "" {
 		return "shared"
 	}

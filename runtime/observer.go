@@ -110,7 +110,7 @@ func (ev *events) emit(e Event) {
 		}
 		msg = "circuit breaker " + e.To.String()
 		if e.Method == "" {
-			attrs = append(attrs, slog.String("breaker", "shared"))
+			attrs = append(attrs, slog.String("breaker", scopeLabel("")))
 		}
 		attrs = append(attrs, slog.String("from", e.From.String()), slog.String("to", e.To.String()))
 	case EventBudgetExhausted:
