@@ -128,3 +128,14 @@ func (f *clientFault) Unwrap() error { return f.err }
 // errPanicked is what settle is told of an attempt whose call panicked;
 // the panic itself goes on to the caller.
 var errPanicked error = &clientFault{err: status.Error(codes.Unknown, "resilient: the call panicked")}
+
+// breakerRefused counts an attempt the breaker refused; retry says it was
+// not the call's first (a retry, or a hedged copy after the first).
+func (m *methodState) breakerRefused(retry bool) {
+	if mx := m.metrics; mx != nil {
+		mx.breakerRejections.Inc()
+		if retry {
+			mx.retries[retryBreaker].Inc()
+		}
+	}
+}

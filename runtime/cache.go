@@ -184,16 +184,16 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 // key_fields, no reflection), idemKey its idempotency key. stale reports an
 // answer served stale after a failure.
 func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, stale bool) {
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, stale bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// Nobody to answer: no lookup, and above all no call.
-		return nil, statusFromContext(err), false
+		return nil, false, statusFromContext(err)
 	}
 	ch := m.cache
 	c := m.client
 	if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
 		m.cacheLookup(cacheHit)
-		return copyOf(val.(*Resp)), nil, false
+		return copyOf(val.(*Resp)), false, nil
 	}
 	m.cacheLookup(cacheMiss)
 	f, leader := ch.join(ctx, key)
@@ -204,22 +204,22 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	case <-f.done:
 	case <-ctx.Done():
 		ch.leave(key, f)
-		return nil, statusFromContext(ctx.Err()), false
+		return nil, false, statusFromContext(ctx.Err())
 	}
 	if f.panicked != nil {
 		panic(f.panicked)
 	}
 	if f.err == nil {
-		return copyOf(f.val.(*Resp)), nil, false
+		return copyOf(f.val.(*Resp)), false, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
 		if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.StaleTTL) {
 			m.cacheLookup(cacheStale)
 			m.fellBackTo(causeStaleCache, f.err)
-			return copyOf(val.(*Resp)), nil, true
+			return copyOf(val.(*Resp)), true, nil
 		}
 	}
-	return nil, f.err, false
+	return nil, false, f.err
 }
 
 // fetch makes the shared call of a flight, with the first caller's values

@@ -78,12 +78,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			var at int64
-			resp, err, refused, after, timedOut := attemptOnce(hctx, m, req, slot.opts, call, &at)
-			if timedOut {
+			resp, end, err := attemptOnce(hctx, m, req, slot.opts, call)
+			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
-			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after, timedOut: timedOut}
+			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter, timedOut: end.timedOut}
 			if err != nil {
 				r.push, r.pushed = Pushback(err, slot.md)
 			}
