@@ -73,7 +73,12 @@ func JoinKey(parts ...string) string {
 }
 
 // cache is the bounded LRU map of one method's answers, with the calls in
-// flight per key.
+// flight per key. It is written here rather than taken from
+// golang.org/x/sync/singleflight (which counts no waiters, so a shared
+// call could not stop when its last caller leaves) or
+// hashicorp/golang-lru/v2/expirable (one TTL per cache where an entry has
+// two, time.Now instead of the client's Clock, and a cleaning goroutine
+// per cache): the README's development notes say more.
 type cache struct {
 	p       CachePolicy
 	mu      sync.Mutex
