@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,10 +43,6 @@ type CachePolicy struct {
 	// KeyFields names the request fields that make the key. It is
 	// informative: generated code reads them, with no reflection.
 	KeyFields []string
-}
-
-func (p *CachePolicy) String() string {
-	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
 }
 
 func (p *CachePolicy) check(f string, bad badFunc) {

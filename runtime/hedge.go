@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,10 +23,6 @@ type HedgingPolicy struct {
 	// others running (the next copy is then sent at once). Any other
 	// answer, success or not, ends the call.
 	NonFatalCodes CodeSet
-}
-
-func (h *HedgingPolicy) String() string {
-	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
 }
 
 func (h *HedgingPolicy) check(f string, bad badFunc) {

@@ -23,10 +23,6 @@ type RateLimitPolicy struct {
 	MaxWait time.Duration
 }
 
-func (r *RateLimitPolicy) String() string {
-	return fmt.Sprintf("%g/s, burst %d, max wait %s", r.RequestsPerSecond, r.Burst, r.MaxWait)
-}
-
 func (r *RateLimitPolicy) check(f string, bad badFunc) {
 	if x := r.RequestsPerSecond; math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
 		bad(f+".RequestsPerSecond", "must be a positive, finite number, is %v", x)
