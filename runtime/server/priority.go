@@ -6,13 +6,14 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 // Priority is how important a request is when the server must shed load.
 // Four levels; the zero value means "not said" and counts as normal. It is
 // the client runtime's type, so that the generated clients send exactly
 // what the Guard reads; a caller lowers the priority of what it sends with
-// runtime.WithPriority, and the names are read with runtime.ParsePriority.
+// runtime.WithPriority.
 type Priority = runtime.Priority
 
 // The priorities, lowest first.
@@ -34,13 +35,7 @@ const PriorityHeader = runtime.PriorityHeader
 // effectivePriority is the lowest of the annotated priority and every
 // known value of PriorityHeader in md.
 func effectivePriority(md metadata.MD, annotated Priority) Priority {
-	p := annotated.OrNormal()
-	for _, v := range md[PriorityHeader] {
-		if q, ok := runtime.ParsePriority(v); ok && q < p {
-			p = q
-		}
-	}
-	return p
+	return Priority(priority.Lowest(md[PriorityHeader], uint8(annotated)))
 }
 
 type priorityKey struct{}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 // PushbackHeader is the trailer by which a gRPC server tells its client
@@ -164,7 +165,7 @@ func forwardPriority(ctx context.Context) context.Context {
 	}
 	// A generated client above sends its method's annotated priority; the
 	// request's own, when lower, must still travel on.
-	if sent, ok := runtime.OutgoingPriority(ctx); ok && sent <= p {
+	if sent, ok := priority.Outgoing(ctx); ok && Priority(sent) <= p {
 		return ctx
 	}
 	return runtime.WithPriority(ctx, p)
