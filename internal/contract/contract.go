@@ -29,8 +29,20 @@ const (
 const MaxHalfOpenProbes = 1<<16 - 1
 
 // Lease is the lease of a deduplicated method that sets none: how long a
-// server's claim on a key lasts without being renewed.
-const Lease = 10 * time.Second
+// server's claim on a key lasts without being renewed. MinLease and MinTTL
+// are the least lease and result TTL a deduplicated method may set: the
+// lease is renewed every quarter of it, and a shorter one would lapse under
+// an ordinary store round trip; a result kept for less than MinTTL would be
+// gone before a client's retries of the request end.
+const (
+	Lease    = 10 * time.Second
+	MinLease = 100 * time.Millisecond
+	MinTTL   = time.Second
+)
+
+// ShedPushback is the pushback of a shedding refusal that sets none: how
+// long the server asks its callers to wait before they retry.
+const ShedPushback = time.Second
 
 // AnswerCodes are the codes by which a service answers a request it
 // understood: repeating the request cannot change them, so they are never

@@ -46,7 +46,7 @@ const (
 	DefaultHedgingMaxCopies = 2
 	DefaultCacheMaxEntries  = 10000
 
-	DefaultShedPushback = time.Second
+	DefaultShedPushback = contract.ShedPushback
 	DefaultLease        = contract.Lease
 )
 

@@ -48,7 +48,7 @@ type SheddingPolicy struct {
 }
 
 // DefaultPushback is the pushback of a SheddingPolicy that sets none.
-const DefaultPushback = time.Second
+const DefaultPushback = contract.ShedPushback
 
 // Limits are the cumulative in-flight limits of a SheddingPolicy, one per
 // priority.
@@ -130,8 +130,8 @@ const DefaultLease = contract.Lease
 // would be gone before a client's retries of the request end. The plugin
 // and the override loader refuse the same values.
 const (
-	MinLease = 100 * time.Millisecond
-	MinTTL   = time.Second
+	MinLease = contract.MinLease
+	MinTTL   = contract.MinTTL
 )
 
 // DefaultFinalCodes are the error codes stored as the outcome of a request:
