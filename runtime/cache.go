@@ -40,18 +40,20 @@ type CachePolicy struct {
 	// MaxEntries bounds the entries kept; the least recently used go
 	// first. At least 1.
 	MaxEntries int
-	// KeyFields names the request fields that make the key. It is
-	// informative: generated code reads them, with no reflection.
+	// KeyFields names the request fields whose values generated code
+	// makes the key of. NewClient refuses an edit that changes them (the
+	// generated key function reads the annotated fields), and Describe
+	// shows them.
 	KeyFields []string
 }
 
 func (p *CachePolicy) check(f string, bad badFunc) {
 	positive(p.FreshTTL, f+".FreshTTL", bad)
 	if p.StaleTTL < p.FreshTTL {
-		bad(f+".StaleTTL", "%s is shorter than FreshTTL %s: use FreshTTL for no stale answers", p.StaleTTL, p.FreshTTL)
+		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
 	}
 	if p.MaxEntries < 1 {
-		bad(f+".MaxEntries", "must be at least 1, is %d", p.MaxEntries)
+		bad(f+".MaxEntries", "must be at least 1, got %d", p.MaxEntries)
 	}
 }
 

@@ -54,7 +54,13 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 		if m.metrics != nil || m.client.events != nil {
 			m.fellBack(err)
 		}
-		return fallback(ctx, req, err)
+		fresp, ferr := fallback(ctx, req, err)
+		if fresp == nil && ferr == nil {
+			// Neither an answer nor an error: the failure is not turned
+			// into a success without a response; the call's error stands.
+			return nil, err
+		}
+		return fresp, ferr
 	}
 	return resp, err
 }
@@ -172,7 +178,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	}
 	resp, err := call(actx, req, opts...)
 	settled = true
-	end := attemptEnd{at: m.settle(ctx, tk, start, err)}
+	end := attemptEnd{at: m.settle(ctx, tk, start, unsent(err))}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		end.timedOut = ownTimeout(actx)
 	}

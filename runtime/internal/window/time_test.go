@@ -71,13 +71,20 @@ func TestTimeReusedBucketStartsFromZero(t *testing.T) {
 	}
 }
 
-func TestTimeSaturatesWithoutSpilling(t *testing.T) {
+func TestTimeFullBucketDropsAddsWhole(t *testing.T) {
 	w := NewTime(10 * time.Second)
 	w.Add(7*sec, MaxBucketCount-1, 0)
-	w.Add(7*sec, 5, MaxBucketCount+100)
+	w.Add(7*sec, 5, MaxBucketCount+100) // would pass MaxBucketCount: dropped
+	w.Add(7*sec, 1, 1)
+	w.Add(7*sec, 1, 0)         // a is full: dropped, b untouched
 	w.Add(7*sec, 1<<63, 1<<63) // must not wrap around to a small count
-	if a, b := w.Sum(7 * sec); a != MaxBucketCount || b != MaxBucketCount {
-		t.Errorf("Sum = (%d, %d), want (%d, %d)", a, b, MaxBucketCount, MaxBucketCount)
+	// The adds that would pass MaxBucketCount are dropped whole (both
+	// counts), so nothing spills and the ratio b/a is kept.
+	if a, b := w.Sum(7 * sec); a != MaxBucketCount || b != 1 {
+		t.Errorf("Sum = (%d, %d), want (%d, 1): an add that would pass MaxBucketCount is dropped whole", a, b, MaxBucketCount)
+	}
+	if MaxBucketCount != 1<<20-1 {
+		t.Errorf("MaxBucketCount = %d, want 2^20-1", MaxBucketCount)
 	}
 }
 
