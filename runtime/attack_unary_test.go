@@ -817,15 +817,10 @@ func TestAttackExtremePolicyValues(t *testing.T) {
 }
 
 // A cached read whose caller's deadline is shorter than the shared call's
-// retries: the README's Deadlines promise the last real error at once when
-// a backoff would end past the deadline, and its Cache section a stale
-// answer when the call fails. The caller gets neither.
+// retries: when the caller's deadline runs out before the dependency
+// answered, the stale answer kept is served (README, Cache), not
+// DEADLINE_EXCEEDED.
 func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
-	t.Skip("KNOWN: a cache's shared call is bounded by the method's limit (timeout 300ms), not by its callers' " +
-		"deadlines; it sleeps a backoff that ends after the caller's deadline, so a caller with a 100ms deadline " +
-		"waits for it and gets DEADLINE_EXCEEDED at its deadline, neither the last real error at once (README, " +
-		"Deadlines) nor the stale answer kept (README, Cache): the stale answer is served only when the shared call " +
-		"itself fails, and the fallback then sees DEADLINE_EXCEEDED")
 	atkNoLeak(t)
 	slowFail := func(ctx context.Context, _ server.Call) error {
 		if err := server.Wait(ctx, 30*time.Millisecond); err != nil {
@@ -851,8 +846,8 @@ func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		resp, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
 		cancel()
-		if err != nil && status.Code(err) != codes.Unavailable {
-			t.Fatalf("got %v, %v; want the stale answer or the last UNAVAILABLE", resp, err)
+		if err != nil || resp.GetSku() != "apple" {
+			t.Fatalf("got %v, %v; want the stale answer for apple", resp, err)
 		}
 		time.Sleep(300 * time.Millisecond) // the shared call ends
 	}

@@ -25,8 +25,9 @@ import (
 // call starts nothing more, and only an attempt already sent runs on, its
 // answer kept. A caller whose context is already done gets its error and
 // starts nothing. When the shared call fails on the dependency's side or
-// is refused by the runtime and an answer younger than StaleTTL is kept,
-// that answer is returned instead (counted as a fallback with cause
+// is refused by the runtime, or the caller's own deadline runs out while it
+// waits for that call, and an answer younger than StaleTTL is kept, that
+// answer is returned instead (counted as a fallback with cause
 // "stale_cache"); only a key with no such answer fails. Answers are copied
 // for each caller.
 type CachePolicy struct {
@@ -206,7 +207,16 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	case <-f.done:
 	case <-ctx.Done():
 		ch.leave(key, f)
-		return nil, false, statusFromContext(ctx.Err())
+		err := statusFromContext(ctx.Err())
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller's own deadline ran out while the dependency had not
+			// answered: for this caller the call failed, and a stale answer
+			// is better than none. A caller who cancelled wants nothing.
+			if resp, ok := staleOf[Resp](m, key, err); ok {
+				return resp, true, nil
+			}
+		}
+		return nil, false, err
 	}
 	if f.panicked != nil {
 		panic(f.panicked)
@@ -215,13 +225,23 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		return copyOf(f.val.(*Resp)), false, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
-		if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.StaleTTL) {
-			m.cacheLookup(cacheStale)
-			m.fellBackTo(causeStaleCache, f.err)
-			return copyOf(val.(*Resp)), true, nil
+		if resp, ok := staleOf[Resp](m, key, f.err); ok {
+			return resp, true, nil
 		}
 	}
 	return nil, false, f.err
+}
+
+// staleOf returns a copy of the answer kept for key when it is younger
+// than StaleTTL, counting it as served stale after err.
+func staleOf[Resp any](m *methodState, key string, err error) (*Resp, bool) {
+	val, at, ok := m.cache.get(key)
+	if !ok || m.client.now()-at >= int64(m.cache.p.StaleTTL) {
+		return nil, false
+	}
+	m.cacheLookup(cacheStale)
+	m.fellBackTo(causeStaleCache, err)
+	return copyOf(val.(*Resp)), true
 }
 
 // fetch makes the shared call of a flight, with the first caller's values

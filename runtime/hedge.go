@@ -74,8 +74,21 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// high as a uint32 (the budget bounds the copies sent): a copy whose
 	// result is no longer read gives up sending it once hctx is cut.
 	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
+	panics := make(chan any)
 	launch := func(n int) {
 		go func() {
+			defer func() {
+				// A panic in a copy (an interceptor, a codec) is the caller's to
+				// see, as if it had made the call itself. Once the call is over
+				// nobody reads it, and it goes on here: never hidden.
+				if p := recover(); p != nil {
+					select {
+					case panics <- p: // unbuffered: taken only by a caller still waiting
+					case <-hctx.Done():
+						panic(p)
+					}
+				}
+			}()
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
@@ -131,6 +144,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	}
 	for {
 		select {
+		case p := <-panics:
+			panic(p) // the deferred cancel cuts the other copies
 		case r := <-results:
 			pending--
 			switch {
