@@ -15,11 +15,11 @@ import (
 // the breaker refused, with how long the refusal is expected to last. The
 // caller has checked that its context is not over: what is admitted is
 // sent.
-func (m *Method) admit() (t Ticket, retryAfter time.Duration, ok bool) {
+func (m *methodState) admit() (t ticket, retryAfter time.Duration, ok bool) {
 	if br := m.breaker; br != nil {
 		return br.allow(m.client.now, true)
 	}
-	return Ticket{}, 0, true
+	return ticket{}, 0, true
 }
 
 // admitAs is admit for a stream, which may take a half-open probe only
@@ -27,7 +27,7 @@ func (m *Method) admit() (t Ticket, retryAfter time.Duration, ok bool) {
 // stream.go). A stream has no attempt context to read its start from: it
 // reads the clock at the start when the duration is used, by the metrics;
 // start is 0 otherwise.
-func (m *Method) admitAs(probe bool) (t Ticket, start int64, retryAfter time.Duration, ok bool) {
+func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter time.Duration, ok bool) {
 	br := m.breaker
 	if br != nil {
 		if t, retryAfter, ok = br.allow(m.client.now, probe); !ok {
@@ -52,7 +52,7 @@ func (m *Method) admitAs(probe bool) (t Ticket, start int64, retryAfter time.Dur
 // needs to know which bucket of its window to count it in, and an attempt
 // whose timeout is no longer than a bucket (Window/10), and which ended
 // before its deadline, ended at most one bucket after its start.
-func (m *Method) settle(ctx, actx context.Context, t Ticket, sp span, err error) int64 {
+func (m *methodState) settle(ctx, actx context.Context, t ticket, sp span, err error) int64 {
 	br, mx := m.breaker, m.metrics
 	if br == nil && mx == nil {
 		return 0
@@ -62,7 +62,7 @@ func (m *Method) settle(ctx, actx context.Context, t Ticket, sp span, err error)
 		failures = br.p.FailureCodes
 	}
 	o, code := verdict(ctx, err, failures)
-	if mx == nil && o == Success && sp.bounded && int64(m.policy.Timeout) <= br.outcomes.width &&
+	if mx == nil && o == outcomeSuccess && sp.bounded && m.policy.Timeout <= br.outcomes.BucketWidth() &&
 		actx.Err() == nil && br.doneEarly(t, sp.start, m.client.now) {
 		return sp.start
 	}
@@ -76,7 +76,7 @@ func (m *Method) settle(ctx, actx context.Context, t Ticket, sp span, err error)
 // comes when there is something to say (a watch may wait minutes), so its
 // lateness says nothing about the dependency. It returns the clock reading
 // at the end, 0 when neither needed the clock.
-func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error, timed bool) int64 {
+func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err error, timed bool) int64 {
 	br, mx := m.breaker, m.metrics
 	if br == nil && mx == nil {
 		return 0
@@ -90,7 +90,7 @@ func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error,
 }
 
 // record is the end of settleAs, with the verdict given.
-func (m *Method) record(t Ticket, o Outcome, code codes.Code, start int64, timed bool) int64 {
+func (m *methodState) record(t ticket, o outcome, code codes.Code, start int64, timed bool) int64 {
 	br, mx := m.breaker, m.metrics
 	n := m.client.now()
 	if br != nil {
@@ -110,7 +110,7 @@ func (m *Method) record(t Ticket, o Outcome, code codes.Code, start int64, timed
 // (it panicked) as errPanicked; the panic goes on, unrecovered. sp is read
 // when the panic comes: a panic before the attempt knew its start counts a
 // duration of 0.
-func (m *Method) settleUnlessDone(ctx context.Context, settled *bool, t Ticket, sp *span) {
+func (m *methodState) settleUnlessDone(ctx context.Context, settled *bool, t ticket, sp *span) {
 	if !*settled {
 		start := sp.start
 		if !sp.known {
@@ -133,19 +133,19 @@ func (m *Method) settleUnlessDone(ctx context.Context, settled *bool, t Ticket, 
 //
 // A context error that is not a status (a stream's own timeout) is
 // counted under the code gRPC gives it: DEADLINE_EXCEEDED or CANCELLED.
-func verdict(ctx context.Context, err error, failures CodeSet) (Outcome, codes.Code) {
+func verdict(ctx context.Context, err error, failures CodeSet) (outcome, codes.Code) {
 	if err == nil {
-		return Success, codes.OK
+		return outcomeSuccess, codes.OK
 	}
 	code := codeOf(err)
 	_, local := err.(*clientFault) // made by the runtime itself, never wrapped
 	switch {
 	case local, errors.Is(ctx.Err(), context.Canceled):
-		return Ignored, code
+		return outcomeIgnored, code
 	case failures.Has(code):
-		return Failure, code
+		return outcomeFailure, code
 	}
-	return Success, code
+	return outcomeSuccess, code
 }
 
 // codeOf is the gRPC code of err: its status code, or for a bare context
@@ -169,3 +169,14 @@ func (f *clientFault) Unwrap() error { return f.err }
 // errPanicked is what settle is told of an attempt whose call panicked;
 // the panic itself goes on to the caller.
 var errPanicked error = &clientFault{err: status.Error(codes.Unknown, "resilient: the call panicked")}
+
+// breakerRefused counts an attempt the breaker refused; retry says it was
+// not the call's first (a retry, or a hedged copy after the first).
+func (m *methodState) breakerRefused(retry bool) {
+	if mx := m.metrics; mx != nil {
+		mx.breakerRejections.Inc()
+		if retry {
+			mx.retries[retryBreaker].Inc()
+		}
+	}
+}

@@ -28,18 +28,21 @@ func noClock(t *testing.T) func() int64 {
 func TestBreakerDoneEarlyCountsInTheBucketOfTheReading(t *testing.T) {
 	b, _ := newTestBreaker(testBreakerPolicy()) // 1 s buckets
 	at := t0.Add(2500 * time.Millisecond)
-	tk, _, ok := b.Allow(at)
+	tk, _, ok := b.allowAt(at)
 	if !ok {
 		t.Fatal("refused")
 	}
 	if !b.doneEarly(tk, nanos(at, t0), noClock(t)) {
 		t.Fatal("doneEarly declined a success on a closed breaker")
 	}
-	if e, a, f := bucketAt(b.outcomes, 2); e != 2 || a != 1 || f != 0 {
-		t.Errorf("bucket 2 = (epoch %d, %d calls, %d failures), want (2, 1, 0)", e, a, f)
-	}
-	if calls, _ := b.outcomes.sum(nanos(at, t0)); calls != 1 {
-		t.Errorf("window holds %d calls, want 1", calls)
+	// Counted in the bucket of 2 s: seen until the window has moved past it.
+	for _, c := range []struct {
+		at   time.Duration
+		want uint64
+	}{{2500 * time.Millisecond, 1}, {12*time.Second - 1, 1}, {12 * time.Second, 0}} {
+		if calls, _ := b.outcomes.Sum(int64(c.at)); calls != c.want {
+			t.Errorf("window at %v holds %d calls, want %d", c.at, calls, c.want)
+		}
 	}
 }
 
@@ -50,13 +53,13 @@ func TestBreakerDoneEarlyJudgesAtTheExactTime(t *testing.T) {
 	b, tr := newTestBreaker(testBreakerPolicy()) // 10 calls, ratio 0.5, cool-down 5 s
 	at := t0.Add(time.Second)
 	for range 5 {
-		call(t, b, at, Failure)
+		call(t, b, at, outcomeFailure)
 	}
 	exact := t0.Add(1900 * time.Millisecond)
 	reads := 0
 	now := func() int64 { reads++; return nanos(exact, t0) }
 	for i := range 5 {
-		tk, _, ok := b.Allow(at)
+		tk, _, ok := b.allowAt(at)
 		if !ok {
 			t.Fatalf("success %d refused", i)
 		}
@@ -79,7 +82,7 @@ func TestBreakerDoneEarlyLeavesTheRestToDone(t *testing.T) {
 	b, _ := newTestBreaker(testBreakerPolicy())
 	openBreaker(t, b, t0)
 	half := t0.Add(6 * time.Second)
-	probe, _, ok := b.Allow(half)
+	probe, _, ok := b.allowAt(half)
 	if !ok || !probe.probe {
 		t.Fatalf("no probe at %s", half.Sub(t0))
 	}
@@ -98,18 +101,18 @@ func TestBreakerDoneEarlyLeavesTheRestToDone(t *testing.T) {
 	p := testBreakerPolicy()
 	p.SlowCallThreshold = time.Second
 	slow, _ := newTestBreaker(p)
-	tk, _, _ := slow.Allow(t0)
+	tk, _, _ := slow.allowAt(t0)
 	if slow.doneEarly(tk, 0, noClock(t)) {
 		t.Error("doneEarly took an outcome judged by its latency")
 	}
 
 	stale, _ := newTestBreaker(testBreakerPolicy())
-	old, _, _ := stale.Allow(t0)
+	old, _, _ := stale.allowAt(t0)
 	openBreaker(t, stale, t0)
 	if !stale.doneEarly(old, 0, noClock(t)) {
 		t.Error("doneEarly declined a stale ticket")
 	}
-	if calls, _ := stale.outcomes.sum(0); calls != uint64(stale.p.MinimumCalls) {
+	if calls, _ := stale.outcomes.Sum(0); calls != uint64(stale.p.MinimumCalls) {
 		t.Errorf("window holds %d calls, want only the %d failures", calls, stale.p.MinimumCalls)
 	}
 }
@@ -140,21 +143,23 @@ func sleepy(d time.Duration) func(context.Context, *timedReq, ...grpc.CallOption
 	}
 }
 
-// countedAt returns the epoch of the one bucket of m's breaker that holds
-// a call.
-func countedAt(t *testing.T, m *Method) uint64 {
+// countedAt returns the bucket (the epoch, in bucket widths since the
+// client's base) of the one call m's breaker holds: the window sees a call
+// from its bucket's start until ten buckets later.
+func countedAt(t *testing.T, m *Method) int64 {
 	t.Helper()
-	var epoch uint64
-	found := 0
-	for i := range m.breaker.outcomes.buckets {
-		if e, a, _ := bucketAt(m.breaker.outcomes, i); a != 0 {
-			epoch, found = e, found+int(a)
+	w := int64(m.breaker.outcomes.BucketWidth())
+	cur := m.client.now() / w
+	if calls, _ := m.breaker.outcomes.Sum(cur * w); calls != 1 {
+		t.Fatalf("the window holds %d calls, want 1", calls)
+	}
+	for q := cur + 1; q <= cur+20; q++ {
+		if calls, _ := m.breaker.outcomes.Sum(q * w); calls == 0 {
+			return q - 10
 		}
 	}
-	if found != 1 {
-		t.Fatalf("the window holds %d calls, want 1", found)
-	}
-	return epoch
+	t.Fatal("the call never leaves the window")
+	return 0
 }
 
 // TestAttemptCountedWithinABucketOfItsEnd: whatever reading an attempt's
@@ -180,7 +185,7 @@ func TestAttemptCountedWithinABucketOfItsEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			after := m.client.now()
-			got := int64(countedAt(t, m))
+			got := countedAt(t, m)
 			lo := (before+int64(c.sleep))/int64(width) - 1
 			hi := after / int64(width)
 			if got < lo || got > hi {
@@ -203,7 +208,9 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 		return &timedReq{}, nil
 	}
 	var at int64
-	if _, err, _, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
+	_, end, err := attemptOnce(context.Background(), m, &timedReq{}, nil, call)
+	at = end.at
+	if err != nil {
 		t.Fatal(err)
 	}
 	if at == 0 || at > inCall {
@@ -215,7 +222,9 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		return nil, status.Error(codes.Unavailable, "down")
 	}
-	if _, err, _, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, fail, &at); status.Code(err) != codes.Unavailable {
+	_, end, err = attemptOnce(context.Background(), m, &timedReq{}, nil, fail)
+	at = end.at
+	if status.Code(err) != codes.Unavailable {
 		t.Fatal(err)
 	}
 	if at < inCall+int64(5*time.Millisecond) {
@@ -244,7 +253,9 @@ func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
 		return &timedReq{}, nil
 	}
 	var at int64
-	if _, err, _, _, _ := attemptOnce(context.Background(), m, &timedReq{}, nil, call, &at); err != nil {
+	_, end, err := attemptOnce(context.Background(), m, &timedReq{}, nil, call)
+	at = end.at
+	if err != nil {
 		t.Fatal(err)
 	}
 	if at == 0 || at > inCall {
@@ -253,7 +264,7 @@ func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
 	if _, err := Unary(context.Background(), m, "", &timedReq{}, nil, call, nil); err != nil {
 		t.Fatal(err)
 	}
-	if requests, _ := m.budget.w.sum(m.client.now()); requests != 1 {
+	if requests, _ := m.budget.w.Sum(m.client.now()); requests != 1 {
 		t.Errorf("the budget counted %d requests, want 1", requests)
 	}
 }
@@ -324,7 +335,7 @@ func BenchmarkBreakerAttempt(b *testing.B) {
 	p := testBreakerPolicy()
 	for _, g := range []int{1, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			br := NewBreaker(p, t0, nil)
+			br := newBreaker(p, t0, nil)
 			now := func() int64 { b.Fatal("the clock was read"); return 0 }
 			op := func(at int64) {
 				tk, _, ok := br.allow(now, true)
