@@ -1,0 +1,281 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/faultserver"
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// These tests prove the promises of the README's "Semantics" section that
+// no other test of the package proved on its own, each against a fault
+// server on loopback and its counts. The table at the end of that section
+// names the test of every promise.
+
+// TestACallHoldsOnePermitAndOneTokenForAllItsAttempts: a call takes one
+// bulkhead permit and one rate-limit token, and keeps them for its retries
+// and its hedged copies; it takes no second one for them.
+func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
+	t.Run("the permit is held through the wait between attempts", func(t *testing.T) {
+		fs, cc := atkServe(t, faultserver.Pushback(codes.Unavailable, 150*time.Millisecond))
+		rt := inventory(t, runtime.ServicePolicy{
+			Budget:   generous,
+			Bulkhead: &runtime.BulkheadPolicy{Permits: 1},
+			Methods:  []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}},
+		})
+		done := make(chan error, 1)
+		go func() {
+			_, err := callGetStock(context.Background(), rt, cc)
+			done <- err
+		}()
+		atkWaitFor(t, "the first attempt reached the server", func() bool { return fs.Calls(getStock) >= 1 })
+		// The call now waits 150ms for its second attempt: its permit is
+		// still its own, so another call finds the bulkhead full.
+		if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrBulkheadFull) {
+			t.Errorf("second call during the first one's pushback: %v, want ErrBulkheadFull", err)
+		}
+		if err := <-done; status.Code(err) != codes.Unavailable || !errors.Is(err, runtime.ErrRetriesExhausted) {
+			t.Fatalf("first call: %v, want UNAVAILABLE after its 3 attempts", err)
+		}
+		if got := fs.Calls(getStock); got != 3 {
+			t.Errorf("server saw %d calls, want 3: the first call's attempts, none of the refused one", got)
+		}
+	})
+
+	t.Run("one token pays for every attempt", func(t *testing.T) {
+		fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+		rt := inventory(t, runtime.ServicePolicy{
+			Budget:    generous,
+			RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
+			Methods:   []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}},
+		})
+		if _, err := callGetStock(context.Background(), rt, cc); status.Code(err) != codes.Unavailable {
+			t.Fatalf("first call: %v, want UNAVAILABLE", err)
+		}
+		if got := fs.Calls(getStock); got != 3 {
+			t.Fatalf("server saw %d calls, want 3 attempts on the one token of a burst of 1", got)
+		}
+		if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrRateLimited) {
+			t.Errorf("second call: %v, want ErrRateLimited: the burst's one token is spent", err)
+		}
+		if got := fs.Calls(getStock); got != 3 {
+			t.Errorf("server saw %d calls, want still 3", got)
+		}
+	})
+
+	t.Run("one permit and one token for every hedged copy", func(t *testing.T) {
+		fs, cc := atkServe(t, server.Hang)
+		rt := inventory(t, runtime.ServicePolicy{
+			Budget:    generous,
+			Bulkhead:  &runtime.BulkheadPolicy{Permits: 1},
+			RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
+			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 150 * time.Millisecond,
+				Hedging: &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 3, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}}},
+		})
+		_, err := callGetStock(context.Background(), rt, cc)
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("hedged call against a hung server: %v, want DEADLINE_EXCEEDED", err)
+		}
+		if got := fs.Calls(getStock); got != 3 {
+			t.Errorf("server saw %d copies, want 3 under one permit and one token", got)
+		}
+	})
+}
+
+// TestAnAttemptEndedByTheCallersDeadlineIsAFailure: the caller's deadline
+// (not a cancellation) ending an attempt counts as a failure of the
+// dependency, which did not answer in the time it had; it is gRPC's plain
+// DEADLINE_EXCEEDED, not ErrAttemptTimeout.
+func TestAnAttemptEndedByTheCallersDeadlineIsAFailure(t *testing.T) {
+	fs, cc := atkServe(t, server.Hang)
+	rt := inventory(t, runtime.ServicePolicy{
+		Breaker: breakerPolicy(3, 1),
+		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true}},
+	})
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		_, err := callGetStock(ctx, rt, cc)
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
+			t.Fatalf("call %d: %v, want the plain DEADLINE_EXCEEDED of the caller's deadline", i, err)
+		}
+	}
+	if s, _ := rt.BreakerState(getStock); s != runtime.StateOpen {
+		t.Fatalf("breaker %v after 3 attempts ended by the caller's deadline, want open", s)
+	}
+	if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrCircuitOpen) {
+		t.Errorf("next call: %v, want ErrCircuitOpen", err)
+	}
+	if got := fs.Calls(getStock); got != 3 {
+		t.Errorf("server saw %d calls, want 3", got)
+	}
+}
+
+// TestABreakerIsSharedByTheServiceUnlessPerMethod: one breaker per
+// dependency, so one method's failures refuse another's calls; a method
+// with a breaker of its own (per_method) neither shares nor spreads them.
+func TestABreakerIsSharedByTheServiceUnlessPerMethod(t *testing.T) {
+	for _, perMethod := range []bool{false, true} {
+		name := map[bool]string{false: "shared", true: "per method"}[perMethod]
+		t.Run(name, func(t *testing.T) {
+			fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+			get := runtime.MethodPolicy{Name: getStock, Idempotent: true}
+			if perMethod {
+				get.Breaker = breakerPolicy(3, 1)
+			}
+			rt := inventory(t, runtime.ServicePolicy{
+				Breaker: breakerPolicy(3, 1),
+				Methods: []runtime.MethodPolicy{get, {Name: reserveStock, Idempotent: true}},
+			})
+			for range 3 {
+				if _, err := callGetStock(context.Background(), rt, cc); status.Code(err) != codes.Unavailable {
+					t.Fatalf("GetStock: %v, want UNAVAILABLE", err)
+				}
+			}
+			if s, _ := rt.BreakerState(getStock); s != runtime.StateOpen {
+				t.Fatalf("GetStock's breaker %v, want open", s)
+			}
+			plain := inventoryv1.NewInventoryServiceClient(cc)
+			_, err := runtime.Unary(context.Background(), rt.Method(1), "", &inventoryv1.ReserveStockRequest{OrderId: "o", Sku: "a", Units: 1},
+				nil, plain.ReserveStock, nil)
+			calls := fs.Calls(reserveStock)
+			if perMethod {
+				if errors.Is(err, runtime.ErrCircuitOpen) || status.Code(err) != codes.Unavailable || calls != 1 {
+					t.Errorf("ReserveStock: %v, server saw %d; want the dependency's UNAVAILABLE from 1 call: GetStock's breaker is its own", err, calls)
+				}
+				if s, _ := rt.BreakerState(reserveStock); s != runtime.StateClosed {
+					t.Errorf("ReserveStock's breaker %v, want closed", s)
+				}
+			} else if !errors.Is(err, runtime.ErrCircuitOpen) || calls != 0 {
+				t.Errorf("ReserveStock: %v, server saw %d; want ErrCircuitOpen and no call: the breaker is the service's", err, calls)
+			}
+		})
+	}
+}
+
+// TestStreamsAreNotRateLimitedAndNeverRetried: opening a stream takes no
+// rate-limit token, and a stream that fails is not opened again.
+func TestStreamsAreNotRateLimitedAndNeverRetried(t *testing.T) {
+	fs, cc := atkServe(t, server.Healthy)
+	rt := inventory(t, runtime.ServicePolicy{
+		Budget:    generous,
+		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
+		Methods: []runtime.MethodPolicy{
+			{Name: getStock, Idempotent: true, Timeout: time.Second},
+			{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Second},
+		},
+	})
+	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
+	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+		t.Fatalf("first unary call: %v", err)
+	}
+	if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrRateLimited) {
+		t.Fatalf("second unary call: %v, want ErrRateLimited: the burst's token is spent", err)
+	}
+	recvAll := func() error {
+		st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := st.Recv(); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	for i := range 3 {
+		if err := recvAll(); err != nil {
+			t.Fatalf("stream %d with no token left: %v, want it read to its end", i, err)
+		}
+	}
+	if got := fs.Calls(watchStock); got != 3 {
+		t.Fatalf("server saw %d streams, want 3: streams take no token", got)
+	}
+	fs.SetBehaviour(server.Fail(codes.Unavailable))
+	if err := recvAll(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream against a failing server: %v, want UNAVAILABLE", err)
+	}
+	if got := fs.Calls(watchStock); got != 4 {
+		t.Errorf("server saw %d streams, want 4: a failed stream is not opened again", got)
+	}
+
+	// A policy that asks for a stream's retries is refused outright.
+	_, err := runtime.NewClient(&runtime.ServicePolicy{Name: "example.inventory.v1.InventoryService", Methods: []runtime.MethodPolicy{
+		{Name: watchStock, Kind: runtime.KindServerStreaming, Idempotent: true, Retry: retryPolicy(3)}}})
+	if err == nil || !strings.Contains(err.Error(), "Retry") {
+		t.Errorf("retry on a stream: %v, want a refusal naming Retry", err)
+	}
+}
+
+// TestOnlyIdempotentUnaryMethodsHedgeAndNeverAlsoRetry: the constructor
+// refuses hedging on a method that is not idempotent, on a stream, and on
+// a method that also retries, naming the field.
+func TestOnlyIdempotentUnaryMethodsHedgeAndNeverAlsoRetry(t *testing.T) {
+	h := &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+	for _, c := range []struct {
+		name string
+		m    runtime.MethodPolicy
+	}{
+		{"not idempotent", runtime.MethodPolicy{Name: reserveStock, IdempotencyKey: "order_id", Timeout: time.Second, Hedging: h}},
+		{"a stream", runtime.MethodPolicy{Name: watchStock, Kind: runtime.KindServerStreaming, Idempotent: true, Timeout: time.Second, Hedging: h}},
+		{"also retries", runtime.MethodPolicy{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h, Retry: retryPolicy(3)}},
+	} {
+		_, err := runtime.NewClient(&runtime.ServicePolicy{Name: "example.inventory.v1.InventoryService", Methods: []runtime.MethodPolicy{c.m}})
+		if err == nil || !strings.Contains(err.Error(), "Hedging") {
+			t.Errorf("%s: %v, want a refusal naming Hedging", c.name, err)
+		}
+	}
+	// The same hedge on an idempotent unary method without retries is taken.
+	if _, err := runtime.NewClient(&runtime.ServicePolicy{Name: "example.inventory.v1.InventoryService", Methods: []runtime.MethodPolicy{
+		{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h}}}); err != nil {
+		t.Errorf("hedging an idempotent unary method: %v", err)
+	}
+}
+
+// TestTheFallbackSeesTheFinalErrorAfterTheStaleCache: a failed call is
+// answered by a stale cached value first; the fallback runs only for a key
+// with none, and then receives the request and the final error.
+func TestTheFallbackSeesTheFinalErrorAfterTheStaleCache(t *testing.T) {
+	fs, cc := atkServe(t, server.Healthy)
+	clock := newFakeClock()
+	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil, runtime.WithClock(clock))
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	var fallbackSaw []string
+	fallback := func(_ context.Context, req *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
+		fallbackSaw = append(fallbackSaw, req.GetSku()+":"+status.Code(err).String())
+		return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
+	}
+	get := func(sku string) (*inventoryv1.GetStockResponse, error) {
+		return runtime.UnaryCached(context.Background(), rt.Method(0), "", skuKey, &inventoryv1.GetStockRequest{Sku: sku}, nil, plain.GetStock, fallback)
+	}
+	if resp, err := get("apple"); err != nil || resp.GetUnits() != 42 {
+		t.Fatalf("%v %v, want the server's 42", resp, err)
+	}
+	clock.Advance(2 * time.Second) // no longer fresh, still within stale_ttl
+	fs.SetBehaviour(server.Fail(codes.Unavailable))
+	if resp, err := get("apple"); err != nil || resp.GetUnits() != 42 {
+		t.Errorf("apple: %v %v, want the stale 42, not the fallback's -1", resp, err)
+	}
+	if resp, err := get("pear"); err != nil || resp.GetUnits() != -1 {
+		t.Errorf("pear: %v %v, want the fallback's -1: no stale value is kept for it", resp, err)
+	}
+	if len(fallbackSaw) != 1 || fallbackSaw[0] != "pear:Unavailable" {
+		t.Errorf("fallback saw %q, want only pear with the final UNAVAILABLE", fallbackSaw)
+	}
+	if got := fs.Calls(getStock); got != 3 {
+		t.Errorf("server saw %d calls, want 3: the fresh one, then one per failed key", got)
+	}
+}
