@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -277,5 +282,203 @@ func TestTheFallbackSeesTheFinalErrorAfterTheStaleCache(t *testing.T) {
 	}
 	if got := fs.Calls(getStock); got != 3 {
 		t.Errorf("server saw %d calls, want 3: the fresh one, then one per failed key", got)
+	}
+}
+
+// TestATokenIsGivenBackWhenTheContextEndsItsWait: a call whose context ends
+// while it waits for a rate-limit token cancels its reservation, so the
+// next caller waits for the next token, not for the one after it.
+func TestATokenIsGivenBackWhenTheContextEndsItsWait(t *testing.T) {
+	fs, cc := atkServe(t, server.Healthy)
+	rt := inventory(t, runtime.ServicePolicy{
+		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 4, Burst: 1, MaxWait: time.Second},
+		Methods:   []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second}},
+	})
+	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+		t.Fatal(err)
+	}
+	// The bucket is empty; a token comes every 250ms.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, cancel)
+	if _, err := callGetStock(ctx, rt, cc); status.Code(err) != codes.Canceled {
+		t.Fatalf("waiting for a token: %v, want CANCELLED", err)
+	}
+	begin := time.Now()
+	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
+		t.Fatal(err)
+	}
+	// Its own token comes about 240ms on; had the cancelled wait kept its
+	// reservation, it would come about 490ms on.
+	if took := time.Since(begin); took > 400*time.Millisecond {
+		t.Errorf("the next call waited %v, want the next token (~240ms): the cancelled wait kept its token", took)
+	}
+	if got := fs.Calls(getStock); got != 2 {
+		t.Errorf("server saw %d calls, want 2", got)
+	}
+}
+
+// TestATokenIsSpentWhenTheContextEndsWaitingForAPermit: the rate limit
+// comes before the bulkhead, so a call that took its token and then ran out
+// of time waiting for a permit has spent that token.
+func TestATokenIsSpentWhenTheContextEndsWaitingForAPermit(t *testing.T) {
+	release := make(chan struct{})
+	fs, cc := atkServe(t, atkHold(release))
+	rt := inventory(t, runtime.ServicePolicy{
+		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 2},
+		Bulkhead:  &runtime.BulkheadPolicy{Permits: 1, MaxWait: 5 * time.Second},
+		Methods:   []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
+	})
+	held := make(chan error, 1)
+	go func() { _, err := callGetStock(context.Background(), rt, cc); held <- err }()
+	atkWaitFor(t, "the first call holds the permit", func() bool { return fs.Calls(getStock) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := callGetStock(ctx, rt, cc); status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrBulkheadFull) {
+		t.Fatalf("waiting for a permit: %v, want the caller's DEADLINE_EXCEEDED", err)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrRateLimited) {
+		t.Errorf("third call: %v, want ErrRateLimited: the second call spent the burst's other token", err)
+	}
+	if got := fs.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d calls, want 1", got)
+	}
+}
+
+// endingCtx is a context that ends (its Err turns non-nil) without closing
+// its Done channel: the moment a waiter is handed a permit cannot then
+// wake it through Done first, so the test reaches the narrow case of a
+// permit handed over just as the context ended.
+type endingCtx struct {
+	context.Context
+	ended atomic.Bool
+}
+
+func (c *endingCtx) Err() error {
+	if c.ended.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestAPermitHandedOverAsTheContextEndsIsReturnedAtOnce: a waiter handed a
+// permit just as its context ended makes no call and gives the permit back.
+func TestAPermitHandedOverAsTheContextEndsIsReturnedAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	fs, cc := atkServe(t, atkHold(release))
+	rt := inventory(t, runtime.ServicePolicy{
+		Bulkhead: &runtime.BulkheadPolicy{Permits: 1, MaxWait: 5 * time.Second},
+		Methods:  []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
+	})
+	held := make(chan error, 1)
+	go func() { _, err := callGetStock(context.Background(), rt, cc); held <- err }()
+	atkWaitFor(t, "the first call holds the permit", func() bool { return fs.Calls(getStock) == 1 })
+	ctx := &endingCtx{Context: context.Background()}
+	waiter := make(chan error, 1)
+	go func() { _, err := callGetStock(ctx, rt, cc); waiter <- err }()
+	time.Sleep(50 * time.Millisecond) // the waiter queues for the permit
+	ctx.ended.Store(true)
+	close(release) // the holder ends and hands its permit to the waiter
+	if err := <-held; err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	if err := <-waiter; status.Code(err) != codes.Canceled {
+		t.Fatalf("the waiter: %v, want CANCELLED", err)
+	}
+	if n, _ := rt.BulkheadInUse(getStock); n != 0 {
+		t.Errorf("%d permits in use, want 0: the handed-over permit was not given back", n)
+	}
+	if got := fs.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d calls, want 1: the waiter made none", got)
+	}
+}
+
+// TestAMessageThatDoesNotMarshalCountsAsNothing: a request that does not
+// marshal, or a response the server cannot marshal, ends the attempt with
+// INTERNAL; the breaker counts it as nothing, the metrics under INTERNAL.
+func TestAMessageThatDoesNotMarshalCountsAsNothing(t *testing.T) {
+	t.Run("the request", func(t *testing.T) {
+		fs, cc := atkServe(t, server.Healthy)
+		reg := prometheus.NewRegistry()
+		rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(1, 1),
+			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
+		plain := inventoryv1.NewInventoryServiceClient(cc)
+		for range 5 {
+			_, err := runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: badSku}, nil, plain.GetStock, nil)
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("bad request: %v, want INTERNAL", err)
+			}
+		}
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+		wantMetric(t, reg, 5, "resilient_client_attempts_total", "method", "GetStock", "code", "INTERNAL")
+		if got := fs.Calls(getStock); got != 0 {
+			t.Errorf("server saw %d calls, want none", got)
+		}
+	})
+
+	t.Run("the response", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs := grpc.NewServer()
+		bad := &badResponses{}
+		inventoryv1.RegisterInventoryServiceServer(gs, bad)
+		go func() { _ = gs.Serve(lis) }()
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close(); gs.Stop() })
+		reg := prometheus.NewRegistry()
+		rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(1, 1),
+			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
+		for range 5 {
+			if _, err := callGetStock(context.Background(), rt, cc); status.Code(err) != codes.Internal {
+				t.Fatalf("bad response: %v, want INTERNAL", err)
+			}
+		}
+		wantBreaker(t, rt, getStock, runtime.StateClosed)
+		wantMetric(t, reg, 5, "resilient_client_attempts_total", "method", "GetStock", "code", "INTERNAL")
+		if got := bad.calls.Load(); got != 5 {
+			t.Errorf("server saw %d calls, want 5", got)
+		}
+	})
+}
+
+// badResponses answers GetStock with a response that does not marshal.
+type badResponses struct {
+	inventoryv1.UnimplementedInventoryServiceServer
+	calls atomic.Int32
+}
+
+func (b *badResponses) GetStock(context.Context, *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+	b.calls.Add(1)
+	return &inventoryv1.GetStockResponse{Sku: badSku}, nil
+}
+
+// TestACachesSharedCallCutByItsTimeoutSaysSo: a cached read's shared call
+// runs under the method's timeout; cut by it, the error matches
+// ErrAttemptTimeout and names the shared call and the timeout.
+func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
+	fs, cc := atkServe(t, server.Hang)
+	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 50 * time.Millisecond,
+		Cache: &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}}}})
+	begin := time.Now()
+	_, err := cachedGetStock(context.Background(), rt, cc, "apple")
+	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
+		t.Fatalf("%v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "shared call of the cache") || !strings.Contains(msg, "50ms") {
+		t.Errorf("message %q, want it to name the cache's shared call and its 50ms timeout", msg)
+	}
+	if took := time.Since(begin); took > 500*time.Millisecond {
+		t.Errorf("took %v, want about the 50ms timeout", took)
+	}
+	if got := fs.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d calls, want 1", got)
 	}
 }
