@@ -210,15 +210,27 @@ func TestSoak(t *testing.T) {
 	// caller's context, so what is left is the time for a goroutine to run
 	// again, with 1000 of them on two cores, maybe under the race detector
 	// and beside other tests. That time is measured in the same run by the
-	// bare waits; a call may take it twice over (the context's timer wakes
-	// the attempt's goroutine, which wakes the caller), plus 100ms
-	// (p99) or 1s (max) of margin. A wait that ignored the deadline would
-	// show in the p99.
-	if p99 > 2*wakeP99+100*time.Millisecond || worst > 2*wakeWorst+time.Second {
+	// bare waits; a call may take it a few times over (the context's timer
+	// wakes the attempt's goroutine, grpc-go's stream and the caller, each
+	// in turn behind 1000 others: up to 3 times the bare wait, seen on a
+	// loaded machine), so 4 times it plus 100ms (p99) or 1s (max) of
+	// margin. On an idle machine the bare wait is a few ms and the bound
+	// about 100ms: a wait that ignored the deadline would show in the p99.
+	if p99 > 4*wakeP99+100*time.Millisecond || worst > 4*wakeWorst+time.Second {
 		t.Errorf("calls outlived their deadline by %v (p99) and %v (max); a bare wait by %v and %v", p99, worst, wakeP99, wakeWorst)
 	}
-	if ok.Load() == 0 || calls.Load() < callers {
-		t.Errorf("only %d calls, %d answered", calls.Load(), ok.Load())
+	if calls.Load() < callers {
+		t.Errorf("only %d calls from %d callers", calls.Load(), callers)
+	}
+	// Some calls are answered, if the machine can answer within the 100ms
+	// timeout at all: when a bare wait wakes later than half of it, every
+	// attempt times out, as it should, and the breaker opens.
+	if ok.Load() == 0 {
+		if wakeP99 < 50*time.Millisecond {
+			t.Errorf("%d calls, none answered", calls.Load())
+		} else {
+			t.Logf("no call answered: the machine is too loaded to answer within the 100ms timeout (a bare wait woke %v late)", wakeP99)
+		}
 	}
 }
 
