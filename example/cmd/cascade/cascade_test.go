@@ -50,8 +50,23 @@ func TestCascadeShape(t *testing.T) {
 	if none.counts[outWaiting] < none.sent/3 {
 		t.Errorf("no protection: %d of %d still waiting, want the queue to build up", none.counts[outWaiting], none.sent)
 	}
-	if rep.slowCalls[1] < int64(timeout.sent/2) {
-		t.Errorf("timeout only: %d calls reached the slow dependency, want about one per request", rep.slowCalls[1])
+	// Timeout only: every request the caller got to in the slow phase
+	// reached the dependency. Counted against the requests it got to (not
+	// waiting at the end), not those sent: its 32 workers, each held 300ms
+	// by a timed-out call, can take about the 100 requests a second that
+	// arrive, and on a loaded machine fewer. The requests of the last
+	// second are left out: they may be handled after the phase, in the
+	// run's last second of grace.
+	var reached int64
+	for sec := int(c.slowAt.Seconds()); sec < len(timeout.perSecond)-1; sec++ {
+		for o, n := range timeout.perSecond[sec] {
+			if outcome(o) != outWaiting {
+				reached += int64(n)
+			}
+		}
+	}
+	if rep.slowCalls[1] < reached*9/10 || reached < int64(timeout.sent/5) {
+		t.Errorf("timeout only: %d calls reached the slow dependency for %d requests handled in the slow phase (%d sent), want about one per request", rep.slowCalls[1], reached, timeout.sent)
 	}
 	if rep.slowCalls[2] >= rep.slowCalls[1]/2 {
 		t.Errorf("full stack: %d calls reached the slow dependency, want far fewer than timeout-only's %d", rep.slowCalls[2], rep.slowCalls[1])
