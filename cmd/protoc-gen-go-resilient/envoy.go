@@ -119,7 +119,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
 		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(bound))
-	case mp.OverallTimeout > 0:
+	case mp.OverallTimeout > 0 && bound == mp.OverallTimeout:
 		w(4, "timeout: %s # overall_timeout", seconds(bound))
 	case bound > 0 && mp.Retry != nil:
 		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(bound), mp.Retry.MaxAttempts, mp.Timeout)

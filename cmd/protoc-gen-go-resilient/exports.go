@@ -135,12 +135,19 @@ func oneAttempt(mp *methodPolicy) *methodPolicy {
 }
 
 // callBound is the longest the generated client lets one call of the
-// method run: its overall_timeout, or else, when every attempt has a
-// timeout, every attempt's timeout plus the bound of every backoff between
-// them; 0 when nothing bounds the call but the caller's deadline. It is
-// what an exporter writes where the target has one limit for the whole
-// call (gRPC's and Envoy's route timeout).
+// method run: a unary call of one attempt (no retry, no hedging), the
+// shorter of its timeout and overall_timeout, since the attempt's own
+// timeout cuts it; otherwise its overall_timeout, or else, when every
+// attempt has a timeout, every attempt's timeout plus the bound of every
+// backoff between them; 0 when nothing bounds the call but the caller's
+// deadline. A stream is bounded by its overall_timeout, else its timeout.
+// It is what an exporter writes where the target has one limit for the
+// whole call (gRPC's and Envoy's route timeout).
 func callBound(mp *methodPolicy) time.Duration {
+	oneAttempt := mp.Retry == nil && mp.Hedging == nil && (mp.Kind == "" || mp.Kind == "KindUnary")
+	if oneAttempt && mp.Timeout > 0 && mp.OverallTimeout > 0 {
+		return min(mp.Timeout, mp.OverallTimeout)
+	}
 	if mp.OverallTimeout > 0 {
 		return mp.OverallTimeout
 	}

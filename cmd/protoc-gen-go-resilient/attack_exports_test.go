@@ -1,0 +1,312 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// attackProto compiles one .proto written by a test and runs the plugin
+// on it with params; it returns the files written and the plugin's error.
+func attackProto(t *testing.T, name, src, params string) (map[string]string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, name), []byte(src))
+	req := compileRequest(t, "module="+testModule+","+params, []string{dir, "../../options"}, name)
+	resp := runPluginParams(t, req)
+	out := map[string]string{}
+	for _, f := range resp.File {
+		out[f.GetName()] = f.GetContent()
+	}
+	return out, resp.GetError()
+}
+
+// The mixed service, testdata/export/attack_mixed.proto: a service of
+// mixed safety, its retries inherited from the file and the service: an
+// idempotent read by protobuf's own option, one by the project's flag, a
+// plain write, a keyed write, a write with a generated key, and one stream
+// of each kind, with names that have underscores and a package with dots
+// and underscores.
+const mixedSvc = "attack.mixed_pkg.v1.Mixed_Service"
+
+func mixedFiles(t *testing.T, params string) map[string]string {
+	t.Helper()
+	return exportFiles(t, "attack_mixed", params)
+}
+type scMethod struct {
+	Name          []struct{ Service, Method string }
+	Timeout       string
+	RetryPolicy   *struct{ MaxAttempts int }
+	HedgingPolicy *struct{ MaxAttempts int }
+}
+
+func parseServiceConfig(t *testing.T, sc string) map[string]scMethod {
+	t.Helper()
+	var parsed struct{ MethodConfig []scMethod }
+	if err := json.Unmarshal([]byte(sc), &parsed); err != nil {
+		t.Fatalf("%v in:\n%s", err, sc)
+	}
+	out := map[string]scMethod{}
+	for _, mc := range parsed.MethodConfig {
+		for _, n := range mc.Name {
+			out[n.Service+"/"+n.Method] = mc
+		}
+	}
+	return out
+}
+
+// TestAttackServiceConfigMixedSafety: in a service of mixed safety whose
+// retries come from the file, only the methods any caller may repeat get a
+// retry policy; the others, and every stream, are one attempt; the
+// timeouts are no longer than what the generated Go client allows.
+func TestAttackServiceConfigMixedSafety(t *testing.T) {
+	mcs := parseServiceConfig(t, mixedFiles(t, "service_config=true")["attack_mixed/attack_mixed.service_config.json"])
+	for _, tc := range []struct {
+		method  string
+		retried bool
+		timeout string
+	}{
+		// 4 attempts of 100 ms and backoffs of 1, 2, 2 ms: 405 ms, inside
+		// the 2 s overall_timeout. The longest a Go call runs.
+		{"Read_NoSideEffects", true, "2s"},
+		{"ReadFlag", true, "2s"},
+		// One attempt, cut by the Go client at its 100 ms timeout.
+		{"Write_Plain", false, "0.100s"},
+		{"WriteKeyed", false, "0.100s"},
+		{"WriteGenerated", false, "0.100s"},
+		// Streams: never retried; the overall_timeout bounds the stream.
+		{"Watch", false, "2s"},
+		{"Upload", false, "2s"},
+		{"Chat", false, "2s"},
+	} {
+		mc, ok := mcs[mixedSvc+"/"+tc.method]
+		if !ok {
+			t.Errorf("%s: no methodConfig", tc.method)
+			continue
+		}
+		if got := mc.RetryPolicy != nil; got != tc.retried {
+			t.Errorf("%s: retryPolicy present %v, want %v", tc.method, got, tc.retried)
+		}
+		if mc.HedgingPolicy != nil {
+			t.Errorf("%s: hedged by the export", tc.method)
+		}
+		if mc.Timeout != tc.timeout {
+			t.Errorf("%s: timeout %q, want %q (what the Go client allows one call)", tc.method, mc.Timeout, tc.timeout)
+		}
+	}
+}
+
+// TestAttackExportOneAttemptBound: a call made of one attempt is cut by the
+// Go client at min(timeout, overall_timeout); the exports must not let it
+// run for the overall_timeout. README: a keyed method's exported "timeout
+// is that of one attempt".
+func TestAttackExportOneAttemptBound(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		mp   methodPolicy
+		want time.Duration
+	}{
+		{"no retry, both timeouts", methodPolicy{Timeout: 300 * ms, OverallTimeout: time.Second}, 300 * ms},
+		{"no retry, overall shorter", methodPolicy{Timeout: 300 * ms, OverallTimeout: 300 * ms}, 300 * ms},
+		{"keyed one attempt", *oneAttempt(&methodPolicy{IdempotencyKey: "k", Timeout: 200 * ms, OverallTimeout: time.Second,
+			Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: ms, MaxBackoff: 5 * ms, Multiplier: 2}}), 200 * ms},
+		{"overall only", methodPolicy{OverallTimeout: time.Second}, time.Second},
+	} {
+		if got := callBound(&tc.mp); got != tc.want {
+			t.Errorf("%s: callBound = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// The export's own test file: Pay has a generated key, the service's
+	// 200 ms timeout and an overall_timeout of 1 s.
+	sc := exportFiles(t, "export", "service_config=true")["export/export.service_config.json"]
+	if got := parseServiceConfig(t, sc)["resilienttest.export.Orders/Pay"].Timeout; got != "0.200s" {
+		t.Errorf("Pay, sent once by a caller without its key: service config timeout %q, want the one attempt's 0.200s", got)
+	}
+	envoy := exportFiles(t, "export", "envoy=true")["export/export.envoy.yaml"]
+	plain := envoy[strings.Index(envoy, "- name: resilienttest.export.Orders/Pay\n"):]
+	plain = plain[:strings.Index(plain, "max_stream_duration")]
+	if !strings.Contains(plain, "timeout: 0.200s") {
+		t.Errorf("Pay's route for requests without the key is not bounded as one attempt:\n%s", plain)
+	}
+}
+
+// TestAttackServiceConfigMixedRoundTrip loads the mixed service's config
+// into a plain grpc-go channel and counts, on a loopback server answering
+// UNAVAILABLE, what each unary method sends: every unsafe method exactly
+// once, whatever the file and service say.
+func TestAttackServiceConfigMixedRoundTrip(t *testing.T) {
+	sc := mixedFiles(t, "service_config=true")["attack_mixed/attack_mixed.service_config.json"]
+	srv, addr := startCountingServer(t)
+	for _, tc := range []struct {
+		method string
+		calls  int
+	}{
+		{"Read_NoSideEffects", 4},
+		{"ReadFlag", 4},
+		{"Write_Plain", 1},
+		{"WriteKeyed", 1},
+		{"WriteGenerated", 1},
+	} {
+		srv.set(codes.Unavailable, 0)
+		method := "/" + mixedSvc + "/" + tc.method
+		cc := dialWithServiceConfig(t, addr, sc)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := cc.Invoke(ctx, method, new(emptypb.Empty), new(emptypb.Empty))
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s: %v, want UNAVAILABLE", tc.method, err)
+		}
+		if got := srv.count(method); got != tc.calls {
+			t.Errorf("%s: the server received %d calls, want %d", tc.method, got, tc.calls)
+		}
+	}
+
+	// A plain write against a hanging server: the Go client cuts its one
+	// attempt at 100 ms; the plain client must not wait the 2 s overall.
+	srv.set(codes.OK, 5*time.Second)
+	cc := dialWithServiceConfig(t, addr, sc)
+	start := time.Now()
+	err := cc.Invoke(context.Background(), "/"+mixedSvc+"/Write_Plain", new(emptypb.Empty), new(emptypb.Empty))
+	if took := time.Since(start); status.Code(err) != codes.DeadlineExceeded || took < 100*time.Millisecond || took > time.Second {
+		t.Errorf("Write_Plain against a hanging server: %v after %v, want DEADLINE_EXCEEDED after about 100ms", err, took)
+	}
+}
+
+// TestAttackEnvoyMixedSafety: in the Envoy routes of the mixed service, a
+// method that is not idempotent is retried only on a route that requires a
+// non-empty idempotency-key, placed before its route without retries;
+// streams and plain writes never get a retry_policy.
+func TestAttackEnvoyMixedSafety(t *testing.T) {
+	y := mixedFiles(t, "envoy=true")["attack_mixed/attack_mixed.envoy.yaml"]
+	// envoytest parses it into go-control-plane's types and matches
+	// requests with, without and with an empty key against it.
+	checkGolden(t, "attack_mixed.envoy.yaml", y)
+	routes := strings.Split(y, "\n    - name: ")
+	retried := map[string]bool{}
+	order := []string{}
+	for _, r := range routes[1:] {
+		name := r[:strings.Index(r, "\n")]
+		var values []string
+		for _, line := range strings.Split(r, "\n") {
+			values = append(values, strings.SplitN(line, "#", 2)[0])
+		}
+		v := strings.Join(values, "\n")
+		retried[name] = strings.Contains(v, "retry_policy:")
+		order = append(order, name)
+		if strings.Contains(name, " with idempotency-key") && !strings.Contains(v, `regex: ".+"`) {
+			t.Errorf("route %s does not require a key with a value", name)
+		}
+	}
+	p := mixedSvc + "/"
+	want := map[string]bool{
+		p + "Read_NoSideEffects": true, p + "ReadFlag": true, p + "Write_Plain": false,
+		p + "WriteKeyed with idempotency-key": true, p + "WriteKeyed": false,
+		p + "WriteGenerated with idempotency-key": true, p + "WriteGenerated": false,
+		p + "Watch": false, p + "Upload": false, p + "Chat": false,
+	}
+	for name, w := range want {
+		got, ok := retried[name]
+		if !ok {
+			t.Errorf("no route %q in:\n%s", name, y)
+		} else if got != w {
+			t.Errorf("route %q retried %v, want %v", name, got, w)
+		}
+	}
+	if len(retried) != len(want) {
+		t.Errorf("routes %v, want exactly %d", order, len(want))
+	}
+	for i, name := range order {
+		if base, ok := strings.CutSuffix(name, " with idempotency-key"); ok && (i+1 >= len(order) || order[i+1] != base) {
+			t.Errorf("the keyed route %q is not followed by its keyless one: %v", name, order)
+		}
+	}
+}
+
+// TestAttackDocsMixedSafety: the policy page says, for each method retried
+// only with its key, that the exports retry it only with the key, and for
+// each stream that it is not retried, whatever the file says.
+func TestAttackDocsMixedSafety(t *testing.T) {
+	md := mixedFiles(t, "docs=true")["attack_mixed/attack_mixed.policy.md"]
+	sections := strings.Split(md, "\n### ")
+	for _, s := range sections[1:] {
+		name := s[:strings.Index(s, "\n")]
+		keyed := name == "WriteKeyed" || name == "WriteGenerated"
+		if got := strings.Contains(s, "| retried by the exports | only with its key"); got != keyed {
+			t.Errorf("%s: row 'retried by the exports' present %v, want %v:\n%s", name, got, keyed, s)
+		}
+		stream := name == "Watch" || name == "Upload" || name == "Chat"
+		if stream && !strings.Contains(s, "| attempts | 1: streams are not retried |") {
+			t.Errorf("%s: the page does not say the stream is not retried:\n%s", name, s)
+		}
+		if name == "Write_Plain" && !strings.Contains(s, "| attempts | 1 |") {
+			t.Errorf("Write_Plain: not one attempt:\n%s", s)
+		}
+		if name == "Read_NoSideEffects" && !strings.Contains(s, "| idempotent | yes | `idempotency_level = NO_SIDE_EFFECTS` |") {
+			t.Errorf("Read_NoSideEffects: idempotency not credited to idempotency_level:\n%s", s)
+		}
+	}
+}
+
+// TestAttackIdempotencyConflicts: idempotent: false beside NO_SIDE_EFFECTS
+// on one method is refused at the method; idempotent: false on the service
+// does not win over a method's own NO_SIDE_EFFECTS (the more specific
+// statement), and a method without either stays unsafe: its inherited
+// retries are refused, so nothing unsafe reaches the exports.
+func TestAttackIdempotencyConflicts(t *testing.T) {
+	const head = `syntax = "proto3";
+package attack.conflict;
+import "google/protobuf/empty.proto";
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack/conflict";
+`
+	_, perr := attackProto(t, "c1.proto", head+`service S {
+  rpc M(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {idempotent: false, retry: {}};
+  }
+}
+`, "service_config=true")
+	if !strings.Contains(perr, "c1.proto:9:5: attack.conflict.S.M: (resilient.v1.method).idempotent: false contradicts option idempotency_level = NO_SIDE_EFFECTS") {
+		t.Errorf("the contradiction on one method gave %q", perr)
+	}
+
+	files, perr := attackProto(t, "c2.proto", head+`service S {
+  option (resilient.v1.service) = {idempotent: false, retry: {}, timeout: {nanos: 100000000}};
+  rpc Read(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+  }
+  rpc Write(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option (resilient.v1.method) = {retry: {max_attempts: 1}};
+  }
+}
+`, "service_config=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	mcs := parseServiceConfig(t, files["attack/conflict/c2.service_config.json"])
+	if mcs["attack.conflict.S/Read"].RetryPolicy == nil || mcs["attack.conflict.S/Write"].RetryPolicy != nil {
+		t.Errorf("Read retried %v (want true), Write retried %v (want false)",
+			mcs["attack.conflict.S/Read"].RetryPolicy != nil, mcs["attack.conflict.S/Write"].RetryPolicy != nil)
+	}
+
+	_, perr = attackProto(t, "c3.proto", head+`service S {
+  option (resilient.v1.service) = {idempotent: false, retry: {}};
+  rpc Write(google.protobuf.Empty) returns (google.protobuf.Empty) {}
+}
+`, "service_config=true,envoy=true")
+	if !strings.Contains(perr, "Write is not idempotent and has no idempotency_key") {
+		t.Errorf("inherited retries of an unsafe method gave %q, want them refused", perr)
+	}
+}
