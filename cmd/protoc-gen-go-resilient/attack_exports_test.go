@@ -43,6 +43,7 @@ func mixedFiles(t *testing.T, params string) map[string]string {
 	t.Helper()
 	return exportFiles(t, "attack_mixed", params)
 }
+
 type scMethod struct {
 	Name          []struct{ Service, Method string }
 	Timeout       string
