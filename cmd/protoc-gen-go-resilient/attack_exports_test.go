@@ -311,3 +311,34 @@ option go_package = "resilienttest/attack/conflict";
 		t.Errorf("inherited retries of an unsafe method gave %q, want them refused", perr)
 	}
 }
+
+// TestAttackCallBoundHuge: max_attempts is any uint32 the plugin accepts;
+// the exported bound saturates instead of wrapping to a short timeout,
+// and is computed at once instead of in billions of steps.
+func TestAttackCallBoundHuge(t *testing.T) {
+	ms := time.Millisecond
+	const maxDuration = time.Duration(1<<63 - 1)
+	for _, tc := range []struct {
+		name string
+		mp   methodPolicy
+		want time.Duration
+	}{
+		{"1e9 attempts of 10s: saturates", methodPolicy{Timeout: 10 * time.Second,
+			Retry: &retryPolicy{MaxAttempts: 1e9, InitialBackoff: 50 * ms, MaxBackoff: time.Second, Multiplier: 2}}, maxDuration},
+		{"4294967295 attempts of 1ms, multiplier 1", methodPolicy{Timeout: ms,
+			Retry: &retryPolicy{MaxAttempts: 1<<32 - 1, InitialBackoff: ms, MaxBackoff: time.Second, Multiplier: 1}},
+			time.Duration(1<<32-1)*ms + time.Duration(1<<32-2)*ms},
+		{"a bound that reaches the cap", methodPolicy{Timeout: ms,
+			Retry: &retryPolicy{MaxAttempts: 1000, InitialBackoff: ms, MaxBackoff: 4 * ms, Multiplier: 2}},
+			1000*ms + ms + 2*ms + 997*4*ms},
+	} {
+		start := time.Now()
+		got := callBound(&tc.mp)
+		if took := time.Since(start); took > 100*ms {
+			t.Errorf("%s: callBound took %v", tc.name, took)
+		}
+		if got != tc.want {
+			t.Errorf("%s: callBound = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
