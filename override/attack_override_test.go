@@ -46,6 +46,18 @@ func refused(t *testing.T, file string, env ...string) string {
 	return err.Error()
 }
 
+// billionLaughs expands to 9^9 strings through aliases.
+const billionLaughs = `a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+`
+
 func svcYAML(body string) string {
 	return "services:\n  example.inventory.v1.InventoryService:\n" + body
 }
@@ -99,6 +111,7 @@ func TestAttackOverrideFileShapes(t *testing.T) {
 		{"a null service", "services:\n  example.inventory.v1.InventoryService: null\n", inv + ": must be a mapping"},
 		{"a null group", svcYAML("    circuit_breaker: null\n"), inv + ".circuit_breaker: must be a mapping of circuit_breaker fields"},
 		{"a complex key", svcYAML("    ? [a, b]\n    : 1\n"), "o.yaml: not valid YAML or JSON: "},
+		{"billion laughs", billionLaughs, "o.yaml: not valid YAML or JSON: yaml: document contains excessive aliasing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := refused(t, tc.file)

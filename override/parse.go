@@ -164,7 +164,7 @@ func oneDocument(data []byte) string {
 			return "not valid YAML or JSON: " + oneLine(err.Error())
 		}
 		if i > 0 && doc != nil {
-			return fmt.Sprintf("holds more than one YAML document (separated by ---), and only the first would be read: put every override in one document")
+			return "holds more than one YAML document (separated by ---), and only the first would be read: put every override in one document"
 		}
 		if i == 0 {
 			if key, v := nonFinite(doc, ""); key != "" {
