@@ -280,6 +280,12 @@ func TestAttackOverrideNeverUnsafe(t *testing.T) {
 		{"", []string{invEnv + "__METHODS__RESERVESTOCK__IDEMPOTENCY_KEY="}, "idempotency_key is part of the service's contract"},
 		{"", []string{invEnv + "__METHODS__GETSTOCK__IDEMPOTENT=false"}, "idempotent is part of the service's contract"},
 		{"", []string{invEnv + "__METHODS__WATCHSTOCK__RETRY__MAX_ATTEMPTS=3"}, "streams are not retried"},
+		{"", []string{invEnv + "__METHODS__WATCHSTOCK__HEDGING__DELAY=1ms"}, "streams are not hedged"},
+		// The plugin refuses a rate limit of its own on a stream, which
+		// the runtime would not apply: so must an override.
+		{svcYAML("    methods:\n      WatchStock:\n        rate_limit: {per_method: true, requests_per_second: 1}\n"), nil,
+			inv + ".methods.WatchStock.rate_limit.per_method: streams do not go through the rate limit, and WatchStock is a streaming method: remove this override"},
+		{"", []string{invEnv + "__METHODS__WATCHSTOCK__RATE_LIMIT__PER_METHOD=true"}, "streams do not go through the rate limit"},
 	} {
 		got := refused(t, tc.file, tc.env...)
 		if !strings.Contains(got, tc.want) {
