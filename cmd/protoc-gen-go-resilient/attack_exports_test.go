@@ -342,3 +342,41 @@ func TestAttackCallBoundHuge(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackEnvoyCommentsWhatItCannotCarry: README, Export: Envoy: "Every
+// value the mapping cannot carry is written as a comment at its place."
+// The rate limit (the service's and a method's own) and the cache have no
+// place in the mapping, so each must be a comment.
+func TestAttackEnvoyCommentsWhatItCannotCarry(t *testing.T) {
+	files, perr := attackProto(t, "uncarried.proto", `syntax = "proto3";
+package attack.uncarried;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack/uncarried";
+message Req { string sku = 1; }
+message Resp {}
+service S {
+  option (resilient.v1.service) = {rate_limit: {requests_per_second: 50, burst: 10}};
+  rpc Get(Req) returns (Resp) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {
+      timeout: {seconds: 1}
+      cache: {fresh_ttl: {seconds: 2}, key_fields: ["sku"]}
+      rate_limit: {per_method: true, requests_per_second: 5}
+    };
+  }
+}
+`, "envoy=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	y := files["attack/uncarried/uncarried.envoy.yaml"]
+	for _, want := range []string{
+		"# not exported: the method's own rate_limit (5/s, burst 10)",
+		"# not exported: cache (fresh 2s, stale 2s, keyed by sku)",
+		"# not exported: rate_limit (50/s, burst 10)",
+	} {
+		if !strings.Contains(y, want) {
+			t.Errorf("the Envoy output lacks %q:\n%s", want, y)
+		}
+	}
+}

@@ -139,6 +139,12 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 	if mp.Hedging != nil {
 		w(4, "# not exported: hedging (delay %v, %d copies); Envoy hedges only when a per_try_timeout expires", mp.Hedging.Delay, mp.Hedging.MaxCopies)
 	}
+	if rl := mp.RateLimit; rl != nil {
+		w(4, "# not exported: the method's own rate_limit (%v/s, burst %d); Envoy's rate limits are filters of the listener or the route, not of this mapping", rl.RequestsPerSecond, rl.Burst)
+	}
+	if c := mp.Cache; c != nil {
+		w(4, "# not exported: cache (fresh %v, stale %v, keyed by %s); Envoy does not cache gRPC answers", c.FreshTTL, c.StaleTTL, strings.Join(c.KeyFields, ", "))
+	}
 	if (mp.Breaker != nil) || (mp.Bulkhead != nil) {
 		w(4, "# not expressible per route: the method's own %s (Envoy's limits are per cluster; give the method a cluster of its own to separate it)", ownLimits(mp))
 	}
@@ -215,6 +221,9 @@ func envoyCluster(w func(int, string, ...any), name string, sp *servicePolicy, r
 			w(4, "min_retry_concurrency: %d # retry_budget.min_retries, as retries in flight", b.MinRetries)
 			w(4, "# retry_budget.window %v is not expressible: Envoy counts the requests in flight, not over a window", b.Window)
 		}
+	}
+	if rl := sp.RateLimit; rl != nil {
+		w(1, "# not exported: rate_limit (%v/s, burst %d), which Envoy sets as a filter of the listener or the route, not of a cluster", rl.RequestsPerSecond, rl.Burst)
 	}
 	cb := sp.Breaker
 	if cb == nil {
