@@ -380,3 +380,62 @@ service S {
 		}
 	}
 }
+
+// TestAttackExportsDeadlineExceeded: the generated client repeats after
+// DEADLINE_EXCEEDED only when the attempt's own timeout expired, never
+// after a DEADLINE_EXCEEDED the server returned (README, Failures and
+// answers). A gRPC client has no per-attempt timeout, so the only
+// DEADLINE_EXCEEDED it could retry is the server's: the service config
+// must not list it, and Envoy must retry an expired per_try_timeout
+// (gateway-error), not the server's code (deadline-exceeded).
+func TestAttackExportsDeadlineExceeded(t *testing.T) {
+	files, perr := attackProto(t, "dl.proto", `syntax = "proto3";
+package attack.dl;
+import "google/protobuf/empty.proto";
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack/dl";
+service S {
+  option (resilient.v1.service) = {timeout: {nanos: 200000000}};
+  rpc Both(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {retry: {initial_backoff: {nanos: 1000000}, max_backoff: {nanos: 1000000}, retryable_codes: ["UNAVAILABLE", "DEADLINE_EXCEEDED"]}};
+  }
+  rpc Only(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {retry: {initial_backoff: {nanos: 1000000}, max_backoff: {nanos: 1000000}, retryable_codes: ["DEADLINE_EXCEEDED"]}};
+  }
+  rpc Hedged(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {hedging: {delay: {nanos: 10000000}, non_fatal_codes: ["UNAVAILABLE", "DEADLINE_EXCEEDED"]}};
+  }
+}
+`, "service_config=true,envoy=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	sc := files["attack/dl/dl.service_config.json"]
+	if strings.Contains(sc, "DEADLINE_EXCEEDED") {
+		t.Errorf("the service config repeats after DEADLINE_EXCEEDED:\n%s", sc)
+	}
+	mcs := parseServiceConfig(t, sc)
+	if mcs["attack.dl.S/Both"].RetryPolicy == nil || mcs["attack.dl.S/Only"].RetryPolicy != nil {
+		t.Errorf("Both retried %v (want true, on UNAVAILABLE), Only retried %v (want false)",
+			mcs["attack.dl.S/Both"].RetryPolicy != nil, mcs["attack.dl.S/Only"].RetryPolicy != nil)
+	}
+	if y := files["attack/dl/dl.envoy.yaml"]; strings.Contains(y, "deadline-exceeded") || !strings.Contains(y, "retry_on: gateway-error\n") {
+		t.Errorf("Envoy retries the server's DEADLINE_EXCEEDED, or not an expired per_try_timeout:\n%s", y)
+	}
+
+	// A plain grpc-go client with the config, against a server that
+	// answers DEADLINE_EXCEEDED itself: one call, as the generated client.
+	srv, addr := startCountingServer(t)
+	srv.set(codes.DeadlineExceeded, 0)
+	cc := dialWithServiceConfig(t, addr, sc)
+	for _, m := range []string{"Both", "Only"} {
+		method := "/attack.dl.S/" + m
+		err := cc.Invoke(context.Background(), method, new(emptypb.Empty), new(emptypb.Empty))
+		if status.Code(err) != codes.DeadlineExceeded || srv.count(method) != 1 {
+			t.Errorf("%s: %v after %d calls; want the server's DEADLINE_EXCEEDED after 1", m, err, srv.count(method))
+		}
+	}
+}

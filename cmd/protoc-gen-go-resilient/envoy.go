@@ -17,11 +17,14 @@ import (
 // envoyRetryOn are the Envoy retry conditions of each status code the
 // generated client may retry. UNAVAILABLE is also what a connection that
 // failed or was reset gives the client, and the client retries it: Envoy
-// names those cases apart. A per-attempt timeout that expired is a 504 of
-// Envoy's own (gateway-error). Codes not listed cannot be retried by Envoy.
+// names those cases apart. DEADLINE_EXCEEDED is retried by the client only
+// when the attempt's own timeout expired, never when the server returned
+// it: at Envoy that is an expired per_try_timeout, a 504 of Envoy's own
+// (gateway-error), and not Envoy's deadline-exceeded, which retries the
+// server's. Codes not listed cannot be retried by Envoy.
 var envoyRetryOn = map[codes.Code][]string{
 	codes.Unavailable:       {"unavailable", "connect-failure", "refused-stream", "reset"},
-	codes.DeadlineExceeded:  {"deadline-exceeded", "gateway-error"},
+	codes.DeadlineExceeded:  {"gateway-error"},
 	codes.ResourceExhausted: {"resource-exhausted"},
 	codes.Internal:          {"internal"},
 	codes.Canceled:          {"cancelled"},
