@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,10 +25,6 @@ type HedgingPolicy struct {
 	NonFatalCodes CodeSet
 }
 
-func (h *HedgingPolicy) String() string {
-	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
-}
-
 func (h *HedgingPolicy) check(f string, bad badFunc) {
 	positive(h.Delay, f+".Delay", bad)
 	if h.MaxCopies < 2 {
@@ -42,6 +37,9 @@ func (h *HedgingPolicy) check(f string, bad badFunc) {
 		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
 	}
 }
+
+// maxHedgeBuffer bounds the buffer of a hedged call's results.
+const maxHedgeBuffer = 8
 
 // copyResult is what one hedged copy came back with.
 type copyResult[Resp any] struct {
@@ -63,7 +61,7 @@ type copyResult[Resp any] struct {
 // server's negative pushback stops further copies; a positive pushback
 // delays the next one. wait is nil for a call; for a cache's shared call,
 // see unary: once it is cut, no further copy is sent.
-func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context, req *Req, opts []grpc.CallOption,
+func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
@@ -72,23 +70,41 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context,
 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
-	results := make(chan copyResult[Resp], h.MaxCopies)
+	// The buffer is not sized by MaxCopies, which an operator may set as
+	// high as a uint32 (the budget bounds the copies sent): a copy whose
+	// result is no longer read gives up sending it once hctx is cut.
+	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
+	panics := make(chan any)
 	launch := func(n int) {
 		go func() {
+			defer func() {
+				// A panic in a copy (an interceptor, a codec) is the caller's to
+				// see, as if it had made the call itself. Once the call is over
+				// nobody reads it, and it goes on here: never hidden.
+				if p := recover(); p != nil {
+					select {
+					case panics <- p: // unbuffered: taken only by a caller still waiting
+					case <-hctx.Done():
+						panic(p)
+					}
+				}
+			}()
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			var at int64
-			resp, err, refused, after, timedOut := attemptOnce(hctx, m, req, slot.opts, call, &at)
-			if timedOut {
+			resp, end, err := attemptOnce(hctx, m, req, slot.opts, call)
+			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
-			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after, timedOut: timedOut}
+			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter, timedOut: end.timedOut}
 			if err != nil {
 				r.push, r.pushed = Pushback(err, slot.md)
 			}
 			slot.put()
-			results <- r
+			select {
+			case results <- r:
+			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
+			}
 		}()
 	}
 
@@ -128,6 +144,8 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context,
 	}
 	for {
 		select {
+		case p := <-panics:
+			panic(p) // the deferred cancel cuts the other copies
 		case r := <-results:
 			pending--
 			switch {

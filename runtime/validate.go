@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"google.golang.org/grpc/codes"
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Validate checks that the policy can be applied: names set, counts and
@@ -183,8 +183,7 @@ func (r *RetryPolicy) check(f string, bad badFunc) {
 
 // answerCodes are the codes the plugin refuses as retryable: the service
 // understood the request and answered it.
-var answerCodes = CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
-	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated)
+var answerCodes = CodesOf(contract.AnswerCodes...)
 
 func (b *BudgetPolicy) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)
@@ -212,6 +211,9 @@ func (b *BreakerPolicy) check(f string, bad badFunc) {
 	}
 	if b.FailureCodes.Has(0) {
 		bad(f+".FailureCodes", `"OK" is a success and cannot count as a failure: remove it`)
+	}
+	if answers := b.FailureCodes & answerCodes; answers != 0 {
+		bad(f+".FailureCodes", "holds %s, answers of the service and not failures of it: an answer shows the dependency is up, so it never opens the breaker; remove them", answers)
 	}
 }
 

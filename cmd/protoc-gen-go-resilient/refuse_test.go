@@ -46,6 +46,9 @@ func TestRefusals(t *testing.T) {
 			`refuse/code_unknown.proto:11:5: resilienttest.refuse.code_unknown.Svc.Get: (resilient.v1.method).retry.retryable_codes[1]: unknown status code "Unavailable": did you mean "UNAVAILABLE"? Codes are written by their canonical upper-case name`,
 			`refuse/code_unknown.proto:11:5: resilienttest.refuse.code_unknown.Svc.Get: (resilient.v1.method).retry.retryable_codes[2]: unknown status code "BOGUS": write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`,
 		}},
+		{"failure_code_answer", []string{
+			`refuse/failure_code_answer.proto:10:3: resilienttest.refuse.failure_code_answer.Svc: (resilient.v1.service).circuit_breaker.failure_codes[1]: "NOT_FOUND" is an answer of the service, not a failure of it: an answer shows the dependency is up, so it never opens the breaker; remove it`,
+		}},
 		{"dedup_lease_negative", []string{
 			"refuse/dedup_lease_negative.proto:12:5: resilienttest.refuse.dedup_lease_negative.Svc.Put: (resilient.v1.method).server.dedup.lease: must be positive, got -1s; remove it for the default 10s",
 		}},
