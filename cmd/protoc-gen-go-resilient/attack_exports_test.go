@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -436,6 +437,59 @@ service S {
 		err := cc.Invoke(context.Background(), method, new(emptypb.Empty), new(emptypb.Empty))
 		if status.Code(err) != codes.DeadlineExceeded || srv.count(method) != 1 {
 			t.Errorf("%s: %v after %d calls; want the server's DEADLINE_EXCEEDED after 1", m, err, srv.count(method))
+		}
+	}
+}
+
+// TestAttackInheritedRepeats: repeats written on the file or the service
+// reach the exports only for methods any caller may repeat: hedging there
+// is refused, a file's key field that a request lacks is refused, a
+// service's generated key exports no retry at all, and a service's
+// idempotent: true exports retries for its unary methods, not its stream.
+func TestAttackInheritedRepeats(t *testing.T) {
+	const head = `syntax = "proto3";
+package attack.inh;
+import "google/protobuf/empty.proto";
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack/inh";
+message Keyed { string op_id = 1; }
+%s
+service S {
+  %s
+  rpc W(Keyed) returns (google.protobuf.Empty) {}
+  rpc P(google.protobuf.Empty) returns (google.protobuf.Empty) {}
+  rpc St(stream Keyed) returns (stream google.protobuf.Empty) {}
+}
+`
+	for _, tc := range []struct {
+		file, svc, refusal string
+		retried            []string
+	}{
+		{`option (resilient.v1.file) = {hedging: {delay: {nanos: 1000}}};`, ``, "inh.proto:7:1: attack.inh: (resilient.v1.file).hedging: hedging is decided method by method", nil},
+		{``, `option (resilient.v1.service) = {hedging: {delay: {nanos: 1000}}};`, "inh.proto:9:3: attack.inh.S: (resilient.v1.service).hedging: hedging is decided method by method", nil},
+		{`option (resilient.v1.file) = {idempotency_key: "op_id", retry: {}};`, ``, `inh.proto:7:1: attack.inh.S.P: (resilient.v1.file).idempotency_key: field "op_id" does not exist in google.protobuf.Empty`, nil},
+		{``, `option (resilient.v1.service) = {generate_idempotency_key: true, retry: {}};`, "", nil},
+		{``, `option (resilient.v1.service) = {idempotent: true, retry: {}};`, "", []string{"W", "P"}},
+	} {
+		files, perr := attackProto(t, "inh.proto", fmt.Sprintf(head, tc.file, tc.svc), "service_config=true")
+		if tc.refusal != "" {
+			if !strings.HasPrefix(perr, tc.refusal) || len(files) != 0 {
+				t.Errorf("%s%s: got %q, want %q", tc.file, tc.svc, perr, tc.refusal)
+			}
+			continue
+		}
+		if perr != "" {
+			t.Fatalf("%s%s: %s", tc.file, tc.svc, perr)
+		}
+		mcs := parseServiceConfig(t, files["attack/inh/inh.service_config.json"])
+		var retried []string
+		for _, m := range []string{"W", "P", "St"} {
+			if mc := mcs["attack.inh.S/"+m]; mc.RetryPolicy != nil || mc.HedgingPolicy != nil {
+				retried = append(retried, m)
+			}
+		}
+		if strings.Join(retried, ",") != strings.Join(tc.retried, ",") {
+			t.Errorf("%s: the service config repeats %v, want %v", tc.svc, retried, tc.retried)
 		}
 	}
 }
