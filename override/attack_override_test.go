@@ -198,6 +198,14 @@ func TestAttackOverrideEnvSpellings(t *testing.T) {
 			t.Errorf("%q: got\n%s\nwant it to start with the variable and contain\n%s", tc.kv, got, tc.want)
 		}
 	}
+	// One name twice, with two values: neither is chosen.
+	got := refused(t, "", invEnv+"__TIMEOUT=1s", invEnv+"__TIMEOUT=2s")
+	if want := invEnv + `__TIMEOUT: is set twice in the environment, to "1s" and to "2s": keep one`; got != want {
+		t.Errorf("a variable set twice gave\n%s\nwant\n%s", got, want)
+	}
+	if _, err := override.Parse("", nil, []string{invEnv + "__TIMEOUT=1s", invEnv + "__TIMEOUT=1s"}, inventory); err != nil {
+		t.Errorf("a variable set twice to one value was refused: %v", err)
+	}
 	// Not of the family: left alone.
 	if _, err := override.Parse("", nil, []string{"RESILIENCE_MODE=on", "X_RESILIENT__A=1"}, inventory); err != nil {
 		t.Errorf("a variable of another family was read: %v", err)

@@ -45,11 +45,22 @@ func envService(name string) string { return strings.ToUpper(strings.ReplaceAll(
 // parseEnv reads the variables of environ whose names start with
 // RESILIENT, in any case.
 func (s *Set) parseEnv(environ []string, known map[string]*runtime.ServicePolicy, errs *problems) {
+	seen := map[string]string{}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(strings.ToUpper(name), envFamily) {
 			continue
 		}
+		// An environment may hold a name twice (built by hand, or passed
+		// on by a program that appended to it): which one a process sees
+		// depends on who reads it, so neither is chosen here.
+		if first, twice := seen[name]; twice {
+			if first != value {
+				errs.add(name, "is set twice in the environment, to %q and to %q: keep one", first, value)
+			}
+			continue
+		}
+		seen[name] = value
 		var own problems
 		strict := name
 		if !strings.HasPrefix(name, EnvPrefix) || name != strings.ToUpper(name) {
