@@ -185,8 +185,11 @@ func TestSheddingShape(t *testing.T) {
 	if bare.reports.counts[outShed] != 0 {
 		t.Errorf("no guard: %d reports shed", bare.reports.counts[outShed])
 	}
-	if ok := guarded.orders.counts[outOK]; ok < guarded.orders.sent*98/100 {
-		t.Errorf("Guard: %d of %d orders ok (%v); want them all to flow", ok, guarded.orders.sent, guarded.orders.counts)
+	// With the Guard, orders fail no more than the probe's uncontended
+	// calls at the same time (none on an idle machine; a loaded one times
+	// some out at 300ms) plus 2%.
+	if failed, probeFailed := guarded.orders.sent-guarded.orders.counts[outOK], base.sent-base.counts[outOK]; failed > probeFailed+guarded.orders.sent*2/100 {
+		t.Errorf("Guard: %d of %d orders ok (%v), the probe's uncontended calls %v; want them all to flow", guarded.orders.counts[outOK], guarded.orders.sent, guarded.orders.counts, base.counts)
 	}
 	if shed := guarded.reports.counts[outShed]; shed < guarded.reports.sent/4 || uint64(shed) > guarded.shedInTap {
 		t.Errorf("Guard: %d of %d reports shed, %d refusals counted; want the burst shed, every refusal counted", shed, guarded.reports.sent, guarded.shedInTap)
