@@ -78,7 +78,7 @@ type Breaker struct {
 	// succeeded (16 bits each), so that a probe can never be counted in a
 	// generation other than its own.
 	probes      atomic.Uint64
-	outcomes    *window      // a: calls, b: failures
+	outcomes    outcomeWindow // a: calls, b: failures
 	lastFailure atomic.Int64 // nanoseconds since base of the last failure counted
 
 	mu           sync.Mutex // serialises state changes
@@ -94,7 +94,7 @@ const maxProbes = 1<<16 - 1
 // its hot path.
 func NewBreaker(p BreakerPolicy, base time.Time, onTransition func(from, to State)) *Breaker {
 	p.HalfOpenProbes = min(p.HalfOpenProbes, maxProbes)
-	b := &Breaker{p: p, base: base, outcomes: newWindow(p.Window), onTransition: onTransition}
+	b := &Breaker{p: p, base: base, outcomes: newOutcomeWindow(p), onTransition: onTransition}
 	b.lastFailure.Store(math.MinInt64 / 2)
 	return b
 }
@@ -188,7 +188,7 @@ func (b *Breaker) done(t Ticket, o Outcome, latency time.Duration, n int64) {
 		b.outcomes.add(n, 1, 0)
 		// A success can bring the window to MinimumCalls with enough
 		// failures already in it, but only if a failure is in the window.
-		if n-b.lastFailure.Load() > int64(b.p.Window) {
+		if n-b.lastFailure.Load() > int64(b.p.windowSpan()) {
 			return
 		}
 	case Failure:

@@ -39,6 +39,10 @@ type Method struct {
 	limiter  *RateLimiter // the method's own, or the service's; nil for none
 	cache    *cache       // nil unless the method has a cache
 
+	concurrency     *concurrencyLimit // the method's own adaptive limit, or the service's; nil for none
+	throttle        *clientThrottle   // the service's throttler; nil for none
+	adaptiveMetrics *adaptiveMetrics  // nil without a registerer or adaptive layers
+
 	metrics *methodMetrics // nil without a registerer
 	// fallbackSeen has bit i set once a fallback for cause i was reported
 	// since the method last succeeded: one event per episode and cause.
@@ -149,6 +153,10 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if p.RateLimit != nil {
 		sharedLimiter = NewRateLimiter(*p.RateLimit)
 	}
+	layers, err := c.newAdaptive(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
 		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
@@ -173,6 +181,9 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 				c.budget = NewBudget(bp, c.base)
 			}
 			m.budget = c.budget
+		}
+		if err := layers.bind(m); err != nil {
+			return nil, err
 		}
 		if c.metrics != nil {
 			m.metrics = c.metrics.forMethod(p.Name, m)

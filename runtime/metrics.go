@@ -127,7 +127,9 @@ const (
 	causeBudgetExhausted
 	causeRateLimited
 	causeStaleCache // a stale cached answer, not the fallback
-	causeCode       // + the code
+	causeConcurrencyLimited
+	causeThrottled
+	causeCode // + the code
 	numCauses       = causeCode + numCodes
 )
 
@@ -146,6 +148,10 @@ func causeName(i int) string {
 		return "rate_limited"
 	case causeStaleCache:
 		return "stale_cache"
+	case causeConcurrencyLimited:
+		return "concurrency_limited"
+	case causeThrottled:
+		return "throttled"
 	}
 	return strings.ToLower(CodeName(codes.Code(i - causeCode)))
 }
@@ -161,6 +167,10 @@ func causeOf(err error, code codes.Code) int {
 		return causeBudgetExhausted
 	case errors.Is(err, ErrRateLimited):
 		return causeRateLimited
+	case errors.Is(err, ErrConcurrencyLimited):
+		return causeConcurrencyLimited
+	case errors.Is(err, ErrThrottled):
+		return causeThrottled
 	case int(code) < numCodes:
 		return causeCode + int(code)
 	}

@@ -176,6 +176,11 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait conte
 			}
 			slot.put()
 		}
+		if refused && err != nil {
+			// Refused by an adaptive layer: final and local, like an open
+			// breaker, with the last real error as its cause.
+			return nil, withCause(err, last)
+		}
 		if refused {
 			m.breakerRefused(attempt > 1)
 			// An open breaker is a final answer, not something to retry.
@@ -268,9 +273,11 @@ func (m *Method) breakerRefused(retry bool) {
 	}
 }
 
-// attemptOnce makes one attempt through the breaker and the per-attempt
-// timeout. refused is true when the breaker did not let it through, with
-// how long the refusal is expected to last. timedOut is true when the
+// attemptOnce makes one attempt through the adaptive layers (throttler,
+// concurrency limit), the breaker and the per-attempt timeout. refused is
+// true when one of them did not let it through: an adaptive layer's
+// refusal is err, the breaker's is a nil err with how long the refusal is
+// expected to last. timedOut is true when the
 // attempt failed after its own per-attempt timeout expired, while ctx
 // still had time: the DEADLINE_EXCEEDED it brings back is the runtime's,
 // not the server's nor the caller's. When the attempt read the clock at
@@ -285,9 +292,29 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 			return nil, statusFromContext(cerr), false, 0, false // never sent: counts for nothing
 		}
 	}
+	// The adaptive layers, in front of the breaker: their refusal is final
+	// and local, and takes no breaker probe.
+	var g gate
+	guarded := m.throttle != nil || m.concurrency != nil
+	if guarded {
+		if cerr := ctx.Err(); cerr != nil && !counted {
+			return nil, statusFromContext(cerr), false, 0, false // never sent: counts for nothing
+		}
+		var gerr error
+		if g, gerr = m.enter(); gerr != nil {
+			return nil, gerr, true, 0, false
+		}
+	}
 	ticket, start, retryAfter, ok := m.admit()
 	if !ok {
+		if guarded {
+			m.leaveRefused(g)
+		}
 		return nil, nil, true, retryAfter, false
+	}
+	left := false
+	if guarded {
+		defer m.leaveUnlessDone(&left, g)
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
@@ -307,6 +334,10 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	resp, err = call(actx, req, opts...)
 	settled = true
 	*at = m.settle(ctx, ticket, start, err)
+	if guarded {
+		left = true
+		m.leave(ctx, g, err, *at)
+	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		timedOut = ownTimeout(actx)
 	}

@@ -34,6 +34,8 @@ func (p *ServicePolicy) Validate() error {
 	if p.RateLimit != nil {
 		p.RateLimit.check("RateLimit", bad)
 	}
+	checkAdaptive("AdaptiveLimit", p.AdaptiveLimit, p.Bulkhead, bad)
+	checkThrottle("Throttle", p.Throttle, bad)
 	seen := make(map[string]bool, len(p.Methods))
 	for i := range p.Methods {
 		m := &p.Methods[i]
@@ -69,6 +71,7 @@ func (p *ServicePolicy) Validate() error {
 			m.Bulkhead.check(f+".Bulkhead", bad)
 		}
 		m.checkPatterns(f, bad)
+		m.checkAdaptive(f, p, bad)
 	}
 	return errors.Join(errs...)
 }
@@ -125,7 +128,7 @@ func (b *BreakerPolicy) check(f string, bad badFunc) {
 	if b.MinimumCalls < 1 {
 		bad(f+".MinimumCalls", "must be at least 1, is %d", b.MinimumCalls)
 	}
-	positive(b.Window, f+".Window", bad)
+	b.checkWindow(f, bad)
 	positive(b.CoolDown, f+".CoolDown", bad)
 	if b.HalfOpenProbes < 1 || b.HalfOpenProbes > maxProbes {
 		bad(f+".HalfOpenProbes", "must be in [1, %d], is %d", maxProbes, b.HalfOpenProbes)
