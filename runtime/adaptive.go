@@ -104,9 +104,9 @@ type adaptiveMetrics struct {
 // adaptiveCollectors are the metric families of the adaptive layers,
 // registered only by clients that have one.
 type adaptiveCollectors struct {
-	limit       *prometheus.GaugeVec   // dependency, limiter
-	limited     *prometheus.CounterVec // dependency, method
-	refusal     *prometheus.GaugeVec   // dependency
+	limit     *prometheus.GaugeVec   // dependency, limiter
+	limited   *prometheus.CounterVec // dependency, method
+	refusal   *prometheus.GaugeVec   // dependency
 	throttled *prometheus.CounterVec // dependency, method
 }
 

@@ -79,7 +79,7 @@ type Breaker struct {
 	// generation other than its own.
 	probes      atomic.Uint64
 	outcomes    outcomeWindow // a: calls, b: failures
-	lastFailure atomic.Int64 // nanoseconds since base of the last failure counted
+	lastFailure atomic.Int64  // nanoseconds since base of the last failure counted
 
 	mu           sync.Mutex // serialises state changes
 	onTransition func(from, to State)

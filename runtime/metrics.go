@@ -130,7 +130,7 @@ const (
 	causeConcurrencyLimited
 	causeThrottled
 	causeCode // + the code
-	numCauses       = causeCode + numCodes
+	numCauses = causeCode + numCodes
 )
 
 // causeName is the cause label of a fallback or an event: "circuit_open",
