@@ -22,6 +22,12 @@ import (
 // outcome of an earlier request with the same idempotency key.
 const ReplayedHeader = "resilient-replayed"
 
+// MaxKeyLength is the longest idempotency key, in bytes, that the Guard
+// accepts: a longer one is refused with INVALID_ARGUMENT, so that a caller
+// cannot make each entry of the store as large as a header may be
+// (megabytes). It is Stripe's limit; the generated keys are 26 bytes.
+const MaxKeyLength = 255
+
 // Waiting for a running request with the same key, or retrying to keep an
 // outcome: the store is polled with doubling, jittered pauses between these
 // bounds.
@@ -86,6 +92,11 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	if key == "" {
 		return handler(ctx, req) // no key, nothing to deduplicate on
 	}
+	if len(key) > MaxKeyLength {
+		return nil, status.Errorf(codes.InvalidArgument,
+			"resilient: %s: the idempotency key (%s header) is %d bytes, longer than the %d the server keeps: send a shorter key (the generated ones are 26 characters)",
+			m.name, d.header, len(key), MaxKeyLength)
+	}
 	scope, err := g.scopeOf(ctx, m)
 	if err != nil {
 		return nil, err
@@ -101,6 +112,14 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		sent := time.Now()
 		c, err := g.claim(ctx, skey, token, fp, d.lease)
 		if err != nil {
+			if !errors.Is(err, errStoreTimeout) {
+				// The store may have carried the claim out and lost its
+				// answer (a connection dropped on the way back): free the
+				// key, so that the caller's retry does not wait for a
+				// request that never ran. An abandoned claim is released
+				// by claim itself, when its answer arrives.
+				g.forget(ctx, skey, token)
+			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
@@ -173,6 +192,15 @@ func (g *Guard) release(m *method, key, token string) {
 	} else {
 		g.storeOK()
 	}
+}
+
+// forget releases a key whose claim failed, in case the store carried it
+// out, bounded like a claim (at least StoreTimeout/10, for a request whose
+// caller is gone); its failure is not counted (the claim's is).
+func (g *Guard) forget(ctx context.Context, key, token string) {
+	_, _ = bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, g.store.Release(ctx, key, token)
+	}, nil)
 }
 
 // leaseLost is the answer of a request that lost its key before its
@@ -309,6 +337,11 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 // say whether the key is free.
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
 	if m.dedup.onErr == RunWithoutDedup {
+		// The failed claim took up to a quarter of the time left.
+		if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+			m.svc.deadlineRefused.Add(1)
+			return nil, err
+		}
 		m.svc.ranWithoutDedup.Add(1)
 		return handler(ctx, req)
 	}

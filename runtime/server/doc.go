@@ -18,8 +18,9 @@
 //     handler set, and a repeat that arrives while the first still runs
 //     waits for it; a key belongs to one request (another body is refused)
 //     and to one caller's scope (WithKeyScope); a store outage shorter than
-//     the lease never runs a request twice, and a handler that loses its
-//     lease has its context cancelled (ErrLeaseLost). The Store is in
+//     the lease never runs a request twice (a store that loses its entries
+//     forgets the keys), and a handler that loses its lease has its
+//     context cancelled (ErrLeaseLost). The Store is in
 //     memory (NewMemoryStore) or on Redis (package redisstore);
 //   - retry at one layer only: a handler that fails because its own
 //     dependency failed after the runtime had already retried (or its

@@ -230,7 +230,7 @@ func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.C
 // installed it also sheds (after decoding).
 func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	m := g.methods[info.FullMethod]
-	if m == nil {
+	if m == nil || g.serving(ctx, m) {
 		return handler(ctx, req)
 	}
 	ctx, sv, err := g.begin(ctx, m)
@@ -238,7 +238,7 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	defer sv.end()
-	rec := &downstream{}
+	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	var resp any
 	if m.dedup != nil {
@@ -303,7 +303,7 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 // deduplicated.
 func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	m := g.methods[info.FullMethod]
-	if m == nil {
+	if m == nil || g.serving(ss.Context(), m) {
 		return handler(srv, ss)
 	}
 	ctx, sv, err := g.begin(ss.Context(), m)
@@ -311,7 +311,7 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 		return err
 	}
 	defer sv.end()
-	rec := &downstream{}
+	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
 	if err != nil && shouldMark(err, rec) {
@@ -320,6 +320,17 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 		err = DoNotRetry(err)
 	}
 	return err
+}
+
+// serving reports whether this Guard's interceptor is already serving m's
+// request of ctx: its interceptors were installed twice (ServerOptions and
+// UnaryInterceptor in a chain), and the inner one passes the request on
+// rather than taking a second place in flight or claiming the key again.
+// A request to another method made with a served request's context (an
+// in-process channel that passes its values on) is served on its own.
+func (g *Guard) serving(ctx context.Context, m *method) bool {
+	d, ok := ctx.Value(downstreamKey{}).(*downstream)
+	return ok && d.guard == g && d.method == m
 }
 
 type guardedStream struct {
@@ -392,7 +403,7 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 	if err == nil {
 		return s, nil
 	}
-	if _, ok := status.FromError(err); ok {
+	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
 		return "", err
 	}
 	return "", status.Errorf(codes.Unauthenticated, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)

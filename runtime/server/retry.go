@@ -107,6 +107,9 @@ func markDoNotRetry(ctx context.Context, err error) error {
 // downstream records, for one request being served, the last outcome of
 // each method the handler called through ClientInterceptor.
 type downstream struct {
+	guard  *Guard  // serving the request
+	method *method // the request's
+
 	mu   sync.Mutex
 	last map[string]bool // method → its last call ended with a transient failure
 }

@@ -22,7 +22,9 @@ import (
 type Store interface {
 	// Claim makes key pending, owned by token, for the request whose
 	// fingerprint is fp, for lease, if it holds no entry; otherwise it
-	// reports the entry it holds.
+	// reports the entry it holds. A key already pending under token with
+	// fp (a claim carried out whose answer was lost, then retried) is
+	// Claimed again, its lease restarted.
 	Claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error)
 	// Renew extends the lease of key to lease from now, if it is still
 	// pending and owned by token. It returns ErrNotOwner otherwise.
@@ -31,7 +33,9 @@ type Store interface {
 	// (opaque bytes), kept for ttl with the pending entry's fingerprint. It
 	// returns ErrNotOwner, and writes nothing, if key is not pending under
 	// token: the owner's fencing token, so a request whose lease lapsed
-	// never writes over the request that took the key over.
+	// never writes over the request that took the key over. A key already
+	// done with this very outcome (a Complete carried out whose answer was
+	// lost, then retried) returns nil: the caller's answer is the kept one.
 	Complete(ctx context.Context, key, token string, outcome []byte, ttl time.Duration) error
 	// Release deletes key if it is pending under token (the request ended
 	// with an outcome that is not kept), so a repeat runs again.

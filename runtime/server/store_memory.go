@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"errors"
@@ -10,10 +11,12 @@ import (
 
 // MemoryStore is a Store in the memory of one process: for tests and for a
 // service with a single replica (several replicas would each run a repeat
-// once). It holds at most maxEntries keys; when full, it drops expired
-// entries, then the least recently written done entries. Pending entries are
-// never dropped: when every entry is pending, Claim fails with
-// ErrStoreFull, and the method's OnStoreError decides.
+// once). It holds at most maxEntries keys; when full, it drops the least
+// recently written entry that has expired or is done (an expired entry is
+// also dropped when its key is claimed again), so that making room costs
+// the same whatever the size. Pending entries are never dropped: when every
+// entry is pending, Claim fails with ErrStoreFull, and the method's
+// OnStoreError decides.
 type MemoryStore struct {
 	max int
 	now func() time.Time
@@ -71,6 +74,10 @@ func (s *MemoryStore) Claim(_ context.Context, key, token string, fp Fingerprint
 	defer s.mu.Unlock()
 	now := s.now()
 	if e := s.get(key, now); e != nil {
+		if e.pending && e.token == token && e.fp == fp {
+			e.expires = now.Add(lease)
+			return Claim{State: Claimed}, nil
+		}
 		if e.pending {
 			return Claim{State: Pending, Fingerprint: e.fp}, nil
 		}
@@ -84,18 +91,16 @@ func (s *MemoryStore) Claim(_ context.Context, key, token string, fp Fingerprint
 	return Claim{State: Claimed}, nil
 }
 
-// evict drops one entry to make room: an expired one, else the least
-// recently written done one. It reports whether it found one.
+// evict drops one entry to make room: the least recently written one that
+// has expired or is done. It passes over only the pending entries, as many
+// as requests are running, not the whole store. It reports whether it found
+// one.
 func (s *MemoryStore) evict(now time.Time) bool {
 	var victim *list.Element
 	for el := s.order.Back(); el != nil; el = el.Prev() {
-		e := el.Value.(*memEntry)
-		if !now.Before(e.expires) {
+		if e := el.Value.(*memEntry); !e.pending || !now.Before(e.expires) {
 			victim = el
 			break
-		}
-		if victim == nil && !e.pending {
-			victim = el
 		}
 	}
 	if victim == nil {
@@ -137,6 +142,11 @@ func (s *MemoryStore) Complete(_ context.Context, key, token string, o []byte, t
 	defer s.mu.Unlock()
 	el, e := s.owned(key, token)
 	if e == nil {
+		if el, ok := s.entries[key]; ok {
+			if d := el.Value.(*memEntry); !d.pending && s.now().Before(d.expires) && bytes.Equal(d.outcome, o) {
+				return nil
+			}
+		}
 		return ErrNotOwner
 	}
 	e.pending, e.token, e.outcome, e.expires = false, "", append([]byte(nil), o...), s.now().Add(ttl)

@@ -48,10 +48,12 @@ func New(rdb redis.Scripter, prefix string) *Store {
 
 var (
 	// KEYS[1] the key; ARGV[1] the pending entry, ARGV[2] the lease in ms.
-	// Returns the entry the key holds, or nil after claiming it.
+	// Returns the entry the key holds, or nil after claiming it. A key that
+	// already holds this very pending entry (the claim was carried out and
+	// its reply lost, then retried by go-redis) counts as claimed.
 	claimScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v then return v end
+if v and v ~= ARGV[1] then return v end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return false`)
 	// ARGV[1] the token, ARGV[2] the lease in ms.
@@ -61,11 +63,16 @@ if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`)
-	// ARGV[1] the token, ARGV[2] the outcome, ARGV[3] the TTL in ms.
+	// ARGV[1] the token, ARGV[2] the outcome, ARGV[3] the TTL in ms. A key
+	// already done with this very outcome (the write was carried out and
+	// its reply lost, then retried) counts as written.
 	completeScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
   redis.call('SET', KEYS[1], 'd' .. string.sub(v, 2, 33) .. ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+if v and string.sub(v, 1, 1) == 'd' and string.sub(v, 34) == ARGV[2] then
   return 1
 end
 return 0`)
