@@ -27,10 +27,10 @@ var layerPolicies = []struct {
 }{
 	{"stack", func(*runtime.ServicePolicy) {}},
 	{"stack+limit", func(p *runtime.ServicePolicy) { p.AdaptiveLimit = benchLimit() }},
-	{"stack+throttle", func(p *runtime.ServicePolicy) { p.Throttle = &runtime.ThrottlePolicy{} }},
+	{"stack+throttle", func(p *runtime.ServicePolicy) { p.ClientThrottle = &runtime.ThrottlePolicy{} }},
 	{"stack+limit+throttle", func(p *runtime.ServicePolicy) {
 		p.AdaptiveLimit = benchLimit()
-		p.Throttle = &runtime.ThrottlePolicy{}
+		p.ClientThrottle = &runtime.ThrottlePolicy{}
 	}},
 	{"stack+countwindow", func(p *runtime.ServicePolicy) { p.Breaker.WindowCalls = 100 }},
 }

@@ -167,10 +167,10 @@ func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
 			return nil, fmt.Errorf("resilient: policy %s: AdaptiveLimit: %w", p.Name, err)
 		}
 	}
-	if p.Throttle != nil {
-		t, err := throttle.New(*p.Throttle, c.base, nil)
+	if p.ClientThrottle != nil {
+		t, err := throttle.New(*p.ClientThrottle, c.base, nil)
 		if err != nil {
-			return nil, fmt.Errorf("resilient: policy %s: Throttle: %w", p.Name, err)
+			return nil, fmt.Errorf("resilient: policy %s: ClientThrottle: %w", p.Name, err)
 		}
 		a.throttle = &clientThrottle{t: t}
 		if a.mx != nil {
@@ -183,7 +183,7 @@ func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
 
 // hasAdaptive reports whether the policy has an adaptive layer anywhere.
 func (p *ServicePolicy) hasAdaptive() bool {
-	if p.AdaptiveLimit != nil || p.Throttle != nil {
+	if p.AdaptiveLimit != nil || p.ClientThrottle != nil {
 		return true
 	}
 	for i := range p.Methods {

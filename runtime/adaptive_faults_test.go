@@ -125,7 +125,7 @@ func TestFaultOutageThrottlerSendsAFractionAndSeesTheRecovery(t *testing.T) {
 	srv, cc := startFault(t, server.Fail(codes.Unavailable))
 	c := adaptiveClient(t, cc, func(p *runtime.ServicePolicy) {
 		p.Breaker = nil
-		p.Throttle = &runtime.ThrottlePolicy{Window: 2 * time.Second}
+		p.ClientThrottle = &runtime.ThrottlePolicy{Window: 2 * time.Second}
 	})
 	throttled := 0
 	for range 400 {

@@ -266,7 +266,7 @@ func TestAdaptiveLimitGrowsBackWhenTheDependencyIsFastAgain(t *testing.T) {
 // probability p refuses exactly when p > r.
 func fixedThrottle(t *testing.T, c *Client, r float64) {
 	t.Helper()
-	th, err := throttle.New(*c.policy.Throttle, c.base, func() float64 { return r })
+	th, err := throttle.New(*c.policy.ClientThrottle, c.base, func() float64 { return r })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func fixedThrottle(t *testing.T, c *Client, r float64) {
 // Once the window has forgotten the outage, the next attempt goes through.
 func TestThrottlerRefusesLocallyDuringAnOutageAndLetsRecoveryThrough(t *testing.T) {
 	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.Throttle = &ThrottlePolicy{Window: time.Second}
+		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}
 		p.Methods[0].Retry = nil
 	}))
 	fixedThrottle(t, c, 0.5)
@@ -312,7 +312,7 @@ func TestThrottlerRefusesLocallyDuringAnOutageAndLetsRecoveryThrough(t *testing.
 // answer (accepted); a cancelled attempt is not recorded at all.
 func TestThrottlerCountsAnswersAsAcceptsAndIgnoresTheCaller(t *testing.T) {
 	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.Throttle = &ThrottlePolicy{Window: time.Second}
+		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}
 		p.Methods[0].Retry = nil
 	}))
 	fixedThrottle(t, c, 0)
@@ -409,8 +409,8 @@ func TestAdaptivePoliciesAreValidated(t *testing.T) {
 			p.Methods[0].AdaptiveLimit = &AdaptiveLimitPolicy{}
 		}, "streams take no adaptive token"},
 		{"max refusal", func(p *ServicePolicy) {
-			p.Throttle = &ThrottlePolicy{MaxRefusal: 1}
-		}, "Throttle: throttle: max refusal 1"},
+			p.ClientThrottle = &ThrottlePolicy{MaxRefusal: 1}
+		}, "ClientThrottle: throttle: max refusal 1"},
 		{"window calls", func(p *ServicePolicy) {
 			p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 20, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
 		}, "Breaker.MinimumCalls: 20 is more than the 10 calls the window holds"},
@@ -430,7 +430,7 @@ func TestAdaptivePoliciesAreValidated(t *testing.T) {
 		p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 5, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
 		p.Bulkhead = &BulkheadPolicy{Permits: 8}
 		p.AdaptiveLimit = &AdaptiveLimitPolicy{}
-		p.Throttle = &ThrottlePolicy{}
+		p.ClientThrottle = &ThrottlePolicy{}
 	})
 	c, err := NewClient(&p)
 	if err != nil {
@@ -451,7 +451,7 @@ func TestAdaptiveMetricsAndEventsOncePerEpisode(t *testing.T) {
 	obs := ObserverFunc(func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() })
 	p := adPolicy(func(p *ServicePolicy) {
 		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 1, MaxLimit: 1}
-		p.Throttle = &ThrottlePolicy{Window: time.Second}
+		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}
 		p.Methods[0].Retry = nil
 	})
 	c, clock := adClient(t, p, WithRegisterer(reg), WithObserver(obs))

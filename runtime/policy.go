@@ -75,9 +75,9 @@ type ServicePolicy struct {
 	// method that has none of its own, under the shared bulkhead (its
 	// permits are the ceiling). Nil means none.
 	AdaptiveLimit *AdaptiveLimitPolicy
-	// Throttle is the client-side throttler of the dependency, asked by
+	// ClientThrottle is the client-side throttler of the dependency, asked by
 	// every attempt of every unary method. Nil means none.
-	Throttle *ThrottlePolicy
+	ClientThrottle *ThrottlePolicy
 	// Methods holds one policy per method, in the order of the .proto file.
 	Methods []MethodPolicy
 }
@@ -220,7 +220,7 @@ func (p *ServicePolicy) Clone() ServicePolicy {
 	c.Bulkhead = clone(p.Bulkhead)
 	c.RateLimit = clone(p.RateLimit)
 	c.AdaptiveLimit = clone(p.AdaptiveLimit)
-	c.Throttle = clone(p.Throttle)
+	c.ClientThrottle = clone(p.ClientThrottle)
 	c.Methods = make([]MethodPolicy, len(p.Methods))
 	for i, m := range p.Methods {
 		m.Retry = clone(m.Retry)

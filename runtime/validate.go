@@ -35,7 +35,7 @@ func (p *ServicePolicy) Validate() error {
 		p.RateLimit.check("RateLimit", bad)
 	}
 	checkAdaptive("AdaptiveLimit", p.AdaptiveLimit, p.Bulkhead, bad)
-	checkThrottle("Throttle", p.Throttle, bad)
+	checkThrottle("ClientThrottle", p.ClientThrottle, bad)
 	seen := make(map[string]bool, len(p.Methods))
 	for i := range p.Methods {
 		m := &p.Methods[i]

@@ -322,7 +322,7 @@ func runAll(w io.Writer, c config) (*report, error) {
 	// for its cool-down. The window holds 25 requests at 100/s.
 	throttled := func(p *runtime.ServicePolicy) {
 		p.Breaker = nil
-		p.Throttle = &runtime.ThrottlePolicy{K: 2, Window: 250 * time.Millisecond}
+		p.ClientThrottle = &runtime.ThrottlePolicy{K: 2, Window: 250 * time.Millisecond}
 	}
 	onames := []string{"naive", "resilient", "throttled"}
 	firstOK := map[string]*atomic.Int64{"naive": {}, "resilient": {}, "throttled": {}}
