@@ -65,7 +65,7 @@ func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 		p.Methods[0].Timeout, p.Methods[0].Retry = 100*time.Millisecond, nil
 	}, runtime.WithRegisterer(reg))
 	var refused, timeouts atomic.Int64
-	var slowest atomic.Int64 // of the refusals
+	var slow atomic.Int64 // refusals that took more than 20 ms
 	loop := func(until time.Time, onOK func()) {
 		var wg sync.WaitGroup
 		for range 32 {
@@ -77,7 +77,8 @@ func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 						onOK()
 					case errors.Is(err, runtime.ErrConcurrencyLimited):
 						refused.Add(1)
-						for s := slowest.Load(); int64(took) > s && !slowest.CompareAndSwap(s, int64(took)); s = slowest.Load() {
+						if took > 20*time.Millisecond {
+							slow.Add(1) // a goroutine descheduled on a loaded machine
 						}
 						time.Sleep(time.Millisecond) // a caller with other work to do
 					case errors.Is(err, runtime.ErrAttemptTimeout):
@@ -95,13 +96,13 @@ func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 	if calls > 50 || int64(calls) != timeouts.Load() {
 		t.Errorf("server saw %d calls (%d timeouts), want at most 50, each a timeout", calls, timeouts.Load())
 	}
-	if refused.Load() < 1000 || time.Duration(slowest.Load()) > 20*time.Millisecond {
-		t.Errorf("%d refusals, slowest %v: want most calls refused at once", refused.Load(), time.Duration(slowest.Load()))
+	if refused.Load() < 1000 || slow.Load()*100 > refused.Load() {
+		t.Errorf("%d refusals, %d of them slower than 20 ms: want most calls refused at once", refused.Load(), slow.Load())
 	}
 	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l > 2 {
 		t.Errorf("limit %v after 8 round trips of timeouts, want at most 2", l)
 	}
-	t.Logf("hung for 800 ms: %d calls reached the server, %d refused locally (slowest %v)", calls, refused.Load(), time.Duration(slowest.Load()))
+	t.Logf("hung for 800 ms: %d calls reached the server, %d refused locally (%d slower than 20 ms)", calls, refused.Load(), slow.Load())
 
 	srv.SetBehaviour(server.Slow(5 * time.Millisecond))
 	healthy := time.Now()
