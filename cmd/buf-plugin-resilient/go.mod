@@ -6,7 +6,7 @@ go 1.26.0
 
 require (
 	buf.build/go/bufplugin v0.11.1
-	github.com/go-resilient/resilient v0.0.0
+	github.com/go-resilient/resilient v0.1.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -44,4 +44,3 @@ require (
 	pluginrpc.com/pluginrpc v0.6.0 // indirect
 )
 
-replace github.com/go-resilient/resilient => ../..

@@ -101,6 +101,8 @@ func methodRows(b *strings.Builder, m *protogen.Method, mp *methodPolicy, eff me
 	t.row("idempotent", idem, idemFrom)
 	if mp.IdempotencyKey != "" {
 		t.row("idempotency key", "`"+mp.IdempotencyKey+"`", from(eff, "idempotency_key"))
+	} else if mp.GenerateIdempotencyKey {
+		t.row("idempotency key", "generated, one per call", from(eff, "generate_idempotency_key"))
 	} else if streamKind(m) == "" {
 		t.row("idempotency key", "none", from(eff, "idempotency_key"))
 	}
@@ -119,6 +121,9 @@ func methodRows(b *strings.Builder, m *protogen.Method, mp *methodPolicy, eff me
 		t.row("attempts", "1", from(eff, "retry.max_attempts"))
 	default:
 		t.row("attempts", "1", from(eff, "retry"))
+	}
+	if !repeatableWithoutKey(mp) {
+		t.row("retried by the exports", "only with its key: the gRPC service config neither retries nor hedges it (a caller that loads it need not send `idempotency-key`, and a service config cannot retry on a header); Envoy retries only requests that carry `idempotency-key`", "")
 	}
 	switch {
 	case mp.Breaker != nil:

@@ -70,47 +70,78 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 		for j, m := range s.Methods {
 			mp := sp.Methods[j]
 			path := fmt.Sprintf("/%s/%s", s.Desc.FullName(), m.Desc.Name())
-			w(2, "- name: %s", strings.TrimPrefix(path, "/"))
-			w(3, "match:")
-			w(4, "path: %s", path)
-			w(4, "grpc: {}")
-			w(3, "route:")
-			w(4, "cluster: %s", s.Desc.FullName())
-			// Envoy retrying, a request through it is the whole call; the
-			// callers retrying, it is one attempt.
-			bound := callBound(mp)
-			if retries == retriesAtClient && mp.Timeout > 0 {
-				bound = mp.Timeout
+			cluster := string(s.Desc.FullName())
+			if retries == retriesAtEnvoy && !repeatableWithoutKey(mp) {
+				// Safe to retry only with its key: Envoy retries the
+				// requests that carry it, and sends the others once.
+				w(2, "# %s is not idempotent: it is retried only when the request carries the", m.Desc.Name())
+				w(2, "# %s header with a value (the generated Go clients send it on every attempt);", idempotencyKeyHeader)
+				w(2, "# a request without it goes to the next route, which does not retry it.")
+				envoyRoute(w, path, cluster, mp, retries, true)
+				envoyRoute(w, path, cluster, oneAttempt(mp), retries, false)
+				continue
 			}
-			switch {
-			case retries == retriesAtClient && mp.Timeout > 0:
-				w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(bound))
-			case mp.OverallTimeout > 0:
-				w(4, "timeout: %s # overall_timeout", seconds(bound))
-			case bound > 0 && mp.Retry != nil:
-				w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(bound), mp.Retry.MaxAttempts, mp.Timeout)
-			case bound > 0:
-				w(4, "timeout: %s # timeout", seconds(bound))
-			default:
-				w(4, "timeout: 0s # no limit but the caller's deadline (Envoy's default would be 15 s)")
-			}
-			w(4, "max_stream_duration:")
-			w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(bound))
-			if mp.Retry != nil && retries == retriesAtEnvoy {
-				envoyRetryPolicy(w, mp)
-			}
-			if mp.Hedging != nil {
-				w(4, "# not exported: hedging (delay %v, %d copies); Envoy hedges only when a per_try_timeout expires", mp.Hedging.Delay, mp.Hedging.MaxCopies)
-			}
-			if (mp.Breaker != nil) || (mp.Bulkhead != nil) {
-				w(4, "# not expressible per route: the method's own %s (Envoy's limits are per cluster; give the method a cluster of its own to separate it)", ownLimits(mp))
-			}
+			envoyRoute(w, path, cluster, mp, retries, false)
 		}
 	}
 	for i, s := range f.Services {
 		envoyCluster(w, string(s.Desc.FullName()), services[i], retries)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// envoyRoute writes the route of one method: by its path, and with keyed
+// by the presence of the idempotency-key header too.
+func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPolicy, retries string, keyed bool) {
+	name := strings.TrimPrefix(path, "/")
+	if keyed {
+		name += " with " + idempotencyKeyHeader
+	}
+	w(2, "- name: %s", name)
+	w(3, "match:")
+	w(4, "path: %s", path)
+	w(4, "grpc: {}")
+	if keyed {
+		// A value, not mere presence: an empty key is no key (the runtime
+		// never sends one, and a server need not deduplicate on it).
+		w(4, "headers:")
+		w(4, "- name: %s", idempotencyKeyHeader)
+		w(5, "string_match: {safe_regex: {regex: \".+\"}} # a key with a value")
+	}
+	w(3, "route:")
+	w(4, "cluster: %s", cluster)
+	// Envoy retrying, a request through it is the whole call; the callers
+	// retrying, it is one attempt.
+	bound := callBound(mp)
+	if retries == retriesAtClient && mp.Timeout > 0 {
+		bound = mp.Timeout
+	}
+	switch {
+	case retries == retriesAtClient && mp.Timeout > 0:
+		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(bound))
+	case mp.OverallTimeout > 0:
+		w(4, "timeout: %s # overall_timeout", seconds(bound))
+	case bound > 0 && mp.Retry != nil:
+		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(bound), mp.Retry.MaxAttempts, mp.Timeout)
+	case bound > 0:
+		w(4, "timeout: %s # timeout", seconds(bound))
+	default:
+		w(4, "timeout: 0s # no limit but the caller's deadline (Envoy's default would be 15 s)")
+	}
+	w(4, "max_stream_duration:")
+	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(bound))
+	if mp.Retry != nil && retries == retriesAtEnvoy {
+		envoyRetryPolicy(w, mp)
+	}
+	if retries == retriesAtClient && !repeatableWithoutKey(mp) {
+		w(4, "# not idempotent: a caller may retry it only with the %s header (the generated Go clients send it)", idempotencyKeyHeader)
+	}
+	if mp.Hedging != nil {
+		w(4, "# not exported: hedging (delay %v, %d copies); Envoy hedges only when a per_try_timeout expires", mp.Hedging.Delay, mp.Hedging.MaxCopies)
+	}
+	if (mp.Breaker != nil) || (mp.Bulkhead != nil) {
+		w(4, "# not expressible per route: the method's own %s (Envoy's limits are per cluster; give the method a cluster of its own to separate it)", ownLimits(mp))
+	}
 }
 
 // routeConfigName names a file's route configuration after its package, or

@@ -47,7 +47,8 @@ func newExportOptions(flags *flag.FlagSet) *exportOptions {
 
 // paramFunc sets the plugin's own parameters; protogen handles paths,
 // module, annotate_code and M… itself before calling it. An unknown
-// parameter or a bad value is refused with a sentence naming the valid ones.
+// parameter or a bad value is refused with a sentence naming the valid ones;
+// protogen prefixes it with the plugin's name.
 func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 	return func(name, value string) error {
 		f := flags.Lookup(name)
@@ -55,13 +56,13 @@ func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 			var names []string
 			flags.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 			sort.Strings(names)
-			return fmt.Errorf("protoc-gen-go-resilient: unknown parameter %q: the plugin takes %s=…, besides protogen's paths=, module=, annotate_code and M…", name, strings.Join(names, "=…, "))
+			return fmt.Errorf("unknown parameter %q: the plugin takes %s=…, besides protogen's paths=, module=, annotate_code and M…", name, strings.Join(names, "=…, "))
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && value == "" {
 			value = "true" // "docs" alone, as in "docs,paths=source_relative"
 		}
 		if err := flags.Set(name, value); err != nil {
-			return fmt.Errorf("protoc-gen-go-resilient: parameter %s=%s: %v", name, value, unwrapFlagError(err))
+			return fmt.Errorf("parameter %s=%s: %v", name, value, unwrapFlagError(err))
 		}
 		return nil
 	}
@@ -105,6 +106,32 @@ func writeExports(gen *protogen.Plugin, f *protogen.File, services []*servicePol
 		gen.NewGeneratedFile(f.GeneratedFilenamePrefix+".policy.md", "").P(policyMarkdown(gen, f, services))
 	}
 	return nil
+}
+
+// idempotencyKeyHeader is the metadata key that carries a call's
+// idempotency key: runtime.IdempotencyKeyHeader, written here so that the
+// plugin binary does not link the runtime (TestIdempotencyKeyHeader checks
+// that the two agree).
+const idempotencyKeyHeader = "idempotency-key"
+
+// repeatableWithoutKey reports whether any caller may repeat the method
+// (retry or hedge it): it is idempotent, or it is not repeated at all. A
+// method that is repeated only because it has an idempotency key (named or
+// generated) is safe to repeat only for a caller that sends the key, which
+// the generated Go clients do and a caller in another language loading an
+// export need not: the exports repeat it only where the key is seen (an
+// Envoy route that matches the idempotency-key header), never for every
+// caller (the gRPC service config).
+func repeatableWithoutKey(mp *methodPolicy) bool {
+	return mp.Idempotent || (mp.Retry == nil && mp.Hedging == nil)
+}
+
+// oneAttempt is mp without its retries and hedging: what an export may
+// apply to a call that does not carry the idempotency key.
+func oneAttempt(mp *methodPolicy) *methodPolicy {
+	c := *mp
+	c.Retry, c.Hedging = nil, nil
+	return &c
 }
 
 // callBound is the longest the generated client lets one call of the

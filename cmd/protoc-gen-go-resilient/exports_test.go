@@ -22,6 +22,8 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/go-resilient/resilient/runtime"
 )
 
 // runPluginParams runs the generator in-process with the plugin's own
@@ -123,9 +125,9 @@ func TestExportsOnlyWhenAsked(t *testing.T) {
 
 func TestExportParams(t *testing.T) {
 	for _, tc := range []struct{ params, want string }{
-		{"bogus=1", `protoc-gen-go-resilient: unknown parameter "bogus": the plugin takes docs=…, envoy=…, envoy_retries=…, service_config=…, besides protogen's paths=, module=, annotate_code and M…`},
-		{"envoy_retries=both", `protoc-gen-go-resilient: parameter envoy_retries=both: must be envoy (Envoy retries, the callers do not) or client (the callers retry, the routes get no retry_policy), got "both"`},
-		{"docs=yes", `protoc-gen-go-resilient: parameter docs=yes: must be true or false`},
+		{"bogus=1", `unknown parameter "bogus": the plugin takes docs=…, envoy=…, envoy_retries=…, service_config=…, besides protogen's paths=, module=, annotate_code and M…`},
+		{"envoy_retries=both", `parameter envoy_retries=both: must be envoy (Envoy retries, the callers do not) or client (the callers retry, the routes get no retry_policy), got "both"`},
+		{"docs=yes", `parameter docs=yes: must be true or false`},
 	} {
 		req := testRequest(t, "export/export.proto")
 		req.Parameter = new(*req.Parameter + "," + tc.params)
@@ -255,6 +257,10 @@ func TestServiceConfigRoundTrip(t *testing.T) {
 		{"another listed code", "Scan", codes.Aborted, 5},
 		{"code not listed", "Scan", codes.Internal, 1},
 		{"not idempotent: one attempt", "Create", codes.Unavailable, 1},
+		// The generated client retries these with their key; a plain
+		// client that loads the config sends no key, so gets no retry.
+		{"keyed by a field, not idempotent: one attempt", "Reserve", codes.Unavailable, 1},
+		{"keyed by a generated key, not idempotent: one attempt", "Pay", codes.Unavailable, 1},
 		{"no annotation: one attempt", "/resilienttest.export.Plain/Ping", codes.Unavailable, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,5 +370,125 @@ func TestSeconds(t *testing.T) {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestExportsRepeatKeyedOnlyWithKey checks the rule every export follows
+// for a method that is safe to repeat only with its idempotency key: the
+// service config neither retries nor hedges it, and bounds it as one
+// attempt; Envoy retries it only on a route that requires the header.
+func TestExportsRepeatKeyedOnlyWithKey(t *testing.T) {
+	ms := time.Millisecond
+	retry := &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}
+	hedge := &hedgingPolicy{Delay: 20 * ms, MaxCopies: 2}
+	for _, tc := range []struct {
+		name string
+		mp   methodPolicy
+		want bool
+	}{
+		{"idempotent, retried", methodPolicy{Idempotent: true, Retry: retry}, true},
+		{"idempotent, hedged", methodPolicy{Idempotent: true, Hedging: hedge}, true},
+		{"not idempotent, not repeated", methodPolicy{Timeout: 100 * ms}, true},
+		{"keyed, retried", methodPolicy{IdempotencyKey: "order_id", Retry: retry}, false},
+		{"generated key, retried", methodPolicy{GenerateIdempotencyKey: true, Retry: retry}, false},
+		// The plugin refuses this one (hedging needs an idempotent method);
+		// the exports would still not hedge it.
+		{"keyed, hedged", methodPolicy{IdempotencyKey: "order_id", Hedging: hedge}, false},
+	} {
+		if got := repeatableWithoutKey(&tc.mp); got != tc.want {
+			t.Errorf("%s: repeatableWithoutKey = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	mp := &methodPolicy{IdempotencyKey: "order_id", Timeout: 100 * ms, Retry: retry, Hedging: hedge}
+	one := oneAttempt(mp)
+	if one.Retry != nil || one.Hedging != nil || mp.Retry == nil || mp.Hedging == nil {
+		t.Errorf("oneAttempt gave retry %v hedging %v and left the original with %v, %v", one.Retry, one.Hedging, mp.Retry, mp.Hedging)
+	}
+	if got := callBound(one); got != 100*ms {
+		t.Errorf("the bound of one attempt is %v, want the attempt's timeout 100ms", got)
+	}
+
+	sc := exportFiles(t, "export", "service_config=true")["export/export.service_config.json"]
+	var parsed struct {
+		MethodConfig []struct {
+			Name          []struct{ Service, Method string }
+			Timeout       string
+			RetryPolicy   json.RawMessage
+			HedgingPolicy json.RawMessage
+		}
+	}
+	if err := json.Unmarshal([]byte(sc), &parsed); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, mc := range parsed.MethodConfig {
+		m := mc.Name[0].Method
+		if (m == "Reserve" || m == "Pay") && (mc.RetryPolicy != nil || mc.HedgingPolicy != nil) {
+			t.Errorf("%s, keyed and not idempotent, has retryPolicy %s hedgingPolicy %s", m, mc.RetryPolicy, mc.HedgingPolicy)
+		}
+		seen[m] = mc.Timeout
+	}
+	// Reserve: one attempt of 200 ms, not 3 with backoffs; Pay: its
+	// overall_timeout.
+	if seen["Reserve"] != "0.200s" || seen["Pay"] != "1s" {
+		t.Errorf("timeouts Reserve %q, Pay %q; want 0.200s and 1s", seen["Reserve"], seen["Pay"])
+	}
+
+	envoy := exportFiles(t, "export", "envoy=true")["export/export.envoy.yaml"]
+	for _, m := range []string{"Reserve", "Pay"} {
+		keyed := "- name: resilienttest.export.Orders/" + m + " with idempotency-key\n"
+		plain := "- name: resilienttest.export.Orders/" + m + "\n"
+		i, j := strings.Index(envoy, keyed), strings.Index(envoy, plain)
+		if i < 0 || j < i {
+			t.Fatalf("%s: want a route with the header, then one without, in:\n%s", m, envoy)
+		}
+		withKey, without := envoy[i:j], envoy[j:]
+		without = without[:strings.Index(without[2:], "- name:")+2]
+		if !strings.Contains(withKey, `string_match: {safe_regex: {regex: ".+"}}`) || !strings.Contains(withKey, "retry_policy:") {
+			t.Errorf("%s: the keyed route lacks the header match or the retries:\n%s", m, withKey)
+		}
+		if strings.Contains(without, "retry_policy") || strings.Contains(without, "headers:") {
+			t.Errorf("%s: the route without the key retries or matches a header:\n%s", m, without)
+		}
+	}
+	client := exportFiles(t, "export", "envoy=true,envoy_retries=client")["export/export.envoy.yaml"]
+	var values []string // the YAML without its comments
+	for _, line := range strings.Split(client, "\n") {
+		values = append(values, strings.SplitN(line, "#", 2)[0])
+	}
+	if v := strings.Join(values, "\n"); strings.Contains(v, "retry_policy") || strings.Contains(v, "headers:") {
+		t.Errorf("with envoy_retries=client a route retries or is split by the key:\n%s", client)
+	}
+}
+
+// TestHedgingKeyedRefused checks that a method that is not idempotent
+// cannot be hedged at all, key or not: what the exports would otherwise
+// have to split.
+func TestHedgingKeyedRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "hedge_keyed.proto"), []byte(`syntax = "proto3";
+package resilienttest.hedgekeyed;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/hedgekeyed";
+message Req { string id = 1; }
+message Resp {}
+service S {
+  rpc Reserve(Req) returns (Resp) {
+    option (resilient.v1.method) = {idempotency_key: "id", hedging: {delay: {nanos: 20000000}}};
+  }
+}
+`))
+	req := compileRequest(t, "module="+testModule+",service_config=true,envoy=true", []string{dir, "../../options"}, "hedge_keyed.proto")
+	resp := runPluginParams(t, req)
+	if !strings.Contains(resp.GetError(), "hedge_keyed.proto:8:3: resilienttest.hedgekeyed.S.Reserve: (resilient.v1.method).hedging: Reserve is not idempotent") || len(resp.File) != 0 {
+		t.Errorf("keyed hedging gave error %q and %d files; want it refused at the method", resp.GetError(), len(resp.File))
+	}
+}
+
+// TestIdempotencyKeyHeader checks that the exports name the header the
+// runtime sends.
+func TestIdempotencyKeyHeader(t *testing.T) {
+	if idempotencyKeyHeader != runtime.IdempotencyKeyHeader {
+		t.Errorf("the exports match %q, the runtime sends %q", idempotencyKeyHeader, runtime.IdempotencyKeyHeader)
 	}
 }

@@ -51,6 +51,7 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 		if !f.Generate || len(f.Services) == 0 {
 			continue
 		}
+		checkOptionsVersion(f, &ps) // skew.go
 		todo = append(todo, resolved{f, resolveFile(f, &ps)})
 	}
 	if err := ps.err(); err != nil {

@@ -14,15 +14,23 @@
 // With buf, add it to the plugins of buf.gen.yaml:
 //
 //	plugins:
-//	  - local: ["go", "run", "./cmd/protoc-gen-go-resilient"]
-//	    out: .
-//	    opt: module=github.com/go-resilient/resilient
+//	  - local: ["go", "tool", "protoc-gen-go-resilient"]
+//	    out: gen
+//	    opt: paths=source_relative
 //
 // With protoc:
 //
 //	protoc --go-resilient_out=. path/to/file.proto
 //
 // which writes path/to/file_resilient.pb.go.
+//
+// The options contract the .proto files import is written, in the version
+// that matches the plugin, by
+//
+//	protoc-gen-go-resilient -options-proto=DIR
+//
+// into DIR/resilient/v1/resilient.proto. An options proto newer than the
+// plugin (a field the plugin does not know, set in a file) is refused.
 package main
 
 import (
@@ -40,9 +48,17 @@ const version = "0.1.0"
 
 func main() {
 	showVersion := flag.Bool("version", false, "print the version and exit")
+	optionsProto := flag.String("options-proto", "", "write the options contract of this version, resilient/v1/resilient.proto, under `DIR` and exit")
 	flag.Parse()
 	if *showVersion {
 		printVersion(os.Stdout)
+		return
+	}
+	if *optionsProto != "" {
+		if err := writeOptionsProto(*optionsProto, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "protoc-gen-go-resilient: %v\n", err)
+			os.Exit(1)
+		}
 		return
 	}
 

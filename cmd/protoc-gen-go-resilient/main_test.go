@@ -239,7 +239,46 @@ func TestMainProtocol(t *testing.T) {
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "bogus") {
-		t.Errorf("an unknown parameter gave %v, %q; want a failure naming it", err, stderr.String())
+	// protogen names the plugin (here the test binary) before the message;
+	// the message does not name it again.
+	wantErr := filepath.Base(os.Args[0]) + `: unknown parameter "bogus": the plugin takes docs=…, envoy=…, envoy_retries=…, service_config=…, besides protogen's paths=, module=, annotate_code and M…` + "\n"
+	if err := cmd.Run(); err == nil || stderr.String() != wantErr {
+		t.Errorf("an unknown parameter gave %v,\n%q\nwant a failure saying\n%q", err, stderr.String(), wantErr)
 	}
+}
+
+// TestOptionsProtoFlag checks that -options-proto writes the options
+// contract of this version, a header and the source byte for byte, at its
+// import path, replacing an older copy, and that a file importing the
+// copy generates the same client as with this repository's.
+func TestOptionsProtoFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "third_party")
+	dst := filepath.Join(dir, "resilient", "v1", "resilient.proto")
+	writeFile(t, dst, []byte("an older copy"))
+	cmd := exec.Command(os.Args[0], "-options-proto="+dir)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got, want := string(out), "wrote "+dst+"\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, body, ok := bytes.Cut(got, []byte("\n\n"))
+	if !ok || !bytes.Equal(body, src) || !bytes.Contains(header, []byte("protoc-gen-go-resilient v"+version+" -options-proto")) {
+		t.Errorf("wrote\n%s\nwant a header naming v%s, then the source", got, version)
+	}
+	req := compileRequest(t, "module="+testModule, []string{"testdata", dir}, "gen/retry_explicit.proto")
+	if a, b := runPlugin(t, req), runPlugin(t, testRequest(t, "gen/retry_explicit.proto")); !proto.Equal(a, b) {
+		t.Errorf("the written copy gives\n%v\nthis repository's\n%v", a, b)
+	}
+
 }

@@ -70,6 +70,13 @@ func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, err
 		for j, m := range s.Methods {
 			mp := sp.Methods[j]
 			mc := methodConfig{Name: []methodName{{Service: string(s.Desc.FullName()), Method: string(m.Desc.Name())}}}
+			// A method that is safe to repeat only with its idempotency key
+			// gets neither retries nor hedging: a service config cannot make
+			// a retry depend on a header, and a caller that loads it need not
+			// send the key. Its timeout is then that of one attempt.
+			if !repeatableWithoutKey(mp) {
+				mp = oneAttempt(mp)
+			}
 			if d := callBound(mp); d > 0 {
 				mc.Timeout = seconds(d)
 			}

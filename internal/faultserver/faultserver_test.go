@@ -140,6 +140,11 @@ func TestResetBreaksTheCallInFlight(t *testing.T) {
 	if err := get(c); err != nil {
 		t.Fatalf("the next call, on a new connection: %v", err)
 	}
+	// The server's handler learns of the reset from its context, on its own
+	// goroutine, possibly after the client has already seen the break.
+	for deadline := time.Now().Add(2 * time.Second); s.Cancelled(getStock) != 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s.Cancelled(getStock) != 1 {
 		t.Errorf("Cancelled = %d, want 1: the reset call ended on the server too", s.Cancelled(getStock))
 	}
