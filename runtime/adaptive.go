@@ -414,6 +414,10 @@ func checkAdaptive(f string, p *AdaptiveLimitPolicy, b *BulkheadPolicy, bad badF
 			bad(f+".MinLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.MinLimit, b.Permits, b.Permits)
 			return
 		}
+		if q.MaxLimit > b.Permits {
+			bad(f+".MaxLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d, or leave it 0 for the ceiling", q.MaxLimit, b.Permits, b.Permits)
+			return
+		}
 		if q.InitialLimit > b.Permits {
 			bad(f+".InitialLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.InitialLimit, b.Permits, b.Permits)
 			return
