@@ -319,10 +319,14 @@ func runAll(w io.Writer, c config) (*report, error) {
 	// The throttled client is the generated one with the client-side
 	// throttler in front and no breaker: in a total outage the breaker
 	// would open on the throttler's probes too and keep the recovery out
-	// for its cool-down. The window holds 25 requests at 100/s.
+	// for its cool-down. The window holds 25 requests at 100/s, and is
+	// what sets how many are refused after the recovery (about two
+	// windows' worth fade out); a refusal of at most 80 % (Envoy's
+	// admission control default) sends a fifth of the requests as probes.
+	throttle := runtime.ThrottlePolicy{K: 3, Window: 250 * time.Millisecond, MaxRefusal: 0.8}
 	throttled := func(p *runtime.ServicePolicy) {
 		p.Breaker = nil
-		p.ClientThrottle = &runtime.ThrottlePolicy{K: 2, Window: 250 * time.Millisecond}
+		p.ClientThrottle = &throttle
 	}
 	onames := []string{"naive", "resilient", "throttled"}
 	firstOK := map[string]*atomic.Int64{"naive": {}, "resilient": {}, "throttled": {}}
@@ -377,7 +381,7 @@ func runAll(w io.Writer, c config) (*report, error) {
 			calls, float64(calls)/float64(reqs), after)
 		r.name = label
 	}
-	fmt.Fprintf(w, "(dep. calls: calls that reached the dependency during the outage; per req.: per request that arrived during it; the throttler: K 2 over 250ms, at most 90 %% refused, no breaker)\n")
+	fmt.Fprintf(w, "(dep. calls: calls that reached the dependency during the outage; per req.: per request that arrived during it; the throttler: K %v over %s, at most %.0f %% refused, no breaker)\n", throttle.K, throttle.Window, 100*throttle.MaxRefusal)
 	if len(oresults) == 3 && oresults[0].counts[outOK] > 0 {
 		fmt.Fprintf(w, "the throttled client answered %.1f %% as many requests as the naive one, with %.0f %% of its calls to the dependency during the outage\n",
 			100*float64(oresults[2].counts[outOK])/float64(oresults[0].counts[outOK]), 100*float64(rep.outageCalls[2])/float64(max(1, rep.outageCalls[0])))
