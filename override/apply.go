@@ -4,24 +4,42 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
-	"time"
 
-	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/internal/rules"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/runtime"
 )
 
 // check applies to each overridden policy the rules the plugin applies to
-// each annotation (internal/rules), naming the key of each problem.
+// each annotation (internal/rules), naming the key of each problem and
+// setting aside the leaf at fault, so that apply meets only values that
+// are right on their own and every problem is reported at once.
 func (t *service) check(errs *problems) {
 	for _, method := range slices.Sorted(maps.Keys(t.values)) {
 		rules.Check(t.values[method], method != "", func(path, format string, args ...any) {
 			errs.add(t.key(method, path), format, args...)
+			if l := t.leafAt(method, path); l != nil {
+				l.bad = true
+			}
 		})
 	}
+}
+
+// leafAt returns the leaf of method that set path
+// ("retry.retryable_codes[1]", "retry_budget") or a field under it.
+func (t *service) leafAt(method, path string) *leaf {
+	field, _, _ := strings.Cut(path, "[")
+	for _, l := range t.leaves {
+		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
+			return l
+		}
+	}
+	return nil
 }
 
 // key names the key of path ("retry.max_attempts", "retry.retryable_codes[1]",
@@ -32,43 +50,47 @@ func (t *service) key(method, path string) string {
 	if index != "" {
 		index = "[" + index
 	}
-	for _, l := range t.leaves {
-		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
-			return l.keyFor(field) + index
-		}
+	if l := t.leafAt(method, path); l != nil {
+		return l.keyFor(field) + index
 	}
 	return t.name + ": " + path
 }
 
-// find returns the leaf that set path, or a field under it, for method or
-// else for the service; nil for none.
+// find returns the leaf that set path, or a field under it, last among
+// those that concern method (its own and the service's, in the order they
+// apply); nil for none.
 func (t *service) find(method, path string) *leaf {
-	for _, m := range []string{method, ""} {
-		for _, l := range t.leaves {
-			if l.method == m && (l.path == path || strings.HasPrefix(l.path, path+".")) {
-				return l
-			}
+	ordered := t.ordered()
+	for i := len(ordered) - 1; i >= 0; i-- {
+		l := ordered[i]
+		if (l.method == method || l.method == "") && (l.path == path || strings.HasPrefix(l.path, path+".")) {
+			return l
 		}
 	}
 	return nil
 }
 
-// ordered returns the leaves in the order they apply: the service's
-// first, then each method's in the order of the policy, a method's
-// per_method before its other values.
+// ordered returns the leaves in the order they apply (the README's table
+// of precedence): source first, the file's before the variables'; then
+// level, within one source the service's before each method's, in the
+// order of the policy, a method's per_method before its other values. So
+// a variable wins over the file whatever the level of either, and within
+// one source a method's value wins over its service's.
 func (t *service) ordered() []*leaf {
 	var out []*leaf
-	for _, l := range t.leaves {
-		if l.method == "" {
-			out = append(out, l)
+	for _, env := range []bool{false, true} {
+		for _, l := range t.leaves {
+			if l.env == env && l.method == "" {
+				out = append(out, l)
+			}
 		}
-	}
-	for i := range t.policy.Methods {
-		name := methodName(t.policy.Methods[i].Name)
-		for pass := range 2 {
-			for _, l := range t.leaves {
-				if l.method == name && strings.HasSuffix(l.path, ".per_method") == (pass == 0) {
-					out = append(out, l)
+		for i := range t.policy.Methods {
+			name := methodName(t.policy.Methods[i].Name)
+			for pass := range 2 {
+				for _, l := range t.leaves {
+					if l.env == env && l.method == name && strings.HasSuffix(l.path, ".per_method") == (pass == 0) {
+						out = append(out, l)
+					}
 				}
 			}
 		}
@@ -76,107 +98,143 @@ func (t *service) ordered() []*leaf {
 	return out
 }
 
-// apply applies every override to p, a copy of the annotated policy, and
-// checks the result: what involves several values (retries on a method
-// that may not be repeated, a timeout longer than the overall one, a
-// backoff range upside down) is refused naming the key that made it so.
+// apply applies every override that is right on its own to p, a copy of
+// the annotated policy, and checks the result with the runtime's own
+// check (ServicePolicy.Problems): what involves several values (retries on
+// a method that may not be repeated, a timeout longer than the overall
+// one, a backoff range upside down) is refused naming the key that made it
+// so, in the same report as every other problem.
 func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error) {
 	var errs problems
 	for _, l := range t.ordered() {
+		if l.bad {
+			continue // refused on its own (check)
+		}
 		if err := t.applyLeaf(&p, l); err != nil {
 			errs.add(l.source, "%v", err)
+			l.bad = true
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errs.err()
-	}
-	bulkhead := func(method string, b *runtime.BulkheadPolicy) {
-		if b != nil && b.Permits == 0 {
-			if l := t.find(method, "bulkhead"); l != nil {
-				errs.add(l.keyFor("bulkhead.permits"), "is required: the annotation has no bulkhead here, and an override that adds one must set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}")
-			}
+	// What only an override can leave out: a group it adds without the
+	// value the group has no default for (the plugin refuses the same
+	// in a .proto, rules.CheckService and friends).
+	required := map[[2]string]bool{}
+	require := func(method, group, key, msg string, missing bool) {
+		if !missing {
+			return
+		}
+		if l := t.find(method, group); l != nil {
+			errs.add(l.keyFor(key), "%s", msg)
+			required[[2]string{method, key}] = true
 		}
 	}
-	bulkhead("", p.Bulkhead)
-	rateLimit := func(method string, r *runtime.RateLimitPolicy) {
-		if r != nil && r.RequestsPerSecond == 0 {
-			if l := t.find(method, "rate_limit"); l != nil {
-				errs.add(l.keyFor("rate_limit.requests_per_second"), "is required: the annotation has no rate limit here, and an override that adds one must set the rate, as in rate_limit: {requests_per_second: 200}")
-			}
-		}
-	}
-	rateLimit("", p.RateLimit)
+	bulkheadMissing := "is required: the annotation has no bulkhead here, and an override that adds one must set the number of calls allowed in flight at once, as in bulkhead: {permits: 16}"
+	rateMissing := "is required: the annotation has no rate limit here, and an override that adds one must set the rate, as in rate_limit: {requests_per_second: 200}"
+	require("", "bulkhead", "bulkhead.permits", bulkheadMissing, p.Bulkhead != nil && p.Bulkhead.Permits == 0)
+	require("", "rate_limit", "rate_limit.requests_per_second", rateMissing, p.RateLimit != nil && p.RateLimit.RequestsPerSecond == 0)
 	for i := range p.Methods {
 		m := &p.Methods[i]
 		name := methodName(m.Name)
-		bulkhead(name, m.Bulkhead)
-		rateLimit(name, m.RateLimit)
-		if r := m.Retry; r != nil && r.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" {
-			if l := t.find(name, "retry"); l != nil {
-				fix := "remove this override"
-				if l.method == "" {
-					fix += fmt.Sprintf(", or turn retries off for it with methods.%s.retry.max_attempts: 1", name)
-				}
-				errs.add(l.keyFor("retry"), "%s is not idempotent and has no idempotency_key, so a retry could apply it twice: %s", name, fix)
-			}
-		}
-		if m.Timeout > 0 && m.OverallTimeout > 0 && m.Timeout > m.OverallTimeout {
-			if l := t.blame(name, "timeout", "overall_timeout"); l != nil {
-				errs.add(l.keyFor(l.path), "makes timeout %v longer than overall_timeout %v for %s: one attempt cannot outlast the whole call", m.Timeout, m.OverallTimeout, name)
-			}
-		}
-		if h := m.Hedging; h != nil {
-			if h.Delay == 0 {
-				if l := t.find(name, "hedging"); l != nil {
-					errs.add(l.keyFor("hedging.delay"), "is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}")
-				}
-			}
-			if !m.Idempotent {
-				if l := t.find(name, "hedging"); l != nil {
-					errs.add(l.keyFor("hedging"), "%s is not idempotent, and hedged copies run at the same time, so each could apply it: remove this override", name)
-				}
-			}
-			if m.Retry != nil && m.Retry.MaxAttempts > 1 {
-				if l := t.blame(name, "hedging.delay", "hedging.max_copies", "hedging.non_fatal_codes"); l != nil {
-					errs.add(l.keyFor(l.path), "%s also retries: a method hedges or retries, not both; turn retries off with methods.%s.retry.max_attempts: 1", name, name)
-				}
-			}
-		}
-		if c := m.Cache; c != nil && c.StaleTTL < c.FreshTTL {
-			if l := t.blame(name, "cache.fresh_ttl", "cache.stale_ttl"); l != nil {
-				errs.add(l.keyFor(l.path), "makes stale_ttl %v shorter than fresh_ttl %v for %s: raise stale_ttl, or set it to fresh_ttl for no stale answers", c.StaleTTL, c.FreshTTL, name)
-			}
-		}
-		if r := m.Retry; r != nil && r.MaxBackoff < r.InitialBackoff {
-			if l := t.blame(name, "retry.initial_backoff", "retry.max_backoff"); l != nil {
-				errs.add(l.keyFor(l.path), "makes max_backoff %v shorter than initial_backoff %v for %s: raise max_backoff or lower initial_backoff", r.MaxBackoff, r.InitialBackoff, name)
-			}
-		}
+		require(name, "bulkhead", "bulkhead.permits", bulkheadMissing, m.Bulkhead != nil && m.Bulkhead.Permits == 0)
+		require(name, "rate_limit", "rate_limit.requests_per_second", rateMissing, m.RateLimit != nil && m.RateLimit.RequestsPerSecond == 0)
+		require(name, "hedging", "hedging.delay",
+			"is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}",
+			m.Hedging != nil && m.Hedging.Delay == 0)
 	}
-	if len(errs) > 0 {
-		return nil, errs.err()
+	// Everything else the runtime's own check refuses (runtime.NewClient
+	// runs the same), in its words, at the key of the override that made
+	// it so.
+	for _, pr := range p.Problems() {
+		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key) {
+			continue // already reported
+		}
+		l, key := t.culprit(pr.Method, pr.Key)
+		if l == nil {
+			// No override touched it, yet it is wrong only with them.
+			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, pr.Message)
+			continue
+		}
+		msg := pr.Message
+		if pr.Method != "" && !strings.Contains(msg, pr.Method) {
+			msg = "in " + pr.Method + ", " + msg
+		}
+		errs.add(l.keyFor(key), "%s", msg)
 	}
-	// The runtime's own check, last: anything it refuses that the checks
-	// above did not name.
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("overrides of %s (%s): %w", t.name, strings.Join(sources(t.leaves), ", "), err)
+	if len(errs) > 0 || t.refused() {
+		return nil, errs.err() // nil when check reported them all
 	}
 	return &p, nil
 }
 
-// blame returns the most specific leaf that set one of paths for method:
-// the method's before the service's.
-func (t *service) blame(method string, paths ...string) *leaf {
-	for _, m := range []string{method, ""} {
-		for _, path := range paths {
-			for _, l := range t.leaves {
-				if l.method == m && l.path == path {
-					return l
-				}
+// related are, for a value the runtime refuses, the values that make it
+// wrong together with it: an override of either is to blame.
+var related = map[string][]string{
+	"timeout":           {"overall_timeout"},
+	"retry.max_backoff": {"retry.initial_backoff"},
+	"cache.stale_ttl":   {"cache.fresh_ttl"},
+	"hedging.delay":     {"timeout", "overall_timeout"},
+	"hedging":           {"retry"},
+	"cache":             {"timeout", "overall_timeout"},
+}
+
+// refusedNear reports whether an override refused on its own set the
+// value at key of method, or one that makes it wrong together with it:
+// the problem is then the refused value's, already reported.
+func (t *service) refusedNear(method, key string) bool {
+	for _, l := range t.leaves {
+		if !l.bad || (l.method != method && l.method != "") {
+			continue
+		}
+		for _, k := range append([]string{key}, related[key]...) {
+			if l.path == k || strings.HasPrefix(l.path, k+".") || strings.HasPrefix(k, l.path+".") {
+				return true
 			}
 		}
 	}
+	return false
+}
+
+// culprit returns the override to blame for a problem at key of method
+// ("" for the service), and the key to name it by: the override of that
+// value, else of a value that makes it wrong together with it, else one
+// inside it ("retry" for a retry.max_attempts that made the retries).
+// Nil when no override touched it.
+func (t *service) culprit(method, key string) (*leaf, string) {
+	if l := t.blame(method, key); l != nil {
+		return l, key
+	}
+	if l := t.blame(method, related[key]...); l != nil {
+		return l, l.path
+	}
+	for _, k := range append([]string{key}, related[key]...) {
+		if l := t.find(method, k); l != nil && !l.bad {
+			return l, k
+		}
+	}
+	return nil, ""
+}
+
+// blame returns the leaf that set one of paths for method, last in the
+// order the leaves apply: the one whose value is in force.
+func (t *service) blame(method string, paths ...string) *leaf {
+	ordered := t.ordered()
+	for i := len(ordered) - 1; i >= 0; i-- {
+		l := ordered[i]
+		if (l.method == method || l.method == "") && slices.Contains(paths, l.path) && !l.bad {
+			return l
+		}
+	}
 	return nil
+}
+
+// refused reports whether some leaf was refused on its own.
+func (t *service) refused() bool {
+	for _, l := range t.leaves {
+		if l.bad {
+			return true
+		}
+	}
+	return false
 }
 
 // sources names where each leaf was set: a key of the file, or a variable.
@@ -189,8 +247,13 @@ func sources(leaves []*leaf) []string {
 }
 
 // applyLeaf sets one overridden value in p: a service's value in every
-// method it concerns, as a service annotation does.
+// method it concerns, as a service annotation does. Which policy a group
+// lives in (the service's shared one, a method's own) is decided here;
+// the value is written by set, by the runtime field's name.
 func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
+	if isServerLeaf(l) {
+		return nil // for the server: ServerOptions
+	}
 	group, field, _ := strings.Cut(l.path, ".")
 	var methods []*runtime.MethodPolicy
 	for i := range p.Methods {
@@ -198,15 +261,15 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			methods = append(methods, &p.Methods[i])
 		}
 	}
+	if field == "" { // timeout, overall_timeout
+		for _, m := range methods {
+			if err := set(m, group, l.value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	switch group {
-	case "timeout":
-		for _, m := range methods {
-			m.Timeout = l.value.(time.Duration)
-		}
-	case "overall_timeout":
-		for _, m := range methods {
-			m.OverallTimeout = l.value.(time.Duration)
-		}
 	case "retry":
 		for _, m := range methods {
 			if m.Kind != runtime.KindUnary {
@@ -218,199 +281,153 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			if m.Retry == nil {
 				m.Retry = defaultRetry()
 			}
-			setRetry(m.Retry, field, l.value)
+			if err := set(m.Retry, field, l.value); err != nil {
+				return err
+			}
 		}
+		return nil
 	case "retry_budget":
 		if p.Budget == nil {
 			b := runtime.DefaultBudget
 			p.Budget = &b
 		}
-		switch field {
-		case "ratio":
-			p.Budget.Ratio = l.value.(float64)
-		case "min_retries":
-			p.Budget.MinRetries = int(l.value.(uint32))
-		case "window":
-			p.Budget.Window = l.value.(time.Duration)
-		}
-	case "circuit_breaker":
-		if l.method == "" {
-			if p.Breaker == nil {
-				p.Breaker = defaultBreaker()
-			}
-			setBreaker(p.Breaker, field, l.value)
-			return nil
-		}
-		m := methods[0]
-		if field == "per_method" {
-			switch {
-			case !l.value.(bool):
-				m.Breaker = nil // back to the service's
-			case m.Breaker == nil && p.Breaker != nil:
-				b := *p.Breaker
-				m.Breaker = &b
-			case m.Breaker == nil:
-				m.Breaker = defaultBreaker()
-			}
-			return nil
-		}
-		if m.Breaker == nil {
-			return errors.New("the method has no circuit breaker of its own: add circuit_breaker.per_method: true beside this value to give it one, or, to tune the breaker the service's methods share, set this value on the service")
-		}
-		setBreaker(m.Breaker, field, l.value)
-	case "bulkhead":
-		if l.method == "" {
-			if p.Bulkhead == nil {
-				p.Bulkhead = &runtime.BulkheadPolicy{}
-			}
-			setBulkhead(p.Bulkhead, field, l.value)
-			return nil
-		}
-		m := methods[0]
-		if field == "per_method" {
-			switch {
-			case !l.value.(bool):
-				m.Bulkhead = nil
-			case m.Bulkhead == nil && p.Bulkhead != nil:
-				b := *p.Bulkhead
-				m.Bulkhead = &b
-			case m.Bulkhead == nil:
-				m.Bulkhead = &runtime.BulkheadPolicy{}
-			}
-			return nil
-		}
-		if m.Bulkhead == nil {
-			return errors.New("the method has no bulkhead of its own: add bulkhead.per_method: true beside this value to give it one, or, to tune the bulkhead the service's methods share, set this value on the service")
-		}
-		setBulkhead(m.Bulkhead, field, l.value)
+		return set(p.Budget, field, l.value)
 	case "hedging":
 		m := methods[0] // the rules refuse hedging on a service
 		if m.Kind != runtime.KindUnary {
 			return fmt.Errorf("streams are not hedged, and %s is a streaming method: remove this override", l.method)
 		}
 		if m.Hedging == nil {
-			m.Hedging = &runtime.HedgingPolicy{MaxCopies: rules.DefaultHedgingMaxCopies, NonFatalCodes: runtime.CodesOf(rules.DefaultNonFatalCodes...)}
+			m.Hedging = defaultHedging()
 		}
-		switch field {
-		case "delay":
-			m.Hedging.Delay = l.value.(time.Duration)
-		case "max_copies":
-			m.Hedging.MaxCopies = int(l.value.(uint32))
-		case "non_fatal_codes":
-			m.Hedging.NonFatalCodes = codeSet(l.value.([]string))
-		}
-	case "rate_limit":
-		if l.method == "" {
-			if p.RateLimit == nil {
-				p.RateLimit = &runtime.RateLimitPolicy{}
-			}
-			setRateLimit(p.RateLimit, field, l.value)
-			return nil
-		}
-		m := methods[0]
-		if field == "per_method" {
-			switch {
-			case !l.value.(bool):
-				m.RateLimit = nil
-			case m.RateLimit == nil && p.RateLimit != nil:
-				r := *p.RateLimit
-				m.RateLimit = &r
-			case m.RateLimit == nil:
-				m.RateLimit = &runtime.RateLimitPolicy{}
-			}
-			return nil
-		}
-		if m.RateLimit == nil {
-			return errors.New("the method has no rate limit of its own: add rate_limit.per_method: true beside this value to give it one, or, to tune the limit the service's methods share, set this value on the service")
-		}
-		setRateLimit(m.RateLimit, field, l.value)
+		return set(m.Hedging, field, l.value)
 	case "cache":
 		m := methods[0] // the rules refuse a cache on a service
 		if m.Cache == nil {
 			return errors.New("the method has no cache annotated: its key is generated from the cache's key_fields in the .proto; add the cache there and regenerate")
 		}
-		switch field {
-		case "fresh_ttl":
-			m.Cache.FreshTTL = l.value.(time.Duration)
-		case "stale_ttl":
-			m.Cache.StaleTTL = l.value.(time.Duration)
-		case "max_entries":
-			m.Cache.MaxEntries = int(l.value.(uint32))
+		return set(m.Cache, field, l.value)
+	}
+	return t.applyShared(p, methods, group, field, l)
+}
+
+// shareable are the groups a service's methods share unless a method has
+// its own (per_method): how to name them, and a new one.
+var shareable = map[string]struct {
+	name, tune string
+	empty      func() any // a new group: the contract's defaults, or what the override must complete
+}{
+	"circuit_breaker": {"circuit breaker", "the breaker", func() any { return defaultBreaker() }},
+	"bulkhead":        {"bulkhead", "the bulkhead", func() any { return &runtime.BulkheadPolicy{} }},
+	"rate_limit":      {"rate limit", "the limit", func() any { return &runtime.RateLimitPolicy{} }},
+}
+
+// applyShared sets a value of a circuit breaker, bulkhead or rate limit:
+// on the service, the shared one (added from the defaults when the
+// annotation has none); on a method, its own, which per_method: true gives
+// it as a copy of the shared one and per_method: false takes away.
+func (t *service) applyShared(p *runtime.ServicePolicy, methods []*runtime.MethodPolicy, group, field string, l *leaf) error {
+	g, ok := shareable[group]
+	if !ok {
+		return fmt.Errorf("%s cannot be overridden", l.path)
+	}
+	goName := goGroups[group]
+	shared := reflect.ValueOf(p).Elem().FieldByName(goName)
+	target := shared
+	if l.method != "" {
+		target = reflect.ValueOf(methods[0]).Elem().FieldByName(goName)
+		if field == "per_method" {
+			switch {
+			case !l.value.(bool):
+				target.SetZero() // back to the service's
+			case target.IsNil() && !shared.IsNil():
+				c := reflect.New(shared.Type().Elem())
+				c.Elem().Set(shared.Elem())
+				target.Set(c)
+			case target.IsNil():
+				target.Set(reflect.ValueOf(g.empty()))
+			}
+			return nil
 		}
+		if target.IsNil() {
+			return fmt.Errorf("the method has no %s of its own: add %s.per_method: true beside this value to give it one, or, to tune %s the service's methods share, set this value on the service", g.name, group, g.tune)
+		}
+	} else if target.IsNil() {
+		target.Set(reflect.ValueOf(g.empty()))
+	}
+	if err := set(target.Interface(), field, l.value); err != nil {
+		return err
+	}
+	// A limit given a rate and no burst gets the default burst, the rate
+	// rounded up.
+	if r, ok := target.Interface().(*runtime.RateLimitPolicy); ok && field == "requests_per_second" && r.Burst == 0 {
+		r.Burst = rules.DefaultBurst(r.RequestsPerSecond)
 	}
 	return nil
 }
 
-// setRateLimit sets one value of a rate limit; a limit given a rate and no
-// burst gets the default burst, the rate rounded up.
-func setRateLimit(r *runtime.RateLimitPolicy, field string, v any) {
-	switch field {
-	case "requests_per_second":
-		r.RequestsPerSecond = v.(float64)
-		if r.Burst == 0 {
-			r.Burst = rules.DefaultBurst(r.RequestsPerSecond)
-		}
-	case "burst":
-		r.Burst = int(v.(uint32))
-	case "max_wait":
-		r.MaxWait = v.(time.Duration)
+// set writes the overridden value v of the option field (max_attempts,
+// cool_down, …) into the runtime policy target points to, with the code
+// the plugin fills the generated literal with (rules.Fill): the field of
+// the same name in camel case. A field the runtime has no place for is an
+// error: the option is then not wired through
+// (TestEveryOptionFieldIsWired).
+func set(target any, field string, v any) error {
+	msg := groupMessage(target)
+	if msg == nil {
+		return fmt.Errorf("%s cannot be overridden", field)
 	}
+	put(msg.ProtoReflect(), field, v)
+	if err := rules.Fill(target, msg); err != nil {
+		return fmt.Errorf("%s cannot be overridden: %w", field, err)
+	}
+	return nil
+}
+
+// groupMessage returns an empty message of the options group that the
+// runtime policy target holds: a Policy for a method's own values.
+func groupMessage(target any) proto.Message {
+	switch target.(type) {
+	case *runtime.MethodPolicy:
+		return &resilientv1.Policy{}
+	case *runtime.RetryPolicy:
+		return &resilientv1.Retry{}
+	case *runtime.BudgetPolicy:
+		return &resilientv1.RetryBudget{}
+	case *runtime.BreakerPolicy:
+		return &resilientv1.CircuitBreaker{}
+	case *runtime.BulkheadPolicy:
+		return &resilientv1.Bulkhead{}
+	case *runtime.RateLimitPolicy:
+		return &resilientv1.RateLimit{}
+	case *runtime.HedgingPolicy:
+		return &resilientv1.Hedging{}
+	case *runtime.CachePolicy:
+		return &resilientv1.Cache{}
+	}
+	return nil
+}
+
+// goGroups name the runtime's field of each group of the annotation.
+var goGroups = map[string]string{
+	"retry": "Retry", "retry_budget": "Budget", "circuit_breaker": "Breaker", "bulkhead": "Bulkhead",
+	"rate_limit": "RateLimit", "hedging": "Hedging", "cache": "Cache",
 }
 
 func defaultRetry() *runtime.RetryPolicy {
-	return &runtime.RetryPolicy{MaxAttempts: rules.DefaultMaxAttempts, InitialBackoff: rules.DefaultInitialBackoff,
-		MaxBackoff: rules.DefaultMaxBackoff, Multiplier: rules.DefaultMultiplier, RetryableCodes: runtime.CodesOf(rules.DefaultRetryableCodes...)}
+	r := &runtime.RetryPolicy{}
+	rules.Fill(r, rules.DefaultOf("retry")) //nolint:errcheck // the contract's defaults fit the runtime's types (tested)
+	return r
 }
 
 func defaultBreaker() *runtime.BreakerPolicy {
-	return &runtime.BreakerPolicy{FailureRatio: rules.DefaultFailureRatio, MinimumCalls: rules.DefaultMinimumCalls,
-		Window: rules.DefaultBreakerWindow, CoolDown: rules.DefaultCoolDown, HalfOpenProbes: rules.DefaultHalfOpenProbes,
-		FailureCodes: runtime.CodesOf(rules.DefaultFailureCodes...)}
+	b := &runtime.BreakerPolicy{}
+	rules.Fill(b, rules.DefaultOf("circuit_breaker")) //nolint:errcheck // as defaultRetry
+	return b
 }
 
-func codeSet(names []string) runtime.CodeSet {
-	return runtime.CodesOf(rules.CodesOf(names, []codes.Code{})...)
-}
-
-func setRetry(r *runtime.RetryPolicy, field string, v any) {
-	switch field {
-	case "max_attempts":
-		r.MaxAttempts = int(v.(uint32))
-	case "initial_backoff":
-		r.InitialBackoff = v.(time.Duration)
-	case "max_backoff":
-		r.MaxBackoff = v.(time.Duration)
-	case "backoff_multiplier":
-		r.Multiplier = v.(float64)
-	case "retryable_codes":
-		r.RetryableCodes = codeSet(v.([]string))
-	}
-}
-
-func setBreaker(b *runtime.BreakerPolicy, field string, v any) {
-	switch field {
-	case "failure_ratio":
-		b.FailureRatio = v.(float64)
-	case "minimum_calls":
-		b.MinimumCalls = int(v.(uint32))
-	case "window":
-		b.Window = v.(time.Duration)
-	case "cool_down":
-		b.CoolDown = v.(time.Duration)
-	case "half_open_probes":
-		b.HalfOpenProbes = int(v.(uint32))
-	case "slow_call_threshold":
-		b.SlowCallThreshold = v.(time.Duration)
-	case "failure_codes":
-		b.FailureCodes = codeSet(v.([]string))
-	}
-}
-
-func setBulkhead(b *runtime.BulkheadPolicy, field string, v any) {
-	switch field {
-	case "permits":
-		b.Permits = int(v.(uint32))
-	case "max_wait":
-		b.MaxWait = v.(time.Duration)
-	}
+func defaultHedging() *runtime.HedgingPolicy {
+	h := &runtime.HedgingPolicy{}
+	rules.Fill(h, rules.DefaultOf("hedging")) //nolint:errcheck // as defaultRetry
+	return h
 }

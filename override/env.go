@@ -18,8 +18,15 @@ import (
 //	RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS=2
 //
 // Values are written as in the file; a list of codes is comma-separated
-// (UNAVAILABLE,DEADLINE_EXCEEDED).
+// (UNAVAILABLE,DEADLINE_EXCEEDED). A variable whose name starts with
+// RESILIENT in any case but is not spelled so (one underscore, lower
+// case, a part joined by "_" instead of "__") is refused with the name it
+// must have, never ignored.
 const EnvPrefix = "RESILIENT__"
+
+// envFamily starts, in any case, every name the loader reads: a variable
+// of this family that does not parse is a mistake, not someone else's.
+const envFamily = "RESILIENT"
 
 // EnvName returns the variable that overrides the field path ("timeout",
 // "retry.max_attempts") of a service, or of one of its methods when method
@@ -34,90 +41,212 @@ func EnvName(service, method, path string) string {
 
 func envService(name string) string { return strings.ToUpper(strings.ReplaceAll(name, ".", "_")) }
 
-// parseEnv reads the variables of environ that start with EnvPrefix.
+// parseEnv reads the variables of environ whose names start with
+// RESILIENT, in any case.
 func (s *Set) parseEnv(environ []string, known map[string]*runtime.ServicePolicy, errs *problems) {
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, EnvPrefix) {
+		if !strings.HasPrefix(strings.ToUpper(name), envFamily) {
 			continue
 		}
-		parts := strings.Split(name[len(EnvPrefix):], "__")
-		var p *runtime.ServicePolicy
-		for _, k := range known {
-			if envService(k.Name) == parts[0] {
-				p = k
-			}
+		var own problems
+		strict := name
+		if !strings.HasPrefix(name, EnvPrefix) || name != strings.ToUpper(name) {
+			// Read as the loader would read its proper spelling, to say
+			// what is wrong beyond the spelling.
+			strict = EnvPrefix + strings.TrimLeft(strings.ToUpper(name)[len(envFamily):], "_")
 		}
-		if p == nil {
-			var names []string
-			for _, k := range known {
-				names = append(names, EnvPrefix+envService(k.Name))
-			}
-			errs.add(name, "unknown service %s: %s; the variables of this program's clients start with %s", parts[0],
-				knownServices(known), strings.Join(names, ", "))
+		l := s.parseVar(strict, value, known, &own)
+		if want := respell(name, known); want != "" && want != name {
+			// The name means one value, spelled otherwise: say how.
+			errs.add(name, "not read: the variable that overrides this value must be named %s (upper case, %s, parts joined by \"__\")", want, EnvPrefix)
 			continue
 		}
-		base := EnvPrefix + parts[0]
-		method := ""
-		parts = parts[1:]
-		if len(parts) > 0 && parts[0] == "METHODS" {
-			if len(parts) < 2 {
-				errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, methodName(p.Methods[0].Name), "timeout"))
+		if strict != name {
+			if len(own) == 0 {
+				errs.add(name, "not read: the variable must be named %s (upper case, %s, parts joined by \"__\")", strict, EnvPrefix)
 				continue
 			}
+			for _, p := range own {
+				*errs = append(*errs, name+" (read as "+strict+")"+strings.TrimPrefix(p, strict))
+			}
+			continue
+		}
+		if len(own) > 0 {
+			*errs = append(*errs, own...)
+			continue
+		}
+		s.target(l.service, known).set(l.leaf)
+	}
+}
+
+// envLeaf is a value read from a variable, for the service it overrides.
+type envLeaf struct {
+	service string
+	leaf    *leaf
+}
+
+// parseVar reads one variable named name, well spelled, adding to errs
+// what is wrong with it.
+func (s *Set) parseVar(name, value string, known map[string]*runtime.ServicePolicy, errs *problems) envLeaf {
+	parts := strings.Split(name[len(EnvPrefix):], "__")
+	var p *runtime.ServicePolicy
+	for _, k := range known {
+		if envService(k.Name) == parts[0] {
+			p = k
+		}
+	}
+	if p == nil {
+		var names []string
+		for _, k := range known {
+			names = append(names, EnvPrefix+envService(k.Name))
+		}
+		errs.add(name, "unknown service %s: %s; the variables of this program's clients start with %s", parts[0],
+			knownServices(known), strings.Join(names, ", "))
+		return envLeaf{}
+	}
+	base := EnvPrefix + parts[0]
+	method := ""
+	parts = parts[1:]
+	if len(parts) > 0 && parts[0] == "METHODS" {
+		if len(parts) < 2 || len(p.Methods) == 0 {
+			example := "<METHOD>"
+			if len(p.Methods) > 0 {
+				example = methodName(p.Methods[0].Name)
+			}
+			errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, example, "timeout"))
+			return envLeaf{}
+		}
+		for i := range p.Methods {
+			if strings.ToUpper(methodName(p.Methods[i].Name)) == parts[1] {
+				method = methodName(p.Methods[i].Name)
+			}
+		}
+		if method == "" {
+			errs.add(name, "unknown method %s of %s: %s", parts[1], p.Name, knownMethods(p))
+			return envLeaf{}
+		}
+		base += "__METHODS__" + parts[1]
+		parts = parts[2:]
+	}
+	if len(parts) == 0 {
+		errs.add(name, "name the field after the service or method, as in %s", EnvName(p.Name, method, "timeout"))
+		return envLeaf{}
+	}
+	md := policyDesc
+	var fd protoreflect.FieldDescriptor
+	var path string
+	for i, part := range parts {
+		k := strings.ToLower(part)
+		path += k
+		f, problem := field(md, k, path)
+		if problem != "" {
+			errs.add(name, "%s", problem)
+			return envLeaf{}
+		}
+		sub := f.Message()
+		isGroup := sub != nil && sub.FullName() != "google.protobuf.Duration"
+		if last := i == len(parts)-1; last == isGroup {
+			if isGroup {
+				errs.add(name, "%s is a group of settings: name one of its fields after it (%s)", k, fieldNames(sub))
+			} else {
+				errs.add(name, "%s is a value and has no fields", k)
+			}
+			return envLeaf{}
+		}
+		if isGroup {
+			md, path = sub, path+"."
+		}
+		fd = f
+	}
+	v, err := convert(fd, value, true)
+	if err != nil {
+		errs.add(name, "%v", err)
+		return envLeaf{}
+	}
+	return envLeaf{p.Name, &leaf{method: method, path: path, value: v, base: base, env: true, source: name}}
+}
+
+// respell returns the proper name of the variable that name means, read
+// leniently (any case, parts joined by one underscore or several, a
+// method or field spelled with or without its underscores), or "" when it
+// means no one value of the known services.
+func respell(name string, known map[string]*runtime.ServicePolicy) string {
+	upper := strings.ToUpper(name)
+	if !strings.HasPrefix(upper, envFamily) {
+		return ""
+	}
+	var tokens []string
+	for _, t := range strings.Split(upper[len(envFamily):], "_") {
+		if t != "" {
+			tokens = append(tokens, t)
+		}
+	}
+	for _, p := range known {
+		rest, ok := consume(tokens, envService(p.Name))
+		if !ok {
+			continue
+		}
+		method := ""
+		if len(rest) > 0 && rest[0] == "METHODS" {
 			for i := range p.Methods {
-				if strings.ToUpper(methodName(p.Methods[i].Name)) == parts[1] {
-					method = methodName(p.Methods[i].Name)
+				m := methodName(p.Methods[i].Name)
+				if r, ok := consume(rest[1:], strings.ToUpper(m)); ok {
+					method, rest = m, r
+					break
 				}
 			}
 			if method == "" {
-				errs.add(name, "unknown method %s of %s: %s", parts[1], p.Name, knownMethods(p))
 				continue
 			}
-			base += "__METHODS__" + parts[1]
-			parts = parts[2:]
 		}
-		if len(parts) == 0 {
-			errs.add(name, "name the field after the service or method, as in %s", EnvName(p.Name, method, "timeout"))
-			continue
+		if path := leafPath(policyDesc, rest, ""); path != "" {
+			return EnvName(p.Name, method, path)
 		}
-		md := policyDesc
-		var fd protoreflect.FieldDescriptor
-		var path string
-		bad := false
-		for i, part := range parts {
-			k := strings.ToLower(part)
-			path += k
-			f, problem := field(md, k, path)
-			if problem != "" {
-				errs.add(name, "%s", problem)
-				bad = true
-				break
-			}
-			sub := f.Message()
-			isGroup := sub != nil && sub.FullName() != "google.protobuf.Duration"
-			if last := i == len(parts)-1; last == isGroup {
-				if isGroup {
-					errs.add(name, "%s is a group of settings: name one of its fields after it (%s)", k, fieldNames(sub))
-				} else {
-					errs.add(name, "%s is a value and has no fields", k)
-				}
-				bad = true
-				break
-			}
-			if isGroup {
-				md, path = sub, path+"."
-			}
-			fd = f
-		}
-		if bad {
-			continue
-		}
-		v, err := convert(fd, value, true)
-		if err != nil {
-			errs.add(name, "%v", err)
-			continue
-		}
-		s.target(p.Name, known).set(&leaf{method: method, path: path, value: v, base: base, env: true, source: name})
 	}
+	return ""
+}
+
+// consume removes from tokens those that spell word, with or without the
+// underscores word has; ok is false when they do not.
+func consume(tokens []string, word string) (rest []string, ok bool) {
+	want := strings.ReplaceAll(word, "_", "")
+	got := ""
+	for i, t := range tokens {
+		got += t
+		switch {
+		case got == want:
+			return tokens[i+1:], true
+		case !strings.HasPrefix(want, got):
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// leafPath returns the path of the one overridable value of md that tokens
+// spell, or "".
+func leafPath(md protoreflect.MessageDescriptor, tokens []string, prefix string) string {
+	for i := range md.Fields().Len() {
+		f := md.Fields().Get(i)
+		rest, ok := consume(tokens, strings.ToUpper(string(f.Name())))
+		if !ok {
+			continue
+		}
+		path := prefix + string(f.Name())
+		if _, problem := field(md, string(f.Name()), path); problem != "" {
+			continue
+		}
+		sub := f.Message()
+		if sub != nil && sub.FullName() != "google.protobuf.Duration" {
+			if p := leafPath(sub, rest, path+"."); p != "" {
+				return p
+			}
+			continue
+		}
+		if len(rest) == 0 {
+			return path
+		}
+	}
+	return ""
 }

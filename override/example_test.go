@@ -44,7 +44,7 @@ services:
 		fmt.Printf("%s: %s → %s from %s\n", c.Key, c.Annotated, c.Value, c.Source)
 	}
 	// Output:
-	// overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: remove this override
+	// overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)
 	// methods.GetStock.retry.max_attempts: 3 → 2 from overrides.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.retry.max_attempts
 	// methods.GetStock.timeout: 300ms → 150ms from overrides.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.timeout
 }

@@ -37,6 +37,7 @@ services:
 	f.Add([]byte(`{services: {example.inventory.v1.InventoryService: {circuit_breaker: {half_open_probes: 70000, failure_ratio: 1e-300}, bulkhead: {permits: 9223372036854775807, max_wait: 1e400s}}}}`), "")
 	f.Add([]byte("services:\n  example.inventory.v1.InventoryService:\n    timeout: &a 1s\n    overall_timeout: *a\n"), "RESILIENT__=\nRESILIENT__X")
 	f.Add([]byte(`{services: {example.inventory.v1.InventoryService: {timeout: 9223372036s, retry: {backoff_multiplier: .nan, initial_backoff: 0s}}}}`), "")
+	f.Add([]byte(""), "resilient_example_inventory_v1_inventoryservice__timeout=1s\nRESILIENT_X=1\nRESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GetStock__RETRY_MAX_ATTEMPTS=2")
 	f.Fuzz(func(t *testing.T, data []byte, env string) {
 		var environ []string
 		if env != "" {
@@ -45,7 +46,7 @@ services:
 		set, err := override.Parse("overrides.yaml", data, environ, inventory, payments)
 		if err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
-				if !strings.HasPrefix(line, "overrides.yaml") && !strings.HasPrefix(line, override.EnvPrefix) {
+				if !strings.HasPrefix(line, "overrides.yaml") && !strings.HasPrefix(strings.ToUpper(line), "RESILIENT") {
 					t.Fatalf("a refusal that names neither the file nor a variable: %q\nfile:\n%s\nenv:\n%s", line, data, env)
 				}
 			}

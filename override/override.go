@@ -15,7 +15,8 @@
 //	        timeout: 200ms
 //	        retry: {max_attempts: 2}
 //
-// The environment, after the file (a variable wins over the file):
+// The environment, after the file: a variable wins over the file whatever
+// the level of either (source first, then level; the README's table):
 //
 //	RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN=5s
 //	RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__TIMEOUT=200ms
@@ -81,12 +82,11 @@ func Parse(name string, data []byte, environ []string, policies ...*runtime.Serv
 	for _, name := range names {
 		s.targets[name].check(&errs)
 	}
-	if len(errs) == 0 {
-		// Each value is right on its own: now what they make together.
-		for _, name := range names {
-			if _, err := s.targets[name].apply(known[name].Clone()); err != nil {
-				errs = append(errs, err.Error())
-			}
+	// What the values that are right on their own make together, in the
+	// same report: an operator mends every problem in one go.
+	for _, name := range names {
+		if _, err := s.targets[name].apply(known[name].Clone()); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	if len(errs) > 0 {
@@ -138,6 +138,10 @@ func (ps *problems) add(key, format string, args ...any) {
 	*ps = append(*ps, key+": "+fmt.Sprintf(format, args...))
 }
 
+// err returns the problems as one error, nil for none.
 func (ps problems) err() error {
+	if len(ps) == 0 {
+		return nil
+	}
 	return errors.New(strings.Join(ps, "\n"))
 }

@@ -17,6 +17,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/rules"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 )
@@ -150,8 +151,12 @@ func TestRefusals(t *testing.T) {
 			`overrides.yaml: services."example.inventory.v1.Inventory": unknown service: this program's clients call example.inventory.v1.InventoryService, example.payments.v1.PaymentsService`},
 		{"unknown method", `{services: {example.inventory.v1.InventoryService: {methods: {GetStocks: {timeout: 1s}}}}}`, nil,
 			`overrides.yaml: ` + inv + `.methods.GetStocks: unknown method of example.inventory.v1.InventoryService: its methods are GetStock, ReserveStock, WatchStock`},
-		{"unknown field", `{services: {example.inventory.v1.InventoryService: {timout: 1s}}}`, nil,
-			`overrides.yaml: ` + inv + `.timout: unknown field; the fields are those of the annotation: timeout, overall_timeout, retry,`},
+		{"unknown field", `{services: {example.inventory.v1.InventoryService: {deadline: 1s}}}`, nil,
+			`overrides.yaml: ` + inv + `.deadline: unknown field; the fields are those of the annotation: timeout, overall_timeout, retry,`},
+		{"misspelt field", `{services: {example.inventory.v1.InventoryService: {timout: 1s}}}`, nil,
+			`overrides.yaml: ` + inv + `.timout: unknown field (did you mean timeout?); the fields are those of the annotation: timeout,`},
+		{"field without its underscore", `{services: {example.inventory.v1.InventoryService: {circuit_breaker: {cooldown: 1s}}}}`, nil,
+			`overrides.yaml: ` + inv + `.circuit_breaker.cooldown: unknown field (did you mean cool_down?); the fields are those of the annotation:`},
 		{"camel case field", `{services: {example.inventory.v1.InventoryService: {retry: {maxAttempts: 2}}}}`, nil,
 			`overrides.yaml: ` + inv + `.retry.maxAttempts: unknown field (did you mean max_attempts?)`},
 		{"unknown top-level key", `{service: {}}`, nil, `overrides.yaml: service: unknown key: the file holds only services`},
@@ -182,15 +187,15 @@ func TestRefusals(t *testing.T) {
 		{"idempotent is the contract", `{services: {example.payments.v1.PaymentsService: {methods: {Charge: {idempotent: true}}}}}`, nil,
 			`overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.idempotent: idempotent is part of the service's contract, not a setting`},
 		{"retry on a method that is not idempotent", `{services: {example.payments.v1.PaymentsService: {methods: {Charge: {retry: {max_attempts: 3}}}}}}`, nil,
-			`overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: remove this override`},
+			`overrides.yaml: services."example.payments.v1.PaymentsService".methods.Charge.retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)`},
 		{"service retry reaching a method that is not idempotent", `{services: {example.payments.v1.PaymentsService: {retry: {initial_backoff: 10ms}}}}`, nil,
-			`overrides.yaml: services."example.payments.v1.PaymentsService".retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: remove this override, or turn retries off for it with methods.Charge.retry.max_attempts: 1`},
+			`overrides.yaml: services."example.payments.v1.PaymentsService".retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)`},
 		{"retry on a stream", `{services: {example.inventory.v1.InventoryService: {methods: {WatchStock: {retry: {max_attempts: 2}}}}}}`, nil,
 			`overrides.yaml: ` + inv + `.methods.WatchStock.retry.max_attempts: streams are not retried, and WatchStock is a streaming method`},
 		{"timeout longer than overall", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {overall_timeout: 100ms}}}}}`, nil,
-			`overrides.yaml: ` + inv + `.methods.GetStock.overall_timeout: makes timeout 300ms longer than overall_timeout 100ms for GetStock`},
+			`overrides.yaml: ` + inv + `.methods.GetStock.overall_timeout: in GetStock, timeout 300ms is longer than overall_timeout 100ms: one attempt cannot outlast the whole call`},
 		{"backoff upside down", `{services: {example.inventory.v1.InventoryService: {methods: {GetStock: {retry: {initial_backoff: 500ms}}}}}}`, nil,
-			`overrides.yaml: ` + inv + `.methods.GetStock.retry.initial_backoff: makes max_backoff 200ms shorter than initial_backoff 500ms for GetStock`},
+			`overrides.yaml: ` + inv + `.methods.GetStock.retry.initial_backoff: in GetStock, max_backoff 200ms is shorter than initial_backoff 500ms: raise max_backoff or lower initial_backoff`},
 		{"not YAML", "services: [\n", nil, `overrides.yaml: not valid YAML or JSON`},
 		{"env unknown service", "", []string{"RESILIENT__EXAMPLE_INVENTORY_V2_INVENTORYSERVICE__TIMEOUT=1s"},
 			`RESILIENT__EXAMPLE_INVENTORY_V2_INVENTORYSERVICE__TIMEOUT: unknown service EXAMPLE_INVENTORY_V2_INVENTORYSERVICE`},
@@ -303,5 +308,114 @@ services:
 	took, err = call(nil)
 	if status.Code(err) != codes.DeadlineExceeded || took < 300*time.Millisecond {
 		t.Errorf("as annotated: %v after %v, want DEADLINE_EXCEEDED after the annotated 300ms", err, took)
+	}
+}
+
+// A variable of the RESILIENT family that is not spelled as the loader
+// reads it is refused with the name it must have, never ignored.
+func TestMisspeltVariablesAreRefusedWithTheirName(t *testing.T) {
+	const svc = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE"
+	for _, tc := range []struct{ name, want string }{
+		{"RESILIENT_EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__TIMEOUT",
+			"must be named " + svc + "__TIMEOUT"},
+		{"resilient__example_inventory_v1_inventoryservice__timeout",
+			"must be named " + svc + "__TIMEOUT"},
+		{svc + "__METHODS__GetStock__TIMEOUT",
+			"must be named " + svc + "__METHODS__GETSTOCK__TIMEOUT"},
+		{svc + "__METHODS__GET_STOCK__RETRY__MAX_ATTEMPTS",
+			"must be named " + svc + "__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS"},
+		{svc + "__RETRY_BUDGET_RATIO",
+			"must be named " + svc + "__RETRY_BUDGET__RATIO"},
+		{svc + "_CIRCUIT_BREAKER__COOLDOWN",
+			"must be named " + svc + "__CIRCUIT_BREAKER__COOL_DOWN"},
+		// Spelled wrong and meaning no value: the problem of the name as
+		// the loader would read it.
+		{"Resilient__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__ATTEMPTS",
+			"Resilient__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY__ATTEMPTS (read as " + svc +
+				"__RETRY__ATTEMPTS): unknown field; the fields are those of the annotation: max_attempts,"},
+	} {
+		s, err := override.Parse("", nil, []string{tc.name + "=1"}, inventory, payments)
+		if err == nil {
+			t.Errorf("%s: accepted (%v)", tc.name, s.Keys())
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error\n%v\nwant it to name the variable and contain %q", tc.name, err, tc.want)
+		}
+	}
+	// Other variables are none of the loader's business.
+	if _, err := override.Parse("", nil, []string{"PATH=/bin", "RESILIENCE=1", "MY_RESILIENT__X=1"}, inventory); err != nil {
+		t.Errorf("a variable outside the family was refused: %v", err)
+	}
+	// A family member that means nothing known is refused too.
+	if _, err := override.Parse("", nil, []string{"RESILIENT_MODE=on"}, inventory); err == nil {
+		t.Error("RESILIENT_MODE was ignored")
+	}
+}
+
+// The audit trail is complete: retries turned off, and a method's own
+// breaker given back, are changes like any other.
+func TestDescribeShowsRetriesTurnedOff(t *testing.T) {
+	s, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {retry: {max_attempts: 1}}
+      WatchStock: {bulkhead: {per_method: false}}
+`), nil, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := build(t, s)
+	want := map[string]runtime.Change{
+		"methods.GetStock.retry.max_attempts": {Annotated: "3", Value: "1",
+			Source: `o.yaml: ` + inv + `.methods.GetStock.retry.max_attempts`},
+		"methods.WatchStock.bulkhead.permits": {Annotated: "4", Value: "none",
+			Source: `o.yaml: ` + inv + `.methods.WatchStock.bulkhead.per_method`},
+	}
+	got := map[string]runtime.Change{}
+	for _, ch := range rt.Changes() {
+		key := ch.Key
+		ch.Key = ""
+		got[key] = ch
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("change of %s = %+v, want %+v (all: %+v)", k, got[k], w, rt.Changes())
+		}
+	}
+	out := rt.Describe()
+	if strings.Contains(out, "every value as annotated") || !strings.Contains(out, "methods.GetStock.retry.max_attempts: 3 → 1 (o.yaml:") {
+		t.Errorf("Describe():\n%s\nwant the retries turned off listed", out)
+	}
+	if !strings.Contains(out, "    retry: none\n") {
+		t.Errorf("Describe():\n%s\nwant GetStock's retry shown as none", out)
+	}
+}
+
+// A variable that names METHODS of a service without methods is refused,
+// not a panic.
+func TestMethodsOfAServiceWithoutMethods(t *testing.T) {
+	p := &runtime.ServicePolicy{Name: "t.v1.Empty"}
+	_, err := override.Parse("", nil, []string{"RESILIENT__T_V1_EMPTY__METHODS=1"}, p)
+	if err == nil || !strings.Contains(err.Error(), "name the method after METHODS") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// The runtime's own default budget is the contract's (rules' table),
+// and the contract's defaults fit the runtime's types.
+func TestDefaultsFitTheRuntime(t *testing.T) {
+	var b runtime.BudgetPolicy
+	if err := rules.Fill(&b, rules.DefaultOf("retry_budget")); err != nil || b != runtime.DefaultBudget {
+		t.Errorf("budget from the table %+v (%v), runtime.DefaultBudget %+v", b, err, runtime.DefaultBudget)
+	}
+	for group, dst := range map[string]any{
+		"retry": &runtime.RetryPolicy{}, "circuit_breaker": &runtime.BreakerPolicy{},
+		"hedging": &runtime.HedgingPolicy{}, "cache": &runtime.CachePolicy{},
+	} {
+		if err := rules.Fill(dst, rules.DefaultOf(group)); err != nil {
+			t.Errorf("%s: %v", group, err)
+		}
 	}
 }

@@ -36,6 +36,7 @@ type leaf struct {
 	base   string // the key of the policy the value is in, without the path
 	env    bool   // from a variable: the path is spelled in upper case, with "__"
 	source string // the key: base and path
+	bad    bool   // refused on its own: not applied
 }
 
 // keyFor names the key of path in the policy l is in.
@@ -172,11 +173,8 @@ func field(md protoreflect.MessageDescriptor, k, path string) (protoreflect.Fiel
 	fd := md.Fields().ByName(protoreflect.Name(k))
 	if fd == nil {
 		hint := ""
-		for i := range md.Fields().Len() {
-			f := md.Fields().Get(i)
-			if f.JSONName() == k || strings.EqualFold(string(f.Name()), k) {
-				hint = fmt.Sprintf(" (did you mean %s?)", f.Name())
-			}
+		if s := suggestField(md, k); s != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", s)
 		}
 		return nil, fmt.Sprintf("unknown field%s; the fields are those of the annotation: %s", hint, fieldNames(md))
 	}
@@ -223,13 +221,18 @@ func (t *service) store(l *leaf) {
 		p = &resilientv1.Policy{}
 		t.values[l.method] = p
 	}
-	msg := p.ProtoReflect()
-	parts := strings.Split(l.path, ".")
+	put(p.ProtoReflect(), l.path, l.value)
+}
+
+// put writes v, a value as convert reads it, at path ("retry.max_attempts")
+// in msg.
+func put(msg protoreflect.Message, path string, v any) {
+	parts := strings.Split(path, ".")
 	for _, part := range parts[:len(parts)-1] {
 		msg = msg.Mutable(msg.Descriptor().Fields().ByName(protoreflect.Name(part))).Message()
 	}
 	fd := msg.Descriptor().Fields().ByName(protoreflect.Name(parts[len(parts)-1]))
-	switch v := l.value.(type) {
+	switch v := v.(type) {
 	case bool:
 		msg.Set(fd, protoreflect.ValueOfBool(v))
 	case uint32:

@@ -38,7 +38,7 @@ services:
 
 func TestPatternOverridesRefused(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
-		{`methods: {GetStock: {cache: {fresh_ttl: 10m}}}`, "makes stale_ttl 5m0s shorter than fresh_ttl 10m0s for GetStock"},
+		{`methods: {GetStock: {cache: {fresh_ttl: 10m}}}`, "in GetStock, stale_ttl 5m0s is shorter than fresh_ttl 10m0s"},
 		{`methods: {GetStock: {cache: {key_fields: [id]}}}`, "part of the service's contract"},
 		{`methods: {ReserveStock: {cache: {fresh_ttl: 1s}}}`, "the method has no cache annotated"},
 		{`methods: {GetStock: {hedging: {max_copies: 3}}}`, "hedging.delay: is required"},

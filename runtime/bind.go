@@ -10,7 +10,8 @@ import (
 // methods as the generated client binds them: every method keeps exactly
 // one entry, under its own name, of its own kind, naming no idempotency-key
 // field and no cache-key fields but those its generated code reads (it may
-// drop them: the key is then not sent, the cache not used). The order of
+// drop them: the key is then not sent, the cache not used), and declared
+// neither idempotent nor given a generated key if the annotation was not. The order of
 // the entries may change; their other fields are the edit's to change.
 // annotated is the policy before any edit.
 func sameMethods(annotated, edited *ServicePolicy, source string) error {
@@ -41,6 +42,16 @@ func sameMethods(annotated, edited *ServicePolicy, source string) error {
 		m := got[0]
 		if m.Kind != want.Kind {
 			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", kindName(want.Kind), kindName(m.Kind))
+		}
+		// Whether a method may be repeated is the service's contract, not a
+		// setting: an edit may make it stricter, never safe to repeat.
+		if m.Idempotent && !want.Idempotent {
+			bad(want.Name, "Idempotent changed from false to true: whether a method may be repeated is the "+
+				"service's contract; change idempotency_level in the .proto and regenerate")
+		}
+		if m.GenerateIdempotencyKey && !want.GenerateIdempotencyKey {
+			bad(want.Name, "GenerateIdempotencyKey changed from false to true: a generated key makes a method "+
+				"that is not idempotent retried, which only the .proto can say (generate_idempotency_key); regenerate")
 		}
 		if m.IdempotencyKey != "" && m.IdempotencyKey != want.IdempotencyKey {
 			bad(want.Name, "IdempotencyKey changed from %q to %q: the generated client reads the annotated "+

@@ -29,8 +29,10 @@ type CachePolicy struct {
 	// MaxEntries bounds the entries kept; the least recently used go
 	// first. At least 1.
 	MaxEntries int
-	// KeyFields names the request fields that make the key. It is
-	// informative: generated code reads them, with no reflection.
+	// KeyFields names the request fields whose values generated code
+	// makes the key of. NewClient refuses an edit that changes them (the
+	// generated key function reads the annotated fields), and Describe
+	// shows them.
 	KeyFields []string
 }
 
@@ -41,10 +43,10 @@ func (p *CachePolicy) String() string {
 func (p *CachePolicy) check(f string, bad badFunc) {
 	positive(p.FreshTTL, f+".FreshTTL", bad)
 	if p.StaleTTL < p.FreshTTL {
-		bad(f+".StaleTTL", "%s is shorter than FreshTTL %s: use FreshTTL for no stale answers", p.StaleTTL, p.FreshTTL)
+		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
 	}
 	if p.MaxEntries < 1 {
-		bad(f+".MaxEntries", "must be at least 1, is %d", p.MaxEntries)
+		bad(f+".MaxEntries", "must be at least 1, got %d", p.MaxEntries)
 	}
 }
 
@@ -212,7 +214,16 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 	case <-f.done:
 	case <-ctx.Done():
 		ch.leave(key, f)
-		return nil, statusFromContext(ctx.Err()), false
+		err := statusFromContext(ctx.Err())
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller's own deadline ran out while the dependency had not
+			// answered: for this caller the call failed, and a stale answer
+			// is better than none. A caller who cancelled wants nothing.
+			if resp, ok := staleOf[Resp](m, key, err); ok {
+				return resp, nil, true
+			}
+		}
+		return nil, err, false
 	}
 	if f.panicked != nil {
 		panic(f.panicked)
@@ -221,13 +232,23 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 		return copyOf(f.val.(*Resp)), nil, false
 	}
 	if !isAnswer(status.Code(f.err)) {
-		if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.StaleTTL) {
-			m.cacheLookup(cacheStale)
-			m.fellBackTo(causeStaleCache, f.err)
-			return copyOf(val.(*Resp)), nil, true
+		if resp, ok := staleOf[Resp](m, key, f.err); ok {
+			return resp, nil, true
 		}
 	}
 	return nil, f.err, false
+}
+
+// staleOf returns a copy of the answer kept for key when it is younger
+// than StaleTTL, counting it as served stale after err.
+func staleOf[Resp any](m *Method, key string, err error) (*Resp, bool) {
+	val, at, ok := m.cache.get(key)
+	if !ok || m.client.now()-at >= int64(m.cache.p.StaleTTL) {
+		return nil, false
+	}
+	m.cacheLookup(cacheStale)
+	m.fellBackTo(causeStaleCache, err)
+	return copyOf(val.(*Resp)), true
 }
 
 // fetch makes the shared call of a flight, with the first caller's values

@@ -154,8 +154,8 @@ func ExampleServicePolicy_Validate() {
 	}
 	fmt.Println(p.Validate())
 	// Output:
-	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Timeout: 2s is longer than OverallTimeout 1s
-	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Retry: the method is neither idempotent nor has an idempotency key: retrying it could repeat its effect
+	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Timeout: timeout 2s is longer than overall_timeout 1s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout
+	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)
 }
 
 // A refusal of the runtime is a gRPC status error that also matches its

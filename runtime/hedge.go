@@ -33,15 +33,18 @@ func (h *HedgingPolicy) String() string {
 func (h *HedgingPolicy) check(f string, bad badFunc) {
 	positive(h.Delay, f+".Delay", bad)
 	if h.MaxCopies < 2 {
-		bad(f+".MaxCopies", "must be at least 2 (the first copy counts), is %d", h.MaxCopies)
+		bad(f+".MaxCopies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", h.MaxCopies)
 	}
 	if h.NonFatalCodes.Has(0) {
-		bad(f+".NonFatalCodes", "holds OK")
+		bad(f+".NonFatalCodes", `"OK" is a success, there is nothing to hedge: remove it`)
 	}
 	if answers := h.NonFatalCodes & answerCodes; answers != 0 {
 		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
 	}
 }
+
+// maxHedgeBuffer bounds the buffer of a hedged call's results.
+const maxHedgeBuffer = 8
 
 // copyResult is what one hedged copy came back with.
 type copyResult[Resp any] struct {
@@ -72,9 +75,25 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context,
 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
-	results := make(chan copyResult[Resp], h.MaxCopies)
+	// The buffer is not sized by MaxCopies, which an operator may set as
+	// high as a uint32 (the budget bounds the copies sent): a copy whose
+	// result is no longer read gives up sending it once hctx is cut.
+	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
+	panics := make(chan any)
 	launch := func(n int) {
 		go func() {
+			defer func() {
+				// A panic in a copy (an interceptor, a codec) is the caller's to
+				// see, as if it had made the call itself. Once the call is over
+				// nobody reads it, and it goes on here: never hidden.
+				if p := recover(); p != nil {
+					select {
+					case panics <- p: // unbuffered: taken only by a caller still waiting
+					case <-hctx.Done():
+						panic(p)
+					}
+				}
+			}()
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
@@ -88,7 +107,10 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context,
 				r.push, r.pushed = Pushback(err, slot.md)
 			}
 			slot.put()
-			results <- r
+			select {
+			case results <- r:
+			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
+			}
 		}()
 	}
 
@@ -129,6 +151,8 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context,
 	}
 	for {
 		select {
+		case p := <-panics:
+			panic(p) // the deferred cancel cuts the other copies
 		case r := <-results:
 			pending--
 			switch {

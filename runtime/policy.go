@@ -101,9 +101,12 @@ type MethodPolicy struct {
 	Kind Kind
 	// Idempotent says whether the method may be repeated.
 	Idempotent bool
-	// IdempotencyKey is the request field sent as the idempotency-key
-	// metadata, empty for none. It is informative: generated code extracts
-	// the value.
+	// IdempotencyKey names the request field whose value generated code
+	// sends as the idempotency-key metadata, empty for none. It is what
+	// makes a method that is not idempotent safe to retry: Validate refuses
+	// the retries of such a method unless it or GenerateIdempotencyKey is
+	// set; NewClient refuses an edit that names another field (generated
+	// code reads the annotated one); Describe shows it.
 	IdempotencyKey string
 	// GenerateIdempotencyKey makes the runtime send a random idempotency
 	// key, the same on every attempt and hedge of one call, when the call

@@ -762,3 +762,31 @@ func TestQuietStreamsDoNotStarveUnaryCalls(t *testing.T) {
 	}
 	wantBreaker(t, rt, getStock, runtime.StateOpen)
 }
+
+// A hedged copy runs on a goroutine of its own: its panic still reaches the
+// caller, the other copies are cut, and every permit comes back.
+func TestAPanicInAHedgedCopyReachesTheCaller(t *testing.T) {
+	srv, err := server.Start("127.0.0.1:0", server.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	var n atomic.Int32
+	cc := dialFault(t, srv.Addr(), grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if n.Add(1) == 2 {
+			panic("second copy panicked")
+		}
+		<-ctx.Done() // the first copy hangs until it is cut
+		return ctx.Err()
+	}))
+	rt := inventory(t, runtime.ServicePolicy{Bulkhead: &runtime.BulkheadPolicy{Permits: 1}, Methods: []runtime.MethodPolicy{{
+		Name: getStock, Idempotent: true, Timeout: 5 * time.Second,
+		Hedging: &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 3, NonFatalCodes: runtime.CodesOf(codes.Unavailable)},
+	}}})
+	wantPanic(t, "second copy panicked", func() { _, _ = callGetStock(context.Background(), rt, cc) })
+	wantPermits(t, rt, getStock, 0)
+	if got := n.Load(); got != 2 {
+		t.Errorf("%d copies were sent, want 2: none after the panic", got)
+	}
+}

@@ -106,7 +106,9 @@ func flatten(p *ServicePolicy) []setting {
 		add(pre+"idempotency_key", orNone(m.IdempotencyKey, m.IdempotencyKey == ""))
 		add(pre+"timeout", orNone(m.Timeout.String(), m.Timeout == 0))
 		add(pre+"overall_timeout", orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
-		if r := m.Retry; r != nil && r.MaxAttempts > 1 {
+		// A retry of one attempt is listed as such: an edit that turns
+		// retries off changes max_attempts, and the trail shows it.
+		if r := m.Retry; r != nil {
 			add(pre+"retry.max_attempts", r.MaxAttempts)
 			add(pre+"retry.initial_backoff", r.InitialBackoff)
 			add(pre+"retry.max_backoff", r.MaxBackoff)
@@ -149,6 +151,17 @@ func record(changes []Change, before, after []setting, source string) []Change {
 	was := make(map[string]string, len(before))
 	for _, s := range before {
 		was[s.key] = s.value
+	}
+	// A value the edit removed (a method's own breaker given back) is
+	// "none" after it.
+	now := make(map[string]bool, len(after))
+	for _, s := range after {
+		now[s.key] = true
+	}
+	for _, s := range before {
+		if !now[s.key] {
+			after = append(after, setting{s.key, "none"})
+		}
 	}
 	for _, s := range after {
 		old, ok := was[s.key]

@@ -29,13 +29,13 @@ func (r *RateLimitPolicy) String() string {
 
 func (r *RateLimitPolicy) check(f string, bad badFunc) {
 	if x := r.RequestsPerSecond; math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
-		bad(f+".RequestsPerSecond", "must be a positive, finite number, is %v", x)
+		bad(f+".RequestsPerSecond", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed", x)
 	}
 	if r.Burst < 1 {
-		bad(f+".Burst", "must be at least 1, is %d", r.Burst)
+		bad(f+".Burst", "must be at least 1, got %d", r.Burst)
 	}
 	if r.MaxWait < 0 {
-		bad(f+".MaxWait", "negative (%s): use 0 to refuse at once", r.MaxWait)
+		bad(f+".MaxWait", "must not be negative, got %s; use 0 to refuse a call at once when no token is left", r.MaxWait)
 	}
 }
 

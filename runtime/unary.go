@@ -68,7 +68,13 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 		if m.metrics != nil || m.client.events != nil {
 			m.fellBack(err)
 		}
-		return fallback(ctx, req, err)
+		fresp, ferr := fallback(ctx, req, err)
+		if fresp == nil && ferr == nil {
+			// Neither an answer nor an error: the failure is not turned
+			// into a success without a response; the call's error stands.
+			return nil, err
+		}
+		return fresp, ferr
 	}
 	return resp, err
 }
@@ -333,10 +339,11 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	}
 	resp, err = call(actx, req, opts...)
 	settled = true
-	*at = m.settle(ctx, ticket, start, err)
+	seen := unsent(err) // what the breaker and the adaptive layers are told
+	*at = m.settle(ctx, ticket, start, seen)
 	if guarded {
 		left = true
-		m.leave(ctx, g, err, *at)
+		m.leave(ctx, g, seen, *at)
 	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		timedOut = ownTimeout(actx)

@@ -11,8 +11,11 @@ import (
 // bucket that is reused for a new epoch cannot lose a concurrent add.
 //
 // Layout of a bucket word: epoch in the high 24 bits, a in the next 20, b in
-// the low 20. Counts saturate at 2^20-1 per bucket; epochs wrap after 2^24
-// buckets, far longer than any bucket stays untouched and still counted.
+// the low 20. A bucket holds at most 2^20-1 of each count; an add that would
+// pass that is dropped whole, both counts, so that a full bucket keeps the
+// ratio b/a of what it counted (a breaker's failures, a budget's retries
+// per request). Epochs wrap after 2^24 buckets, far longer than any bucket
+// stays untouched and still counted.
 type window struct {
 	width   int64 // nanoseconds per bucket
 	buckets [windowBuckets]atomic.Uint64
@@ -57,7 +60,13 @@ func (w *window) add(now int64, da, db uint64) {
 		if e != epoch {
 			a, b = 0, 0
 		}
-		a, b = min(a+da, countMax), min(b+db, countMax)
+		if a+da > countMax || b+db > countMax {
+			// The bucket is full: the add is dropped whole, so that the
+			// bucket keeps the ratio of what it counted. Saturating each
+			// count alone would let failures catch up with saturated calls.
+			return
+		}
+		a, b = a+da, b+db
 		if slot.CompareAndSwap(old, pack(epoch, a, b)) {
 			return
 		}

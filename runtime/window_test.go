@@ -81,10 +81,13 @@ func TestWindowSaturates(t *testing.T) {
 	w.add(now, countMax-1, 0)
 	w.add(now, 5, countMax+100)
 	w.add(now, 1, 1)
+	w.add(now, 1, 0)
 	e, a, b := bucketAt(w, 7)
-	if e != 7 || a != countMax || b != countMax {
-		t.Errorf("bucket = (epoch %d, %d, %d), want (7, %d, %d): counts must saturate without spilling",
-			e, a, b, countMax, countMax)
+	// The second add and the last would pass countMax: each is dropped
+	// whole (both counts), so nothing spills and the ratio b/a is kept.
+	if e != 7 || a != countMax || b != 1 {
+		t.Errorf("bucket = (epoch %d, %d, %d), want (7, %d, 1): an add that would pass countMax is dropped whole, without spilling",
+			e, a, b, countMax)
 	}
 	if countMax != 1<<20-1 {
 		t.Errorf("countMax = %d, want 2^20-1", countMax)

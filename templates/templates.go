@@ -37,8 +37,9 @@ var Funcs = template.FuncMap{
 	"proto": unset,
 	// code returns one codes.Code constant.
 	"code": unset,
-	// nanos returns a time.Duration as an integer literal of nanoseconds.
-	"nanos": unset,
+	// dur returns a time.Duration as a Go expression with its unit:
+	// 300 * time.Millisecond.
+	"dur": unset,
 	// float returns a float64 as the shortest Go literal that holds it.
 	"float": unset,
 }

@@ -33,11 +33,9 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*serviceP
 	p("`(resilient.v1.service)` or `(resilient.v1.file)` annotation, `default` for")
 	p("the contract's default (`options/resilient/v1/resilient.proto`).")
 
-	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
 	for i, s := range f.Services {
 		sp := services[i]
-		svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
-		shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
+		shared := sp.shared // the resolver's record of where each value came from
 		p("")
 		p("## %s", s.Desc.FullName())
 		p("")
@@ -66,8 +64,7 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*serviceP
 
 		for j, m := range s.Methods {
 			mp := sp.Methods[j]
-			own := policyOf(m.Desc.Options(), resilientv1.E_Method)
-			eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
+			eff := mp.eff
 			p("")
 			p("### %s", m.Desc.Name())
 			p("")

@@ -480,7 +480,7 @@ service S {
 `))
 	req := compileRequest(t, "module="+testModule+",service_config=true,envoy=true", []string{dir, "../../options"}, "hedge_keyed.proto")
 	resp := runPluginParams(t, req)
-	if !strings.Contains(resp.GetError(), "hedge_keyed.proto:8:3: resilienttest.hedgekeyed.S.Reserve: (resilient.v1.method).hedging: Reserve is not idempotent") || len(resp.File) != 0 {
+	if !strings.Contains(resp.GetError(), "hedge_keyed.proto:9:5: resilienttest.hedgekeyed.S.Reserve: (resilient.v1.method).hedging: Reserve is not idempotent") || len(resp.File) != 0 {
 		t.Errorf("keyed hedging gave error %q and %d files; want it refused at the method", resp.GetError(), len(resp.File))
 	}
 }

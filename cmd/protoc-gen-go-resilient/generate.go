@@ -204,20 +204,12 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 		"rt":      func(name string) string { return g.QualifiedGoIdent(runtimePackage.Ident(name)) },
 		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
 		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
-		"codes": func(cs []codes.Code) string {
-			args := make([]string, len(cs))
-			for i, c := range cs {
-				// The constants of package codes are named as Code.String
-				// spells them: codes.Unavailable, codes.DeadlineExceeded.
-				args[i] = g.QualifiedGoIdent(codesPackage.Ident(c.String()))
-			}
-			return g.QualifiedGoIdent(runtimePackage.Ident("CodesOf")) + "(" + strings.Join(args, ", ") + ")"
-		},
-		"srv":   func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
-		"proto": func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
-		"code":  func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
-		"nanos": func(d time.Duration) string { return strconv.FormatInt(int64(d), 10) },
-		"float": func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
+		"codes":   func(cs []codes.Code) string { return codesExpr(g, cs) },
+		"srv":     func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
+		"proto":   func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
+		"code":    func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
+		"dur":     func(d time.Duration) string { return durationExpr(g, d) },
+		"float":   func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
 	}
 }
 

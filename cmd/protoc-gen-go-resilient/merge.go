@@ -58,9 +58,3 @@ func mergeLayers(layers ...layer) merged {
 	r := rules.Merge(ls...)
 	return merged{policy: r.Policy, rules: r}
 }
-
-// report adds the findings of a shared check (internal/rules) to ps, at
-// the place of the method, service or file they concern.
-func (ps *problems) report(at site) func(rules.Finding) {
-	return func(f rules.Finding) { ps.add(at, level(f.Level), f.Path, "%s", f.Message) }
-}

@@ -50,14 +50,8 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 
 	// Hedging, written on the method.
 	if h := p.GetHedging(); h != nil && eff.rules.SetBy["hedging"] == rules.LevelMethod {
-		mp.Hedging = &hedgingPolicy{
-			Delay:         durationOf(h.GetDelay(), 0),
-			MaxCopies:     rules.DefaultHedgingMaxCopies,
-			NonFatalCodes: codesOf(h.GetNonFatalCodes(), rules.DefaultNonFatalCodes),
-		}
-		if h.MaxCopies != nil {
-			mp.Hedging.MaxCopies = int(h.GetMaxCopies())
-		}
+		mp.Hedging = &hedgingPolicy{}
+		fill(mp.Hedging, "hedging", h)
 	}
 
 	// The method's own rate limit (per_method), from the shared settings
@@ -68,15 +62,11 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 
 	// The cache, written on the method.
 	if ca := p.GetCache(); ca != nil && eff.rules.SetBy["cache"] == rules.LevelMethod {
-		cp := &cachePolicy{
-			FreshTTL:   durationOf(ca.GetFreshTtl(), 0),
-			MaxEntries: rules.DefaultCacheMaxEntries,
-			KeyFields:  ca.GetKeyFields(),
-		}
+		cp := &cachePolicy{}
+		fill(cp, "cache", ca)
 		// No stale_ttl means no stale answers: stale as long as fresh.
-		cp.StaleTTL = durationOf(ca.GetStaleTtl(), cp.FreshTTL)
-		if ca.MaxEntries != nil {
-			cp.MaxEntries = int(ca.GetMaxEntries())
+		if ca.StaleTtl == nil {
+			cp.StaleTTL = cp.FreshTTL
 		}
 		for _, f := range cp.KeyFields {
 			cp.Keys = append(cp.Keys, keyFieldOf(m, f))
@@ -87,10 +77,10 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 
 // rateLimitOf resolves a rate limit; its rate is required (the rules).
 func rateLimitOf(r *resilientv1.RateLimit) *rateLimitPolicy {
-	rp := &rateLimitPolicy{RequestsPerSecond: r.GetRequestsPerSecond(), MaxWait: durationOf(r.GetMaxWait(), 0)}
-	rp.Burst = rules.DefaultBurst(rp.RequestsPerSecond)
-	if r.Burst != nil {
-		rp.Burst = max(int(r.GetBurst()), 1)
+	rp := &rateLimitPolicy{}
+	fill(rp, "rate_limit", r)
+	if r.Burst == nil {
+		rp.Burst = rules.DefaultBurst(rp.RequestsPerSecond)
 	}
 	return rp
 }

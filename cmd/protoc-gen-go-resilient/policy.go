@@ -34,6 +34,10 @@ type (
 		// Server is the server-side policy, nil when the service and its
 		// methods have no server-side annotation (server.go).
 		Server *serverPolicy
+		// shared is the record of the resolution: the file's and the
+		// service's options merged, with the level that set each value,
+		// which the exports read to say where a value came from.
+		shared merged
 	}
 	methodPolicy struct {
 		Name           string
@@ -59,6 +63,10 @@ type (
 		Priority string
 		// Server is the method's server-side policy (server.go).
 		Server *serverMethodPolicy
+		// eff is the record of the method's resolution: the file's,
+		// service's and method's options merged, with the level that set
+		// each value.
+		eff merged
 	}
 	retryPolicy struct {
 		MaxAttempts    int
@@ -102,28 +110,48 @@ func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Po
 	return p
 }
 
-// resolveFile resolves and checks the policy of every service of f, adding
-// what is wrong to ps. The checks are internal/rules', shared with the buf
-// lint plugin; resolving builds the data of the templates, which is only
-// used when no check failed.
+// resolveFile checks and resolves the policy of every service of f,
+// adding what is wrong to ps. The checks are internal/rules' CheckFile,
+// exactly as the buf lint plugin runs them (less the lint-only
+// RESILIENT_NO_TIMEOUT); resolving builds the data of the templates,
+// which is only used when no check failed.
 func resolveFile(f *protogen.File, ps *problems) []*servicePolicy {
+	checkFile(f, ps)
 	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
-	checkPolicy(filePolicy, levelFile, fileSite(f), ps)
 	var out []*servicePolicy
 	for _, s := range f.Services {
-		out = append(out, resolveService(f, s, filePolicy, ps))
+		out = append(out, resolveService(s, filePolicy))
 	}
 	return out
 }
 
-func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilientv1.Policy, ps *problems) *servicePolicy {
-	at := serviceSite(f, s)
-	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
-	checkPolicy(svcPolicy, levelService, at, ps)
+// checkFile reports the findings of rules.CheckFile on f at their places:
+// the option value at fault, else the file, service or method.
+func checkFile(f *protogen.File, ps *problems) {
+	sites := map[protoreflect.FullName]site{}
+	for _, s := range f.Services {
+		sites[s.Desc.FullName()] = serviceSite(f, s)
+		for _, m := range s.Methods {
+			sites[m.Desc.FullName()] = methodSite(f, m)
+		}
+	}
+	file := fileSite(f)
+	rules.CheckFile(f.Desc, func(d protoreflect.Descriptor, finding rules.Finding) {
+		if finding.Rule == rules.RuleNoTimeout {
+			return // lint only: the caller's deadline still bounds such a call
+		}
+		at, ok := sites[d.FullName()]
+		if _, isFile := d.(protoreflect.FileDescriptor); isFile || !ok {
+			at = file
+		}
+		ps.add(at, level(finding.Level), finding.Path, "%s", finding.Message)
+	})
+}
 
+func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servicePolicy {
+	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
 	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
-	rules.CheckService(shared.rules, ps.report(at))
-	sp := &servicePolicy{Name: string(s.Desc.FullName())}
+	sp := &servicePolicy{Name: string(s.Desc.FullName()), shared: shared}
 	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
 		sp.Breaker = breakerOf(cb)
 	}
@@ -135,11 +163,10 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 	}
 	retries := false
 	for _, m := range s.Methods {
-		mp := resolveMethod(f, m, filePolicy, svcPolicy, ps)
+		mp := resolveMethod(m, filePolicy, svcPolicy)
 		retries = retries || mp.Retry != nil
 		sp.Methods = append(sp.Methods, mp)
 	}
-	rules.CheckShedding(shared.rules, ps.report(at))
 	sp.Server = resolveServer(sp, shared)
 	// The budget exists only to bound retries; a service that never retries
 	// has none, whatever its annotation says.
@@ -149,12 +176,9 @@ func resolveService(f *protogen.File, s *protogen.Service, filePolicy *resilient
 	return sp
 }
 
-func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy, ps *problems) *methodPolicy {
-	at := methodSite(f, m)
+func resolveMethod(m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy) *methodPolicy {
 	own := policyOf(m.Desc.Options(), resilientv1.E_Method)
-	checkPolicy(own, levelMethod, at, ps)
 	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
-	rules.CheckMethod(m.Desc, own, eff.rules, ps.report(at))
 
 	p := eff.policy
 	mp := &methodPolicy{
@@ -163,6 +187,7 @@ func resolveMethod(f *protogen.File, m *protogen.Method, filePolicy, svcPolicy *
 		Idempotent:     rules.Idempotent(m.Desc, eff.rules),
 		Timeout:        durationOf(p.GetTimeout(), 0),
 		OverallTimeout: durationOf(p.GetOverallTimeout(), 0),
+		eff:            eff,
 	}
 	// A streaming method takes the timeout, breaker and bulkhead of its
 	// service, but neither retries nor an idempotency key: it ignores those
@@ -226,75 +251,42 @@ func durationOf(d *durationpb.Duration, def time.Duration) time.Duration {
 	return d.AsDuration()
 }
 
+// retryOf resolves a retry: the contract's defaults (rules.DefaultOf),
+// then the merged options, field by field (rules.Fill).
 func retryOf(r *resilientv1.Retry) *retryPolicy {
-	rp := &retryPolicy{
-		MaxAttempts:    rules.DefaultMaxAttempts,
-		InitialBackoff: durationOf(r.GetInitialBackoff(), rules.DefaultInitialBackoff),
-		MaxBackoff:     durationOf(r.GetMaxBackoff(), rules.DefaultMaxBackoff),
-		Multiplier:     rules.DefaultMultiplier,
-		RetryableCodes: codesOf(r.GetRetryableCodes(), rules.DefaultRetryableCodes),
-	}
-	if r.MaxAttempts != nil {
-		rp.MaxAttempts = int(r.GetMaxAttempts())
-	}
-	if r.BackoffMultiplier != nil {
-		rp.Multiplier = r.GetBackoffMultiplier()
-	}
+	rp := &retryPolicy{}
+	fill(rp, "retry", r)
 	return rp
 }
 
 func budgetOf(b *resilientv1.RetryBudget) *budgetPolicy {
-	bp := &budgetPolicy{
-		Ratio:      rules.DefaultBudgetRatio,
-		MinRetries: rules.DefaultBudgetMinRetries,
-		Window:     durationOf(b.GetWindow(), rules.DefaultBudgetWindow),
-	}
-	if b == nil {
-		return bp
-	}
-	if b.Ratio != nil {
-		bp.Ratio = b.GetRatio()
-	}
-	if b.MinRetries != nil {
-		bp.MinRetries = int(b.GetMinRetries())
-	}
+	bp := &budgetPolicy{}
+	fill(bp, "retry_budget", b)
 	return bp
 }
 
 func breakerOf(cb *resilientv1.CircuitBreaker) *breakerPolicy {
-	bp := &breakerPolicy{
-		FailureRatio:      rules.DefaultFailureRatio,
-		MinimumCalls:      rules.DefaultMinimumCalls,
-		Window:            durationOf(cb.GetWindow(), rules.DefaultBreakerWindow),
-		CoolDown:          durationOf(cb.GetCoolDown(), rules.DefaultCoolDown),
-		HalfOpenProbes:    rules.DefaultHalfOpenProbes,
-		SlowCallThreshold: durationOf(cb.GetSlowCallThreshold(), 0),
-		FailureCodes:      codesOf(cb.GetFailureCodes(), rules.DefaultFailureCodes),
-	}
-	if cb.FailureRatio != nil {
-		bp.FailureRatio = cb.GetFailureRatio()
-	}
-	if cb.MinimumCalls != nil {
-		bp.MinimumCalls = int(cb.GetMinimumCalls())
-	}
-	if cb.HalfOpenProbes != nil {
-		bp.HalfOpenProbes = int(cb.GetHalfOpenProbes())
-	}
+	bp := &breakerPolicy{}
+	fill(bp, "circuit_breaker", cb)
 	return bp
 }
 
 // bulkheadOf resolves a bulkhead; its permits are required (the rules).
 func bulkheadOf(bh *resilientv1.Bulkhead) *bulkheadPolicy {
-	return &bulkheadPolicy{Permits: int(bh.GetPermits()), MaxWait: durationOf(bh.GetMaxWait(), 0)}
+	bp := &bulkheadPolicy{}
+	fill(bp, "bulkhead", bh)
+	return bp
 }
 
-// codesOf parses checked code names, dropping repeats; none gives def.
-func codesOf(names []string, def []codes.Code) []codes.Code { return rules.CodesOf(names, def) }
-
-// checkPolicy checks the values written in one option (internal/rules),
-// reporting each problem at the option's place.
-func checkPolicy(p *resilientv1.Policy, lvl level, at site, ps *problems) {
-	rules.Check(p, lvl == levelMethod, func(path, format string, args ...any) {
-		ps.add(at, lvl, path, format, args...)
-	})
+// fill resolves one group of the options into dst, a policy of the
+// generated literal: the contract's defaults of the group, then the
+// options. The options are checked (rules.Check), and every field has its
+// place in dst (TestEveryOptionFieldIsWired), so that nothing fails here.
+func fill[M proto.Message](dst any, group string, options M) {
+	if err := rules.Fill(dst, rules.DefaultOf(group)); err != nil {
+		panic(err) // the contract's own defaults fit the plugin's types
+	}
+	if err := rules.Fill(dst, options); err != nil {
+		panic(err) // a field of the options without its place in the plugin's types: a test fails first
+	}
 }

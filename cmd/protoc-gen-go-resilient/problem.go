@@ -6,10 +6,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // site is a place in a .proto file that a problem is reported at: the
@@ -17,6 +20,28 @@ import (
 type site struct {
 	pos  string // "path/to/file.proto:LINE:COL", 1-based like protoc's own errors
 	name string // "pkg.Service.Method", "pkg.Service" or the file's package
+	file *protogen.File
+	// options holds, for each level whose option concerns the site, the
+	// source path of that option: the file's, the service's, the
+	// method's (resilient.v1.*) extension.
+	options map[level]protoreflect.SourcePath
+}
+
+// The source paths of the options use the field numbers of
+// descriptor.proto and optionsNumber (skew.go).
+
+func fileOptionPath() protoreflect.SourcePath {
+	return protoreflect.SourcePath{fileOptionsField, int32(resilientv1.E_File.TypeDescriptor().Number())}
+}
+
+func serviceOptionPath(s *protogen.Service) protoreflect.SourcePath {
+	return protoreflect.SourcePath{serviceField, int32(s.Desc.Index()), serviceOptionsField,
+		int32(resilientv1.E_Service.TypeDescriptor().Number())}
+}
+
+func methodOptionPath(m *protogen.Method) protoreflect.SourcePath {
+	return protoreflect.SourcePath{serviceField, int32(m.Parent.Desc.Index()), methodField, int32(m.Desc.Index()),
+		methodOptionsField, optionsNumber}
 }
 
 // fileSite is the place of file-level problems: the syntax or edition
@@ -31,15 +56,19 @@ func fileSite(f *protogen.File) site {
 	if loc.Path == nil {
 		loc = locs.ByPath(protoreflect.SourcePath{editionField})
 	}
-	return site{pos: position(f, loc), name: string(f.Desc.Package())}
+	return site{pos: position(f, loc), name: string(f.Desc.Package()), file: f,
+		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath()}}
 }
 
 func serviceSite(f *protogen.File, s *protogen.Service) site {
-	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(s.Desc)), name: string(s.Desc.FullName())}
+	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(s.Desc)), name: string(s.Desc.FullName()), file: f,
+		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath(), levelService: serviceOptionPath(s)}}
 }
 
 func methodSite(f *protogen.File, m *protogen.Method) site {
-	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(m.Desc)), name: string(m.Desc.FullName())}
+	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(m.Desc)), name: string(m.Desc.FullName()), file: f,
+		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath(), levelService: serviceOptionPath(m.Parent),
+			levelMethod: methodOptionPath(m)}}
 }
 
 // position formats a source location; a missing one (no source info) is
@@ -49,6 +78,77 @@ func position(f *protogen.File, loc protoreflect.SourceLocation) string {
 		return fmt.Sprintf("%s:1:1", f.Desc.Path())
 	}
 	return fmt.Sprintf("%s:%d:%d", f.Desc.Path(), loc.StartLine+1, loc.StartColumn+1)
+}
+
+// valuePosition returns the position of the value at path
+// ("retry.retryable_codes[1]") in the option of level lvl: the deepest
+// place the source info has, which is the option statement for an option
+// written as one message ({...}) and the field itself for one written
+// field by field (option (resilient.v1.method).retry.max_attempts = 0);
+// the site's own position when the source info has neither.
+func (at site) valuePosition(lvl level, path string) string {
+	base, ok := at.options[lvl]
+	if !ok || at.file == nil {
+		return at.pos
+	}
+	want := append(append(protoreflect.SourcePath(nil), base...), fieldNumbers(path)...)
+	locs := at.file.Desc.SourceLocations()
+	var best protoreflect.SourceLocation
+	bestLen := -1
+	for i := range locs.Len() {
+		loc := locs.Get(i)
+		n := commonPrefix(loc.Path, want)
+		if n < len(base) {
+			continue
+		}
+		// A location inside the value (a field of it) stands for it when
+		// nothing closer to it exists; one beside it does not.
+		if n < len(loc.Path) && n < len(want) {
+			continue
+		}
+		if n > bestLen {
+			best, bestLen = loc, n
+		}
+	}
+	if bestLen < 0 {
+		return at.pos
+	}
+	return position(at.file, best)
+}
+
+func commonPrefix(a, b protoreflect.SourcePath) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// fieldNumbers turns a field path of the policy ("retry.retryable_codes[1]")
+// into its source path below the option: field numbers and list indexes.
+// It stops at the first part the policy does not have.
+func fieldNumbers(path string) protoreflect.SourcePath {
+	var out protoreflect.SourcePath
+	if path == "" {
+		return out
+	}
+	md := (&resilientv1.Policy{}).ProtoReflect().Descriptor()
+	for _, part := range strings.Split(path, ".") {
+		name, index, _ := strings.Cut(part, "[")
+		if md == nil {
+			break
+		}
+		fd := md.Fields().ByName(protoreflect.Name(name))
+		if fd == nil {
+			break
+		}
+		out = append(out, int32(fd.Number()))
+		if i, err := strconv.Atoi(strings.TrimSuffix(index, "]")); err == nil && index != "" {
+			out = append(out, int32(i))
+		}
+		md = fd.Message()
+	}
+	return out
 }
 
 // problem is one reason a policy is refused.
@@ -82,6 +182,7 @@ func (p problem) String() string {
 type problems []problem
 
 func (ps *problems) add(at site, option level, path, format string, args ...any) {
+	at.pos = at.valuePosition(option, path)
 	*ps = append(*ps, problem{at: at, option: option, path: path, msg: fmt.Sprintf(format, args...)})
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -38,9 +37,18 @@ type (
 	dedupPolicy struct {
 		TTL          time.Duration
 		Lease        time.Duration
-		OnStoreError string // the runtime/server constant: "Refuse"
+		OnStoreError resilientv1.OnStoreError
 	}
 )
+
+// OnStoreErrorConst names the runtime/server constant of the choice:
+// "Refuse" (also for the unspecified value) or "RunWithoutDedup".
+func (d *dedupPolicy) OnStoreErrorConst() string {
+	if d.OnStoreError == resilientv1.OnStoreError_ON_STORE_ERROR_RUN_WITHOUT_DEDUP {
+		return "RunWithoutDedup"
+	}
+	return "Refuse"
+}
 
 // priorityConst names the runtime constant of an annotated priority.
 var priorityConst = map[resilientv1.Priority]string{
@@ -58,25 +66,18 @@ func resolveServerMethod(mp *methodPolicy, eff merged) {
 		mp.Priority = priorityConst[p.GetPriority()]
 	}
 	sm := &serverMethodPolicy{
-		Name:           mp.Name,
-		Priority:       "PriorityNormal",
-		MinDeadline:    durationOf(p.GetServer().GetMinDeadline(), 0),
-		DefaultTimeout: durationOf(p.GetServer().GetDefaultTimeout(), 0),
-		annotated:      eff.has("server"),
+		Name:      mp.Name,
+		Priority:  "PriorityNormal",
+		annotated: eff.has("server"),
 	}
+	fill(sm, "server", p.GetServer()) // min_deadline, default_timeout
 	if mp.Priority != "" {
 		sm.Priority = mp.Priority
 	}
 	mp.Server = sm
 	if d := p.GetServer().GetDedup(); d != nil {
-		sm.Dedup = &dedupPolicy{
-			TTL:          durationOf(d.GetTtl(), 0),
-			Lease:        durationOf(d.GetLease(), rules.DefaultLease),
-			OnStoreError: "Refuse",
-		}
-		if d.GetOnStoreError() == resilientv1.OnStoreError_ON_STORE_ERROR_RUN_WITHOUT_DEDUP {
-			sm.Dedup.OnStoreError = "RunWithoutDedup"
-		}
+		sm.Dedup = &dedupPolicy{}
+		fill(sm.Dedup, "server.dedup", d)
 	}
 }
 
@@ -96,16 +97,8 @@ func resolveServer(sp *servicePolicy, shared merged) *serverPolicy {
 	}
 	if sh := shared.policy.GetShedding(); sh != nil {
 		annotated = true
-		out.Shedding = &sheddingPolicy{
-			Low: int(sh.GetLow()), Normal: int(sh.GetNormal()), High: int(sh.GetHigh()), Critical: int(sh.GetCritical()),
-			Pushback: durationOf(sh.GetPushback(), rules.DefaultShedPushback),
-			Code:     rules.DefaultSheddingCode,
-		}
-		if sh.Code != nil {
-			if c, ok := rules.ParseCode(sh.GetCode()); ok {
-				out.Shedding.Code = c
-			}
-		}
+		out.Shedding = &sheddingPolicy{}
+		fill(out.Shedding, "shedding", sh)
 	}
 	if !annotated {
 		return nil

@@ -114,12 +114,13 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 			timeout, overall, eff.Origin("overall_timeout", tl))})
 }
 
-// CheckFile runs every rule above, as the plugin does, over the services
-// of a file: Check on every option; CheckService, CheckMethod and
-// CheckShedding on the policies resolved from them (the file's, service's
-// and method's options merged field by field); and RuleNoTimeout, which
-// only lint runs. Each finding comes with the descriptor it is reported at
-// (the file, a service or a method). It is what the buf check plugin runs.
+// CheckFile runs every rule above over the services of a file, the one
+// pass both the plugin and the buf check plugin make: Check on every
+// option; CheckService, CheckMethod and CheckShedding on the policies
+// resolved from them (the file's, service's and method's options merged
+// field by field); and RuleNoTimeout, which only lint reports (the plugin
+// drops it). Each finding comes with the descriptor it is reported at (the
+// file, a service or a method).
 func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
 	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
 		Check(p, onMethod, func(path, format string, args ...any) {

@@ -63,12 +63,12 @@ func DefaultBurst(requestsPerSecond float64) int {
 // none.
 const DefaultSheddingCode = codes.Unavailable
 
-// The default status code lists of the options contract. Callers must not
-// change them.
+// The default status code lists of the options contract, from its table
+// of defaults (resolve.go). Callers must not change them.
 var (
-	DefaultRetryableCodes = []codes.Code{codes.Unavailable}
-	DefaultFailureCodes   = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}
-	DefaultNonFatalCodes  = []codes.Code{codes.Unavailable}
+	DefaultRetryableCodes = CodesOf(defaults.GetRetry().GetRetryableCodes(), nil)
+	DefaultFailureCodes   = CodesOf(defaults.GetCircuitBreaker().GetFailureCodes(), nil)
+	DefaultNonFatalCodes  = CodesOf(defaults.GetHedging().GetNonFatalCodes(), nil)
 )
 
 // AnswerCodes are the codes by which a service answers a request it
@@ -326,6 +326,8 @@ func (c checker) codes(path string, names []string, retryable bool) {
 			}
 		case retryable && AnswerCodes[code]:
 			c.add(p, "%q is an answer of the service, not a transient failure: repeating the call cannot change it; remove it", name)
+		case AnswerCodes[code]:
+			c.add(p, "%q is an answer of the service, not a failure of it: an answer shows the dependency is up, so it never opens the breaker; remove it", name)
 		}
 	}
 }

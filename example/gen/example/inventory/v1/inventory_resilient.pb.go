@@ -13,53 +13,55 @@ import (
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	proto "google.golang.org/protobuf/proto"
+	time "time"
 )
 
 // This is a compile-time assertion that this generated file is compatible
 // with the resilient runtime package it is being compiled against.
 const _ = runtime.SupportPackageIsVersion1
 
-// InventoryServiceResilientPolicy is the policy annotated on example.inventory.v1.InventoryService, with defaults filled in.
+// InventoryServiceResilientPolicy is the policy annotated on
+// example.inventory.v1.InventoryService, with defaults filled in.
 var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 	Name: "example.inventory.v1.InventoryService",
 	Budget: &runtime.BudgetPolicy{
 		Ratio:      0.1,
 		MinRetries: 10,
-		Window:     10000000000, // 10s
+		Window:     10 * time.Second,
 	},
 	Breaker: &runtime.BreakerPolicy{
 		FailureRatio:   0.5,
 		MinimumCalls:   20,
-		Window:         2000000000, // 2s
-		CoolDown:       2000000000, // 2s
+		Window:         2 * time.Second,
+		CoolDown:       2 * time.Second,
 		HalfOpenProbes: 3,
 		FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 	},
 	Bulkhead: &runtime.BulkheadPolicy{
 		Permits: 8,
-		MaxWait: 20000000, // 20ms
+		MaxWait: 20 * time.Millisecond,
 	},
 	RateLimit: &runtime.RateLimitPolicy{
 		RequestsPerSecond: 500,
 		Burst:             100,
-		MaxWait:           20000000, // 20ms
+		MaxWait:           20 * time.Millisecond,
 	},
 	Methods: []runtime.MethodPolicy{
 		{ // 0
 			Name:       "/example.inventory.v1.InventoryService/GetStock",
 			Kind:       runtime.KindUnary,
 			Idempotent: true,
-			Timeout:    300000000, // 300ms
+			Timeout:    300 * time.Millisecond,
 			Retry: &runtime.RetryPolicy{
 				MaxAttempts:    3,
-				InitialBackoff: 50000000,  // 50ms
-				MaxBackoff:     200000000, // 200ms
+				InitialBackoff: 50 * time.Millisecond,
+				MaxBackoff:     200 * time.Millisecond,
 				Multiplier:     2,
 				RetryableCodes: runtime.CodesOf(codes.Unavailable),
 			},
 			Cache: &runtime.CachePolicy{
-				FreshTTL:   1000000000,   // 1s
-				StaleTTL:   300000000000, // 5m0s
+				FreshTTL:   time.Second,
+				StaleTTL:   5 * time.Minute,
 				MaxEntries: 10000,
 				KeyFields:  []string{"sku"},
 			},
@@ -70,11 +72,11 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 			Kind:           runtime.KindUnary,
 			Idempotent:     false,
 			IdempotencyKey: "order_id",
-			Timeout:        300000000, // 300ms
+			Timeout:        300 * time.Millisecond,
 			Retry: &runtime.RetryPolicy{
 				MaxAttempts:    3,
-				InitialBackoff: 50000000,   // 50ms
-				MaxBackoff:     1000000000, // 1s
+				InitialBackoff: 50 * time.Millisecond,
+				MaxBackoff:     time.Second,
 				Multiplier:     2,
 				RetryableCodes: runtime.CodesOf(codes.Unavailable),
 			},
@@ -84,17 +86,17 @@ var InventoryServiceResilientPolicy = runtime.ServicePolicy{
 			Name:       "/example.inventory.v1.InventoryService/WatchStock",
 			Kind:       runtime.KindServerStreaming,
 			Idempotent: false,
-			Timeout:    60000000000, // 1m0s
+			Timeout:    time.Minute,
 			Bulkhead: &runtime.BulkheadPolicy{
 				Permits: 4,
-				MaxWait: 20000000, // 20ms
+				MaxWait: 20 * time.Millisecond,
 			},
 		},
 		{ // 3
 			Name:       "/example.inventory.v1.InventoryService/StockReport",
 			Kind:       runtime.KindUnary,
 			Idempotent: true,
-			Timeout:    300000000, // 300ms
+			Timeout:    300 * time.Millisecond,
 			Priority:   runtime.PriorityLow,
 		},
 	},
@@ -231,17 +233,19 @@ func (c *InventoryServiceResilientClient) StockReport(
 	return c.stockReport.Call(ctx, in, opts...)
 }
 
-// InventoryServiceServerPolicy is the server-side policy annotated on example.inventory.v1.InventoryService,
-// with defaults filled in: priorities, load shedding, deadlines and idempotency
-// dedup. Install it in the service's gRPC server with a Guard:
+// InventoryServiceServerPolicy is the server-side policy annotated on
+// example.inventory.v1.InventoryService, with defaults filled in: priorities, load
+// shedding, deadlines and idempotency dedup. Install it in the service's gRPC
+// server with a Guard:
 //
-//	g, err := server.NewGuard([]*server.ServicePolicy{&InventoryServiceServerPolicy}, server.WithStore(store))
+//	policies := []*server.ServicePolicy{&InventoryServiceServerPolicy}
+//	g, err := server.NewGuard(policies, server.WithStore(store))
 //	s := grpc.NewServer(g.ServerOptions()...)
 var InventoryServiceServerPolicy = server.ServicePolicy{
 	Name: "example.inventory.v1.InventoryService",
 	Shedding: &server.SheddingPolicy{
 		Limits:   server.Limits{Low: 8, Normal: 32, High: 48, Critical: 64},
-		Pushback: 500000000, // 500ms
+		Pushback: 500 * time.Millisecond,
 		Code:     codes.ResourceExhausted,
 	},
 	Methods: []server.MethodPolicy{
@@ -249,16 +253,16 @@ var InventoryServiceServerPolicy = server.ServicePolicy{
 			Name:        "/example.inventory.v1.InventoryService/GetStock",
 			Kind:        runtime.KindUnary,
 			Priority:    server.PriorityNormal,
-			MinDeadline: 10000000, // 10ms
+			MinDeadline: 10 * time.Millisecond,
 		},
 		{ // 1
 			Name:        "/example.inventory.v1.InventoryService/ReserveStock",
 			Kind:        runtime.KindUnary,
 			Priority:    server.PriorityHigh,
-			MinDeadline: 10000000, // 10ms
+			MinDeadline: 10 * time.Millisecond,
 			Dedup: &server.DedupPolicy{
-				TTL:          86400000000000, // 24h0m0s
-				Lease:        10000000000,    // 10s
+				TTL:          24 * time.Hour,
+				Lease:        10 * time.Second,
 				OnStoreError: server.Refuse,
 			},
 			NewResponse: func() proto.Message { return new(ReserveStockResponse) },
@@ -267,13 +271,13 @@ var InventoryServiceServerPolicy = server.ServicePolicy{
 			Name:        "/example.inventory.v1.InventoryService/WatchStock",
 			Kind:        runtime.KindServerStreaming,
 			Priority:    server.PriorityNormal,
-			MinDeadline: 10000000, // 10ms
+			MinDeadline: 10 * time.Millisecond,
 		},
 		{ // 3
 			Name:        "/example.inventory.v1.InventoryService/StockReport",
 			Kind:        runtime.KindUnary,
 			Priority:    server.PriorityLow,
-			MinDeadline: 10000000, // 10ms
+			MinDeadline: 10 * time.Millisecond,
 		},
 	},
 }

@@ -11,33 +11,35 @@ import (
 	runtime "github.com/go-resilient/resilient/runtime"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
+	time "time"
 )
 
 // This is a compile-time assertion that this generated file is compatible
 // with the resilient runtime package it is being compiled against.
 const _ = runtime.SupportPackageIsVersion1
 
-// PaymentsServiceResilientPolicy is the policy annotated on example.payments.v1.PaymentsService, with defaults filled in.
+// PaymentsServiceResilientPolicy is the policy annotated on
+// example.payments.v1.PaymentsService, with defaults filled in.
 var PaymentsServiceResilientPolicy = runtime.ServicePolicy{
 	Name: "example.payments.v1.PaymentsService",
 	Breaker: &runtime.BreakerPolicy{
 		FailureRatio:   0.5,
 		MinimumCalls:   20,
-		Window:         10000000000, // 10s
-		CoolDown:       10000000000, // 10s
+		Window:         10 * time.Second,
+		CoolDown:       10 * time.Second,
 		HalfOpenProbes: 3,
 		FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 	},
 	Bulkhead: &runtime.BulkheadPolicy{
 		Permits: 16,
-		MaxWait: 0, // 0s
+		MaxWait: 0,
 	},
 	Methods: []runtime.MethodPolicy{
 		{ // 0
 			Name:       "/example.payments.v1.PaymentsService/Charge",
 			Kind:       runtime.KindUnary,
 			Idempotent: false,
-			Timeout:    2000000000, // 2s
+			Timeout:    2 * time.Second,
 			Priority:   runtime.PriorityCritical,
 		},
 	},
