@@ -462,3 +462,40 @@ func withCause(refusal, last error) error {
 	}
 	return refusal
 }
+
+// flattenAdaptive lists the values of an adaptive limit for the audit
+// trail (provenance.go), under prefix.
+func flattenAdaptive(add func(string, any), prefix string, a *AdaptiveLimitPolicy) {
+	add(prefix+".min_limit", a.MinLimit)
+	add(prefix+".max_limit", a.MaxLimit)
+	add(prefix+".initial_limit", a.InitialLimit)
+	add(prefix+".tolerance", a.Tolerance)
+	add(prefix+".smoothing", a.Smoothing)
+	add(prefix+".baseline_window", a.BaselineWindow)
+}
+
+// describeLimit renders an adaptive limit under the bulkhead b (nil for
+// none) with the values in force, defaults and ceiling applied.
+func describeLimit(a *AdaptiveLimitPolicy, b *BulkheadPolicy) string {
+	q := *a
+	if b != nil {
+		q = q.WithCeiling(b.Permits)
+	}
+	l, err := adaptive.New(q, time.Time{})
+	if err != nil {
+		return "invalid: " + err.Error()
+	}
+	p := l.Policy()
+	return fmt.Sprintf("%d..%d attempts in flight, from %d, tolerance %g over the smallest RTT of %s, smoothing %g",
+		p.MinLimit, p.MaxLimit, p.InitialLimit, p.Tolerance, p.BaselineWindow, p.Smoothing)
+}
+
+// describeThrottle renders a throttler with the values in force.
+func describeThrottle(t *ThrottlePolicy) string {
+	th, err := throttle.New(*t, time.Time{}, nil)
+	if err != nil {
+		return "invalid: " + err.Error()
+	}
+	p := th.Policy()
+	return fmt.Sprintf("refuses (requests − %g × accepts) / (requests + 1) over %s, at most %g", p.K, p.Window, p.MaxRefusal)
+}
