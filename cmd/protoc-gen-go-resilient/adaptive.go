@@ -72,7 +72,11 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *serviceP
 		w(4, "concurrency_update_interval: 0.1s # not expressible: the runtime moves the limit once per round trip, Envoy once per interval")
 		w(3, "min_rtt_calc_params:")
 		w(4, "interval: %s # baseline_window: Envoy measures its baseline again each interval, at min_concurrency", seconds(p.BaselineWindow))
-		w(4, "buffer: {value: %s} # tolerance %v: the RTT may exceed the baseline by this share", formatFloat(math.Round((p.Tolerance-1)*100*1e6)/1e6), p.Tolerance)
+		if buffer := (p.Tolerance - 1) * 100; buffer <= 100 {
+			w(4, "buffer: {value: %s} # tolerance %v: the RTT may exceed the baseline by this share", formatFloat(math.Round(buffer*1e6)/1e6), p.Tolerance)
+		} else {
+			w(4, "buffer: {value: 100} # tolerance %v is not expressible: Envoy's buffer is at most 100 %%, a tolerance of 2", p.Tolerance)
+		}
 		w(2, "concurrency_limit_exceeded_status: {code: ServiceUnavailable} # gRPC callers see UNAVAILABLE; the runtime refuses with RESOURCE_EXHAUSTED")
 		w(2, "# not expressible: initial_limit %d, smoothing %v (Envoy moves the limit by its gradient at once), the", p.InitialLimit, p.Smoothing)
 		w(2, "# halving on timeouts and overload refusals (Envoy reads latency only), and a method's own limit.")
