@@ -190,6 +190,9 @@ func CheckOwnAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, 
 // ceiling applied to the defaults of max_limit and initial_limit.
 func AdaptiveLimitOf(a *resilientv1.AdaptiveLimit, permits uint32) (minLimit, maxLimit, initialLimit int) {
 	minLimit, maxLimit = DefaultMinLimit, DefaultMaxLimit
+	if a == nil {
+		a = &resilientv1.AdaptiveLimit{}
+	}
 	if a.MinLimit != nil {
 		minLimit = int(a.GetMinLimit())
 	}
