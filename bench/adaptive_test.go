@@ -48,14 +48,14 @@ func BenchmarkLayers(b *testing.B) {
 				p := stackPolicy()
 				p.Methods[0].Timeout = 0
 				l.edit(p)
-				m := newClient(b, p).Method(0)
+				h := newHandle(b, p)
 				var fail failures
 				defer fail.report(b)
 				b.ReportAllocs()
 				if mode == "serial" {
 					ctx := context.Background()
 					for b.Loop() {
-						resp, err := runtime.Unary(ctx, m, "", request, nil, noop, nil)
+						resp, err := h.Call(ctx, request)
 						if err != nil {
 							fail.add(err)
 						}
@@ -66,7 +66,7 @@ func BenchmarkLayers(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					ctx := context.Background()
 					for pb.Next() {
-						if _, err := runtime.Unary(ctx, m, "", request, nil, noop, nil); err != nil {
+						if _, err := h.Call(ctx, request); err != nil {
 							fail.add(err)
 						}
 					}

@@ -41,6 +41,19 @@ func newClient(b *testing.B, p *runtime.ServicePolicy) *runtime.Client {
 	return c
 }
 
+// newHandle builds a runtime client for p, whose one unary method is
+// method, and binds that method to noop, as a generated client binds it to
+// the plain client's method; it fails the benchmark when either refuses.
+func newHandle(b *testing.B, p *runtime.ServicePolicy) *runtime.UnaryHandle[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse] {
+	b.Helper()
+	h, err := runtime.NewUnary(newClient(b, p), method, noop,
+		runtime.UnaryHooks[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 // failures counts the calls of a benchmark that failed. On a loaded
 // machine an attempt can now and then outlast its timeout; that is a
 // result, not a broken benchmark, so it is logged, not fatal, and the

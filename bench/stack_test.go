@@ -90,9 +90,9 @@ func failsafeStack() failsafe.Executor[*inventoryv1.GetStockResponse] {
 func stackCall(b *testing.B, impl string) func(ctx context.Context) (*inventoryv1.GetStockResponse, error) {
 	switch impl {
 	case "resilient":
-		m := newClient(b, stackPolicy()).Method(0)
+		h := newHandle(b, stackPolicy())
 		return func(ctx context.Context) (*inventoryv1.GetStockResponse, error) {
-			return runtime.Unary(ctx, m, "", request, nil, noop, nil)
+			return h.Call(ctx, request)
 		}
 	case "failsafe":
 		ex := failsafeStack()

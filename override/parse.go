@@ -310,7 +310,7 @@ func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
 		}
 		return f, nil
 	}
-	if v, err, ok := convertServer(fd, raw); ok {
+	if v, ok, err := convertServer(fd, raw); ok {
 		return v, err
 	}
 	return nil, fmt.Errorf("cannot be overridden")

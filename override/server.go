@@ -44,14 +44,14 @@ func serverFieldProblem(path string) string {
 // convertServer reads the values only the server-side fields have: the
 // shedding code (a string) and on_store_error (an enum, by its name). ok
 // is false for any other field.
-func convertServer(fd protoreflect.FieldDescriptor, raw any) (v any, err error, ok bool) {
+func convertServer(fd protoreflect.FieldDescriptor, raw any) (v any, ok bool, err error) {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		s, isText := raw.(string)
 		if !isText {
-			return nil, fmt.Errorf(`must be a status code name, "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got %s`, show(raw)), true
+			return nil, true, fmt.Errorf(`must be a status code name, "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got %s`, show(raw))
 		}
-		return s, nil, true
+		return s, true, nil
 	case protoreflect.EnumKind:
 		s, _ := raw.(string)
 		values := fd.Enum().Values()
@@ -62,13 +62,13 @@ func convertServer(fd protoreflect.FieldDescriptor, raw any) (v any, err error, 
 				continue // _UNSPECIFIED says nothing
 			}
 			if string(ev.Name()) == s {
-				return ev.Number(), nil, true
+				return ev.Number(), true, nil
 			}
 			names = append(names, string(ev.Name()))
 		}
-		return nil, fmt.Errorf("must be one of %s, got %s", strings.Join(names, ", "), show(raw)), true
+		return nil, true, fmt.Errorf("must be one of %s, got %s", strings.Join(names, ", "), show(raw))
 	}
-	return nil, nil, false
+	return nil, false, nil
 }
 
 // ServerOptions returns the options of server.NewGuard that apply the

@@ -14,7 +14,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/override"
-	rserver "github.com/go-resilient/resilient/runtime/server"
+	"github.com/go-resilient/resilient/runtime"
 )
 
 var inventoryServer = &inventoryv1.InventoryServiceServerPolicy
@@ -81,7 +81,7 @@ services:
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("second report while one runs: %v, want RESOURCE_EXHAUSTED (low limit overridden to 1)", err)
 	}
-	if d, ok := rserver.Pushback(err, nil); !ok || d != 250*time.Millisecond {
+	if d, ok := runtime.Pushback(err, nil); !ok || d != 250*time.Millisecond {
 		t.Errorf("pushback %v %v, want the overridden 250ms", d, ok)
 	}
 	// Orders are high priority: admitted while the report runs.

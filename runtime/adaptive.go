@@ -204,7 +204,7 @@ func (a *adaptiveLayers) limit(p AdaptiveLimitPolicy, b *BulkheadPolicy, method 
 	if err != nil {
 		return nil, err
 	}
-	cl := &concurrencyLimit{l: l, label: breakerLabel(method)}
+	cl := &concurrencyLimit{l: l, label: scopeLabel(method)}
 	if a.mx != nil {
 		cl.gauge = a.mx.limit.WithLabelValues(a.c.policy.Name, cl.label)
 		cl.gauge.Set(float64(l.Limit()))
@@ -215,7 +215,7 @@ func (a *adaptiveLayers) limit(p AdaptiveLimitPolicy, b *BulkheadPolicy, method 
 // bind gives m its adaptive layers: its own limit or the service's, and
 // the service's throttler. Streams take neither: a stream's lifetime says
 // nothing of the dependency's latency.
-func (a *adaptiveLayers) bind(m *Method) error {
+func (a *adaptiveLayers) bind(m *methodState) error {
 	mp := m.policy
 	if mp.Kind != KindUnary {
 		return nil
@@ -257,7 +257,7 @@ type gate struct {
 // enter asks the throttler, then the concurrency limit, to let one attempt
 // through. It returns the refusal, an *Error matching ErrThrottled or
 // ErrConcurrencyLimited, when either does not.
-func (m *Method) enter() (g gate, err error) {
+func (m *methodState) enter() (g gate, err error) {
 	c := m.client
 	n := int64(-1)
 	if th := m.throttle; th != nil {
@@ -291,7 +291,7 @@ func (m *Method) enter() (g gate, err error) {
 
 // concurrencyLimited counts and, once per episode, reports a refusal by
 // the limit at n.
-func (m *Method) concurrencyLimited(cl *concurrencyLimit, n int64) error {
+func (m *methodState) concurrencyLimited(cl *concurrencyLimit, n int64) error {
 	limit := cl.l.Limit()
 	err := concurrencyLimitedError(m.dependency(), m.policy.Name, limit)
 	if am := m.adaptiveMetrics; am != nil {
@@ -309,7 +309,7 @@ func (m *Method) concurrencyLimited(cl *concurrencyLimit, n int64) error {
 
 // throttled counts and, once per episode, reports a refusal by the
 // throttler at n.
-func (m *Method) throttled(th *clientThrottle, n int64) error {
+func (m *methodState) throttled(th *clientThrottle, n int64) error {
 	p := th.t.RefusalProbability(m.client.at(n))
 	err := throttledError(m.dependency(), m.policy.Name, p)
 	if am := m.adaptiveMetrics; am != nil {
@@ -342,7 +342,7 @@ func (m *Method) throttled(th *clientThrottle, n int64) error {
 //     hedged copy lost) or a fault on the client's side: nothing is known
 //     of the dependency; the limit's permit is returned, the throttler
 //     counts nothing.
-func (m *Method) leave(ctx context.Context, g gate, err error, n int64) {
+func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
 	c := m.client
 	o := judgeAdaptive(ctx, err)
 	if n == 0 {
@@ -364,7 +364,7 @@ func (m *Method) leave(ctx context.Context, g gate, err error, n int64) {
 
 // leaveRefused returns what g holds for an attempt a later layer (the
 // breaker) refused: it says nothing about the dependency.
-func (m *Method) leaveRefused(g gate) {
+func (m *methodState) leaveRefused(g gate) {
 	if cl := m.concurrency; cl != nil {
 		cl.l.Release(g.tok, adaptive.Ignored, 0, time.Time{})
 	}
@@ -372,7 +372,7 @@ func (m *Method) leaveRefused(g gate) {
 
 // leaveUnlessDone, deferred, returns what g holds for an attempt whose
 // call did not return (it panicked); the panic goes on.
-func (m *Method) leaveUnlessDone(left *bool, g gate) {
+func (m *methodState) leaveUnlessDone(left *bool, g gate) {
 	if !*left {
 		m.leaveRefused(g)
 	}

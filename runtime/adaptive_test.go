@@ -358,30 +358,30 @@ func TestCountWindowBreakerJudgesTheLastNCallsWhateverTheirAge(t *testing.T) {
 	b, tr := newTestBreaker(p)
 	now := t0
 	for range 5 {
-		call(t, b, now, Failure)
+		call(t, b, now, outcomeFailure)
 	}
 	now = now.Add(time.Hour)
 	for range 4 {
-		call(t, b, now, Failure)
+		call(t, b, now, outcomeFailure)
 	}
 	wantState(t, b, now, StateClosed) // 9 calls, fewer than the minimum of 10
-	call(t, b, now, Failure)
+	call(t, b, now, outcomeFailure)
 	wantState(t, b, now, StateOpen)
 	wantTransitions(t, tr, "closed->open")
 
 	b, _ = newTestBreaker(p)
 	for range 4 {
-		call(t, b, now, Failure)
+		call(t, b, now, outcomeFailure)
 	}
 	for range 10 {
-		call(t, b, now, Success)
+		call(t, b, now, outcomeSuccess)
 	}
 	for range 4 {
-		call(t, b, now, Failure)
+		call(t, b, now, outcomeFailure)
 	}
 	// The ring holds the last 10: 6 successes, 4 failures.
 	wantState(t, b, now, StateClosed)
-	call(t, b, now, Failure)
+	call(t, b, now, outcomeFailure)
 	wantState(t, b, now, StateOpen)
 }
 
@@ -448,7 +448,7 @@ func TestAdaptiveMetricsAndEventsOncePerEpisode(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var mu sync.Mutex
 	var kinds []EventKind
-	obs := ObserverFunc(func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() })
+	obs := func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }
 	p := adPolicy(func(p *ServicePolicy) {
 		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 1, MaxLimit: 1}
 		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}

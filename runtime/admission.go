@@ -15,14 +15,14 @@ import (
 // false when the breaker refused, with how long the refusal is expected to
 // last. The caller has checked that its context is not over: what is
 // admitted is sent.
-func (m *Method) admit() (t Ticket, start int64, retryAfter time.Duration, ok bool) {
+func (m *methodState) admit() (t ticket, start int64, retryAfter time.Duration, ok bool) {
 	return m.admitAs(true)
 }
 
 // admitAs is admit for a unary attempt (probe true) or a stream, which may
 // take a half-open probe only where no unary method shares the breaker
 // (see stream.go).
-func (m *Method) admitAs(probe bool) (t Ticket, start int64, retryAfter time.Duration, ok bool) {
+func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter time.Duration, ok bool) {
 	br := m.breaker
 	if br != nil {
 		if t, retryAfter, ok = br.allow(m.client.now, probe); !ok {
@@ -39,7 +39,7 @@ func (m *Method) admitAs(probe bool) (t Ticket, start int64, retryAfter time.Dur
 // with t at start, and counts it in the metrics, both as verdict says. ctx
 // is the call's context, outside the attempt's own timeout. It returns the
 // clock reading at the end, 0 when neither needed the clock.
-func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error) int64 {
+func (m *methodState) settle(ctx context.Context, t ticket, start int64, err error) int64 {
 	return m.settleAs(ctx, t, start, err, true)
 }
 
@@ -47,7 +47,7 @@ func (m *Method) settle(ctx context.Context, t Ticket, start int64, err error) i
 // duration the breaker's slow-call threshold does not judge: a stream's
 // first message comes when there is something to say (a watch may wait
 // minutes), so its lateness says nothing about the dependency.
-func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error, timed bool) int64 {
+func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err error, timed bool) int64 {
 	br, mx := m.breaker, m.metrics
 	if br == nil && mx == nil {
 		return 0
@@ -73,7 +73,7 @@ func (m *Method) settleAs(ctx context.Context, t Ticket, start int64, err error,
 
 // settleUnlessDone, deferred, settles an attempt whose call did not return
 // (it panicked) as errPanicked; the panic goes on, unrecovered.
-func (m *Method) settleUnlessDone(ctx context.Context, settled *bool, t Ticket, start int64) {
+func (m *methodState) settleUnlessDone(ctx context.Context, settled *bool, t ticket, start int64) {
 	if !*settled {
 		m.settle(ctx, t, start, errPanicked)
 	}
@@ -92,19 +92,19 @@ func (m *Method) settleUnlessDone(ctx context.Context, settled *bool, t Ticket, 
 //
 // A context error that is not a status (a stream's own timeout) is
 // counted under the code gRPC gives it: DEADLINE_EXCEEDED or CANCELLED.
-func verdict(ctx context.Context, err error, failures CodeSet) (Outcome, codes.Code) {
+func verdict(ctx context.Context, err error, failures CodeSet) (outcome, codes.Code) {
 	if err == nil {
-		return Success, codes.OK
+		return outcomeSuccess, codes.OK
 	}
 	code := codeOf(err)
 	_, local := err.(*clientFault) // made by the runtime itself, never wrapped
 	switch {
 	case local, errors.Is(ctx.Err(), context.Canceled):
-		return Ignored, code
+		return outcomeIgnored, code
 	case failures.Has(code):
-		return Failure, code
+		return outcomeFailure, code
 	}
-	return Success, code
+	return outcomeSuccess, code
 }
 
 // codeOf is the gRPC code of err: its status code, or for a bare context
@@ -128,3 +128,14 @@ func (f *clientFault) Unwrap() error { return f.err }
 // errPanicked is what settle is told of an attempt whose call panicked;
 // the panic itself goes on to the caller.
 var errPanicked error = &clientFault{err: status.Error(codes.Unknown, "resilient: the call panicked")}
+
+// breakerRefused counts an attempt the breaker refused; retry says it was
+// not the call's first (a retry, or a hedged copy after the first).
+func (m *methodState) breakerRefused(retry bool) {
+	if mx := m.metrics; mx != nil {
+		mx.breakerRejections.Inc()
+		if retry {
+			mx.retries[retryBreaker].Inc()
+		}
+	}
+}

@@ -59,7 +59,7 @@ func FuzzAdmission(f *testing.F) {
 			s        *stream
 			fake     *fakeStream
 			cancel   context.CancelFunc
-			t        Ticket
+			t        ticket
 			recorded bool
 			sendEOF  bool // its permit went back at SendMsg's io.EOF
 		}
@@ -92,7 +92,7 @@ func FuzzAdmission(f *testing.F) {
 				called := false
 				call := func(actx context.Context, _ *fuzzMsg, _ ...grpc.CallOption) (*fuzzMsg, error) {
 					called = true
-					if got := m.bulkhead.InUse(); got != permitsHeld()+1 {
+					if got := m.bulkhead.taken(); got != permitsHeld()+1 {
 						t.Fatalf("step %d: %d permits taken during a call, want %d", step, got, permitsHeld()+1)
 					}
 					switch ending {
@@ -136,7 +136,7 @@ func FuzzAdmission(f *testing.F) {
 				if !called || panicked != (ending == 5) {
 					t.Fatalf("step %d: admitted: called %v, panicked %v, ending %d", step, called, panicked, ending)
 				}
-				unaryModel.done(tk, [...]Outcome{Success, Success, Failure, Failure, Ignored, Ignored}[ending], 0, n)
+				unaryModel.done(tk, [...]outcome{outcomeSuccess, outcomeSuccess, outcomeFailure, outcomeFailure, outcomeIgnored, outcomeIgnored}[ending], 0, n)
 
 			case 1: // a stream opens and sends its request
 				dead := arg >> 1 % 4
@@ -190,7 +190,7 @@ func FuzzAdmission(f *testing.F) {
 					if status.Code(err) != codes.Internal {
 						t.Fatalf("step %d: failed send: %v", step, err)
 					}
-					streamModel.done(tk, Ignored, 0, n)
+					streamModel.done(tk, outcomeIgnored, 0, n)
 					break
 				}
 				streams = append(streams, &held{s: cs.(*stream), fake: fcc.last, cancel: cancel, t: tk})
@@ -202,24 +202,24 @@ func FuzzAdmission(f *testing.F) {
 				i := int(prog.next()) % len(streams)
 				h := streams[i]
 				ending := arg % 8
-				var o Outcome
+				var o outcome
 				switch ending {
 				case 0:
 					h.fake.recvErr = nil
 				case 1:
 					h.fake.recvErr = io.EOF
 				case 2:
-					h.fake.recvErr, o = status.Error(codes.Unavailable, "down"), Failure
+					h.fake.recvErr, o = status.Error(codes.Unavailable, "down"), outcomeFailure
 				case 3:
 					h.fake.recvErr = status.Error(codes.NotFound, "no")
 				case 4:
-					h.fake.recvErr, o = status.Error(codes.DeadlineExceeded, "slow"), Failure
+					h.fake.recvErr, o = status.Error(codes.DeadlineExceeded, "slow"), outcomeFailure
 				case 5:
-					h.fake.recvErr, o = context.DeadlineExceeded, Failure // a bare context error
+					h.fake.recvErr, o = context.DeadlineExceeded, outcomeFailure // a bare context error
 				case 6:
-					h.fake.panics, o = true, Ignored
+					h.fake.panics, o = true, outcomeIgnored
 				case 7:
-					o = Ignored
+					o = outcomeIgnored
 				}
 				if ending == 7 {
 					h.cancel() // the caller's context ends: its AfterFunc frees the stream
@@ -250,13 +250,13 @@ func FuzzAdmission(f *testing.F) {
 			}
 			n = clock.n.Load()
 			now := clock.Now()
-			if got, want := c.byName[get].breaker.State(now), unaryModel.stateAt(n); got != want {
+			if got, want := c.byName[get].breaker.stateAtTime(now), unaryModel.stateAt(n); got != want {
 				t.Fatalf("step %d: unary breaker %v, the model says %v", step, got, want)
 			}
-			if got, want := c.byName[watch].breaker.State(now), streamModel.stateAt(n); got != want {
+			if got, want := c.byName[watch].breaker.stateAtTime(now), streamModel.stateAt(n); got != want {
 				t.Fatalf("step %d: stream breaker %v, the model says %v", step, got, want)
 			}
-			if got := m.bulkhead.InUse(); got != permitsHeld() {
+			if got := m.bulkhead.taken(); got != permitsHeld() {
 				t.Fatalf("step %d: %d permits taken, %d streams hold one", step, got, permitsHeld())
 			}
 		}

@@ -15,23 +15,23 @@ import (
 // (the runtime adds one at a time); the last outcome makes the breaker judge.
 func TestAttackBreakerRatioUnderHeavyTraffic(t *testing.T) {
 	base := time.Unix(3_000_000, 0)
-	b := NewBreaker(BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 100, Window: 10 * time.Second,
+	b := newBreaker(BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 100, Window: 10 * time.Second,
 		CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}, base, nil)
 	at := base.Add(time.Hour)
 	n := nanos(at, base)
 	for range 2 { // 1.5 million successes in one bucket, then 0.6 million failures
-		b.outcomes.add(n, 750_000, 0)
+		b.outcomes.Add(n, 750_000, 0)
 	}
 	for range 6 {
-		b.outcomes.add(n, 100_000, 100_000)
+		b.outcomes.Add(n, 100_000, 100_000)
 	}
-	tk, _, ok := b.Allow(at)
+	tk, _, ok := b.allowAt(at)
 	if !ok {
 		t.Fatal("refused")
 	}
-	b.Done(tk, Failure, 0, at)
-	if s := b.State(at); s != StateClosed {
-		calls, failures := b.outcomes.sum(n)
+	b.doneAt(tk, outcomeFailure, 0, at)
+	if s := b.stateAtTime(at); s != StateClosed {
+		calls, failures := b.outcomes.Sum(n)
 		t.Errorf("breaker %v with %d failures in %d calls counted, at a real ratio of 29%%; want closed", s, failures, calls)
 	}
 }

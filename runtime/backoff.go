@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// Backoff returns how long to wait before retry number n (1 for the first
+// backoffFor returns how long to wait before retry number n (1 for the first
 // retry) under p: a duration drawn uniformly from [0, bound), where the bound
 // starts at InitialBackoff, grows by Multiplier per retry and never exceeds
 // MaxBackoff ("full jitter"). Spreading the waits over the whole interval
 // keeps clients that failed together from retrying together.
-func Backoff(p *RetryPolicy, n int) time.Duration {
+func backoffFor(p *RetryPolicy, n int) time.Duration {
 	return jitter(backoffBound(p, n))
 }
 

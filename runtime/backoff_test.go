@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,7 +48,7 @@ func TestBackoffDrawsWithinBound(t *testing.T) {
 		var sum float64
 		const draws = 20000
 		for range draws {
-			d := Backoff(p, n)
+			d := backoffFor(p, n)
 			if d < 0 || d >= bound {
 				t.Fatalf("retry %d drew %s, outside [0, %s)", n, d, bound)
 			}
@@ -64,7 +66,7 @@ func TestBackoffDrawsWithinBound(t *testing.T) {
 func TestBackoffZeroBound(t *testing.T) {
 	p := &RetryPolicy{}
 	for range 10 {
-		if d := Backoff(p, 3); d != 0 {
+		if d := backoffFor(p, 3); d != 0 {
 			t.Fatalf("zero policy drew %s, want 0", d)
 		}
 	}
@@ -85,7 +87,7 @@ func TestBackoffHugeRetryNumbersDoNotOverflow(t *testing.T) {
 			if bound <= 0 || bound > p.MaxBackoff {
 				t.Errorf("%+v: bound of retry %d = %s, want in (0, %s]", *p, n, bound, p.MaxBackoff)
 			}
-			if d := Backoff(p, n); d < 0 || d >= max(bound, 1) {
+			if d := backoffFor(p, n); d < 0 || d >= max(bound, 1) {
 				t.Errorf("%+v: retry %d drew %s", *p, n, d)
 			}
 		}
@@ -98,5 +100,32 @@ func TestBackoffHugeRetryNumbersDoNotOverflow(t *testing.T) {
 			}
 			prev = b
 		}
+	}
+}
+
+// TestBackoffWalkthrough: each wait is drawn uniformly below a bound that grows from
+// InitialBackoff by Multiplier and stops at MaxBackoff.
+func TestBackoffWalkthrough(t *testing.T) {
+	var out strings.Builder
+	p := &RetryPolicy{
+		MaxAttempts:    6,
+		InitialBackoff: 100 * time.Millisecond,
+		MaxBackoff:     time.Second,
+		Multiplier:     2,
+	}
+	bound := p.InitialBackoff
+	for n := 1; n <= 5; n++ {
+		d := backoffFor(p, n)
+		fmt.Fprintf(&out, "retry %d waits in [0, %s): %v\n", n, bound, d >= 0 && d < bound)
+		bound = min(bound*2, p.MaxBackoff)
+	}
+	const want = `retry 1 waits in [0, 100ms): true
+retry 2 waits in [0, 200ms): true
+retry 3 waits in [0, 400ms): true
+retry 4 waits in [0, 800ms): true
+retry 5 waits in [0, 1s): true
+`
+	if got := out.String(); got != want {
+		t.Errorf("walkthrough printed\n%s\nwant\n%s", got, want)
 	}
 }

@@ -74,7 +74,7 @@ func sameMethods(annotated, edited *ServicePolicy, source string) error {
 
 // bind returns the method of c named method, which must be of one of the
 // kinds (described by what, for the error).
-func (c *Client) bind(method, what string, kinds ...Kind) (*Method, error) {
+func (c *Client) bind(method, what string, kinds ...Kind) (*methodState, error) {
 	if c == nil {
 		return nil, fmt.Errorf("resilient: binding %s: nil Client", method)
 	}

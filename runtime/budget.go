@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
-// Budget is a retry budget: over a sliding window, the retries towards a
+// budget is a retry budget: over a sliding window, the retries towards a
 // dependency may not exceed Ratio times the requests plus MinRetries. Under
 // a total outage it holds the load on the dependency to about (1 + Ratio)
 // times the requests, where unbudgeted retries would multiply it by the
@@ -19,10 +22,10 @@ import (
 //
 // Counting a request takes no lock; deciding a retry takes the budget's
 // mutex, so that concurrent retries can never overdraw it.
-type Budget struct {
+type budget struct {
 	p    BudgetPolicy
 	base time.Time
-	w    *window // a: requests, b: retries
+	w    *window.Time // a: requests, b: retries
 	mu   sync.Mutex
 
 	// The episode of exhaustion, for the events: from the first refusal
@@ -36,34 +39,31 @@ type Budget struct {
 	refusals    int // retries refused in the episode
 }
 
-// NewBudget returns an empty budget whose window counts from base.
-func NewBudget(p BudgetPolicy, base time.Time) *Budget {
-	return &Budget{p: p, base: base, w: newWindow(p.Window)}
+// newBudget returns an empty budget whose window counts from base.
+func newBudget(p BudgetPolicy, base time.Time) *budget {
+	return &budget{p: p, base: base, w: window.NewTime(p.Window)}
 }
 
-// Request counts one request (a call, not an attempt) at now.
-func (b *Budget) Request(now time.Time) { b.request(nanos(now, b.base)) }
+// request counts one request (a call, not an attempt) at n, nanoseconds
+// since base.
+func (b *budget) request(n int64) { b.w.Add(n, 1, 0) }
 
-func (b *Budget) request(n int64) { b.w.add(n, 1, 0) }
-
-// TryRetry reports whether one more retry fits in the budget at now, and if
+// tryRetry reports whether one more retry fits in the budget at n, and if
 // so counts it.
-func (b *Budget) TryRetry(now time.Time) bool { return b.tryRetry(nanos(now, b.base)) }
-
-func (b *Budget) tryRetry(n int64) bool {
+func (b *budget) tryRetry(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	requests, retries := b.w.sum(n)
+	requests, retries := b.w.Sum(n)
 	if int64(retries)+1 > b.allowance(requests) {
 		return false
 	}
-	b.w.add(n, 0, 1)
+	b.w.Add(n, 0, 1)
 	return true
 }
 
-// Available returns how many retries the budget would allow at now.
-func (b *Budget) Available(now time.Time) int {
-	requests, retries := b.w.sum(nanos(now, b.base))
+// available returns how many retries the budget would allow at n.
+func (b *budget) available(n int64) int {
+	requests, retries := b.w.Sum(n)
 	return int(max(0, b.allowance(requests)-int64(retries)))
 }
 
@@ -71,7 +71,7 @@ func (b *Budget) Available(now time.Time) int {
 // it: Ratio*requests, rounded down, plus MinRetries. A product that is an
 // integer in exact arithmetic may fall just below it in float64
 // (0.29*100 = 28.999999999999996); it is not rounded down a whole retry.
-func (b *Budget) allowance(requests uint64) int64 {
+func (b *budget) allowance(requests uint64) int64 {
 	x := b.p.Ratio * float64(requests)
 	if r := math.Round(x); math.Abs(x-r) <= 1e-9*r {
 		x = r
@@ -85,7 +85,7 @@ func (b *Budget) allowance(requests uint64) int64 {
 
 // refused notes a refusal at n in the episode of exhaustion, and reports
 // whether it began one.
-func (b *Budget) refused(n int64) (began bool) {
+func (b *budget) refused(n int64) (began bool) {
 	b.emu.Lock()
 	defer b.emu.Unlock()
 	b.lastRefusal = n
@@ -101,7 +101,7 @@ func (b *Budget) refused(n int64) (began bool) {
 // recovered ends the episode of exhaustion when no retry was refused for
 // a whole window before n; it returns how long the episode lasted (to its
 // last refusal) and how many retries it refused, ok false when it goes on.
-func (b *Budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool) {
+func (b *budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool) {
 	b.emu.Lock()
 	defer b.emu.Unlock()
 	if !b.exhausted.Load() || n-b.lastRefusal < int64(b.p.Window) {
@@ -115,7 +115,7 @@ func (b *Budget) recovered(n int64) (lasted time.Duration, refusals int, ok bool
 // reports the refusal that begins an episode of exhaustion: one event,
 // however many retries the episode refuses. err is what the caller is
 // left with, nil when a hedged copy was refused before any copy failed.
-func (m *Method) budgetRefused(err error) {
+func (m *methodState) budgetRefused(err error) {
 	if m.metrics != nil {
 		m.metrics.retries[retryBudget].Inc()
 	}
@@ -125,7 +125,7 @@ func (m *Method) budgetRefused(err error) {
 	}
 	cause := ""
 	if err != nil {
-		cause = strings.ToLower(CodeName(status.Code(err)))
+		cause = strings.ToLower(codename.Of(status.Code(err)))
 	}
 	c.events.emit(Event{Kind: EventBudgetExhausted, Dependency: m.dependency(), Method: m.policy.Name, Cause: cause, Err: err})
 }
@@ -133,7 +133,7 @@ func (m *Method) budgetRefused(err error) {
 // budgetRecovered reports the end of the budget's episode of exhaustion
 // at the first call after a whole window without a refusal. A call that
 // finds no episode pays one atomic load.
-func (m *Method) budgetRecovered() {
+func (m *methodState) budgetRecovered() {
 	b := m.budget
 	if !b.exhausted.Load() {
 		return

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,12 +10,19 @@ import (
 )
 
 // drain takes retries at now until the budget refuses one, and returns how
-// many it granted. It checks that Available announced that number.
-func drain(t *testing.T, b *Budget, now time.Time) int {
+// many it granted. It checks that available announced that number.
+
+// requestAt, tryRetryAt and availableAt drive a budget with instants
+// instead of clock readings, for the tests.
+func (b *budget) requestAt(now time.Time)       { b.request(nanos(now, b.base)) }
+func (b *budget) tryRetryAt(now time.Time) bool { return b.tryRetry(nanos(now, b.base)) }
+func (b *budget) availableAt(now time.Time) int { return b.available(nanos(now, b.base)) }
+
+func drain(t *testing.T, b *budget, now time.Time) int {
 	t.Helper()
-	avail := b.Available(now)
+	avail := b.availableAt(now)
 	n := 0
-	for b.TryRetry(now) {
+	for b.tryRetryAt(now) {
 		n++
 		if n > 1_000_000 {
 			t.Fatal("the budget never runs out")
@@ -23,14 +31,14 @@ func drain(t *testing.T, b *Budget, now time.Time) int {
 	if avail != n {
 		t.Errorf("Available said %d, TryRetry granted %d", avail, n)
 	}
-	if a := b.Available(now); a != 0 {
+	if a := b.availableAt(now); a != 0 {
 		t.Errorf("Available after draining = %d, want 0", a)
 	}
 	return n
 }
 
 func TestBudgetFloorWithoutRequests(t *testing.T) {
-	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	if got := drain(t, b, t0.Add(time.Second)); got != 10 {
 		t.Fatalf("granted %d retries with no requests, want 10", got)
 	}
@@ -54,10 +62,10 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 		{0.3, 0, 10, 3},
 	} {
 		t.Run(fmt.Sprintf("%v,%d,%d", tc.ratio, tc.minRetries, tc.requests), func(t *testing.T) {
-			b := NewBudget(BudgetPolicy{Ratio: tc.ratio, MinRetries: tc.minRetries, Window: 10 * time.Second}, t0)
+			b := newBudget(BudgetPolicy{Ratio: tc.ratio, MinRetries: tc.minRetries, Window: 10 * time.Second}, t0)
 			now := t0.Add(time.Second)
 			for range tc.requests {
-				b.Request(now)
+				b.requestAt(now)
 			}
 			if got := drain(t, b, now); got != tc.want {
 				t.Fatalf("granted %d retries, want %d", got, tc.want)
@@ -67,26 +75,26 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 }
 
 func TestBudgetEarnsRetriesAsRequestsCome(t *testing.T) {
-	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	now := t0.Add(time.Second)
 	drain(t, b, now)
 	for i := 1; i <= 30; i++ {
-		b.Request(now)
+		b.requestAt(now)
 		want := i%10 == 0 // every 10th request earns one retry
-		if got := b.TryRetry(now); got != want {
+		if got := b.tryRetryAt(now); got != want {
 			t.Fatalf("after %d requests TryRetry = %v, want %v", i, got, want)
 		}
 	}
 }
 
 func TestBudgetWindowSlides(t *testing.T) {
-	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	start := t0.Add(time.Second)
 	for range 100 {
-		b.Request(start)
+		b.requestAt(start)
 	}
 	for range 10 {
-		if !b.TryRetry(start) {
+		if !b.tryRetryAt(start) {
 			t.Fatal("retry refused")
 		}
 	}
@@ -96,7 +104,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 	}
 	// At +11 s the requests have left the window, but the retries of +5 s
 	// are still in it: 20 retries already against a floor of 10.
-	if got := b.Available(start.Add(11 * time.Second)); got != 0 {
+	if got := b.availableAt(start.Add(11 * time.Second)); got != 0 {
 		t.Fatalf("Available at +11s = %d, want 0", got)
 	}
 	// At +16 s everything has expired: the floor again.
@@ -106,7 +114,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 	// And requests made later count afresh.
 	late := start.Add(17 * time.Second)
 	for range 50 {
-		b.Request(late)
+		b.requestAt(late)
 	}
 	if got := drain(t, b, late); got != 5 {
 		t.Fatalf("granted %d at +17s, want 5", got)
@@ -114,14 +122,14 @@ func TestBudgetWindowSlides(t *testing.T) {
 }
 
 func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
-	b := NewBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	now := t0.Add(time.Second)
 	var wg sync.WaitGroup
 	for range 100 {
-		wg.Go(func() { b.Request(now) })
+		wg.Go(func() { b.requestAt(now) })
 	}
 	wg.Wait()
-	if got := b.Available(now); got != 20 {
+	if got := b.availableAt(now); got != 20 {
 		t.Fatalf("Available = %d, want 20", got)
 	}
 	var granted atomic.Int64
@@ -130,7 +138,7 @@ func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range 10 {
-				if b.TryRetry(now) {
+				if b.tryRetryAt(now) {
 					granted.Add(1)
 				}
 			}
@@ -141,7 +149,7 @@ func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
 	if got := granted.Load(); got != 20 {
 		t.Fatalf("64 goroutines were granted %d retries, want exactly 20", got)
 	}
-	if got := b.Available(now); got != 0 {
+	if got := b.availableAt(now); got != 0 {
 		t.Fatalf("Available = %d, want 0", got)
 	}
 }
@@ -149,19 +157,19 @@ func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
 func TestBudgetConcurrentRequestsAndRetries(t *testing.T) {
 	// Requests and retries race; at every grant the retries must fit the
 	// requests counted so far. At the end the total fits the final budget.
-	b := NewBudget(BudgetPolicy{Ratio: 0.2, MinRetries: 5, Window: 10 * time.Second}, t0)
+	b := newBudget(BudgetPolicy{Ratio: 0.2, MinRetries: 5, Window: 10 * time.Second}, t0)
 	now := t0.Add(time.Second)
 	var granted atomic.Int64
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
 			for range 100 {
-				b.Request(now)
+				b.requestAt(now)
 			}
 		})
 		wg.Go(func() {
 			for range 100 {
-				if b.TryRetry(now) {
+				if b.tryRetryAt(now) {
 					granted.Add(1)
 				}
 			}
@@ -171,7 +179,36 @@ func TestBudgetConcurrentRequestsAndRetries(t *testing.T) {
 	if max := int64(0.2*3200 + 5); granted.Load() > max {
 		t.Fatalf("granted %d retries, more than %d", granted.Load(), max)
 	}
-	if got, want := int64(b.Available(now)), int64(0.2*3200+5)-granted.Load(); got != want {
+	if got, want := int64(b.availableAt(now)), int64(0.2*3200+5)-granted.Load(); got != want {
 		t.Fatalf("Available = %d, want %d", got, want)
+	}
+}
+
+// TestBudgetWalkthrough spends a budget: a quiet client's floor, the
+// allowance that 100 requests add, all of it granted, and the window
+// emptied 11 s later.
+func TestBudgetWalkthrough(t *testing.T) {
+	var out strings.Builder
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, base)
+	now := base.Add(time.Second)
+	fmt.Fprintln(&out, "quiet client:", b.availableAt(now), "retries")
+	for range 100 {
+		b.requestAt(now)
+	}
+	fmt.Fprintln(&out, "after 100 requests:", b.availableAt(now), "retries")
+	granted := 0
+	for b.tryRetryAt(now) {
+		granted++
+	}
+	fmt.Fprintln(&out, "granted:", granted)
+	fmt.Fprintln(&out, "11 s later:", b.availableAt(now.Add(11*time.Second)), "retries")
+	const want = `quiet client: 10 retries
+after 100 requests: 20 retries
+granted: 20
+11 s later: 10 retries
+`
+	if got := out.String(); got != want {
+		t.Errorf("walkthrough printed\n%s\nwant\n%s", got, want)
 	}
 }

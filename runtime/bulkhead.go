@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// Bulkhead bounds the calls in flight towards a dependency to Permits, so
+// bulkhead bounds the calls in flight towards a dependency to Permits, so
 // that a slow dependency holds at most that many of the caller's goroutines.
 // A call that finds every permit taken waits at most MaxWait (and never past
 // its context) for one, then is refused.
 //
 // Taking and returning a permit is one atomic operation while permits are
 // free and nobody waits; the mutex is used only to queue and wake waiters.
-type Bulkhead struct {
+type bulkhead struct {
 	permits int64
 	maxWait time.Duration
 
@@ -24,15 +24,15 @@ type Bulkhead struct {
 	queue   []chan struct{} // FIFO; a closed channel has been handed a permit
 }
 
-// NewBulkhead returns a bulkhead with every permit free.
-func NewBulkhead(p BulkheadPolicy) *Bulkhead {
-	return &Bulkhead{permits: int64(p.Permits), maxWait: p.MaxWait}
+// newBulkhead returns a bulkhead with every permit free.
+func newBulkhead(p BulkheadPolicy) *bulkhead {
+	return &bulkhead{permits: int64(p.Permits), maxWait: p.MaxWait}
 }
 
-// InUse returns the number of permits taken.
-func (b *Bulkhead) InUse() int { return int(b.inUse.Load()) }
+// taken returns the number of permits taken.
+func (b *bulkhead) taken() int { return int(b.inUse.Load()) }
 
-func (b *Bulkhead) tryAcquire() bool {
+func (b *bulkhead) tryAcquire() bool {
 	for {
 		n := b.inUse.Load()
 		if n >= b.permits {
@@ -44,10 +44,10 @@ func (b *Bulkhead) tryAcquire() bool {
 	}
 }
 
-// Acquire takes a permit, waiting up to MaxWait for one. It returns false
+// acquire takes a permit, waiting up to MaxWait for one. It returns false
 // when none could be had in that time or before ctx ended, and how long it
-// waited. A successful Acquire must be paired with one Release.
-func (b *Bulkhead) Acquire(ctx context.Context) (bool, time.Duration) {
+// waited. A successful acquire must be paired with one release.
+func (b *bulkhead) acquire(ctx context.Context) (bool, time.Duration) {
 	if b.tryAcquire() {
 		return true, 0
 	}
@@ -64,7 +64,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (bool, time.Duration) {
 	// waiting and was not handed over: try once more now that we are queued.
 	if b.tryAcquire() {
 		if !b.leave(ch) {
-			b.Release() // handed a second permit meanwhile: give it back
+			b.release() // handed a second permit meanwhile: give it back
 		}
 		return true, time.Since(start)
 	}
@@ -85,7 +85,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (bool, time.Duration) {
 
 // leave takes ch out of the queue. It returns false if ch had already been
 // handed a permit.
-func (b *Bulkhead) leave(ch chan struct{}) bool {
+func (b *bulkhead) leave(ch chan struct{}) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, c := range b.queue {
@@ -98,8 +98,8 @@ func (b *Bulkhead) leave(ch chan struct{}) bool {
 	return false
 }
 
-// Release returns a permit, handing it to the longest waiter if any.
-func (b *Bulkhead) Release() {
+// release returns a permit, handing it to the longest waiter if any.
+func (b *bulkhead) release() {
 	b.inUse.Add(-1)
 	if b.waiting.Load() == 0 {
 		return
@@ -117,13 +117,13 @@ func (b *Bulkhead) Release() {
 // acquirePermit takes a permit of the method's bulkhead (which must not be
 // nil), counting it in the metrics; the error is the caller's own context
 // error, or the refusal.
-func (m *Method) acquirePermit(ctx context.Context) error {
+func (m *methodState) acquirePermit(ctx context.Context) error {
 	bh, mx := m.bulkhead, m.metrics
-	ok, waited := bh.Acquire(ctx)
+	ok, waited := bh.acquire(ctx)
 	if ok && waited > 0 && ctx.Err() != nil {
 		// Handed a permit just as the context ended: the call will not be
 		// made, so the permit goes back at once.
-		bh.Release()
+		bh.release()
 		ok = false
 	}
 	if !ok {
@@ -142,8 +142,8 @@ func (m *Method) acquirePermit(ctx context.Context) error {
 }
 
 // releasePermit gives back a permit taken with acquirePermit.
-func (m *Method) releasePermit() {
-	m.bulkhead.Release()
+func (m *methodState) releasePermit() {
+	m.bulkhead.release()
 	if mx := m.metrics; mx != nil {
 		mx.bulkheadInUse.Dec()
 	}

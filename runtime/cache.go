@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +16,20 @@ import (
 )
 
 // CachePolicy configures a stale-on-error cache with single flight for an
-// idempotent read (see UnaryCached).
+// idempotent read. Before any other layer, a fresh answer for the
+// request's key is returned without calling. Otherwise the callers of one
+// key share one call, which runs detached from any one caller's
+// cancellation, with its own limit (the method's OverallTimeout, else its
+// Timeout), through the rate limit, bulkhead, retries and breaker; a
+// caller who gives up stops waiting; when the last one has given up, the
+// call starts nothing more, and only an attempt already sent runs on, its
+// answer kept. A caller whose context is already done gets its error and
+// starts nothing. When the shared call fails on the dependency's side or
+// is refused by the runtime, or the caller's own deadline runs out while it
+// waits for that call, and an answer younger than StaleTTL is kept, that
+// answer is returned instead (counted as a fallback with cause
+// "stale_cache"); only a key with no such answer fails. Answers are copied
+// for each caller.
 type CachePolicy struct {
 	// FreshTTL is how long an answer is served without calling; positive.
 	FreshTTL time.Duration
@@ -34,10 +46,6 @@ type CachePolicy struct {
 	// generated key function reads the annotated fields), and Describe
 	// shows them.
 	KeyFields []string
-}
-
-func (p *CachePolicy) String() string {
-	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
 }
 
 func (p *CachePolicy) check(f string, bad badFunc) {
@@ -63,7 +71,12 @@ func JoinKey(parts ...string) string {
 }
 
 // cache is the bounded LRU map of one method's answers, with the calls in
-// flight per key.
+// flight per key. It is written here rather than taken from
+// golang.org/x/sync/singleflight (which counts no waiters, so a shared
+// call could not stop when its last caller leaves) or
+// hashicorp/golang-lru/v2/expirable (one TTL per cache where an entry has
+// two, time.Now instead of the client's Clock, and a cleaning goroutine
+// per cache): the README's development notes say more.
 type cache struct {
 	p       CachePolicy
 	mu      sync.Mutex
@@ -169,41 +182,21 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 	close(f.done)
 }
 
-// UnaryCached is Unary for a method with a cache: key computes the cache
-// key of a request (generated from the method's key_fields, no
-// reflection). Before any other layer, a fresh answer for the key is
-// returned without calling. Otherwise the callers of one key share one
-// call, which runs detached from any one caller's cancellation, with its
-// own limit (the method's OverallTimeout, else its Timeout), through the
-// rate limit, bulkhead, retries and breaker; a caller who gives up stops
-// waiting; when the last one has given up, the call starts nothing more,
-// and only an attempt already sent runs on, its answer kept. A caller
-// whose context is already done gets its error and starts nothing.
-// When that call fails on the dependency's side or is refused by the
-// runtime and an answer younger than StaleTTL is kept, that answer is
-// returned instead (counted as a fallback with cause "stale_cache"); only
-// a key with no such answer fails. Answers are copied for each caller.
-//
-// A method without a cache, or a nil key, behaves as with Unary.
-func UnaryCached[Req, Resp any](ctx context.Context, m *Method, idemKey string, key func(*Req) string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
-	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	return unaryWith(ctx, m, idemKey, key, req, opts, call, fallback)
-}
-
-// cached runs a call through the method's cache; stale reports an answer
-// served stale after a failure.
-func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, err error, stale bool) {
+// cached runs a call through the method's cache, as CachePolicy says; key
+// is the request's cache key (made by generated code from the method's
+// key_fields, no reflection), idemKey its idempotency key. stale reports an
+// answer served stale after a failure.
+func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key string, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, stale bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// Nobody to answer: no lookup, and above all no call.
-		return nil, statusFromContext(err), false
+		return nil, false, statusFromContext(err)
 	}
 	ch := m.cache
 	c := m.client
 	if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
 		m.cacheLookup(cacheHit)
-		return copyOf(val.(*Resp)), nil, false
+		return copyOf(val.(*Resp)), false, nil
 	}
 	m.cacheLookup(cacheMiss)
 	f, leader := ch.join(ctx, key)
@@ -220,28 +213,28 @@ func cached[Req, Resp any](ctx context.Context, m *Method, idemKey, key string, 
 			// answered: for this caller the call failed, and a stale answer
 			// is better than none. A caller who cancelled wants nothing.
 			if resp, ok := staleOf[Resp](m, key, err); ok {
-				return resp, nil, true
+				return resp, true, nil
 			}
 		}
-		return nil, err, false
+		return nil, false, err
 	}
 	if f.panicked != nil {
 		panic(f.panicked)
 	}
 	if f.err == nil {
-		return copyOf(f.val.(*Resp)), nil, false
+		return copyOf(f.val.(*Resp)), false, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
 		if resp, ok := staleOf[Resp](m, key, f.err); ok {
-			return resp, nil, true
+			return resp, true, nil
 		}
 	}
-	return nil, f.err, false
+	return nil, false, f.err
 }
 
 // staleOf returns a copy of the answer kept for key when it is younger
 // than StaleTTL, counting it as served stale after err.
-func staleOf[Resp any](m *Method, key string, err error) (*Resp, bool) {
+func staleOf[Resp any](m *methodState, key string, err error) (*Resp, bool) {
 	val, at, ok := m.cache.get(key)
 	if !ok || m.client.now()-at >= int64(m.cache.p.StaleTTL) {
 		return nil, false
@@ -255,7 +248,7 @@ func staleOf[Resp any](m *Method, key string, err error) (*Resp, bool) {
 // and the method's own limit, starting nothing once every caller left;
 // the call options that write into the first caller's memory
 // (header, trailer, peer) are left out, since that caller may be gone.
-func fetch[Req, Resp any](m *Method, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
+func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
 	defer f.cancel()
 	defer func() {

@@ -126,11 +126,11 @@ func TestCacheStaleOnError(t *testing.T) {
 	var events []runtime.Event
 	var mu sync.Mutex
 	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
-		runtime.WithClock(clock), runtime.WithRegisterer(reg), runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) {
+		runtime.WithClock(clock), runtime.WithRegisterer(reg), runtime.WithObserver(func(e runtime.Event) {
 			mu.Lock()
 			events = append(events, e)
 			mu.Unlock()
-		})))
+		}))
 	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {
 		t.Fatal(err)
 	}

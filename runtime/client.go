@@ -20,23 +20,25 @@ type Client struct {
 	clock   Clock
 	system  bool // clock is the system clock: read only its monotonic part
 	base    time.Time
-	budget  *Budget
-	methods []*Method
-	byName  map[string]*Method
+	budget  *budget
+	methods []*methodState
+	byName  map[string]*methodState
 	changes []Change // what the edits changed, in order
 
 	metrics *collectors // nil without a registerer
 	events  *events     // nil without a logger or an observer
 }
 
-// Method is the compiled, ready-to-run policy of one method of a Client.
-type Method struct {
+// methodState is the compiled, ready-to-run policy of one method of a
+// Client, with the state it goes through: its breaker, bulkhead, budget,
+// rate limit, cache and metrics.
+type methodState struct {
 	client   *Client
 	policy   *MethodPolicy
-	breaker  *Breaker     // the method's own, or the service's; nil for none
-	bulkhead *Bulkhead    // likewise
-	budget   *Budget      // nil unless the method retries or hedges
-	limiter  *RateLimiter // the method's own, or the service's; nil for none
+	breaker  *breaker     // the method's own, or the service's; nil for none
+	bulkhead *bulkhead    // likewise
+	budget   *budget      // nil unless the method retries or hedges
+	limiter  *rateLimiter // the method's own, or the service's; nil for none
 	cache    *cache       // nil unless the method has a cache
 
 	concurrency     *concurrencyLimit // the method's own adaptive limit, or the service's; nil for none
@@ -56,7 +58,7 @@ type options struct {
 	clock      Clock
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	observers  []Observer
+	observers  []func(Event)
 	edits      []policyEdit
 }
 
@@ -139,19 +141,19 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 	}
 	p = &c.policy
-	c.byName = make(map[string]*Method, len(p.Methods))
+	c.byName = make(map[string]*methodState, len(p.Methods))
 
-	var shared *Breaker
+	var shared *breaker
 	if p.Breaker != nil {
 		shared = c.newBreaker(*p.Breaker, "")
 	}
-	var sharedBulkhead *Bulkhead
+	var sharedBulkhead *bulkhead
 	if p.Bulkhead != nil {
-		sharedBulkhead = NewBulkhead(*p.Bulkhead)
+		sharedBulkhead = newBulkhead(*p.Bulkhead)
 	}
-	var sharedLimiter *RateLimiter
+	var sharedLimiter *rateLimiter
 	if p.RateLimit != nil {
-		sharedLimiter = NewRateLimiter(*p.RateLimit)
+		sharedLimiter = newRateLimiter(*p.RateLimit)
 	}
 	layers, err := c.newAdaptive(o.registerer)
 	if err != nil {
@@ -159,9 +161,9 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
-		m := &Method{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
+		m := &methodState{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
 		if mp.RateLimit != nil {
-			m.limiter = NewRateLimiter(*mp.RateLimit)
+			m.limiter = newRateLimiter(*mp.RateLimit)
 		}
 		if mp.Cache != nil {
 			m.cache = newCache(*mp.Cache)
@@ -170,7 +172,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 			m.breaker = c.newBreaker(*mp.Breaker, mp.Name)
 		}
 		if mp.Bulkhead != nil {
-			m.bulkhead = NewBulkhead(*mp.Bulkhead)
+			m.bulkhead = newBulkhead(*mp.Bulkhead)
 		}
 		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
@@ -178,7 +180,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 				if p.Budget != nil {
 					bp = *p.Budget
 				}
-				c.budget = NewBudget(bp, c.base)
+				c.budget = newBudget(bp, c.base)
 			}
 			m.budget = c.budget
 		}
@@ -196,12 +198,12 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 
 // newBreaker builds a breaker whose transitions are counted, logged and
 // observed; method is "" for the service's shared breaker.
-func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
+func (c *Client) newBreaker(p BreakerPolicy, method string) *breaker {
 	dep := c.policy.Name
 	var state prometheus.Gauge
 	var entered [3]prometheus.Counter
 	if c.metrics != nil {
-		label := breakerLabel(method)
+		label := scopeLabel(method)
 		state = c.metrics.breakerState.WithLabelValues(dep, label)
 		state.Set(float64(StateClosed))
 		for s := range entered {
@@ -210,9 +212,9 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
 	}
 	ev := c.events
 	if state == nil && ev == nil {
-		return NewBreaker(p, c.base, nil)
+		return newBreaker(p, c.base, nil)
 	}
-	return NewBreaker(p, c.base, func(from, to State) {
+	return newBreaker(p, c.base, func(from, to State) {
 		if state != nil {
 			state.Set(float64(to))
 			entered[to].Inc()
@@ -226,11 +228,6 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *Breaker {
 // Policy returns the policy the client applies.
 func (c *Client) Policy() *ServicePolicy { return &c.policy }
 
-// Method returns the method at index i of the policy's Methods, for tests
-// and inspection; generated clients bind their methods by name (NewUnary,
-// NewServerStream, NewStream).
-func (c *Client) Method(i int) *Method { return c.methods[i] }
-
 // BreakerState returns the state of the breaker the named method
 // ("/pkg.Service/Method") goes through, and false when it has none.
 func (c *Client) BreakerState(method string) (State, bool) {
@@ -238,7 +235,7 @@ func (c *Client) BreakerState(method string) (State, bool) {
 	if m == nil || m.breaker == nil {
 		return StateClosed, false
 	}
-	return m.breaker.State(c.clock.Now()), true
+	return m.breaker.stateAt(c.now()), true
 }
 
 // BulkheadInUse returns the permits taken in the bulkhead the named method
@@ -248,13 +245,10 @@ func (c *Client) BulkheadInUse(method string) (int, bool) {
 	if m == nil || m.bulkhead == nil {
 		return 0, false
 	}
-	return m.bulkhead.InUse(), true
+	return m.bulkhead.taken(), true
 }
 
-// Policy returns the method's policy.
-func (m *Method) Policy() *MethodPolicy { return m.policy }
-
-func (m *Method) dependency() string { return m.client.policy.Name }
+func (m *methodState) dependency() string { return m.client.policy.Name }
 
 // nilRequestError is the error for a call or stream given a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC

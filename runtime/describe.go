@@ -5,29 +5,23 @@ import (
 	"strings"
 )
 
-// Describe renders the policy as text, one method per paragraph, so an
+// describe renders the policy as text, one method per paragraph, so an
 // operator can see what is in force: every timeout, retry, breaker,
 // bulkhead and budget setting, and which of them the methods share.
-func Describe(p *ServicePolicy) string {
+func describe(p *ServicePolicy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", p.Name)
 	if p.Budget != nil {
-		fmt.Fprintf(&b, "  retry budget: %s\n", p.Budget)
+		fmt.Fprintf(&b, "  retry budget: %s\n", p.Budget.describe())
 	}
 	if p.Breaker != nil {
-		fmt.Fprintf(&b, "  breaker (shared): %s\n", p.Breaker)
+		fmt.Fprintf(&b, "  breaker (shared): %s\n", p.Breaker.describe())
 	}
 	if p.Bulkhead != nil {
-		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", p.Bulkhead)
+		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", p.Bulkhead.describe())
 	}
 	if p.RateLimit != nil {
-		fmt.Fprintf(&b, "  rate limit (shared): %s\n", p.RateLimit)
-	}
-	if p.AdaptiveLimit != nil {
-		fmt.Fprintf(&b, "  adaptive limit (shared): %s\n", describeLimit(p.AdaptiveLimit, p.Bulkhead))
-	}
-	if p.ClientThrottle != nil {
-		fmt.Fprintf(&b, "  client throttle: %s\n", describeThrottle(p.ClientThrottle))
+		fmt.Fprintf(&b, "  rate limit (shared): %s\n", p.RateLimit.describe())
 	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
@@ -43,13 +37,13 @@ func Describe(p *ServicePolicy) string {
 		b.WriteString("\n")
 		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
 		if m.Retry != nil && m.Retry.MaxAttempts > 1 {
-			fmt.Fprintf(&b, "    retry: %s\n", m.Retry)
+			fmt.Fprintf(&b, "    retry: %s\n", m.Retry.describe())
 		} else {
 			b.WriteString("    retry: none\n")
 		}
 		switch {
 		case m.Breaker != nil:
-			fmt.Fprintf(&b, "    breaker (own): %s\n", m.Breaker)
+			fmt.Fprintf(&b, "    breaker (own): %s\n", m.Breaker.describe())
 		case p.Breaker != nil:
 			b.WriteString("    breaker: shared\n")
 		default:
@@ -57,7 +51,7 @@ func Describe(p *ServicePolicy) string {
 		}
 		switch {
 		case m.Bulkhead != nil:
-			fmt.Fprintf(&b, "    bulkhead (own): %s\n", m.Bulkhead)
+			fmt.Fprintf(&b, "    bulkhead (own): %s\n", m.Bulkhead.describe())
 		case p.Bulkhead != nil:
 			b.WriteString("    bulkhead: shared\n")
 		default:
@@ -66,32 +60,22 @@ func Describe(p *ServicePolicy) string {
 		// The newer patterns are listed only where they apply, so that the
 		// description of a policy without them reads as before.
 		if m.Hedging != nil {
-			fmt.Fprintf(&b, "    hedging: %s\n", m.Hedging)
+			fmt.Fprintf(&b, "    hedging: %s\n", m.Hedging.describe())
 		}
 		switch {
 		case m.RateLimit != nil:
-			fmt.Fprintf(&b, "    rate limit (own): %s\n", m.RateLimit)
+			fmt.Fprintf(&b, "    rate limit (own): %s\n", m.RateLimit.describe())
 		case p.RateLimit != nil:
 			b.WriteString("    rate limit: shared\n")
 		}
 		if m.Cache != nil {
-			fmt.Fprintf(&b, "    cache: %s\n", m.Cache)
-		}
-		switch {
-		case m.Kind != KindUnary:
-		case m.AdaptiveLimit != nil:
-			bh := m.Bulkhead
-			if bh == nil {
-				bh = p.Bulkhead
-			}
-			fmt.Fprintf(&b, "    adaptive limit (own): %s\n", describeLimit(m.AdaptiveLimit, bh))
-		case p.AdaptiveLimit != nil:
-			b.WriteString("    adaptive limit: shared\n")
+			fmt.Fprintf(&b, "    cache: %s\n", m.Cache.describe())
 		}
 	}
 	return b.String()
 }
 
+// orNone is s, or "none" when none.
 func orNone(s string, none bool) string {
 	if none {
 		return "none"
@@ -99,16 +83,16 @@ func orNone(s string, none bool) string {
 	return s
 }
 
-func (r *RetryPolicy) String() string {
+func (r *RetryPolicy) describe() string {
 	return fmt.Sprintf("%d attempts, backoff %s..%s ×%g with full jitter, on %s",
 		r.MaxAttempts, r.InitialBackoff, r.MaxBackoff, r.Multiplier, r.RetryableCodes)
 }
 
-func (b *BudgetPolicy) String() string {
+func (b *BudgetPolicy) describe() string {
 	return fmt.Sprintf("%g of requests + %d per %s", b.Ratio, b.MinRetries, b.Window)
 }
 
-func (b *BreakerPolicy) String() string {
+func (b *BreakerPolicy) describe() string {
 	window := b.Window.String()
 	if b.WindowCalls > 0 {
 		window = fmt.Sprintf("the last %d", b.WindowCalls)
@@ -121,6 +105,18 @@ func (b *BreakerPolicy) String() string {
 	return s
 }
 
-func (b *BulkheadPolicy) String() string {
+func (b *BulkheadPolicy) describe() string {
 	return fmt.Sprintf("%d permits, max wait %s", b.Permits, b.MaxWait)
+}
+
+func (p *CachePolicy) describe() string {
+	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
+}
+
+func (h *HedgingPolicy) describe() string {
+	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
+}
+
+func (r *RateLimitPolicy) describe() string {
+	return fmt.Sprintf("%g/s, burst %d, max wait %s", r.RequestsPerSecond, r.Burst, r.MaxWait)
 }

@@ -19,6 +19,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
 )
@@ -265,7 +266,7 @@ func TestFaultEveryStatusCode(t *testing.T) {
 	answers := runtime.CodesOf(codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
 		codes.PermissionDenied, codes.FailedPrecondition, codes.Aborted, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated)
 	for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
-		t.Run(runtime.CodeName(code), func(t *testing.T) {
+		t.Run(codename.Of(code), func(t *testing.T) {
 			srv.SetBehaviour(server.Fail(code))
 			before := srv.Calls(getStock)
 			var fb fallbacks

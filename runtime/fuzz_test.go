@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // The fuzz targets below read their input as a program: a few bytes of
@@ -51,13 +53,13 @@ type modelEvent struct {
 }
 
 func newBreakerModel(p BreakerPolicy) *breakerModel {
-	return &breakerModel{p: p, width: max(int64(p.Window)/windowBuckets, 1), lastFailure: math.MinInt64 / 2}
+	return &breakerModel{p: p, width: max(int64(p.Window)/window.Buckets, 1), lastFailure: math.MinInt64 / 2}
 }
 
 func (m *breakerModel) sum(n int64) (calls, failures int) {
 	cur := n / m.width
 	for _, e := range m.events {
-		if cur-e.bucket < windowBuckets {
+		if cur-e.bucket < window.Buckets {
 			calls++
 			if e.failure {
 				failures++
@@ -88,65 +90,65 @@ func (m *breakerModel) stateAt(n int64) State {
 	return m.state
 }
 
-func (m *breakerModel) allow(n int64) (Ticket, time.Duration, bool) { return m.allowAs(n, true) }
+func (m *breakerModel) allow(n int64) (ticket, time.Duration, bool) { return m.allowAs(n, true) }
 
 // allowAs is allow for a unary call (probe true) or a stream that may not
 // take a half-open probe: admitted then as a bystander, whose failure alone
 // counts.
-func (m *breakerModel) allowAs(n int64, probe bool) (Ticket, time.Duration, bool) {
+func (m *breakerModel) allowAs(n int64, probe bool) (ticket, time.Duration, bool) {
 	for {
 		switch m.state {
 		case StateClosed:
-			return Ticket{gen: m.gen}, 0, true
+			return ticket{gen: m.gen}, 0, true
 		case StateOpen:
 			if n < m.openUntil {
-				return Ticket{}, time.Duration(m.openUntil - n), false
+				return ticket{}, time.Duration(m.openUntil - n), false
 			}
 			m.to(StateHalfOpen, n)
 		case StateHalfOpen:
 			if !probe {
-				return Ticket{gen: m.gen, bystander: true}, 0, true
+				return ticket{gen: m.gen, bystander: true}, 0, true
 			}
 			if m.admitted >= m.p.HalfOpenProbes {
-				return Ticket{}, 0, false
+				return ticket{}, 0, false
 			}
 			m.admitted++
-			return Ticket{gen: m.gen, probe: true}, 0, true
+			return ticket{gen: m.gen, probe: true}, 0, true
 		}
 	}
 }
 
-func (m *breakerModel) done(t Ticket, o Outcome, latency time.Duration, n int64) {
-	if o == Success && m.p.SlowCallThreshold > 0 && latency > m.p.SlowCallThreshold {
-		o = Failure
+func (m *breakerModel) done(t ticket, o outcome, latency time.Duration, n int64) {
+	if o == outcomeSuccess && m.p.SlowCallThreshold > 0 && latency > m.p.SlowCallThreshold {
+		o = outcomeFailure
 	}
 	if t.gen != m.gen {
 		return
 	}
 	if t.bystander {
-		if o == Failure {
+		if o == outcomeFailure {
 			m.to(StateOpen, n)
 		}
 		return
 	}
 	if t.probe {
 		switch o {
-		case Failure:
+		case outcomeFailure:
 			m.to(StateOpen, n)
-		case Success:
+		case outcomeSuccess:
 			m.succeeded++
 			if m.succeeded >= m.p.HalfOpenProbes {
 				m.to(StateClosed, n)
 			}
-		case Ignored:
+		case outcomeIgnored:
 			m.admitted--
 		}
 		return
 	}
 	switch o {
-	case Success:
+	case outcomeSuccess:
 		m.events = append(m.events, modelEvent{n / m.width, false})
-	case Failure:
+	case outcomeFailure:
 		m.events = append(m.events, modelEvent{n / m.width, true})
 		m.lastFailure = n
 	default:
@@ -192,11 +194,11 @@ func FuzzBreaker(f *testing.F) {
 		}
 		base := time.Unix(1_000_000, 0)
 		var transitions []State
-		b := NewBreaker(p, base, func(_, to State) { transitions = append(transitions, to) })
+		b := newBreaker(p, base, func(_, to State) { transitions = append(transitions, to) })
 		m := newBreakerModel(p)
 		var n int64 // nanoseconds since base
 		type held struct {
-			t    Ticket
+			t    ticket
 			done bool
 		}
 		var tickets []held
@@ -225,16 +227,16 @@ func FuzzBreaker(f *testing.F) {
 					continue // a ticket is given back once
 				}
 				tickets[i].done = true
-				o := Outcome(op >> 2 % 3)
+				o := outcome(op >> 2 % 3)
 				latency := time.Duration(op>>4) * 5 * time.Millisecond
-				b.Done(tickets[i].t, o, latency, now)
+				b.doneAt(tickets[i].t, o, latency, now)
 				m.done(tickets[i].t, o, latency, n)
 			case 2: // time passes
 				n += int64(prog.next()) * int64(time.Millisecond)
 			case 3: // nothing but a look at the state
 			}
 			now = base.Add(time.Duration(n))
-			got := b.State(now)
+			got := b.stateAtTime(now)
 			if want := m.stateAt(n); got != want {
 				t.Fatalf("step %d at %v: state %v, the model says %v", step, time.Duration(n), got, want)
 			}
@@ -270,7 +272,7 @@ type budgetModel struct {
 func (m *budgetModel) sum(n int64) (requests, retries int64) {
 	cur := n / m.width
 	for _, e := range m.events {
-		if cur-e.bucket < windowBuckets {
+		if cur-e.bucket < window.Buckets {
 			if e.failure {
 				retries++
 			} else {
@@ -296,19 +298,19 @@ func FuzzBudget(f *testing.F) {
 			Window:     time.Duration(prog.next()%50+1) * 10 * time.Millisecond,
 		}
 		base := time.Unix(1_000_000, 0)
-		b := NewBudget(p, base)
-		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/windowBuckets, 1)}
+		b := newBudget(p, base)
+		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/window.Buckets, 1)}
 		var n int64
 		for step := 0; !prog.done() && step < 4096; step++ {
 			now := base.Add(time.Duration(n))
 			switch prog.next() % 4 {
 			case 0: // a request
-				b.Request(now)
+				b.requestAt(now)
 				m.events = append(m.events, modelEvent{n / m.width, false})
 			case 1: // a retry asks to go
 				requests, retries := m.sum(n)
 				want := retries+1 <= m.allowance(requests)
-				if got := b.TryRetry(now); got != want {
+				if got := b.tryRetryAt(now); got != want {
 					t.Fatalf("step %d at %v: TryRetry = %v with %d requests and %d retries in the window (ratio %v, floor %d); want %v",
 						step, time.Duration(n), got, requests, retries, p.Ratio, p.MinRetries, want)
 				}
@@ -323,7 +325,7 @@ func FuzzBudget(f *testing.F) {
 				n += int64(prog.next()) * int64(time.Millisecond)
 			case 3:
 				requests, retries := m.sum(n)
-				if got, want := b.Available(now), max(0, m.allowance(requests)-retries); int64(got) != want {
+				if got, want := b.availableAt(now), max(0, m.allowance(requests)-retries); int64(got) != want {
 					t.Fatalf("step %d: Available = %d, want %d", step, got, want)
 				}
 			}

@@ -13,7 +13,7 @@ import (
 // client builds one per unary method in its constructor (NewUnary) and
 // calls it from the method: return c.getStock.Call(ctx, in, opts...).
 type UnaryHandle[Req, Resp any] struct {
-	m     *Method
+	m     *methodState
 	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 	hooks UnaryHooks[Req, Resp]
 }
@@ -31,13 +31,13 @@ type UnaryHooks[Req, Resp any] struct {
 	// cache.
 	CacheKey func(*Req) string
 	// Fallback answers a call that failed on the dependency's side or was
-	// refused by the runtime (see Unary).
+	// refused by the runtime (see UnaryHandle.Call).
 	Fallback Fallback[Req, Resp]
 }
 
 // Fallback is the type of a method's fallback, the XxxFallback fields of
 // the generated options: it receives the request and the call's final
-// error, and what it returns is returned to the caller. See Unary for when
+// error, and what it returns is returned to the caller. See UnaryHandle.Call for when
 // it is called.
 type Fallback[Req, Resp any] = func(ctx context.Context, req *Req, err error) (*Resp, error)
 
@@ -77,11 +77,22 @@ func NewUnary[Req, Resp any](c *Client, method string,
 	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks}, nil
 }
 
-// Call runs one call of the method under its policy (see Unary for the
-// layers): it refuses a nil context or request (INVALID_ARGUMENT, nothing
-// sent), sends the method's priority (Prioritize), reads the idempotency
-// key, goes through the cache when the method has one, and gives a failure
-// to the fallback when there is one.
+// Call runs one call of the method under its policy. It refuses a nil
+// context or request (INVALID_ARGUMENT, nothing sent), and answers a
+// context already done with its error, before any layer. It sends the
+// method's annotated priority (see MethodPolicy.Priority) and reads the
+// request's idempotency key, sent as idempotency-key metadata on every
+// attempt (without it a method that is not idempotent is never retried).
+//
+// The layers, outside in: the cache, when the method has one (a fresh
+// answer is returned without calling; the callers of one key share one
+// call; a stale answer stands in for a failure: see CachePolicy), the
+// fallback, the rate limit, the bulkhead, the overall limit, the retry
+// loop or hedging (retry budget, backoff with full jitter, never past the
+// deadline), the circuit breaker (admits each attempt, records its
+// outcome), the per-attempt timeout, the call. The fallback answers a call
+// that failed on the dependency's side or was refused by the runtime,
+// never an answer such as NOT_FOUND, nor the caller's cancellation.
 func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grpc.CallOption) (*Resp, error) {
 	if h == nil || h.m == nil {
 		return nil, notBuiltError()
@@ -93,22 +104,19 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	if req == nil {
 		return nil, nilRequestError(m.policy.Name)
 	}
-	ctx = Prioritize(ctx, m)
+	ctx = prioritize(ctx, m)
 	key := ""
 	if h.hooks.IdempotencyKey != nil {
 		key = h.hooks.IdempotencyKey(req)
 	}
-	if h.hooks.CacheKey != nil {
-		return UnaryCached(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
-	}
-	return Unary(ctx, m, key, req, opts, h.call, h.hooks.Fallback)
+	return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
 }
 
 // ServerStreamHandle is one server-streaming method of a Client, bound by
 // its full name. The stream is opened through the connection Client.Conn
 // wraps, which applies the method's bulkhead, breaker and timeout.
 type ServerStreamHandle[Req, Resp any] struct {
-	m    *Method
+	m    *methodState
 	open func(context.Context, *Req, ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error)
 }
 
@@ -141,7 +149,7 @@ func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 	if req == nil {
 		return nil, nilRequestError(h.m.policy.Name)
 	}
-	return h.open(Prioritize(ctx, h.m), req, opts...)
+	return h.open(prioritize(ctx, h.m), req, opts...)
 }
 
 // StreamHandle is one client-streaming or bidirectional method of a
@@ -150,7 +158,7 @@ func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 // stream is opened through the connection Client.Conn wraps, which applies
 // the method's bulkhead, breaker and timeout.
 type StreamHandle[S any] struct {
-	m    *Method
+	m    *methodState
 	open func(context.Context, ...grpc.CallOption) (S, error)
 }
 
@@ -180,7 +188,7 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 		var none S
 		return none, nilContextError(h.m.policy.Name)
 	}
-	return h.open(Prioritize(ctx, h.m), opts...)
+	return h.open(prioritize(ctx, h.m), opts...)
 }
 
 // notBuiltError is returned by a handle that was never built (nil, as in

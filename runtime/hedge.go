@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,10 +23,6 @@ type HedgingPolicy struct {
 	// others running (the next copy is then sent at once). Any other
 	// answer, success or not, ends the call.
 	NonFatalCodes CodeSet
-}
-
-func (h *HedgingPolicy) String() string {
-	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
 }
 
 func (h *HedgingPolicy) check(f string, bad badFunc) {
@@ -66,7 +61,7 @@ type copyResult[Resp any] struct {
 // server's negative pushback stops further copies; a positive pushback
 // delays the next one. wait is nil for a call; for a cache's shared call,
 // see unary: once it is cut, no further copy is sent.
-func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context, req *Req, opts []grpc.CallOption,
+func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
@@ -97,12 +92,11 @@ func hedged[Req, Resp any](ctx context.Context, m *Method, wait context.Context,
 			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			var at int64
-			resp, err, refused, after, timedOut := attemptOnce(hctx, m, req, slot.opts, call, &at)
-			if timedOut {
+			resp, end, err := attemptOnce(hctx, m, req, slot.opts, call)
+			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
-			r := copyResult[Resp]{resp: resp, err: err, refused: refused, retryAfter: after, timedOut: timedOut}
+			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter, timedOut: end.timedOut}
 			if err != nil {
 				r.push, r.pushed = Pushback(err, slot.md)
 			}

@@ -117,7 +117,7 @@ func TestHostileConstructorInputs(t *testing.T) {
 	}); err == nil {
 		t.Error("a policy naming a method twice accepted")
 	}
-	// A zero-value Client is not usable; a nil *Method is refused.
+	// A zero-value Client is not usable; a nil *methodState is refused.
 	if _, err := runtime.Unary(context.Background(), nil, "", &inventoryv1.GetStockRequest{}, nil,
 		inventoryv1.NewInventoryServiceClient(cc).GetStock, nil); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("nil method: %v, want FAILED_PRECONDITION", err)

@@ -32,7 +32,7 @@ func KeyFromUint(v uint64) string {
 // empty key.
 func KeyFromBytes(v []byte) string { return base64.RawURLEncoding.EncodeToString(v) }
 
-// NewIdempotencyKey returns a random key of 128 bits (26 characters of
+// newIdempotencyKey returns a random key of 128 bits (26 characters of
 // base32), for a method with GenerateIdempotencyKey: one per logical call,
 // the same on each of its attempts and hedged copies.
-func NewIdempotencyKey() string { return rand.Text() }
+func newIdempotencyKey() string { return rand.Text() }

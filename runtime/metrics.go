@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/internal/codename"
 )
 
 // WithRegisterer makes the client count what it does in Prometheus metrics
@@ -153,7 +155,7 @@ func causeName(i int) string {
 	case causeThrottled:
 		return "throttled"
 	}
-	return strings.ToLower(CodeName(codes.Code(i - causeCode)))
+	return strings.ToLower(codename.Of(codes.Code(i - causeCode)))
 }
 
 // causeOf classifies the error a fallback was given.
@@ -215,7 +217,7 @@ const (
 var cacheResults = [numCacheResults]string{"hit", "miss", "stale"}
 
 // cacheLookup counts a lookup in the method's cache, if metrics are kept.
-func (m *Method) cacheLookup(result int) {
+func (m *methodState) cacheLookup(result int) {
 	if mx := m.metrics; mx != nil {
 		mx.cache[result].Inc()
 	}
@@ -238,9 +240,9 @@ func (l *lazyCounters) get(i int) prometheus.Counter {
 	return b.Counter
 }
 
-func codeLabel(i int) string { return CodeName(codes.Code(i)) }
+func codeLabel(i int) string { return codename.Of(codes.Code(i)) }
 
-func (cs *collectors) forMethod(dep string, m *Method) *methodMetrics {
+func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 	name := shortName(m.policy.Name)
 	mm := &methodMetrics{
 		attempts:           newLazy(cs.attempts, dep, name, numCodes, codeLabel),
@@ -253,9 +255,9 @@ func (cs *collectors) forMethod(dep string, m *Method) *methodMetrics {
 		mm.retries[i] = cs.retries.WithLabelValues(dep, name, retryOutcomes[i])
 	}
 	if m.bulkhead != nil {
-		label := breakerLabel("") // the service's bulkhead, or the method's own
+		label := scopeLabel("") // the service's bulkhead, or the method's own
 		if m.policy.Bulkhead != nil {
-			label = breakerLabel(m.policy.Name)
+			label = scopeLabel(m.policy.Name)
 		}
 		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, label)
 		mm.bulkheadInUse.Set(0) // the series exists before the first call
@@ -277,9 +279,10 @@ func (mm *methodMetrics) attempt(code codes.Code, d int64) {
 	mm.duration.Observe(float64(d) / 1e9)
 }
 
-// breakerLabel names a breaker or bulkhead in metrics and logs: "shared"
-// for the service's, the method's name for a method's own.
-func breakerLabel(method string) string {
+// scopeLabel is the value of the breaker and bulkhead labels in metrics and
+// logs, saying whose breaker or bulkhead it is: "shared" for the
+// service's, the method's name for a method's own.
+func scopeLabel(method string) string {
 	if method == "" {
 		return "shared"
 	}

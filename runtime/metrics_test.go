@@ -177,7 +177,7 @@ func TestTransitionsBudgetAndFallbacksReportedOncePerEpisode(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
 	obs := &events{}
-	outageScript(t, runtime.WithLogger(logger), runtime.WithObserver(obs))
+	outageScript(t, runtime.WithLogger(logger), runtime.WithObserver(obs.Observe))
 
 	want := []string{
 		"budget exhausted unavailable",

@@ -75,34 +75,24 @@ type Event struct {
 	Err error
 }
 
-// Observer receives the runtime's events, for tests or to forward them to
-// a tracing or event system such as OpenTelemetry. Observe is called
-// synchronously on the goroutine of the call that caused the event, outside
-// any lock of the runtime; it must be quick and safe for concurrent use.
-type Observer interface {
-	Observe(Event)
-}
-
-// ObserverFunc makes a function an Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
-
-// WithObserver adds an observer of the runtime's events (default: none).
-// The logger set with WithLogger receives the same events.
-func WithObserver(o Observer) Option {
-	return func(o2 *options) { o2.observers = append(o2.observers, o) }
+// WithObserver adds an observer of the runtime's events (default: none),
+// for tests or to forward them to a tracing or event system such as
+// OpenTelemetry. observe is called synchronously on the goroutine of the
+// call that caused the event, outside any lock of the runtime; it must be
+// quick and safe for concurrent use. The logger set with WithLogger
+// receives the same events.
+func WithObserver(observe func(Event)) Option {
+	return func(o *options) { o.observers = append(o.observers, observe) }
 }
 
 // events sends the runtime's events to the logger and the observers. A
 // client without either has none, and the calls pay one nil check.
 type events struct {
 	logger    *slog.Logger
-	observers []Observer
+	observers []func(Event)
 }
 
-func newEvents(l *slog.Logger, obs []Observer) *events {
+func newEvents(l *slog.Logger, obs []func(Event)) *events {
 	if l == nil && len(obs) == 0 {
 		return nil
 	}
@@ -110,8 +100,8 @@ func newEvents(l *slog.Logger, obs []Observer) *events {
 }
 
 func (ev *events) emit(e Event) {
-	for _, o := range ev.observers {
-		o.Observe(e)
+	for _, observe := range ev.observers {
+		observe(e)
 	}
 	if ev.logger == nil {
 		return
@@ -131,7 +121,7 @@ func (ev *events) emit(e Event) {
 		}
 		msg = "circuit breaker " + e.To.String()
 		if e.Method == "" {
-			attrs = append(attrs, slog.String("breaker", "shared"))
+			attrs = append(attrs, slog.String("breaker", scopeLabel("")))
 		}
 		attrs = append(attrs, slog.String("from", e.From.String()), slog.String("to", e.To.String()))
 	case EventBudgetExhausted:

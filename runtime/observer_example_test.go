@@ -35,14 +35,14 @@ var examplePolicy = runtime.ServicePolicy{
 // fallback that answers them is reported once per cause, not once per call.
 // Forward them to OpenTelemetry (a span event, a log record) the same way.
 func ExampleWithObserver() {
-	observer := runtime.ObserverFunc(func(e runtime.Event) {
+	observer := func(e runtime.Event) {
 		switch e.Kind {
 		case runtime.EventBreakerTransition:
 			fmt.Printf("%s: %s → %s (%s)\n", e.Kind, e.From, e.To, e.Cause)
 		default:
 			fmt.Printf("%s %s: %s\n", e.Kind, e.Method, e.Cause)
 		}
-	})
+	}
 	rt, err := runtime.NewClient(&examplePolicy, runtime.WithObserver(observer))
 	if err != nil {
 		panic(err)
@@ -50,8 +50,13 @@ func ExampleWithObserver() {
 	stale := func(_ context.Context, req *inventoryv1.GetStockRequest, _ error) (*inventoryv1.GetStockResponse, error) {
 		return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
 	}
+	getStock, err := runtime.NewUnary(rt, examplePolicy.Methods[0].Name, unavailable,
+		runtime.UnaryHooks[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]{Fallback: stale})
+	if err != nil {
+		panic(err)
+	}
 	for range 5 {
-		runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, unavailable, stale) //nolint:errcheck
+		getStock.Call(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}) //nolint:errcheck
 	}
 	// Output:
 	// fallback /example.inventory.v1.InventoryService/GetStock: unavailable
@@ -67,8 +72,13 @@ func ExampleWithRegisterer() {
 	if err != nil {
 		panic(err)
 	}
+	getStock, err := runtime.NewUnary(rt, examplePolicy.Methods[0].Name, unavailable,
+		runtime.UnaryHooks[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]{})
+	if err != nil {
+		panic(err)
+	}
 	for range 5 {
-		runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, unavailable, nil) //nolint:errcheck
+		getStock.Call(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}) //nolint:errcheck
 	}
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP resilient_client_breaker_rejections_total Calls refused by the circuit breaker without reaching the dependency.

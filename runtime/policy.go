@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // SupportPackageIsVersion1 is referenced by generated code so that a file
@@ -38,18 +39,11 @@ func (s CodeSet) String() string {
 	var names []string
 	for c := codes.Code(0); c < 32; c++ {
 		if s.Has(c) {
-			names = append(names, CodeName(c))
+			names = append(names, codename.Of(c))
 		}
 	}
 	return "[" + strings.Join(names, " ") + "]"
 }
-
-// CodeName returns the canonical upper-case name of a code, as used in the
-// .proto annotations and in gRPC service config: "UNAVAILABLE".
-func CodeName(c codes.Code) string { return codename.Of(c) }
-
-// ParseCode returns the code with the given canonical name ("UNAVAILABLE").
-func ParseCode(name string) (codes.Code, bool) { return codename.Parse(name) }
 
 // ServicePolicy is the compiled policy of one service: the dependency a
 // client calls. Generated code holds one as a Go literal; NewClient turns it
@@ -132,14 +126,14 @@ type MethodPolicy struct {
 	// RateLimit, when not nil, gives the method a token bucket of its own
 	// instead of the service's.
 	RateLimit *RateLimitPolicy
-	// Cache, when not nil, keeps the method's answers (see UnaryCached).
+	// Cache, when not nil, keeps the method's answers (see CachePolicy).
 	Cache *CachePolicy
 	// AdaptiveLimit, when not nil, gives the unary method an adaptive
 	// concurrency limit of its own instead of the service's, under the
 	// method's bulkhead (or the service's).
 	AdaptiveLimit *AdaptiveLimitPolicy
 	// Priority is the method's annotated priority, sent to the server in
-	// PriorityHeader on each call (Prioritize); a caller may lower it, never
+	// PriorityHeader on each call; a caller may lower it, never
 	// raise it. Unspecified sends none.
 	Priority Priority
 }
@@ -178,7 +172,7 @@ type BudgetPolicy struct {
 
 // DefaultBudget is the retry budget of a service that retries without
 // setting one: 10 % of the requests plus 10 retries per 10 s.
-var DefaultBudget = BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}
+var DefaultBudget = BudgetPolicy{Ratio: contract.BudgetRatio, MinRetries: contract.BudgetMinRetries, Window: contract.BudgetWindow}
 
 // BreakerPolicy configures a circuit breaker.
 type BreakerPolicy struct {

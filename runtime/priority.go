@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 // Priority is how important a call is when its server must shed load. Four
@@ -14,11 +16,11 @@ type Priority uint8
 
 // The priorities, lowest first.
 const (
-	PriorityUnspecified Priority = iota
-	PriorityLow
-	PriorityNormal
-	PriorityHigh
-	PriorityCritical
+	PriorityUnspecified Priority = Priority(priority.Unspecified)
+	PriorityLow         Priority = Priority(priority.Low)
+	PriorityNormal      Priority = Priority(priority.Normal)
+	PriorityHigh        Priority = Priority(priority.High)
+	PriorityCritical    Priority = Priority(priority.Critical)
 )
 
 // PriorityHeader is the metadata key that carries a call's priority
@@ -26,74 +28,41 @@ const (
 // the values sent and of the method's annotated priority: a caller may
 // lower a call's priority, never raise it. A value it does not know is
 // ignored.
-const PriorityHeader = "resilient-priority"
-
-var priorityNames = [...]string{"unspecified", "low", "normal", "high", "critical"}
+const PriorityHeader = priority.Header
 
 // String returns the name sent in PriorityHeader: "low", "normal", …
 func (p Priority) String() string {
-	if int(p) < len(priorityNames) {
-		return priorityNames[p]
+	if name, ok := priority.Name(uint8(p)); ok {
+		return name
 	}
 	return fmt.Sprintf("Priority(%d)", uint8(p))
 }
 
-// ParsePriority returns the priority named s ("low", "normal", "high",
-// "critical").
-func ParsePriority(s string) (Priority, bool) {
-	for p := PriorityLow; p <= PriorityCritical; p++ {
-		if priorityNames[p] == s {
-			return p, true
-		}
-	}
-	return PriorityUnspecified, false
-}
-
-// OrNormal returns p, or PriorityNormal for PriorityUnspecified and for a
-// value that is not a priority.
-func (p Priority) OrNormal() Priority {
-	if p == PriorityUnspecified || p > PriorityCritical {
-		return PriorityNormal
-	}
-	return p
-}
-
 // WithPriority returns ctx with the priority p sent to the services called
-// with it. It can only lower what they grant: each server applies the
+// with it (PriorityUnspecified, or a number that is no priority, sends
+// normal). It can only lower what they grant: each server applies the
 // lowest of the values sent and of its method's annotation.
 func WithPriority(ctx context.Context, p Priority) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, PriorityHeader, p.OrNormal().String())
+	return metadata.AppendToOutgoingContext(ctx, PriorityHeader, Priority(priority.OrNormal(uint8(p))).String())
 }
 
-// OutgoingPriority returns the lowest priority that ctx already sends in
-// PriorityHeader, and false when it sends none.
-func OutgoingPriority(ctx context.Context) (Priority, bool) {
-	lowest, found := PriorityCritical, false
-	for _, v := range metadata.ValueFromOutgoingContext(ctx, PriorityHeader) {
-		if q, ok := ParsePriority(v); ok && q <= lowest {
-			lowest, found = q, true
-		}
-	}
-	return lowest, found
-}
-
-// Prioritize returns ctx carrying the method's annotated priority
+// prioritize returns ctx carrying the method's annotated priority
 // (MethodPolicy.Priority) for the call, so that the server can shed the
 // least important work first. It never raises a priority: when ctx already
 // sends one as low or lower (the caller lowered it with WithPriority), ctx
 // is returned as it is; a method without a priority, or a normal one the
 // caller did not lower, sends none (the server takes no header as
-// normal). Generated clients call it on every call.
-func Prioritize(ctx context.Context, m *Method) context.Context {
+// normal). Every handle calls it on every call.
+func prioritize(ctx context.Context, m *methodState) context.Context {
 	if m == nil || ctx == nil {
-		return ctx // Unary refuses a nil context, naming the method
+		return ctx // the handles refuse a nil context, naming the method
 	}
 	p := m.policy.Priority
 	if p == PriorityUnspecified || p > PriorityCritical {
 		return ctx
 	}
-	sent, ok := OutgoingPriority(ctx)
-	if ok && sent <= p {
+	sent, ok := priority.Outgoing(ctx)
+	if ok && Priority(sent) <= p {
 		return ctx
 	}
 	if !ok && p == PriorityNormal {

@@ -48,19 +48,16 @@ func TestPrioritizeNeverRaises(t *testing.T) {
 }
 
 func TestPriorityNames(t *testing.T) {
-	for p := runtime.PriorityLow; p <= runtime.PriorityCritical; p++ {
-		if q, ok := runtime.ParsePriority(p.String()); !ok || q != p {
-			t.Errorf("ParsePriority(%q) = %v, %v", p, q, ok)
+	for p, want := range map[runtime.Priority]string{runtime.PriorityUnspecified: "unspecified", runtime.PriorityLow: "low",
+		runtime.PriorityNormal: "normal", runtime.PriorityHigh: "high", runtime.PriorityCritical: "critical", 9: "Priority(9)"} {
+		if got := p.String(); got != want {
+			t.Errorf("Priority(%d).String() = %q, want %q", uint8(p), got, want)
 		}
 	}
-	if _, ok := runtime.ParsePriority("unspecified"); ok {
-		t.Error(`"unspecified" parsed`)
-	}
-	if got := runtime.Priority(9).OrNormal(); got != runtime.PriorityNormal {
-		t.Errorf("Priority(9).OrNormal() = %v", got)
-	}
-	if got, ok := runtime.OutgoingPriority(context.Background()); ok {
-		t.Errorf("OutgoingPriority of a bare context = %v", got)
+	for p, want := range map[runtime.Priority]string{runtime.PriorityUnspecified: "[normal]", 9: "[normal]", runtime.PriorityLow: "[low]"} {
+		if got := fmt.Sprint(sent(runtime.WithPriority(context.Background(), p))); got != want {
+			t.Errorf("WithPriority(%d) sent %s, want %s", uint8(p), got, want)
+		}
 	}
 }
 
@@ -68,7 +65,7 @@ func TestPriorityNames(t *testing.T) {
 // clients then send "low" whatever their methods' annotations say.
 func ExampleWithPriority() {
 	ctx := runtime.WithPriority(context.Background(), runtime.PriorityLow)
-	p, _ := runtime.OutgoingPriority(ctx)
-	fmt.Println(p)
-	// Output: low
+	md, _ := metadata.FromOutgoingContext(ctx)
+	fmt.Println(md.Get(runtime.PriorityHeader))
+	// Output: [low]
 }

@@ -29,11 +29,11 @@ type Change struct {
 // annotation's.
 func (c *Client) Changes() []Change { return append([]Change(nil), c.changes...) }
 
-// Describe renders the policy in force like Describe, followed by every
+// Describe renders the policy in force, followed by every
 // value that differs from the annotation, with where it came from.
 func (c *Client) Describe() string {
 	var b strings.Builder
-	b.WriteString(Describe(&c.policy))
+	b.WriteString(describe(&c.policy))
 	if len(c.changes) == 0 {
 		b.WriteString("  every value as annotated\n")
 		return b.String()

@@ -23,10 +23,6 @@ type RateLimitPolicy struct {
 	MaxWait time.Duration
 }
 
-func (r *RateLimitPolicy) String() string {
-	return fmt.Sprintf("%g/s, burst %d, max wait %s", r.RequestsPerSecond, r.Burst, r.MaxWait)
-}
-
 func (r *RateLimitPolicy) check(f string, bad badFunc) {
 	if x := r.RequestsPerSecond; math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
 		bad(f+".RequestsPerSecond", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed", x)
@@ -39,25 +35,25 @@ func (r *RateLimitPolicy) check(f string, bad badFunc) {
 	}
 }
 
-// RateLimiter is a client's token bucket towards one dependency, on
+// rateLimiter is a client's token bucket towards one dependency, on
 // golang.org/x/time/rate: the standard, well-tested token bucket, whose
 // reservations let a call know how long it would wait before it waits.
-type RateLimiter struct {
+type rateLimiter struct {
 	p   RateLimitPolicy
 	lim *rate.Limiter
 }
 
-// NewRateLimiter returns a limiter whose bucket starts full.
-func NewRateLimiter(p RateLimitPolicy) *RateLimiter {
-	return &RateLimiter{p: p, lim: rate.NewLimiter(rate.Limit(p.RequestsPerSecond), p.Burst)}
+// newRateLimiter returns a limiter whose bucket starts full.
+func newRateLimiter(p RateLimitPolicy) *rateLimiter {
+	return &rateLimiter{p: p, lim: rate.NewLimiter(rate.Limit(p.RequestsPerSecond), p.Burst)}
 }
 
-// Wait takes a token for one call. It returns at once when a token is
+// take takes a token for one call. It returns at once when a token is
 // there; otherwise it waits for one if the wait fits in the policy's
 // MaxWait and before ctx's deadline, and else refuses at once, giving the
 // token back, with how long the call would have had to wait. A wait that
 // ctx ends early gives the token back too, and returns ctx's error.
-func (r *RateLimiter) Wait(ctx context.Context) (wait time.Duration, err error) {
+func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) {
 	now := time.Now()
 	if r.lim.AllowN(now, 1) {
 		return 0, nil // a token was there: no reservation to allocate
@@ -85,9 +81,6 @@ func (r *RateLimiter) Wait(ctx context.Context) (wait time.Duration, err error) 
 	return wait, nil
 }
 
-// Tokens returns the tokens in the bucket now, for inspection.
-func (r *RateLimiter) Tokens() float64 { return r.lim.Tokens() }
-
 var (
 	errRateRefused  = fmt.Errorf("no token within the max wait")
 	errRateDeadline = fmt.Errorf("no token before the deadline")
@@ -95,8 +88,8 @@ var (
 
 // takeToken applies the method's rate limit, if any; it returns the error
 // to give the caller when the call may not go.
-func (m *Method) takeToken(ctx context.Context) error {
-	wait, err := m.limiter.Wait(ctx)
+func (m *methodState) takeToken(ctx context.Context) error {
+	wait, err := m.limiter.take(ctx)
 	switch err {
 	case nil:
 		return nil

@@ -556,7 +556,7 @@ func TestBudgetExhaustionLoggedOnceWhenItBeginsAndOnceWhenItEnds(t *testing.T) {
 	rt := inventory(t, runtime.ServicePolicy{
 		Budget:  &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
 		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
-	}, runtime.WithClock(clock), runtime.WithLogger(logger), runtime.WithObserver(seen))
+	}, runtime.WithClock(clock), runtime.WithLogger(logger), runtime.WithObserver(seen.Observe))
 	// 300 calls over 2 s of the fake clock, all failing: the budget lets
 	// a retry through now and then (10 % of the requests) and refuses the
 	// rest, one episode throughout.

@@ -12,7 +12,7 @@ import (
 
 // Conn wraps cc so that streams opened through it get their method's
 // bulkhead, circuit breaker and timeout. Unary calls pass through unchanged:
-// generated code applies their policy with Unary.
+// their handles (UnaryHandle) apply their policy.
 //
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
@@ -26,8 +26,8 @@ import (
 // opens the breaker again, its success is not counted, and the unary
 // calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
-	w := &conn{cc: cc, c: c, probes: map[*Method]bool{}}
-	unary := map[*Breaker]bool{}
+	w := &conn{cc: cc, c: c, probes: map[*methodState]bool{}}
+	unary := map[*breaker]bool{}
 	for _, m := range c.methods {
 		if m.breaker != nil && m.policy.Kind == KindUnary {
 			unary[m.breaker] = true
@@ -44,7 +44,7 @@ type conn struct {
 	c  *Client
 	// probes says, per method, whether its streams may take a half-open
 	// probe: only when no unary method shares its breaker.
-	probes map[*Method]bool
+	probes map[*methodState]bool
 }
 
 func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
@@ -122,13 +122,13 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 // bulkhead when it ends.
 type stream struct {
 	grpc.ClientStream
-	m           *Method
+	m           *methodState
 	callerCtx   context.Context
 	final       bool // the stream answers with one message (not server-streaming): it ends with it
 	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
 	released    atomic.Bool
 	admitted    bool   // ticket is to be given back
-	ticket      Ticket // of m.breaker, if any
+	ticket      ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
 

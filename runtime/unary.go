@@ -15,25 +15,11 @@ import (
 // idempotency key, identical on every attempt of a call.
 const IdempotencyKeyHeader = "idempotency-key"
 
-// Unary runs one unary call under the method's policy. Generated code calls
-// it; call is the plain generated client's method, fallback the optional
-// typed fallback.
-//
-// The layers, outside in: fallback, rate limit, bulkhead, overall limit,
-// retry loop or hedging (retry budget, backoff with full jitter, never past
-// the deadline), circuit breaker (admits each attempt, records its
-// outcome), per-attempt timeout, the call. key is the request's idempotency key ("" for none): it is sent
-// as idempotency-key metadata on every attempt, and without it a method that
-// is not idempotent is never retried.
-func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
-	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	return unaryWith(ctx, m, key, nil, req, opts, call, fallback)
-}
-
-// unaryWith is Unary and UnaryCached: cacheKey is nil for a call that does
-// not go through the method's cache.
-func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
+// callUnary runs one unary call under the method's policy: it is what
+// UnaryHandle.Call does once it has read the request's keys. key is the
+// request's idempotency key ("" for none); cacheKey is nil for a call that
+// does not go through the method's cache (see cached).
+func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
 	if m == nil {
@@ -54,7 +40,7 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 	var err error
 	stale := false
 	if m.cache != nil && cacheKey != nil {
-		resp, err, stale = cached(ctx, m, key, cacheKey(req), req, opts, call)
+		resp, stale, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
 		resp, err = unary(ctx, m, key, nil, req, opts, call)
 	}
@@ -80,13 +66,13 @@ func unaryWith[Req, Resp any](ctx context.Context, m *Method, key string, cacheK
 }
 
 // fellBack counts a fallback and reports it once per episode and cause.
-func (m *Method) fellBack(err error) {
+func (m *methodState) fellBack(err error) {
 	m.fellBackTo(causeOf(err, status.Code(err)), err)
 }
 
 // fellBackTo counts an answer given for a failed call (by the fallback,
 // or by the cache, stale) and reports it once per episode and cause.
-func (m *Method) fellBackTo(cause int, err error) {
+func (m *methodState) fellBackTo(cause int, err error) {
 	if m.metrics != nil {
 		m.metrics.fallbacks.get(cause).Inc()
 	}
@@ -101,15 +87,16 @@ func (m *Method) fellBackTo(cause int, err error) {
 	ev.emit(Event{Kind: EventFallback, Dependency: m.dependency(), Method: m.policy.Name, Cause: causeName(cause), Err: err})
 }
 
-// unary is Unary without the checks and the fallback. wait is nil for a
-// call; for a cache's shared call it is the context of its waiting
-// (for a token, a permit, a backoff, the next hedged copy) and of the
-// decision to send another attempt, cut when its last caller leaves,
-// while an attempt already sent runs on under ctx.
-func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait context.Context, req *Req, opts []grpc.CallOption,
+// unary is callUnary without the checks, the cache and the fallback: the
+// rate limit, the bulkhead, the overall limit and the idempotency key
+// around the retry loop (retried) or hedging (hedged). wait is nil for a
+// call; for a cache's shared call it is the context of its waiting (for a
+// token, a permit, a backoff, the next hedged copy) and of the decision to
+// send another attempt, cut when its last caller leaves, while an attempt
+// already sent runs on under ctx.
+func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
 	p := m.policy
-	mx := m.metrics
 	admit := ctx
 	if wait != nil {
 		admit = wait
@@ -132,7 +119,7 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait conte
 		}
 	}
 	if key == "" && p.GenerateIdempotencyKey {
-		key = NewIdempotencyKey()
+		key = newIdempotencyKey()
 	}
 	if key != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
@@ -140,162 +127,37 @@ func unary[Req, Resp any](ctx context.Context, m *Method, key string, wait conte
 	if p.Hedging != nil {
 		return hedged(ctx, m, wait, req, opts, call)
 	}
-	shared := wait != nil
-	if !shared {
-		wait = ctx
-	}
-	c := m.client
-	retry := p.Retry
-	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || key != "")
-	if retries && c.events != nil {
-		m.budgetRecovered()
-	}
-	var last error
-	for attempt := 1; ; attempt++ {
-		if shared && wait.Err() != nil {
-			// A shared call whose callers all left: no attempt for nobody.
-			return nil, firstOf(last, wait)
-		}
-		aopts := opts
-		var slot *trailerSlot
-		if retries {
-			// The server's pushback travels in the trailer: asked for only
-			// where it can change what happens next.
-			slot = withTrailer(opts)
-			aopts = slot.opts
-		}
-		var at int64
-		resp, err, refused, retryAfter, timedOut := attemptOnce(ctx, m, req, aopts, call, &at)
-		if retries && attempt == 1 && !refused {
-			// The request is counted with the clock reading the attempt
-			// already made: one read of the clock per attempt, not two.
-			if at == 0 {
-				at = c.now()
-			}
-			m.budget.request(at)
-		}
-		var push time.Duration
-		var pushed bool
-		if slot != nil {
-			if err != nil {
-				push, pushed = Pushback(err, slot.md)
-			}
-			slot.put()
-		}
-		if refused && err != nil {
-			// Refused by an adaptive layer: final and local, like an open
-			// breaker, with the last real error as its cause.
-			return nil, withCause(err, last)
-		}
-		if refused {
-			m.breakerRefused(attempt > 1)
-			// An open breaker is a final answer, not something to retry.
-			return nil, circuitOpenError(m.dependency(), p.Name, retryAfter, last)
-		}
-		if mx != nil && attempt > 1 {
-			mx.retries[retryMade].Inc()
-		}
-		if err == nil {
-			return resp, nil
-		}
-		if timedOut {
-			err = attemptTimeoutError(m.dependency(), p.Name, attempt, p.Timeout, err)
-		}
-		last = err
-		if ctx.Err() != nil {
-			return nil, ended(ctx, err)
-		}
-		if !retries || !retryable(retry.RetryableCodes, err, timedOut) {
-			return nil, err
-		}
-		if pushed && push < 0 {
-			if mx != nil && attempt < retry.MaxAttempts {
-				mx.retries[retryPushback].Inc()
-			}
-			return nil, err // the server said not to retry
-		}
-		if attempt >= retry.MaxAttempts {
-			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
-		}
-		pause := Backoff(retry, attempt)
-		if pushed {
-			pause = push // the server knows better when it can take the call
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
-			if mx != nil {
-				mx.retries[retryDeadline].Inc()
-			}
-			return nil, err // the retry could not start before the deadline
-		}
-		if !m.budget.tryRetry(c.now()) {
-			err = budgetExhaustedError(m.dependency(), p.Name, err)
-			m.budgetRefused(err)
-			return nil, err
-		}
-		if !sleep(wait, pause) {
-			return nil, ended(ctx, err)
-		}
-	}
+	return retried(ctx, m, key != "", wait, req, opts, call)
 }
 
-// firstOf is what a shared call whose callers all left ends with: the
-// last real error, or else the cancellation (which nobody reads).
-func firstOf(last error, wait context.Context) error {
-	if last != nil {
-		return last
-	}
-	return statusFromContext(wait.Err())
-}
-
-// retryable reports whether an attempt that failed with err may be
-// repeated (or, for hedging, followed by the next copy): its code is
-// listed, and a DEADLINE_EXCEEDED only
-// when the attempt's own timeout expired (timedOut). A server that answers
-// DEADLINE_EXCEEDED itself has given up on the request below it; a repeat
-// would give up again.
-func retryable(listed CodeSet, err error, timedOut bool) bool {
-	c := status.Code(err)
-	return listed.Has(c) && (c != codes.DeadlineExceeded || timedOut)
-}
-
-// ended returns what a call whose context ended tells its caller: Canceled
-// when the caller cancelled, whatever the attempt came back with; after
-// the deadline, the last real error, last.
-func ended(ctx context.Context, last error) error {
-	if err := ctx.Err(); errors.Is(err, context.Canceled) {
-		return statusFromContext(err)
-	}
-	return last
-}
-
-// breakerRefused counts an attempt the breaker refused; retry says it was
-// not the call's first (a retry, or a hedged copy after the first).
-func (m *Method) breakerRefused(retry bool) {
-	if mx := m.metrics; mx != nil {
-		mx.breakerRejections.Inc()
-		if retry {
-			mx.retries[retryBreaker].Inc()
-		}
-	}
+// attemptEnd is how one attempt ended, besides its answer and error.
+type attemptEnd struct {
+	// refused: the breaker did not let the attempt through; retryAfter is
+	// how long the refusal is expected to last. Or an adaptive layer (the
+	// throttler, the concurrency limit) refused it: the attempt's error is
+	// then that refusal.
+	refused    bool
+	retryAfter time.Duration
+	// timedOut: the attempt failed after its own per-attempt timeout
+	// expired, while ctx still had time: the DEADLINE_EXCEEDED it brings
+	// back is the runtime's, not the server's nor the caller's.
+	timedOut bool
+	// at is the clock reading the attempt took at its end, for the caller
+	// to reuse; 0 when it took none.
+	at int64
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
-// concurrency limit), the breaker and the per-attempt timeout. refused is
-// true when one of them did not let it through: an adaptive layer's
-// refusal is err, the breaker's is a nil err with how long the refusal is
-// expected to last. timedOut is true when the
-// attempt failed after its own per-attempt timeout expired, while ctx
-// still had time: the DEADLINE_EXCEEDED it brings back is the runtime's,
-// not the server's nor the caller's. When the attempt read the clock at
-// its end, the reading is left in *at for the caller to reuse.
-func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), at *int64) (resp *Resp, err error, refused bool, retryAfter time.Duration, timedOut bool) {
+// concurrency limit), the breaker and the per-attempt timeout, and says how
+// it ended besides its answer.
+func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, attemptEnd, error) {
 	// Without a breaker or metrics an attempt holds nothing and counts
 	// nowhere, and neither check below has anything to protect.
 	counted := m.breaker != nil || m.metrics != nil
 	if counted {
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, statusFromContext(cerr), false, 0, false // never sent: counts for nothing
+			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
 		}
 	}
 	// The adaptive layers, in front of the breaker: their refusal is final
@@ -304,19 +166,19 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	guarded := m.throttle != nil || m.concurrency != nil
 	if guarded {
 		if cerr := ctx.Err(); cerr != nil && !counted {
-			return nil, statusFromContext(cerr), false, 0, false // never sent: counts for nothing
+			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
 		}
 		var gerr error
 		if g, gerr = m.enter(); gerr != nil {
-			return nil, gerr, true, 0, false
+			return nil, attemptEnd{refused: true}, gerr
 		}
 	}
-	ticket, start, retryAfter, ok := m.admit()
+	tk, start, retryAfter, ok := m.admit()
 	if !ok {
 		if guarded {
 			m.leaveRefused(g)
 		}
-		return nil, nil, true, retryAfter, false
+		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
 	}
 	left := false
 	if guarded {
@@ -326,7 +188,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 	// ticket and is counted, then goes on to the caller.
 	settled := false
 	if counted {
-		defer m.settleUnlessDone(ctx, &settled, ticket, start)
+		defer m.settleUnlessDone(ctx, &settled, tk, start)
 	}
 	actx := ctx
 	own := false // actx has a timeout of its own, shorter than ctx's
@@ -337,18 +199,18 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *Method, req *Req, opts [
 			defer cancel()
 		}
 	}
-	resp, err = call(actx, req, opts...)
+	resp, err := call(actx, req, opts...)
 	settled = true
 	seen := unsent(err) // what the breaker and the adaptive layers are told
-	*at = m.settle(ctx, ticket, start, seen)
+	end := attemptEnd{at: m.settle(ctx, tk, start, seen)}
 	if guarded {
 		left = true
-		m.leave(ctx, g, seen, *at)
+		m.leave(ctx, g, seen, end.at)
 	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
-		timedOut = ownTimeout(actx)
+		end.timedOut = ownTimeout(actx)
 	}
-	return resp, err, false, 0, timedOut
+	return resp, end, err
 }
 
 // ownTimeout reports whether the attempt's own context, actx, has reached

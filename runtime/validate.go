@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"google.golang.org/grpc/codes"
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Validate checks that the policy can be applied: names set, counts and
@@ -186,8 +186,7 @@ func (r *RetryPolicy) check(f string, bad badFunc) {
 
 // answerCodes are the codes the plugin refuses as retryable: the service
 // understood the request and answered it.
-var answerCodes = CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
-	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated)
+var answerCodes = CodesOf(contract.AnswerCodes...)
 
 func (b *BudgetPolicy) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)

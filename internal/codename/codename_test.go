@@ -32,3 +32,40 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+func TestNamesRoundTrip(t *testing.T) {
+	// The canonical names of the gRPC status codes, as in the .proto
+	// annotations and gRPC service config.
+	want := []string{
+		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+		"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+		"UNAUTHENTICATED",
+	}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		name := Of(c)
+		if name != want[c] {
+			t.Errorf("Of(%d) = %q, want %q", c, name, want[c])
+		}
+		got, ok := Parse(want[c])
+		if !ok || got != c {
+			t.Errorf("Parse(%q) = (%v, %v), want (%v, true)", want[c], got, ok, c)
+		}
+		// And it agrees with grpc-go's own JSON names.
+		var j codes.Code
+		if err := j.UnmarshalJSON([]byte(`"` + want[c] + `"`)); err != nil || j != c {
+			t.Errorf("grpc-go reads %q as (%v, %v), want %v", want[c], j, err, c)
+		}
+	}
+	if got := Of(17); got != "CODE(17)" {
+		t.Errorf("Of(17) = %q, want CODE(17)", got)
+	}
+}
+
+func TestParseRefusesUnknownNames(t *testing.T) {
+	for _, name := range []string{"", "unavailable", "Unavailable", "UNAVAILABLE ", "NOT FOUND", "O_K", "CODE(17)", "17", "14", "TIMEOUT"} {
+		if c, ok := Parse(name); ok {
+			t.Errorf("Parse(%q) = %v, want refusal", name, c)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -30,9 +31,9 @@ const (
 	DefaultMaxBackoff     = time.Second
 	DefaultMultiplier     = 2.0
 
-	DefaultBudgetRatio      = 0.1
-	DefaultBudgetMinRetries = 10
-	DefaultBudgetWindow     = 10 * time.Second
+	DefaultBudgetRatio      = contract.BudgetRatio
+	DefaultBudgetMinRetries = contract.BudgetMinRetries
+	DefaultBudgetWindow     = contract.BudgetWindow
 
 	DefaultFailureRatio   = 0.5
 	DefaultMinimumCalls   = 20
@@ -40,13 +41,13 @@ const (
 	DefaultCoolDown       = 10 * time.Second
 	DefaultHalfOpenProbes = 3
 	// MaxHalfOpenProbes is the most probes the runtime's breaker counts.
-	MaxHalfOpenProbes = 65535
+	MaxHalfOpenProbes = contract.MaxHalfOpenProbes
 
 	DefaultHedgingMaxCopies = 2
 	DefaultCacheMaxEntries  = 10000
 
-	DefaultShedPushback = time.Second
-	DefaultLease        = 10 * time.Second
+	DefaultShedPushback = contract.ShedPushback
+	DefaultLease        = contract.Lease
 )
 
 // DefaultBurst is the burst of a rate limit that sets none: its rate
@@ -74,16 +75,13 @@ var (
 // AnswerCodes are the codes by which a service answers a request it
 // understood; repeating the request cannot change them, so they are never
 // retryable.
-var AnswerCodes = map[codes.Code]bool{
-	codes.InvalidArgument:    true,
-	codes.NotFound:           true,
-	codes.AlreadyExists:      true,
-	codes.PermissionDenied:   true,
-	codes.FailedPrecondition: true,
-	codes.OutOfRange:         true,
-	codes.Unimplemented:      true,
-	codes.Unauthenticated:    true,
-}
+var AnswerCodes = func() map[codes.Code]bool {
+	m := make(map[codes.Code]bool, len(contract.AnswerCodes))
+	for _, c := range contract.AnswerCodes {
+		m[c] = true
+	}
+	return m
+}()
 
 // Report receives one problem: the field path inside the policy
 // ("retry.max_attempts") and what is wrong and how to mend it.

@@ -8,17 +8,19 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
-// The least lease and TTL a dedup may set; runtime/server.MinLease and
-// MinTTL are the same values, checked again by NewGuard.
+// The least lease and TTL a dedup may set (internal/contract's, which
+// runtime/server.MinLease and MinTTL are too, checked again by NewGuard).
 const (
 	// MinDedupLease: the lease is renewed every quarter of it, and a
 	// shorter one would lapse under an ordinary store round trip.
-	MinDedupLease = 100 * time.Millisecond
+	MinDedupLease = contract.MinLease
 	// MinDedupTTL: a result kept for less would be gone before a client's
 	// retries of the request end.
-	MinDedupTTL = time.Second
+	MinDedupTTL = contract.MinTTL
 )
 
 // DedupMinimum returns the problem of a dedup ttl or lease below its

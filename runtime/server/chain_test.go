@@ -18,11 +18,11 @@ import (
 // loop, as a generated client does.
 type runtimeClient struct {
 	inventoryv1.InventoryServiceClient
-	m *runtime.Method
+	getStock *runtime.UnaryHandle[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]
 }
 
 func (c runtimeClient) GetStock(ctx context.Context, req *inventoryv1.GetStockRequest, opts ...grpc.CallOption) (*inventoryv1.GetStockResponse, error) {
-	return runtime.Unary(ctx, c.m, "", req, opts, c.InventoryServiceClient.GetStock, nil)
+	return c.getStock.Call(ctx, req, opts...)
 }
 
 // newRuntimeClient gives GetStock 3 attempts and a retry budget too large
@@ -39,7 +39,12 @@ func newRuntimeClient(t *testing.T, plain inventoryv1.InventoryServiceClient) in
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runtimeClient{InventoryServiceClient: plain, m: rt.Method(0)}
+	h, err := runtime.NewUnary(rt, getStock, plain.GetStock,
+		runtime.UnaryHooks[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtimeClient{InventoryServiceClient: plain, getStock: h}
 }
 
 // retryInterceptor stands for a naive client that retries UNAVAILABLE up
@@ -54,7 +59,7 @@ func retryInterceptor(attempts int, honour bool) grpc.UnaryClientInterceptor {
 			if status.Code(err) != codes.Unavailable {
 				return err
 			}
-			if d, ok := Pushback(err, trailer); honour && ok && d < 0 {
+			if d, ok := runtime.Pushback(err, trailer); honour && ok && d < 0 {
 				return err
 			}
 		}

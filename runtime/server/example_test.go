@@ -1,17 +1,16 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -52,20 +51,12 @@ func ExampleNewGuard() {
 	// Output: 3 server options
 }
 
-// A caller lowers the priority of a background job's requests.
-func ExampleOutgoingPriority() {
-	ctx := server.OutgoingPriority(context.Background(), server.PriorityLow)
-	md, _ := metadata.FromOutgoingContext(ctx)
-	fmt.Println(md.Get(server.PriorityHeader))
-	// Output: [low]
-}
-
 // A handler whose database stayed down through its own retries tells its
 // callers not to retry.
 func ExampleDoNotRetry() {
 	err := server.DoNotRetry(status.Error(codes.Unavailable, "ledger database unavailable after 3 attempts"))
 	fmt.Println(status.Code(err), server.IsDoNotRetry(err))
-	d, _ := server.Pushback(err, nil)
+	d, _ := runtime.Pushback(err, nil)
 	fmt.Println(d)
 	// Output:
 	// Unavailable true

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 // Guard applies the server-side policies of the services one gRPC server
@@ -157,7 +159,7 @@ func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
 		g.services[p.Name] = svc
 		for j := range p.Methods {
 			mp := &p.Methods[j]
-			m := &method{name: mp.Name, svc: svc, priority: mp.Priority.OrNormal(),
+			m := &method{name: mp.Name, svc: svc, priority: Priority(priority.OrNormal(uint8(mp.Priority))),
 				minDeadline: mp.MinDeadline, defaultTimeout: mp.DefaultTimeout}
 			if mp.Dedup != nil {
 				if g.store == nil {

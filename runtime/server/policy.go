@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime"
 )
 
@@ -47,7 +48,7 @@ type SheddingPolicy struct {
 }
 
 // DefaultPushback is the pushback of a SheddingPolicy that sets none.
-const DefaultPushback = time.Second
+const DefaultPushback = contract.ShedPushback
 
 // Limits are the cumulative in-flight limits of a SheddingPolicy, one per
 // priority.
@@ -121,7 +122,7 @@ type DedupPolicy struct {
 }
 
 // DefaultLease is the lease of a DedupPolicy that sets none.
-const DefaultLease = 10 * time.Second
+const DefaultLease = contract.Lease
 
 // MinLease and MinTTL are the least Lease and TTL a DedupPolicy may set:
 // the lease is renewed every quarter of it, and a shorter one would lapse
@@ -129,15 +130,13 @@ const DefaultLease = 10 * time.Second
 // would be gone before a client's retries of the request end. The plugin
 // and the override loader refuse the same values.
 const (
-	MinLease = 100 * time.Millisecond
-	MinTTL   = time.Second
+	MinLease = contract.MinLease
+	MinTTL   = contract.MinTTL
 )
 
 // DefaultFinalCodes are the error codes stored as the outcome of a request:
 // the answers that running the request again would give again.
-var DefaultFinalCodes = runtime.CodesOf(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
-	codes.PermissionDenied, codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
-	codes.Unauthenticated)
+var DefaultFinalCodes = runtime.CodesOf(contract.AnswerCodes...)
 
 // StoreErrorMode says what a deduplicated method does when its Store cannot
 // be reached.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/rules"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 func TestValidateNamesBadFields(t *testing.T) {
@@ -102,11 +103,11 @@ func TestNewGuardRefuses(t *testing.T) {
 
 func TestPriorityNames(t *testing.T) {
 	for p := PriorityLow; p <= PriorityCritical; p++ {
-		if q, ok := ParsePriority(p.String()); !ok || q != p {
+		if q, ok := priority.Parse(p.String()); !ok || Priority(q) != p {
 			t.Errorf("%s does not round-trip", p)
 		}
 	}
-	if _, ok := ParsePriority("unspecified"); ok {
+	if _, ok := priority.Parse("unspecified"); ok {
 		t.Error("unspecified parsed")
 	}
 	if Priority(9).String() != "Priority(9)" || StoreErrorMode(5).String() != "StoreErrorMode(5)" {

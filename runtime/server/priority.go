@@ -6,12 +6,14 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 // Priority is how important a request is when the server must shed load.
 // Four levels; the zero value means "not said" and counts as normal. It is
 // the client runtime's type, so that the generated clients send exactly
-// what the Guard reads.
+// what the Guard reads; a caller lowers the priority of what it sends with
+// runtime.WithPriority.
 type Priority = runtime.Priority
 
 // The priorities, lowest first.
@@ -30,27 +32,10 @@ const (
 // ignored.
 const PriorityHeader = runtime.PriorityHeader
 
-// ParsePriority returns the priority named s ("low", "normal", "high",
-// "critical").
-func ParsePriority(s string) (Priority, bool) { return runtime.ParsePriority(s) }
-
-// OutgoingPriority returns ctx with the priority p sent to the services
-// called with it. It can only lower what they would grant: each applies the
-// lowest of p and its method's annotation.
-func OutgoingPriority(ctx context.Context, p Priority) context.Context {
-	return runtime.WithPriority(ctx, p)
-}
-
 // effectivePriority is the lowest of the annotated priority and every
 // known value of PriorityHeader in md.
 func effectivePriority(md metadata.MD, annotated Priority) Priority {
-	p := annotated.OrNormal()
-	for _, v := range md[PriorityHeader] {
-		if q, ok := ParsePriority(v); ok && q < p {
-			p = q
-		}
-	}
-	return p
+	return Priority(priority.Lowest(md[PriorityHeader], uint8(annotated)))
 }
 
 type priorityKey struct{}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
 // PushbackHeader is the trailer by which a gRPC server tells its client
@@ -64,16 +64,6 @@ func IsDoNotRetry(err error) bool {
 		}
 	}
 	return false
-}
-
-// Pushback reads what a server said about retrying a failed call: the
-// grpc-retry-pushback-ms trailer (collect it with the grpc.Trailer call
-// option), else the do-not-retry detail, else a google.rpc.RetryInfo detail
-// (sent with shedding refusals). d < 0 means do not retry; ok is false when
-// the server said nothing. A client honours it by not retrying when d < 0
-// and by waiting at least d otherwise.
-func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
-	return runtime.Pushback(err, trailer)
 }
 
 // transient are the codes of a dependency's failure (not of its answer)
@@ -145,7 +135,7 @@ func (d *downstream) failed() bool {
 // dependencies (grpc.WithChainUnaryInterceptor). Called with the context of
 // a request the Guard is serving, it sends the request's granted priority
 // on (unless the call already sends one as low or lower, set with
-// OutgoingPriority) and tells the Guard how each call ended, so that the
+// runtime.WithPriority) and tells the Guard how each call ended, so that the
 // handler's failure is marked do-not-retry when a dependency failed after
 // the runtime's retries. Elsewhere it does nothing. Put it beneath the resilient client: it sees every attempt, and
 // the last one decides.
@@ -175,8 +165,8 @@ func forwardPriority(ctx context.Context) context.Context {
 	}
 	// A generated client above sends its method's annotated priority; the
 	// request's own, when lower, must still travel on.
-	if sent, ok := runtime.OutgoingPriority(ctx); ok && sent <= p {
+	if sent, ok := priority.Outgoing(ctx); ok && Priority(sent) <= p {
 		return ctx
 	}
-	return OutgoingPriority(ctx, p)
+	return runtime.WithPriority(ctx, p)
 }

@@ -56,7 +56,7 @@ func TestPushback(t *testing.T) {
 		{"nil", nil, nil, 0, false},
 	}
 	for _, c := range cases {
-		d, ok := Pushback(c.err, c.trailer)
+		d, ok := runtime.Pushback(c.err, c.trailer)
 		if d != c.want || ok != c.ok {
 			t.Errorf("%s: got %s %v, want %s %v", c.name, d, ok, c.want, c.ok)
 		}
@@ -85,7 +85,7 @@ func TestMarkedAutomatically(t *testing.T) {
 			g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
 			var trailer metadata.MD
 			_, err := client.GetStock(ctxTimeout(t, time.Second), &inventoryv1.GetStockRequest{}, grpc.Trailer(&trailer))
-			d, ok := Pushback(err, trailer)
+			d, ok := runtime.Pushback(err, trailer)
 			got := ok && d < 0
 			if got != c.want {
 				t.Errorf("marked %v (trailer %v), want %v", got, trailer.Get(PushbackHeader), c.want)
@@ -111,7 +111,7 @@ func TestClientInterceptorForwardsPriority(t *testing.T) {
 	}
 	nextCC := dial(t, serve(t, next), grpc.WithChainUnaryInterceptor(ClientInterceptor()))
 	_, client, _ := guarded(t, &relay{next: inventoryv1.NewInventoryServiceClient(nextCC)}, []*ServicePolicy{inventoryPolicy()})
-	if _, err := client.GetStock(OutgoingPriority(ctxTimeout(t, time.Second), PriorityLow), &inventoryv1.GetStockRequest{}); err != nil {
+	if _, err := client.GetStock(runtime.WithPriority(ctxTimeout(t, time.Second), PriorityLow), &inventoryv1.GetStockRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-seen; len(got) != 1 || got[0] != "low" {

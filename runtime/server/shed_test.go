@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/go-resilient/resilient/runtime"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -43,7 +44,7 @@ func TestSheddingOrderUnderBurst(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx := OutgoingPriority(ctxTimeout(t, 5*time.Second), prio)
+				ctx := runtime.WithPriority(ctxTimeout(t, 5*time.Second), prio)
 				_, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: prio.String()})
 				results <- result{prio, err}
 			}()
@@ -68,7 +69,7 @@ func TestSheddingOrderUnderBurst(t *testing.T) {
 		if status.Code(r.err) != codes.Unavailable {
 			t.Fatalf("%s request: %v, want UNAVAILABLE while held", r.prio, r.err)
 		}
-		d, ok := Pushback(r.err, nil)
+		d, ok := runtime.Pushback(r.err, nil)
 		if !ok || d != 250*time.Millisecond {
 			t.Errorf("refusal's pushback %s %v, want 250ms", d, ok)
 		}
@@ -140,7 +141,7 @@ func TestShedResourceExhausted(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("second: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	if d, _ := Pushback(err, nil); d != DefaultPushback {
+	if d, _ := runtime.Pushback(err, nil); d != DefaultPushback {
 		t.Errorf("pushback %s, want the default %s", d, DefaultPushback)
 	}
 	close(hold)

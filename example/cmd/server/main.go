@@ -32,6 +32,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 	rserver "github.com/go-resilient/resilient/runtime/server"
@@ -64,7 +65,7 @@ func main() {
 		b = server.Hang
 	}
 	if *fail != "" {
-		code, ok := runtime.ParseCode(*fail)
+		code, ok := codename.Parse(*fail)
 		if !ok || code == codes.OK {
 			fmt.Fprintf(os.Stderr, "server: -fail %q: not a gRPC status code name; use e.g. UNAVAILABLE, RESOURCE_EXHAUSTED, FAILED_PRECONDITION\n", *fail)
 			os.Exit(2)

@@ -93,8 +93,9 @@ func (m *timeModel) sum(now int64) (a, b uint64) {
 	for _, e := range m.events {
 		if e.q <= cur && cur-e.q < Buckets {
 			v := per[e.q]
-			v[0] = min(v[0]+e.a, MaxBucketCount)
-			v[1] = min(v[1]+e.b, MaxBucketCount)
+			if e.a <= MaxBucketCount-v[0] && e.b <= MaxBucketCount-v[1] {
+				v[0], v[1] = v[0]+e.a, v[1]+e.b // a fuller bucket drops the add whole
+			}
 			per[e.q] = v
 		}
 	}

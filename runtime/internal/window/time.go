@@ -11,8 +11,11 @@ import (
 // epoch cannot lose a concurrent add.
 //
 // Layout of a bucket word: epoch in the high 24 bits, a in the next 20, b in
-// the low 20. Counts saturate at MaxBucketCount per bucket; epochs wrap after
-// 2^24 buckets, far longer than any bucket stays untouched and still counted.
+// the low 20. A bucket holds at most MaxBucketCount of each count; an add
+// that would pass it is dropped whole, both counts, so that a full bucket
+// keeps the ratio b/a of what it counted (a breaker's failures, a budget's
+// retries per request). Epochs wrap after 2^24 buckets, far longer than any
+// bucket stays untouched and still counted.
 //
 // The window covers between d−d/Buckets and d of the past: the oldest
 // bucket drops out whole.
@@ -25,7 +28,7 @@ const (
 	// Buckets is the number of buckets of a Time window.
 	Buckets = 10
 	// MaxBucketCount is the largest count one bucket of a Time window holds;
-	// further adds to it saturate.
+	// an add that would pass it is dropped whole.
 	MaxBucketCount = 1<<countBits - 1
 
 	countBits = 20
@@ -69,7 +72,13 @@ func (w *Time) Add(now int64, da, db uint64) {
 		if e != epoch {
 			a, b = 0, 0
 		}
-		a, b = min(a+min(da, MaxBucketCount), MaxBucketCount), min(b+min(db, MaxBucketCount), MaxBucketCount)
+		if da > MaxBucketCount-a || db > MaxBucketCount-b {
+			// The bucket is full: the add is dropped whole, so that the
+			// bucket keeps the ratio of what it counted. Saturating each
+			// count alone would let failures catch up with saturated calls.
+			return
+		}
+		a, b = a+da, b+db
 		if slot.CompareAndSwap(old, pack(epoch, a, b)) {
 			return
 		}

@@ -8,6 +8,32 @@ import (
 
 const sec = int64(time.Second)
 
+func bucketAt(w *Time, i int) (epoch, a, b uint64) { return unpack(w.buckets[i].Load()) }
+
+func TestTimeAddLandsInBucket(t *testing.T) {
+	w := NewTime(10 * time.Second) // 1 s per bucket
+	w.Add(2500*sec/1000, 1, 2)
+	w.Add(2999*sec/1000, 3, 0)
+	w.Add(13*sec, 4, 5) // epoch 13: slot 3
+	for i := range w.buckets {
+		e, a, b := bucketAt(w, i)
+		switch i {
+		case 2:
+			if e != 2 || a != 4 || b != 2 {
+				t.Errorf("bucket 2 = (epoch %d, %d, %d), want (2, 4, 2)", e, a, b)
+			}
+		case 3:
+			if e != 13 || a != 4 || b != 5 {
+				t.Errorf("bucket 3 = (epoch %d, %d, %d), want (13, 4, 5)", e, a, b)
+			}
+		default:
+			if e != 0 || a != 0 || b != 0 {
+				t.Errorf("bucket %d = (epoch %d, %d, %d), want untouched", i, e, a, b)
+			}
+		}
+	}
+}
+
 func TestTimeSumCountsOnlyBucketsInWindow(t *testing.T) {
 	w := NewTime(10 * time.Second)
 	if w.BucketWidth() != time.Second {
@@ -45,13 +71,20 @@ func TestTimeReusedBucketStartsFromZero(t *testing.T) {
 	}
 }
 
-func TestTimeSaturatesWithoutSpilling(t *testing.T) {
+func TestTimeFullBucketDropsAddsWhole(t *testing.T) {
 	w := NewTime(10 * time.Second)
 	w.Add(7*sec, MaxBucketCount-1, 0)
-	w.Add(7*sec, 5, MaxBucketCount+100)
+	w.Add(7*sec, 5, MaxBucketCount+100) // would pass MaxBucketCount: dropped
+	w.Add(7*sec, 1, 1)
+	w.Add(7*sec, 1, 0)         // a is full: dropped, b untouched
 	w.Add(7*sec, 1<<63, 1<<63) // must not wrap around to a small count
-	if a, b := w.Sum(7 * sec); a != MaxBucketCount || b != MaxBucketCount {
-		t.Errorf("Sum = (%d, %d), want (%d, %d)", a, b, MaxBucketCount, MaxBucketCount)
+	// The adds that would pass MaxBucketCount are dropped whole (both
+	// counts), so nothing spills and the ratio b/a is kept.
+	if a, b := w.Sum(7 * sec); a != MaxBucketCount || b != 1 {
+		t.Errorf("Sum = (%d, %d), want (%d, 1): an add that would pass MaxBucketCount is dropped whole", a, b, MaxBucketCount)
+	}
+	if MaxBucketCount != 1<<20-1 {
+		t.Errorf("MaxBucketCount = %d, want 2^20-1", MaxBucketCount)
 	}
 }
 

@@ -1,0 +1,60 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package contract holds the values that the plugin's checks
+// (internal/rules), the client runtime (runtime) and the server runtime
+// (runtime/server) must agree on, each written once: the defaults that the
+// runtime applies to a policy value that leaves them out, the limits its
+// state machines can count to, and the status codes that are a service's
+// answers. It is a leaf, like internal/codename: the plugin's binary links
+// it without the runtime, and the runtime without the options contract.
+package contract
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// The retry budget of a service that retries without setting one: over
+// BudgetWindow, 10 % of the requests plus 10 retries.
+const (
+	BudgetRatio      = 0.1
+	BudgetMinRetries = 10
+	BudgetWindow     = 10 * time.Second
+)
+
+// MaxHalfOpenProbes is the most half-open probes the circuit breaker
+// counts: its probe counters are 16 bits wide.
+const MaxHalfOpenProbes = 1<<16 - 1
+
+// Lease is the lease of a deduplicated method that sets none: how long a
+// server's claim on a key lasts without being renewed. MinLease and MinTTL
+// are the least lease and result TTL a deduplicated method may set: the
+// lease is renewed every quarter of it, and a shorter one would lapse under
+// an ordinary store round trip; a result kept for less than MinTTL would be
+// gone before a client's retries of the request end.
+const (
+	Lease    = 10 * time.Second
+	MinLease = 100 * time.Millisecond
+	MinTTL   = time.Second
+)
+
+// ShedPushback is the pushback of a shedding refusal that sets none: how
+// long the server asks its callers to wait before they retry.
+const ShedPushback = time.Second
+
+// AnswerCodes are the codes by which a service answers a request it
+// understood: repeating the request cannot change them, so they are never
+// retryable, and a server stores them as a request's outcome. Callers must
+// not change the slice.
+var AnswerCodes = []codes.Code{
+	codes.InvalidArgument,
+	codes.NotFound,
+	codes.AlreadyExists,
+	codes.PermissionDenied,
+	codes.FailedPrecondition,
+	codes.OutOfRange,
+	codes.Unimplemented,
+	codes.Unauthenticated,
+}

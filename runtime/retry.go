@@ -1,0 +1,152 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// retried is the retry loop of a unary call that does not hedge: one
+// attempt through the breaker and its own timeout (attemptOnce), then,
+// while the method may be retried (it retries, and is idempotent or the
+// call is keyed) and the failure is retryable, a wait (backoff with full
+// jitter, or the server's pushback) and another attempt, within the
+// method's MaxAttempts, the retry budget and the call's deadline. An open
+// breaker ends the loop at once: it is a final answer. The other layers
+// (rate limit, bulkhead, overall limit, idempotency key) are unary's, and
+// wrap it. wait is nil for a call; for a cache's shared call, see unary.
+func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wait context.Context, req *Req, opts []grpc.CallOption,
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+	p := m.policy
+	mx := m.metrics
+	shared := wait != nil
+	if !shared {
+		wait = ctx
+	}
+	c := m.client
+	retry := p.Retry
+	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || keyed)
+	if retries && c.events != nil {
+		m.budgetRecovered()
+	}
+	var last error
+	for attempt := 1; ; attempt++ {
+		if shared && wait.Err() != nil {
+			// A shared call whose callers all left: no attempt for nobody.
+			return nil, firstOf(last, wait)
+		}
+		aopts := opts
+		var slot *trailerSlot
+		if retries {
+			// The server's pushback travels in the trailer: asked for only
+			// where it can change what happens next.
+			slot = withTrailer(opts)
+			aopts = slot.opts
+		}
+		resp, end, err := attemptOnce(ctx, m, req, aopts, call)
+		if retries && attempt == 1 && !end.refused {
+			// The request is counted with the clock reading the attempt
+			// already made: one read of the clock per attempt, not two.
+			at := end.at
+			if at == 0 {
+				at = c.now()
+			}
+			m.budget.request(at)
+		}
+		var push time.Duration
+		var pushed bool
+		if slot != nil {
+			if err != nil {
+				push, pushed = Pushback(err, slot.md)
+			}
+			slot.put()
+		}
+		if end.refused && err != nil {
+			// Refused by an adaptive layer: final and local, like an open
+			// breaker, with the last real error as its cause.
+			return nil, withCause(err, last)
+		}
+		if end.refused {
+			m.breakerRefused(attempt > 1)
+			// An open breaker is a final answer, not something to retry.
+			return nil, circuitOpenError(m.dependency(), p.Name, end.retryAfter, last)
+		}
+		if mx != nil && attempt > 1 {
+			mx.retries[retryMade].Inc()
+		}
+		if err == nil {
+			return resp, nil
+		}
+		if end.timedOut {
+			err = attemptTimeoutError(m.dependency(), p.Name, attempt, p.Timeout, err)
+		}
+		last = err
+		if ctx.Err() != nil {
+			return nil, ended(ctx, err)
+		}
+		if !retries || !retryable(retry.RetryableCodes, err, end.timedOut) {
+			return nil, err
+		}
+		if pushed && push < 0 {
+			if mx != nil && attempt < retry.MaxAttempts {
+				mx.retries[retryPushback].Inc()
+			}
+			return nil, err // the server said not to retry
+		}
+		if attempt >= retry.MaxAttempts {
+			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
+		}
+		pause := backoffFor(retry, attempt)
+		if pushed {
+			pause = push // the server knows better when it can take the call
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
+			if mx != nil {
+				mx.retries[retryDeadline].Inc()
+			}
+			return nil, err // the retry could not start before the deadline
+		}
+		if !m.budget.tryRetry(c.now()) {
+			err = budgetExhaustedError(m.dependency(), p.Name, err)
+			m.budgetRefused(err)
+			return nil, err
+		}
+		if !sleep(wait, pause) {
+			return nil, ended(ctx, err)
+		}
+	}
+}
+
+// firstOf is what a shared call whose callers all left ends with: the
+// last real error, or else the cancellation (which nobody reads).
+func firstOf(last error, wait context.Context) error {
+	if last != nil {
+		return last
+	}
+	return statusFromContext(wait.Err())
+}
+
+// retryable reports whether an attempt that failed with err may be
+// repeated (or, for hedging, followed by the next copy): its code is
+// listed, and a DEADLINE_EXCEEDED only
+// when the attempt's own timeout expired (timedOut). A server that answers
+// DEADLINE_EXCEEDED itself has given up on the request below it; a repeat
+// would give up again.
+func retryable(listed CodeSet, err error, timedOut bool) bool {
+	c := status.Code(err)
+	return listed.Has(c) && (c != codes.DeadlineExceeded || timedOut)
+}
+
+// ended returns what a call whose context ended tells its caller: Canceled
+// when the caller cancelled, whatever the attempt came back with; after
+// the deadline, the last real error, last.
+func ended(ctx context.Context, last error) error {
+	if err := ctx.Err(); errors.Is(err, context.Canceled) {
+		return statusFromContext(err)
+	}
+	return last
+}
