@@ -10,27 +10,28 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// The defaults and bounds of the adaptive layers (the runtime's
-// internal/adaptive and internal/throttle hold the same values).
+// The defaults and bounds of the adaptive layers, from internal/contract,
+// which the runtime's internal/adaptive and internal/throttle read too.
 const (
-	DefaultMinLimit       = 1
-	DefaultMaxLimit       = 100
-	DefaultInitialLimit   = 20
-	DefaultTolerance      = 1.5
-	DefaultSmoothing      = 0.5
-	DefaultBaselineWindow = 30 * time.Second
+	DefaultMinLimit       = contract.AdaptiveMinLimit
+	DefaultMaxLimit       = contract.AdaptiveMaxLimit
+	DefaultInitialLimit   = contract.AdaptiveInitialLimit
+	DefaultTolerance      = contract.AdaptiveTolerance
+	DefaultSmoothing      = contract.AdaptiveSmoothing
+	DefaultBaselineWindow = contract.AdaptiveBaselineWindow
 	// MaxAdaptiveLimit is the largest max_limit.
-	MaxAdaptiveLimit = 1 << 20
+	MaxAdaptiveLimit = contract.MaxAdaptiveLimit
 
-	DefaultThrottleK          = 2.0
-	DefaultThrottleWindow     = 5 * time.Second
-	DefaultThrottleMaxRefusal = 0.9
+	DefaultThrottleK          = contract.ThrottleK
+	DefaultThrottleWindow     = contract.ThrottleWindow
+	DefaultThrottleMaxRefusal = contract.ThrottleMaxRefusal
 
 	// MaxWindowCalls is the largest circuit_breaker.window_calls.
-	MaxWindowCalls = 1 << 21
+	MaxWindowCalls = contract.MaxWindowCalls
 	// minAdaptiveWindow is the shortest baseline_window and throttle
 	// window: one nanosecond per bucket of their ten.
 	minAdaptiveWindow = 10 * time.Nanosecond

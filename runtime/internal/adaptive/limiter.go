@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Policy configures a Limiter. A zero field takes its default from Defaults
@@ -33,16 +35,16 @@ type Policy struct {
 
 // Defaults is the policy a zero Policy stands for.
 var Defaults = Policy{
-	MinLimit:       1,
-	MaxLimit:       100,
-	InitialLimit:   20,
-	Tolerance:      1.5,
-	Smoothing:      0.5,
-	BaselineWindow: 30 * time.Second,
+	MinLimit:       contract.AdaptiveMinLimit,
+	MaxLimit:       contract.AdaptiveMaxLimit,
+	InitialLimit:   contract.AdaptiveInitialLimit,
+	Tolerance:      contract.AdaptiveTolerance,
+	Smoothing:      contract.AdaptiveSmoothing,
+	BaselineWindow: contract.AdaptiveBaselineWindow,
 }
 
 // MaxLimit is the largest MaxLimit a Policy may have.
-const MaxLimit = 1 << 20
+const MaxLimit = contract.MaxAdaptiveLimit
 
 // maxRTT caps one call's RTT, so that the sum of a round's RTTs cannot
 // overflow: a round holds at most MaxLimit+1 successes.

@@ -63,6 +63,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
@@ -83,7 +84,7 @@ type Policy struct {
 }
 
 // Defaults is the policy a zero Policy stands for.
-var Defaults = Policy{K: 2, Window: 5 * time.Second, MaxRefusal: 0.9}
+var Defaults = Policy{K: contract.ThrottleK, Window: contract.ThrottleWindow, MaxRefusal: contract.ThrottleMaxRefusal}
 
 // withDefaults fills the zero fields of p from Defaults and checks the
 // result.
