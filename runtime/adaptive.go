@@ -262,7 +262,7 @@ func (m *methodState) enter() (g gate, err error) {
 	n := int64(-1)
 	if th := m.throttle; th != nil {
 		n = c.now()
-		if !th.t.Allow(c.at(n)) {
+		if !th.t.AllowAt(n) {
 			return g, m.throttled(th, n)
 		}
 		g.allowed = true
@@ -310,7 +310,7 @@ func (m *methodState) concurrencyLimited(cl *concurrencyLimit, n int64) error {
 // throttled counts and, once per episode, reports a refusal by the
 // throttler at n.
 func (m *methodState) throttled(th *clientThrottle, n int64) error {
-	p := th.t.RefusalProbability(m.client.at(n))
+	p := th.t.RefusalProbabilityAt(n)
 	err := throttledError(m.dependency(), m.policy.Name, p)
 	if am := m.adaptiveMetrics; am != nil {
 		am.throttled.Inc()
@@ -349,15 +349,15 @@ func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
 		n = c.now()
 	}
 	if cl := m.concurrency; cl != nil {
-		cl.l.Release(g.tok, o, time.Duration(n-g.start), c.at(n))
+		cl.l.ReleaseAt(g.tok, o, time.Duration(n-g.start), n)
 		if cl.gauge != nil {
 			cl.gauge.Set(float64(cl.l.Limit()))
 		}
 	}
 	if th := m.throttle; th != nil && g.allowed && o != adaptive.Ignored {
-		th.t.Record(c.at(n), o == adaptive.Success)
+		th.t.RecordAt(n, o == adaptive.Success)
 		if th.gauge != nil {
-			th.gauge.Set(th.t.RefusalProbability(c.at(n)))
+			th.gauge.Set(th.t.RefusalProbabilityAt(n))
 		}
 	}
 }
@@ -366,7 +366,7 @@ func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
 // breaker) refused: it says nothing about the dependency.
 func (m *methodState) leaveRefused(g gate) {
 	if cl := m.concurrency; cl != nil {
-		cl.l.Release(g.tok, adaptive.Ignored, 0, time.Time{})
+		cl.l.ReleaseAt(g.tok, adaptive.Ignored, 0, 0)
 	}
 }
 
@@ -397,9 +397,6 @@ func judgeAdaptive(ctx context.Context, err error) adaptive.Outcome {
 	}
 	return adaptive.Success
 }
-
-// at is the instant n nanoseconds after the client's base.
-func (c *Client) at(n int64) time.Time { return c.base.Add(time.Duration(n)) }
 
 // checkAdaptive checks the adaptive layers of the service (f "") or of a
 // method (f its field prefix, m the method), given the bulkhead b the

@@ -188,6 +188,13 @@ func (l *Limiter) Acquire() (Token, bool) {
 // with outcome o. A Success with an rtt of zero or less carries no sample
 // and counts as Ignored; an rtt over an hour counts as an hour.
 func (l *Limiter) Release(t Token, o Outcome, rtt time.Duration, now time.Time) {
+	l.ReleaseAt(t, o, rtt, int64(now.Sub(l.base)))
+}
+
+// ReleaseAt is Release at n nanoseconds after the limiter's base, for a
+// caller that keeps its clock as such (the runtime's client, whose base is
+// the same): no time.Time is made.
+func (l *Limiter) ReleaseAt(t Token, o Outcome, rtt time.Duration, now int64) {
 	if !t.held {
 		return
 	}
@@ -209,7 +216,7 @@ func (l *Limiter) Release(t Token, o Outcome, rtt time.Duration, now time.Time) 
 		l.successes++
 		l.peak = max(l.peak, n)
 		if t.round == l.round.Load() {
-			l.endRound(max(int64(now.Sub(l.base)), 0))
+			l.endRound(max(now, 0))
 		}
 	}
 	l.mu.Unlock()
