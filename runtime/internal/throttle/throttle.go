@@ -159,7 +159,9 @@ func (t *Throttler) AllowAt(n int64) bool {
 // (an answer, even an error such as NOT_FOUND) rather than refused it
 // (overloaded, unavailable, timed out). A request the caller cancelled is
 // not recorded.
-func (t *Throttler) Record(now time.Time, accepted bool) { t.RecordAt(int64(now.Sub(t.base)), accepted) }
+func (t *Throttler) Record(now time.Time, accepted bool) {
+	t.RecordAt(int64(now.Sub(t.base)), accepted)
+}
 
 // RecordAt is Record at n nanoseconds after the throttler's base.
 func (t *Throttler) RecordAt(n int64, accepted bool) {
