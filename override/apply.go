@@ -340,6 +340,11 @@ func (t *service) applyShared(p *runtime.ServicePolicy, methods []*runtime.Metho
 	if !ok {
 		return fmt.Errorf("%s cannot be overridden", l.path)
 	}
+	if group == "rate_limit" && l.method != "" && methods[0].Kind != runtime.KindUnary {
+		// As the plugin refuses it: opening a stream takes no token, so
+		// the limit would be shown in force and do nothing.
+		return fmt.Errorf("streams do not go through the rate limit, and %s is a streaming method: remove this override", l.method)
+	}
 	goName := goGroups[group]
 	shared := reflect.ValueOf(p).Elem().FieldByName(goName)
 	target := shared

@@ -248,10 +248,24 @@ func (a *adaptiveLayers) bind(m *methodState) error {
 // gate is what the adaptive layers admitted one attempt with.
 type gate struct {
 	tok   adaptive.Token
-	start int64 // clock reading at admission, when a limit took a token
+	start int64 // the attempt's start, for the limit's round-trip time
+	known bool  // start was read
 	// allowed: the throttler let the attempt through, and is told how it
 	// ended.
 	allowed bool
+}
+
+// begin takes the attempt's start for the limit, if it has one: the
+// reading its timeout was counted from where there is one (sp), else the
+// throttler's, else a reading of its own.
+func (g *gate) begin(m *methodState, sp span) {
+	switch {
+	case m.concurrency == nil:
+	case sp.known:
+		g.start, g.known = sp.start, true
+	case !g.known:
+		g.start, g.known = m.client.now(), true
+	}
 }
 
 // enter asks the throttler, then the concurrency limit, to let one attempt
@@ -265,7 +279,7 @@ func (m *methodState) enter() (g gate, err error) {
 		if !th.t.AllowAt(n) {
 			return g, m.throttled(th, n)
 		}
-		g.allowed = true
+		g.allowed, g.start, g.known = true, n, true
 	}
 	if cl := m.concurrency; cl != nil {
 		tok, ok := cl.l.Acquire()
@@ -275,12 +289,14 @@ func (m *methodState) enter() (g gate, err error) {
 			}
 			return g, m.concurrencyLimited(cl, n)
 		}
-		if n < 0 {
-			n = c.now()
-		}
-		g.tok, g.start = tok, n
-		if cl.limiting.Load() && n-cl.lastRefusal.Load() >= int64(episodeQuiet) {
-			cl.limiting.Store(false)
+		g.tok = tok
+		if cl.limiting.Load() {
+			if n < 0 {
+				n = c.now()
+			}
+			if n-cl.lastRefusal.Load() >= int64(episodeQuiet) {
+				cl.limiting.Store(false)
+			}
 		}
 	}
 	if th := m.throttle; th != nil && th.throttling.Load() && n-th.lastRefusal.Load() >= int64(episodeQuiet) {
@@ -330,7 +346,9 @@ func (m *methodState) throttled(th *clientThrottle, n int64) error {
 
 // leave tells the adaptive layers how an attempt they admitted with g
 // ended: err is its error, ctx the call's context (outside the attempt's
-// own timeout), n the clock reading at its end or 0 for none yet.
+// own timeout), n a clock reading the attempt took at or near its end, 0
+// for none. The limit reads the clock for the round-trip time; the
+// throttler, which counts in buckets of a tenth of its window, takes n.
 //
 //   - an answer (nil, or a code that is not an overload: NOT_FOUND, …):
 //     the limit takes its round-trip time as a sample, the throttler
@@ -345,7 +363,7 @@ func (m *methodState) throttled(th *clientThrottle, n int64) error {
 func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
 	c := m.client
 	o := judgeAdaptive(ctx, err)
-	if n == 0 {
+	if n == 0 || m.concurrency != nil {
 		n = c.now()
 	}
 	if cl := m.concurrency; cl != nil {

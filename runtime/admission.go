@@ -10,18 +10,23 @@ import (
 )
 
 // admit asks the method's breaker, if any, to let a unary attempt through.
-// It reads the clock at the start only when the duration is used, by the
-// metrics or the breaker's slow-call threshold; start is 0 otherwise. ok is
-// false when the breaker refused, with how long the refusal is expected to
-// last. The caller has checked that its context is not over: what is
-// admitted is sent.
-func (m *methodState) admit() (t ticket, start int64, retryAfter time.Duration, ok bool) {
-	return m.admitAs(true)
+// It reads no clock while the breaker is closed: the attempt's start, where
+// it is needed, comes with its context (see attemptOnce). ok is false when
+// the breaker refused, with how long the refusal is expected to last. The
+// caller has checked that its context is not over: what is admitted is
+// sent.
+func (m *methodState) admit() (t ticket, retryAfter time.Duration, ok bool) {
+	if br := m.breaker; br != nil {
+		return br.allow(m.client.now, true)
+	}
+	return ticket{}, 0, true
 }
 
-// admitAs is admit for a unary attempt (probe true) or a stream, which may
-// take a half-open probe only where no unary method shares the breaker
-// (see stream.go).
+// admitAs is admit for a stream, which may take a half-open probe only
+// where no unary method shares the breaker (probe false otherwise, see
+// stream.go). A stream has no attempt context to read its start from: it
+// reads the clock at the start when the duration is used, by the metrics;
+// start is 0 otherwise.
 func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter time.Duration, ok bool) {
 	br := m.breaker
 	if br != nil {
@@ -35,18 +40,42 @@ func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter tim
 	return t, start, 0, true
 }
 
-// settle tells the breaker, if any, the outcome of what admit let through
-// with t at start, and counts it in the metrics, both as verdict says. ctx
-// is the call's context, outside the attempt's own timeout. It returns the
-// clock reading at the end, 0 when neither needed the clock.
-func (m *methodState) settle(ctx context.Context, t ticket, start int64, err error) int64 {
-	return m.settleAs(ctx, t, start, err, true)
+// settle tells the breaker, if any, the outcome of a unary attempt that
+// admit let through with t and that began at sp, and counts it in the
+// metrics, both as verdict says. ctx is the call's context, outside the
+// attempt's own timeout; actx the attempt's. It returns a clock reading
+// for the caller to reuse (the end, or the start where that was enough), 0
+// when neither needed the clock.
+//
+// The clock is not read at the end of the common case, a success on a
+// closed breaker without metrics or slow-call threshold: the breaker only
+// needs to know which bucket of its window to count it in, and an attempt
+// whose timeout is no longer than a bucket (Window/10), and which ended
+// before its deadline, ended at most one bucket after its start.
+func (m *methodState) settle(ctx, actx context.Context, t ticket, sp span, err error) int64 {
+	br, mx := m.breaker, m.metrics
+	if br == nil && mx == nil {
+		return 0
+	}
+	var failures CodeSet
+	if br != nil {
+		failures = br.p.FailureCodes
+	}
+	o, code := verdict(ctx, err, failures)
+	if mx == nil && o == outcomeSuccess && sp.bounded && m.policy.Timeout <= br.outcomes.BucketWidth() &&
+		actx.Err() == nil && br.doneEarly(t, sp.start, m.client.now) {
+		return sp.start
+	}
+	return m.record(t, o, code, sp.start, true)
 }
 
-// settleAs is settle for a unary attempt (timed true) or a stream, whose
-// duration the breaker's slow-call threshold does not judge: a stream's
-// first message comes when there is something to say (a watch may wait
-// minutes), so its lateness says nothing about the dependency.
+// settleAs tells the breaker, if any, the outcome of what was admitted
+// with t at start, read at its exact end, and counts it in the metrics. It
+// serves a unary attempt (timed true) or a stream, whose duration the
+// breaker's slow-call threshold does not judge: a stream's first message
+// comes when there is something to say (a watch may wait minutes), so its
+// lateness says nothing about the dependency. It returns the clock reading
+// at the end, 0 when neither needed the clock.
 func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err error, timed bool) int64 {
 	br, mx := m.breaker, m.metrics
 	if br == nil && mx == nil {
@@ -57,6 +86,12 @@ func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err e
 		failures = br.p.FailureCodes
 	}
 	o, code := verdict(ctx, err, failures)
+	return m.record(t, o, code, start, timed)
+}
+
+// record is the end of settleAs, with the verdict given.
+func (m *methodState) record(t ticket, o outcome, code codes.Code, start int64, timed bool) int64 {
+	br, mx := m.breaker, m.metrics
 	n := m.client.now()
 	if br != nil {
 		var latency time.Duration
@@ -72,10 +107,16 @@ func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err e
 }
 
 // settleUnlessDone, deferred, settles an attempt whose call did not return
-// (it panicked) as errPanicked; the panic goes on, unrecovered.
-func (m *methodState) settleUnlessDone(ctx context.Context, settled *bool, t ticket, start int64) {
+// (it panicked) as errPanicked; the panic goes on, unrecovered. sp is read
+// when the panic comes: a panic before the attempt knew its start counts a
+// duration of 0.
+func (m *methodState) settleUnlessDone(ctx context.Context, settled *bool, t ticket, sp *span) {
 	if !*settled {
-		m.settle(ctx, t, start, errPanicked)
+		start := sp.start
+		if !sp.known {
+			start = m.client.now()
+		}
+		m.settleAs(ctx, t, start, errPanicked, true)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-resilient/resilient/internal/contract"
-	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // State is the state of a circuit breaker.
@@ -81,8 +80,8 @@ type breaker struct {
 	// succeeded (16 bits each), so that a probe can never be counted in a
 	// generation other than its own.
 	probes      atomic.Uint64
-	outcomes    window.Counter // a: calls, b: failures; a window in time, or of the last WindowCalls calls
-	lastFailure atomic.Int64   // nanoseconds since base of the last failure counted
+	outcomes    outcomeWindow // a: calls, b: failures; a window in time, or of the last WindowCalls calls
+	lastFailure atomic.Int64  // nanoseconds since base of the last failure counted
 
 	mu           sync.Mutex // serialises state changes
 	onTransition func(from, to State)
@@ -191,9 +190,44 @@ func (b *breaker) done(t ticket, o outcome, latency time.Duration, n int64) {
 	default:
 		return
 	}
+	b.judge(t.gen, n)
+}
+
+// doneEarly records a success when the time only places it in a bucket of
+// the window: early is a reading taken during the call, at most one bucket
+// (Window/10) before its end, such as the start of an attempt whose
+// timeout is no longer than a bucket. While a failure is in the window the
+// ratio is judged at now(), the exact time, as done does. It returns
+// false, recording nothing, for an outcome that needs the exact time of
+// the end: a probe's or a bystander's (they change the state), or any
+// with a SlowCallThreshold (the latency decides it); the caller then
+// calls done.
+//
+// early ≤ the true time, so "no failure within Window of early" implies
+// none within Window of now: the ratio is never left unjudged when it
+// could have reached FailureRatio.
+func (b *breaker) doneEarly(t ticket, early int64, now func() int64) bool {
+	if t.probe || t.bystander || b.p.SlowCallThreshold > 0 {
+		return false
+	}
+	if t.gen != b.gen.Load() {
+		return true // admitted under an earlier state: says nothing about this one
+	}
+	b.outcomes.Add(early, 1, 0)
+	if early-b.lastFailure.Load() > int64(b.p.windowSpan()) {
+		return true
+	}
+	b.judge(t.gen, now())
+	return true
+}
+
+// judge opens the closed breaker of generation gen if, at n, the window
+// holds at least MinimumCalls outcomes and a share of failures of at least
+// FailureRatio.
+func (b *breaker) judge(gen uint64, n int64) {
 	calls, failures := b.outcomes.Sum(n)
 	if calls >= uint64(b.p.MinimumCalls) && float64(failures) >= b.p.FailureRatio*float64(calls) {
-		b.transitionFrom(t.gen, StateClosed, StateOpen, n)
+		b.transitionFrom(gen, StateClosed, StateOpen, n)
 	}
 }
 

@@ -1,16 +1,32 @@
 package runtime
 
 import (
+	"math"
 	"time"
 
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
-// newOutcomeWindow is the window a breaker counts its calls (a) and
-// failures (b) over: the last stretch of time, or the last WindowCalls
-// outcomes (a count window). A WindowCalls beyond what Validate allows is
-// held within [1, window.MaxCount].
-func newOutcomeWindow(p BreakerPolicy) window.Counter {
+// outcomeWindow is the window a breaker counts its calls (a) and failures
+// (b) over: the last stretch of time (*window.Time), or the last
+// WindowCalls outcomes (countWindow).
+type outcomeWindow interface {
+	window.Counter
+	// BucketWidth is the stretch of time within which an outcome may be
+	// counted early without changing what the window holds (settle).
+	BucketWidth() time.Duration
+}
+
+// countWindow is a window of the last N outcomes.
+type countWindow struct{ *window.Count }
+
+// BucketWidth of a count window is unbounded: it has no clock, and an
+// outcome counts the same whenever it is counted.
+func (countWindow) BucketWidth() time.Duration { return math.MaxInt64 }
+
+// newOutcomeWindow is the window p asks for. A WindowCalls beyond what
+// Validate allows is held within [1, window.MaxCount].
+func newOutcomeWindow(p BreakerPolicy) outcomeWindow {
 	if p.WindowCalls <= 0 {
 		return window.NewTime(p.Window)
 	}
@@ -18,7 +34,7 @@ func newOutcomeWindow(p BreakerPolicy) window.Counter {
 	if err != nil {
 		panic(err) // unreachable: the size is in range
 	}
-	return c
+	return countWindow{c}
 }
 
 // checkWindow checks the breaker's window: a duration, or a number of calls

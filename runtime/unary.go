@@ -142,8 +142,8 @@ type attemptEnd struct {
 	// expired, while ctx still had time: the DEADLINE_EXCEEDED it brings
 	// back is the runtime's, not the server's nor the caller's.
 	timedOut bool
-	// at is the clock reading the attempt took at its end, for the caller
-	// to reuse; 0 when it took none.
+	// at is a clock reading the attempt took (its end, or the start its
+	// timeout counts from), for the caller to reuse; 0 when it took none.
 	at int64
 }
 
@@ -173,7 +173,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 			return nil, attemptEnd{refused: true}, gerr
 		}
 	}
-	tk, start, retryAfter, ok := m.admit()
+	tk, retryAfter, ok := m.admit()
 	if !ok {
 		if guarded {
 			m.leaveRefused(g)
@@ -187,22 +187,34 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
 	settled := false
+	var sp span // the attempt's start, once known
 	if counted {
-		defer m.settleUnlessDone(ctx, &settled, tk, start)
+		defer m.settleUnlessDone(ctx, &settled, tk, &sp)
 	}
 	actx := ctx
 	own := false // actx has a timeout of its own, shorter than ctx's
 	if t := m.policy.Timeout; t > 0 {
 		var cancel context.CancelFunc
-		if actx, cancel = shorten(ctx, t); cancel != nil {
+		// The budget counts the call's first attempt too: it takes the
+		// attempt's start where the breaker and the metrics take nothing.
+		if actx, cancel, sp = m.client.attemptContext(ctx, t, counted || m.budget != nil); cancel != nil {
 			own = true
 			defer cancel()
 		}
 	}
+	if !sp.known && (m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0) {
+		sp = span{start: m.client.now(), known: true} // the duration is measured
+	}
+	if guarded {
+		g.begin(m, sp)
+	}
 	resp, err := call(actx, req, opts...)
 	settled = true
 	seen := unsent(err) // what the breaker and the adaptive layers are told
-	end := attemptEnd{at: m.settle(ctx, tk, start, seen)}
+	end := attemptEnd{at: m.settle(ctx, actx, tk, sp, seen)}
+	if end.at == 0 && sp.known {
+		end.at = sp.start
+	}
 	if guarded {
 		left = true
 		m.leave(ctx, g, seen, end.at)

@@ -261,6 +261,9 @@ func (m *MethodPolicy) checkPatterns(f string, bad badFunc) {
 	}
 	if m.RateLimit != nil {
 		m.RateLimit.check(f+".RateLimit", bad)
+		if m.Kind != KindUnary {
+			bad(f+".RateLimit", "opening a stream takes no token, and %s is a streaming method: remove its rate limit", name)
+		}
 	}
 	if c := m.Cache; c != nil {
 		c.check(f+".Cache", bad)

@@ -58,7 +58,11 @@ func pack(epoch, a, b uint64) uint64 {
 }
 
 // Add adds da and db to the bucket of now (nanoseconds since the window's
-// clock base; a negative now counts at 0).
+// clock base; a negative now counts at 0). A reading may come late (taken
+// at the start of a long call, or by a goroutine that was descheduled): one
+// whose slot already holds a newer epoch is a whole window old, outside
+// the window of anyone who sums it, and is dropped rather than wiping the
+// newer counts.
 func (w *Time) Add(now int64, da, db uint64) {
 	if now < 0 {
 		now = 0
@@ -70,6 +74,9 @@ func (w *Time) Add(now int64, da, db uint64) {
 		old := slot.Load()
 		e, a, b := unpack(old)
 		if e != epoch {
+			if a|b != 0 && (e-epoch)&epochMask < 1<<(epochBits-1) {
+				return // the slot is ahead of now: now is out of the window
+			}
 			a, b = 0, 0
 		}
 		if da > MaxBucketCount-a || db > MaxBucketCount-b {

@@ -71,6 +71,32 @@ func TestTimeReusedBucketStartsFromZero(t *testing.T) {
 	}
 }
 
+func TestTimeLateReadingKeepsNewerBucket(t *testing.T) {
+	w := NewTime(10 * time.Second)
+	w.Add(11*sec, 3, 1) // slot 1, epoch 11
+	// A reading of 1 s arrives late (a call that started then): its slot
+	// holds epoch 11, so it is a whole window old and must not wipe it.
+	w.Add(1*sec, 5, 5)
+	if e, a, b := bucketAt(w, 1); e != 11 || a != 3 || b != 1 {
+		t.Errorf("bucket 1 = (epoch %d, %d, %d), want (11, 3, 1)", e, a, b)
+	}
+	// A late reading whose slot is older or empty is counted as usual.
+	w.Add(12*sec, 1, 0)
+	w.Add(2*sec, 1, 1) // slot 2 holds epoch 12: dropped
+	w.Add(9*sec, 2, 0) // slot 9 empty: counted
+	if a, b := w.Sum(12 * sec); a != 3+1+2 || b != 1 {
+		t.Errorf("sum at 12s = (%d, %d), want (6, 1)", a, b)
+	}
+	// After a reset the slots hold epoch 0 and no counts: nothing is ahead,
+	// however far on the clock is (here past half the epoch range).
+	w.Reset()
+	far := int64(1<<(epochBits-1)+5) * w.width
+	w.Add(far, 1, 0)
+	if a, _ := w.Sum(far); a != 1 {
+		t.Errorf("after reset, sum far on = %d, want 1", a)
+	}
+}
+
 func TestTimeFullBucketDropsAddsWhole(t *testing.T) {
 	w := NewTime(10 * time.Second)
 	w.Add(7*sec, MaxBucketCount-1, 0)
