@@ -181,7 +181,7 @@ func (b *breaker) done(t ticket, o outcome, latency time.Duration, n int64) {
 		b.outcomes.Add(n, 1, 0)
 		// A success can bring the window to MinimumCalls with enough
 		// failures already in it, but only if a failure is in the window.
-		if n-b.lastFailure.Load() > int64(b.p.windowSpan()) {
+		if b.quiet(n) {
 			return
 		}
 	case outcomeFailure:
@@ -214,7 +214,7 @@ func (b *breaker) doneEarly(t ticket, early int64, now func() int64) bool {
 		return true // admitted under an earlier state: says nothing about this one
 	}
 	b.outcomes.Add(early, 1, 0)
-	if early-b.lastFailure.Load() > int64(b.p.windowSpan()) {
+	if b.quiet(early) {
 		return true
 	}
 	b.judge(t.gen, now())

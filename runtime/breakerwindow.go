@@ -52,11 +52,14 @@ func (b *BreakerPolicy) checkWindow(f string, bad badFunc) {
 	}
 }
 
-// windowSpan is how long ago a failure may be and still be in the window:
-// Window for a window in time; for a count window, any age.
-func (b *BreakerPolicy) windowSpan() time.Duration {
-	if b.WindowCalls > 0 {
-		return time.Duration(1<<63 - 1)
+// quiet reports whether no failure can be in the window at n, so that a
+// success then cannot open the breaker and the window need not be judged:
+// for a window in time, the last failure is older than Window; for a count
+// window, the ring holds none (one atomic load).
+func (b *breaker) quiet(n int64) bool {
+	if b.p.WindowCalls > 0 {
+		_, failures := b.outcomes.Sum(n)
+		return failures == 0
 	}
-	return b.Window
+	return n-b.lastFailure.Load() > int64(b.p.Window)
 }
