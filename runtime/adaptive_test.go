@@ -518,3 +518,31 @@ func TestHedgedCopyRefusedByTheLimitEndsTheCall(t *testing.T) {
 		t.Fatalf("%v after %d calls in %v; want ErrConcurrencyLimited at once", err, s.calls.Load(), time.Since(begin))
 	}
 }
+
+// TestAdaptiveLayersDescribed: Describe shows the shared limit with the
+// bulkhead's ceiling applied, the throttler, a method's own limit, and the
+// count window, with the values in force.
+func TestAdaptiveLayersDescribed(t *testing.T) {
+	p := adPolicy(func(p *ServicePolicy) {
+		p.Bulkhead = &BulkheadPolicy{Permits: 8}
+		p.AdaptiveLimit = &AdaptiveLimitPolicy{}
+		p.ClientThrottle = &ThrottlePolicy{K: 3}
+		p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 5, WindowCalls: 50, CoolDown: time.Second,
+			HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
+		p.Methods = append(p.Methods, MethodPolicy{Name: "/t.Dep/Own", Timeout: time.Second,
+			AdaptiveLimit: &AdaptiveLimitPolicy{MinLimit: 2, MaxLimit: 4}})
+	})
+	c, _ := adClient(t, p)
+	got := c.Describe()
+	for _, want := range []string{
+		"adaptive limit (shared): 1..8 attempts in flight, from 8, tolerance 1.5 over the smallest RTT of 30s, smoothing 0.5",
+		"client throttle: refuses (requests − 3 × accepts) / (requests + 1) over 5s, at most 0.9",
+		"adaptive limit: shared",
+		"adaptive limit (own): 2..4 attempts in flight, from 4",
+		"calls in the last 50",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Describe lacks %q:\n%s", want, got)
+		}
+	}
+}
