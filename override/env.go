@@ -1,6 +1,7 @@
 package override
 
 import (
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -44,11 +45,22 @@ func envService(name string) string { return strings.ToUpper(strings.ReplaceAll(
 // parseEnv reads the variables of environ whose names start with
 // RESILIENT, in any case.
 func (s *Set) parseEnv(environ []string, known map[string]*runtime.ServicePolicy, errs *problems) {
+	seen := map[string]string{}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(strings.ToUpper(name), envFamily) {
 			continue
 		}
+		// An environment may hold a name twice (built by hand, or passed
+		// on by a program that appended to it): which one a process sees
+		// depends on who reads it, so neither is chosen here.
+		if first, twice := seen[name]; twice {
+			if first != value {
+				errs.add(name, "is set twice in the environment, to %q and to %q: keep one", first, value)
+			}
+			continue
+		}
+		seen[name] = value
 		var own problems
 		strict := name
 		if !strings.HasPrefix(name, EnvPrefix) || name != strings.ToUpper(name) {
@@ -91,10 +103,19 @@ type envLeaf struct {
 func (s *Set) parseVar(name, value string, known map[string]*runtime.ServicePolicy, errs *problems) envLeaf {
 	parts := strings.Split(name[len(EnvPrefix):], "__")
 	var p *runtime.ServicePolicy
+	var alike []string
 	for _, k := range known {
 		if envService(k.Name) == parts[0] {
 			p = k
+			alike = append(alike, k.Name)
 		}
+	}
+	if len(alike) > 1 {
+		// a.b_c.S and a_b.c.S, or pkg.Svc and pkg.SVC: one variable name
+		// for two services, and no way to tell which is meant.
+		slices.Sort(alike)
+		errs.add(name, "means each of %s, whose variables are spelled alike: override them in the file instead, by their full names", strings.Join(alike, " and "))
+		return envLeaf{}
 	}
 	if p == nil {
 		var names []string
@@ -117,10 +138,16 @@ func (s *Set) parseVar(name, value string, known map[string]*runtime.ServicePoli
 			errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, example, "timeout"))
 			return envLeaf{}
 		}
+		var alike []string
 		for i := range p.Methods {
 			if strings.ToUpper(methodName(p.Methods[i].Name)) == parts[1] {
 				method = methodName(p.Methods[i].Name)
+				alike = append(alike, method)
 			}
+		}
+		if len(alike) > 1 {
+			errs.add(name, "means each of the methods %s of %s, whose variables are spelled alike: override them in the file instead", strings.Join(alike, " and "), p.Name)
+			return envLeaf{}
 		}
 		if method == "" {
 			errs.add(name, "unknown method %s of %s: %s", parts[1], p.Name, knownMethods(p))

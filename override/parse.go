@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
@@ -69,9 +72,15 @@ func (s *Set) target(name string, known map[string]*runtime.ServicePolicy) *serv
 // parseFile reads the file's tree: services → name → policy fields and
 // methods → name → policy fields.
 func (s *Set) parseFile(name string, data []byte, known map[string]*runtime.ServicePolicy, errs *problems) {
-	js, err := yaml.YAMLToJSON(data)
+	if problem := oneDocument(data); problem != "" {
+		errs.add(name, "%s", problem)
+		return
+	}
+	// Strict: a key written twice in one mapping is refused, not decided
+	// silently by whichever comes last.
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		errs.add(name, "not valid YAML or JSON: %v", err)
+		errs.add(name, "not valid YAML or JSON: %s", oneLine(err.Error()))
 		return
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
@@ -138,6 +147,69 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*runtime.Serv
 	}
 }
 
+// oneDocument says what keeps data from being read as one YAML (or JSON)
+// document of overrides: text after it that does not parse (JSON with
+// trailing garbage), a second document (after "---") that would be
+// ignored, or a number that is not finite (.nan, .inf), named by its key;
+// "" when none.
+func oneDocument(data []byte) string {
+	dec := yamlv2.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var doc any
+		err := dec.Decode(&doc)
+		if err == io.EOF {
+			return ""
+		}
+		if err != nil {
+			return "not valid YAML or JSON: " + oneLine(err.Error())
+		}
+		if i > 0 && doc != nil {
+			return "holds more than one YAML document (separated by ---), and only the first would be read: put every override in one document"
+		}
+		if i == 0 {
+			if key, v := nonFinite(doc, ""); key != "" {
+				return fmt.Sprintf("%s: must be a finite number, got %v", key, v)
+			}
+		}
+	}
+}
+
+// nonFinite finds a NaN or infinite number in a decoded YAML tree and
+// returns its key as the loader names keys (services."S".retry.…).
+func nonFinite(v any, key string) (string, float64) {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return key, v
+		}
+	case map[any]any:
+		for _, k := range slices.SortedFunc(maps.Keys(v), func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) }) {
+			part := fmt.Sprint(k)
+			if key == "services" {
+				part = strconv.Quote(part)
+			}
+			sub := part
+			if key != "" {
+				sub = key + "." + part
+			}
+			if found, f := nonFinite(v[k], sub); found != "" {
+				return found, f
+			}
+		}
+	case []any:
+		for i, it := range v {
+			if found, f := nonFinite(it, fmt.Sprintf("%s[%d]", key, i)); found != "" {
+				return found, f
+			}
+		}
+	}
+	return "", 0
+}
+
+// oneLine joins the lines of a YAML error, so that each problem of the
+// report stays on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // walk reads the fields of one message of a policy: a sub-message
 // (retry, circuit_breaker, …) field by field, every other field as a
 // value.
@@ -154,6 +226,12 @@ func (t *service) walk(md protoreflect.MessageDescriptor, obj map[string]any, me
 			o, ok := obj[k].(map[string]any)
 			if !ok {
 				errs.add(key, "must be a mapping of %s fields: %s", k, fieldNames(sub))
+				continue
+			}
+			if len(o) == 0 {
+				// In the annotation, {} means the group with its
+				// defaults; here it would change nothing, silently.
+				errs.add(key, "sets nothing: name the fields of %s to change (%s)", k, fieldNames(sub))
 				continue
 			}
 			t.walk(sub, o, method, path+".", base, errs)
@@ -267,11 +345,17 @@ func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
 					out = append(out, s)
 				}
 			}
+			if len(out) == 0 {
+				return nil, emptyCodes(fd)
+			}
 			return out, nil
 		}
 		items, ok := raw.([]any)
 		if !ok {
 			return nil, fmt.Errorf("must be a list of status code names, as in [UNAVAILABLE, DEADLINE_EXCEEDED], got %s", show(raw))
+		}
+		if len(items) == 0 {
+			return nil, emptyCodes(fd)
 		}
 		out := make([]string, len(items))
 		for i, it := range items {
@@ -314,6 +398,16 @@ func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
 		return v, err
 	}
 	return nil, fmt.Errorf("cannot be overridden")
+}
+
+// emptyCodes refuses an empty list of codes: the annotation would read it
+// as unset, so it would change nothing.
+func emptyCodes(fd protoreflect.FieldDescriptor) error {
+	hint := "remove it to keep the annotated codes"
+	if fd.Name() == "retryable_codes" {
+		hint += "; to stop retrying, set retry.max_attempts to 1"
+	}
+	return fmt.Errorf("names no status code, which would change nothing: %s", hint)
 }
 
 // number returns the text of a number of the tree, or of a variable.

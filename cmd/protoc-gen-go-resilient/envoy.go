@@ -17,11 +17,14 @@ import (
 // envoyRetryOn are the Envoy retry conditions of each status code the
 // generated client may retry. UNAVAILABLE is also what a connection that
 // failed or was reset gives the client, and the client retries it: Envoy
-// names those cases apart. A per-attempt timeout that expired is a 504 of
-// Envoy's own (gateway-error). Codes not listed cannot be retried by Envoy.
+// names those cases apart. DEADLINE_EXCEEDED is retried by the client only
+// when the attempt's own timeout expired, never when the server returned
+// it: at Envoy that is an expired per_try_timeout, a 504 of Envoy's own
+// (gateway-error), and not Envoy's deadline-exceeded, which retries the
+// server's. Codes not listed cannot be retried by Envoy.
 var envoyRetryOn = map[codes.Code][]string{
 	codes.Unavailable:       {"unavailable", "connect-failure", "refused-stream", "reset"},
-	codes.DeadlineExceeded:  {"deadline-exceeded", "gateway-error"},
+	codes.DeadlineExceeded:  {"gateway-error"},
 	codes.ResourceExhausted: {"resource-exhausted"},
 	codes.Internal:          {"internal"},
 	codes.Canceled:          {"cancelled"},
@@ -87,6 +90,9 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 	for i, s := range f.Services {
 		envoyCluster(w, string(s.Desc.FullName()), services[i], retries)
 	}
+	for i, s := range f.Services {
+		envoyAdaptiveFilters(w, string(s.Desc.FullName()), services[i])
+	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
@@ -119,7 +125,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
 		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(bound))
-	case mp.OverallTimeout > 0:
+	case mp.OverallTimeout > 0 && bound == mp.OverallTimeout:
 		w(4, "timeout: %s # overall_timeout", seconds(bound))
 	case bound > 0 && mp.Retry != nil:
 		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(bound), mp.Retry.MaxAttempts, mp.Timeout)
@@ -138,6 +144,12 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPol
 	}
 	if mp.Hedging != nil {
 		w(4, "# not exported: hedging (delay %v, %d copies); Envoy hedges only when a per_try_timeout expires", mp.Hedging.Delay, mp.Hedging.MaxCopies)
+	}
+	if rl := mp.RateLimit; rl != nil {
+		w(4, "# not exported: the method's own rate_limit (%v/s, burst %d); Envoy's rate limits are filters of the listener or the route, not of this mapping", rl.RequestsPerSecond, rl.Burst)
+	}
+	if c := mp.Cache; c != nil {
+		w(4, "# not exported: cache (fresh %v, stale %v, keyed by %s); Envoy does not cache gRPC answers", c.FreshTTL, c.StaleTTL, strings.Join(c.KeyFields, ", "))
 	}
 	if (mp.Breaker != nil) || (mp.Bulkhead != nil) {
 		w(4, "# not expressible per route: the method's own %s (Envoy's limits are per cluster; give the method a cluster of its own to separate it)", ownLimits(mp))
@@ -216,6 +228,9 @@ func envoyCluster(w func(int, string, ...any), name string, sp *servicePolicy, r
 			w(4, "# retry_budget.window %v is not expressible: Envoy counts the requests in flight, not over a window", b.Window)
 		}
 	}
+	if rl := sp.RateLimit; rl != nil {
+		w(1, "# not exported: rate_limit (%v/s, burst %d), which Envoy sets as a filter of the listener or the route, not of a cluster", rl.RequestsPerSecond, rl.Burst)
+	}
 	cb := sp.Breaker
 	if cb == nil {
 		return
@@ -225,7 +240,11 @@ func envoyCluster(w func(int, string, ...any), name string, sp *servicePolicy, r
 	w(2, "failure_percentage_request_volume: %d # minimum_calls", cb.MinimumCalls)
 	w(2, "failure_percentage_minimum_hosts: 1")
 	w(2, "enforcing_failure_percentage: 100")
-	w(2, "interval: %s # window", seconds(cb.Window))
+	if cb.WindowCalls > 0 {
+		w(2, "interval: %s # window_calls %d is not expressible: Envoy judges an interval of time; this is the default window", seconds(cb.Window), cb.WindowCalls)
+	} else {
+		w(2, "interval: %s # window", seconds(cb.Window))
+	}
 	w(2, "base_ejection_time: %s # cool_down", seconds(cb.CoolDown))
 	w(2, "max_ejection_percent: 100")
 	w(2, "# Only the failure ratio ejects: no N-failures-in-a-row, no success-rate outliers.")

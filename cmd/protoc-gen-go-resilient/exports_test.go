@@ -87,6 +87,8 @@ func TestExportGolden(t *testing.T) {
 		{"export", "envoy=true,envoy_retries=client", "export/export.envoy.yaml", "export.envoy_client.yaml"},
 		{"export", "docs", "export/export.policy.md", "export.policy.md"},
 		{"throttle", "service_config=true", "throttle/throttle.service_config.json", "throttle.service_config.json"},
+		{"adaptive", "envoy=true", "adaptive/adaptive.envoy.yaml", "adaptive.envoy.yaml"},
+		{"adaptive", "docs", "adaptive/adaptive.policy.md", "adaptive.policy.md"},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			files := exportFiles(t, tc.proto, tc.params)
@@ -348,7 +350,9 @@ func TestCallBound(t *testing.T) {
 	}{
 		{methodPolicy{}, 0},
 		{methodPolicy{Timeout: 300 * ms}, 300 * ms},
-		{methodPolicy{Timeout: 300 * ms, OverallTimeout: time.Second}, time.Second},
+		// One attempt: its own timeout cuts it before the overall one.
+		{methodPolicy{Timeout: 300 * ms, OverallTimeout: time.Second}, 300 * ms},
+		{methodPolicy{Kind: "KindServerStreaming", Timeout: 300 * ms, OverallTimeout: time.Second}, time.Second},
 		{methodPolicy{Timeout: 300 * ms, Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 900*ms + 50*ms + 100*ms},
 		{methodPolicy{Timeout: 100 * ms, Retry: &retryPolicy{MaxAttempts: 4, InitialBackoff: 50 * ms, MaxBackoff: 80 * ms, Multiplier: 2}}, 400*ms + 50*ms + 80*ms + 80*ms},
 		{methodPolicy{Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 0},
@@ -428,10 +432,11 @@ func TestExportsRepeatKeyedOnlyWithKey(t *testing.T) {
 		}
 		seen[m] = mc.Timeout
 	}
-	// Reserve: one attempt of 200 ms, not 3 with backoffs; Pay: its
-	// overall_timeout.
-	if seen["Reserve"] != "0.200s" || seen["Pay"] != "1s" {
-		t.Errorf("timeouts Reserve %q, Pay %q; want 0.200s and 1s", seen["Reserve"], seen["Pay"])
+	// Reserve: one attempt of 200 ms, not 3 with backoffs; Pay: one
+	// attempt of 200 ms too, not its overall_timeout of 1 s, which only
+	// its retries could fill.
+	if seen["Reserve"] != "0.200s" || seen["Pay"] != "0.200s" {
+		t.Errorf("timeouts Reserve %q, Pay %q; want 0.200s and 0.200s", seen["Reserve"], seen["Pay"])
 	}
 
 	envoy := exportFiles(t, "export", "envoy=true")["export/export.envoy.yaml"]

@@ -80,13 +80,13 @@ func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, err
 			if d := callBound(mp); d > 0 {
 				mc.Timeout = seconds(d)
 			}
-			if r := mp.Retry; r != nil {
+			if r := mp.Retry; r != nil && len(grpcRepeatable(r.RetryableCodes)) > 0 {
 				mc.RetryPolicy = &scRetryPolicy{
 					MaxAttempts:          min(r.MaxAttempts, grpcMaxAttempts),
 					InitialBackoff:       seconds(r.InitialBackoff),
 					MaxBackoff:           seconds(r.MaxBackoff),
 					BackoffMultiplier:    r.Multiplier,
-					RetryableStatusCodes: codeNames(r.RetryableCodes),
+					RetryableStatusCodes: codeNames(grpcRepeatable(r.RetryableCodes)),
 				}
 			}
 			// gRPC takes a retry policy or a hedging policy, not both; a
@@ -96,7 +96,7 @@ func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, err
 				mc.HedgingPolicy = &scHedgingPolicy{
 					MaxAttempts:         min(h.MaxCopies, grpcMaxAttempts),
 					HedgingDelay:        seconds(h.Delay),
-					NonFatalStatusCodes: codeNames(h.NonFatalCodes),
+					NonFatalStatusCodes: codeNames(grpcRepeatable(h.NonFatalCodes)),
 				}
 			}
 			if mc.Timeout == "" && mc.RetryPolicy == nil && mc.HedgingPolicy == nil {
@@ -146,6 +146,22 @@ func tighter(a, b *retryThrottling) *retryThrottling {
 		return b
 	}
 	return &retryThrottling{MaxTokens: min(a.MaxTokens, b.MaxTokens), TokenRatio: min(a.TokenRatio, b.TokenRatio)}
+}
+
+// grpcRepeatable are the codes of cs after which a gRPC client loading the
+// service config may repeat a call as the generated client does: all but
+// DEADLINE_EXCEEDED. The generated client repeats after it only when the
+// attempt's own timeout expired, which gRPC does not have; the
+// DEADLINE_EXCEEDED gRPC would repeat after is the server's own (it gave
+// up on something below it), which the generated client never repeats.
+func grpcRepeatable(cs []codes.Code) []codes.Code {
+	var out []codes.Code
+	for _, c := range cs {
+		if c != codes.DeadlineExceeded {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // codeNames spells codes by their canonical names: "UNAVAILABLE".

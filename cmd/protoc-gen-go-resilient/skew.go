@@ -48,7 +48,13 @@ func checkOptionsVersion(f *protogen.File, ps *problems) {
 			})
 		}
 		for _, x := range newerExtensions(fd, opts) {
-			ps.add(siteAt(f, at, loc[:len(loc)-1]), lvl, "", "%s", newerMessage(fmt.Sprintf("it does not know the option (%s)", x)))
+			// At the option statement that sets the extension, else at the
+			// options of the element.
+			own := append(loc[:len(loc)-1:len(loc)-1], int32(x.Number()))
+			if fd.SourceLocations().ByPath(own).Path == nil {
+				own = loc[:len(loc)-1]
+			}
+			ps.add(siteAt(f, at, own), lvl, "", "%s", newerMessage(fmt.Sprintf("it does not know the option (%s)", x.FullName())))
 		}
 	}
 	check(fd.Options(), resilientv1.E_File, levelFile, fileSite(f), protoreflect.SourcePath{fileOptionsField, optionsNumber})
@@ -153,7 +159,7 @@ func findIn(ms protoreflect.MessageDescriptors, name protoreflect.FullName) prot
 // options proto defines on the options message of opts, that this plugin
 // does not know, and that opts sets (as an unknown field: the plugin could
 // not parse them).
-func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.FullName {
+func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.ExtensionDescriptor {
 	unknown := map[protowire.Number]bool{}
 	for b := opts.ProtoReflect().GetUnknown(); len(b) > 0; {
 		num, _, n := protowire.ConsumeField(b)
@@ -168,7 +174,7 @@ func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protor
 	}
 	known := resilientv1.File_resilient_v1_resilient_proto.Extensions()
 	target := opts.ProtoReflect().Descriptor().FullName()
-	var out []protoreflect.FullName
+	var out []protoreflect.ExtensionDescriptor
 	seen := map[string]bool{}
 	var walk func(f protoreflect.FileDescriptor)
 	walk = func(f protoreflect.FileDescriptor) {
@@ -180,7 +186,7 @@ func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protor
 			for i := range f.Extensions().Len() {
 				x := f.Extensions().Get(i)
 				if x.ContainingMessage().FullName() == target && unknown[x.Number()] && known.ByName(x.Name()) == nil {
-					out = append(out, x.FullName())
+					out = append(out, x)
 				}
 			}
 		}
