@@ -41,5 +41,6 @@ table "2. Circuit breaker alone, shared by N goroutines" -filter .name:Breaker -
 table "2. Reference: the clock, and the breaker without it" -filter '.name:(TimeNow OR BreakerFixedTime)'
 table "3. Unary call over loopback gRPC" -filter .name:GRPC -col /impl
 table "4. A unary call: floor, and the caller's deadline" -filter .name:Unary -col /caller
+table "5. The adaptive layers on the happy path" -filter .name:Layers -col /layer
 
 printf '\nraw results: %s\n' "$out"

@@ -286,6 +286,14 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			}
 		}
 		return nil
+	case "client_throttle":
+		if l.method != "" {
+			return errors.New("client_throttle judges the whole dependency: set it on the service")
+		}
+		if p.ClientThrottle == nil {
+			p.ClientThrottle = &runtime.ThrottlePolicy{} // the runtime's defaults
+		}
+		return set(p.ClientThrottle, field, l.value)
 	case "retry_budget":
 		if p.Budget == nil {
 			b := runtime.DefaultBudget
@@ -320,6 +328,7 @@ var shareable = map[string]struct {
 	"circuit_breaker": {"circuit breaker", "the breaker", func() any { return defaultBreaker() }},
 	"bulkhead":        {"bulkhead", "the bulkhead", func() any { return &runtime.BulkheadPolicy{} }},
 	"rate_limit":      {"rate limit", "the limit", func() any { return &runtime.RateLimitPolicy{} }},
+	"adaptive_limit":  {"adaptive limit", "the limit", func() any { return &runtime.AdaptiveLimitPolicy{} }},
 }
 
 // applyShared sets a value of a circuit breaker, bulkhead or rate limit:
@@ -409,6 +418,10 @@ func groupMessage(target any) proto.Message {
 		return &resilientv1.Hedging{}
 	case *runtime.CachePolicy:
 		return &resilientv1.Cache{}
+	case *runtime.AdaptiveLimitPolicy:
+		return &resilientv1.AdaptiveLimit{}
+	case *runtime.ThrottlePolicy:
+		return &resilientv1.ClientThrottle{}
 	}
 	return nil
 }
@@ -417,6 +430,7 @@ func groupMessage(target any) proto.Message {
 var goGroups = map[string]string{
 	"retry": "Retry", "retry_budget": "Budget", "circuit_breaker": "Breaker", "bulkhead": "Bulkhead",
 	"rate_limit": "RateLimit", "hedging": "Hedging", "cache": "Cache",
+	"adaptive_limit": "AdaptiveLimit", "client_throttle": "ClientThrottle",
 }
 
 func defaultRetry() *runtime.RetryPolicy {

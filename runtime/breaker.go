@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-resilient/resilient/internal/contract"
-	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // State is the state of a circuit breaker.
@@ -81,8 +80,8 @@ type breaker struct {
 	// succeeded (16 bits each), so that a probe can never be counted in a
 	// generation other than its own.
 	probes      atomic.Uint64
-	outcomes    *window.Time // a: calls, b: failures
-	lastFailure atomic.Int64 // nanoseconds since base of the last failure counted
+	outcomes    outcomeWindow // a: calls, b: failures; a window in time, or of the last WindowCalls calls
+	lastFailure atomic.Int64  // nanoseconds since base of the last failure counted
 
 	mu           sync.Mutex // serialises state changes
 	onTransition func(from, to State)
@@ -97,7 +96,7 @@ const maxProbes = contract.MaxHalfOpenProbes
 // its hot path.
 func newBreaker(p BreakerPolicy, base time.Time, onTransition func(from, to State)) *breaker {
 	p.HalfOpenProbes = min(p.HalfOpenProbes, maxProbes)
-	b := &breaker{p: p, base: base, outcomes: window.NewTime(p.Window), onTransition: onTransition}
+	b := &breaker{p: p, base: base, outcomes: newOutcomeWindow(p), onTransition: onTransition}
 	b.lastFailure.Store(math.MinInt64 / 2)
 	return b
 }
@@ -182,7 +181,7 @@ func (b *breaker) done(t ticket, o outcome, latency time.Duration, n int64) {
 		b.outcomes.Add(n, 1, 0)
 		// A success can bring the window to MinimumCalls with enough
 		// failures already in it, but only if a failure is in the window.
-		if n-b.lastFailure.Load() > int64(b.p.Window) {
+		if b.quiet(n) {
 			return
 		}
 	case outcomeFailure:
@@ -215,7 +214,7 @@ func (b *breaker) doneEarly(t ticket, early int64, now func() int64) bool {
 		return true // admitted under an earlier state: says nothing about this one
 	}
 	b.outcomes.Add(early, 1, 0)
-	if early-b.lastFailure.Load() > int64(b.p.Window) {
+	if b.quiet(early) {
 		return true
 	}
 	b.judge(t.gen, now())

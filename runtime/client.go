@@ -41,6 +41,10 @@ type methodState struct {
 	limiter  *rateLimiter // the method's own, or the service's; nil for none
 	cache    *cache       // nil unless the method has a cache
 
+	concurrency     *concurrencyLimit // the method's own adaptive limit, or the service's; nil for none
+	throttle        *clientThrottle   // the service's throttler; nil for none
+	adaptiveMetrics *adaptiveMetrics  // nil without a registerer or adaptive layers
+
 	metrics *methodMetrics // nil without a registerer
 	// fallbackSeen has bit i set once a fallback for cause i was reported
 	// since the method last succeeded: one event per episode and cause.
@@ -166,6 +170,10 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	if p.RateLimit != nil {
 		sharedLimiter = newRateLimiter(*p.RateLimit)
 	}
+	layers, err := c.newAdaptive(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	for i := range c.policy.Methods {
 		mp := &c.policy.Methods[i]
 		m := &methodState{client: c, policy: mp, breaker: shared, bulkhead: sharedBulkhead, limiter: sharedLimiter}
@@ -190,6 +198,9 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 				c.budget = newBudget(bp, c.base)
 			}
 			m.budget = c.budget
+		}
+		if err := layers.bind(m); err != nil {
+			return nil, err
 		}
 		if c.metrics != nil {
 			m.metrics = c.metrics.forMethod(p.Name, m)

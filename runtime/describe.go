@@ -23,6 +23,12 @@ func describe(p *ServicePolicy) string {
 	if p.RateLimit != nil {
 		fmt.Fprintf(&b, "  rate limit (shared): %s\n", p.RateLimit.describe())
 	}
+	if p.AdaptiveLimit != nil {
+		fmt.Fprintf(&b, "  adaptive limit (shared): %s\n", describeLimit(p.AdaptiveLimit, p.Bulkhead))
+	}
+	if p.ClientThrottle != nil {
+		fmt.Fprintf(&b, "  client throttle: %s\n", describeThrottle(p.ClientThrottle))
+	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
 		fmt.Fprintf(&b, "  %s\n", m.Name)
@@ -71,6 +77,17 @@ func describe(p *ServicePolicy) string {
 		if m.Cache != nil {
 			fmt.Fprintf(&b, "    cache: %s\n", m.Cache.describe())
 		}
+		switch {
+		case m.Kind != KindUnary:
+		case m.AdaptiveLimit != nil:
+			bh := m.Bulkhead
+			if bh == nil {
+				bh = p.Bulkhead
+			}
+			fmt.Fprintf(&b, "    adaptive limit (own): %s\n", describeLimit(m.AdaptiveLimit, bh))
+		case p.AdaptiveLimit != nil:
+			b.WriteString("    adaptive limit: shared\n")
+		}
 	}
 	return b.String()
 }
@@ -93,8 +110,12 @@ func (b *BudgetPolicy) describe() string {
 }
 
 func (b *BreakerPolicy) describe() string {
+	window := b.Window.String()
+	if b.WindowCalls > 0 {
+		window = fmt.Sprintf("the last %d", b.WindowCalls)
+	}
 	s := fmt.Sprintf("opens at %g failures over ≥%d calls in %s, cool-down %s, %d probes, failures %s",
-		b.FailureRatio, b.MinimumCalls, b.Window, b.CoolDown, b.HalfOpenProbes, b.FailureCodes)
+		b.FailureRatio, b.MinimumCalls, window, b.CoolDown, b.HalfOpenProbes, b.FailureCodes)
 	if b.SlowCallThreshold > 0 {
 		s += fmt.Sprintf(", slower than %s counts as failure", b.SlowCallThreshold)
 	}

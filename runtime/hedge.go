@@ -113,6 +113,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	var last error
 	var refusal time.Duration
 	refused := false
+	var local error // an adaptive layer's refusal of a copy
 	if c.events != nil {
 		m.budgetRecovered()
 	}
@@ -149,6 +150,12 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		case r := <-results:
 			pending--
 			switch {
+			case r.refused && r.err != nil:
+				// An adaptive layer refused the copy: no further copy.
+				stopped = true
+				if local == nil {
+					local = r.err
+				}
 			case r.refused:
 				m.breakerRefused(sent > 1)
 				stopped, refused, refusal = true, true, r.retryAfter
@@ -178,6 +185,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			}
 			if pending == 0 && (stopped || sent >= h.MaxCopies) {
 				switch {
+				case last == nil && local != nil:
+					return nil, local
 				case last == nil && refused:
 					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
 				case sent >= h.MaxCopies && !stopped:

@@ -129,8 +129,10 @@ const (
 	causeBudgetExhausted
 	causeRateLimited
 	causeStaleCache // a stale cached answer, not the fallback
-	causeCode       // + the code
-	numCauses       = causeCode + numCodes
+	causeConcurrencyLimited
+	causeThrottled
+	causeCode // + the code
+	numCauses = causeCode + numCodes
 )
 
 // causeName is the cause label of a fallback or an event: "circuit_open",
@@ -148,6 +150,10 @@ func causeName(i int) string {
 		return "rate_limited"
 	case causeStaleCache:
 		return "stale_cache"
+	case causeConcurrencyLimited:
+		return "concurrency_limited"
+	case causeThrottled:
+		return "throttled"
 	}
 	return strings.ToLower(codename.Of(codes.Code(i - causeCode)))
 }
@@ -163,6 +169,10 @@ func causeOf(err error, code codes.Code) int {
 		return causeBudgetExhausted
 	case errors.Is(err, ErrRateLimited):
 		return causeRateLimited
+	case errors.Is(err, ErrConcurrencyLimited):
+		return causeConcurrencyLimited
+	case errors.Is(err, ErrThrottled):
+		return causeThrottled
 	case int(code) < numCodes:
 		return causeCode + int(code)
 	}

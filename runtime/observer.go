@@ -24,6 +24,13 @@ const (
 	// EventBudgetRecovered: the retry budget refused no retry for a whole
 	// window: the episode begun by EventBudgetExhausted is over.
 	EventBudgetRecovered
+	// EventConcurrencyLimited: the adaptive concurrency limit refused an
+	// attempt, the first refusal of an episode (one that begins after a
+	// second without a refusal).
+	EventConcurrencyLimited
+	// EventThrottled: the client-side throttler refused an attempt, the
+	// first refusal of an episode (likewise).
+	EventThrottled
 )
 
 func (k EventKind) String() string {
@@ -36,6 +43,10 @@ func (k EventKind) String() string {
 		return "fallback"
 	case EventBudgetRecovered:
 		return "budget recovered"
+	case EventConcurrencyLimited:
+		return "concurrency limited"
+	case EventThrottled:
+		return "throttled"
 	}
 	return "unknown"
 }
@@ -119,6 +130,10 @@ func (ev *events) emit(e Event) {
 		level, msg = slog.LevelInfo, "retry budget available again"
 	case EventFallback:
 		msg = "fallback answering instead of the dependency"
+	case EventConcurrencyLimited:
+		msg = "adaptive concurrency limit reached: attempts above it refused at once"
+	case EventThrottled:
+		msg = "throttling: the dependency refuses most requests, some are refused locally"
 	}
 	attrs = append(attrs, slog.String("cause", e.Cause))
 	if e.Err != nil {

@@ -65,6 +65,13 @@ type ServicePolicy struct {
 	// RateLimit is the token bucket shared by every method that has no rate
 	// limit of its own. Nil means none.
 	RateLimit *RateLimitPolicy
+	// AdaptiveLimit is the adaptive concurrency limit shared by every unary
+	// method that has none of its own, under the shared bulkhead (its
+	// permits are the ceiling). Nil means none.
+	AdaptiveLimit *AdaptiveLimitPolicy
+	// ClientThrottle is the client-side throttler of the dependency, asked by
+	// every attempt of every unary method. Nil means none.
+	ClientThrottle *ThrottlePolicy
 	// Methods holds one policy per method, in the order of the .proto file.
 	Methods []MethodPolicy
 }
@@ -121,6 +128,10 @@ type MethodPolicy struct {
 	RateLimit *RateLimitPolicy
 	// Cache, when not nil, keeps the method's answers (see CachePolicy).
 	Cache *CachePolicy
+	// AdaptiveLimit, when not nil, gives the unary method an adaptive
+	// concurrency limit of its own instead of the service's, under the
+	// method's bulkhead (or the service's).
+	AdaptiveLimit *AdaptiveLimitPolicy
 	// Priority is the method's annotated priority, sent to the server in
 	// PriorityHeader on each call; a caller may lower it, never
 	// raise it. Unspecified sends none.
@@ -171,8 +182,13 @@ type BreakerPolicy struct {
 	// MinimumCalls is the number of calls the window must hold before the
 	// ratio is judged.
 	MinimumCalls int
-	// Window is the sliding window of outcomes.
+	// Window is the sliding window of outcomes in time. It is ignored when
+	// WindowCalls is set.
 	Window time.Duration
+	// WindowCalls, when positive, makes the window the last WindowCalls
+	// outcomes, whatever their age (resilience4j's count-based window),
+	// instead of Window. At most 2^21.
+	WindowCalls int
 	// CoolDown is how long the breaker stays open before probing.
 	CoolDown time.Duration
 	// HalfOpenProbes is the number of probes let through when half-open.
@@ -200,6 +216,8 @@ func (p *ServicePolicy) Clone() ServicePolicy {
 	c.Breaker = clone(p.Breaker)
 	c.Bulkhead = clone(p.Bulkhead)
 	c.RateLimit = clone(p.RateLimit)
+	c.AdaptiveLimit = clone(p.AdaptiveLimit)
+	c.ClientThrottle = clone(p.ClientThrottle)
 	c.Methods = make([]MethodPolicy, len(p.Methods))
 	for i, m := range p.Methods {
 		m.Retry = clone(m.Retry)
@@ -208,6 +226,7 @@ func (p *ServicePolicy) Clone() ServicePolicy {
 		m.Hedging = clone(m.Hedging)
 		m.RateLimit = clone(m.RateLimit)
 		m.Cache = clone(m.Cache)
+		m.AdaptiveLimit = clone(m.AdaptiveLimit)
 		c.Methods[i] = m
 	}
 	return c

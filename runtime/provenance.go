@@ -77,6 +77,9 @@ func flatten(p *ServicePolicy) []setting {
 		add(prefix+".failure_ratio", b.FailureRatio)
 		add(prefix+".minimum_calls", b.MinimumCalls)
 		add(prefix+".window", b.Window)
+		if b.WindowCalls > 0 {
+			add(prefix+".window_calls", b.WindowCalls)
+		}
 		add(prefix+".cool_down", b.CoolDown)
 		add(prefix+".half_open_probes", b.HalfOpenProbes)
 		add(prefix+".slow_call_threshold", orNone(b.SlowCallThreshold.String(), b.SlowCallThreshold == 0))
@@ -99,6 +102,14 @@ func flatten(p *ServicePolicy) []setting {
 	bulkhead("bulkhead", p.Bulkhead)
 	if p.RateLimit != nil {
 		rateLimit("rate_limit", p.RateLimit)
+	}
+	if p.AdaptiveLimit != nil {
+		flattenAdaptive(add, "adaptive_limit", p.AdaptiveLimit)
+	}
+	if t := p.ClientThrottle; t != nil {
+		add("client_throttle.k", t.K)
+		add("client_throttle.window", t.Window)
+		add("client_throttle.max_refusal", t.MaxRefusal)
 	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
@@ -136,6 +147,9 @@ func flatten(p *ServicePolicy) []setting {
 		}
 		if m.RateLimit != nil {
 			rateLimit(pre+"rate_limit", m.RateLimit)
+		}
+		if m.AdaptiveLimit != nil {
+			flattenAdaptive(add, pre+"adaptive_limit", m.AdaptiveLimit)
 		}
 		if c := m.Cache; c != nil {
 			add(pre+"cache.fresh_ttl", c.FreshTTL)

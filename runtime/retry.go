@@ -65,6 +65,11 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			}
 			slot.put()
 		}
+		if end.refused && err != nil {
+			// Refused by an adaptive layer: final and local, like an open
+			// breaker, with the last real error as its cause.
+			return nil, withCause(err, last)
+		}
 		if end.refused {
 			m.breakerRefused(attempt > 1)
 			// An open breaker is a final answer, not something to retry.

@@ -133,7 +133,9 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 // attemptEnd is how one attempt ended, besides its answer and error.
 type attemptEnd struct {
 	// refused: the breaker did not let the attempt through; retryAfter is
-	// how long the refusal is expected to last.
+	// how long the refusal is expected to last. Or an adaptive layer (the
+	// throttler, the concurrency limit) refused it: the attempt's error is
+	// then that refusal.
 	refused    bool
 	retryAfter time.Duration
 	// timedOut: the attempt failed after its own per-attempt timeout
@@ -145,8 +147,9 @@ type attemptEnd struct {
 	at int64
 }
 
-// attemptOnce makes one attempt through the breaker and the per-attempt
-// timeout, and says how it ended besides its answer.
+// attemptOnce makes one attempt through the adaptive layers (throttler,
+// concurrency limit), the breaker and the per-attempt timeout, and says how
+// it ended besides its answer.
 func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, attemptEnd, error) {
 	// Without a breaker or metrics an attempt holds nothing and counts
@@ -157,9 +160,29 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
 		}
 	}
+	// The adaptive layers, in front of the breaker: their refusal is final
+	// and local, and takes no breaker probe.
+	var g gate
+	guarded := m.throttle != nil || m.concurrency != nil
+	if guarded {
+		if cerr := ctx.Err(); cerr != nil && !counted {
+			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
+		}
+		var gerr error
+		if g, gerr = m.enter(); gerr != nil {
+			return nil, attemptEnd{refused: true}, gerr
+		}
+	}
 	tk, retryAfter, ok := m.admit()
 	if !ok {
+		if guarded {
+			m.leaveRefused(g)
+		}
 		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
+	}
+	left := false
+	if guarded {
+		defer m.leaveUnlessDone(&left, g)
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
@@ -182,11 +205,19 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	if !sp.known && (m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0) {
 		sp = span{start: m.client.now(), known: true} // the duration is measured
 	}
+	if guarded {
+		g.begin(m, sp)
+	}
 	resp, err := call(actx, req, opts...)
 	settled = true
-	end := attemptEnd{at: m.settle(ctx, actx, tk, sp, unsent(err))}
+	seen := unsent(err) // what the breaker and the adaptive layers are told
+	end := attemptEnd{at: m.settle(ctx, actx, tk, sp, seen)}
 	if end.at == 0 && sp.known {
 		end.at = sp.start
+	}
+	if guarded {
+		left = true
+		m.leave(ctx, g, seen, end.at)
 	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		end.timedOut = ownTimeout(actx)

@@ -65,6 +65,8 @@ func (p *ServicePolicy) Problems() []PolicyProblem {
 	if p.RateLimit != nil {
 		p.RateLimit.check("RateLimit", bad)
 	}
+	checkAdaptive("AdaptiveLimit", p.AdaptiveLimit, p.Bulkhead, bad)
+	checkThrottle("ClientThrottle", p.ClientThrottle, bad)
 	seen := make(map[string]bool, len(p.Methods))
 	for i := range p.Methods {
 		m := &p.Methods[i]
@@ -101,6 +103,7 @@ func (p *ServicePolicy) Problems() []PolicyProblem {
 			m.Bulkhead.check(f+".Bulkhead", bad)
 		}
 		m.checkPatterns(f, bad)
+		m.checkAdaptive(f, p, bad)
 	}
 	return out
 }
@@ -198,7 +201,7 @@ func (b *BreakerPolicy) check(f string, bad badFunc) {
 	if b.MinimumCalls < 1 {
 		bad(f+".MinimumCalls", "must be at least 1, got %d", b.MinimumCalls)
 	}
-	positive(b.Window, f+".Window", bad)
+	b.checkWindow(f, bad)
 	positive(b.CoolDown, f+".CoolDown", bad)
 	if b.HalfOpenProbes < 1 || b.HalfOpenProbes > maxProbes {
 		bad(f+".HalfOpenProbes", "must be from 1 to %d, got %d: a handful of probes tells whether the dependency is back", maxProbes, b.HalfOpenProbes)

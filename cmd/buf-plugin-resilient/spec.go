@@ -32,6 +32,7 @@ var spec = &check.Spec{
 		ruleSpec(rules.RuleScope, true, "Checks that a method's own circuit_breaker, bulkhead and rate_limit set per_method, and that streams are not rate limited."),
 		ruleSpec(rules.RuleHedging, true, "Checks that only idempotent unary methods that do not retry are hedged, with a delay shorter than their timeouts."),
 		ruleSpec(rules.RuleCache, true, "Checks that only idempotent unary methods with a timeout are cached, keyed by singular string, bytes or integer fields."),
+		ruleSpec(rules.RuleAdaptive, true, "Checks that an adaptive_limit's bounds fit together and under the bulkhead's permits, that it applies to unary methods with a timeout, and that a count-based breaker window holds minimum_calls."),
 		ruleSpec(rules.RuleServer, true, "Checks the server side: default_timeout against min_deadline, deduplication only of keyed unary requests, shedding limits in order."),
 		ruleSpec(rules.RuleNoTimeout, false, "Checks that every method has a timeout or an overall_timeout."),
 	},

@@ -53,6 +53,14 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*serviceP
 		} else {
 			t.row("bulkhead", "none", from(shared, "bulkhead"))
 		}
+		if sp.AdaptiveLimit != nil {
+			t.adaptiveLimit("adaptive limit", sp.AdaptiveLimit, shared)
+		}
+		if th := sp.ClientThrottle; th != nil {
+			t.row("client throttle: k", fmt.Sprintf("%v requests per accept", th.K), from(shared, "client_throttle.k"))
+			t.row("client throttle: window", th.Window.String(), from(shared, "client_throttle.window"))
+			t.row("client throttle: max refusal", fmt.Sprint(th.MaxRefusal), from(shared, "client_throttle.max_refusal"))
+		}
 		if bp := sp.Budget; bp != nil {
 			t.row("retry budget: ratio", fmt.Sprintf("%v retries per request", bp.Ratio), from(shared, "retry_budget.ratio"))
 			t.row("retry budget: floor", fmt.Sprintf("%d retries per window", bp.MinRetries), from(shared, "retry_budget.min_retries"))
@@ -139,6 +147,9 @@ func methodRows(b *strings.Builder, m *protogen.Method, mp *methodPolicy, eff me
 	default:
 		t.row("bulkhead", "none", from(eff, "bulkhead"))
 	}
+	if al := mp.AdaptiveLimit; al != nil {
+		t.adaptiveLimit("adaptive limit (its own)", al, eff)
+	}
 	if h := mp.Hedging; h != nil {
 		t.row("hedging: delay", h.Delay.String(), from(eff, "hedging.delay"))
 		t.row("hedging: copies", fmt.Sprint(h.MaxCopies), from(eff, "hedging.max_copies"))
@@ -195,7 +206,11 @@ func (t *table) row(setting, value, origin string) {
 func (t *table) breaker(name string, bp *breakerPolicy, m merged) {
 	t.row(name+": opens at", fmt.Sprintf("%v of the calls failing", bp.FailureRatio), from(m, "circuit_breaker.failure_ratio"))
 	t.row(name+": minimum calls", fmt.Sprint(bp.MinimumCalls), from(m, "circuit_breaker.minimum_calls"))
-	t.row(name+": window", bp.Window.String(), from(m, "circuit_breaker.window"))
+	if bp.WindowCalls > 0 {
+		t.row(name+": window", fmt.Sprintf("the last %d calls", bp.WindowCalls), from(m, "circuit_breaker.window_calls"))
+	} else {
+		t.row(name+": window", bp.Window.String(), from(m, "circuit_breaker.window"))
+	}
 	t.row(name+": cool-down", bp.CoolDown.String(), from(m, "circuit_breaker.cool_down"))
 	t.row(name+": probes", fmt.Sprint(bp.HalfOpenProbes), from(m, "circuit_breaker.half_open_probes"))
 	t.row(name+": slow call", orNone(bp.SlowCallThreshold, "none"), from(m, "circuit_breaker.slow_call_threshold"))
@@ -207,4 +222,10 @@ func (t table) write(b *strings.Builder) {
 	for _, r := range t {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", r[0], r[1], r[2])
 	}
+}
+
+func (t *table) adaptiveLimit(name string, al *adaptiveLimitPolicy, m merged) {
+	t.row(name+": attempts in flight", fmt.Sprintf("%d to %d, from %d", al.MinLimit, al.MaxLimit, al.InitialLimit), from(m, "adaptive_limit"))
+	t.row(name+": tolerance", fmt.Sprintf("%v × the smallest RTT of %s", al.Tolerance, al.BaselineWindow), from(m, "adaptive_limit.tolerance"))
+	t.row(name+": smoothing", fmt.Sprint(al.Smoothing), from(m, "adaptive_limit.smoothing"))
 }

@@ -90,6 +90,9 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 	for i, s := range f.Services {
 		envoyCluster(w, string(s.Desc.FullName()), services[i], retries)
 	}
+	for i, s := range f.Services {
+		envoyAdaptiveFilters(w, string(s.Desc.FullName()), services[i])
+	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
@@ -237,7 +240,11 @@ func envoyCluster(w func(int, string, ...any), name string, sp *servicePolicy, r
 	w(2, "failure_percentage_request_volume: %d # minimum_calls", cb.MinimumCalls)
 	w(2, "failure_percentage_minimum_hosts: 1")
 	w(2, "enforcing_failure_percentage: 100")
-	w(2, "interval: %s # window", seconds(cb.Window))
+	if cb.WindowCalls > 0 {
+		w(2, "interval: %s # window_calls %d is not expressible: Envoy judges an interval of time; this is the default window", seconds(cb.Window), cb.WindowCalls)
+	} else {
+		w(2, "interval: %s # window", seconds(cb.Window))
+	}
 	w(2, "base_ejection_time: %s # cool_down", seconds(cb.CoolDown))
 	w(2, "max_ejection_percent: 100")
 	w(2, "# Only the failure ratio ejects: no N-failures-in-a-row, no success-rate outliers.")

@@ -87,6 +87,8 @@ func TestExportGolden(t *testing.T) {
 		{"export", "envoy=true,envoy_retries=client", "export/export.envoy.yaml", "export.envoy_client.yaml"},
 		{"export", "docs", "export/export.policy.md", "export.policy.md"},
 		{"throttle", "service_config=true", "throttle/throttle.service_config.json", "throttle.service_config.json"},
+		{"adaptive", "envoy=true", "adaptive/adaptive.envoy.yaml", "adaptive.envoy.yaml"},
+		{"adaptive", "docs", "adaptive/adaptive.policy.md", "adaptive.policy.md"},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			files := exportFiles(t, tc.proto, tc.params)

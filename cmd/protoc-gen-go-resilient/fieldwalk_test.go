@@ -62,6 +62,7 @@ var fieldCases = map[string]fieldCase{
 	"circuit_breaker.half_open_probes":    breakerCase(`half_open_probes: 5`, `{half_open_probes: 5}`),
 	"circuit_breaker.slow_call_threshold": breakerCase(`slow_call_threshold: {seconds: 1}`, `{slow_call_threshold: 1s}`),
 	"circuit_breaker.failure_codes":       breakerCase(`failure_codes: ["INTERNAL"]`, `{failure_codes: [INTERNAL]}`),
+	"circuit_breaker.window_calls":        {svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {window_calls: 50}`, override: `circuit_breaker: {window_calls: 40}`, exports: []string{"docs", "envoy"}},
 	"circuit_breaker.per_method": {svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {}`,
 		m1: `circuit_breaker: {per_method: true}`, override: `methods: {GetStock: {circuit_breaker: {per_method: true}}}`, exports: []string{"docs"}},
 
@@ -79,6 +80,19 @@ var fieldCases = map[string]fieldCase{
 	"rate_limit.max_wait":            {svc0: `rate_limit: {requests_per_second: 10}`, svc1: `rate_limit: {requests_per_second: 10, max_wait: {seconds: 1}}`, override: `rate_limit: {max_wait: 5ms}`},
 	"rate_limit.per_method": {svc0: `rate_limit: {requests_per_second: 10}`, svc1: `rate_limit: {requests_per_second: 10}`,
 		m1: `rate_limit: {per_method: true}`, override: `methods: {GetStock: {rate_limit: {per_method: true}}}`},
+
+	"adaptive_limit.min_limit":       adaptiveCase(`min_limit: 2`, `{min_limit: 2}`),
+	"adaptive_limit.max_limit":       adaptiveCase(`max_limit: 50`, `{max_limit: 6}`),
+	"adaptive_limit.initial_limit":   adaptiveCase(`initial_limit: 10`, `{initial_limit: 5}`),
+	"adaptive_limit.tolerance":       adaptiveCase(`tolerance: 2`, `{tolerance: 2}`),
+	"adaptive_limit.smoothing":       adaptiveCase(`smoothing: 0.2`, `{smoothing: 0.2}`),
+	"adaptive_limit.baseline_window": adaptiveCase(`baseline_window: {seconds: 60}`, `{baseline_window: 1m}`),
+	"adaptive_limit.per_method": {svc0: `timeout: {seconds: 1} adaptive_limit: {}`, svc1: `timeout: {seconds: 1} adaptive_limit: {}`,
+		m1: `adaptive_limit: {per_method: true}`, override: `methods: {GetStock: {adaptive_limit: {per_method: true}}}`, exports: []string{"docs"}},
+
+	"client_throttle.k":           throttleCase(`k: 3`, `{k: 3}`),
+	"client_throttle.window":      throttleCase(`window: {seconds: 2}`, `{window: 2s}`),
+	"client_throttle.max_refusal": throttleCase(`max_refusal: 0.8`, `{max_refusal: 0.8}`),
 
 	"cache.fresh_ttl":   cacheCase(`fresh_ttl: {seconds: 2}`, `{fresh_ttl: 2s, stale_ttl: 10m}`),
 	"cache.stale_ttl":   cacheCase(`fresh_ttl: {seconds: 1}, stale_ttl: {seconds: 5}`, `{stale_ttl: 10m}`),
@@ -117,6 +131,16 @@ func budgetCase(with, override string) fieldCase {
 func breakerCase(with, override string) fieldCase {
 	return fieldCase{svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {` + with + `}`,
 		override: `circuit_breaker: ` + override, exports: []string{"docs"}}
+}
+
+func adaptiveCase(with, override string) fieldCase {
+	return fieldCase{svc0: `timeout: {seconds: 1} adaptive_limit: {}`, svc1: `timeout: {seconds: 1} adaptive_limit: {` + with + `}`,
+		override: `adaptive_limit: ` + override, exports: []string{"docs", "envoy"}}
+}
+
+func throttleCase(with, override string) fieldCase {
+	return fieldCase{svc0: `client_throttle: {}`, svc1: `client_throttle: {` + with + `}`,
+		override: `client_throttle: ` + override, exports: []string{"docs", "envoy"}}
 }
 
 func hedgingCase(with, override string) fieldCase {

@@ -30,7 +30,10 @@ type (
 		Bulkhead *bulkheadPolicy
 		// RateLimit is the token bucket the service's methods share.
 		RateLimit *rateLimitPolicy
-		Methods   []*methodPolicy
+		// AdaptiveLimit and ClientThrottle: adaptive.go.
+		AdaptiveLimit  *adaptiveLimitPolicy
+		ClientThrottle *throttlePolicy
+		Methods        []*methodPolicy
 		// Server is the server-side policy, nil when the service and its
 		// methods have no server-side annotation (server.go).
 		Server *serverPolicy
@@ -58,6 +61,8 @@ type (
 		Hedging                *hedgingPolicy
 		RateLimit              *rateLimitPolicy
 		Cache                  *cachePolicy
+		// AdaptiveLimit is the method's own (per_method): adaptive.go.
+		AdaptiveLimit *adaptiveLimitPolicy
 		// Priority is the name of the annotated runtime.Priority constant
 		// ("PriorityHigh"), "" when no level sets a priority.
 		Priority string
@@ -84,6 +89,7 @@ type (
 		FailureRatio      float64
 		MinimumCalls      int
 		Window            time.Duration
+		WindowCalls       int
 		CoolDown          time.Duration
 		HalfOpenProbes    int
 		SlowCallThreshold time.Duration
@@ -161,6 +167,12 @@ func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servic
 	if rl := shared.policy.GetRateLimit(); rl != nil {
 		sp.RateLimit = rateLimitOf(rl)
 	}
+	if al := shared.policy.GetAdaptiveLimit(); al != nil {
+		sp.AdaptiveLimit = adaptiveLimitOf(al, shared.policy.GetBulkhead())
+	}
+	if th := shared.policy.GetClientThrottle(); th != nil {
+		sp.ClientThrottle = throttleOf(th)
+	}
 	retries := false
 	for _, m := range s.Methods {
 		mp := resolveMethod(m, filePolicy, svcPolicy)
@@ -210,6 +222,9 @@ func resolveMethod(m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy
 	}
 	if own.GetBulkhead().GetPerMethod() {
 		mp.Bulkhead = bulkheadOf(p.GetBulkhead())
+	}
+	if own.GetAdaptiveLimit().GetPerMethod() && streamKind(m) == "" {
+		mp.AdaptiveLimit = adaptiveLimitOf(p.GetAdaptiveLimit(), p.GetBulkhead())
 	}
 	return mp
 }

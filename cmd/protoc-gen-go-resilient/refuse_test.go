@@ -23,6 +23,33 @@ func TestRefusals(t *testing.T) {
 		name string
 		want []string
 	}{
+		{"adaptive_min_above_permits", []string{
+			"refuse/adaptive_min_above_permits.proto:10:3: resilienttest.refuse.adaptive_min_above_permits.Svc: (resilient.v1.service).adaptive_limit.min_limit: 5 is above the bulkhead's 4 permits, the limit's ceiling: lower it to at most 4, or remove it",
+		}},
+		{"adaptive_no_timeout", []string{
+			"refuse/adaptive_no_timeout.proto:10:3: resilienttest.refuse.adaptive_no_timeout.Svc.Get: (resilient.v1.service).adaptive_limit: Get has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall; set timeout on the method, the service or the file",
+		}},
+		{"adaptive_stream", []string{
+			"refuse/adaptive_stream.proto:13:5: resilienttest.refuse.adaptive_stream.Svc.Watch: (resilient.v1.method).adaptive_limit: streams take no part in the adaptive limit, and Watch is a server-streaming method: a stream's lifetime says nothing of the dependency's latency; remove it",
+		}},
+		{"adaptive_tolerance", []string{
+			"refuse/adaptive_tolerance.proto:10:3: resilienttest.refuse.adaptive_tolerance.Svc: (resilient.v1.service).adaptive_limit.tolerance: must be a finite number of at least 1, got 0.5: below 1 the limit would shrink while the dependency is as fast as ever; remove it for the default 1.5",
+		}},
+		{"adaptive_initial_outside", []string{
+			"refuse/adaptive_initial_outside.proto:10:3: resilienttest.refuse.adaptive_initial_outside.Svc: (resilient.v1.service).adaptive_limit.initial_limit: 2 is not between min_limit 4 and max_limit 10: set it within them, or remove it",
+		}},
+		{"throttle_on_method", []string{
+			"refuse/throttle_on_method.proto:11:5: resilienttest.refuse.throttle_on_method.Svc.Get: (resilient.v1.method).client_throttle: client_throttle judges the whole dependency: set it on the service or the file",
+		}},
+		{"throttle_max_refusal", []string{
+			"refuse/throttle_max_refusal.proto:10:3: resilienttest.refuse.throttle_max_refusal.Svc: (resilient.v1.service).client_throttle.max_refusal: must be in (0, 1), got 1: some attempts must always reach the dependency to see it recover; remove it for the default 0.9",
+		}},
+		{"window_calls_below_minimum", []string{
+			"refuse/window_calls_below_minimum.proto:10:3: resilienttest.refuse.window_calls_below_minimum.Svc: (resilient.v1.service).circuit_breaker.window_calls: 10 is fewer than minimum_calls 20 (the default): the window could never hold enough calls to open the breaker; raise window_calls or lower minimum_calls",
+		}},
+		{"window_calls_with_window", []string{
+			"refuse/window_calls_with_window.proto:10:3: resilienttest.refuse.window_calls_with_window.Svc: (resilient.v1.service).circuit_breaker.window_calls: is set beside window: the breaker counts over the last calls or over a stretch of time, not both; remove one",
+		}},
 		{"breaker_without_per_method", []string{
 			"refuse/breaker_without_per_method.proto:13:5: resilienttest.refuse.breaker_without_per_method.Svc.Get: (resilient.v1.method).circuit_breaker: a method's own circuit_breaker needs per_method: true, which gives the method a breaker of its own; to tune the breaker the service's methods share, move these settings to (resilient.v1.service)",
 		}},

@@ -116,14 +116,14 @@ service S {
 
 // TestREADMENewerOptions checks the refusal README.md quotes: its complete
 // example with jitter: true on the service, from an options proto whose
-// Policy has a field jitter (number 16).
+// Policy has a field jitter (number 99).
 func TestREADMENewerOptions(t *testing.T) {
 	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	newer := strings.Replace(string(src), "message Policy {\n", "message Policy {\n  optional bool jitter = 16;\n", 1)
+	newer := strings.Replace(string(src), "message Policy {\n", "message Policy {\n  optional bool jitter = 99;\n", 1)
 	writeFile(t, filepath.Join(dir, "third_party", "resilient", "v1", "resilient.proto"), []byte(newer))
 	example := readmeBlockTagged(t, "proto proto/shop/inventory/v1/inventory.proto").body
 	const old = "retry_budget: {ratio: 0.1}\n"

@@ -58,3 +58,26 @@ var AnswerCodes = []codes.Code{
 	codes.Unimplemented,
 	codes.Unauthenticated,
 }
+
+// The adaptive concurrency limit's defaults (runtime/internal/adaptive)
+// and its largest max_limit.
+const (
+	AdaptiveMinLimit       = 1
+	AdaptiveMaxLimit       = 100
+	AdaptiveInitialLimit   = 20
+	AdaptiveTolerance      = 1.5
+	AdaptiveSmoothing      = 0.5
+	AdaptiveBaselineWindow = 30 * time.Second
+	MaxAdaptiveLimit       = 1 << 20
+)
+
+// The client-side throttler's defaults (runtime/internal/throttle).
+const (
+	ThrottleK          = 2.0
+	ThrottleWindow     = 5 * time.Second
+	ThrottleMaxRefusal = 0.9
+)
+
+// MaxWindowCalls is the largest count-based breaker window
+// (runtime/internal/window.MaxCount).
+const MaxWindowCalls = 1 << 21

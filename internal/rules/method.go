@@ -33,6 +33,8 @@ func CheckMethod(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff M
 	CheckServer(m, eff, add)
 	CheckOwnBreaker(own, add)
 	CheckOwnBulkhead(own, eff, add)
+	CheckOwnAdaptive(m, own, add)
+	CheckAdaptive(m, own, eff, add)
 }
 
 // StreamKind describes a streaming method for messages ("a

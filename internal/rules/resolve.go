@@ -50,6 +50,19 @@ var defaults = &resilientv1.Policy{
 	Cache:    &resilientv1.Cache{MaxEntries: proto.Uint32(DefaultCacheMaxEntries)},
 	Server:   &resilientv1.Server{Dedup: &resilientv1.Dedup{Lease: durationpb.New(DefaultLease)}},
 	Shedding: &resilientv1.Shedding{Pushback: durationpb.New(DefaultShedPushback), Code: proto.String("UNAVAILABLE")},
+	// max_limit and initial_limit follow the bulkhead's permits, the
+	// limit's ceiling (AdaptiveLimitOf).
+	AdaptiveLimit: &resilientv1.AdaptiveLimit{
+		MinLimit:       proto.Uint32(DefaultMinLimit),
+		Tolerance:      proto.Float64(DefaultTolerance),
+		Smoothing:      proto.Float64(DefaultSmoothing),
+		BaselineWindow: durationpb.New(DefaultBaselineWindow),
+	},
+	ClientThrottle: &resilientv1.ClientThrottle{
+		K:          proto.Float64(DefaultThrottleK),
+		Window:     durationpb.New(DefaultThrottleWindow),
+		MaxRefusal: proto.Float64(DefaultThrottleMaxRefusal),
+	},
 }
 
 // DefaultOf returns the contract's defaults of a group of the options

@@ -165,6 +165,7 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 		}
 	}
 	c.patterns(p, onMethod)
+	c.adaptive(p, onMethod)
 	if bh := p.GetBulkhead(); bh != nil {
 		c.atLeastOne("bulkhead.permits", bh.Permits, "it is the number of calls allowed in flight at once")
 		c.duration("bulkhead.max_wait", bh.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when every permit is taken")

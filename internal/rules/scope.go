@@ -21,6 +21,7 @@ func CheckService(shared Merged, add func(Finding)) {
 	if shared.Policy.GetRateLimit() != nil {
 		requireRate(shared, add)
 	}
+	CheckAdaptive(nil, nil, shared, add)
 }
 
 // CheckOwnRateLimit checks a rate_limit written on a method: it needs

@@ -9,10 +9,14 @@ package envoytest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	adaptivev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/adaptive_concurrency/v3"
+	admissionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/admission_control/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
@@ -56,7 +60,7 @@ func TestEnvoyTypes(t *testing.T) {
 			if err := (protojson.UnmarshalOptions{}).Unmarshal(js, &resp); err != nil {
 				t.Fatalf("not Envoy's types: %v", err)
 			}
-			var routes, clusters int
+			var routes, clusters, filters int
 			for _, res := range resp.GetResources() {
 				m, err := res.UnmarshalNew()
 				if err != nil {
@@ -82,9 +86,15 @@ func TestEnvoyTypes(t *testing.T) {
 					}
 				case *clusterv3.Cluster:
 					clusters++
+				case *hcmv3.HttpFilter:
+					filters++
+					checkFilter(t, r)
 				default:
 					t.Errorf("unexpected resource %T", m)
 				}
+			}
+			if strings.HasPrefix(filepath.Base(file), "adaptive") && filters != 2 {
+				t.Errorf("got %d HTTP filters, want the adaptive concurrency and the admission control filters", filters)
 			}
 			if routes != 1 || clusters == 0 {
 				t.Errorf("got %d route configurations and %d clusters, want 1 and at least 1", routes, clusters)
@@ -106,5 +116,46 @@ func TestEnvoyUnknownFieldRefused(t *testing.T) {
 	}
 	if err := protojson.Unmarshal(js, new(discoveryv3.DiscoveryResponse)); err == nil {
 		t.Error("max_request (for max_requests) was accepted")
+	}
+}
+
+// checkFilter unpacks an HTTP filter's typed config, runs Envoy's
+// validation on it, and checks that the filter's name is the one Envoy
+// registers its config type under.
+func checkFilter(t *testing.T, f *hcmv3.HttpFilter) {
+	t.Helper()
+	cfg, err := f.GetTypedConfig().UnmarshalNew()
+	if err != nil {
+		t.Fatalf("filter %s: %v", f.GetName(), err)
+	}
+	if v, ok := cfg.(interface{ ValidateAll() error }); ok {
+		if err := v.ValidateAll(); err != nil {
+			t.Errorf("filter %s: %T refused by Envoy's validation: %v", f.GetName(), cfg, err)
+		}
+	}
+	want := map[string]string{
+		"envoy.filters.http.adaptive_concurrency": "*adaptive_concurrencyv3.AdaptiveConcurrency",
+		"envoy.filters.http.admission_control":    "*admission_controlv3.AdmissionControl",
+	}[f.GetName()]
+	switch c := cfg.(type) {
+	case *adaptivev3.AdaptiveConcurrency:
+		if f.GetName() != "envoy.filters.http.adaptive_concurrency" {
+			t.Errorf("filter %s holds an AdaptiveConcurrency", f.GetName())
+		}
+		g := c.GetGradientControllerConfig()
+		if g.GetConcurrencyLimitParams().GetMaxConcurrencyLimit().GetValue() < g.GetConcurrencyLimitParams().GetMinConcurrencyLimit().GetValue() {
+			t.Errorf("max concurrency limit below the min: %v", g)
+		}
+	case *admissionv3.AdmissionControl:
+		if f.GetName() != "envoy.filters.http.admission_control" {
+			t.Errorf("filter %s holds an AdmissionControl", f.GetName())
+		}
+		for _, code := range c.GetSuccessCriteria().GetGrpcCriteria().GetGrpcSuccessStatus() {
+			if code == 4 || code == 8 || code == 14 {
+				t.Errorf("admission control counts code %d, an overload, as a success", code)
+			}
+		}
+	default:
+		t.Errorf("filter %s: unexpected config %T (want %s)", f.GetName(), cfg, want)
 	}
 }

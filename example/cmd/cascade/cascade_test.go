@@ -28,7 +28,7 @@ func TestCascadeShape(t *testing.T) {
 		slowAt:      time.Second,
 		outageFrom:  time.Second,
 		outageTo:    3 * time.Second,
-		scenarios:   "none,timeout,full",
+		scenarios:   "none,timeout,full,adaptive",
 		outage:      true,
 		parallel:    true,
 		out:         t.TempDir(),
@@ -56,7 +56,15 @@ func TestCascadeShape(t *testing.T) {
 	if p99 := full.percentile(0.99); p99 > 300*time.Millisecond+50*time.Millisecond+150*time.Millisecond {
 		t.Errorf("full stack p99 %v: more than timeout + bulkhead wait allow", p99)
 	}
+	if adaptive := rep.slow[3]; rep.slowCalls[3] > rep.slowCalls[2] || adaptive.counts[outOK]+adaptive.counts[outFallback] != adaptive.sent {
+		t.Errorf("adaptive limit: %d calls reached the slow dependency (full stack: %d), %v of %d; want no more, every request answered",
+			rep.slowCalls[3], rep.slowCalls[2], adaptive.counts, adaptive.sent)
+	}
 	naive, resilient := rep.outageCalls[0], rep.outageCalls[1]
+	if throttled := rep.outageCalls[2]; throttled > naive/4 || rep.firstOK[2] < 0 || rep.firstOK[2] > 500*time.Millisecond {
+		t.Errorf("outage: the throttled client sent %d calls (naive %d), first success %v after recovery; want a fraction, within 500ms",
+			throttled, naive, rep.firstOK[2])
+	}
 	if naive < 2*int64(c.rate)*2 || resilient > naive/2 {
 		t.Errorf("outage: naive retries sent %d calls, the generated client %d; want about 3 per request against a fraction", naive, resilient)
 	}

@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&c.slowAt, "slow-at", 3*time.Second, "when the dependency turns slow")
 	flag.DurationVar(&c.outageFrom, "outage-from", 3*time.Second, "start of the UNAVAILABLE outage (run 2)")
 	flag.DurationVar(&c.outageTo, "outage-to", 8*time.Second, "end of the outage (run 2)")
-	flag.StringVar(&c.scenarios, "scenarios", "none,timeout,breaker,full", "scenarios of run 1, comma-separated, among none, timeout, breaker, full")
+	flag.StringVar(&c.scenarios, "scenarios", "none,timeout,breaker,full,adaptive", "scenarios of run 1, comma-separated, among none, timeout, breaker, full, adaptive")
 	flag.BoolVar(&c.outage, "outage", true, "also run the outage comparison (run 2)")
 	flag.BoolVar(&c.parallel, "parallel", true, "run the scenarios of a run at the same time, each against its own server (false: one after another)")
 	flag.StringVar(&c.out, "out", "cascade-out", "`directory` for the SVG charts")
@@ -101,7 +101,7 @@ func (c config) check() error {
 	}
 	for _, s := range strings.Split(c.scenarios, ",") {
 		if _, ok := scenarioPolicies[s]; !ok {
-			return fmt.Errorf("-scenarios: unknown scenario %q; choose among none, timeout, breaker, full", s)
+			return fmt.Errorf("-scenarios: unknown scenario %q; choose among none, timeout, breaker, full, adaptive", s)
 		}
 	}
 	return nil
@@ -120,13 +120,19 @@ var scenarioPolicies = map[string]func(*runtime.ServicePolicy){
 		noRetries(p)
 	},
 	"full": func(*runtime.ServicePolicy) {},
+	// The full stack with an adaptive concurrency limit at its defaults,
+	// under the bulkhead's 8 permits (the ceiling).
+	"adaptive": func(p *runtime.ServicePolicy) {
+		p.AdaptiveLimit = &runtime.AdaptiveLimitPolicy{}
+	},
 }
 
 var scenarioTitles = map[string]string{
-	"none":    "no protection",
-	"timeout": "timeout 300ms",
-	"breaker": "timeout + breaker",
-	"full":    "full stack (+bulkhead, budget, fallback)",
+	"none":     "no protection",
+	"timeout":  "timeout 300ms",
+	"breaker":  "timeout + breaker",
+	"full":     "full stack (+bulkhead, budget, fallback)",
+	"adaptive": "full stack + adaptive limit",
 }
 
 func noCache(p *runtime.ServicePolicy) {
@@ -271,6 +277,9 @@ func runAll(w io.Writer, c config) (*report, error) {
 		if edit == nil {
 			return plainCall(cc), nil
 		}
+		if name == "adaptive" {
+			return resilientCall(cc, edit, true)
+		}
 		if name == "full" {
 			// Only the full stack is measured: every scenario calls the
 			// same dependency, and their series would add up.
@@ -307,13 +316,29 @@ func runAll(w io.Writer, c config) (*report, error) {
 		// No budget: every failed call may retry twice.
 		p.Budget = &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1 << 30, Window: 10 * time.Second}
 	}
-	firstOK := map[string]*atomic.Int64{"naive": {}, "resilient": {}}
-	runStart := map[string]*atomic.Pointer[time.Time]{"naive": {}, "resilient": {}}
-	oresults, odeps, err := runScenarios(c, []string{"naive", "resilient"}, outage, c.outageFrom, c.outageTo,
+	// The throttled client is the generated one with the client-side
+	// throttler in front and no breaker: in a total outage the breaker
+	// would open on the throttler's probes too and keep the recovery out
+	// for its cool-down. The window holds 25 requests at 100/s, and is
+	// what sets how many are refused after the recovery (about two
+	// windows' worth fade out); a refusal of at most 80 % (Envoy's
+	// admission control default) sends a fifth of the requests as probes.
+	throttle := runtime.ThrottlePolicy{K: 3, Window: 250 * time.Millisecond, MaxRefusal: 0.8}
+	throttled := func(p *runtime.ServicePolicy) {
+		p.Breaker = nil
+		p.ClientThrottle = &throttle
+	}
+	onames := []string{"naive", "resilient", "throttled"}
+	firstOK := map[string]*atomic.Int64{"naive": {}, "resilient": {}, "throttled": {}}
+	runStart := map[string]*atomic.Pointer[time.Time]{"naive": {}, "resilient": {}, "throttled": {}}
+	oresults, odeps, err := runScenarios(c, onames, outage, c.outageFrom, c.outageTo,
 		func(name string, cc grpc.ClientConnInterface) (call, error) {
 			edit := func(*runtime.ServicePolicy) {}
-			if name == "naive" {
+			switch name {
+			case "naive":
 				edit = naive
+			case "throttled":
+				edit = throttled
 			}
 			inner, err := resilientCall(cc, edit, false)
 			if err != nil {
@@ -339,10 +364,10 @@ func runAll(w io.Writer, c config) (*report, error) {
 		return nil, err
 	}
 	rep.outage = oresults
-	fmt.Fprintf(w, "%-20s %6s %9s %10s %11s %9s  %s\n", "client", "sent", "ok", "failed", "dep. calls", "per req.", "first success after recovery")
+	fmt.Fprintf(w, "%-22s %6s %9s %10s %11s %9s  %s\n", "client", "sent", "ok", "failed", "dep. calls", "per req.", "first success after recovery")
 	reqs := int(float64(c.rate) * (c.outageTo - c.outageFrom).Seconds())
 	for i, r := range oresults {
-		name := []string{"naive", "resilient"}[i]
+		name := onames[i]
 		calls := odeps[i].inPhase.Load()
 		after, recovered := "none", time.Duration(-1)
 		if f := firstOK[name].Load(); f != 0 {
@@ -351,12 +376,16 @@ func runAll(w io.Writer, c config) (*report, error) {
 		}
 		rep.outageCalls = append(rep.outageCalls, calls)
 		rep.firstOK = append(rep.firstOK, recovered)
-		label := map[string]string{"naive": "naive retries (3)", "resilient": "generated client"}[name]
-		fmt.Fprintf(w, "%-20s %6d %9d %10d %11d %9.2f  %s\n", label, r.sent, r.counts[outOK], r.sent-r.counts[outOK]-r.counts[outWaiting],
+		label := map[string]string{"naive": "naive retries (3)", "resilient": "generated client", "throttled": "generated + throttler"}[name]
+		fmt.Fprintf(w, "%-22s %6d %9d %10d %11d %9.2f  %s\n", label, r.sent, r.counts[outOK], r.sent-r.counts[outOK]-r.counts[outWaiting],
 			calls, float64(calls)/float64(reqs), after)
 		r.name = label
 	}
-	fmt.Fprintf(w, "(dep. calls: calls that reached the dependency during the outage; per req.: per request that arrived during it)\n")
+	fmt.Fprintf(w, "(dep. calls: calls that reached the dependency during the outage; per req.: per request that arrived during it; the throttler: K %v over %s, at most %.0f %% refused, no breaker)\n", throttle.K, throttle.Window, 100*throttle.MaxRefusal)
+	if len(oresults) == 3 && oresults[0].counts[outOK] > 0 {
+		fmt.Fprintf(w, "the throttled client answered %.1f %% as many requests as the naive one, with %.0f %% of its calls to the dependency during the outage\n",
+			100*float64(oresults[2].counts[outOK])/float64(oresults[0].counts[outOK]), 100*float64(rep.outageCalls[2])/float64(max(1, rep.outageCalls[0])))
+	}
 	chart = filepath.Join(c.out, "cascade-outage.svg")
 	if err := writeChart(chart, "Outage: outcomes per second by arrival time", oresults, c.outageFrom); err != nil {
 		return nil, err
@@ -424,8 +453,8 @@ func printSlowTable(w io.Writer, results []*result, deps []*dependency, c config
 			fmt.Fprintf(w, "%42s %d other errors\n", "", other)
 		}
 		if r.counts[outFallback] > 0 {
-			fmt.Fprintf(w, "%42s fallback answered after: %d circuit open, %d bulkhead full, %d timeout, %d other\n", "",
-				r.causes[outCircuitOpen], r.causes[outBulkheadFull], r.causes[outTimeout],
+			fmt.Fprintf(w, "%42s fallback answered after: %d circuit open, %d bulkhead full, %d adaptive limit, %d timeout, %d other\n", "",
+				r.causes[outCircuitOpen], r.causes[outBulkheadFull], r.causes[outLimited], r.causes[outTimeout],
 				r.causes[outUnavailable]+r.causes[outOther])
 		}
 		r.name = scenarioTitles[r.name]

@@ -25,12 +25,14 @@ const (
 	outBulkheadFull
 	outUnavailable
 	outOther
-	outShed    // refused at once by the server's load shedding (run 3)
-	outWaiting // still queued or in flight when the run ended
+	outShed      // refused at once by the server's load shedding (run 3)
+	outLimited   // refused at once by the adaptive concurrency limit
+	outThrottled // refused locally by the client-side throttler
+	outWaiting   // still queued or in flight when the run ended
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "fallback", "timeout", "circuit open", "bulkhead full", "unavailable", "other error", "shed", "still waiting"}
+var outcomeNames = [numOutcomes]string{"ok", "fallback", "timeout", "circuit open", "bulkhead full", "unavailable", "other error", "shed", "adaptive limit", "throttled", "still waiting"}
 
 // classifyErr maps the error a call returned to an outcome.
 func classifyErr(err error) outcome {
@@ -41,6 +43,10 @@ func classifyErr(err error) outcome {
 		return outCircuitOpen
 	case errors.Is(err, runtime.ErrBulkheadFull):
 		return outBulkheadFull
+	case errors.Is(err, runtime.ErrConcurrencyLimited):
+		return outLimited
+	case errors.Is(err, runtime.ErrThrottled):
+		return outThrottled
 	case isShed(err):
 		return outShed
 	case status.Code(err) == codes.DeadlineExceeded:

@@ -11,6 +11,7 @@ import (
 var outcomeColours = [numOutcomes]string{
 	outOK: "#2e7d32", outFallback: "#64b5f6", outTimeout: "#ef6c00", outCircuitOpen: "#9e9e9e",
 	outBulkheadFull: "#8e24aa", outUnavailable: "#c62828", outOther: "#212121", outShed: "#fbc02d", outWaiting: "#6d1b1b",
+	outLimited: "#00897b", outThrottled: "#5d4037",
 }
 
 // writeChart draws one panel per result: stacked bars of the outcomes of

@@ -275,9 +275,31 @@ type Policy struct {
 	// ```proto
 	// option (resilient.v1.service) = {shedding: {low: 50, normal: 150, high: 180, critical: 200}};
 	// ```
-	Shedding      *Shedding `protobuf:"bytes,15,opt,name=shedding,proto3" json:"shedding,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shedding *Shedding `protobuf:"bytes,15,opt,name=shedding,proto3" json:"shedding,omitempty"`
+	// adaptive_limit bounds the attempts in flight towards the dependency by
+	// a limit that follows its latency: when it slows, the limit falls within
+	// a few round trips and the attempts above it are refused at once
+	// (RESOURCE_EXHAUSTED, ErrConcurrencyLimited), answered by the fallback
+	// where there is one. One limit per dependency, shared by its unary
+	// methods, unless a method sets per_method. Under a bulkhead the
+	// bulkhead's permits are the ceiling. Streams take no part. Default: none.
+	//
+	// ```proto
+	// option (resilient.v1.service) = {adaptive_limit: {}};
+	// ```
+	AdaptiveLimit *AdaptiveLimit `protobuf:"bytes,16,opt,name=adaptive_limit,json=adaptiveLimit,proto3" json:"adaptive_limit,omitempty"`
+	// client_throttle refuses attempts locally, with a probability that grows
+	// as the dependency refuses more of them (the SRE book's adaptive
+	// throttling), so that during an outage almost nothing is sent and the
+	// first attempts after the recovery find it. One per dependency: set it
+	// on the service or the file. Default: none.
+	//
+	// ```proto
+	// option (resilient.v1.service) = {client_throttle: {}};
+	// ```
+	ClientThrottle *ClientThrottle `protobuf:"bytes,17,opt,name=client_throttle,json=clientThrottle,proto3" json:"client_throttle,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -411,6 +433,20 @@ func (x *Policy) GetServer() *Server {
 func (x *Policy) GetShedding() *Shedding {
 	if x != nil {
 		return x.Shedding
+	}
+	return nil
+}
+
+func (x *Policy) GetAdaptiveLimit() *AdaptiveLimit {
+	if x != nil {
+		return x.AdaptiveLimit
+	}
+	return nil
+}
+
+func (x *Policy) GetClientThrottle() *ClientThrottle {
+	if x != nil {
+		return x.ClientThrottle
 	}
 	return nil
 }
@@ -1193,6 +1229,16 @@ type CircuitBreaker struct {
 	// circuit_breaker: {window: {seconds: 10}}
 	// ```
 	Window *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// window_calls makes the window the last window_calls outcomes, whatever
+	// their age (resilience4j's count-based window), instead of a time
+	// window: a quiet dependency keeps its last outcomes, and the ratio moves
+	// with every call. Not together with window. Default: unset, a time
+	// window. Must be between minimum_calls and 2097152.
+	//
+	// ```proto
+	// circuit_breaker: {window_calls: 100, minimum_calls: 20}
+	// ```
+	WindowCalls *uint32 `protobuf:"varint,9,opt,name=window_calls,json=windowCalls,proto3,oneof" json:"window_calls,omitempty"`
 	// cool_down is how long the breaker stays open before it lets probes
 	// through. Default: 10 s. Must be positive.
 	//
@@ -1288,6 +1334,13 @@ func (x *CircuitBreaker) GetWindow() *durationpb.Duration {
 	return nil
 }
 
+func (x *CircuitBreaker) GetWindowCalls() uint32 {
+	if x != nil && x.WindowCalls != nil {
+		return *x.WindowCalls
+	}
+	return 0
+}
+
 func (x *CircuitBreaker) GetCoolDown() *durationpb.Duration {
 	if x != nil {
 		return x.CoolDown
@@ -1323,6 +1376,233 @@ func (x *CircuitBreaker) GetPerMethod() bool {
 	return false
 }
 
+// AdaptiveLimit is an adaptive concurrency limit: a gradient of the round
+// trip time against its smallest value over baseline_window, growing the
+// limit by its square root while the dependency keeps up and halving it,
+// once per round trip, when attempts time out or are refused as overloaded
+// (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE).
+type AdaptiveLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min_limit is the lowest the limit falls: the attempts let through while
+	// the dependency is at its worst, which see it recover. Default: 1. Must
+	// be at least 1, and at most the bulkhead's permits.
+	//
+	// ```proto
+	// adaptive_limit: {min_limit: 2}
+	// ```
+	MinLimit *uint32 `protobuf:"varint,1,opt,name=min_limit,json=minLimit,proto3,oneof" json:"min_limit,omitempty"`
+	// max_limit is the highest the limit grows. Default: 100, or the
+	// bulkhead's permits if fewer. Must be at least min_limit.
+	//
+	// ```proto
+	// adaptive_limit: {max_limit: 50}
+	// ```
+	MaxLimit *uint32 `protobuf:"varint,2,opt,name=max_limit,json=maxLimit,proto3,oneof" json:"max_limit,omitempty"`
+	// initial_limit is the limit before any attempt came back. Default: 20,
+	// or max_limit if lower. Must be between min_limit and max_limit.
+	//
+	// ```proto
+	// adaptive_limit: {initial_limit: 10}
+	// ```
+	InitialLimit *uint32 `protobuf:"varint,3,opt,name=initial_limit,json=initialLimit,proto3,oneof" json:"initial_limit,omitempty"`
+	// tolerance is how many times slower than the baseline a round trip may
+	// be before the limit shrinks. Default: 1.5. Must be at least 1.
+	//
+	// ```proto
+	// adaptive_limit: {tolerance: 2}
+	// ```
+	Tolerance *float64 `protobuf:"fixed64,4,opt,name=tolerance,proto3,oneof" json:"tolerance,omitempty"`
+	// smoothing is the share of each latency-driven change of the limit
+	// applied per round trip; drops are not smoothed. Default: 0.5. Must be
+	// in (0, 1].
+	//
+	// ```proto
+	// adaptive_limit: {smoothing: 0.2}
+	// ```
+	Smoothing *float64 `protobuf:"fixed64,5,opt,name=smoothing,proto3,oneof" json:"smoothing,omitempty"`
+	// baseline_window is how long the smallest round-trip time is remembered
+	// as the dependency's unloaded latency: a slowdown for good is accepted
+	// after it. Default: 30 s. Must be at least 10 ns.
+	//
+	// ```proto
+	// adaptive_limit: {baseline_window: {seconds: 60}}
+	// ```
+	BaselineWindow *durationpb.Duration `protobuf:"bytes,6,opt,name=baseline_window,json=baselineWindow,proto3" json:"baseline_window,omitempty"`
+	// per_method gives this method a limit of its own instead of the one the
+	// service's methods share. Default: false. Only meaningful on a method.
+	//
+	// ```proto
+	// adaptive_limit: {per_method: true}
+	// ```
+	PerMethod     *bool `protobuf:"varint,7,opt,name=per_method,json=perMethod,proto3,oneof" json:"per_method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdaptiveLimit) Reset() {
+	*x = AdaptiveLimit{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdaptiveLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdaptiveLimit) ProtoMessage() {}
+
+func (x *AdaptiveLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdaptiveLimit.ProtoReflect.Descriptor instead.
+func (*AdaptiveLimit) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AdaptiveLimit) GetMinLimit() uint32 {
+	if x != nil && x.MinLimit != nil {
+		return *x.MinLimit
+	}
+	return 0
+}
+
+func (x *AdaptiveLimit) GetMaxLimit() uint32 {
+	if x != nil && x.MaxLimit != nil {
+		return *x.MaxLimit
+	}
+	return 0
+}
+
+func (x *AdaptiveLimit) GetInitialLimit() uint32 {
+	if x != nil && x.InitialLimit != nil {
+		return *x.InitialLimit
+	}
+	return 0
+}
+
+func (x *AdaptiveLimit) GetTolerance() float64 {
+	if x != nil && x.Tolerance != nil {
+		return *x.Tolerance
+	}
+	return 0
+}
+
+func (x *AdaptiveLimit) GetSmoothing() float64 {
+	if x != nil && x.Smoothing != nil {
+		return *x.Smoothing
+	}
+	return 0
+}
+
+func (x *AdaptiveLimit) GetBaselineWindow() *durationpb.Duration {
+	if x != nil {
+		return x.BaselineWindow
+	}
+	return nil
+}
+
+func (x *AdaptiveLimit) GetPerMethod() bool {
+	if x != nil && x.PerMethod != nil {
+		return *x.PerMethod
+	}
+	return false
+}
+
+// ClientThrottle is adaptive client-side throttling: each attempt is
+// refused locally (UNAVAILABLE, ErrThrottled) with probability
+// max(0, (requests - k * accepts) / (requests + 1)) over the window, capped
+// at max_refusal. An accept is an answer (any code but DEADLINE_EXCEEDED,
+// RESOURCE_EXHAUSTED and UNAVAILABLE).
+type ClientThrottle struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// k is how many requests per accept the dependency may refuse before any
+	// is refused locally. Default: 2. Must be at least 1.
+	//
+	// ```proto
+	// client_throttle: {k: 1.5}
+	// ```
+	K *float64 `protobuf:"fixed64,1,opt,name=k,proto3,oneof" json:"k,omitempty"`
+	// window is the sliding window of requests and accepts. It sets how fast
+	// the throttler forgets an outage: the refusals fade out over about two
+	// windows after the recovery. Default: 5 s. Must be at least 10 ns.
+	//
+	// ```proto
+	// client_throttle: {window: {seconds: 2}}
+	// ```
+	Window *durationpb.Duration `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	// max_refusal caps the probability of a local refusal, so that some
+	// attempts always reach the dependency and see it recover. Default: 0.9.
+	// Must be in (0, 1).
+	//
+	// ```proto
+	// client_throttle: {max_refusal: 0.8}
+	// ```
+	MaxRefusal    *float64 `protobuf:"fixed64,3,opt,name=max_refusal,json=maxRefusal,proto3,oneof" json:"max_refusal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientThrottle) Reset() {
+	*x = ClientThrottle{}
+	mi := &file_resilient_v1_resilient_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientThrottle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientThrottle) ProtoMessage() {}
+
+func (x *ClientThrottle) ProtoReflect() protoreflect.Message {
+	mi := &file_resilient_v1_resilient_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientThrottle.ProtoReflect.Descriptor instead.
+func (*ClientThrottle) Descriptor() ([]byte, []int) {
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClientThrottle) GetK() float64 {
+	if x != nil && x.K != nil {
+		return *x.K
+	}
+	return 0
+}
+
+func (x *ClientThrottle) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *ClientThrottle) GetMaxRefusal() float64 {
+	if x != nil && x.MaxRefusal != nil {
+		return *x.MaxRefusal
+	}
+	return 0
+}
+
 // Bulkhead bounds the calls in flight towards a dependency.
 type Bulkhead struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1355,7 +1635,7 @@ type Bulkhead struct {
 
 func (x *Bulkhead) Reset() {
 	*x = Bulkhead{}
-	mi := &file_resilient_v1_resilient_proto_msgTypes[10]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1647,7 @@ func (x *Bulkhead) String() string {
 func (*Bulkhead) ProtoMessage() {}
 
 func (x *Bulkhead) ProtoReflect() protoreflect.Message {
-	mi := &file_resilient_v1_resilient_proto_msgTypes[10]
+	mi := &file_resilient_v1_resilient_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1660,7 @@ func (x *Bulkhead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bulkhead.ProtoReflect.Descriptor instead.
 func (*Bulkhead) Descriptor() ([]byte, []int) {
-	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{10}
+	return file_resilient_v1_resilient_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Bulkhead) GetPermits() uint32 {
@@ -1484,7 +1764,7 @@ var File_resilient_v1_resilient_proto protoreflect.FileDescriptor
 
 const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"\n" +
-	"\x1cresilient/v1/resilient.proto\x12\fresilient.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe1\x06\n" +
+	"\x1cresilient/v1/resilient.proto\x12\fresilient.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xec\a\n" +
 	"\x06Policy\x12#\n" +
 	"\n" +
 	"idempotent\x18\x01 \x01(\bH\x00R\n" +
@@ -1504,7 +1784,9 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"\x18generate_idempotency_key\x18\f \x01(\bH\x02R\x16generateIdempotencyKey\x88\x01\x01\x122\n" +
 	"\bpriority\x18\r \x01(\x0e2\x16.resilient.v1.PriorityR\bpriority\x12,\n" +
 	"\x06server\x18\x0e \x01(\v2\x14.resilient.v1.ServerR\x06server\x122\n" +
-	"\bshedding\x18\x0f \x01(\v2\x16.resilient.v1.SheddingR\bsheddingB\r\n" +
+	"\bshedding\x18\x0f \x01(\v2\x16.resilient.v1.SheddingR\bshedding\x12B\n" +
+	"\x0eadaptive_limit\x18\x10 \x01(\v2\x1b.resilient.v1.AdaptiveLimitR\radaptiveLimit\x12E\n" +
+	"\x0fclient_throttle\x18\x11 \x01(\v2\x1c.resilient.v1.ClientThrottleR\x0eclientThrottleB\r\n" +
 	"\v_idempotentB\x12\n" +
 	"\x10_idempotency_keyB\x1b\n" +
 	"\x19_generate_idempotency_key\"\x95\x01\n" +
@@ -1566,21 +1848,49 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"minRetries\x88\x01\x01\x121\n" +
 	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06windowB\b\n" +
 	"\x06_ratioB\x0e\n" +
-	"\f_min_retries\"\xda\x03\n" +
+	"\f_min_retries\"\x93\x04\n" +
 	"\x0eCircuitBreaker\x12(\n" +
 	"\rfailure_ratio\x18\x01 \x01(\x01H\x00R\ffailureRatio\x88\x01\x01\x12(\n" +
 	"\rminimum_calls\x18\x02 \x01(\rH\x01R\fminimumCalls\x88\x01\x01\x121\n" +
-	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x126\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12&\n" +
+	"\fwindow_calls\x18\t \x01(\rH\x02R\vwindowCalls\x88\x01\x01\x126\n" +
 	"\tcool_down\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bcoolDown\x12-\n" +
-	"\x10half_open_probes\x18\x05 \x01(\rH\x02R\x0ehalfOpenProbes\x88\x01\x01\x12I\n" +
+	"\x10half_open_probes\x18\x05 \x01(\rH\x03R\x0ehalfOpenProbes\x88\x01\x01\x12I\n" +
 	"\x13slow_call_threshold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11slowCallThreshold\x12#\n" +
 	"\rfailure_codes\x18\a \x03(\tR\ffailureCodes\x12\"\n" +
 	"\n" +
-	"per_method\x18\b \x01(\bH\x03R\tperMethod\x88\x01\x01B\x10\n" +
+	"per_method\x18\b \x01(\bH\x04R\tperMethod\x88\x01\x01B\x10\n" +
 	"\x0e_failure_ratioB\x10\n" +
-	"\x0e_minimum_callsB\x13\n" +
+	"\x0e_minimum_callsB\x0f\n" +
+	"\r_window_callsB\x13\n" +
 	"\x11_half_open_probesB\r\n" +
-	"\v_per_method\"\x9e\x01\n" +
+	"\v_per_method\"\x84\x03\n" +
+	"\rAdaptiveLimit\x12 \n" +
+	"\tmin_limit\x18\x01 \x01(\rH\x00R\bminLimit\x88\x01\x01\x12 \n" +
+	"\tmax_limit\x18\x02 \x01(\rH\x01R\bmaxLimit\x88\x01\x01\x12(\n" +
+	"\rinitial_limit\x18\x03 \x01(\rH\x02R\finitialLimit\x88\x01\x01\x12!\n" +
+	"\ttolerance\x18\x04 \x01(\x01H\x03R\ttolerance\x88\x01\x01\x12!\n" +
+	"\tsmoothing\x18\x05 \x01(\x01H\x04R\tsmoothing\x88\x01\x01\x12B\n" +
+	"\x0fbaseline_window\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0ebaselineWindow\x12\"\n" +
+	"\n" +
+	"per_method\x18\a \x01(\bH\x05R\tperMethod\x88\x01\x01B\f\n" +
+	"\n" +
+	"_min_limitB\f\n" +
+	"\n" +
+	"_max_limitB\x10\n" +
+	"\x0e_initial_limitB\f\n" +
+	"\n" +
+	"_toleranceB\f\n" +
+	"\n" +
+	"_smoothingB\r\n" +
+	"\v_per_method\"\x92\x01\n" +
+	"\x0eClientThrottle\x12\x11\n" +
+	"\x01k\x18\x01 \x01(\x01H\x00R\x01k\x88\x01\x01\x121\n" +
+	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12$\n" +
+	"\vmax_refusal\x18\x03 \x01(\x01H\x01R\n" +
+	"maxRefusal\x88\x01\x01B\x04\n" +
+	"\x02_kB\x0e\n" +
+	"\f_max_refusal\"\x9e\x01\n" +
 	"\bBulkhead\x12\x1d\n" +
 	"\apermits\x18\x01 \x01(\rH\x00R\apermits\x88\x01\x01\x124\n" +
 	"\bmax_wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x12\"\n" +
@@ -1616,7 +1926,7 @@ func file_resilient_v1_resilient_proto_rawDescGZIP() []byte {
 }
 
 var file_resilient_v1_resilient_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_resilient_v1_resilient_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_resilient_v1_resilient_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_resilient_v1_resilient_proto_goTypes = []any{
 	(Priority)(0),                       // 0: resilient.v1.Priority
 	(OnStoreError)(0),                   // 1: resilient.v1.OnStoreError
@@ -1630,54 +1940,60 @@ var file_resilient_v1_resilient_proto_goTypes = []any{
 	(*Retry)(nil),                       // 9: resilient.v1.Retry
 	(*RetryBudget)(nil),                 // 10: resilient.v1.RetryBudget
 	(*CircuitBreaker)(nil),              // 11: resilient.v1.CircuitBreaker
-	(*Bulkhead)(nil),                    // 12: resilient.v1.Bulkhead
-	(*durationpb.Duration)(nil),         // 13: google.protobuf.Duration
-	(*descriptorpb.FileOptions)(nil),    // 14: google.protobuf.FileOptions
-	(*descriptorpb.ServiceOptions)(nil), // 15: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),  // 16: google.protobuf.MethodOptions
+	(*AdaptiveLimit)(nil),               // 12: resilient.v1.AdaptiveLimit
+	(*ClientThrottle)(nil),              // 13: resilient.v1.ClientThrottle
+	(*Bulkhead)(nil),                    // 14: resilient.v1.Bulkhead
+	(*durationpb.Duration)(nil),         // 15: google.protobuf.Duration
+	(*descriptorpb.FileOptions)(nil),    // 16: google.protobuf.FileOptions
+	(*descriptorpb.ServiceOptions)(nil), // 17: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),  // 18: google.protobuf.MethodOptions
 }
 var file_resilient_v1_resilient_proto_depIdxs = []int32{
-	13, // 0: resilient.v1.Policy.timeout:type_name -> google.protobuf.Duration
-	13, // 1: resilient.v1.Policy.overall_timeout:type_name -> google.protobuf.Duration
+	15, // 0: resilient.v1.Policy.timeout:type_name -> google.protobuf.Duration
+	15, // 1: resilient.v1.Policy.overall_timeout:type_name -> google.protobuf.Duration
 	9,  // 2: resilient.v1.Policy.retry:type_name -> resilient.v1.Retry
 	10, // 3: resilient.v1.Policy.retry_budget:type_name -> resilient.v1.RetryBudget
 	11, // 4: resilient.v1.Policy.circuit_breaker:type_name -> resilient.v1.CircuitBreaker
-	12, // 5: resilient.v1.Policy.bulkhead:type_name -> resilient.v1.Bulkhead
+	14, // 5: resilient.v1.Policy.bulkhead:type_name -> resilient.v1.Bulkhead
 	3,  // 6: resilient.v1.Policy.hedging:type_name -> resilient.v1.Hedging
 	4,  // 7: resilient.v1.Policy.rate_limit:type_name -> resilient.v1.RateLimit
 	5,  // 8: resilient.v1.Policy.cache:type_name -> resilient.v1.Cache
 	0,  // 9: resilient.v1.Policy.priority:type_name -> resilient.v1.Priority
 	6,  // 10: resilient.v1.Policy.server:type_name -> resilient.v1.Server
 	8,  // 11: resilient.v1.Policy.shedding:type_name -> resilient.v1.Shedding
-	13, // 12: resilient.v1.Hedging.delay:type_name -> google.protobuf.Duration
-	13, // 13: resilient.v1.RateLimit.max_wait:type_name -> google.protobuf.Duration
-	13, // 14: resilient.v1.Cache.fresh_ttl:type_name -> google.protobuf.Duration
-	13, // 15: resilient.v1.Cache.stale_ttl:type_name -> google.protobuf.Duration
-	13, // 16: resilient.v1.Server.min_deadline:type_name -> google.protobuf.Duration
-	13, // 17: resilient.v1.Server.default_timeout:type_name -> google.protobuf.Duration
-	7,  // 18: resilient.v1.Server.dedup:type_name -> resilient.v1.Dedup
-	13, // 19: resilient.v1.Dedup.ttl:type_name -> google.protobuf.Duration
-	1,  // 20: resilient.v1.Dedup.on_store_error:type_name -> resilient.v1.OnStoreError
-	13, // 21: resilient.v1.Dedup.lease:type_name -> google.protobuf.Duration
-	13, // 22: resilient.v1.Shedding.pushback:type_name -> google.protobuf.Duration
-	13, // 23: resilient.v1.Retry.initial_backoff:type_name -> google.protobuf.Duration
-	13, // 24: resilient.v1.Retry.max_backoff:type_name -> google.protobuf.Duration
-	13, // 25: resilient.v1.RetryBudget.window:type_name -> google.protobuf.Duration
-	13, // 26: resilient.v1.CircuitBreaker.window:type_name -> google.protobuf.Duration
-	13, // 27: resilient.v1.CircuitBreaker.cool_down:type_name -> google.protobuf.Duration
-	13, // 28: resilient.v1.CircuitBreaker.slow_call_threshold:type_name -> google.protobuf.Duration
-	13, // 29: resilient.v1.Bulkhead.max_wait:type_name -> google.protobuf.Duration
-	14, // 30: resilient.v1.file:extendee -> google.protobuf.FileOptions
-	15, // 31: resilient.v1.service:extendee -> google.protobuf.ServiceOptions
-	16, // 32: resilient.v1.method:extendee -> google.protobuf.MethodOptions
-	2,  // 33: resilient.v1.file:type_name -> resilient.v1.Policy
-	2,  // 34: resilient.v1.service:type_name -> resilient.v1.Policy
-	2,  // 35: resilient.v1.method:type_name -> resilient.v1.Policy
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	33, // [33:36] is the sub-list for extension type_name
-	30, // [30:33] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	12, // 12: resilient.v1.Policy.adaptive_limit:type_name -> resilient.v1.AdaptiveLimit
+	13, // 13: resilient.v1.Policy.client_throttle:type_name -> resilient.v1.ClientThrottle
+	15, // 14: resilient.v1.Hedging.delay:type_name -> google.protobuf.Duration
+	15, // 15: resilient.v1.RateLimit.max_wait:type_name -> google.protobuf.Duration
+	15, // 16: resilient.v1.Cache.fresh_ttl:type_name -> google.protobuf.Duration
+	15, // 17: resilient.v1.Cache.stale_ttl:type_name -> google.protobuf.Duration
+	15, // 18: resilient.v1.Server.min_deadline:type_name -> google.protobuf.Duration
+	15, // 19: resilient.v1.Server.default_timeout:type_name -> google.protobuf.Duration
+	7,  // 20: resilient.v1.Server.dedup:type_name -> resilient.v1.Dedup
+	15, // 21: resilient.v1.Dedup.ttl:type_name -> google.protobuf.Duration
+	1,  // 22: resilient.v1.Dedup.on_store_error:type_name -> resilient.v1.OnStoreError
+	15, // 23: resilient.v1.Dedup.lease:type_name -> google.protobuf.Duration
+	15, // 24: resilient.v1.Shedding.pushback:type_name -> google.protobuf.Duration
+	15, // 25: resilient.v1.Retry.initial_backoff:type_name -> google.protobuf.Duration
+	15, // 26: resilient.v1.Retry.max_backoff:type_name -> google.protobuf.Duration
+	15, // 27: resilient.v1.RetryBudget.window:type_name -> google.protobuf.Duration
+	15, // 28: resilient.v1.CircuitBreaker.window:type_name -> google.protobuf.Duration
+	15, // 29: resilient.v1.CircuitBreaker.cool_down:type_name -> google.protobuf.Duration
+	15, // 30: resilient.v1.CircuitBreaker.slow_call_threshold:type_name -> google.protobuf.Duration
+	15, // 31: resilient.v1.AdaptiveLimit.baseline_window:type_name -> google.protobuf.Duration
+	15, // 32: resilient.v1.ClientThrottle.window:type_name -> google.protobuf.Duration
+	15, // 33: resilient.v1.Bulkhead.max_wait:type_name -> google.protobuf.Duration
+	16, // 34: resilient.v1.file:extendee -> google.protobuf.FileOptions
+	17, // 35: resilient.v1.service:extendee -> google.protobuf.ServiceOptions
+	18, // 36: resilient.v1.method:extendee -> google.protobuf.MethodOptions
+	2,  // 37: resilient.v1.file:type_name -> resilient.v1.Policy
+	2,  // 38: resilient.v1.service:type_name -> resilient.v1.Policy
+	2,  // 39: resilient.v1.method:type_name -> resilient.v1.Policy
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	37, // [37:40] is the sub-list for extension type_name
+	34, // [34:37] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_resilient_v1_resilient_proto_init() }
@@ -1694,13 +2010,15 @@ func file_resilient_v1_resilient_proto_init() {
 	file_resilient_v1_resilient_proto_msgTypes[8].OneofWrappers = []any{}
 	file_resilient_v1_resilient_proto_msgTypes[9].OneofWrappers = []any{}
 	file_resilient_v1_resilient_proto_msgTypes[10].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[11].OneofWrappers = []any{}
+	file_resilient_v1_resilient_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resilient_v1_resilient_proto_rawDesc), len(file_resilient_v1_resilient_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 3,
 			NumServices:   0,
 		},

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Policy configures a Limiter. A zero field takes its default from Defaults
@@ -33,16 +35,16 @@ type Policy struct {
 
 // Defaults is the policy a zero Policy stands for.
 var Defaults = Policy{
-	MinLimit:       1,
-	MaxLimit:       100,
-	InitialLimit:   20,
-	Tolerance:      1.5,
-	Smoothing:      0.5,
-	BaselineWindow: 30 * time.Second,
+	MinLimit:       contract.AdaptiveMinLimit,
+	MaxLimit:       contract.AdaptiveMaxLimit,
+	InitialLimit:   contract.AdaptiveInitialLimit,
+	Tolerance:      contract.AdaptiveTolerance,
+	Smoothing:      contract.AdaptiveSmoothing,
+	BaselineWindow: contract.AdaptiveBaselineWindow,
 }
 
 // MaxLimit is the largest MaxLimit a Policy may have.
-const MaxLimit = 1 << 20
+const MaxLimit = contract.MaxAdaptiveLimit
 
 // maxRTT caps one call's RTT, so that the sum of a round's RTTs cannot
 // overflow: a round holds at most MaxLimit+1 successes.
@@ -186,6 +188,13 @@ func (l *Limiter) Acquire() (Token, bool) {
 // with outcome o. A Success with an rtt of zero or less carries no sample
 // and counts as Ignored; an rtt over an hour counts as an hour.
 func (l *Limiter) Release(t Token, o Outcome, rtt time.Duration, now time.Time) {
+	l.ReleaseAt(t, o, rtt, int64(now.Sub(l.base)))
+}
+
+// ReleaseAt is Release at n nanoseconds after the limiter's base, for a
+// caller that keeps its clock as such (the runtime's client, whose base is
+// the same): no time.Time is made.
+func (l *Limiter) ReleaseAt(t Token, o Outcome, rtt time.Duration, now int64) {
 	if !t.held {
 		return
 	}
@@ -207,7 +216,7 @@ func (l *Limiter) Release(t Token, o Outcome, rtt time.Duration, now time.Time) 
 		l.successes++
 		l.peak = max(l.peak, n)
 		if t.round == l.round.Load() {
-			l.endRound(max(int64(now.Sub(l.base)), 0))
+			l.endRound(max(now, 0))
 		}
 	}
 	l.mu.Unlock()

@@ -63,6 +63,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
@@ -83,7 +84,7 @@ type Policy struct {
 }
 
 // Defaults is the policy a zero Policy stands for.
-var Defaults = Policy{K: 2, Window: 5 * time.Second, MaxRefusal: 0.9}
+var Defaults = Policy{K: contract.ThrottleK, Window: contract.ThrottleWindow, MaxRefusal: contract.ThrottleMaxRefusal}
 
 // withDefaults fills the zero fields of p from Defaults and checks the
 // result.
@@ -139,8 +140,12 @@ func (t *Throttler) Policy() Policy { return t.p }
 // Allow reports whether a request may go to the dependency at now. A
 // request it refuses is counted as a request at once; one it allows is
 // counted when Record reports how it ended.
-func (t *Throttler) Allow(now time.Time) bool {
-	n := int64(now.Sub(t.base))
+func (t *Throttler) Allow(now time.Time) bool { return t.AllowAt(int64(now.Sub(t.base))) }
+
+// AllowAt is Allow at n nanoseconds after the throttler's base, for a
+// caller that keeps its clock as such (the runtime's client, whose base
+// is the same): no time.Time is made.
+func (t *Throttler) AllowAt(n int64) bool {
 	p := t.refusal(n)
 	if p == 0 || t.random() >= p {
 		return true
@@ -155,11 +160,16 @@ func (t *Throttler) Allow(now time.Time) bool {
 // (overloaded, unavailable, timed out). A request the caller cancelled is
 // not recorded.
 func (t *Throttler) Record(now time.Time, accepted bool) {
+	t.RecordAt(int64(now.Sub(t.base)), accepted)
+}
+
+// RecordAt is Record at n nanoseconds after the throttler's base.
+func (t *Throttler) RecordAt(n int64, accepted bool) {
 	var a uint64
 	if accepted {
 		a = 1
 	}
-	t.w.Add(int64(now.Sub(t.base)), 1, a)
+	t.w.Add(n, 1, a)
 }
 
 // RefusalProbability returns the probability with which Allow would refuse
@@ -167,6 +177,10 @@ func (t *Throttler) Record(now time.Time, accepted bool) {
 func (t *Throttler) RefusalProbability(now time.Time) float64 {
 	return t.refusal(int64(now.Sub(t.base)))
 }
+
+// RefusalProbabilityAt is RefusalProbability at n nanoseconds after the
+// throttler's base.
+func (t *Throttler) RefusalProbabilityAt(n int64) float64 { return t.refusal(n) }
 
 func (t *Throttler) refusal(n int64) float64 {
 	requests, accepts := t.w.Sum(n)

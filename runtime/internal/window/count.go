@@ -3,6 +3,8 @@ package window
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Count counts a and b over the last N adds of one unit each: a ring of the
@@ -41,7 +43,7 @@ type Count struct {
 // slot holds an outcome, then a bit set when that outcome is a failure.
 const (
 	// MaxCount is the largest N of a Count window.
-	MaxCount = 1 << 21
+	MaxCount = contract.MaxWindowCalls
 
 	genBits     = 16
 	genMask     = 1<<genBits - 1

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+// benchLimit is the adaptive limit of the benchmarks: the defaults, with
+// a MinLimit of 2, the most attempts RunParallel has in flight on 2 cores.
+// The no-op call's round trip is a few hundred nanoseconds, so a goroutine
+// preempted for 10 µs looks to the gradient like a queue 50 times the
+// baseline, and the limit would fall to 1 and refuse the other goroutine's
+// calls: the benchmark would then measure refusals, not the bookkeeping of
+// an admitted call. A real dependency's round trip (50 µs on loopback) is
+// not moved by the scheduler that much.
+func benchLimit() *runtime.AdaptiveLimitPolicy { return &runtime.AdaptiveLimitPolicy{MinLimit: 2} }
+
+// layerPolicies are the full stack of BenchmarkStack with one adaptive
+// layer more (or the breaker's count window instead of its time window),
+// so that each layer's price on the happy path is the difference with
+// layer=stack.
+var layerPolicies = []struct {
+	name string
+	edit func(*runtime.ServicePolicy)
+}{
+	{"stack", func(*runtime.ServicePolicy) {}},
+	{"stack+limit", func(p *runtime.ServicePolicy) { p.AdaptiveLimit = benchLimit() }},
+	{"stack+throttle", func(p *runtime.ServicePolicy) { p.ClientThrottle = &runtime.ThrottlePolicy{} }},
+	{"stack+limit+throttle", func(p *runtime.ServicePolicy) {
+		p.AdaptiveLimit = benchLimit()
+		p.ClientThrottle = &runtime.ThrottlePolicy{}
+	}},
+	{"stack+countwindow", func(p *runtime.ServicePolicy) { p.Breaker.WindowCalls = 100 }},
+}
+
+// BenchmarkLayers measures what the adaptive concurrency limit, the
+// client-side throttler and the count-based breaker window each add to
+// the full stack around a call that answers at once. The stack has no
+// per-attempt timeout here: its context.WithTimeout (about 400 ns, the
+// same with or without the layers) would hide their few tens of
+// nanoseconds in its noise.
+func BenchmarkLayers(b *testing.B) {
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, l := range layerPolicies {
+			b.Run("mode="+mode+"/layer="+l.name, func(b *testing.B) {
+				p := stackPolicy()
+				p.Methods[0].Timeout = 0
+				l.edit(p)
+				h := newHandle(b, p)
+				var fail failures
+				defer fail.report(b)
+				b.ReportAllocs()
+				if mode == "serial" {
+					ctx := context.Background()
+					for b.Loop() {
+						resp, err := h.Call(ctx, request)
+						if err != nil {
+							fail.add(err)
+						}
+						sink = resp
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					for pb.Next() {
+						if _, err := h.Call(ctx, request); err != nil {
+							fail.add(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,210 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package rules
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/internal/contract"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+)
+
+// The defaults and bounds of the adaptive layers, from internal/contract,
+// which the runtime's internal/adaptive and internal/throttle read too.
+const (
+	DefaultMinLimit       = contract.AdaptiveMinLimit
+	DefaultMaxLimit       = contract.AdaptiveMaxLimit
+	DefaultInitialLimit   = contract.AdaptiveInitialLimit
+	DefaultTolerance      = contract.AdaptiveTolerance
+	DefaultSmoothing      = contract.AdaptiveSmoothing
+	DefaultBaselineWindow = contract.AdaptiveBaselineWindow
+	// MaxAdaptiveLimit is the largest max_limit.
+	MaxAdaptiveLimit = contract.MaxAdaptiveLimit
+
+	DefaultThrottleK          = contract.ThrottleK
+	DefaultThrottleWindow     = contract.ThrottleWindow
+	DefaultThrottleMaxRefusal = contract.ThrottleMaxRefusal
+
+	// MaxWindowCalls is the largest circuit_breaker.window_calls.
+	MaxWindowCalls = contract.MaxWindowCalls
+	// minAdaptiveWindow is the shortest baseline_window and throttle
+	// window: one nanosecond per bucket of their ten.
+	minAdaptiveWindow = 10 * time.Nanosecond
+)
+
+// RuleAdaptive: an adaptive_limit whose bounds do not fit together or
+// under the bulkhead's permits, one on a stream or on a method without a
+// per-attempt timeout; a count-based breaker window smaller than its
+// minimum_calls.
+const RuleAdaptive = "RESILIENT_ADAPTIVE"
+
+// adaptive checks the values of adaptive_limit, client_throttle and
+// circuit_breaker.window_calls written in one policy.
+func (c checker) adaptive(p *resilientv1.Policy, onMethod bool) {
+	if a := p.GetAdaptiveLimit(); a != nil {
+		c.atLeastOne("adaptive_limit.min_limit", a.MinLimit, fmt.Sprintf("at least one attempt must reach the dependency to see it recover; remove it for the default %d", DefaultMinLimit))
+		c.atLeastOne("adaptive_limit.max_limit", a.MaxLimit, fmt.Sprintf("remove it for the default %d", DefaultMaxLimit))
+		if n := a.GetMaxLimit(); n > MaxAdaptiveLimit {
+			c.add("adaptive_limit.max_limit", "must be at most %d, got %d", MaxAdaptiveLimit, n)
+		}
+		c.atLeastOne("adaptive_limit.initial_limit", a.InitialLimit, fmt.Sprintf("remove it for the default %d", DefaultInitialLimit))
+		if a.Tolerance != nil {
+			if x := a.GetTolerance(); !(x >= 1) || math.IsInf(x, 0) {
+				c.add("adaptive_limit.tolerance", "must be a finite number of at least 1, got %v: below 1 the limit would shrink while the dependency is as fast as ever; remove it for the default %v", x, DefaultTolerance)
+			}
+		}
+		c.ratio("adaptive_limit.smoothing", a.Smoothing, DefaultSmoothing)
+		c.atLeast("adaptive_limit.baseline_window", a.GetBaselineWindow().AsDuration(), a.BaselineWindow != nil, DefaultBaselineWindow)
+		if a.PerMethod != nil && !onMethod {
+			c.add("adaptive_limit.per_method", "per_method is only meaningful on a method: remove it here, and set adaptive_limit: {per_method: true} on each method that needs a limit of its own")
+		}
+	}
+	if t := p.GetClientThrottle(); t != nil {
+		if onMethod {
+			c.add("client_throttle", "client_throttle judges the whole dependency: set it on the service or the file")
+		} else {
+			if t.K != nil {
+				if k := t.GetK(); !(k >= 1) || math.IsInf(k, 0) {
+					c.add("client_throttle.k", "must be a finite number of at least 1, got %v: with less the throttler refuses requests the dependency accepts; remove it for the default %v", k, DefaultThrottleK)
+				}
+			}
+			c.atLeast("client_throttle.window", t.GetWindow().AsDuration(), t.Window != nil, DefaultThrottleWindow)
+			if t.MaxRefusal != nil {
+				if x := t.GetMaxRefusal(); !(x > 0 && x < 1) {
+					c.add("client_throttle.max_refusal", "must be in (0, 1), got %v: some attempts must always reach the dependency to see it recover; remove it for the default %v", x, DefaultThrottleMaxRefusal)
+				}
+			}
+		}
+	}
+	if cb := p.GetCircuitBreaker(); cb != nil && cb.WindowCalls != nil {
+		if n := cb.GetWindowCalls(); n < 1 || n > MaxWindowCalls {
+			c.add("circuit_breaker.window_calls", "must be between 1 and %d, got %d; remove it for a window in time", MaxWindowCalls, n)
+		}
+		if cb.Window != nil {
+			c.add("circuit_breaker.window_calls", "is set beside window: the breaker counts over the last calls or over a stretch of time, not both; remove one")
+		}
+	}
+}
+
+// atLeast refuses a duration below minAdaptiveWindow, when set.
+func (c checker) atLeast(path string, d time.Duration, set bool, def time.Duration) {
+	if set && d < minAdaptiveWindow {
+		c.add(path, "must be at least %v, got %v; remove it for the default %v", minAdaptiveWindow, d, def)
+	}
+}
+
+// CheckAdaptive checks the adaptive layers once the levels are merged: the
+// limit's bounds together and under the bulkhead's permits (its ceiling),
+// the count window against minimum_calls, and, on a unary method, that a
+// limit has a per-attempt timeout to halve on. m and own are nil for the
+// service's shared settings; a method's bounds and window are checked
+// where it has its own limit or breaker, the shared ones on the service.
+func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff Merged, add func(Finding)) {
+	p := eff.Policy
+	if cb := p.GetCircuitBreaker(); cb != nil && cb.WindowCalls != nil && (m == nil || own.GetCircuitBreaker().GetPerMethod()) {
+		minimum := uint32(DefaultMinimumCalls)
+		if cb.MinimumCalls != nil {
+			minimum = cb.GetMinimumCalls()
+		}
+		if n := cb.GetWindowCalls(); n >= 1 && minimum > n {
+			lvl := eff.SetBy["circuit_breaker.window_calls"]
+			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls",
+				fmt.Sprintf("%d is fewer than minimum_calls %d%s: the window could never hold enough calls to open the breaker; raise window_calls or lower minimum_calls",
+					n, minimum, eff.Origin("circuit_breaker.minimum_calls", lvl))})
+		}
+	}
+	a := p.GetAdaptiveLimit()
+	if a == nil {
+		return
+	}
+	if m != nil {
+		if m.IsStreamingClient() || m.IsStreamingServer() {
+			return // a stream takes no part; CheckOwnAdaptive refuses its own limit
+		}
+		if p.GetTimeout() == nil {
+			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit",
+				fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall; set timeout on the method, the service or the file", m.Name())})
+		}
+		if !own.GetAdaptiveLimit().GetPerMethod() {
+			return // the shared limit's bounds are the service's
+		}
+	}
+	limit := func(v *uint32, def uint32) uint32 {
+		if v != nil {
+			return *v
+		}
+		return def
+	}
+	lo := limit(a.MinLimit, DefaultMinLimit)
+	hi := limit(a.MaxLimit, DefaultMaxLimit)
+	if a.MinLimit != nil && a.MaxLimit != nil && lo > hi {
+		lvl := eff.SetBy["adaptive_limit.min_limit"]
+		add(Finding{RuleAdaptive, lvl, "adaptive_limit.min_limit",
+			fmt.Sprintf("%d is above max_limit %d%s: lower min_limit or raise max_limit", lo, hi, eff.Origin("adaptive_limit.max_limit", lvl))})
+		return
+	}
+	if bh := p.GetBulkhead(); bh != nil && bh.Permits != nil && bh.GetPermits() > 0 {
+		permits := bh.GetPermits()
+		for _, f := range []struct {
+			name string
+			v    *uint32
+		}{{"min_limit", a.MinLimit}, {"max_limit", a.MaxLimit}, {"initial_limit", a.InitialLimit}} {
+			if f.v != nil && *f.v > permits {
+				lvl := eff.SetBy["adaptive_limit."+f.name]
+				add(Finding{RuleAdaptive, lvl, "adaptive_limit." + f.name,
+					fmt.Sprintf("%d is above the bulkhead's %d permits%s, the limit's ceiling: lower it to at most %d, or remove it", *f.v, permits, eff.Origin("bulkhead.permits", lvl), permits)})
+				return
+			}
+		}
+		hi = min(hi, permits)
+	}
+	if a.InitialLimit != nil && (*a.InitialLimit < lo || *a.InitialLimit > hi) {
+		lvl := eff.SetBy["adaptive_limit.initial_limit"]
+		add(Finding{RuleAdaptive, lvl, "adaptive_limit.initial_limit",
+			fmt.Sprintf("%d is not between min_limit %d and max_limit %d: set it within them, or remove it", *a.InitialLimit, lo, hi)})
+	}
+}
+
+// CheckOwnAdaptive checks an adaptive_limit written on a method: it needs
+// per_method: true (the shared limit is tuned on the service) and a unary
+// method.
+func CheckOwnAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, add func(Finding)) {
+	a := own.GetAdaptiveLimit()
+	switch kind := StreamKind(m); {
+	case a == nil:
+	case !a.GetPerMethod():
+		add(Finding{RuleScope, LevelMethod, "adaptive_limit",
+			"a method's own adaptive_limit needs per_method: true, which gives the method a limit of its own; to tune the limit the service's methods share, move these settings to (resilient.v1.service)"})
+	case kind != "":
+		add(Finding{RuleAdaptive, LevelMethod, "adaptive_limit",
+			fmt.Sprintf("streams take no part in the adaptive limit, and %s is %s: a stream's lifetime says nothing of the dependency's latency; remove it", m.Name(), kind)})
+	}
+}
+
+// AdaptiveLimitOf is the resolved adaptive limit of merged settings a
+// under a bulkhead of permits (0 for none): every value in force, the
+// ceiling applied to the defaults of max_limit and initial_limit.
+func AdaptiveLimitOf(a *resilientv1.AdaptiveLimit, permits uint32) (minLimit, maxLimit, initialLimit int) {
+	minLimit, maxLimit = DefaultMinLimit, DefaultMaxLimit
+	if a == nil {
+		a = &resilientv1.AdaptiveLimit{}
+	}
+	if a.MinLimit != nil {
+		minLimit = int(a.GetMinLimit())
+	}
+	if a.MaxLimit != nil {
+		maxLimit = int(a.GetMaxLimit())
+	} else if permits > 0 {
+		maxLimit = min(maxLimit, int(permits))
+	}
+	initialLimit = min(max(DefaultInitialLimit, minLimit), maxLimit)
+	if a.InitialLimit != nil {
+		initialLimit = int(a.GetInitialLimit())
+	}
+	return minLimit, maxLimit, initialLimit
+}

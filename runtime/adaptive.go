@@ -1,0 +1,516 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/internal/adaptive"
+	"github.com/go-resilient/resilient/runtime/internal/throttle"
+)
+
+// AdaptiveLimitPolicy configures an adaptive concurrency limit: the
+// attempts towards the dependency let be in flight at once follow its
+// latency (a gradient against the smallest round-trip time of the last
+// BaselineWindow, halving once per round trip on a timeout or an overload
+// refusal), and an attempt above the limit is refused at once with
+// ErrConcurrencyLimited. A zero field takes its value from
+// DefaultAdaptiveLimit. Under a bulkhead the bulkhead's permits are the
+// ceiling: MaxLimit, its default included, is at most Permits.
+//
+// Fields: MinLimit (the attempts let through while the dependency is at its
+// worst, at least 1), MaxLimit, InitialLimit (before any attempt came
+// back), Tolerance (how many times slower than the baseline a round may be
+// before the limit shrinks, at least 1), Smoothing (the share of a
+// latency-driven change applied per round, in (0, 1]) and BaselineWindow.
+type AdaptiveLimitPolicy = adaptive.Policy
+
+// DefaultAdaptiveLimit holds the values a zero field of an
+// AdaptiveLimitPolicy stands for: MinLimit 1, MaxLimit 100, InitialLimit 20,
+// Tolerance 1.5, Smoothing 0.5, BaselineWindow 30 s.
+var DefaultAdaptiveLimit = adaptive.Defaults
+
+// ThrottlePolicy configures adaptive client-side throttling (the Google SRE
+// book's): each attempt is refused locally, with ErrThrottled, with
+// probability max(0, (requests − K × accepts) / (requests + 1)) over the
+// last Window, capped at MaxRefusal. A zero field takes its value from
+// DefaultThrottle.
+type ThrottlePolicy = throttle.Policy
+
+// DefaultThrottle holds the values a zero field of a ThrottlePolicy stands
+// for: K 2, Window 5 s, MaxRefusal 0.9.
+var DefaultThrottle = throttle.Defaults
+
+var (
+	// ErrConcurrencyLimited: the adaptive concurrency limit towards the
+	// dependency had as many attempts in flight as it currently allows; the
+	// attempt was refused at once, without reaching the dependency. Code
+	// RESOURCE_EXHAUSTED.
+	ErrConcurrencyLimited = errors.New("adaptive concurrency limit reached")
+	// ErrThrottled: the client-side throttler refused the attempt locally,
+	// because the dependency has lately refused most of what it was sent.
+	// Code UNAVAILABLE.
+	ErrThrottled = errors.New("throttled")
+)
+
+func concurrencyLimitedError(dep, method string, limit int) error {
+	return &Error{Code: codes.ResourceExhausted, Dependency: dep, Method: method, Reason: ErrConcurrencyLimited,
+		Detail: fmt.Sprintf("adaptive concurrency limit towards %s reached: %d attempts in flight", dep, limit)}
+}
+
+func throttledError(dep, method string, p float64) error {
+	return &Error{Code: codes.Unavailable, Dependency: dep, Method: method, Reason: ErrThrottled,
+		Detail: fmt.Sprintf("throttled locally: %s refused most recent requests, %.0f %% of attempts are refused", dep, 100*p)}
+}
+
+// episodeQuiet is how long after its last refusal an adaptive layer must
+// admit an attempt for its episode of refusals to be over, so that the
+// next refusal is reported again.
+const episodeQuiet = time.Second
+
+// concurrencyLimit is the adaptive limit of a dependency (or of a method
+// that has its own), with what it reports.
+type concurrencyLimit struct {
+	l     *adaptive.Limiter
+	label string // "shared" or the method's short name
+
+	gauge prometheus.Gauge // nil without metrics
+	// limiting is set from the first refusal of an episode, reported once,
+	// to the first admission episodeQuiet after the last refusal.
+	limiting    atomic.Bool
+	lastRefusal atomic.Int64 // nanoseconds since the client's base; kept only with events
+}
+
+// clientThrottle is the throttler of a dependency, with what it reports.
+type clientThrottle struct {
+	t           *throttle.Throttler
+	gauge       prometheus.Gauge // nil without metrics
+	throttling  atomic.Bool
+	lastRefusal atomic.Int64
+}
+
+// adaptiveMetrics are the metrics of a method's adaptive layers; nil
+// without a registerer.
+type adaptiveMetrics struct {
+	limited   prometheus.Counter // nil without a limit
+	throttled prometheus.Counter // nil without a throttler
+}
+
+// adaptiveCollectors are the metric families of the adaptive layers,
+// registered only by clients that have one.
+type adaptiveCollectors struct {
+	limit     *prometheus.GaugeVec   // dependency, limiter
+	limited   *prometheus.CounterVec // dependency, method
+	refusal   *prometheus.GaugeVec   // dependency
+	throttled *prometheus.CounterVec // dependency, method
+}
+
+func newAdaptiveCollectors(r prometheus.Registerer) (*adaptiveCollectors, error) {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "resilient", Subsystem: "client", Name: name, Help: help}
+	}
+	c := &adaptiveCollectors{
+		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("adaptive_limit",
+			"Attempts the adaptive concurrency limit currently lets be in flight towards the dependency.")), []string{"dependency", "limiter"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts(opts("adaptive_rejections_total",
+			"Attempts refused at once by the adaptive concurrency limit, without reaching the dependency.")), []string{"dependency", "method"}),
+		refusal: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("throttle_refusal_probability",
+			"Probability with which the client-side throttler refuses an attempt, as of its last decision.")), []string{"dependency"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts(opts("throttled_total",
+			"Attempts refused locally by the client-side throttler, without reaching the dependency.")), []string{"dependency", "method"}),
+	}
+	var err error
+	for _, v := range []**prometheus.GaugeVec{&c.limit, &c.refusal} {
+		if *v, err = register(r, *v); err != nil {
+			return nil, err
+		}
+	}
+	for _, v := range []**prometheus.CounterVec{&c.limited, &c.throttled} {
+		if *v, err = register(r, *v); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// adaptiveLayers builds the adaptive layers of a client and binds them to
+// its methods.
+type adaptiveLayers struct {
+	c        *Client
+	shared   *concurrencyLimit
+	throttle *clientThrottle
+	mx       *adaptiveCollectors
+}
+
+// newAdaptive builds the service's shared limit and throttler, if the
+// policy has them; r is the registerer, nil for none.
+func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
+	p := &c.policy
+	a := &adaptiveLayers{c: c}
+	if !p.hasAdaptive() {
+		return a, nil
+	}
+	if r != nil {
+		var err error
+		if a.mx, err = newAdaptiveCollectors(r); err != nil {
+			return nil, err
+		}
+	}
+	if p.AdaptiveLimit != nil {
+		var err error
+		if a.shared, err = a.limit(*p.AdaptiveLimit, p.Bulkhead, ""); err != nil {
+			return nil, fmt.Errorf("resilient: policy %s: AdaptiveLimit: %w", p.Name, err)
+		}
+	}
+	if p.ClientThrottle != nil {
+		t, err := throttle.New(*p.ClientThrottle, c.base, nil)
+		if err != nil {
+			return nil, fmt.Errorf("resilient: policy %s: ClientThrottle: %w", p.Name, err)
+		}
+		a.throttle = &clientThrottle{t: t}
+		if a.mx != nil {
+			a.throttle.gauge = a.mx.refusal.WithLabelValues(p.Name)
+			a.throttle.gauge.Set(0)
+		}
+	}
+	return a, nil
+}
+
+// hasAdaptive reports whether the policy has an adaptive layer anywhere.
+func (p *ServicePolicy) hasAdaptive() bool {
+	if p.AdaptiveLimit != nil || p.ClientThrottle != nil {
+		return true
+	}
+	for i := range p.Methods {
+		if p.Methods[i].AdaptiveLimit != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// limit builds a limiter under the bulkhead b (nil for none) for method
+// ("" for the service's).
+func (a *adaptiveLayers) limit(p AdaptiveLimitPolicy, b *BulkheadPolicy, method string) (*concurrencyLimit, error) {
+	if b != nil {
+		p = p.WithCeiling(b.Permits)
+	}
+	l, err := adaptive.New(p, a.c.base)
+	if err != nil {
+		return nil, err
+	}
+	cl := &concurrencyLimit{l: l, label: scopeLabel(method)}
+	if a.mx != nil {
+		cl.gauge = a.mx.limit.WithLabelValues(a.c.policy.Name, cl.label)
+		cl.gauge.Set(float64(l.Limit()))
+	}
+	return cl, nil
+}
+
+// bind gives m its adaptive layers: its own limit or the service's, and
+// the service's throttler. Streams take neither: a stream's lifetime says
+// nothing of the dependency's latency.
+func (a *adaptiveLayers) bind(m *methodState) error {
+	mp := m.policy
+	if mp.Kind != KindUnary {
+		return nil
+	}
+	m.concurrency, m.throttle = a.shared, a.throttle
+	if mp.AdaptiveLimit != nil {
+		b := mp.Bulkhead
+		if b == nil {
+			b = a.c.policy.Bulkhead
+		}
+		var err error
+		if m.concurrency, err = a.limit(*mp.AdaptiveLimit, b, mp.Name); err != nil {
+			return fmt.Errorf("resilient: policy %s: %s.AdaptiveLimit: %w", a.c.policy.Name, mp.Name, err)
+		}
+	}
+	if a.mx != nil && (m.concurrency != nil || m.throttle != nil) {
+		dep, name := a.c.policy.Name, shortName(mp.Name)
+		am := &adaptiveMetrics{}
+		if m.concurrency != nil {
+			am.limited = a.mx.limited.WithLabelValues(dep, name)
+		}
+		if m.throttle != nil {
+			am.throttled = a.mx.throttled.WithLabelValues(dep, name)
+		}
+		m.adaptiveMetrics = am
+	}
+	return nil
+}
+
+// gate is what the adaptive layers admitted one attempt with.
+type gate struct {
+	tok   adaptive.Token
+	start int64 // the attempt's start, for the limit's round-trip time
+	known bool  // start was read
+	// allowed: the throttler let the attempt through, and is told how it
+	// ended.
+	allowed bool
+}
+
+// begin takes the attempt's start for the limit, if it has one: the
+// reading its timeout was counted from where there is one (sp), else the
+// throttler's, else a reading of its own.
+func (g *gate) begin(m *methodState, sp span) {
+	switch {
+	case m.concurrency == nil:
+	case sp.known:
+		g.start, g.known = sp.start, true
+	case !g.known:
+		g.start, g.known = m.client.now(), true
+	}
+}
+
+// enter asks the throttler, then the concurrency limit, to let one attempt
+// through. It returns the refusal, an *Error matching ErrThrottled or
+// ErrConcurrencyLimited, when either does not.
+func (m *methodState) enter() (g gate, err error) {
+	c := m.client
+	n := int64(-1)
+	if th := m.throttle; th != nil {
+		n = c.now()
+		if !th.t.AllowAt(n) {
+			return g, m.throttled(th, n)
+		}
+		g.allowed, g.start, g.known = true, n, true
+	}
+	if cl := m.concurrency; cl != nil {
+		tok, ok := cl.l.Acquire()
+		if !ok {
+			if n < 0 {
+				n = c.now()
+			}
+			return g, m.concurrencyLimited(cl, n)
+		}
+		g.tok = tok
+		if cl.limiting.Load() {
+			if n < 0 {
+				n = c.now()
+			}
+			if n-cl.lastRefusal.Load() >= int64(episodeQuiet) {
+				cl.limiting.Store(false)
+			}
+		}
+	}
+	if th := m.throttle; th != nil && th.throttling.Load() && n-th.lastRefusal.Load() >= int64(episodeQuiet) {
+		th.throttling.Store(false)
+	}
+	return g, nil
+}
+
+// concurrencyLimited counts and, once per episode, reports a refusal by
+// the limit at n.
+func (m *methodState) concurrencyLimited(cl *concurrencyLimit, n int64) error {
+	limit := cl.l.Limit()
+	err := concurrencyLimitedError(m.dependency(), m.policy.Name, limit)
+	if am := m.adaptiveMetrics; am != nil {
+		am.limited.Inc()
+	}
+	if ev := m.client.events; ev != nil {
+		cl.lastRefusal.Store(n)
+		if !cl.limiting.Load() && cl.limiting.CompareAndSwap(false, true) {
+			ev.emit(Event{Kind: EventConcurrencyLimited, Dependency: m.dependency(), Method: m.policy.Name,
+				Cause: fmt.Sprintf("limit %d (%s)", limit, cl.label), Err: err})
+		}
+	}
+	return err
+}
+
+// throttled counts and, once per episode, reports a refusal by the
+// throttler at n.
+func (m *methodState) throttled(th *clientThrottle, n int64) error {
+	p := th.t.RefusalProbabilityAt(n)
+	err := throttledError(m.dependency(), m.policy.Name, p)
+	if am := m.adaptiveMetrics; am != nil {
+		am.throttled.Inc()
+	}
+	if th.gauge != nil {
+		th.gauge.Set(p)
+	}
+	if ev := m.client.events; ev != nil {
+		th.lastRefusal.Store(n)
+		if !th.throttling.Load() && th.throttling.CompareAndSwap(false, true) {
+			ev.emit(Event{Kind: EventThrottled, Dependency: m.dependency(), Method: m.policy.Name,
+				Cause: fmt.Sprintf("refusal probability %.2f", p), Err: err})
+		}
+	}
+	return err
+}
+
+// leave tells the adaptive layers how an attempt they admitted with g
+// ended: err is its error, ctx the call's context (outside the attempt's
+// own timeout), n a clock reading the attempt took at or near its end, 0
+// for none. The limit reads the clock for the round-trip time; the
+// throttler, which counts in buckets of a tenth of its window, takes n.
+//
+//   - an answer (nil, or a code that is not an overload: NOT_FOUND, …):
+//     the limit takes its round-trip time as a sample, the throttler
+//     counts an accept;
+//   - DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED or UNAVAILABLE while the call
+//     still had time: the limit halves (once per round trip), the throttler
+//     counts a request not accepted;
+//   - the call's own end (its caller cancelled, its deadline passed, a
+//     hedged copy lost) or a fault on the client's side: nothing is known
+//     of the dependency; the limit's permit is returned, the throttler
+//     counts nothing.
+func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
+	c := m.client
+	o := judgeAdaptive(ctx, err)
+	if n == 0 || m.concurrency != nil {
+		n = c.now()
+	}
+	if cl := m.concurrency; cl != nil {
+		cl.l.ReleaseAt(g.tok, o, time.Duration(n-g.start), n)
+		if cl.gauge != nil {
+			cl.gauge.Set(float64(cl.l.Limit()))
+		}
+	}
+	if th := m.throttle; th != nil && g.allowed && o != adaptive.Ignored {
+		th.t.RecordAt(n, o == adaptive.Success)
+		if th.gauge != nil {
+			th.gauge.Set(th.t.RefusalProbabilityAt(n))
+		}
+	}
+}
+
+// leaveRefused returns what g holds for an attempt a later layer (the
+// breaker) refused: it says nothing about the dependency.
+func (m *methodState) leaveRefused(g gate) {
+	if cl := m.concurrency; cl != nil {
+		cl.l.ReleaseAt(g.tok, adaptive.Ignored, 0, 0)
+	}
+}
+
+// leaveUnlessDone, deferred, returns what g holds for an attempt whose
+// call did not return (it panicked); the panic goes on.
+func (m *methodState) leaveUnlessDone(left *bool, g gate) {
+	if !*left {
+		m.leaveRefused(g)
+	}
+}
+
+// overloadCodes are the codes that tell the adaptive layers the dependency
+// did not serve the attempt: it timed out, refused it as overloaded, or was
+// unreachable.
+var overloadCodes = CodesOf(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable)
+
+// judgeAdaptive is what an attempt's end tells the adaptive layers (see
+// leave).
+func judgeAdaptive(ctx context.Context, err error) adaptive.Outcome {
+	if err == nil {
+		return adaptive.Success
+	}
+	if _, local := err.(*clientFault); local || ctx.Err() != nil {
+		return adaptive.Ignored
+	}
+	if overloadCodes.Has(codeOf(err)) {
+		return adaptive.Dropped
+	}
+	return adaptive.Success
+}
+
+// checkAdaptive checks the adaptive layers of the service (f "") or of a
+// method (f its field prefix, m the method), given the bulkhead b the
+// limit sits under (nil for none).
+func checkAdaptive(f string, p *AdaptiveLimitPolicy, b *BulkheadPolicy, bad badFunc) {
+	if p == nil {
+		return
+	}
+	q := *p
+	if b != nil {
+		if q.MinLimit > b.Permits {
+			bad(f+".MinLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.MinLimit, b.Permits, b.Permits)
+			return
+		}
+		if q.MaxLimit > b.Permits {
+			bad(f+".MaxLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d, or leave it 0 for the ceiling", q.MaxLimit, b.Permits, b.Permits)
+			return
+		}
+		if q.InitialLimit > b.Permits {
+			bad(f+".InitialLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.InitialLimit, b.Permits, b.Permits)
+			return
+		}
+		q = q.WithCeiling(b.Permits)
+	}
+	if _, err := adaptive.New(q, time.Time{}); err != nil {
+		bad(f, "%v", err)
+	}
+}
+
+func checkThrottle(f string, p *ThrottlePolicy, bad badFunc) {
+	if p == nil {
+		return
+	}
+	if _, err := throttle.New(*p, time.Time{}, nil); err != nil {
+		bad(f, "%v", err)
+	}
+}
+
+// checkAdaptive checks the method's own adaptive limit, under its bulkhead
+// or the service's.
+func (m *MethodPolicy) checkAdaptive(f string, p *ServicePolicy, bad badFunc) {
+	if m.AdaptiveLimit == nil {
+		return
+	}
+	if m.Kind != KindUnary {
+		bad(f+".AdaptiveLimit", "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it")
+		return
+	}
+	b := m.Bulkhead
+	if b == nil {
+		b = p.Bulkhead
+	}
+	checkAdaptive(f+".AdaptiveLimit", m.AdaptiveLimit, b, bad)
+}
+
+// withCause gives a refusal the last real error of the call, if any.
+func withCause(refusal, last error) error {
+	if e, ok := refusal.(*Error); ok && last != nil {
+		e.Cause = last
+	}
+	return refusal
+}
+
+// flattenAdaptive lists the values of an adaptive limit for the audit
+// trail (provenance.go), under prefix.
+func flattenAdaptive(add func(string, any), prefix string, a *AdaptiveLimitPolicy) {
+	add(prefix+".min_limit", a.MinLimit)
+	add(prefix+".max_limit", a.MaxLimit)
+	add(prefix+".initial_limit", a.InitialLimit)
+	add(prefix+".tolerance", a.Tolerance)
+	add(prefix+".smoothing", a.Smoothing)
+	add(prefix+".baseline_window", a.BaselineWindow)
+}
+
+// describeLimit renders an adaptive limit under the bulkhead b (nil for
+// none) with the values in force, defaults and ceiling applied.
+func describeLimit(a *AdaptiveLimitPolicy, b *BulkheadPolicy) string {
+	q := *a
+	if b != nil {
+		q = q.WithCeiling(b.Permits)
+	}
+	l, err := adaptive.New(q, time.Time{})
+	if err != nil {
+		return "invalid: " + err.Error()
+	}
+	p := l.Policy()
+	return fmt.Sprintf("%d..%d attempts in flight, from %d, tolerance %g over the smallest RTT of %s, smoothing %g",
+		p.MinLimit, p.MaxLimit, p.InitialLimit, p.Tolerance, p.BaselineWindow, p.Smoothing)
+}
+
+// describeThrottle renders a throttler with the values in force.
+func describeThrottle(t *ThrottlePolicy) string {
+	th, err := throttle.New(*t, time.Time{}, nil)
+	if err != nil {
+		return "invalid: " + err.Error()
+	}
+	p := th.Policy()
+	return fmt.Sprintf("refuses (requests − %g × accepts) / (requests + 1) over %s, at most %g", p.K, p.Window, p.MaxRefusal)
+}
