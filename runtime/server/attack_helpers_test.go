@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,99 +77,3 @@ func codeOf(t testing.TB, s string) codes.Code {
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-
-// tcpProxy sits between a gRPC client and server: it cuts (closes every
-// connection and refuses new ones), stalls (keeps them open, forwards
-// nothing) and restores.
-type tcpProxy struct {
-	lis    net.Listener
-	target string
-	mode   atomic.Int32 // proxyForward, proxyCut, proxyStall
-
-	mu    sync.Mutex
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-}
-
-const (
-	proxyForward = iota
-	proxyCut
-	proxyStall
-)
-
-func startTCPProxy(t testing.TB, target string) *tcpProxy {
-	t.Helper()
-	lis, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{lis: lis, target: target, conns: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			if p.mode.Load() == proxyCut {
-				_ = c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = true, true
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go p.pipe(c, up)
-			go p.pipe(up, c)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = lis.Close()
-		p.closeAll()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.lis.Addr().String() }
-
-func (p *tcpProxy) pipe(src, dst net.Conn) {
-	defer p.wg.Done()
-	defer src.Close()
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && p.mode.Load() == proxyForward {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *tcpProxy) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *tcpProxy) cut()   { p.mode.Store(proxyCut); p.closeAll() }
-func (p *tcpProxy) stall() { p.mode.Store(proxyStall) }
-func (p *tcpProxy) restore() {
-	if p.mode.Swap(proxyForward) != proxyForward {
-		p.closeAll()
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/internal/tcpproxy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -30,8 +31,8 @@ func TestAttackStreamEndsVersusPlace(t *testing.T) {
 			}
 			ws := &watcher{inventoryServer: srv, running: &running}
 			addr := serve(t, ws, g.ServerOptions()...)
-			p := startTCPProxy(t, addr)
-			client := inventoryv1.NewInventoryServiceClient(dial(t, p.addr()))
+			p := tcpproxy.Start(t, addr)
+			client := inventoryv1.NewInventoryServiceClient(dial(t, p.Addr()))
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			st, err := client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"})
@@ -50,9 +51,9 @@ func TestAttackStreamEndsVersusPlace(t *testing.T) {
 			case "cancel":
 				cancel()
 			case "cut":
-				p.cut()
+				p.Cut()
 			case "stall":
-				p.stall()
+				p.Stall()
 			}
 			start := time.Now()
 			eventually(t, "the handler returned and its place came back", func() bool {
@@ -61,7 +62,7 @@ func TestAttackStreamEndsVersusPlace(t *testing.T) {
 			if el := time.Since(start); el > 600*time.Millisecond {
 				t.Errorf("place given back %s after the stream ended, want within its 300 ms deadline and a little", el)
 			}
-			p.restore()
+			p.Restore()
 		})
 	}
 }
@@ -119,19 +120,19 @@ func TestAttackConnectionCutMidDedup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy := startTCPProxy(t, serve(t, srv, g.ServerOptions()...))
-			client := inventoryv1.NewInventoryServiceClient(dial(t, proxy.addr()))
+			proxy := tcpproxy.Start(t, serve(t, srv, g.ServerOptions()...))
+			client := inventoryv1.NewInventoryServiceClient(dial(t, proxy.Addr()))
 			first := make(chan error, 1)
 			go func() {
 				_, err := reserve(t, client, "cut-1")
 				first <- err
 			}()
 			<-started
-			proxy.cut()
+			proxy.Cut()
 			if err := <-first; status.Code(err) != codes.Unavailable {
 				t.Errorf("caller whose connection was cut: %v, want UNAVAILABLE", err)
 			}
-			proxy.restore()
+			proxy.Restore()
 			var resp *inventoryv1.ReserveStockResponse
 			eventually(t, "the retry answered", func() bool {
 				resp, err = reserve(t, client, "cut-1")

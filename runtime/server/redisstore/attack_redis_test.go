@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
@@ -42,14 +43,14 @@ func TestAttackCompleteReplyLost(t *testing.T) {
 	for _, retries := range []bool{false, true} {
 		t.Run(fmt.Sprint("go-redis retries ", retries), func(t *testing.T) {
 			r := startRedis(t)
-			p := startReplyProxy(t, r.addr)
-			rc := client(t, p.addr())
+			p := tcpproxy.Start(t, r.addr)
+			rc := client(t, p.Addr())
 			if retries {
-				rc = retryingClient(t, p.addr())
+				rc = retryingClient(t, p.Addr())
 			}
 			srv := &reserver{answer: "a", hook: func(_ context.Context, req *inventoryv1.ReserveStockRequest) error {
 				if req.GetOrderId() == "o-1" {
-					p.loseNext.Store(true) // the next reply is Complete's
+					p.LoseNextReply() // the next reply is Complete's
 				}
 				return nil
 			}}
@@ -60,8 +61,8 @@ func TestAttackCompleteReplyLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp, err := reserve(t, c, "o-1", 3*time.Second)
-			if p.lost.Load() != 1 {
-				t.Fatalf("%d replies lost, want 1", p.lost.Load())
+			if p.Lost() != 1 {
+				t.Fatalf("%d replies lost, want 1", p.Lost())
 			}
 			if err != nil {
 				t.Errorf("caller whose outcome was kept: %v, want its answer", err)
@@ -89,10 +90,10 @@ func TestAttackClaimReplyLost(t *testing.T) {
 	for _, retries := range []bool{true, false} {
 		t.Run(fmt.Sprint("go-redis retries ", retries), func(t *testing.T) {
 			r := startRedis(t)
-			p := startReplyProxy(t, r.addr)
-			rc := client(t, p.addr())
+			p := tcpproxy.Start(t, r.addr)
+			rc := client(t, p.Addr())
 			if retries {
-				rc = retryingClient(t, p.addr())
+				rc = retryingClient(t, p.Addr())
 			}
 			srv := &reserver{answer: "a"}
 			// The entry would live 3 s: far past the requests' deadline.
@@ -100,10 +101,10 @@ func TestAttackClaimReplyLost(t *testing.T) {
 			if _, err := reserve(t, c, "warm", time.Second); err != nil {
 				t.Fatal(err)
 			}
-			p.loseNext.Store(true)
+			p.LoseNextReply()
 			_, err := reserve(t, c, "o-1", time.Second)
-			if p.lost.Load() != 1 {
-				t.Fatalf("%d replies lost, want 1", p.lost.Load())
+			if p.Lost() != 1 {
+				t.Fatalf("%d replies lost, want 1", p.Lost())
 			}
 			if !retries {
 				if status.Code(err) != codes.Unavailable {
@@ -128,16 +129,16 @@ func TestAttackClaimReplyLost(t *testing.T) {
 // arrived with plenty still runs without dedup.
 func TestAttackRunWithoutDedupRechecksDeadline(t *testing.T) {
 	r := startRedis(t)
-	p := startProxy(t, r.addr)
+	p := tcpproxy.Start(t, r.addr)
 	srv := &reserver{answer: "r"}
 	pol := policy(time.Second, server.RunWithoutDedup)
 	pol.Methods[0].MinDeadline = 200 * time.Millisecond
-	g, c := guarded(t, srv, pol, server.WithStore(New(client(t, p.addr()), "mindl:")))
+	g, c := guarded(t, srv, pol, server.WithStore(New(client(t, p.Addr()), "mindl:")))
 	if _, err := reserve(t, c, "warm", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.stall()
-	defer p.restore()
+	p.Stall()
+	defer p.Restore()
 	// 240 ms: the claim waits 60 ms, leaving 180 ms < 200 ms.
 	if _, err := reserve(t, c, "o-short", 240*time.Millisecond); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("request left under MinDeadline by the claim: %v, want DEADLINE_EXCEEDED", err)
@@ -160,13 +161,13 @@ func TestAttackRunWithoutDedupRechecksDeadline(t *testing.T) {
 // the refused key runs, once.
 func TestAttackSlowRedis(t *testing.T) {
 	r := startRedis(t)
-	p := startReplyProxy(t, r.addr)
+	p := tcpproxy.Start(t, r.addr)
 	srv := &reserver{answer: "r"}
-	g, c := guarded(t, srv, policy(3*time.Second, server.Refuse), server.WithStore(New(client(t, p.addr()), "slow:")))
+	g, c := guarded(t, srv, policy(3*time.Second, server.Refuse), server.WithStore(New(client(t, p.Addr()), "slow:")))
 	if _, err := reserve(t, c, "warm", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.delay.Store(int64(server.StoreTimeout * 8 / 10))
+	p.DelayReplies(server.StoreTimeout * 8 / 10)
 	first, err := reserve(t, c, "under", 5*time.Second)
 	if err != nil {
 		t.Fatalf("Redis answering in 0.8 StoreTimeout: %v", err)
@@ -178,7 +179,7 @@ func TestAttackSlowRedis(t *testing.T) {
 	if s := stats(t, g); s.StoreErrors != 0 || srv.runs.Load() != 2 {
 		t.Errorf("under StoreTimeout: %d runs, stats %+v; want 2 runs and no store error", srv.runs.Load(), s)
 	}
-	p.delay.Store(int64(server.StoreTimeout * 12 / 10))
+	p.DelayReplies(server.StoreTimeout * 12 / 10)
 	start := time.Now()
 	if _, err := reserve(t, c, "over", 5*time.Second); status.Code(err) != codes.Unavailable {
 		t.Errorf("Redis answering in 1.2 StoreTimeout: %v, want UNAVAILABLE", err)
@@ -189,7 +190,7 @@ func TestAttackSlowRedis(t *testing.T) {
 	if n := srv.runs.Load(); n != 2 {
 		t.Errorf("handler ran %d times with Redis over StoreTimeout, want still 2", n)
 	}
-	p.delay.Store(0)
+	p.DelayReplies(0)
 	eventually(t, "the refused key runs once Redis is fast", func() bool {
 		_, err := reserve(t, c, "over", time.Second)
 		return err == nil
@@ -319,14 +320,14 @@ func TestAttackMismatchAcrossReplicas(t *testing.T) {
 // caller gets its answer, no lease is lost, every repeat replays it.
 func TestAttackRenewalRacesCompletion(t *testing.T) {
 	r := startRedis(t)
-	p := startReplyProxy(t, r.addr)
-	p.delay.Store(int64(3 * time.Millisecond))
+	p := tcpproxy.Start(t, r.addr)
+	p.DelayReplies(3 * time.Millisecond)
 	srv := &reserver{answer: "r", hook: func(_ context.Context, req *inventoryv1.ReserveStockRequest) error {
 		n, _ := strconv.Atoi(strings.TrimPrefix(req.GetOrderId(), "race-"))
 		time.Sleep(time.Duration(40+n*3) * time.Millisecond)
 		return nil
 	}}
-	g, c := guarded(t, srv, policy(200*time.Millisecond, server.Refuse), server.WithStore(New(client(t, p.addr()), "race:")))
+	g, c := guarded(t, srv, policy(200*time.Millisecond, server.Refuse), server.WithStore(New(client(t, p.Addr()), "race:")))
 	const n = 40
 	answers := make([]string, n)
 	var wg sync.WaitGroup

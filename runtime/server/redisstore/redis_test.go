@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -184,7 +185,7 @@ func TestBlipShorterThanLeaseRunsOnce(t *testing.T) {
 		for _, when := range []string{"finishing", "running"} {
 			t.Run(fault+"/"+when, func(t *testing.T) {
 				r := startRedis(t)
-				p := startProxy(t, r.addr)
+				p := tcpproxy.Start(t, r.addr)
 				started, finish := make(chan struct{}), make(chan struct{})
 				var once sync.Once
 				srv := &reserver{answer: "r", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
@@ -192,7 +193,7 @@ func TestBlipShorterThanLeaseRunsOnce(t *testing.T) {
 					<-finish
 					return nil
 				}}
-				g, c := guarded(t, srv, policy(lease, server.Refuse), server.WithStore(New(client(t, p.addr()), "blip:")))
+				g, c := guarded(t, srv, policy(lease, server.Refuse), server.WithStore(New(client(t, p.Addr()), "blip:")))
 				first := make(chan error, 1)
 				var answer string
 				go func() {
@@ -202,18 +203,18 @@ func TestBlipShorterThanLeaseRunsOnce(t *testing.T) {
 				}()
 				<-started
 				if fault == "cut" {
-					p.cut()
+					p.Cut()
 				} else {
-					p.stall()
+					p.Stall()
 				}
 				if when == "finishing" {
 					time.Sleep(outage / 6)
 					close(finish) // the outcome is written while Redis is away
 					time.Sleep(outage * 5 / 6)
-					p.restore()
+					p.Restore()
 				} else {
 					time.Sleep(outage) // renewals fail meanwhile
-					p.restore()
+					p.Restore()
 					time.Sleep(lease / 2)
 					close(finish)
 				}
@@ -249,7 +250,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	for _, honours := range []bool{true, false} {
 		t.Run(fmt.Sprint("honours context ", honours), func(t *testing.T) {
 			r := startRedis(t)
-			p := startProxy(t, r.addr)
+			p := tcpproxy.Start(t, r.addr)
 			var cancelledAt, bStartedAt atomic.Int64
 			started, partitionOver := make(chan struct{}), make(chan struct{})
 			a := &reserver{answer: "a", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
@@ -269,7 +270,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 				bStartedAt.Store(time.Now().UnixNano())
 				return nil
 			}}
-			ga, ca := guarded(t, a, policy(lease, server.Refuse), server.WithStore(New(client(t, p.addr()), "lost:")))
+			ga, ca := guarded(t, a, policy(lease, server.Refuse), server.WithStore(New(client(t, p.Addr()), "lost:")))
 			_, cb := guarded(t, b, policy(lease, server.Refuse), server.WithStore(New(client(t, r.addr), "lost:")))
 			first := make(chan error, 1)
 			go func() {
@@ -277,7 +278,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 				first <- err
 			}()
 			<-started
-			p.stall() // A's partition
+			p.Stall() // A's partition
 			resp, err := reserve(t, cb, "o-1", 3*time.Second)
 			if err != nil {
 				t.Fatalf("repeat on B: %v", err)
@@ -288,7 +289,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 					t.Errorf("A's handler cancelled at %d, B's started at %d: A must be told first", ca, bs)
 				}
 			}
-			p.restore()
+			p.Restore()
 			close(partitionOver)
 			if err := <-first; status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "lost its hold") {
 				t.Errorf("A's caller: %v, want UNAVAILABLE saying the lease was lost", err)
@@ -353,16 +354,16 @@ func TestSilentStoreBounded(t *testing.T) {
 		for _, mode := range []server.StoreErrorMode{server.Refuse, server.RunWithoutDedup} {
 			t.Run(fault+"/"+mode.String(), func(t *testing.T) {
 				r := startRedis(t)
-				p := startProxy(t, r.addr)
+				p := tcpproxy.Start(t, r.addr)
 				srv := &reserver{answer: "r"}
 				logs := &logCounter{}
 				g, c := guarded(t, srv, policy(time.Second, mode),
-					server.WithStore(New(client(t, p.addr()), "silent:")), server.WithLogger(slog.New(logs)))
+					server.WithStore(New(client(t, p.Addr()), "silent:")), server.WithLogger(slog.New(logs)))
 				if _, err := reserve(t, c, "warm", time.Second); err != nil { // a connection in the pool
 					t.Fatal(err)
 				}
 				if fault == "stall" {
-					p.stall()
+					p.Stall()
 				} else if err := client(t, r.addr).Do(context.Background(), "CLIENT", "PAUSE", "800", "ALL").Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -389,7 +390,7 @@ func TestSilentStoreBounded(t *testing.T) {
 				if n := logs.count("idempotency store failing"); n != 1 {
 					t.Errorf("store failure logged %d times in one episode, want 1", n)
 				}
-				p.restore()
+				p.Restore()
 				time.Sleep(800 * time.Millisecond) // the pause ends, late claims run and are released
 				// The refused keys are free: a repeat runs at once, and once.
 				eventually(t, "a refused key runs once Redis answers", func() bool {
@@ -416,7 +417,7 @@ func TestSilentStoreBounded(t *testing.T) {
 // running): it answers UNAVAILABLE, and the handler ran once.
 func TestWaiterNeverRunsWithoutDedup(t *testing.T) {
 	r := startRedis(t)
-	p := startProxy(t, r.addr)
+	p := tcpproxy.Start(t, r.addr)
 	started, finish := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	hook := func(context.Context, *inventoryv1.ReserveStockRequest) error {
@@ -426,7 +427,7 @@ func TestWaiterNeverRunsWithoutDedup(t *testing.T) {
 	}
 	a, b := &reserver{answer: "a", hook: hook}, &reserver{answer: "b", hook: hook}
 	_, ca := guarded(t, a, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, r.addr), "wait:")))
-	gb, cb := guarded(t, b, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, p.addr()), "wait:")))
+	gb, cb := guarded(t, b, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, p.Addr()), "wait:")))
 	first := make(chan error, 1)
 	go func() {
 		_, err := reserve(t, ca, "o-1", 5*time.Second)
@@ -439,7 +440,7 @@ func TestWaiterNeverRunsWithoutDedup(t *testing.T) {
 		waiter <- err
 	}()
 	eventually(t, "B's repeat waiting", func() bool { return stats(t, gb).Waited == 1 })
-	p.cut()
+	p.Cut()
 	if err := <-waiter; status.Code(err) != codes.Unavailable {
 		t.Errorf("waiter after losing Redis: %v, want UNAVAILABLE", err)
 	}
