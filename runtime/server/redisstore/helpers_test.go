@@ -39,8 +39,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // test. No mock stands in for Redis in these tests.
 type redisServer struct {
 	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	kill func() // kills the process and waits for it to exit
 	once sync.Once
 }
 
@@ -62,16 +61,7 @@ func startRedis(t *testing.T) *redisServer {
 	}
 	port := lis.Addr().(*net.TCPAddr).Port
 	_ = lis.Close()
-	r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
-	r.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	go func() {
-		_ = r.cmd.Wait()
-		close(r.done)
-	}()
+	r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), kill: execRedis(t, path, strconv.Itoa(port))}
 	t.Cleanup(r.stop)
 	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
 	defer c.Close()
@@ -87,11 +77,48 @@ func startRedis(t *testing.T) *redisServer {
 }
 
 // stop kills the server and waits for it to exit.
-func (r *redisServer) stop() {
-	r.once.Do(func() {
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	})
+func (r *redisServer) stop() { r.once.Do(r.kill) }
+
+// execRedis runs the redis-server at path on port of 127.0.0.1, without
+// persistence, in a temporary directory, and returns a func that kills it
+// and waits for it to exit.
+func execRedis(t *testing.T, path, port string) (kill func()) {
+	t.Helper()
+	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server on port %s: %v", port, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	return func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// restartRedis kills r and starts a new, empty redis-server on the same
+// port: every entry is lost, as after a restart without persistence or a
+// failover to a replica that had not received them.
+func restartRedis(t *testing.T, r *redisServer) {
+	t.Helper()
+	r.stop()
+	_, port, _ := net.SplitHostPort(r.addr)
+	path, _ := exec.LookPath("redis-server")
+	t.Cleanup(execRedis(t, path, port))
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c, err := net.Dial("tcp", r.addr)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("redis-server not back on %s: %v", r.addr, err)
+		}
+	}
 }
 
 // client returns a client of addr (the server's, or a proxy's) with
