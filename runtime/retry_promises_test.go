@@ -80,6 +80,33 @@ func cancelWhileWaiting(t *testing.T, srv *server.Server, method string, want in
 	}
 }
 
+// canceledWhileWaiting calls GetStock through rt's first method on cc,
+// with a fallback, cancels the call once srv has seen its first attempt
+// (the call then waits, as during says), and asserts that it ends
+// CANCELLED at once, without the fallback, after exactly one call reached
+// srv (seen names them and says why one).
+func canceledWhileWaiting(t *testing.T, srv *server.Server, cc grpc.ClientConnInterface, rt *runtime.Client, during, seen string) {
+	t.Helper()
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	var fb atomic.Int32
+	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
+		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
+		return err
+	})
+	if status.Code(err) != codes.Canceled {
+		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled %s", status.Code(err), err, during)
+	}
+	if took > 200*time.Millisecond {
+		t.Errorf("returned %v after the cancellation, want at once", took)
+	}
+	if n := fb.Load(); n != 0 {
+		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
+	}
+	if got := srv.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d %s", got, seen)
+	}
+}
+
 // --- 6. Cancellation stays Canceled everywhere ------------------------------
 
 func TestCancellationStaysCanceledWhileWaitingForBackoff(t *testing.T) {
@@ -90,24 +117,7 @@ func TestCancellationStaysCanceledWhileWaitingForBackoff(t *testing.T) {
 		RetryableCodes: runtime.CodesOf(codes.Unavailable)}
 	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retry}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
-		return err
-	})
-	if status.Code(err) != codes.Canceled {
-		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled during the backoff", status.Code(err), err)
-	}
-	if took > 200*time.Millisecond {
-		t.Errorf("returned %v after the cancellation, want at once", took)
-	}
-	if n := fb.Load(); n != 0 {
-		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
-	}
-	if got := srv.Calls(getStock); got != 1 {
-		t.Errorf("server saw %d calls, want 1", got)
-	}
+	canceledWhileWaiting(t, srv, cc, rt, "during the backoff", "calls, want 1")
 }
 
 func TestCancellationStaysCanceledWhileWaitingForPushback(t *testing.T) {
@@ -116,24 +126,7 @@ func TestCancellationStaysCanceledWhileWaitingForPushback(t *testing.T) {
 	srv, cc := start(t, pushbackMs("288230376151711744"))
 	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
-		return err
-	})
-	if status.Code(err) != codes.Canceled {
-		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled during the server's pushback", status.Code(err), err)
-	}
-	if took > 200*time.Millisecond {
-		t.Errorf("returned %v after the cancellation, want at once", took)
-	}
-	if n := fb.Load(); n != 0 {
-		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
-	}
-	if got := srv.Calls(getStock); got != 1 {
-		t.Errorf("server saw %d calls, want 1: the pushback is waited for, not wrapped to a retry at once", got)
-	}
+	canceledWhileWaiting(t, srv, cc, rt, "during the server's pushback", "calls, want 1: the pushback is waited for, not wrapped to a retry at once")
 }
 
 func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
@@ -142,24 +135,7 @@ func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
 	srv, cc := start(t, pushbackMs("3600000"))
 	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: hedging(100*time.Millisecond, 3)}}})
-	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
-		return err
-	})
-	if status.Code(err) != codes.Canceled {
-		t.Errorf("code = %v (%v), want CANCELLED: the caller cancelled while the hedge waited", status.Code(err), err)
-	}
-	if took > 200*time.Millisecond {
-		t.Errorf("returned %v after the cancellation, want at once", took)
-	}
-	if n := fb.Load(); n != 0 {
-		t.Errorf("the fallback ran %d times for a cancelled call, want 0", n)
-	}
-	if got := srv.Calls(getStock); got != 1 {
-		t.Errorf("server saw %d copies, want 1", got)
-	}
+	canceledWhileWaiting(t, srv, cc, rt, "while the hedge waited", "copies, want 1")
 }
 
 // --- 7. The cache never calls for callers who are gone ----------------------
