@@ -55,25 +55,8 @@ func atkServe(t *testing.T, b server.Behaviour) (*faultserver.Server, *grpc.Clie
 	return fs, cc
 }
 
-// atkClock is a clock the test moves by hand.
-type atkClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *atkClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *atkClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newAtkClock() *atkClock { return &atkClock{now: time.Unix(2_000_000, 0)} }
+// newAtkClock is a fakeClock (integration_test.go) for the attack tests.
+func newAtkClock() *fakeClock { return &fakeClock{now: time.Unix(2_000_000, 0)} }
 
 // atkInventory builds the generated inventory client with its annotated
 // policy edited by edit (nil for none), the cache and the rate limit taken
