@@ -195,6 +195,20 @@ func TestAttemptCountedWithinABucketOfItsEnd(t *testing.T) {
 	}
 }
 
+// readingCall is a call of m that stores the client's clock reading at
+// its start in *inCall, takes 5 ms, and returns err, or a response if err
+// is nil.
+func readingCall(m *Method, inCall *int64, err error) func(context.Context, *timedReq, ...grpc.CallOption) (*timedReq, error) {
+	return func(context.Context, *timedReq, ...grpc.CallOption) (*timedReq, error) {
+		*inCall = m.client.now()
+		time.Sleep(5 * time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		return &timedReq{}, nil
+	}
+}
+
 // TestAttemptSuccessReadsNoClockAtItsEnd: a success on a closed breaker,
 // with a timeout within a bucket, is counted at the reading its timeout
 // was counted from (the reading attemptOnce hands on for the retry budget),
@@ -202,32 +216,21 @@ func TestAttemptCountedWithinABucketOfItsEnd(t *testing.T) {
 func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 	m := timedMethod(t, time.Second, time.Second)
 	var inCall int64
-	call := func(context.Context, *timedReq, ...grpc.CallOption) (*timedReq, error) {
-		inCall = m.client.now()
-		time.Sleep(5 * time.Millisecond)
-		return &timedReq{}, nil
-	}
-	var at int64
+	call := readingCall(m, &inCall, nil)
 	_, end, err := attemptOnce(context.Background(), m, &timedReq{}, nil, call)
-	at = end.at
 	if err != nil {
 		t.Fatal(err)
 	}
-	if at == 0 || at > inCall {
+	if at := end.at; at == 0 || at > inCall {
 		t.Errorf("counted at %dns, want the attempt's start, before the call began at %dns", at, inCall)
 	}
 	// A failure is counted at its exact end: the cool-down runs from it.
-	fail := func(context.Context, *timedReq, ...grpc.CallOption) (*timedReq, error) {
-		inCall = m.client.now()
-		time.Sleep(5 * time.Millisecond)
-		return nil, status.Error(codes.Unavailable, "down")
-	}
+	fail := readingCall(m, &inCall, status.Error(codes.Unavailable, "down"))
 	_, end, err = attemptOnce(context.Background(), m, &timedReq{}, nil, fail)
-	at = end.at
 	if status.Code(err) != codes.Unavailable {
 		t.Fatal(err)
 	}
-	if at < inCall+int64(5*time.Millisecond) {
+	if at := end.at; at < inCall+int64(5*time.Millisecond) {
 		t.Errorf("failure counted at %dns, want its end, after %dns", at, inCall+int64(5*time.Millisecond))
 	}
 }
@@ -247,18 +250,12 @@ func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
 	}
 	m := c.Method(0)
 	var inCall int64
-	call := func(context.Context, *timedReq, ...grpc.CallOption) (*timedReq, error) {
-		inCall = m.client.now()
-		time.Sleep(5 * time.Millisecond)
-		return &timedReq{}, nil
-	}
-	var at int64
+	call := readingCall(m, &inCall, nil)
 	_, end, err := attemptOnce(context.Background(), m, &timedReq{}, nil, call)
-	at = end.at
 	if err != nil {
 		t.Fatal(err)
 	}
-	if at == 0 || at > inCall {
+	if at := end.at; at == 0 || at > inCall {
 		t.Errorf("the attempt handed on %dns, want its start, before the call began at %dns", at, inCall)
 	}
 	if _, err := Unary(context.Background(), m, "", &timedReq{}, nil, call, nil); err != nil {
