@@ -299,16 +299,12 @@ func TestAttackBidiStreamEndingsReturnThePermit(t *testing.T) {
 	}
 }
 
-// A breaker that only streams go through is probed by them; a probe that
-// its caller cancels frees its place, so the breaker is not wedged
-// half-open with its probe gone.
-func TestAttackCancelledStreamProbeFreesItsPlace(t *testing.T) {
-	atkNoLeak(t)
-	clk := newAtkClock()
-	_, rt, h := atkChatClient(t, 5*time.Second, 2, runtime.WithClock(clk))
-	ctx := context.Background()
-	for range 2 {
-		st, err := h.Call(ctx)
+// atkFailChats opens n Chat streams on h that the server fails with
+// UNAVAILABLE, as a breaker needs to open.
+func atkFailChats(t *testing.T, h *runtime.StreamHandle[grpc.BidiStreamingClient[wrapperspb.StringValue, wrapperspb.StringValue]], n int) {
+	t.Helper()
+	for range n {
+		st, err := h.Call(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,6 +313,17 @@ func TestAttackCancelledStreamProbeFreesItsPlace(t *testing.T) {
 			t.Fatalf("got %v, want UNAVAILABLE", err)
 		}
 	}
+}
+
+// A breaker that only streams go through is probed by them; a probe that
+// its caller cancels frees its place, so the breaker is not wedged
+// half-open with its probe gone.
+func TestAttackCancelledStreamProbeFreesItsPlace(t *testing.T) {
+	atkNoLeak(t)
+	clk := newAtkClock()
+	_, rt, h := atkChatClient(t, 5*time.Second, 2, runtime.WithClock(clk))
+	ctx := context.Background()
+	atkFailChats(t, h, 2)
 	if s, _ := rt.BreakerState(atkChat); s != runtime.StateOpen {
 		t.Fatalf("breaker %v, want open", s)
 	}
@@ -362,14 +369,7 @@ func TestAttackUnsendableBidiMessageFreesPermitAndProbe(t *testing.T) {
 	clk := newAtkClock()
 	e, rt, h := atkChatClient(t, 5*time.Second, 2, runtime.WithClock(clk))
 	ctx := context.Background()
-	for range 2 {
-		st, err := h.Call(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = st.Send(wrapperspb.String("fail"))
-		_, _ = st.Recv()
-	}
+	atkFailChats(t, h, 2)
 	clk.Advance(time.Second + time.Millisecond)
 	st, err := h.Call(ctx) // the one probe
 	if err != nil {
