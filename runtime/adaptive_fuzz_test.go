@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
+
+	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
 )
 
 // FuzzAdaptiveLayers drives a client with an adaptive limit and a
@@ -28,11 +30,11 @@ func FuzzAdaptiveLayers(f *testing.F) {
 	f.Add([]byte{0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 1, 0, 1, 0})
 	f.Add([]byte{2, 0, 7, 5, 7, 6, 8, 4, 8, 1, 3, 200, 2, 10, 0, 250})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
-		k := float64(prog.next()%3) + 1
+		prog := fuzzprog.New(data)
+		k := float64(prog.Next()%3) + 1
 		const maxLimit = 4
 		sp := ServicePolicy{Name: "fuzz.Adaptive",
-			AdaptiveLimit:  &AdaptiveLimitPolicy{InitialLimit: int(prog.next()%maxLimit) + 1, MaxLimit: maxLimit},
+			AdaptiveLimit:  &AdaptiveLimitPolicy{InitialLimit: int(prog.Next()%maxLimit) + 1, MaxLimit: maxLimit},
 			ClientThrottle: &ThrottlePolicy{K: k, Window: time.Hour, MaxRefusal: 0.9},
 			Methods:        []MethodPolicy{{Name: "/fuzz.Adaptive/Get", Idempotent: true}}}
 		clock := &fuzzClock{base: time.Unix(1_000_000, 0)}
@@ -89,7 +91,7 @@ func FuzzAdaptiveLayers(f *testing.F) {
 		// waits for it, and feeds the model.
 		finish := func(i int) {
 			h := holding[i]
-			o := prog.next() % 7
+			o := prog.Next() % 7
 			h.outcome <- o
 			<-h.done
 			record(o)
@@ -98,7 +100,7 @@ func FuzzAdaptiveLayers(f *testing.F) {
 		calls := 0 // that reached the dependency
 		admit := func(hold bool) {
 			p := refusal()
-			draw = float64(prog.next()) / 256
+			draw = float64(prog.Next()) / 256
 			wantThrottled := p > 0 && draw < p
 			wantLimited := !wantThrottled && len(holding) >= l.Limit()
 			ctx, cancel := context.WithCancel(context.Background())
@@ -153,16 +155,16 @@ func FuzzAdaptiveLayers(f *testing.F) {
 				finish(len(holding) - 1)
 			}
 		}
-		for !prog.done() {
-			switch op := prog.next() % 10; {
+		for !prog.Done() {
+			switch op := prog.Next() % 10; {
 			case op < 5:
 				admit(false)
 			case op < 7:
 				admit(true)
 			case op < 9 && len(holding) > 0:
-				finish(int(prog.next()) % len(holding))
+				finish(int(prog.Next()) % len(holding))
 			default:
-				clock.n.Add(int64(prog.next()) * int64(time.Millisecond))
+				clock.n.Add(int64(prog.Next()) * int64(time.Millisecond))
 			}
 			if l.InFlight() != len(holding) || l.Limit() < 1 || l.Limit() > maxLimit {
 				t.Fatalf("in flight %d with %d held, limit %d of [1, %d]", l.InFlight(), len(holding), l.Limit(), maxLimit)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
 )
 
 // FuzzAdmission drives a client's admission and settlement (the bulkhead,
@@ -29,12 +31,12 @@ func FuzzAdmission(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 0, 5, 0, 6, 0, 7, 1, 4, 1, 6, 2, 0, 5, 2, 1, 6, 0, 1})
 	f.Add([]byte{1, 1, 1, 1, 1, 8, 1, 8, 1, 0, 2, 7, 0, 2, 0, 1, 1, 0, 2, 2, 0, 1, 8, 2, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
-		own := prog.next()%2 == 1 // the stream has a breaker of its own, so its streams probe
-		bp := BreakerPolicy{FailureRatio: 0.5, MinimumCalls: int(prog.next()%4) + 1, Window: time.Second,
-			CoolDown: 100 * time.Millisecond, HalfOpenProbes: int(prog.next()%3) + 1,
+		prog := fuzzprog.New(data)
+		own := prog.Next()%2 == 1 // the stream has a breaker of its own, so its streams probe
+		bp := BreakerPolicy{FailureRatio: 0.5, MinimumCalls: int(prog.Next()%4) + 1, Window: time.Second,
+			CoolDown: 100 * time.Millisecond, HalfOpenProbes: int(prog.Next()%3) + 1,
 			FailureCodes: CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
-		permits := int(prog.next()%3) + 1
+		permits := int(prog.Next()%3) + 1
 		const get, watch = "/fuzz.Svc/Get", "/fuzz.Svc/Watch"
 		sp := ServicePolicy{Name: "fuzz.Svc", Breaker: &bp, Bulkhead: &BulkheadPolicy{Permits: permits},
 			Methods: []MethodPolicy{{Name: get, Idempotent: true}, {Name: watch, Kind: KindServerStreaming}}}
@@ -81,10 +83,10 @@ func FuzzAdmission(f *testing.F) {
 		}()
 		m := c.byName[get]
 
-		for step := 0; !prog.done() && step < 512; step++ {
+		for step := 0; !prog.Done() && step < 512; step++ {
 			n := clock.n.Load()
-			op := prog.next()
-			arg := prog.next()
+			op := prog.Next()
+			arg := prog.Next()
 			switch op % 4 {
 			case 0: // a unary call
 				ending := arg % 8
@@ -199,7 +201,7 @@ func FuzzAdmission(f *testing.F) {
 				if len(streams) == 0 {
 					continue
 				}
-				i := int(prog.next()) % len(streams)
+				i := int(prog.Next()) % len(streams)
 				h := streams[i]
 				ending := arg % 8
 				var o outcome

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-resilient/resilient/runtime/internal/window"
+
+	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
 )
 
 // The fuzz targets below read their input as a program: a few bytes of
@@ -14,23 +16,6 @@ import (
 // against a reference model written for clarity, not speed, and fail at the
 // first step where the two disagree or an invariant breaks. The seed corpus
 // is in testdata/fuzz/<FuzzName>; CI runs each target for a few seconds.
-
-// program reads fuzz input a byte at a time; past the end it reads zeros.
-type program struct {
-	b []byte
-	i int
-}
-
-func (p *program) next() byte {
-	if p.i >= len(p.b) {
-		p.i++
-		return 0
-	}
-	p.i++
-	return p.b[p.i-1]
-}
-
-func (p *program) done() bool { return p.i >= len(p.b) }
 
 // breakerModel is the state machine of the README's "Circuit breaker"
 // section, over the same bucketed window as the breaker: ten buckets of
@@ -181,15 +166,15 @@ func FuzzBreaker(f *testing.F) {
 	f.Add([]byte{99, 0, 0, 0, 2, 5, 0, 0, 0, 0, 1, 0, 36, 1, 1, 20, 2, 255, 0, 0, 0, 1, 2, 0, 1, 3, 0, 3})
 	f.Add([]byte{0, 7, 49, 49, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 4, 1, 1, 4, 2, 1, 4, 3, 1, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
+		prog := fuzzprog.New(data)
 		p := BreakerPolicy{
-			FailureRatio:   float64(prog.next()%100+1) / 100,
-			MinimumCalls:   int(prog.next()%8) + 1,
-			Window:         time.Duration(prog.next()%50+1) * 10 * time.Millisecond,
-			CoolDown:       time.Duration(prog.next()%50+1) * 10 * time.Millisecond,
-			HalfOpenProbes: int(prog.next()%4) + 1,
+			FailureRatio:   float64(prog.Next()%100+1) / 100,
+			MinimumCalls:   int(prog.Next()%8) + 1,
+			Window:         time.Duration(prog.Next()%50+1) * 10 * time.Millisecond,
+			CoolDown:       time.Duration(prog.Next()%50+1) * 10 * time.Millisecond,
+			HalfOpenProbes: int(prog.Next()%4) + 1,
 		}
-		if s := prog.next() % 10; s > 0 {
+		if s := prog.Next() % 10; s > 0 {
 			p.SlowCallThreshold = time.Duration(s) * 10 * time.Millisecond
 		}
 		base := time.Unix(1_000_000, 0)
@@ -203,9 +188,9 @@ func FuzzBreaker(f *testing.F) {
 		}
 		var tickets []held
 		last := StateClosed
-		for step := 0; !prog.done() && step < 4096; step++ {
+		for step := 0; !prog.Done() && step < 4096; step++ {
 			now := base.Add(time.Duration(n))
-			op := prog.next()
+			op := prog.Next()
 			switch op % 4 {
 			case 0: // a call asks to go through; with the top bit, a stream that may not probe
 				probe := op < 128
@@ -222,7 +207,7 @@ func FuzzBreaker(f *testing.F) {
 				if len(tickets) == 0 {
 					continue
 				}
-				i := int(prog.next()) % len(tickets)
+				i := int(prog.Next()) % len(tickets)
 				if tickets[i].done {
 					continue // a ticket is given back once
 				}
@@ -232,7 +217,7 @@ func FuzzBreaker(f *testing.F) {
 				b.doneAt(tickets[i].t, o, latency, now)
 				m.done(tickets[i].t, o, latency, n)
 			case 2: // time passes
-				n += int64(prog.next()) * int64(time.Millisecond)
+				n += int64(prog.Next()) * int64(time.Millisecond)
 			case 3: // nothing but a look at the state
 			}
 			now = base.Add(time.Duration(n))
@@ -290,20 +275,20 @@ func FuzzBudget(f *testing.F) {
 	f.Add([]byte{28, 0, 49, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 2, 255, 2, 255, 1, 3})
 	f.Add([]byte{99, 4, 0, 1, 1, 1, 1, 1, 1, 1, 3, 0, 1, 0, 1, 2, 5, 1, 1, 3})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
-		percent := int64(prog.next()%100) + 1
+		prog := fuzzprog.New(data)
+		percent := int64(prog.Next()%100) + 1
 		p := BudgetPolicy{
 			Ratio:      float64(percent) / 100,
-			MinRetries: int(prog.next() % 5),
-			Window:     time.Duration(prog.next()%50+1) * 10 * time.Millisecond,
+			MinRetries: int(prog.Next() % 5),
+			Window:     time.Duration(prog.Next()%50+1) * 10 * time.Millisecond,
 		}
 		base := time.Unix(1_000_000, 0)
 		b := newBudget(p, base)
 		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/window.Buckets, 1)}
 		var n int64
-		for step := 0; !prog.done() && step < 4096; step++ {
+		for step := 0; !prog.Done() && step < 4096; step++ {
 			now := base.Add(time.Duration(n))
-			switch prog.next() % 4 {
+			switch prog.Next() % 4 {
 			case 0: // a request
 				b.requestAt(now)
 				m.events = append(m.events, modelEvent{n / m.width, false})
@@ -322,7 +307,7 @@ func FuzzBudget(f *testing.F) {
 					}
 				}
 			case 2: // time passes
-				n += int64(prog.next()) * int64(time.Millisecond)
+				n += int64(prog.Next()) * int64(time.Millisecond)
 			case 3:
 				requests, retries := m.sum(n)
 				if got, want := b.availableAt(now), max(0, m.allowance(requests)-retries); int64(got) != want {

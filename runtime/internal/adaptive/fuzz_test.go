@@ -4,24 +4,9 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
 )
-
-// program reads a fuzz input as a sequence of small numbers; past its end it
-// reads zeros.
-type program struct {
-	b []byte
-	i int
-}
-
-func (p *program) next() byte {
-	p.i++
-	if p.i > len(p.b) {
-		return 0
-	}
-	return p.b[p.i-1]
-}
-
-func (p *program) done() bool { return p.i >= len(p.b) }
 
 // model is the obviously correct limiter: the rules of the package doc
 // written out with slices and no concurrency. It keeps every success of
@@ -108,15 +93,15 @@ func FuzzLimiter(f *testing.F) {
 	f.Add([]byte{2, 9, 5, 4, 0, 0, 0, 0, 0, 1, 0, 1, 30, 1, 0, 1, 30, 0, 0, 1, 1, 1, 200, 2, 255, 0, 1, 0, 0, 5})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 10, 1, 2, 0, 20, 1, 0, 0, 250, 2, 100, 2, 100, 0, 1, 0, 0, 30})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
+		prog := fuzzprog.New(data)
 		p := Policy{
-			MinLimit:       int(prog.next()%3) + 1,
-			Tolerance:      1 + float64(prog.next()%10)/5,
-			Smoothing:      float64(prog.next()%10+1) / 10,
-			BaselineWindow: time.Duration(prog.next()%20+1) * 100 * time.Millisecond,
+			MinLimit:       int(prog.Next()%3) + 1,
+			Tolerance:      1 + float64(prog.Next()%10)/5,
+			Smoothing:      float64(prog.Next()%10+1) / 10,
+			BaselineWindow: time.Duration(prog.Next()%20+1) * 100 * time.Millisecond,
 		}
-		p.MaxLimit = p.MinLimit + int(prog.next()%30)
-		p.InitialLimit = p.MinLimit + int(prog.next())%(p.MaxLimit-p.MinLimit+1)
+		p.MaxLimit = p.MinLimit + int(prog.Next()%30)
+		p.InitialLimit = p.MinLimit + int(prog.Next())%(p.MaxLimit-p.MinLimit+1)
 		l := mustNew(t, p)
 		m := &model{p: l.Policy(), value: float64(p.InitialLimit)}
 		type held struct {
@@ -125,8 +110,8 @@ func FuzzLimiter(f *testing.F) {
 		}
 		var tokens []held
 		var now int64
-		for step := 0; !prog.done() && step < 2048; step++ {
-			switch prog.next() % 3 {
+		for step := 0; !prog.Done() && step < 2048; step++ {
+			switch prog.Next() % 3 {
 			case 0:
 				tok, ok := l.Acquire()
 				mt, wantOK := m.acquire()
@@ -140,10 +125,10 @@ func FuzzLimiter(f *testing.F) {
 				if len(tokens) == 0 {
 					continue
 				}
-				i := int(prog.next()) % len(tokens)
-				o := Outcome(prog.next() % 3)
-				rtt := time.Duration(prog.next()) * 5 * time.Millisecond
-				if prog.next() == 255 {
+				i := int(prog.Next()) % len(tokens)
+				o := Outcome(prog.Next() % 3)
+				rtt := time.Duration(prog.Next()) * 5 * time.Millisecond
+				if prog.Next() == 255 {
 					rtt = math.MaxInt64 // capped at an hour
 				}
 				h := tokens[i]
@@ -151,7 +136,7 @@ func FuzzLimiter(f *testing.F) {
 				l.Release(h.t, o, rtt, base.Add(time.Duration(now)))
 				m.release(h.mt, o, rtt, now)
 			case 2:
-				now += int64(prog.next()) * int64(10*time.Millisecond)
+				now += int64(prog.Next()) * int64(10*time.Millisecond)
 			}
 			if l.value != m.value || l.Limit() != int(m.value) || l.InFlight() != m.inFlight {
 				t.Fatalf("step %d: limit %v (%d), in flight %d; model says %v, %d", step, l.value, l.Limit(), l.InFlight(), m.value, m.inFlight)

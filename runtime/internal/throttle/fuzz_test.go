@@ -3,24 +3,9 @@ package throttle
 import (
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
 )
-
-// program reads a fuzz input as a sequence of small numbers; past its end it
-// reads zeros.
-type program struct {
-	b []byte
-	i int
-}
-
-func (p *program) next() byte {
-	p.i++
-	if p.i > len(p.b) {
-		return 0
-	}
-	return p.b[p.i-1]
-}
-
-func (p *program) done() bool { return p.i >= len(p.b) }
 
 // model is the obviously correct throttler: a list of every counted
 // request with its bucket, summed over the last ten buckets, and the
@@ -67,23 +52,23 @@ func FuzzThrottler(f *testing.F) {
 	f.Add([]byte{9, 4, 9, 2, 2, 2, 2, 2, 2, 0, 255, 0, 10, 1, 1, 1, 1, 3, 255, 0, 0})
 	f.Add([]byte{3, 1, 3, 2, 2, 2, 0, 128, 3, 20, 0, 0, 1, 1, 1, 0, 64, 3, 200, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
+		prog := fuzzprog.New(data)
 		p := Policy{
-			K:          1 + float64(prog.next()%20)/10,
-			Window:     time.Duration(prog.next()%10+1) * 100 * time.Millisecond,
-			MaxRefusal: float64(prog.next()%9+1) / 10,
+			K:          1 + float64(prog.Next()%20)/10,
+			Window:     time.Duration(prog.Next()%10+1) * 100 * time.Millisecond,
+			MaxRefusal: float64(prog.Next()%9+1) / 10,
 		}
 		draws, draw := 0, 0.0
 		th := mustNew(t, p, func() float64 {
 			draws++
-			draw = float64(prog.next()) / 256
+			draw = float64(prog.Next()) / 256
 			return draw
 		})
 		m := &model{p: p, width: int64(p.Window) / 10}
 		var n int64
-		for step := 0; !prog.done() && step < 2048; step++ {
+		for step := 0; !prog.Done() && step < 2048; step++ {
 			now := base.Add(time.Duration(n))
-			switch prog.next() % 4 {
+			switch prog.Next() % 4 {
 			case 0: // a request asks to go
 				want := m.refusal(n)
 				before := draws
@@ -106,7 +91,7 @@ func FuzzThrottler(f *testing.F) {
 				th.Record(now, false)
 				m.count(n, false)
 			case 3:
-				n += int64(prog.next()) * int64(10*time.Millisecond)
+				n += int64(prog.Next()) * int64(10*time.Millisecond)
 			}
 			if got, want := th.RefusalProbability(base.Add(time.Duration(n))), m.refusal(n); got != want {
 				t.Fatalf("step %d: RefusalProbability = %v, model says %v", step, got, want)

@@ -3,25 +3,9 @@ package window
 import (
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
 )
-
-// program reads a fuzz input as a sequence of small numbers; past its end it
-// reads zeros.
-type program struct {
-	b []byte
-	i int
-}
-
-func (p *program) next() byte {
-	if p.i >= len(p.b) {
-		p.i++
-		return 0
-	}
-	p.i++
-	return p.b[p.i-1]
-}
-
-func (p *program) done() bool { return p.i >= len(p.b) }
 
 // countModel is the obviously correct count window: a slice of every
 // outcome since the last reset, of which the last n are summed.
@@ -54,14 +38,14 @@ func FuzzCount(f *testing.F) {
 	f.Add([]byte{0, 1, 7, 3, 0, 1, 1, 2, 0, 1, 9, 9})
 	f.Add([]byte{9, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 2, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
-		n := int(prog.next()%16) + 1
+		prog := fuzzprog.New(data)
+		n := int(prog.Next()%16) + 1
 		c := mustCount(t, n)
 		m := &countModel{n: n}
-		for step := 0; !prog.done() && step < 4096; step++ {
-			switch prog.next() % 3 {
+		for step := 0; !prog.Done() && step < 4096; step++ {
+			switch prog.Next() % 3 {
 			case 0, 1:
-				da, db := uint64(prog.next()%4), uint64(prog.next()%5)
+				da, db := uint64(prog.Next()%4), uint64(prog.Next()%5)
 				if da == 0 {
 					da = 1
 				}
@@ -112,19 +96,19 @@ func FuzzTime(f *testing.F) {
 	f.Add([]byte{9, 0, 1, 2, 1, 30, 0, 3, 0, 2, 5, 1, 200, 0, 1, 1})
 	f.Add([]byte{0, 0, 9, 9, 1, 255, 1, 255, 0, 4, 4, 2, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		prog := &program{b: data}
-		d := time.Duration(prog.next()%50+1) * 10 * time.Millisecond
+		prog := fuzzprog.New(data)
+		d := time.Duration(prog.Next()%50+1) * 10 * time.Millisecond
 		w := NewTime(d)
 		m := &timeModel{width: max(int64(d)/Buckets, 1)}
 		var now int64
-		for step := 0; !prog.done() && step < 4096; step++ {
-			switch prog.next() % 4 {
+		for step := 0; !prog.Done() && step < 4096; step++ {
+			switch prog.Next() % 4 {
 			case 0, 3:
-				da, db := uint64(prog.next()), uint64(prog.next())
+				da, db := uint64(prog.Next()), uint64(prog.Next())
 				w.Add(now, da, db)
 				m.events = append(m.events, struct{ q, a, b uint64 }{uint64(now / m.width), da, db})
 			case 1:
-				now += int64(prog.next()) * int64(time.Millisecond)
+				now += int64(prog.Next()) * int64(time.Millisecond)
 			case 2:
 				w.Reset()
 				m.events = m.events[:0]
