@@ -8,29 +8,13 @@ import (
 // The hot path of a healthy dependency: Allow reads the window and draws
 // nothing, Record adds one accept.
 func BenchmarkAllowRecordHealthy(b *testing.B) {
-	th := mustNew(b, Policy{}, nil)
-	b.ReportAllocs()
-	now := base
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		if th.Allow(now) {
-			th.Record(now, true)
-		}
-	}
+	benchAllowRecord(b, true)
 }
 
 // The hot path during an outage: Allow draws a random number and most
 // requests are refused.
 func BenchmarkAllowRecordOutage(b *testing.B) {
-	th := mustNew(b, Policy{}, nil)
-	b.ReportAllocs()
-	now := base
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		if th.Allow(now) {
-			th.Record(now, false)
-		}
-	}
+	benchAllowRecord(b, false)
 }
 
 func BenchmarkAllowRecordParallel(b *testing.B) {
@@ -47,4 +31,19 @@ func BenchmarkAllowRecordParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchAllowRecord calls Allow and, when it allows, Record with accepted,
+// one microsecond later each time.
+func benchAllowRecord(b *testing.B, accepted bool) {
+	b.Helper()
+	th := mustNew(b, Policy{}, nil)
+	b.ReportAllocs()
+	now := base
+	for b.Loop() {
+		now = now.Add(time.Microsecond)
+		if th.Allow(now) {
+			th.Record(now, accepted)
+		}
+	}
 }
