@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -140,4 +143,71 @@ func TestAttackFaultAdaptiveTokensComeBackFromEveryEnding(t *testing.T) {
 		}
 	}
 	scancel()
+}
+
+// TestAttackFaultThrottlerNotFoundIsAnAcceptAndRefusalsReachTheFallback:
+// against a real server, a dependency answering NOT_FOUND (an answer) is
+// refused nothing: every call reaches it. When it answers UNAVAILABLE, the
+// throttler's refusals reach the fallback, and never more than max_refusal
+// of the attempts are refused: some always reach the server.
+func TestAttackFaultThrottlerNotFoundIsAnAcceptAndRefusalsReachTheFallback(t *testing.T) {
+	srv, cc := startFault(t, server.Fail(codes.NotFound))
+	var fellBack, throttled atomic.Int64
+	o := inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			p.Breaker = nil
+			p.ClientThrottle = &runtime.ThrottlePolicy{Window: time.Minute, MaxRefusal: 0.5}
+			for i := range p.Methods {
+				if p.Methods[i].Name == getStock {
+					p.Methods[i].Retry, p.Methods[i].Hedging = nil, nil
+				}
+			}
+		})},
+		GetStockFallback: func(_ context.Context, _ *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
+			fellBack.Add(1)
+			if errors.Is(err, runtime.ErrThrottled) {
+				throttled.Add(1)
+			}
+			return nil, err
+		},
+	}
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for range n {
+		if _, err := getStockOf(context.Background(), c); status.Code(err) != codes.NotFound {
+			t.Fatalf("NOT_FOUND dependency: %v", err)
+		}
+	}
+	if got := srv.Calls(getStock); got != n || throttled.Load() != 0 {
+		t.Fatalf("a dependency answering NOT_FOUND: %d of %d calls reached it, %d throttled", got, n, throttled.Load())
+	}
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	fellBack.Store(0)
+	for range 3 * n { // the window of a minute forgets nothing: 300 accepts, then 900 refusals
+		if _, err := getStockOf(context.Background(), c); status.Code(err) != codes.Unavailable {
+			t.Fatalf("UNAVAILABLE dependency: %v", err)
+		}
+	}
+	sent := srv.Calls(getStock) - n
+	if throttled.Load() == 0 || fellBack.Load() != 3*n || int64(sent)+throttled.Load() != 3*n {
+		t.Fatalf("outage: %d sent, %d throttled, %d fell back, of %d", sent, throttled.Load(), fellBack.Load(), 3*n)
+	}
+	if sent < 3*n*4/10 {
+		t.Fatalf("outage: only %d of %d attempts reached the server under max_refusal 0.5", sent, 3*n)
+	}
+	// A caller that gives up is answered with its own end, not the fallback.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	fellBack.Store(0)
+	for range 50 {
+		if _, err := getStockOf(ctx, c); status.Code(err) != codes.Canceled {
+			t.Fatalf("cancelled caller: %v", err)
+		}
+	}
+	if fellBack.Load() != 0 {
+		t.Fatalf("the fallback answered %d cancelled callers", fellBack.Load())
+	}
 }
