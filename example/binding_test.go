@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -64,6 +65,20 @@ func checkUnavailable(t *testing.T, method string, err error) {
 	}
 }
 
+// patient raises the annotated 300ms per-attempt timeout to 10s: the tests
+// that count attempts against a server answering UNAVAILABLE at once are
+// not about timeouts, and on a loaded machine (two cores, the race
+// detector, other packages' tests beside) an attempt may take longer than
+// 300ms to be answered, end DEADLINE_EXCEEDED, which is not retried, and
+// change the count.
+var patient = runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+	for i := range p.Methods {
+		if p.Methods[i].Kind == runtime.KindUnary && p.Methods[i].Timeout > 0 {
+			p.Methods[i].Timeout = 10 * time.Second
+		}
+	}
+})
+
 // The annotations: GetStock and ReserveStock (with its order id) make 3
 // attempts on UNAVAILABLE, StockReport (no retry) one.
 var annotatedAttempts = map[string]int{"GetStock": 3, "ReserveStock": 3, "StockReport": 1}
@@ -78,7 +93,7 @@ func TestReorderedPolicyKeepsEachMethodsOwn(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv, inv, err := edited(t, runtime.WithPolicy(edit))
+			srv, inv, err := edited(t, runtime.WithPolicy(edit), patient)
 			if err != nil {
 				t.Fatalf("a reordered policy was refused: %v", err)
 			}

@@ -95,23 +95,58 @@ func TestReserveStockSendsTheOrderIDOnEveryAttempt(t *testing.T) {
 }
 
 func TestHungInventoryTimesOutAtTheAnnotatedTimeout(t *testing.T) {
-	srv, inv, _ := start(t, server.Hang)
+	// The server notes the time its call had left when it arrived: the
+	// timeout the attempt was sent with, whatever the load.
+	left := make(chan time.Duration, 1)
+	srv, inv, _ := start(t, func(ctx context.Context, c server.Call) error {
+		if dl, ok := ctx.Deadline(); ok {
+			select {
+			case left <- time.Until(dl):
+			default:
+			}
+		}
+		return server.Hang(ctx, c)
+	})
+	// Beside the call, a bare wait for the same 300ms: how late it wakes
+	// is what the scheduler alone adds at the moment.
+	bare := make(chan time.Duration, 1)
+	go func() {
+		dl := time.Now().Add(300 * time.Millisecond)
+		time.Sleep(time.Until(dl))
+		bare <- time.Since(dl)
+	}()
 	begin := time.Now()
 	_, err := inv.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
 	took := time.Since(begin)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("code = %v, want DEADLINE_EXCEEDED", status.Code(err))
 	}
-	// DEADLINE_EXCEEDED is not a retryable code by default: one attempt of 300 ms.
-	if took < 300*time.Millisecond || took > 450*time.Millisecond {
-		t.Errorf("took %v, want the annotated 300ms", took)
+	// DEADLINE_EXCEEDED is not a retryable code by default: one attempt of
+	// 300 ms, sent with at most 300 ms to run. The caller waits that, give
+	// or take the scheduler: twice what it made the bare wait late (the
+	// timeout's timer wakes the attempt, which wakes the caller) plus
+	// 100ms. A second attempt would show in the server's count.
+	late := <-bare
+	if took < 300*time.Millisecond || took > 300*time.Millisecond+2*late+100*time.Millisecond {
+		t.Errorf("took %v, want the annotated 300ms (a bare wait for it woke %v late)", took, late)
 	}
-	deadline := time.Now().Add(time.Second)
+	select {
+	case d := <-left:
+		if d > 300*time.Millisecond {
+			t.Errorf("the attempt reached the server with %v left, want at most the annotated 300ms", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call never reached the server")
+	}
+	deadline := time.Now().Add(5 * time.Second)
 	for srv.Cancelled(inventoryv1.InventoryService_GetStock_FullMethodName) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the server never saw the call cancelled")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if got := srv.Calls(inventoryv1.InventoryService_GetStock_FullMethodName); got != 1 {
+		t.Errorf("server saw %d GetStock calls, want 1: DEADLINE_EXCEEDED is not retried", got)
 	}
 }
 
@@ -123,6 +158,9 @@ func TestFallbackAnswersWhenInventoryFails(t *testing.T) {
 			cause = err
 			return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
 		},
+		// The cause must be the server's UNAVAILABLE, not an attempt
+		// timed out by the load on the machine.
+		Runtime: []runtime.Option{patient},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -314,7 +314,7 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 		if m.Cache == nil {
 			return errors.New("the method has no cache annotated: its key is generated from the cache's key_fields in the .proto; add the cache there and regenerate")
 		}
-		return set(m.Cache, field, l.value)
+		return t.setFollowing(m.Cache, group, field, l)
 	}
 	return t.applyShared(p, methods, group, field, l)
 }
@@ -369,14 +369,27 @@ func (t *service) applyShared(p *runtime.ServicePolicy, methods []*runtime.Metho
 	} else if target.IsNil() {
 		target.Set(reflect.ValueOf(g.empty()))
 	}
-	if err := set(target.Interface(), field, l.value); err != nil {
+	return t.setFollowing(target.Interface(), group, field, l)
+}
+
+// setFollowing is set for a group with values that follow another
+// (rules.Follow): a burst that was its rate's default moves with the
+// rate, a stale_ttl that was its fresh_ttl with fresh_ttl, unless an
+// override of the same policy sets it.
+func (t *service) setFollowing(target any, group, field string, l *leaf) error {
+	was := reflect.New(reflect.TypeOf(target).Elem())
+	was.Elem().Set(reflect.ValueOf(target).Elem())
+	if err := set(target, field, l.value); err != nil {
 		return err
 	}
-	// A limit given a rate and no burst gets the default burst, the rate
-	// rounded up.
-	if r, ok := target.Interface().(*runtime.RateLimitPolicy); ok && field == "requests_per_second" && r.Burst == 0 {
-		r.Burst = rules.DefaultBurst(r.RequestsPerSecond)
-	}
+	rules.Follow(target, was.Interface(), group, func(option string) bool {
+		for _, o := range t.leaves {
+			if o.method == l.method && o.path == group+"."+option && !o.bad {
+				return true
+			}
+		}
+		return false
+	})
 	return nil
 }
 

@@ -96,9 +96,11 @@ func Parse(name string, data []byte, environ []string, policies ...*runtime.Serv
 }
 
 // Options returns the runtime options that apply the overrides of service
-// p, one runtime.WithPolicyFrom per key so that Client.Describe names the
-// key of each value it changed. Pass them in the generated options'
-// Runtime; none when nothing overrides p.
+// p: one runtime.WithRecordedPolicy that applies each key in turn, in the
+// order of precedence, and hands the runtime the record of what each key
+// changed, so that Client.Changes and Client.Describe list every value an
+// override moved with the key that moved it, as written. Pass them in the
+// generated options' Runtime; none when nothing overrides p.
 func (s *Set) Options(p *runtime.ServicePolicy) []runtime.Option {
 	if s == nil || p == nil {
 		return nil
@@ -107,16 +109,23 @@ func (s *Set) Options(p *runtime.ServicePolicy) []runtime.Option {
 	if t == nil {
 		return nil
 	}
-	var opts []runtime.Option
+	var leaves []*leaf
 	for _, l := range t.ordered() {
-		if isServerLeaf(l) {
-			continue // for the server: ServerOptions
+		if !isServerLeaf(l) { // for the server: ServerOptions
+			leaves = append(leaves, l)
 		}
-		opts = append(opts, runtime.WithPolicyFrom(l.source, func(p *runtime.ServicePolicy) {
-			t.applyLeaf(p, l) //nolint:errcheck // checked by Parse
-		}))
 	}
-	return opts
+	if len(leaves) == 0 {
+		return nil
+	}
+	return []runtime.Option{runtime.WithRecordedPolicy(func(p *runtime.ServicePolicy) []runtime.Change {
+		var record []runtime.Change
+		for _, l := range leaves {
+			changes, _ := t.applyRecorded(p, l) // checked by Parse
+			record = append(record, changes...)
+		}
+		return record
+	})}
 }
 
 // Keys lists every override of the set by its key, in the order they

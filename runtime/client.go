@@ -66,6 +66,10 @@ type options struct {
 type policyEdit struct {
 	source string
 	apply  func(*ServicePolicy)
+	// recorded applies an edit that keeps its own record of what it
+	// changed (WithRecordedPolicy); nil for a plain edit, whose changes
+	// are found by comparing the policy before and after it.
+	recorded func(*ServicePolicy) []Change
 }
 
 // WithPolicy edits the policy before the client is built: edit receives a
@@ -83,6 +87,19 @@ func WithPolicy(edit func(p *ServicePolicy)) Option {
 // Client.Changes and Client.Describe show beside each value it changed.
 func WithPolicyFrom(source string, edit func(p *ServicePolicy)) Option {
 	return func(o *options) { o.edits = append(o.edits, policyEdit{source: source, apply: edit}) }
+}
+
+// WithRecordedPolicy is WithPolicy for an edit that keeps its own record
+// of what it changed, as override does: edit changes p and returns one
+// Change per value it set, with the value before the edit as Annotated,
+// the value after it as Value, and the key it came from as Source.
+// Client.Changes and Client.Describe list that record as given (merged
+// with the other edits' by Key), where for WithPolicy and WithPolicyFrom
+// they compare the policy before and after the edit.
+func WithRecordedPolicy(edit func(p *ServicePolicy) []Change) Option {
+	return func(o *options) {
+		o.edits = append(o.edits, policyEdit{source: "WithRecordedPolicy", recorded: edit})
+	}
 }
 
 // WithClock sets the clock of the breakers and the retry budget (default:
@@ -115,15 +132,13 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 	_, system := o.clock.(realClock)
 	c := &Client{policy: p.Clone(), clock: o.clock, system: system, base: o.clock.Now()}
 	for _, e := range o.edits {
-		if e.apply == nil {
-			return nil, fmt.Errorf("resilient: NewClient(%s): WithPolicy(nil) from %s", p.Name, e.source)
+		if e.apply == nil && e.recorded == nil {
+			return nil, fmt.Errorf("resilient: NewClient(%s): %s(nil)", p.Name, editName(e.source))
 		}
-		before := flatten(&c.policy)
-		e.apply(&c.policy)
+		c.changes = applyEdit(&c.policy, e, c.changes)
 		if err := sameMethods(p, &c.policy, e.source); err != nil {
 			return nil, err
 		}
-		c.changes = record(c.changes, before, flatten(&c.policy), e.source)
 	}
 	if err := c.policy.Validate(); err != nil {
 		return nil, err

@@ -112,6 +112,23 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// bareWait starts, beside a call under test, a goroutine that waits for a
+// deadline d from now with nothing else to do; late returns how late past
+// it that goroutine woke. It is the baseline of a timing bound: what the
+// scheduler alone adds, at that moment, on a machine that may be loaded
+// (two cores, the race detector, other packages' tests beside).
+func bareWait(d time.Duration) (late func() time.Duration) {
+	ch := make(chan time.Duration, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		defer cancel()
+		dl, _ := ctx.Deadline()
+		<-ctx.Done()
+		ch <- max(time.Since(dl), 0)
+	}()
+	return func() time.Duration { return <-ch }
+}
+
 func TestHungServerTimesOutWithinAttemptTimeout(t *testing.T) {
 	srv, cc := start(t, server.Hang)
 	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
@@ -137,25 +154,42 @@ func TestUnavailableIsRetriedMaxAttemptsWithBackoff(t *testing.T) {
 		Budget:  &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute},
 		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
 	})
+	// The baseline: the same attempts without retries, to a server of
+	// their own, interleaved with the retried calls so that they see the
+	// same load. What the retried calls take beyond it is the backoff.
+	_, baseCC := start(t, server.Fail(codes.Unavailable))
+	base := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true}}})
 	const calls = 10
-	begin := time.Now()
+	var took, attempts time.Duration
 	for range calls {
+		begin := time.Now()
 		_, err := callGetStock(context.Background(), rt, cc)
+		took += time.Since(begin)
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("code = %v, want UNAVAILABLE", status.Code(err))
 		}
+		begin = time.Now()
+		for range 3 {
+			if _, err := callGetStock(context.Background(), base, baseCC); status.Code(err) != codes.Unavailable {
+				t.Fatalf("baseline: code = %v, want UNAVAILABLE", status.Code(err))
+			}
+		}
+		attempts += time.Since(begin)
 	}
-	took := time.Since(begin)
 	if got := srv.Calls(getStock); got != calls*3 {
 		t.Fatalf("server saw %d calls, want exactly %d (3 attempts each)", got, calls*3)
 	}
 	// Waits are drawn from [0, 20ms) then [0, 40ms): 300ms expected over 10
-	// calls, never more than 600ms. Without backoff it would take a few ms.
-	if took < 120*time.Millisecond {
-		t.Errorf("10 calls with 2 backoffs each took %v: the retries were not spaced out", took)
+	// calls, never more than 600ms. Without backoff it would take the
+	// baseline's few ms. The lower bound is 4 standard deviations under
+	// the mean; the upper one is the 600ms plus the attempts themselves
+	// (the baseline) plus 200ms for the scheduler to wake 20 timers late.
+	t.Logf("10 calls of 3 attempts took %v; 30 attempts without backoff %v", took, attempts)
+	if took-attempts < 120*time.Millisecond {
+		t.Errorf("10 calls with 2 backoffs each took %v, 30 attempts alone %v: the retries were not spaced out", took, attempts)
 	}
-	if took > 600*time.Millisecond+200*time.Millisecond {
-		t.Errorf("took %v, more than the backoff bounds allow", took)
+	if took > 600*time.Millisecond+attempts+200*time.Millisecond {
+		t.Errorf("took %v (30 attempts alone %v), more than the backoff bounds allow", took, attempts)
 	}
 }
 
@@ -439,17 +473,47 @@ func TestNoBackoffPastTheDeadline(t *testing.T) {
 }
 
 func TestOverallTimeoutBoundsEveryAttempt(t *testing.T) {
-	_, cc := start(t, server.Slow(time.Second))
+	// The server notes the time its call had left when it arrived: the
+	// deadline the attempt was sent with, whatever the load.
+	left := make(chan time.Duration, 1)
+	_, cc := start(t, func(ctx context.Context, c server.Call) error {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			dl = time.Now().Add(time.Hour)
+		}
+		select {
+		case left <- time.Until(dl):
+		default:
+		}
+		return server.Wait(ctx, 10*time.Second)
+	})
 	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{
 		Name: getStock, Idempotent: true, OverallTimeout: 150 * time.Millisecond,
 	}}})
 	begin := time.Now()
+	late := bareWait(150 * time.Millisecond)
 	_, err := callGetStock(context.Background(), rt, cc)
+	took := time.Since(begin)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("code = %v, want DEADLINE_EXCEEDED", status.Code(err))
 	}
-	if took := time.Since(begin); took > 300*time.Millisecond {
-		t.Errorf("took %v, want the 150ms overall limit", took)
+	// (On a loaded machine the limit may pass before the attempt is sent,
+	// or before its handler runs: no time left is within the limit too.)
+	select {
+	case d := <-left:
+		if d > 150*time.Millisecond {
+			t.Errorf("the attempt reached the server with %v left, want at most the 150ms overall limit", d)
+		}
+	case <-time.After(time.Second):
+		t.Log("the attempt never reached the server: the limit passed before it was sent")
+	}
+	// The call ends at the limit, give or take the scheduler: twice what
+	// it made a bare wait for the same limit late (the limit's timer wakes
+	// the attempt, which wakes the caller), plus 100ms. Far from the
+	// server's 10s.
+	bare := late()
+	if took < 150*time.Millisecond || took > 150*time.Millisecond+2*bare+100*time.Millisecond {
+		t.Errorf("took %v, want the 150ms overall limit (a bare wait for it woke %v late)", took, bare)
 	}
 }
 

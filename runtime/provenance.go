@@ -19,8 +19,9 @@ type Change struct {
 	Annotated string
 	// Value is the value in force.
 	Value string
-	// Source is where the last edit of the value came from, as given to
-	// WithPolicyFrom ("WithPolicy" for WithPolicy).
+	// Source is where the last edit of the value came from: the key of an
+	// override as written, the name given to WithPolicyFrom, or
+	// "WithPolicy".
 	Source string
 }
 
@@ -159,9 +160,30 @@ func flatten(p *ServicePolicy) []setting {
 	return out
 }
 
-// record adds to changes what one edit, from source, changed between the
-// flattened policies before and after it.
-func record(changes []Change, before, after []setting, source string) []Change {
+// editName names the option an edit came from, for errors.
+func editName(source string) string {
+	if source == "WithRecordedPolicy" {
+		return source
+	}
+	return "WithPolicy"
+}
+
+// applyEdit applies one edit to p and returns changes with what it
+// changed merged in: the edit's own record (WithRecordedPolicy), or, for
+// a plain edit, what differs between the policy before and after it.
+func applyEdit(p *ServicePolicy, e policyEdit, changes []Change) []Change {
+	if e.recorded != nil {
+		return merge(changes, e.recorded(p))
+	}
+	before := flatten(p)
+	e.apply(p)
+	return merge(changes, diff(before, flatten(p), e.source))
+}
+
+// diff lists what one edit, from source, changed between the flattened
+// policies before and after it, each with its value before the edit as
+// Annotated.
+func diff(before, after []setting, source string) []Change {
 	was := make(map[string]string, len(before))
 	for _, s := range before {
 		was[s.key] = s.value
@@ -177,6 +199,7 @@ func record(changes []Change, before, after []setting, source string) []Change {
 			after = append(after, setting{s.key, "none"})
 		}
 	}
+	var out []Change
 	for _, s := range after {
 		old, ok := was[s.key]
 		if ok && old == s.value {
@@ -185,14 +208,24 @@ func record(changes []Change, before, after []setting, source string) []Change {
 		if !ok {
 			old = "none"
 		}
+		out = append(out, Change{Key: s.key, Annotated: old, Value: s.value, Source: source})
+	}
+	return out
+}
+
+// merge adds to changes those of one edit, in order, each with its value
+// before the edit as Annotated: a value changed before keeps its
+// annotated value and takes the edit's value and source.
+func merge(changes, edit []Change) []Change {
+	for _, e := range edit {
 		found := false
 		for i := range changes {
-			if changes[i].Key == s.key {
-				changes[i].Value, changes[i].Source, found = s.value, source, true
+			if changes[i].Key == e.Key {
+				changes[i].Value, changes[i].Source, found = e.Value, e.Source, true
 			}
 		}
 		if !found {
-			changes = append(changes, Change{Key: s.key, Annotated: old, Value: s.value, Source: source})
+			changes = append(changes, e)
 		}
 	}
 	// An edit may set a value back to the annotation's: no longer a change.

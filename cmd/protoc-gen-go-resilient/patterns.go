@@ -65,9 +65,7 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 		cp := &cachePolicy{}
 		fill(cp, "cache", ca)
 		// No stale_ttl means no stale answers: stale as long as fresh.
-		if ca.StaleTtl == nil {
-			cp.StaleTTL = cp.FreshTTL
-		}
+		rules.Follow(cp, nil, "cache", rules.SetIn(ca))
 		for _, f := range cp.KeyFields {
 			cp.Keys = append(cp.Keys, keyFieldOf(m, f))
 		}
@@ -79,9 +77,7 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 func rateLimitOf(r *resilientv1.RateLimit) *rateLimitPolicy {
 	rp := &rateLimitPolicy{}
 	fill(rp, "rate_limit", r)
-	if r.Burst == nil {
-		rp.Burst = rules.DefaultBurst(rp.RequestsPerSecond)
-	}
+	rules.Follow(rp, nil, "rate_limit", rules.SetIn(r)) // the burst, from the rate
 	return rp
 }
 

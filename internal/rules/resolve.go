@@ -20,8 +20,8 @@ import (
 // the value a group's field takes when no level sets it. A field without
 // a default here (bulkhead.permits, hedging.delay, …) is required once its
 // group is set, or means "none" unset (slow_call_threshold); a default
-// that follows another value (rate_limit.burst, cache.stale_ttl) is the
-// resolver's (DefaultBurst).
+// that follows another value (rate_limit.burst, cache.stale_ttl) is
+// Follow's.
 var defaults = &resilientv1.Policy{
 	Retry: &resilientv1.Retry{
 		MaxAttempts:       proto.Uint32(DefaultMaxAttempts),

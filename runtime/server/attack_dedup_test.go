@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	grpcstats "google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -339,7 +341,8 @@ func TestAttackOverloadStaysOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary)}, g.ServerOptions()...)
+	arrived := &arrivals{seen: map[string]chan struct{}{}}
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary), grpc.StatsHandler(arrived)}, g.ServerOptions()...)
 	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, opts...)))
 	var peak atomic.Int64
 	stop := make(chan struct{})
@@ -372,7 +375,20 @@ func TestAttackOverloadStaysOut(t *testing.T) {
 			ctx, cancel := context.WithTimeout(withKey(context.Background(), key), 2*time.Second)
 			defer cancel()
 			if i%8 == 3 {
-				time.AfterFunc(10*time.Millisecond, cancel)
+				// Cancelled 10ms after the server has it (admitted: shed, the
+				// call has returned). Not 10ms after sending: on a loaded
+				// machine the request may not have reached the server by
+				// then, and one the Guard never saw is in none of its counts.
+				id := strconv.Itoa(i)
+				ctx = metadata.AppendToOutgoingContext(ctx, arrivalHeader, id)
+				go func() {
+					select {
+					case <-arrived.of(id):
+						time.Sleep(10 * time.Millisecond)
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
 			}
 			_, err := client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: key, Sku: sku, Units: 1})
 			v, _ := byCode.LoadOrStore(status.Code(err), new(atomic.Int64))
@@ -414,6 +430,52 @@ func TestAttackOverloadStaysOut(t *testing.T) {
 		return true
 	})
 }
+
+// arrivalHeader names a request for arrivals.
+const arrivalHeader = "x-test-arrival"
+
+// arrivals is a server stats handler telling when a request named by
+// arrivalHeader has passed the InTapHandle (the Guard's admission) and
+// reached the server's handling.
+type arrivals struct {
+	mu   sync.Mutex
+	seen map[string]chan struct{}
+}
+
+// of returns the channel closed when the request named id arrives.
+func (a *arrivals) of(id string) <-chan struct{} { return a.chanOf(id) }
+
+func (a *arrivals) chanOf(id string) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch, ok := a.seen[id]
+	if !ok {
+		ch = make(chan struct{})
+		a.seen[id] = ch
+	}
+	return ch
+}
+
+func (a *arrivals) HandleRPC(_ context.Context, s grpcstats.RPCStats) {
+	h, ok := s.(*grpcstats.InHeader)
+	if !ok {
+		return
+	}
+	for _, id := range h.Header.Get(arrivalHeader) {
+		ch := a.chanOf(id)
+		a.mu.Lock()
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+		a.mu.Unlock()
+	}
+}
+
+func (a *arrivals) TagRPC(ctx context.Context, _ *grpcstats.RPCTagInfo) context.Context   { return ctx }
+func (a *arrivals) TagConn(ctx context.Context, _ *grpcstats.ConnTagInfo) context.Context { return ctx }
+func (a *arrivals) HandleConn(context.Context, grpcstats.ConnStats)                       {}
 
 // TestAttackStoreRetriedOperations: the Store contract for an operation
 // sent again after its answer was lost: a claim by the token that holds

@@ -270,19 +270,26 @@ func TestDedupLeaseTakenOverAfterCrash(t *testing.T) {
 func TestDedupLeaseRenewedWhileRunning(t *testing.T) {
 	srv := &inventoryServer{}
 	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
-		time.Sleep(time.Second)
+		time.Sleep(1500 * time.Millisecond)
 		return &inventoryv1.ReserveStockResponse{ReservationId: "r"}, nil
 	}
 	p := inventoryPolicy()
-	// Renewed every 100 ms; a lapse needs a renewal 200 ms late.
-	p.Methods[1].Dedup.Lease = 300 * time.Millisecond
+	// Renewed every 150ms (a quarter of the lease); the store keeps the
+	// pending entry 900ms (3/2 of it) past each renewal, and the owner
+	// gives up 750ms (5/4) after its last one. So without renewals the
+	// entry lapses before the repeat arrives at 1s, well inside the 1.5s
+	// handler; with them a lapse needs a renewal 600ms late, more than the
+	// scheduler of a loaded machine (two cores, the race detector, other
+	// packages' tests beside) delays a timer. (A 300ms lease, with its
+	// 300ms of slack, lapsed there.)
+	p.Methods[1].Dedup.Lease = 600 * time.Millisecond
 	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 500 * time.Millisecond)
+			time.Sleep(time.Duration(i) * time.Second)
 			if _, err := reserve(t, client, "o-long"); err != nil {
 				t.Error(err)
 			}

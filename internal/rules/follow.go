@@ -1,0 +1,69 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package rules
+
+import (
+	"reflect"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// followers are the values whose default follows another value of their
+// group rather than a constant of the table of defaults.
+var followers = []struct {
+	group, option, leader string
+	of                    func(leader reflect.Value) any
+}{
+	// A rate limit's burst is its rate rounded up.
+	{"rate_limit", "burst", "requests_per_second", func(r reflect.Value) any { return DefaultBurst(r.Float()) }},
+	// A cache without stale_ttl serves no stale answers: stale as long as
+	// fresh.
+	{"cache", "stale_ttl", "fresh_ttl", func(f reflect.Value) any { return time.Duration(f.Int()) }},
+}
+
+// Follow writes into dst, the policy of one group of the options
+// ("rate_limit", "cache"), each value whose default follows another value
+// of the group: a rate limit's burst follows its requests_per_second
+// (DefaultBurst), a cache's stale_ttl its fresh_ttl. It writes only a
+// value that set (by option name) reports unset and, when was is the
+// group's policy before an edit (nil for none), one that followed there
+// too: zero, or what it follows. So the plugin fills the default of a
+// value the .proto leaves out, and an override that moves a rate moves a
+// burst that was its default with it and leaves one the annotation chose
+// (a burst written equal to its rate rounded up counts as the default).
+// It is the one place these defaults are computed.
+func Follow(dst, was any, group string, set func(option string) bool) {
+	d := reflect.ValueOf(dst).Elem()
+	var w reflect.Value
+	if was != nil && !reflect.ValueOf(was).IsNil() {
+		w = reflect.ValueOf(was).Elem()
+	}
+	for _, f := range followers {
+		if f.group != group || set(f.option) {
+			continue
+		}
+		field, leader := d.FieldByName(GoName(f.option)), d.FieldByName(GoName(f.leader))
+		if !field.IsValid() || !leader.IsValid() {
+			continue
+		}
+		if w.IsValid() {
+			old := w.FieldByName(GoName(f.option))
+			if !old.IsZero() && !old.Equal(reflect.ValueOf(f.of(w.FieldByName(GoName(f.leader)))).Convert(old.Type())) {
+				continue // chosen, not the default
+			}
+		}
+		field.Set(reflect.ValueOf(f.of(leader)).Convert(field.Type()))
+	}
+}
+
+// SetIn reports, for Follow, whether msg sets the option of that name.
+func SetIn(msg proto.Message) func(option string) bool {
+	return func(option string) bool {
+		m := msg.ProtoReflect()
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(option))
+		return fd != nil && m.Has(fd)
+	}
+}
