@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/runtime/internal/throttle"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
@@ -306,4 +307,37 @@ func TestAttackBreakerWithWindowCallsOfOne(t *testing.T) {
 	call(t, b, now, outcomeSuccess)
 	call(t, b, now, outcomeFailure)
 	wantState(t, b, now, StateOpen)
+}
+
+// TestAttackThrottlerClimbAfterAHealthySpell: the README says that during
+// an outage the refusal probability climbs to its cap "within about ten
+// attempts". That holds from an empty window; after a healthy spell the
+// window's accepts must first be outnumbered K to one, or forgotten: at
+// 100 attempts/s after 5 s of accepts (the default window), the cap comes
+// only after hundreds of attempts, about one window into the outage.
+func TestAttackThrottlerClimbAfterAHealthySpell(t *testing.T) {
+	base := t0
+	th, err := throttle.New(ThrottlePolicy{}, base, func() float64 { return 0.999 }) // never refuses below the cap
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(0)
+	step := int64(10 * time.Millisecond)
+	for range 500 { // 5 s of accepts
+		th.RecordAt(n, true)
+		n += step
+	}
+	attempts := 0
+	for th.RefusalProbabilityAt(n) < 0.9 && attempts < 10000 {
+		th.RecordAt(n, false)
+		n += step
+		attempts++
+	}
+	if attempts <= 20 {
+		t.Fatalf("the cap came after %d failed attempts; the README's 'about ten' would hold", attempts)
+	}
+	if attempts > 1000 {
+		t.Fatalf("the cap came only after %d failed attempts (%v)", attempts, time.Duration(int64(attempts)*step))
+	}
+	t.Logf("after 5 s of accepts at 100/s, the cap came after %d failed attempts (%v)", attempts, time.Duration(int64(attempts)*step))
 }
