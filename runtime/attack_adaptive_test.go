@@ -309,12 +309,13 @@ func TestAttackBreakerWithWindowCallsOfOne(t *testing.T) {
 	wantState(t, b, now, StateOpen)
 }
 
-// TestAttackThrottlerClimbAfterAHealthySpell: the README says that during
+// TestAttackThrottlerClimbAfterAHealthySpell: the README said that during
 // an outage the refusal probability climbs to its cap "within about ten
-// attempts". That holds from an empty window; after a healthy spell the
-// window's accepts must first be outnumbered K to one, or forgotten: at
-// 100 attempts/s after 5 s of accepts (the default window), the cap comes
-// only after hundreds of attempts, about one window into the outage.
+// attempts". That holds from an empty window only; after a healthy spell
+// the window's accepts must first be outnumbered K to one, or forgotten:
+// at 100 attempts/s after 5 s of accepts (the default window), the cap
+// comes after about 450 attempts, 4.5 s into the outage (as the README
+// now says).
 func TestAttackThrottlerClimbAfterAHealthySpell(t *testing.T) {
 	base := t0
 	th, err := throttle.New(ThrottlePolicy{}, base, func() float64 { return 0.999 }) // never refuses below the cap
