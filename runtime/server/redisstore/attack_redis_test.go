@@ -166,10 +166,10 @@ func TestAttackSlowRedis(t *testing.T) {
 	if _, err := reserve(t, c, "warm", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.delay.Store(int64(server.StoreTimeout * 8 / 10))
+	p.delay.Store(int64(server.StoreTimeout / 2)) // a margin a loaded machine keeps
 	first, err := reserve(t, c, "under", 5*time.Second)
 	if err != nil {
-		t.Fatalf("Redis answering in 0.8 StoreTimeout: %v", err)
+		t.Fatalf("Redis answering in 0.5 StoreTimeout: %v", err)
 	}
 	again, err := reserve(t, c, "under", 5*time.Second)
 	if err != nil || again.GetReservationId() != first.GetReservationId() {
@@ -178,12 +178,12 @@ func TestAttackSlowRedis(t *testing.T) {
 	if s := stats(t, g); s.StoreErrors != 0 || srv.runs.Load() != 2 {
 		t.Errorf("under StoreTimeout: %d runs, stats %+v; want 2 runs and no store error", srv.runs.Load(), s)
 	}
-	p.delay.Store(int64(server.StoreTimeout * 12 / 10))
+	p.delay.Store(int64(server.StoreTimeout * 3 / 2))
 	start := time.Now()
 	if _, err := reserve(t, c, "over", 5*time.Second); status.Code(err) != codes.Unavailable {
-		t.Errorf("Redis answering in 1.2 StoreTimeout: %v, want UNAVAILABLE", err)
+		t.Errorf("Redis answering in 1.5 StoreTimeout: %v, want UNAVAILABLE", err)
 	}
-	if el := time.Since(start); el > server.StoreTimeout+200*time.Millisecond {
+	if el := time.Since(start); el > server.StoreTimeout+400*time.Millisecond {
 		t.Errorf("refusal took %s, want about StoreTimeout", el)
 	}
 	if n := srv.runs.Load(); n != 2 {
