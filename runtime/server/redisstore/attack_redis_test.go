@@ -153,8 +153,8 @@ func TestAttackRunWithoutDedupRechecksDeadline(t *testing.T) {
 	}
 }
 
-// TestAttackSlowRedis: every reply is held just under StoreTimeout, then
-// just over it. Under it, requests are served and run once, with no store
+// TestAttackSlowRedis: every reply is held for half of StoreTimeout, then
+// for one and a half times it. Under it, requests are served and run once, with no store
 // error. Over it, Refuse answers UNAVAILABLE without running the handler
 // (its claims, carried out late, are released); once Redis is fast again
 // the refused key runs, once.
