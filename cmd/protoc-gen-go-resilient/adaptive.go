@@ -49,6 +49,15 @@ func (a *adaptiveLimitPolicy) withCeiling(b *bulkheadPolicy) adaptiveLimitPolicy
 // not serving an attempt; every other code is an answer.
 var overloadCodes = map[codes.Code]bool{codes.DeadlineExceeded: true, codes.ResourceExhausted: true, codes.Unavailable: true}
 
+// envoyMinRTTInterval is the least min_rtt_calc_params.interval Envoy's
+// adaptive concurrency filter accepts; envoyMinConcurrency is its default
+// min_rtt_calc_params.min_concurrency, the limit it holds while it measures
+// its baseline.
+const (
+	envoyMinRTTInterval = time.Millisecond
+	envoyMinConcurrency = 3
+)
+
 // envoyAdaptiveFilters writes the service's adaptive layers as Envoy HTTP
 // filters: the adaptive limit as the adaptive concurrency filter, the
 // throttler as the admission control filter, each an HttpFilter to put in
@@ -71,7 +80,16 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *serviceP
 		w(4, "min_concurrency_limit: %d # min_limit", p.MinLimit)
 		w(4, "concurrency_update_interval: 0.1s # not expressible: the runtime moves the limit once per round trip, Envoy once per interval")
 		w(3, "min_rtt_calc_params:")
-		w(4, "interval: %s # baseline_window: Envoy measures its baseline again each interval, at min_concurrency", seconds(p.BaselineWindow))
+		if p.BaselineWindow >= envoyMinRTTInterval {
+			w(4, "interval: %s # baseline_window: Envoy measures its baseline again each interval, at min_concurrency", seconds(p.BaselineWindow))
+		} else {
+			w(4, "interval: %s # baseline_window %v is below the least interval Envoy accepts", seconds(envoyMinRTTInterval), p.BaselineWindow)
+		}
+		if p.MaxLimit < envoyMinConcurrency {
+			// Envoy holds its limit at min_concurrency while it measures,
+			// whatever max_concurrency_limit: never above max_limit.
+			w(4, "min_concurrency: %d # the limit while Envoy measures its baseline: its default %d, at most max_limit", p.MaxLimit, envoyMinConcurrency)
+		}
 		if buffer := (p.Tolerance - 1) * 100; buffer <= 100 {
 			w(4, "buffer: {value: %s} # tolerance %v: the RTT may exceed the baseline by this share", formatFloat(math.Round(buffer*1e6)/1e6), p.Tolerance)
 		} else {

@@ -154,8 +154,8 @@ func TestAttackRunWithoutDedupRechecksDeadline(t *testing.T) {
 	}
 }
 
-// TestAttackSlowRedis: every reply is held just under StoreTimeout, then
-// just over it. Under it, requests are served and run once, with no store
+// TestAttackSlowRedis: every reply is held for half of StoreTimeout, then
+// for one and a half times it. Under it, requests are served and run once, with no store
 // error. Over it, Refuse answers UNAVAILABLE without running the handler
 // (its claims, carried out late, are released); once Redis is fast again
 // the refused key runs, once.
@@ -167,10 +167,10 @@ func TestAttackSlowRedis(t *testing.T) {
 	if _, err := reserve(t, c, "warm", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.DelayReplies(server.StoreTimeout * 8 / 10)
+	p.DelayReplies(server.StoreTimeout / 2) // a margin a loaded machine keeps
 	first, err := reserve(t, c, "under", 5*time.Second)
 	if err != nil {
-		t.Fatalf("Redis answering in 0.8 StoreTimeout: %v", err)
+		t.Fatalf("Redis answering in 0.5 StoreTimeout: %v", err)
 	}
 	again, err := reserve(t, c, "under", 5*time.Second)
 	if err != nil || again.GetReservationId() != first.GetReservationId() {
@@ -179,12 +179,12 @@ func TestAttackSlowRedis(t *testing.T) {
 	if s := stats(t, g); s.StoreErrors != 0 || srv.runs.Load() != 2 {
 		t.Errorf("under StoreTimeout: %d runs, stats %+v; want 2 runs and no store error", srv.runs.Load(), s)
 	}
-	p.DelayReplies(server.StoreTimeout * 12 / 10)
+	p.DelayReplies(server.StoreTimeout * 3 / 2)
 	start := time.Now()
 	if _, err := reserve(t, c, "over", 5*time.Second); status.Code(err) != codes.Unavailable {
-		t.Errorf("Redis answering in 1.2 StoreTimeout: %v, want UNAVAILABLE", err)
+		t.Errorf("Redis answering in 1.5 StoreTimeout: %v, want UNAVAILABLE", err)
 	}
-	if el := time.Since(start); el > server.StoreTimeout+200*time.Millisecond {
+	if el := time.Since(start); el > server.StoreTimeout+400*time.Millisecond {
 		t.Errorf("refusal took %s, want about StoreTimeout", el)
 	}
 	if n := srv.runs.Load(); n != 2 {
