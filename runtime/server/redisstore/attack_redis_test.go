@@ -313,8 +313,8 @@ func TestAttackMismatchAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestAttackRenewalRacesCompletion: 40 requests with a 200 ms lease
-// (renewed every 50 ms) whose handlers end at times spread over three
+// TestAttackRenewalRacesCompletion: 40 requests with a 400 ms lease
+// (renewed every 100 ms) whose handlers end at times spread over three
 // renewal periods, through a proxy that holds each reply 3 ms, so that
 // completions fall before, during and after renewals in flight. Every
 // caller gets its answer, no lease is lost, every repeat replays it.
@@ -324,10 +324,12 @@ func TestAttackRenewalRacesCompletion(t *testing.T) {
 	p.DelayReplies(3 * time.Millisecond)
 	srv := &reserver{answer: "r", hook: func(_ context.Context, req *inventoryv1.ReserveStockRequest) error {
 		n, _ := strconv.Atoi(strings.TrimPrefix(req.GetOrderId(), "race-"))
-		time.Sleep(time.Duration(40+n*3) * time.Millisecond)
+		time.Sleep(time.Duration(80+n*6) * time.Millisecond) // ends spread across the renewals
 		return nil
 	}}
-	g, c := guarded(t, srv, policy(200*time.Millisecond, server.Refuse), server.WithStore(New(client(t, p.Addr()), "race:")))
+	// A 400 ms lease is renewed every 100 ms and lost after 500 ms without a
+	// renewal: slack a loaded machine's timers keep.
+	g, c := guarded(t, srv, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, p.Addr()), "race:")))
 	const n = 40
 	answers := make([]string, n)
 	var wg sync.WaitGroup
