@@ -82,7 +82,15 @@ func TestGoldenCompiles(t *testing.T) {
 		writeFile(t, filepath.Join(dir, filepath.FromSlash(f.GetName())), content)
 	}
 
-	goMod := "module " + testModule + "\n\ngo 1.26.0\n\n" +
+	buildAndVet(t, goBin, dir, repo, testModule, "")
+}
+
+// buildAndVet makes dir a module that uses this repository (through a
+// replace, offline) and runs go build and go vet in it; what, when not
+// empty, says in a failure what the files are.
+func buildAndVet(t *testing.T, goBin, dir, repo, module, what string) {
+	t.Helper()
+	goMod := "module " + module + "\n\ngo 1.26.0\n\n" +
 		"require github.com/go-resilient/resilient v0.0.0\n\n" +
 		"replace github.com/go-resilient/resilient => " + repo + "\n"
 	writeFile(t, filepath.Join(dir, "go.mod"), []byte(goMod))
@@ -91,13 +99,12 @@ func TestGoldenCompiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "go.sum"), sum)
-
 	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
 		cmd := exec.Command(goBin, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			t.Errorf("go %s%s: %v\n%s", strings.Join(args, " "), what, err, out)
 		}
 	}
 }

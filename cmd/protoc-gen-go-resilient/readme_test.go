@@ -188,23 +188,7 @@ func TestREADMEGoSnippets(t *testing.T) {
 			t.Errorf("goSnippets has %q, which matches no Go block of README.md any more: remove it", key)
 		}
 	}
-	goMod := "module readmesnippets\n\ngo 1.26.0\n\n" +
-		"require github.com/go-resilient/resilient v0.0.0\n\n" +
-		"replace github.com/go-resilient/resilient => " + repo + "\n"
-	writeFile(t, filepath.Join(dir, "go.mod"), []byte(goMod))
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "go.sum"), sum)
-	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("go %s of the README's Go blocks (each file names its README.md line): %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	buildAndVet(t, goBin, dir, repo, "readmesnippets", " of the README's Go blocks (each file names its README.md line)")
 }
 
 // readmeMistakes are the mistakes of "```text mistakes", in its order: an
