@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,28 +179,33 @@ func TestAttackEditCannotRepeatCharge(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(m *runtime.MethodPolicy)
+		want string // what the refusal says: the edit refused, not another
 	}{
-		{"retry", func(m *runtime.MethodPolicy) { m.Retry = retry }},
+		{"retry", func(m *runtime.MethodPolicy) { m.Retry = retry }, "Charge).Retry: Charge is not idempotent"},
 		{"hedging", func(m *runtime.MethodPolicy) {
 			m.Hedging = &runtime.HedgingPolicy{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
-		}},
+		}, "Charge).Hedging: Charge is not idempotent"},
 		{"cache", func(m *runtime.MethodPolicy) {
 			m.Cache = &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1, KeyFields: []string{"order_id"}}
-		}},
+		}, "Charge).Cache: Charge is not idempotent"},
 		// The README: idempotent and the keys are the service's contract,
 		// not settings: no edit can make a method safe to repeat.
-		{"declared idempotent, then retried", func(m *runtime.MethodPolicy) { m.Idempotent = true; m.Retry = retry }},
+		{"declared idempotent, then retried", func(m *runtime.MethodPolicy) { m.Idempotent = true; m.Retry = retry }, "Charge: Idempotent changed from false to true"},
 		{"declared idempotent, then hedged", func(m *runtime.MethodPolicy) {
 			m.Idempotent = true
 			m.Hedging = &runtime.HedgingPolicy{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
-		}},
-		{"a generated key, then retried", func(m *runtime.MethodPolicy) { m.GenerateIdempotencyKey = true; m.Retry = retry }},
+		}, "Charge: Idempotent changed from false to true"},
+		{"a generated key, then retried", func(m *runtime.MethodPolicy) { m.GenerateIdempotencyKey = true; m.Retry = retry },
+			"Charge: GenerateIdempotencyKey changed from false to true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { tc.edit(&p.Methods[0]) })}})
 			if err == nil {
 				t.Fatalf("the edit (%s) of Charge was accepted", tc.name)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("the edit (%s) of Charge was refused with %v, want the refusal saying %q", tc.name, err, tc.want)
 			}
 		})
 	}
