@@ -303,8 +303,8 @@ func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 	}
 }
 
-// The README's opening: answers never open a breaker. An edit may list
-// any code but OK among the failure codes, an answer included.
+// The README's opening: answers never open a breaker. An edit that lists
+// an answer (NOT_FOUND) among the failure codes is refused, for that.
 func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 	_, cc := atkServe(t, server.Healthy)
 	_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
@@ -313,6 +313,9 @@ func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 		})}})
 	if err == nil {
 		t.Fatal("a breaker that counts NOT_FOUND as a failure was accepted")
+	}
+	if want := "Breaker.FailureCodes: holds [NOT_FOUND], answers of the service"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("refused with %v, want the refusal saying %q", err, want)
 	}
 }
 
