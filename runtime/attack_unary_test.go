@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,28 +179,33 @@ func TestAttackEditCannotRepeatCharge(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(m *runtime.MethodPolicy)
+		want string // what the refusal says: the edit refused, not another
 	}{
-		{"retry", func(m *runtime.MethodPolicy) { m.Retry = retry }},
+		{"retry", func(m *runtime.MethodPolicy) { m.Retry = retry }, "Charge).Retry: Charge is not idempotent"},
 		{"hedging", func(m *runtime.MethodPolicy) {
 			m.Hedging = &runtime.HedgingPolicy{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
-		}},
+		}, "Charge).Hedging: Charge is not idempotent"},
 		{"cache", func(m *runtime.MethodPolicy) {
 			m.Cache = &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1, KeyFields: []string{"order_id"}}
-		}},
+		}, "Charge).Cache: Charge is not idempotent"},
 		// The README: idempotent and the keys are the service's contract,
 		// not settings: no edit can make a method safe to repeat.
-		{"declared idempotent, then retried", func(m *runtime.MethodPolicy) { m.Idempotent = true; m.Retry = retry }},
+		{"declared idempotent, then retried", func(m *runtime.MethodPolicy) { m.Idempotent = true; m.Retry = retry }, "Charge: Idempotent changed from false to true"},
 		{"declared idempotent, then hedged", func(m *runtime.MethodPolicy) {
 			m.Idempotent = true
 			m.Hedging = &runtime.HedgingPolicy{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
-		}},
-		{"a generated key, then retried", func(m *runtime.MethodPolicy) { m.GenerateIdempotencyKey = true; m.Retry = retry }},
+		}, "Charge: Idempotent changed from false to true"},
+		{"a generated key, then retried", func(m *runtime.MethodPolicy) { m.GenerateIdempotencyKey = true; m.Retry = retry },
+			"Charge: GenerateIdempotencyKey changed from false to true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { tc.edit(&p.Methods[0]) })}})
 			if err == nil {
 				t.Fatalf("the edit (%s) of Charge was accepted", tc.name)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("the edit (%s) of Charge was refused with %v, want the refusal saying %q", tc.name, err, tc.want)
 			}
 		})
 	}
@@ -297,8 +303,8 @@ func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 	}
 }
 
-// The README's opening: answers never open a breaker. An edit may list
-// any code but OK among the failure codes, an answer included.
+// The README's opening: answers never open a breaker. An edit that lists
+// an answer (NOT_FOUND) among the failure codes is refused, for that.
 func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 	_, cc := atkServe(t, server.Healthy)
 	_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
@@ -307,6 +313,9 @@ func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 		})}})
 	if err == nil {
 		t.Fatal("a breaker that counts NOT_FOUND as a failure was accepted")
+	}
+	if want := "Breaker.FailureCodes: holds [NOT_FOUND], answers of the service"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("refused with %v, want the refusal saying %q", err, want)
 	}
 }
 
@@ -611,8 +620,9 @@ func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 	if resp == nil && err == nil {
 		t.Error("the call failed and the fallback answered nil, nil: the caller got no response and no error")
 	}
-	if err != nil && status.Code(err) == codes.OK {
-		t.Errorf("got %v, a failure with code OK", err)
+	// The call's own error stands: the server's UNAVAILABLE, no response.
+	if resp != nil || status.Code(err) != codes.Unavailable {
+		t.Errorf("got %v, %v; want no response and the call's UNAVAILABLE", resp, err)
 	}
 
 	func() {
