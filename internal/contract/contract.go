@@ -59,6 +59,13 @@ var AnswerCodes = []codes.Code{
 	codes.Unauthenticated,
 }
 
+// OverloadCodes are the codes that tell the adaptive layers (the adaptive
+// limit, the client-side throttler) the dependency did not serve an
+// attempt: it timed out, refused it as overloaded, or was unreachable.
+// Every other code is an answer to them. Callers must not change the
+// slice.
+var OverloadCodes = []codes.Code{codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable}
+
 // The adaptive concurrency limit's defaults (runtime/internal/adaptive)
 // and its largest max_limit.
 const (
