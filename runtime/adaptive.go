@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/adaptive"
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 )
@@ -397,9 +398,8 @@ func (m *methodState) leaveUnlessDone(left *bool, g gate) {
 }
 
 // overloadCodes are the codes that tell the adaptive layers the dependency
-// did not serve the attempt: it timed out, refused it as overloaded, or was
-// unreachable.
-var overloadCodes = CodesOf(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable)
+// did not serve the attempt (contract.OverloadCodes).
+var overloadCodes = CodesOf(contract.OverloadCodes...)
 
 // judgeAdaptive is what an attempt's end tells the adaptive layers (see
 // leave).

@@ -9,11 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // IdempotencyKeyHeader is the metadata key that carries a method's
 // idempotency key, identical on every attempt of a call.
-const IdempotencyKeyHeader = "idempotency-key"
+const IdempotencyKeyHeader = contract.IdempotencyKeyHeader
 
 // callUnary runs one unary call under the method's policy: it is what
 // UnaryHandle.Call does once it has read the request's keys. key is the

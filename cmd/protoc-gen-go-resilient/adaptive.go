@@ -6,11 +6,13 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
@@ -44,10 +46,6 @@ func (a *adaptiveLimitPolicy) withCeiling(b *bulkheadPolicy) adaptiveLimitPolicy
 	}
 	return p
 }
-
-// overloadCodes are the codes the adaptive layers count as the dependency
-// not serving an attempt; every other code is an answer.
-var overloadCodes = map[codes.Code]bool{codes.DeadlineExceeded: true, codes.ResourceExhausted: true, codes.Unavailable: true}
 
 // envoyMinRTTInterval is the least min_rtt_calc_params.interval Envoy's
 // adaptive concurrency filter accepts; envoyMinConcurrency is its default
@@ -130,11 +128,12 @@ func ceilingNote(al *adaptiveLimitPolicy, b *bulkheadPolicy) string {
 	return ""
 }
 
-// acceptCodes lists the gRPC codes the adaptive layers count as accepts.
+// acceptCodes lists the gRPC codes the adaptive layers count as accepts:
+// every code but contract.OverloadCodes.
 func acceptCodes() string {
 	var out []string
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		if !overloadCodes[c] {
+		if !slices.Contains(contract.OverloadCodes, c) {
 			out = append(out, fmt.Sprint(uint32(c)))
 		}
 	}

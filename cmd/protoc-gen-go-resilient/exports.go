@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/compiler/protogen"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // exportOptions are the plugin's own parameters: which files, besides the
@@ -110,10 +112,9 @@ func writeExports(gen *protogen.Plugin, f *protogen.File, services []*servicePol
 }
 
 // idempotencyKeyHeader is the metadata key that carries a call's
-// idempotency key: runtime.IdempotencyKeyHeader, written here so that the
-// plugin binary does not link the runtime (TestIdempotencyKeyHeader checks
-// that the two agree).
-const idempotencyKeyHeader = "idempotency-key"
+// idempotency key, the one runtime.IdempotencyKeyHeader is: the plugin
+// binary reads it from internal/contract, not linking the runtime.
+const idempotencyKeyHeader = contract.IdempotencyKeyHeader
 
 // repeatableWithoutKey reports whether any caller may repeat the method
 // (retry or hedge it): it is idempotent, or it is not repeated at all. A

@@ -31,12 +31,11 @@ type site struct {
 // descriptor.proto and optionsNumber (skew.go).
 
 func fileOptionPath() protoreflect.SourcePath {
-	return protoreflect.SourcePath{fileOptionsField, int32(resilientv1.E_File.TypeDescriptor().Number())}
+	return protoreflect.SourcePath{fileOptionsField, optionsNumber}
 }
 
 func serviceOptionPath(s *protogen.Service) protoreflect.SourcePath {
-	return protoreflect.SourcePath{serviceField, int32(s.Desc.Index()), serviceOptionsField,
-		int32(resilientv1.E_Service.TypeDescriptor().Number())}
+	return protoreflect.SourcePath{serviceField, int32(s.Desc.Index()), serviceOptionsField, optionsNumber}
 }
 
 func methodOptionPath(m *protogen.Method) protoreflect.SourcePath {

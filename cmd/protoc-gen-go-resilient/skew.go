@@ -37,10 +37,11 @@ var optionsNumber = int32(resilientv1.E_Method.TypeDescriptor().Number())
 // is no problem: they are unset.
 func checkOptionsVersion(f *protogen.File, ps *problems) {
 	fd := f.Desc
-	check := func(opts proto.Message, xt protoreflect.ExtensionType, lvl level, at site, loc protoreflect.SourcePath) {
+	check := func(opts proto.Message, xt protoreflect.ExtensionType, lvl level, at site) {
 		if opts == nil {
 			return
 		}
+		loc := at.options[lvl] // the source path of the option (problem.go)
 		if p := policyOf(opts, xt); p != nil {
 			unknownFields(p.ProtoReflect(), nil, func(path []string, num protowire.Number, parent protoreflect.FullName) {
 				name := fieldName(fd, parent, num)
@@ -57,11 +58,11 @@ func checkOptionsVersion(f *protogen.File, ps *problems) {
 			ps.add(siteAt(f, at, own), lvl, "", "%s", newerMessage(fmt.Sprintf("it does not know the option (%s)", x.FullName())))
 		}
 	}
-	check(fd.Options(), resilientv1.E_File, levelFile, fileSite(f), protoreflect.SourcePath{fileOptionsField, optionsNumber})
-	for i, s := range f.Services {
-		check(s.Desc.Options(), resilientv1.E_Service, levelService, serviceSite(f, s), protoreflect.SourcePath{serviceField, int32(i), serviceOptionsField, optionsNumber})
-		for j, m := range s.Methods {
-			check(m.Desc.Options(), resilientv1.E_Method, levelMethod, methodSite(f, m), protoreflect.SourcePath{serviceField, int32(i), methodField, int32(j), methodOptionsField, optionsNumber})
+	check(fd.Options(), resilientv1.E_File, levelFile, fileSite(f))
+	for _, s := range f.Services {
+		check(s.Desc.Options(), resilientv1.E_Service, levelService, serviceSite(f, s))
+		for _, m := range s.Methods {
+			check(m.Desc.Options(), resilientv1.E_Method, levelMethod, methodSite(f, m))
 		}
 	}
 }

@@ -44,6 +44,11 @@ const (
 // long the server asks its callers to wait before they retry.
 const ShedPushback = time.Second
 
+// IdempotencyKeyHeader is the metadata key that carries a call's
+// idempotency key, identical on every attempt: the generated clients send
+// it, the server deduplicates by it, and the plugin's exports match it.
+const IdempotencyKeyHeader = "idempotency-key"
+
 // AnswerCodes are the codes by which a service answers a request it
 // understood: repeating the request cannot change them, so they are never
 // retryable, and a server stores them as a request's outcome. Callers must
@@ -58,6 +63,13 @@ var AnswerCodes = []codes.Code{
 	codes.Unimplemented,
 	codes.Unauthenticated,
 }
+
+// OverloadCodes are the codes that tell the adaptive layers (the adaptive
+// limit, the client-side throttler) the dependency did not serve an
+// attempt: it timed out, refused it as overloaded, or was unreachable.
+// Every other code is an answer to them. Callers must not change the
+// slice.
+var OverloadCodes = []codes.Code{codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable}
 
 // The adaptive concurrency limit's defaults (runtime/internal/adaptive)
 // and its largest max_limit.
