@@ -153,20 +153,7 @@ func serveDesc(t *testing.T, desc *grpc.ServiceDesc, opts ...grpc.ServerOption) 
 	t.Helper()
 	s := grpc.NewServer(opts...)
 	s.RegisterService(desc, struct{}{})
-	done := make(chan struct{})
-	lis, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(done)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	return serveGRPC(t, s)
 }
 
 // mapEntry is one entry of Struct.fields: key (1) and a Value (2) holding
