@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -153,20 +152,7 @@ func serveDesc(t *testing.T, desc *grpc.ServiceDesc, opts ...grpc.ServerOption) 
 	t.Helper()
 	s := grpc.NewServer(opts...)
 	s.RegisterService(desc, struct{}{})
-	done := make(chan struct{})
-	lis, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(done)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	return serveGRPC(t, s)
 }
 
 // mapEntry is one entry of Struct.fields: key (1) and a Value (2) holding
@@ -476,36 +462,3 @@ func (a *arrivals) HandleRPC(_ context.Context, s grpcstats.RPCStats) {
 func (a *arrivals) TagRPC(ctx context.Context, _ *grpcstats.RPCTagInfo) context.Context   { return ctx }
 func (a *arrivals) TagConn(ctx context.Context, _ *grpcstats.ConnTagInfo) context.Context { return ctx }
 func (a *arrivals) HandleConn(context.Context, grpcstats.ConnStats)                       {}
-
-// TestAttackStoreRetriedOperations: the Store contract for an operation
-// sent again after its answer was lost: a claim by the token that holds
-// the key is Claimed again, by another token Pending; a Complete of a key
-// already done with the same outcome succeeds, with another outcome it is
-// ErrNotOwner.
-func TestAttackStoreRetriedOperations(t *testing.T) {
-	s := NewMemoryStore(10)
-	ctx := context.Background()
-	fp := Fingerprint{7}
-	for i := range 2 {
-		if c, err := s.Claim(ctx, "k", "tok", fp, time.Minute); err != nil || c.State != Claimed {
-			t.Fatalf("claim %d by the owner: %+v %v, want Claimed", i, c, err)
-		}
-	}
-	if c, _ := s.Claim(ctx, "k", "other", fp, time.Minute); c.State != Pending {
-		t.Errorf("claim by another token: %+v, want Pending", c)
-	}
-	if c, _ := s.Claim(ctx, "k", "tok", Fingerprint{8}, time.Minute); c.State != Pending {
-		t.Errorf("claim by the owner's token with another body: %+v, want Pending", c)
-	}
-	for i := range 2 {
-		if err := s.Complete(ctx, "k", "tok", []byte("out"), time.Minute); err != nil {
-			t.Errorf("complete %d: %v, want nil", i, err)
-		}
-	}
-	if err := s.Complete(ctx, "k", "tok", []byte("other"), time.Minute); !errors.Is(err, ErrNotOwner) {
-		t.Errorf("complete with another outcome: %v, want ErrNotOwner", err)
-	}
-	if c, _ := s.Claim(ctx, "k", "tok", fp, time.Minute); c.State != Done || string(c.Outcome) != "out" {
-		t.Errorf("claim of the done key by its former owner: %+v, want Done", c)
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -75,5 +74,3 @@ func codeOf(t testing.TB, s string) codes.Code {
 	}
 	return codes.Code(n)
 }
-
-func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

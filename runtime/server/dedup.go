@@ -254,23 +254,23 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 	default:
 		keepable = false
 	}
+	var b []byte
+	if keepable {
+		o.header, o.trailer = rec.set()
+		var eerr error
+		if b, eerr = o.encode(); eerr != nil {
+			g.notKeepable(ctx, m, eerr)
+			keepable = false
+		}
+	}
+	settled = true
 	if !keepable {
-		settled = true
 		g.release(m, skey, token)
 		if lost {
 			return nil, leaseLost(m, err)
 		}
 		return resp, err
 	}
-	o.header, o.trailer = rec.set()
-	b, eerr := o.encode()
-	if eerr != nil {
-		settled = true
-		g.notKeepable(ctx, m, eerr)
-		g.release(m, skey, token)
-		return resp, err
-	}
-	settled = true
 	switch kerr := g.complete(m, k, skey, token, b); {
 	case kerr == nil:
 		return resp, err

@@ -106,12 +106,18 @@ func itoa(n int64) string {
 // stops it when the test ends.
 func serve(t testing.TB, srv inventoryv1.InventoryServiceServer, opts ...grpc.ServerOption) string {
 	t.Helper()
+	s := grpc.NewServer(opts...)
+	inventoryv1.RegisterInventoryServiceServer(s, srv)
+	return serveGRPC(t, s)
+}
+
+// serveGRPC serves s on loopback until the test ends, and returns its address.
+func serveGRPC(t testing.TB, s *grpc.Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(opts...)
-	inventoryv1.RegisterInventoryServiceServer(s, srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

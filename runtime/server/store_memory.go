@@ -112,27 +112,23 @@ func (s *MemoryStore) evict(now time.Time) bool {
 }
 
 // owned returns key's entry if it is pending under token.
-func (s *MemoryStore) owned(key, token string) (*list.Element, *memEntry) {
-	el, ok := s.entries[key]
-	if !ok {
-		return nil, nil
+func (s *MemoryStore) owned(key, token string, now time.Time) *memEntry {
+	if e := s.get(key, now); e != nil && e.pending && e.token == token {
+		return e
 	}
-	e := el.Value.(*memEntry)
-	if !e.pending || e.token != token || !s.now().Before(e.expires) {
-		return nil, nil
-	}
-	return el, e
+	return nil
 }
 
 // Renew implements Store.
 func (s *MemoryStore) Renew(_ context.Context, key, token string, lease time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, e := s.owned(key, token)
+	now := s.now()
+	e := s.owned(key, token, now)
 	if e == nil {
 		return ErrNotOwner
 	}
-	e.expires = s.now().Add(lease)
+	e.expires = now.Add(lease)
 	return nil
 }
 
@@ -140,17 +136,16 @@ func (s *MemoryStore) Renew(_ context.Context, key, token string, lease time.Dur
 func (s *MemoryStore) Complete(_ context.Context, key, token string, o []byte, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, e := s.owned(key, token)
-	if e == nil {
-		if el, ok := s.entries[key]; ok {
-			if d := el.Value.(*memEntry); !d.pending && s.now().Before(d.expires) && bytes.Equal(d.outcome, o) {
-				return nil
-			}
-		}
+	now := s.now()
+	e := s.get(key, now)
+	switch {
+	case e != nil && !e.pending && bytes.Equal(e.outcome, o):
+		return nil // done with this very outcome: a retried Complete
+	case e == nil || !e.pending || e.token != token:
 		return ErrNotOwner
 	}
-	e.pending, e.token, e.outcome, e.expires = false, "", append([]byte(nil), o...), s.now().Add(ttl)
-	s.order.MoveToFront(el)
+	e.pending, e.token, e.outcome, e.expires = false, "", append([]byte(nil), o...), now.Add(ttl)
+	s.order.MoveToFront(s.entries[key])
 	return nil
 }
 
@@ -158,8 +153,8 @@ func (s *MemoryStore) Complete(_ context.Context, key, token string, o []byte, t
 func (s *MemoryStore) Release(_ context.Context, key, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, e := s.owned(key, token); e != nil {
-		s.order.Remove(el)
+	if s.owned(key, token, s.now()) != nil {
+		s.order.Remove(s.entries[key])
 		delete(s.entries, key)
 	}
 	return nil

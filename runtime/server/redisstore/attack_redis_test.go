@@ -19,6 +19,7 @@ import (
 	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/server"
+	"github.com/go-resilient/resilient/runtime/server/internal/storetest"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -357,33 +358,8 @@ func TestAttackRenewalRacesCompletion(t *testing.T) {
 }
 
 // TestAttackStoreRetriedOperations is the Store contract for operations
-// sent again after their answer was lost, on Redis (see the server
-// package's test of the same name).
+// sent again after their answer was lost (storetest.RetriedOperations), on
+// Redis.
 func TestAttackStoreRetriedOperations(t *testing.T) {
-	r := startRedis(t)
-	s := New(client(t, r.addr), "retried:")
-	ctx := context.Background()
-	fp := server.Fingerprint{7}
-	for i := range 2 {
-		if c, err := s.Claim(ctx, "k", "tok", fp, time.Minute); err != nil || c.State != server.Claimed {
-			t.Fatalf("claim %d by the owner: %+v %v, want Claimed", i, c, err)
-		}
-	}
-	if c, _ := s.Claim(ctx, "k", "other", fp, time.Minute); c.State != server.Pending {
-		t.Errorf("claim by another token: %+v, want Pending", c)
-	}
-	if c, _ := s.Claim(ctx, "k", "tok", server.Fingerprint{8}, time.Minute); c.State != server.Pending {
-		t.Errorf("claim by the owner's token with another body: %+v, want Pending", c)
-	}
-	for i := range 2 {
-		if err := s.Complete(ctx, "k", "tok", []byte("out"), time.Minute); err != nil {
-			t.Errorf("complete %d: %v, want nil", i, err)
-		}
-	}
-	if err := s.Complete(ctx, "k", "tok", []byte("other"), time.Minute); !errors.Is(err, server.ErrNotOwner) {
-		t.Errorf("complete with another outcome: %v, want ErrNotOwner", err)
-	}
-	if c, _ := s.Claim(ctx, "k", "tok", fp, time.Minute); c.State != server.Done || string(c.Outcome) != "out" {
-		t.Errorf("claim of the done key by its former owner: %+v, want Done", c)
-	}
+	storetest.RetriedOperations(t, New(client(t, startRedis(t).addr), "retried:"))
 }
