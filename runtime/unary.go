@@ -16,21 +16,13 @@ import (
 const IdempotencyKeyHeader = "idempotency-key"
 
 // callUnary runs one unary call under the method's policy: it is what
-// UnaryHandle.Call does once it has read the request's keys. key is the
+// UnaryHandle.Call does once it has refused a nil handle, context or
+// request (see refuse) and read the request's keys. key is the
 // request's idempotency key ("" for none); cacheKey is nil for a call that
 // does not go through the method's cache (see cached).
 func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	if m == nil {
-		return nil, misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
-	}
-	if ctx == nil {
-		return nil, nilContextError(m.policy.Name)
-	}
-	if req == nil {
-		return nil, nilRequestError(m.policy.Name)
-	}
 	if err := ctx.Err(); err != nil {
 		// Already over: answered here, before any layer: no shared cached
 		// call started, no token, permit or budget request, no fallback.
