@@ -144,10 +144,11 @@ type attemptEnd struct {
 // it ended besides its answer.
 func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, attemptEnd, error) {
-	// Without a breaker or metrics an attempt holds nothing and counts
-	// nowhere, and neither check below has anything to protect.
+	// Without a breaker, metrics or adaptive layer an attempt holds nothing
+	// and counts nowhere, and the check below has nothing to protect.
 	counted := m.breaker != nil || m.metrics != nil
-	if counted {
+	guarded := m.throttle != nil || m.concurrency != nil
+	if counted || guarded {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
 		}
@@ -155,11 +156,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	// The adaptive layers, in front of the breaker: their refusal is final
 	// and local, and takes no breaker probe.
 	var g gate
-	guarded := m.throttle != nil || m.concurrency != nil
 	if guarded {
-		if cerr := ctx.Err(); cerr != nil && !counted {
-			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
-		}
 		var gerr error
 		if g, gerr = m.enter(); gerr != nil {
 			return nil, attemptEnd{refused: true}, gerr
