@@ -34,10 +34,16 @@ func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter tim
 			return t, 0, retryAfter, false
 		}
 	}
-	if m.metrics != nil || br != nil && br.p.SlowCallThreshold > 0 {
+	if m.measuresDuration() {
 		start = m.client.now()
 	}
 	return t, start, 0, true
+}
+
+// measuresDuration reports whether an attempt's or a stream's duration is
+// used: by the metrics, or by the breaker's slow-call threshold.
+func (m *methodState) measuresDuration() bool {
+	return m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0
 }
 
 // settle tells the breaker, if any, the outcome of a unary attempt that

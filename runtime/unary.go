@@ -191,7 +191,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 			defer cancel()
 		}
 	}
-	if !sp.known && (m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0) {
+	if !sp.known && m.measuresDuration() {
 		sp = span{start: m.client.now(), known: true} // the duration is measured
 	}
 	if guarded {
