@@ -34,10 +34,16 @@ func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter tim
 			return t, 0, retryAfter, false
 		}
 	}
-	if m.metrics != nil || br != nil && br.p.SlowCallThreshold > 0 {
+	if m.measuresDuration() {
 		start = m.client.now()
 	}
 	return t, start, 0, true
+}
+
+// measuresDuration reports whether an attempt's or a stream's duration is
+// used: by the metrics, or by the breaker's slow-call threshold.
+func (m *methodState) measuresDuration() bool {
+	return m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0
 }
 
 // settle tells the breaker, if any, the outcome of a unary attempt that
@@ -57,11 +63,7 @@ func (m *methodState) settle(ctx, actx context.Context, t ticket, sp span, err e
 	if br == nil && mx == nil {
 		return 0
 	}
-	var failures CodeSet
-	if br != nil {
-		failures = br.p.FailureCodes
-	}
-	o, code := verdict(ctx, err, failures)
+	o, code := m.verdict(ctx, err)
 	if mx == nil && o == outcomeSuccess && sp.bounded && m.policy.Timeout <= br.outcomes.BucketWidth() &&
 		actx.Err() == nil && br.doneEarly(t, sp.start, m.client.now) {
 		return sp.start
@@ -77,15 +79,10 @@ func (m *methodState) settle(ctx, actx context.Context, t ticket, sp span, err e
 // lateness says nothing about the dependency. It returns the clock reading
 // at the end, 0 when neither needed the clock.
 func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err error, timed bool) int64 {
-	br, mx := m.breaker, m.metrics
-	if br == nil && mx == nil {
+	if m.breaker == nil && m.metrics == nil {
 		return 0
 	}
-	var failures CodeSet
-	if br != nil {
-		failures = br.p.FailureCodes
-	}
-	o, code := verdict(ctx, err, failures)
+	o, code := m.verdict(ctx, err)
 	return m.record(t, o, code, start, timed)
 }
 
@@ -129,13 +126,18 @@ func (m *methodState) settleUnlessDone(ctx context.Context, settled *bool, t tic
 //     counted under CANCELLED;
 //   - a fault on the client's side (a panic in the call, a request that
 //     could not be sent): ignored, counted under its code;
-//   - a code in failures: a failure; any other code, an answer: a success.
+//   - a code in the breaker's FailureCodes: a failure; any other code, an
+//     answer: a success.
 //
 // A context error that is not a status (a stream's own timeout) is
 // counted under the code gRPC gives it: DEADLINE_EXCEEDED or CANCELLED.
-func verdict(ctx context.Context, err error, failures CodeSet) (outcome, codes.Code) {
+func (m *methodState) verdict(ctx context.Context, err error) (outcome, codes.Code) {
 	if err == nil {
 		return outcomeSuccess, codes.OK
+	}
+	var failures CodeSet // the breaker's failure codes; none without one
+	if br := m.breaker; br != nil {
+		failures = br.p.FailureCodes
 	}
 	code := codeOf(err)
 	_, local := err.(*clientFault) // made by the runtime itself, never wrapped

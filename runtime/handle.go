@@ -94,15 +94,12 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // that failed on the dependency's side or was refused by the runtime,
 // never an answer such as NOT_FOUND, nor the caller's cancellation.
 func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grpc.CallOption) (*Resp, error) {
-	if h == nil || h.m == nil {
+	if h == nil {
 		return nil, notBuiltError()
 	}
 	m := h.m
-	if ctx == nil {
-		return nil, nilContextError(m.policy.Name)
-	}
-	if req == nil {
-		return nil, nilRequestError(m.policy.Name)
+	if err := refuse(m, ctx, req == nil); err != nil {
+		return nil, err
 	}
 	ctx = prioritize(ctx, m)
 	key := ""
@@ -140,14 +137,11 @@ func NewServerStream[Req, Resp any](c *Client, method string,
 // (INVALID_ARGUMENT, nothing sent) and sends the method's priority.
 func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 	opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error) {
-	if h == nil || h.m == nil {
+	if h == nil {
 		return nil, notBuiltError()
 	}
-	if ctx == nil {
-		return nil, nilContextError(h.m.policy.Name)
-	}
-	if req == nil {
-		return nil, nilRequestError(h.m.policy.Name)
+	if err := refuse(h.m, ctx, req == nil); err != nil {
+		return nil, err
 	}
 	return h.open(prioritize(ctx, h.m), req, opts...)
 }
@@ -180,15 +174,30 @@ func NewStream[S any](c *Client, method string,
 // Call opens the stream: it refuses a nil context (INVALID_ARGUMENT) and
 // sends the method's priority.
 func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S, error) {
-	if h == nil || h.m == nil {
+	if h == nil {
 		var none S
 		return none, notBuiltError()
 	}
-	if ctx == nil {
+	if err := refuse(h.m, ctx, false); err != nil {
 		var none S
-		return none, nilContextError(h.m.policy.Name)
+		return none, err
 	}
 	return h.open(prioritize(ctx, h.m), opts...)
+}
+
+// refuse is what every handle checks before any layer: that it was built
+// (m not nil), that ctx is not nil, and, for a call given a request, that
+// the request is not nil (nilReq).
+func refuse(m *methodState, ctx context.Context, nilReq bool) error {
+	switch {
+	case m == nil:
+		return notBuiltError()
+	case ctx == nil:
+		return nilContextError(m.policy.Name)
+	case nilReq:
+		return nilRequestError(m.policy.Name)
+	}
+	return nil
 }
 
 // notBuiltError is returned by a handle that was never built (nil, as in

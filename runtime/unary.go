@@ -18,21 +18,13 @@ import (
 const IdempotencyKeyHeader = contract.IdempotencyKeyHeader
 
 // callUnary runs one unary call under the method's policy: it is what
-// UnaryHandle.Call does once it has read the request's keys. key is the
+// UnaryHandle.Call does once it has refused a nil handle, context or
+// request (see refuse) and read the request's keys. key is the
 // request's idempotency key ("" for none); cacheKey is nil for a call that
 // does not go through the method's cache (see cached).
 func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	if m == nil {
-		return nil, misuseError(codes.FailedPrecondition, "", "client not built: use the generated New…ResilientClient")
-	}
-	if ctx == nil {
-		return nil, nilContextError(m.policy.Name)
-	}
-	if req == nil {
-		return nil, nilRequestError(m.policy.Name)
-	}
 	if err := ctx.Err(); err != nil {
 		// Already over: answered here, before any layer: no shared cached
 		// call started, no token, permit or budget request, no fallback.
@@ -154,10 +146,11 @@ type attemptEnd struct {
 // it ended besides its answer.
 func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, attemptEnd, error) {
-	// Without a breaker or metrics an attempt holds nothing and counts
-	// nowhere, and neither check below has anything to protect.
+	// Without a breaker, metrics or adaptive layer an attempt holds nothing
+	// and counts nowhere, and the check below has nothing to protect.
 	counted := m.breaker != nil || m.metrics != nil
-	if counted {
+	guarded := m.throttle != nil || m.concurrency != nil
+	if counted || guarded {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
 		}
@@ -165,11 +158,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	// The adaptive layers, in front of the breaker: their refusal is final
 	// and local, and takes no breaker probe.
 	var g gate
-	guarded := m.throttle != nil || m.concurrency != nil
 	if guarded {
-		if cerr := ctx.Err(); cerr != nil && !counted {
-			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
-		}
 		var gerr error
 		if g, gerr = m.enter(); gerr != nil {
 			return nil, attemptEnd{refused: true}, gerr
@@ -204,7 +193,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 			defer cancel()
 		}
 	}
-	if !sp.known && (m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0) {
+	if !sp.known && m.measuresDuration() {
 		sp = span{start: m.client.now(), known: true} // the duration is measured
 	}
 	if guarded {
