@@ -4,7 +4,6 @@ import (
 	"context"
 	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
-
 )
 
 // benchLimit is the adaptive limit of the benchmarks: the defaults, with

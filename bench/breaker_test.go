@@ -10,7 +10,6 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"google.golang.org/grpc/codes"
-
 )
 
 // The circuit breaker alone, closed, with one successful call admitted and

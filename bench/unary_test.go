@@ -5,7 +5,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
-
 )
 
 // BenchmarkUnary shows what a unary call through the runtime costs with no policy at all (the

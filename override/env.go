@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
-
 )
 
 // EnvPrefix starts the name of every variable that overrides a value.

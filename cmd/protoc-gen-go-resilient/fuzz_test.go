@@ -20,7 +20,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/pluginpb"
-
 )
 
 // fuzzProto is the file FuzzPlugin fills with fuzzed option blocks: the
