@@ -194,10 +194,6 @@ func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*polic
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]policy.Kind{
-		"KindUnary": policy.KindUnary, "KindClientStreaming": policy.KindClientStreaming,
-		"KindServerStreaming": policy.KindServerStreaming, "KindBidiStreaming": policy.KindBidiStreaming,
-	}
 	var out []*policy.Service
 	for _, f := range gen.Files {
 		if !f.Generate {
@@ -205,46 +201,12 @@ func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*polic
 		}
 		var ps problems
 		for _, sp := range resolveFile(f, &ps) {
-			p := &policy.Service{Name: sp.Name}
-			if b := sp.Budget; b != nil {
-				p.Budget = &policy.Budget{Ratio: b.Ratio, MinRetries: b.MinRetries, Window: b.Window}
-			}
-			p.Breaker = breakerOfPolicy(sp.Breaker)
-			p.Bulkhead = bulkheadOfPolicy(sp.Bulkhead)
-			for _, m := range sp.Methods {
-				kind, ok := kinds[m.Kind]
-				if !ok {
-					t.Fatalf("method %s: unknown kind %q", m.Name, m.Kind)
-				}
-				mp := policy.Method{Name: m.Name, Kind: kind, Idempotent: m.Idempotent, IdempotencyKey: m.IdempotencyKey,
-					Timeout: m.Timeout, OverallTimeout: m.OverallTimeout,
-					Breaker: breakerOfPolicy(m.Breaker), Bulkhead: bulkheadOfPolicy(m.Bulkhead)}
-				if r := m.Retry; r != nil {
-					mp.Retry = &policy.Retry{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff,
-						Multiplier: r.Multiplier, RetryableCodes: policy.CodesOf(r.RetryableCodes...)}
-				}
-				p.Methods = append(p.Methods, mp)
-			}
-			out = append(out, p)
+			p := sp.Policy.Clone()
+			out = append(out, &p)
 		}
 		if len(ps) != 0 {
 			t.Fatalf("the plugin generated code, but resolving again finds problems: %v", ps.err())
 		}
 	}
 	return out
-}
-
-func breakerOfPolicy(b *breakerPolicy) *policy.Breaker {
-	if b == nil {
-		return nil
-	}
-	return &policy.Breaker{FailureRatio: b.FailureRatio, MinimumCalls: b.MinimumCalls, Window: b.Window, CoolDown: b.CoolDown,
-		HalfOpenProbes: b.HalfOpenProbes, SlowCallThreshold: b.SlowCallThreshold, FailureCodes: policy.CodesOf(b.FailureCodes...)}
-}
-
-func bulkheadOfPolicy(b *bulkheadPolicy) *policy.Bulkhead {
-	if b == nil {
-		return nil
-	}
-	return &policy.Bulkhead{Permits: b.Permits, MaxWait: b.MaxWait}
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/templates"
 )
 
@@ -42,7 +43,7 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 
 	type resolved struct {
 		file     *protogen.File
-		services []*servicePolicy
+		services []*service
 	}
 	var (
 		todo []resolved
@@ -90,8 +91,11 @@ type (
 		// FirstUnary is the name of the first unary method, the example of
 		// the options' doc; "" for a service of streams only.
 		FirstUnary string
-		Policy     *servicePolicy
-		Methods    []*methodData
+		// Policy is the service's client policy; Server its server-side
+		// policy, nil for none.
+		Policy  *policy.Service
+		Server  *serverPolicy
+		Methods []*methodData
 	}
 	methodData struct {
 		Index  int
@@ -105,11 +109,15 @@ type (
 		Unary           bool
 		ClientStreaming bool
 		ServerStreaming bool
-		Policy          *methodPolicy
+		Policy          *policy.Method
+		// Key reads the idempotency key from the request, nil for none;
+		// CacheKeys read the cache's key fields.
+		Key       *keyField
+		CacheKeys []*keyField
 	}
 )
 
-func generateFile(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy) error {
+func generateFile(gen *protogen.Plugin, f *protogen.File, services []*service) error {
 	g := gen.NewGeneratedFile(f.GeneratedFilenamePrefix+"_resilient.pb.go", f.GoImportPath)
 	t, err := templates.New(funcs(g))
 	if err != nil {
@@ -137,14 +145,15 @@ func generateFile(gen *protogen.Plugin, f *protogen.File, services []*servicePol
 	return nil
 }
 
-func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePolicy) *serviceData {
+func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *service) *serviceData {
 	sd := &serviceData{
 		GoName:          s.GoName,
 		ClientType:      s.GoName + "ResilientClient",
 		RuntimeAccessor: "Runtime",
 		Comments:        strings.TrimSpace(s.Comments.Leading.String()),
 		Deprecated:      s.Desc.Options().(*descriptorpb.ServiceOptions).GetDeprecated(),
-		Policy:          sp,
+		Policy:          &sp.Policy,
+		Server:          sp.Server,
 	}
 	g.AnnotateSymbol(sd.ClientType, protogen.Annotation{Location: s.Location})
 	// The client's own fields and accessor must not collide with the
@@ -177,7 +186,9 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePo
 			Unary:           unary,
 			ClientStreaming: m.Desc.IsStreamingClient(),
 			ServerStreaming: m.Desc.IsStreamingServer(),
-			Policy:          sp.Methods[i],
+			Policy:          sp.methods[i].Policy,
+			Key:             sp.methods[i].Key,
+			CacheKeys:       sp.methods[i].CacheKeys,
 		})
 		g.AnnotateSymbol(sd.ClientType+"."+m.GoName, protogen.Annotation{Location: m.Location})
 	}
@@ -206,14 +217,35 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 		"pol":     func(name string) string { return g.QualifiedGoIdent(policyPackage.Ident(name)) },
 		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
 		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
-		"codes":   func(cs []codes.Code) string { return codesExpr(g, cs) },
-		"srv":     func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
-		"proto":   func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
-		"code":    func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
-		"dur":     func(d time.Duration) string { return durationExpr(g, d) },
-		"float":   func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
+		"codes":   func(cs policy.CodeSet) string { return codesExpr(g, cs) },
+		"kind":    func(k policy.Kind) string { return g.QualifiedGoIdent(policyPackage.Ident(kindConst[k])) },
+		"priority": func(p policy.Priority) string {
+			return g.QualifiedGoIdent(policyPackage.Ident(priorityConst[p]))
+		},
+		"srv":   func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
+		"proto": func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
+		"code":  func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
+		"dur":   func(d time.Duration) string { return durationExpr(g, d) },
+		"float": func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
 	}
 }
+
+// kindConst and priorityConst name the runtime/policy constant of a value.
+var (
+	kindConst = map[policy.Kind]string{
+		policy.KindUnary:           "KindUnary",
+		policy.KindClientStreaming: "KindClientStreaming",
+		policy.KindServerStreaming: "KindServerStreaming",
+		policy.KindBidiStreaming:   "KindBidiStreaming",
+	}
+	priorityConst = map[policy.Priority]string{
+		policy.PriorityUnspecified: "PriorityUnspecified",
+		policy.PriorityLow:         "PriorityLow",
+		policy.PriorityNormal:      "PriorityNormal",
+		policy.PriorityHigh:        "PriorityHigh",
+		policy.PriorityCritical:    "PriorityCritical",
+	}
+)
 
 // unexport lower-cases the leading capital, or the leading initialism, of
 // a Go name: GetStock → getStock, URLFetch → urlFetch.

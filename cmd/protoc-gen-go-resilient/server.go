@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/compiler/protogen"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The server side of the resolved policy: what the generated
@@ -50,35 +52,24 @@ func (d *dedupPolicy) OnStoreErrorConst() string {
 	return "Refuse"
 }
 
-// priorityConst names the runtime constant of an annotated priority.
-var priorityConst = map[resilientv1.Priority]string{
-	resilientv1.Priority_PRIORITY_LOW:      "PriorityLow",
-	resilientv1.Priority_PRIORITY_NORMAL:   "PriorityNormal",
-	resilientv1.Priority_PRIORITY_HIGH:     "PriorityHigh",
-	resilientv1.Priority_PRIORITY_CRITICAL: "PriorityCritical",
-}
-
-// resolveServerMethod resolves the priority and the server settings of a
-// method. The rules check them (rules.CheckServer).
-func resolveServerMethod(mp *methodPolicy, eff merged) {
-	p := eff.policy
-	if eff.has("priority") {
-		mp.Priority = priorityConst[p.GetPriority()]
-	}
+// resolveServerMethod resolves the server settings of a method. The rules
+// check them (rules.CheckServer).
+func resolveServerMethod(m *method) *serverMethodPolicy {
+	p := m.eff.policy
 	sm := &serverMethodPolicy{
-		Name:      mp.Name,
+		Name:      m.Policy.Name,
 		Priority:  "PriorityNormal",
-		annotated: eff.has("server"),
+		annotated: m.eff.has("server"),
 	}
 	fill(sm, "server", p.GetServer()) // min_deadline, default_timeout
-	if mp.Priority != "" {
-		sm.Priority = mp.Priority
+	if m.Policy.Priority != policy.PriorityUnspecified {
+		sm.Priority = priorityConst[m.Policy.Priority]
 	}
-	mp.Server = sm
 	if d := p.GetServer().GetDedup(); d != nil {
 		sm.Dedup = &dedupPolicy{}
 		fill(sm.Dedup, "server.dedup", d)
 	}
+	return sm
 }
 
 // resolveServer returns the server-side policy of a service, or nil when
@@ -88,14 +79,15 @@ func resolveServerMethod(mp *methodPolicy, eff merged) {
 // enough: the client sends it, and without shedding the server has
 // nothing to do with it. The rules check the shedding limits
 // (rules.CheckShedding).
-func resolveServer(sp *servicePolicy, shared merged) *serverPolicy {
+func resolveServer(s *protogen.Service, sp *service) *serverPolicy {
 	out := &serverPolicy{}
 	annotated := false
-	for _, mp := range sp.Methods {
-		out.Methods = append(out.Methods, mp.Server)
-		annotated = annotated || mp.Server.annotated
+	for _, m := range sp.methods {
+		sm := resolveServerMethod(m)
+		out.Methods = append(out.Methods, sm)
+		annotated = annotated || sm.annotated
 	}
-	if sh := shared.policy.GetShedding(); sh != nil {
+	if sh := sp.shared.policy.GetShedding(); sh != nil {
 		annotated = true
 		out.Shedding = &sheddingPolicy{}
 		fill(out.Shedding, "shedding", sh)

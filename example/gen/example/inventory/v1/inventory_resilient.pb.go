@@ -36,7 +36,7 @@ var InventoryServiceResilientPolicy = policy.Service{
 		Window:         2 * time.Second,
 		CoolDown:       2 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+		FailureCodes:   policy.CodesOf(codes.DeadlineExceeded, codes.Unavailable),
 	},
 	Bulkhead: &policy.Bulkhead{
 		Permits: 8,
