@@ -33,6 +33,9 @@ var Funcs = template.FuncMap{
 	// priority returns the runtime/policy constant of a policy.Priority:
 	// policy.PriorityHigh.
 	"priority": unset,
+	// storeErrorMode returns the runtime/policy constant of a
+	// policy.StoreErrorMode: policy.StoreErrorRefuse.
+	"storeErrorMode": unset,
 	// grpc returns the named identifier of google.golang.org/grpc.
 	"grpc": unset,
 	// context returns the named identifier of package context.
@@ -40,8 +43,6 @@ var Funcs = template.FuncMap{
 	// codes returns the policy.CodesOf call that makes a policy.CodeSet,
 	// its codes in the order of their numbers.
 	"codes": unset,
-	// srv returns the named identifier of the runtime/server package.
-	"srv": unset,
 	// proto returns the named identifier of google.golang.org/protobuf/proto.
 	"proto": unset,
 	// code returns one codes.Code constant.

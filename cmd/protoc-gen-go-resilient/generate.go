@@ -28,7 +28,6 @@ const (
 	codesPackage   = protogen.GoImportPath("google.golang.org/grpc/codes")
 	runtimePackage = protogen.GoImportPath("github.com/go-resilient/resilient/runtime")
 	policyPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/policy")
-	serverPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/server")
 	protoPackage   = protogen.GoImportPath("google.golang.org/protobuf/proto")
 )
 
@@ -94,7 +93,7 @@ type (
 		// Policy is the service's client policy; Server its server-side
 		// policy, nil for none.
 		Policy  *policy.Service
-		Server  *serverPolicy
+		Server  *policy.Server
 		Methods []*methodData
 	}
 	methodData struct {
@@ -222,7 +221,9 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 		"priority": func(p policy.Priority) string {
 			return g.QualifiedGoIdent(policyPackage.Ident(priorityConst[p]))
 		},
-		"srv":   func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
+		"storeErrorMode": func(m policy.StoreErrorMode) string {
+			return g.QualifiedGoIdent(policyPackage.Ident(storeErrorConst[m]))
+		},
 		"proto": func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
 		"code":  func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
 		"dur":   func(d time.Duration) string { return durationExpr(g, d) },
@@ -230,7 +231,8 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 	}
 }
 
-// kindConst and priorityConst name the runtime/policy constant of a value.
+// kindConst, priorityConst and storeErrorConst name the runtime/policy
+// constant of a value.
 var (
 	kindConst = map[policy.Kind]string{
 		policy.KindUnary:           "KindUnary",
@@ -244,6 +246,10 @@ var (
 		policy.PriorityNormal:      "PriorityNormal",
 		policy.PriorityHigh:        "PriorityHigh",
 		policy.PriorityCritical:    "PriorityCritical",
+	}
+	storeErrorConst = map[policy.StoreErrorMode]string{
+		policy.StoreErrorRefuse:          "StoreErrorRefuse",
+		policy.StoreErrorRunWithoutDedup: "StoreErrorRunWithoutDedup",
 	}
 )
 

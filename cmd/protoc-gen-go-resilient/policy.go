@@ -29,7 +29,7 @@ type (
 		Policy policy.Service
 		// Server is the XxxServerPolicy literal, nil when the service and
 		// its methods have no server-side annotation (server.go).
-		Server  *serverPolicy
+		Server  *policy.Server
 		methods []*method
 		// shared is the record of the resolution: the file's and the
 		// service's options merged, with the level that set each value,

@@ -12,7 +12,7 @@
 //   - priority load shedding: a cumulative in-flight limit per priority
 //     (low is shed first, critical last), refused in the InTapHandle, before
 //     the request is decoded, with a pushback;
-//   - idempotency dedup: for a method with a DedupPolicy, the first request
+//   - idempotency dedup: for a method with a policy.Dedup, the first request
 //     with a given idempotency key runs, a repeat within the TTL gets the
 //     stored response or final status with the headers and trailers the
 //     handler set, and a repeat that arrives while the first still runs
@@ -29,7 +29,7 @@
 //
 // Install it with the options the Guard returns:
 //
-//	g, err := server.NewGuard([]*server.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
+//	g, err := server.NewGuard([]*policy.Server{&inventoryv1.InventoryServiceServerPolicy},
 //		server.WithStore(redisstore.New(rdb, "inventory:")))
 //	s := grpc.NewServer(g.ServerOptions()...)
 //
