@@ -90,10 +90,9 @@ type (
 		// FirstUnary is the name of the first unary method, the example of
 		// the options' doc; "" for a service of streams only.
 		FirstUnary string
-		// Policy is the service's client policy; Server its server-side
-		// policy, nil for none.
-		Policy  *policy.Service
-		Server  *policy.Server
+		// The service's resolution: Policy, the client's policy, and
+		// Server, the server-side one (nil for none).
+		*service
 		Methods []*methodData
 	}
 	methodData struct {
@@ -108,11 +107,9 @@ type (
 		Unary           bool
 		ClientStreaming bool
 		ServerStreaming bool
-		Policy          *policy.Method
-		// Key reads the idempotency key from the request, nil for none;
-		// CacheKeys read the cache's key fields.
-		Key       *keyField
-		CacheKeys []*keyField
+		// The method's resolution: Policy, its entry of the service's
+		// policy; Key and CacheKeys, how to read its keys from the request.
+		*method
 	}
 )
 
@@ -151,8 +148,7 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *service) 
 		RuntimeAccessor: "Runtime",
 		Comments:        strings.TrimSpace(s.Comments.Leading.String()),
 		Deprecated:      s.Desc.Options().(*descriptorpb.ServiceOptions).GetDeprecated(),
-		Policy:          &sp.Policy,
-		Server:          sp.Server,
+		service:         sp,
 	}
 	g.AnnotateSymbol(sd.ClientType, protogen.Annotation{Location: s.Location})
 	// The client's own fields and accessor must not collide with the
@@ -185,9 +181,7 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *service) 
 			Unary:           unary,
 			ClientStreaming: m.Desc.IsStreamingClient(),
 			ServerStreaming: m.Desc.IsStreamingServer(),
-			Policy:          sp.methods[i].Policy,
-			Key:             sp.methods[i].Key,
-			CacheKeys:       sp.methods[i].CacheKeys,
+			method:          sp.methods[i],
 		})
 		g.AnnotateSymbol(sd.ClientType+"."+m.GoName, protogen.Annotation{Location: m.Location})
 	}

@@ -24,8 +24,8 @@ import (
 type (
 	// service is the resolution of one service.
 	service struct {
-		// Policy is the XxxResilientPolicy literal; Policy.Methods[i] is
-		// methods[i].Policy.
+		// Policy is the XxxResilientPolicy literal; methods[i].Policy
+		// points to Policy.Methods[i].
 		Policy policy.Service
 		// Server is the XxxServerPolicy literal, nil when the service and
 		// its methods have no server-side annotation (server.go).
@@ -51,7 +51,8 @@ type (
 		// each value.
 		eff merged
 	}
-	// keyField is the request field that holds the idempotency key.
+	// keyField is a request field that holds a key: the idempotency key,
+	// or one of the cache's key fields.
 	keyField struct {
 		Getter string // "GetOrderId"
 		Func   string // the runtime function that formats it, "" for a string
