@@ -1,0 +1,89 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package check
+
+import (
+	"fmt"
+	"time"
+)
+
+// The checks of two values that must be in order. Each is "" unless both
+// values are positive (one that is not is refused on its own) and out of
+// order. Each names the value it blames by its place (the caller's field
+// path) and the other by its option name, followed by from, the other's
+// origin. The Go validator puts the blamed field's option name in front
+// ("max_backoff 10ms is shorter than …"), since the override loader may
+// report the problem at the key of either value.
+
+// MaxBackoff refuses a max_backoff shorter than initial_backoff, blaming
+// max_backoff.
+func MaxBackoff(initial, maxBackoff time.Duration, from string) string {
+	if initial <= 0 || maxBackoff <= 0 || maxBackoff >= initial {
+		return ""
+	}
+	return fmt.Sprintf("%v is shorter than initial_backoff %v%s: raise max_backoff or lower initial_backoff", maxBackoff, initial, from)
+}
+
+// InitialBackoff is MaxBackoff blaming initial_backoff.
+func InitialBackoff(initial, maxBackoff time.Duration, from string) string {
+	if initial <= 0 || maxBackoff <= 0 || maxBackoff >= initial {
+		return ""
+	}
+	return fmt.Sprintf("%v is longer than max_backoff %v%s: lower initial_backoff or raise max_backoff", initial, maxBackoff, from)
+}
+
+// Timeout refuses a per-attempt timeout longer than the overall timeout,
+// blaming timeout. The caller adds the mend; both write "shorten timeout
+// or lengthen overall_timeout".
+func Timeout(timeout, overall time.Duration, from string) string {
+	if timeout <= 0 || overall <= 0 || timeout <= overall {
+		return ""
+	}
+	return fmt.Sprintf("%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call", timeout, overall, from)
+}
+
+// OverallTimeout is Timeout blaming overall_timeout.
+func OverallTimeout(timeout, overall time.Duration, from string) string {
+	if timeout <= 0 || overall <= 0 || timeout <= overall {
+		return ""
+	}
+	return fmt.Sprintf("%v is shorter than timeout %v%s: one attempt cannot outlast the whole call", overall, timeout, from)
+}
+
+// StaleTTL refuses a cache's stale_ttl shorter than its fresh_ttl, blaming
+// stale_ttl: an answer is stale only once it stopped being fresh. Unlike
+// the others, a stale_ttl that is not positive is compared too: the Go
+// validator has no default for it.
+func StaleTTL(fresh, stale time.Duration) string {
+	if fresh <= 0 || stale >= fresh {
+		return ""
+	}
+	return fmt.Sprintf("%v is shorter than fresh_ttl %v: an answer is stale only after it stopped being fresh", stale, fresh)
+}
+
+// HedgingDelay refuses a hedging delay that is not shorter than the
+// per-attempt timeout (from: the timeout's origin), else than the overall
+// timeout (from: its origin): a copy would time out before the next is
+// sent, or no copy could be sent at all. timeout and overall are 0 for
+// none.
+func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFrom string) string {
+	switch {
+	case delay <= 0:
+	case timeout > 0 && delay >= timeout:
+		return fmt.Sprintf("%v is not shorter than timeout %v%s: each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen timeout", delay, timeout, timeoutFrom)
+	case overall > 0 && delay >= overall:
+		return fmt.Sprintf("%v is not shorter than overall_timeout %v%s: no copy could be sent before the call ends; shorten the delay (about the p95)", delay, overall, overallFrom)
+	}
+	return ""
+}
+
+// AboveCeiling refuses a bound of an adaptive limit (min_limit, max_limit
+// or initial_limit) above the permits of the bulkhead it sits under, the
+// limit's ceiling; permits 0 is no bulkhead.
+func AboveCeiling(v, permits int64, from string) string {
+	if permits <= 0 || v <= permits {
+		return ""
+	}
+	return fmt.Sprintf("%d is above the bulkhead's %d permits%s, the limit's ceiling: lower it to at most %d", v, permits, from, permits)
+}
