@@ -7,7 +7,9 @@
 // lint rule, lint.go) and the override loader (which reports it at its key
 // in the file or environment). One implementation, so that lint refuses
 // what the plugin refuses, and an operator can never set through an
-// override what the plugin refuses in a .proto.
+// override what the plugin refuses in a .proto. What is wrong with a value
+// is said by internal/check, which the runtime's Go validator uses too
+// (runtime/policy); this package adds how an options author mends it.
 package rules
 
 import (
@@ -72,17 +74,6 @@ var (
 	DefaultFailureCodes   = CodesOf(defaults.GetCircuitBreaker().GetFailureCodes(), nil)
 	DefaultNonFatalCodes  = CodesOf(defaults.GetHedging().GetNonFatalCodes(), nil)
 )
-
-// AnswerCodes are the codes by which a service answers a request it
-// understood; repeating the request cannot change them, so they are never
-// retryable.
-var AnswerCodes = func() map[codes.Code]bool {
-	m := make(map[codes.Code]bool, len(contract.AnswerCodes))
-	for _, c := range contract.AnswerCodes {
-		m[c] = true
-	}
-	return m
-}()
 
 // Report receives one problem: the field path inside the policy
 // ("retry.max_attempts") and what is wrong and how to mend it.
