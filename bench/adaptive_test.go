@@ -2,9 +2,8 @@ package bench
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
-
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // benchLimit is the adaptive limit of the benchmarks: the defaults, with
@@ -15,7 +14,7 @@ import (
 // calls: the benchmark would then measure refusals, not the bookkeeping of
 // an admitted call. A real dependency's round trip (50 µs on loopback) is
 // not moved by the scheduler that much.
-func benchLimit() *runtime.AdaptiveLimitPolicy { return &runtime.AdaptiveLimitPolicy{MinLimit: 2} }
+func benchLimit() *policy.AdaptiveLimit { return &policy.AdaptiveLimit{MinLimit: 2} }
 
 // layerPolicies are the full stack of BenchmarkStack with one adaptive
 // layer more (or the breaker's count window instead of its time window),
@@ -23,16 +22,16 @@ func benchLimit() *runtime.AdaptiveLimitPolicy { return &runtime.AdaptiveLimitPo
 // layer=stack.
 var layerPolicies = []struct {
 	name string
-	edit func(*runtime.ServicePolicy)
+	edit func(*policy.Service)
 }{
-	{"stack", func(*runtime.ServicePolicy) {}},
-	{"stack+limit", func(p *runtime.ServicePolicy) { p.AdaptiveLimit = benchLimit() }},
-	{"stack+throttle", func(p *runtime.ServicePolicy) { p.ClientThrottle = &runtime.ThrottlePolicy{} }},
-	{"stack+limit+throttle", func(p *runtime.ServicePolicy) {
+	{"stack", func(*policy.Service) {}},
+	{"stack+limit", func(p *policy.Service) { p.AdaptiveLimit = benchLimit() }},
+	{"stack+throttle", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{} }},
+	{"stack+limit+throttle", func(p *policy.Service) {
 		p.AdaptiveLimit = benchLimit()
-		p.ClientThrottle = &runtime.ThrottlePolicy{}
+		p.ClientThrottle = &policy.Throttle{}
 	}},
-	{"stack+countwindow", func(p *runtime.ServicePolicy) { p.Breaker.WindowCalls = 100 }},
+	{"stack+countwindow", func(p *policy.Service) { p.Breaker.WindowCalls = 100 }},
 }
 
 // BenchmarkLayers measures what the adaptive concurrency limit, the

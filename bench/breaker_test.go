@@ -3,14 +3,13 @@ package bench
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"google.golang.org/grpc/codes"
-
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // The circuit breaker alone, closed, with one successful call admitted and
@@ -20,13 +19,13 @@ import (
 // around its function. The runtime's breaker alone, with the time given,
 // is BenchmarkBreakerFixedTime in runtime/breaker_test.go.
 
-var breakerPolicy = runtime.BreakerPolicy{
+var breakerPolicy = policy.Breaker{
 	FailureRatio:   0.5,
 	MinimumCalls:   20,
 	Window:         10 * time.Second,
 	CoolDown:       2 * time.Second,
 	HalfOpenProbes: 3,
-	FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+	FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 }
 
 // gobreakerSettings are breakerPolicy in gobreaker's terms: a rolling
@@ -50,10 +49,10 @@ var errRefused = errors.New("refused")
 func breakerOp(b *testing.B, impl string) func() {
 	switch impl {
 	case "resilient":
-		h := newHandle(b, &runtime.ServicePolicy{
+		h := newHandle(b, &policy.Service{
 			Name:    "example.inventory.v1.InventoryService",
 			Breaker: &breakerPolicy,
-			Methods: []runtime.MethodPolicy{{Name: method, Kind: runtime.KindUnary}},
+			Methods: []policy.Method{{Name: method, Kind: policy.KindUnary}},
 		})
 		ctx := context.Background()
 		return func() {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,7 @@ var sink *inventoryv1.GetStockResponse
 const method = "/example.inventory.v1.InventoryService/GetStock"
 
 // newClient builds a runtime client for p or fails the benchmark.
-func newClient(b *testing.B, p *runtime.ServicePolicy) *runtime.Client {
+func newClient(b *testing.B, p *policy.Service) *runtime.Client {
 	b.Helper()
 	c, err := runtime.NewClient(p)
 	if err != nil {
@@ -44,7 +45,7 @@ func newClient(b *testing.B, p *runtime.ServicePolicy) *runtime.Client {
 // newHandle builds a runtime client for p, whose one unary method is
 // method, and binds that method to noop, as a generated client binds it to
 // the plain client's method; it fails the benchmark when either refuses.
-func newHandle(b *testing.B, p *runtime.ServicePolicy) *runtime.UnaryHandle[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse] {
+func newHandle(b *testing.B, p *policy.Service) *runtime.UnaryHandle[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse] {
 	b.Helper()
 	h, err := runtime.NewUnary(newClient(b, p), method, noop,
 		runtime.UnaryHooks[inventoryv1.GetStockRequest, inventoryv1.GetStockResponse]{})

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func grpcClient(b *testing.B, impl string) inventoryv1.InventoryServiceClient {
 		c = inventoryv1.NewInventoryServiceClient(cc)
 	case "resilient":
 		c, err = inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-			Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 				// The annotated policy, but a bulkhead and a rate limit
 				// that the parallel runs never fill (what is measured is
 				// their cost, not their refusals), and without GetStock's

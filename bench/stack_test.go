@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -15,36 +16,35 @@ import (
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // stackPolicy is the full stack around one idempotent method: a bulkhead
 // with more permits than any run takes, a closed circuit breaker, the retry
 // budget, three attempts and a per-attempt timeout of one second.
-func stackPolicy() *runtime.ServicePolicy {
-	return &runtime.ServicePolicy{
+func stackPolicy() *policy.Service {
+	return &policy.Service{
 		Name:   "example.inventory.v1.InventoryService",
-		Budget: &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
-		Breaker: &runtime.BreakerPolicy{
+		Budget: &policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
+		Breaker: &policy.Breaker{
 			FailureRatio:   0.5,
 			MinimumCalls:   20,
 			Window:         10 * time.Second,
 			CoolDown:       2 * time.Second,
 			HalfOpenProbes: 3,
-			FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+			FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 		},
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1 << 20, MaxWait: 50 * time.Millisecond},
-		Methods: []runtime.MethodPolicy{{
+		Bulkhead: &policy.Bulkhead{Permits: 1 << 20, MaxWait: 50 * time.Millisecond},
+		Methods: []policy.Method{{
 			Name:       method,
-			Kind:       runtime.KindUnary,
+			Kind:       policy.KindUnary,
 			Idempotent: true,
 			Timeout:    time.Second,
-			Retry: &runtime.RetryPolicy{
+			Retry: &policy.Retry{
 				MaxAttempts:    3,
 				InitialBackoff: 50 * time.Millisecond,
 				MaxBackoff:     200 * time.Millisecond,
 				Multiplier:     2,
-				RetryableCodes: runtime.CodesOf(codes.Unavailable),
+				RetryableCodes: policy.CodesOf(codes.Unavailable),
 			},
 		}},
 	}

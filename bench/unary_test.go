@@ -2,10 +2,9 @@ package bench
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
-
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // BenchmarkUnary shows what a unary call through the runtime costs with no policy at all (the
@@ -26,9 +25,9 @@ func BenchmarkUnary(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			h := newHandle(b, &runtime.ServicePolicy{
+			h := newHandle(b, &policy.Service{
 				Name:    "example.inventory.v1.InventoryService",
-				Methods: []runtime.MethodPolicy{{Name: method, Timeout: c.timeout}},
+				Methods: []policy.Method{{Name: method, Timeout: c.timeout}},
 			})
 			ctx := c.ctx
 			b.ReportAllocs()

@@ -2,6 +2,7 @@ package example_test
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"maps"
 	"slices"
 	"strings"
@@ -71,9 +72,9 @@ func checkUnavailable(t *testing.T, method string, err error) {
 // detector, other packages' tests beside) an attempt may take longer than
 // 300ms to be answered, end DEADLINE_EXCEEDED, which is not retried, and
 // change the count.
-var patient = runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+var patient = runtime.WithPolicy(func(p *policy.Service) {
 	for i := range p.Methods {
-		if p.Methods[i].Kind == runtime.KindUnary && p.Methods[i].Timeout > 0 {
+		if p.Methods[i].Kind == policy.KindUnary && p.Methods[i].Timeout > 0 {
 			p.Methods[i].Timeout = 10 * time.Second
 		}
 	}
@@ -84,11 +85,11 @@ var patient = runtime.WithPolicy(func(p *runtime.ServicePolicy) {
 var annotatedAttempts = map[string]int{"GetStock": 3, "ReserveStock": 3, "StockReport": 1}
 
 func TestReorderedPolicyKeepsEachMethodsOwn(t *testing.T) {
-	for name, edit := range map[string]func(p *runtime.ServicePolicy){
-		"reversed": func(p *runtime.ServicePolicy) { slices.Reverse(p.Methods) },
+	for name, edit := range map[string]func(p *policy.Service){
+		"reversed": func(p *policy.Service) { slices.Reverse(p.Methods) },
 		// The edit of the issue: GetStock and StockReport swapped, which
 		// bound by position gave GetStock StockReport's single attempt.
-		"GetStock and StockReport swapped": func(p *runtime.ServicePolicy) {
+		"GetStock and StockReport swapped": func(p *policy.Service) {
 			p.Methods[0], p.Methods[3] = p.Methods[3], p.Methods[0]
 		},
 	} {
@@ -113,7 +114,7 @@ func TestReorderedPolicyKeepsEachMethodsOwn(t *testing.T) {
 func TestPolicyEditMayDropKeysAndCache(t *testing.T) {
 	srv, cc := dial(t, server.Healthy)
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			p.Methods[0].Cache = nil
 			p.Methods[1].IdempotencyKey, p.Methods[1].Retry = "", nil
 		})},
@@ -152,7 +153,7 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append([]runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+	opts := append([]runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 		slices.Reverse(p.Methods)
 	})}, set.Options(p)...)
 	srv, inv, err := edited(t, opts...)
@@ -168,41 +169,41 @@ services:
 func TestPolicyEditThatLosesAMethodIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(p *runtime.ServicePolicy)
+		edit func(p *policy.Service)
 		want []string // in the error
 	}{{
 		// Bound by position, this one panicked with index out of range.
 		name: "last entry dropped",
-		edit: func(p *runtime.ServicePolicy) { p.Methods = p.Methods[:3] },
+		edit: func(p *policy.Service) { p.Methods = p.Methods[:3] },
 		want: []string{stockReport, "removed or renamed"},
 	}, {
 		name: "first entry dropped",
-		edit: func(p *runtime.ServicePolicy) { p.Methods = p.Methods[1:] },
+		edit: func(p *policy.Service) { p.Methods = p.Methods[1:] },
 		want: []string{getStock, "removed or renamed"},
 	}, {
 		name: "renamed",
-		edit: func(p *runtime.ServicePolicy) { p.Methods[3].Name += "s" },
+		edit: func(p *policy.Service) { p.Methods[3].Name += "s" },
 		want: []string{stockReport + ": its entry was removed or renamed", stockReport + "s: is not a method of the service"},
 	}, {
 		name: "duplicated",
-		edit: func(p *runtime.ServicePolicy) { p.Methods = append(p.Methods, p.Methods[0]) },
+		edit: func(p *policy.Service) { p.Methods = append(p.Methods, p.Methods[0]) },
 		want: []string{getStock + ": has 2 entries"},
 	}, {
 		name: "one entry overwritten with a copy of another",
-		edit: func(p *runtime.ServicePolicy) { p.Methods[0] = p.Methods[3] },
+		edit: func(p *policy.Service) { p.Methods[0] = p.Methods[3] },
 		want: []string{getStock + ": its entry was removed or renamed", stockReport + ": has 2 entries"},
 	}, {
 		name: "a stream's kind changed",
-		edit: func(p *runtime.ServicePolicy) { p.Methods[2].Kind = runtime.KindUnary },
+		edit: func(p *policy.Service) { p.Methods[2].Kind = policy.KindUnary },
 		want: []string{watchStock + ": Kind changed from server-streaming to unary"},
 	}, {
 		name: "the idempotency key's field changed",
-		edit: func(p *runtime.ServicePolicy) { p.Methods[1].IdempotencyKey = "sku" },
+		edit: func(p *policy.Service) { p.Methods[1].IdempotencyKey = "sku" },
 		want: []string{reserveStock + `: IdempotencyKey changed from "order_id" to "sku"`},
 	}, {
 		name: "a cache added where no key is generated",
-		edit: func(p *runtime.ServicePolicy) {
-			p.Methods[3].Cache = &runtime.CachePolicy{FreshTTL: 1e9, StaleTTL: 1e9, MaxEntries: 10, KeyFields: []string{"warehouse"}}
+		edit: func(p *policy.Service) {
+			p.Methods[3].Cache = &policy.Cache{FreshTTL: 1e9, StaleTTL: 1e9, MaxEntries: 10, KeyFields: []string{"warehouse"}}
 		},
 		want: []string{stockReport + ": a Cache, but the generated client makes no cache key"},
 	}} {

@@ -6,6 +6,7 @@ package example_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"testing"
 	"time"
@@ -212,7 +213,7 @@ func TestNilRequestIsRefused(t *testing.T) {
 func TestOperatorCanEditThePolicyWithoutTouchingTheAnnotatedOne(t *testing.T) {
 	_, cc := dial(t, server.Slow(200*time.Millisecond))
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			p.Methods[0].Timeout = 50 * time.Millisecond
 		})},
 	})
@@ -226,7 +227,7 @@ func TestOperatorCanEditThePolicyWithoutTouchingTheAnnotatedOne(t *testing.T) {
 		t.Errorf("the generated policy changed to %v", got)
 	}
 	_, err = inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { p.Bulkhead.Permits = 0 })},
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { p.Bulkhead.Permits = 0 })},
 	})
 	if err == nil {
 		t.Error("an edit leaving zero permits was accepted")

@@ -3,6 +3,7 @@ package override
 import (
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"maps"
 	"reflect"
 	"slices"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // check applies to each overridden policy the rules the plugin applies to
@@ -104,7 +104,7 @@ func (t *service) ordered() []*leaf {
 // a method that may not be repeated, a timeout longer than the overall
 // one, a backoff range upside down) is refused naming the key that made it
 // so, in the same report as every other problem.
-func (t *service) apply(p runtime.ServicePolicy) (*runtime.ServicePolicy, error) {
+func (t *service) apply(p policy.Service) (*policy.Service, error) {
 	var errs problems
 	for _, l := range t.ordered() {
 		if l.bad {
@@ -250,12 +250,12 @@ func sources(leaves []*leaf) []string {
 // method it concerns, as a service annotation does. Which policy a group
 // lives in (the service's shared one, a method's own) is decided here;
 // the value is written by set, by the runtime field's name.
-func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
+func (t *service) applyLeaf(p *policy.Service, l *leaf) error {
 	if isServerLeaf(l) {
 		return nil // for the server: ServerOptions
 	}
 	group, field, _ := strings.Cut(l.path, ".")
-	var methods []*runtime.MethodPolicy
+	var methods []*policy.Method
 	for i := range p.Methods {
 		if l.method == "" || methodName(p.Methods[i].Name) == l.method {
 			methods = append(methods, &p.Methods[i])
@@ -272,7 +272,7 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 	switch group {
 	case "retry":
 		for _, m := range methods {
-			if m.Kind != runtime.KindUnary {
+			if m.Kind != policy.KindUnary {
 				if l.method != "" {
 					return fmt.Errorf("streams are not retried, and %s is a streaming method: remove this override", l.method)
 				}
@@ -291,18 +291,18 @@ func (t *service) applyLeaf(p *runtime.ServicePolicy, l *leaf) error {
 			return errors.New("client_throttle judges the whole dependency: set it on the service")
 		}
 		if p.ClientThrottle == nil {
-			p.ClientThrottle = &runtime.ThrottlePolicy{} // the runtime's defaults
+			p.ClientThrottle = &policy.Throttle{} // the runtime's defaults
 		}
 		return set(p.ClientThrottle, field, l.value)
 	case "retry_budget":
 		if p.Budget == nil {
-			b := runtime.DefaultBudget
+			b := policy.DefaultBudget
 			p.Budget = &b
 		}
 		return set(p.Budget, field, l.value)
 	case "hedging":
 		m := methods[0] // the rules refuse hedging on a service
-		if m.Kind != runtime.KindUnary {
+		if m.Kind != policy.KindUnary {
 			return fmt.Errorf("streams are not hedged, and %s is a streaming method: remove this override", l.method)
 		}
 		if m.Hedging == nil {
@@ -326,21 +326,21 @@ var shareable = map[string]struct {
 	empty      func() any // a new group: the contract's defaults, or what the override must complete
 }{
 	"circuit_breaker": {"circuit breaker", "the breaker", func() any { return defaultBreaker() }},
-	"bulkhead":        {"bulkhead", "the bulkhead", func() any { return &runtime.BulkheadPolicy{} }},
-	"rate_limit":      {"rate limit", "the limit", func() any { return &runtime.RateLimitPolicy{} }},
-	"adaptive_limit":  {"adaptive limit", "the limit", func() any { return &runtime.AdaptiveLimitPolicy{} }},
+	"bulkhead":        {"bulkhead", "the bulkhead", func() any { return &policy.Bulkhead{} }},
+	"rate_limit":      {"rate limit", "the limit", func() any { return &policy.RateLimit{} }},
+	"adaptive_limit":  {"adaptive limit", "the limit", func() any { return &policy.AdaptiveLimit{} }},
 }
 
 // applyShared sets a value of a circuit breaker, bulkhead or rate limit:
 // on the service, the shared one (added from the defaults when the
 // annotation has none); on a method, its own, which per_method: true gives
 // it as a copy of the shared one and per_method: false takes away.
-func (t *service) applyShared(p *runtime.ServicePolicy, methods []*runtime.MethodPolicy, group, field string, l *leaf) error {
+func (t *service) applyShared(p *policy.Service, methods []*policy.Method, group, field string, l *leaf) error {
 	g, ok := shareable[group]
 	if !ok {
 		return fmt.Errorf("%s cannot be overridden", l.path)
 	}
-	if group == "rate_limit" && l.method != "" && methods[0].Kind != runtime.KindUnary {
+	if group == "rate_limit" && l.method != "" && methods[0].Kind != policy.KindUnary {
 		// As the plugin refuses it: opening a stream takes no token, so
 		// the limit would be shown in force and do nothing.
 		return fmt.Errorf("streams do not go through the rate limit, and %s is a streaming method: remove this override", l.method)
@@ -415,25 +415,25 @@ func set(target any, field string, v any) error {
 // runtime policy target holds: a Policy for a method's own values.
 func groupMessage(target any) proto.Message {
 	switch target.(type) {
-	case *runtime.MethodPolicy:
+	case *policy.Method:
 		return &resilientv1.Policy{}
-	case *runtime.RetryPolicy:
+	case *policy.Retry:
 		return &resilientv1.Retry{}
-	case *runtime.BudgetPolicy:
+	case *policy.Budget:
 		return &resilientv1.RetryBudget{}
-	case *runtime.BreakerPolicy:
+	case *policy.Breaker:
 		return &resilientv1.CircuitBreaker{}
-	case *runtime.BulkheadPolicy:
+	case *policy.Bulkhead:
 		return &resilientv1.Bulkhead{}
-	case *runtime.RateLimitPolicy:
+	case *policy.RateLimit:
 		return &resilientv1.RateLimit{}
-	case *runtime.HedgingPolicy:
+	case *policy.Hedging:
 		return &resilientv1.Hedging{}
-	case *runtime.CachePolicy:
+	case *policy.Cache:
 		return &resilientv1.Cache{}
-	case *runtime.AdaptiveLimitPolicy:
+	case *policy.AdaptiveLimit:
 		return &resilientv1.AdaptiveLimit{}
-	case *runtime.ThrottlePolicy:
+	case *policy.Throttle:
 		return &resilientv1.ClientThrottle{}
 	}
 	return nil
@@ -446,20 +446,20 @@ var goGroups = map[string]string{
 	"adaptive_limit": "AdaptiveLimit", "client_throttle": "ClientThrottle",
 }
 
-func defaultRetry() *runtime.RetryPolicy {
-	r := &runtime.RetryPolicy{}
+func defaultRetry() *policy.Retry {
+	r := &policy.Retry{}
 	rules.Fill(r, rules.DefaultOf("retry")) //nolint:errcheck // the contract's defaults fit the runtime's types (tested)
 	return r
 }
 
-func defaultBreaker() *runtime.BreakerPolicy {
-	b := &runtime.BreakerPolicy{}
+func defaultBreaker() *policy.Breaker {
+	b := &policy.Breaker{}
 	rules.Fill(b, rules.DefaultOf("circuit_breaker")) //nolint:errcheck // as defaultRetry
 	return b
 }
 
-func defaultHedging() *runtime.HedgingPolicy {
-	h := &runtime.HedgingPolicy{}
+func defaultHedging() *policy.Hedging {
+	h := &policy.Hedging{}
 	rules.Fill(h, rules.DefaultOf("hedging")) //nolint:errcheck // as defaultRetry
 	return h
 }

@@ -2,6 +2,7 @@ package override_test
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
@@ -214,13 +215,13 @@ func TestAttackOverrideEnvSpellings(t *testing.T) {
 
 // alikePolicies are two services, and two methods of one, whose variable
 // names are the same: a.b_c.S and a_b.c.S, Get and GET.
-func alikePolicies() []*runtime.ServicePolicy {
-	method := func(svc, name string) runtime.MethodPolicy {
-		return runtime.MethodPolicy{Name: "/" + svc + "/" + name, Kind: runtime.KindUnary, Idempotent: true, Timeout: time.Second}
+func alikePolicies() []*policy.Service {
+	method := func(svc, name string) policy.Method {
+		return policy.Method{Name: "/" + svc + "/" + name, Kind: policy.KindUnary, Idempotent: true, Timeout: time.Second}
 	}
-	return []*runtime.ServicePolicy{
-		{Name: "a.b_c.S", Methods: []runtime.MethodPolicy{method("a.b_c.S", "Get")}},
-		{Name: "a_b.c.S", Methods: []runtime.MethodPolicy{method("a_b.c.S", "Get"), method("a_b.c.S", "GET")}},
+	return []*policy.Service{
+		{Name: "a.b_c.S", Methods: []policy.Method{method("a.b_c.S", "Get")}},
+		{Name: "a_b.c.S", Methods: []policy.Method{method("a_b.c.S", "Get"), method("a_b.c.S", "GET")}},
 	}
 }
 

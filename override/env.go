@@ -1,12 +1,11 @@
 package override
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // EnvPrefix starts the name of every variable that overrides a value.
@@ -44,7 +43,7 @@ func envService(name string) string { return strings.ToUpper(strings.ReplaceAll(
 
 // parseEnv reads the variables of environ whose names start with
 // RESILIENT, in any case.
-func (s *Set) parseEnv(environ []string, known map[string]*runtime.ServicePolicy, errs *problems) {
+func (s *Set) parseEnv(environ []string, known map[string]*policy.Service, errs *problems) {
 	seen := map[string]string{}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
@@ -100,9 +99,9 @@ type envLeaf struct {
 
 // parseVar reads one variable named name, well spelled, adding to errs
 // what is wrong with it.
-func (s *Set) parseVar(name, value string, known map[string]*runtime.ServicePolicy, errs *problems) envLeaf {
+func (s *Set) parseVar(name, value string, known map[string]*policy.Service, errs *problems) envLeaf {
 	parts := strings.Split(name[len(EnvPrefix):], "__")
-	var p *runtime.ServicePolicy
+	var p *policy.Service
 	var alike []string
 	for _, k := range known {
 		if envService(k.Name) == parts[0] {
@@ -198,7 +197,7 @@ func (s *Set) parseVar(name, value string, known map[string]*runtime.ServicePoli
 // leniently (any case, parts joined by one underscore or several, a
 // method or field spelled with or without its underscores), or "" when it
 // means no one value of the known services.
-func respell(name string, known map[string]*runtime.ServicePolicy) string {
+func respell(name string, known map[string]*policy.Service) string {
 	upper := strings.ToUpper(name)
 	if !strings.HasPrefix(upper, envFamily) {
 		return ""

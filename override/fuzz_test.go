@@ -1,6 +1,7 @@
 package override_test
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ services:
 			}
 			return
 		}
-		for _, p := range []*runtime.ServicePolicy{inventory, payments} {
+		for _, p := range []*policy.Service{inventory, payments} {
 			if _, err := runtime.NewClient(p, set.Options(p)...); err != nil {
 				t.Fatalf("the loader accepted overrides NewClient refuses: %v\nfile:\n%s\nenv:\n%s", err, data, env)
 			}

@@ -32,6 +32,7 @@ package override
 import (
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"maps"
 	"os"
 	"slices"
@@ -51,7 +52,7 @@ type Set struct {
 // the program builds (the generated XxxResilientPolicy variables). It
 // refuses, naming each key, every override that is unknown, malformed or
 // unsafe.
-func Load(path string, environ []string, policies ...*runtime.ServicePolicy) (*Set, error) {
+func Load(path string, environ []string, policies ...*policy.Service) (*Set, error) {
 	var data []byte
 	if path != "" {
 		var err error
@@ -64,8 +65,8 @@ func Load(path string, environ []string, policies ...*runtime.ServicePolicy) (*S
 
 // Parse is Load with the file's content given: name is the file's name in
 // errors and in Client.Describe; data is YAML or JSON (nil for no file).
-func Parse(name string, data []byte, environ []string, policies ...*runtime.ServicePolicy) (*Set, error) {
-	known := make(map[string]*runtime.ServicePolicy, len(policies))
+func Parse(name string, data []byte, environ []string, policies ...*policy.Service) (*Set, error) {
+	known := make(map[string]*policy.Service, len(policies))
 	for _, p := range policies {
 		if p == nil {
 			return nil, errors.New("overrides: nil policy: pass the generated XxxResilientPolicy of each client")
@@ -101,7 +102,7 @@ func Parse(name string, data []byte, environ []string, policies ...*runtime.Serv
 // changed, so that Client.Changes and Client.Describe list every value an
 // override moved with the key that moved it, as written. Pass them in the
 // generated options' Runtime; none when nothing overrides p.
-func (s *Set) Options(p *runtime.ServicePolicy) []runtime.Option {
+func (s *Set) Options(p *policy.Service) []runtime.Option {
 	if s == nil || p == nil {
 		return nil
 	}
@@ -118,7 +119,7 @@ func (s *Set) Options(p *runtime.ServicePolicy) []runtime.Option {
 	if len(leaves) == 0 {
 		return nil
 	}
-	return []runtime.Option{runtime.WithRecordedPolicy(func(p *runtime.ServicePolicy) []runtime.Change {
+	return []runtime.Option{runtime.WithRecordedPolicy(func(p *policy.Service) []runtime.Change {
 		var record []runtime.Change
 		for _, l := range leaves {
 			changes, _ := t.applyRecorded(p, l) // checked by Parse

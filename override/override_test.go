@@ -2,6 +2,7 @@ package override_test
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,7 @@ services:
 	if get.Retry.MaxAttempts != 2 || reserve.Retry.MaxAttempts != 3 {
 		t.Errorf("max attempts %d %d", get.Retry.MaxAttempts, reserve.Retry.MaxAttempts)
 	}
-	if p.Breaker.CoolDown != 5*time.Second || p.Breaker.FailureCodes != runtime.CodesOf(codes.Unavailable) || p.Breaker.MinimumCalls != 20 {
+	if p.Breaker.CoolDown != 5*time.Second || p.Breaker.FailureCodes != policy.CodesOf(codes.Unavailable) || p.Breaker.MinimumCalls != 20 {
 		t.Errorf("breaker %+v", p.Breaker)
 	}
 	if p.Budget.Ratio != 0.2 || watch.Bulkhead.Permits != 2 || watch.Bulkhead.MaxWait != 20*time.Millisecond {
@@ -99,7 +100,7 @@ func TestEnvironmentOverridesTheFile(t *testing.T) {
 	if p.Methods[0].Timeout != 50*time.Millisecond || p.Methods[0].OverallTimeout != 2*time.Second {
 		t.Errorf("GetStock timeouts %v %v, want the variable's 50ms and the file's 2s", p.Methods[0].Timeout, p.Methods[0].OverallTimeout)
 	}
-	if p.Breaker.FailureCodes != runtime.CodesOf(codes.Unavailable, codes.ResourceExhausted) {
+	if p.Breaker.FailureCodes != policy.CodesOf(codes.Unavailable, codes.ResourceExhausted) {
 		t.Errorf("failure codes %v", p.Breaker.FailureCodes)
 	}
 	pay, err := runtime.NewClient(payments, s.Options(payments)...)
@@ -228,7 +229,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestNewBulkheadNeedsPermits(t *testing.T) {
-	p := &runtime.ServicePolicy{Name: "t.v1.S", Methods: []runtime.MethodPolicy{{Name: "/t.v1.S/Get", Idempotent: true}}}
+	p := &policy.Service{Name: "t.v1.S", Methods: []policy.Method{{Name: "/t.v1.S/Get", Idempotent: true}}}
 	_, err := override.Parse("o.yaml", []byte(`{services: {t.v1.S: {bulkhead: {max_wait: 1s}}}}`), nil, p)
 	if want := `o.yaml: services."t.v1.S".bulkhead.permits: is required`; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("error %v, want %s", err, want)
@@ -396,7 +397,7 @@ services:
 // A variable that names METHODS of a service without methods is refused,
 // not a panic.
 func TestMethodsOfAServiceWithoutMethods(t *testing.T) {
-	p := &runtime.ServicePolicy{Name: "t.v1.Empty"}
+	p := &policy.Service{Name: "t.v1.Empty"}
 	_, err := override.Parse("", nil, []string{"RESILIENT__T_V1_EMPTY__METHODS=1"}, p)
 	if err == nil || !strings.Contains(err.Error(), "name the method after METHODS") {
 		t.Fatalf("error %v", err)
@@ -406,13 +407,13 @@ func TestMethodsOfAServiceWithoutMethods(t *testing.T) {
 // The runtime's own default budget is the contract's (rules' table),
 // and the contract's defaults fit the runtime's types.
 func TestDefaultsFitTheRuntime(t *testing.T) {
-	var b runtime.BudgetPolicy
-	if err := rules.Fill(&b, rules.DefaultOf("retry_budget")); err != nil || b != runtime.DefaultBudget {
-		t.Errorf("budget from the table %+v (%v), runtime.DefaultBudget %+v", b, err, runtime.DefaultBudget)
+	var b policy.Budget
+	if err := rules.Fill(&b, rules.DefaultOf("retry_budget")); err != nil || b != policy.DefaultBudget {
+		t.Errorf("budget from the table %+v (%v), policy.DefaultBudget %+v", b, err, policy.DefaultBudget)
 	}
 	for group, dst := range map[string]any{
-		"retry": &runtime.RetryPolicy{}, "circuit_breaker": &runtime.BreakerPolicy{},
-		"hedging": &runtime.HedgingPolicy{}, "cache": &runtime.CachePolicy{},
+		"retry": &policy.Retry{}, "circuit_breaker": &policy.Breaker{},
+		"hedging": &policy.Hedging{}, "cache": &policy.Cache{},
 	} {
 		if err := rules.Fill(dst, rules.DefaultOf(group)); err != nil {
 			t.Errorf("%s: %v", group, err)

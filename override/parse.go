@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"maps"
 	"math"
@@ -18,13 +19,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // service is the overrides of one service.
 type service struct {
 	name   string
-	policy *runtime.ServicePolicy // as annotated
+	policy *policy.Service // as annotated
 	// values holds, per method ("" for the service), what the overrides
 	// set, as the annotation's message, for the rules of internal/rules.
 	values map[string]*resilientv1.Policy
@@ -60,7 +60,7 @@ var contractFields = map[string]bool{"idempotent": true, "idempotency_key": true
 	// generated decides whether a method may be retried.
 	"generate_idempotency_key": true, "cache.key_fields": true}
 
-func (s *Set) target(name string, known map[string]*runtime.ServicePolicy) *service {
+func (s *Set) target(name string, known map[string]*policy.Service) *service {
 	t := s.targets[name]
 	if t == nil {
 		t = &service{name: name, policy: known[name], values: map[string]*resilientv1.Policy{}}
@@ -71,7 +71,7 @@ func (s *Set) target(name string, known map[string]*runtime.ServicePolicy) *serv
 
 // parseFile reads the file's tree: services → name → policy fields and
 // methods → name → policy fields.
-func (s *Set) parseFile(name string, data []byte, known map[string]*runtime.ServicePolicy, errs *problems) {
+func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Service, errs *problems) {
 	if problem := oneDocument(data); problem != "" {
 		errs.add(name, "%s", problem)
 		return
@@ -437,7 +437,7 @@ func show(raw any) string {
 	return fmt.Sprint(raw)
 }
 
-func hasMethod(p *runtime.ServicePolicy, name string) bool {
+func hasMethod(p *policy.Service, name string) bool {
 	for i := range p.Methods {
 		if methodName(p.Methods[i].Name) == name {
 			return true
@@ -452,7 +452,7 @@ func methodName(fullName string) string {
 	return fullName[strings.LastIndexByte(fullName, '/')+1:]
 }
 
-func knownMethods(p *runtime.ServicePolicy) string {
+func knownMethods(p *policy.Service) string {
 	var names []string
 	for i := range p.Methods {
 		names = append(names, methodName(p.Methods[i].Name))
@@ -460,7 +460,7 @@ func knownMethods(p *runtime.ServicePolicy) string {
 	return "its methods are " + strings.Join(names, ", ")
 }
 
-func knownServices(known map[string]*runtime.ServicePolicy) string {
+func knownServices(known map[string]*policy.Service) string {
 	if len(known) == 0 {
 		return "no client's policy was given to the loader"
 	}

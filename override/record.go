@@ -2,6 +2,7 @@ package override
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"reflect"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // takes away (per_method: false) as to "none". The values are read by the
 // options' field names, so a field added to a group is recorded without
 // a change here.
-func (t *service) applyRecorded(p *runtime.ServicePolicy, l *leaf) ([]runtime.Change, error) {
+func (t *service) applyRecorded(p *policy.Service, l *leaf) ([]runtime.Change, error) {
 	before := t.snapshot(p, l)
 	if err := t.applyLeaf(p, l); err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func lookup(ss []setting, key string) (string, bool) {
 // value (timeout), that value of each method it concerns; for a group
 // (retry, circuit_breaker, …), every value of the service's shared group
 // and of each concerned method's own, those present.
-func (t *service) snapshot(p *runtime.ServicePolicy, l *leaf) []setting {
+func (t *service) snapshot(p *policy.Service, l *leaf) []setting {
 	group, field, _ := strings.Cut(l.path, ".")
 	var out []setting
 	for i := range p.Methods {

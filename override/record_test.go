@@ -1,6 +1,7 @@
 package override_test
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestChangesAreTheRecordOfEachKey(t *testing.T) {
 		"methods.StockReport.timeout":           {Annotated: "300ms", Value: "250ms", Source: file + ".timeout"},
 		"retry_budget.ratio":                    {Annotated: "0.1", Value: "0.2", Source: file + ".retry_budget.ratio"},
 		"circuit_breaker.cool_down":             {Annotated: "2s", Value: "5s", Source: file + ".circuit_breaker.cool_down"},
-		"circuit_breaker.failure_codes":         {Annotated: fmtCodes(inventory.Breaker.FailureCodes), Value: fmtCodes(runtime.CodesOf(14)), Source: file + ".circuit_breaker.failure_codes"},
+		"circuit_breaker.failure_codes":         {Annotated: fmtCodes(inventory.Breaker.FailureCodes), Value: fmtCodes(policy.CodesOf(14)), Source: file + ".circuit_breaker.failure_codes"},
 		"bulkhead.permits":                      {Annotated: "8", Value: "16", Source: file + ".bulkhead.permits"},
 		"rate_limit.requests_per_second":        {Annotated: "500", Value: "1000", Source: file + ".rate_limit.requests_per_second"},
 		"methods.GetStock.retry.max_attempts":   {Annotated: "3", Value: "1", Source: file + ".methods.GetStock.retry.max_attempts"},
@@ -116,7 +117,7 @@ func agree(t *testing.T, file string, env []string, least int) {
 	}
 	recorded := build(t, s)
 	applied := recorded.Policy().Clone()
-	compared, err := runtime.NewClient(inventory, runtime.WithPolicy(func(p *runtime.ServicePolicy) { *p = applied.Clone() }))
+	compared, err := runtime.NewClient(inventory, runtime.WithPolicy(func(p *policy.Service) { *p = applied.Clone() }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,4 +148,4 @@ func agree(t *testing.T, file string, env []string, least int) {
 	}
 }
 
-func fmtCodes(c runtime.CodeSet) string { return c.String() }
+func fmtCodes(c policy.CodeSet) string { return c.String() }

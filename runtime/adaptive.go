@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync/atomic"
 	"time"
 
@@ -14,38 +15,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/internal/adaptive"
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 )
-
-// AdaptiveLimitPolicy configures an adaptive concurrency limit: the
-// attempts towards the dependency let be in flight at once follow its
-// latency (a gradient against the smallest round-trip time of the last
-// BaselineWindow, halving once per round trip on a timeout or an overload
-// refusal), and an attempt above the limit is refused at once with
-// ErrConcurrencyLimited. A zero field takes its value from
-// DefaultAdaptiveLimit. Under a bulkhead the bulkhead's permits are the
-// ceiling: MaxLimit, its default included, is at most Permits.
-//
-// Fields: MinLimit (the attempts let through while the dependency is at its
-// worst, at least 1), MaxLimit, InitialLimit (before any attempt came
-// back), Tolerance (how many times slower than the baseline a round may be
-// before the limit shrinks, at least 1), Smoothing (the share of a
-// latency-driven change applied per round, in (0, 1]) and BaselineWindow.
-type AdaptiveLimitPolicy = adaptive.Policy
-
-// DefaultAdaptiveLimit holds the values a zero field of an
-// AdaptiveLimitPolicy stands for: MinLimit 1, MaxLimit 100, InitialLimit 20,
-// Tolerance 1.5, Smoothing 0.5, BaselineWindow 30 s.
-var DefaultAdaptiveLimit = adaptive.Defaults
-
-// ThrottlePolicy configures adaptive client-side throttling (the Google SRE
-// book's): each attempt is refused locally, with ErrThrottled, with
-// probability max(0, (requests − K × accepts) / (requests + 1)) over the
-// last Window, capped at MaxRefusal. A zero field takes its value from
-// DefaultThrottle.
-type ThrottlePolicy = throttle.Policy
-
-// DefaultThrottle holds the values a zero field of a ThrottlePolicy stands
-// for: K 2, Window 5 s, MaxRefusal 0.9.
-var DefaultThrottle = throttle.Defaults
 
 var (
 	// ErrConcurrencyLimited: the adaptive concurrency limit towards the
@@ -153,7 +122,7 @@ type adaptiveLayers struct {
 func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
 	p := &c.policy
 	a := &adaptiveLayers{c: c}
-	if !p.hasAdaptive() {
+	if !hasAdaptive(p) {
 		return a, nil
 	}
 	if r != nil {
@@ -183,7 +152,7 @@ func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
 }
 
 // hasAdaptive reports whether the policy has an adaptive layer anywhere.
-func (p *ServicePolicy) hasAdaptive() bool {
+func hasAdaptive(p *policy.Service) bool {
 	if p.AdaptiveLimit != nil || p.ClientThrottle != nil {
 		return true
 	}
@@ -197,7 +166,7 @@ func (p *ServicePolicy) hasAdaptive() bool {
 
 // limit builds a limiter under the bulkhead b (nil for none) for method
 // ("" for the service's).
-func (a *adaptiveLayers) limit(p AdaptiveLimitPolicy, b *BulkheadPolicy, method string) (*concurrencyLimit, error) {
+func (a *adaptiveLayers) limit(p policy.AdaptiveLimit, b *policy.Bulkhead, method string) (*concurrencyLimit, error) {
 	if b != nil {
 		p = p.WithCeiling(b.Permits)
 	}
@@ -218,7 +187,7 @@ func (a *adaptiveLayers) limit(p AdaptiveLimitPolicy, b *BulkheadPolicy, method 
 // nothing of the dependency's latency.
 func (a *adaptiveLayers) bind(m *methodState) error {
 	mp := m.policy
-	if mp.Kind != KindUnary {
+	if mp.Kind != policy.KindUnary {
 		return nil
 	}
 	m.concurrency, m.throttle = a.shared, a.throttle
@@ -399,7 +368,7 @@ func (m *methodState) leaveUnlessDone(left *bool, g gate) {
 
 // overloadCodes are the codes that tell the adaptive layers the dependency
 // did not serve the attempt (contract.OverloadCodes).
-var overloadCodes = CodesOf(contract.OverloadCodes...)
+var overloadCodes = policy.CodesOf(contract.OverloadCodes...)
 
 // judgeAdaptive is what an attempt's end tells the adaptive layers (see
 // leave).
@@ -416,60 +385,6 @@ func judgeAdaptive(ctx context.Context, err error) adaptive.Outcome {
 	return adaptive.Success
 }
 
-// checkAdaptive checks the adaptive layers of the service (f "") or of a
-// method (f its field prefix, m the method), given the bulkhead b the
-// limit sits under (nil for none).
-func checkAdaptive(f string, p *AdaptiveLimitPolicy, b *BulkheadPolicy, bad badFunc) {
-	if p == nil {
-		return
-	}
-	q := *p
-	if b != nil {
-		if q.MinLimit > b.Permits {
-			bad(f+".MinLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.MinLimit, b.Permits, b.Permits)
-			return
-		}
-		if q.MaxLimit > b.Permits {
-			bad(f+".MaxLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d, or leave it 0 for the ceiling", q.MaxLimit, b.Permits, b.Permits)
-			return
-		}
-		if q.InitialLimit > b.Permits {
-			bad(f+".InitialLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.InitialLimit, b.Permits, b.Permits)
-			return
-		}
-		q = q.WithCeiling(b.Permits)
-	}
-	if _, err := adaptive.New(q, time.Time{}); err != nil {
-		bad(f, "%v", err)
-	}
-}
-
-func checkThrottle(f string, p *ThrottlePolicy, bad badFunc) {
-	if p == nil {
-		return
-	}
-	if _, err := throttle.New(*p, time.Time{}, nil); err != nil {
-		bad(f, "%v", err)
-	}
-}
-
-// checkAdaptive checks the method's own adaptive limit, under its bulkhead
-// or the service's.
-func (m *MethodPolicy) checkAdaptive(f string, p *ServicePolicy, bad badFunc) {
-	if m.AdaptiveLimit == nil {
-		return
-	}
-	if m.Kind != KindUnary {
-		bad(f+".AdaptiveLimit", "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it")
-		return
-	}
-	b := m.Bulkhead
-	if b == nil {
-		b = p.Bulkhead
-	}
-	checkAdaptive(f+".AdaptiveLimit", m.AdaptiveLimit, b, bad)
-}
-
 // withCause gives a refusal the last real error of the call, if any.
 func withCause(refusal, last error) error {
 	if e, ok := refusal.(*Error); ok && last != nil {
@@ -480,7 +395,7 @@ func withCause(refusal, last error) error {
 
 // flattenAdaptive lists the values of an adaptive limit for the audit
 // trail (provenance.go), under prefix.
-func flattenAdaptive(add func(string, any), prefix string, a *AdaptiveLimitPolicy) {
+func flattenAdaptive(add func(string, any), prefix string, a *policy.AdaptiveLimit) {
 	add(prefix+".min_limit", a.MinLimit)
 	add(prefix+".max_limit", a.MaxLimit)
 	add(prefix+".initial_limit", a.InitialLimit)
@@ -491,7 +406,7 @@ func flattenAdaptive(add func(string, any), prefix string, a *AdaptiveLimitPolic
 
 // describeLimit renders an adaptive limit under the bulkhead b (nil for
 // none) with the values in force, defaults and ceiling applied.
-func describeLimit(a *AdaptiveLimitPolicy, b *BulkheadPolicy) string {
+func describeLimit(a *policy.AdaptiveLimit, b *policy.Bulkhead) string {
 	q := *a
 	if b != nil {
 		q = q.WithCeiling(b.Permits)
@@ -506,7 +421,7 @@ func describeLimit(a *AdaptiveLimitPolicy, b *BulkheadPolicy) string {
 }
 
 // describeThrottle renders a throttler with the values in force.
-func describeThrottle(t *ThrottlePolicy) string {
+func describeThrottle(t *policy.Throttle) string {
 	th, err := throttle.New(*t, time.Time{}, nil)
 	if err != nil {
 		return "invalid: " + err.Error()

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,7 @@ import (
 
 // adaptiveClient is the generated inventory client under the annotated
 // policy edited by edit, without cache and rate limit, with opts.
-func adaptiveClient(t *testing.T, cc grpc.ClientConnInterface, edit func(*runtime.ServicePolicy), opts ...runtime.Option) *inventoryv1.InventoryServiceResilientClient {
+func adaptiveClient(t *testing.T, cc grpc.ClientConnInterface, edit func(*policy.Service), opts ...runtime.Option) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
 	o := inventoryv1.InventoryServiceResilientOptions{Runtime: append([]runtime.Option{
 		runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(edit)}, opts...)}
@@ -59,9 +60,9 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 	srv, cc := startFault(t, server.Hang)
 	reg := prometheus.NewRegistry()
-	c := adaptiveClient(t, cc, func(p *runtime.ServicePolicy) {
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
 		p.Breaker, p.Bulkhead = nil, nil
-		p.AdaptiveLimit = &runtime.AdaptiveLimitPolicy{InitialLimit: 16, MaxLimit: 16}
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 16}
 		p.Methods[0].Timeout, p.Methods[0].Retry = 100*time.Millisecond, nil
 	}, runtime.WithRegisterer(reg))
 	var refused, timeouts atomic.Int64
@@ -126,9 +127,9 @@ func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 // 0.9^100), not after a cool-down.
 func TestFaultOutageThrottlerSendsAFractionAndSeesTheRecovery(t *testing.T) {
 	srv, cc := startFault(t, server.Fail(codes.Unavailable))
-	c := adaptiveClient(t, cc, func(p *runtime.ServicePolicy) {
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
 		p.Breaker = nil
-		p.ClientThrottle = &runtime.ThrottlePolicy{Window: 2 * time.Second}
+		p.ClientThrottle = &policy.Throttle{Window: 2 * time.Second}
 	})
 	throttled := 0
 	for range 400 {
@@ -170,7 +171,7 @@ func TestFaultCountWindowBreakerCountsOldFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, cc := startFault(t, server.Fail(codes.Unavailable))
 			clock := newFakeClock()
-			c := adaptiveClient(t, cc, func(p *runtime.ServicePolicy) {
+			c := adaptiveClient(t, cc, func(p *policy.Service) {
 				p.Breaker.MinimumCalls = 10
 				if tc.name == "count window" {
 					p.Breaker.WindowCalls = 10

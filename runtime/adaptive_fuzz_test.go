@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -33,10 +34,10 @@ func FuzzAdaptiveLayers(f *testing.F) {
 		prog := fuzzprog.New(data)
 		k := float64(prog.Next()%3) + 1
 		const maxLimit = 4
-		sp := ServicePolicy{Name: "fuzz.Adaptive",
-			AdaptiveLimit:  &AdaptiveLimitPolicy{InitialLimit: int(prog.Next()%maxLimit) + 1, MaxLimit: maxLimit},
-			ClientThrottle: &ThrottlePolicy{K: k, Window: time.Hour, MaxRefusal: 0.9},
-			Methods:        []MethodPolicy{{Name: "/fuzz.Adaptive/Get", Idempotent: true}}}
+		sp := policy.Service{Name: "fuzz.Adaptive",
+			AdaptiveLimit:  &policy.AdaptiveLimit{InitialLimit: int(prog.Next()%maxLimit) + 1, MaxLimit: maxLimit},
+			ClientThrottle: &policy.Throttle{K: k, Window: time.Hour, MaxRefusal: 0.9},
+			Methods:        []policy.Method{{Name: "/fuzz.Adaptive/Get", Idempotent: true}}}
 		clock := &fuzzClock{base: time.Unix(1_000_000, 0)}
 		c, err := NewClient(&sp, WithClock(clock))
 		if err != nil {

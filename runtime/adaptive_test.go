@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,11 +47,11 @@ type adMsg struct{}
 
 // adPolicy is a dependency with one idempotent unary method that retries
 // on UNAVAILABLE, a 300 ms per-attempt timeout, and edit's changes.
-func adPolicy(edit func(*ServicePolicy)) ServicePolicy {
-	p := ServicePolicy{Name: "t.Dep", Methods: []MethodPolicy{{
+func adPolicy(edit func(*policy.Service)) policy.Service {
+	p := policy.Service{Name: "t.Dep", Methods: []policy.Method{{
 		Name: adMethod, Idempotent: true, Timeout: 300 * time.Millisecond,
-		Retry: &RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1,
-			RetryableCodes: CodesOf(codes.Unavailable)},
+		Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1,
+			RetryableCodes: policy.CodesOf(codes.Unavailable)},
 	}}}
 	if edit != nil {
 		edit(&p)
@@ -58,7 +59,7 @@ func adPolicy(edit func(*ServicePolicy)) ServicePolicy {
 	return p
 }
 
-func adClient(t *testing.T, p ServicePolicy, opts ...Option) (*Client, *adClock) {
+func adClient(t *testing.T, p policy.Service, opts ...Option) (*Client, *adClock) {
 	t.Helper()
 	clock := &adClock{now: t0}
 	c, err := NewClient(&p, append([]Option{WithClock(clock)}, opts...)...)
@@ -116,8 +117,8 @@ func hold(t *testing.T, c *Client, n int, err error) (release func(), done *sync
 // dependency and without a retry. The 8 come back UNAVAILABLE together:
 // the limit halves once, to 4, not once per drop.
 func TestAdaptiveLimitRefusesAboveTheLimitAndHalvesOncePerRound(t *testing.T) {
-	c, _ := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 8, MaxLimit: 16}
+	c, _ := adClient(t, adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 8, MaxLimit: 16}
 		p.Methods[0].Retry = nil
 	}))
 	release, done, _ := hold(t, c, 8, unavailable)
@@ -150,10 +151,10 @@ func TestAdaptiveLimitRefusesAboveTheLimitAndHalvesOncePerRound(t *testing.T) {
 // one call), and the retry budget counts no request for a refused first
 // attempt.
 func TestAdaptiveRefusalIsFinalLocalAndReachesTheFallback(t *testing.T) {
-	c, _ := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 1, MaxLimit: 1}
-		p.Breaker = &BreakerPolicy{FailureRatio: 1, MinimumCalls: 1, Window: time.Second, CoolDown: time.Second,
-			HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable, codes.ResourceExhausted)}
+	c, _ := adClient(t, adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 1, MaxLimit: 1}
+		p.Breaker = &policy.Breaker{FailureRatio: 1, MinimumCalls: 1, Window: time.Second, CoolDown: time.Second,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable, codes.ResourceExhausted)}
 	}))
 	release, done, _ := hold(t, c, 1, nil) // holds the only permit
 	var seen error
@@ -175,8 +176,8 @@ func TestAdaptiveRefusalIsFinalLocalAndReachesTheFallback(t *testing.T) {
 	// A retry refused by the limit: of a limit of 2, another call holds
 	// one permit; the first attempt comes back UNAVAILABLE, a drop that
 	// halves the limit to 1, so the retry finds none left.
-	c2, _ := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 2, MaxLimit: 2}
+	c2, _ := adClient(t, adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 2, MaxLimit: 2}
 	}))
 	release, done, _ = hold(t, c2, 1, nil)
 	retrier := &scripted{answer: func(context.Context, int64) error { return unavailable }}
@@ -197,10 +198,10 @@ func TestAdaptiveRefusalIsFinalLocalAndReachesTheFallback(t *testing.T) {
 // admitted it, and one whose call panicked, all give their token back and
 // leave the limit where it was.
 func TestAdaptiveLimitIgnoresTheCallersEndAndReturnsEveryToken(t *testing.T) {
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 4, MaxLimit: 4}
-		p.Breaker = &BreakerPolicy{FailureRatio: 1, MinimumCalls: 1, Window: time.Second, CoolDown: time.Minute,
-			HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Internal)}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 4, MaxLimit: 4}
+		p.Breaker = &policy.Breaker{FailureRatio: 1, MinimumCalls: 1, Window: time.Second, CoolDown: time.Minute,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Internal)}
 		p.Methods[0].Retry = nil
 	}))
 	l := c.Method(0).concurrency.l
@@ -244,8 +245,8 @@ func TestAdaptiveLimitIgnoresTheCallersEndAndReturnsEveryToken(t *testing.T) {
 // minimum, successes at the baseline latency grow the limit round by
 // round on the fake clock.
 func TestAdaptiveLimitGrowsBackWhenTheDependencyIsFastAgain(t *testing.T) {
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 1, MaxLimit: 20}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 1, MaxLimit: 20}
 		p.Methods[0].Retry = nil
 	}))
 	l := c.Method(0).concurrency.l
@@ -279,8 +280,8 @@ func fixedThrottle(t *testing.T, c *Client, r float64) {
 // ErrThrottled, without reaching the dependency, and ends the retry loop.
 // Once the window has forgotten the outage, the next attempt goes through.
 func TestThrottlerRefusesLocallyDuringAnOutageAndLetsRecoveryThrough(t *testing.T) {
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{Window: time.Second}
 		p.Methods[0].Retry = nil
 	}))
 	fixedThrottle(t, c, 0.5)
@@ -311,8 +312,8 @@ func TestThrottlerRefusesLocallyDuringAnOutageAndLetsRecoveryThrough(t *testing.
 // TestThrottlerCountsAnswersAsAcceptsAndIgnoresTheCaller: NOT_FOUND is an
 // answer (accepted); a cancelled attempt is not recorded at all.
 func TestThrottlerCountsAnswersAsAcceptsAndIgnoresTheCaller(t *testing.T) {
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{Window: time.Second}
 		p.Methods[0].Retry = nil
 	}))
 	fixedThrottle(t, c, 0)
@@ -390,32 +391,32 @@ func TestCountWindowBreakerJudgesTheLastNCallsWhateverTheirAge(t *testing.T) {
 func TestAdaptivePoliciesAreValidated(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(*ServicePolicy)
+		edit func(*policy.Service)
 		want string
 	}{
-		{"min above permits", func(p *ServicePolicy) {
-			p.Bulkhead = &BulkheadPolicy{Permits: 4}
-			p.AdaptiveLimit = &AdaptiveLimitPolicy{MinLimit: 5}
+		{"min above permits", func(p *policy.Service) {
+			p.Bulkhead = &policy.Bulkhead{Permits: 4}
+			p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5}
 		}, "AdaptiveLimit.MinLimit: 5 is above the bulkhead's 4 permits"},
-		{"initial above permits", func(p *ServicePolicy) {
-			p.Bulkhead = &BulkheadPolicy{Permits: 4}
-			p.Methods[0].AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 8}
+		{"initial above permits", func(p *policy.Service) {
+			p.Bulkhead = &policy.Bulkhead{Permits: 4}
+			p.Methods[0].AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 8}
 		}, "(/t.Dep/Get).AdaptiveLimit.InitialLimit: 8 is above the bulkhead's 4 permits"},
-		{"tolerance", func(p *ServicePolicy) {
-			p.AdaptiveLimit = &AdaptiveLimitPolicy{Tolerance: 0.5}
+		{"tolerance", func(p *policy.Service) {
+			p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 0.5}
 		}, "AdaptiveLimit: adaptive: tolerance 0.5"},
-		{"stream", func(p *ServicePolicy) {
-			p.Methods[0].Kind, p.Methods[0].Retry = KindServerStreaming, nil
-			p.Methods[0].AdaptiveLimit = &AdaptiveLimitPolicy{}
+		{"stream", func(p *policy.Service) {
+			p.Methods[0].Kind, p.Methods[0].Retry = policy.KindServerStreaming, nil
+			p.Methods[0].AdaptiveLimit = &policy.AdaptiveLimit{}
 		}, "streams take no adaptive token"},
-		{"max refusal", func(p *ServicePolicy) {
-			p.ClientThrottle = &ThrottlePolicy{MaxRefusal: 1}
+		{"max refusal", func(p *policy.Service) {
+			p.ClientThrottle = &policy.Throttle{MaxRefusal: 1}
 		}, "ClientThrottle: throttle: max refusal 1"},
-		{"window calls", func(p *ServicePolicy) {
-			p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 20, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
+		{"window calls", func(p *policy.Service) {
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 20, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Breaker.MinimumCalls: 20 is more than the 10 calls the window holds"},
-		{"negative window calls", func(p *ServicePolicy) {
-			p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 2, WindowCalls: -1, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
+		{"negative window calls", func(p *policy.Service) {
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 2, WindowCalls: -1, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Breaker.WindowCalls: must be in [1, 2097152]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -426,11 +427,11 @@ func TestAdaptivePoliciesAreValidated(t *testing.T) {
 			}
 		})
 	}
-	p := adPolicy(func(p *ServicePolicy) {
-		p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 5, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
-		p.Bulkhead = &BulkheadPolicy{Permits: 8}
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{}
-		p.ClientThrottle = &ThrottlePolicy{}
+	p := adPolicy(func(p *policy.Service) {
+		p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 5, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+		p.Bulkhead = &policy.Bulkhead{Permits: 8}
+		p.AdaptiveLimit = &policy.AdaptiveLimit{}
+		p.ClientThrottle = &policy.Throttle{}
 	})
 	c, err := NewClient(&p)
 	if err != nil {
@@ -449,9 +450,9 @@ func TestAdaptiveMetricsAndEventsOncePerEpisode(t *testing.T) {
 	var mu sync.Mutex
 	var kinds []EventKind
 	obs := func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }
-	p := adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 1, MaxLimit: 1}
-		p.ClientThrottle = &ThrottlePolicy{Window: time.Second}
+	p := adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 1, MaxLimit: 1}
+		p.ClientThrottle = &policy.Throttle{Window: time.Second}
 		p.Methods[0].Retry = nil
 	})
 	c, clock := adClient(t, p, WithRegisterer(reg), WithObserver(obs))
@@ -504,10 +505,10 @@ func TestAdaptiveMetricsAndEventsOncePerEpisode(t *testing.T) {
 // hedged call's first copy is refused by the limit and the call returns
 // the refusal at once.
 func TestHedgedCopyRefusedByTheLimitEndsTheCall(t *testing.T) {
-	c, _ := adClient(t, adPolicy(func(p *ServicePolicy) {
+	c, _ := adClient(t, adPolicy(func(p *policy.Service) {
 		p.Methods[0].Retry = nil
-		p.Methods[0].Hedging = &HedgingPolicy{Delay: 50 * time.Millisecond, MaxCopies: 2, NonFatalCodes: CodesOf(codes.Unavailable)}
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 1, MaxLimit: 1}
+		p.Methods[0].Hedging = &policy.Hedging{Delay: 50 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 1, MaxLimit: 1}
 	}))
 	release, done, _ := hold(t, c, 1, nil)
 	defer func() { release(); done.Wait() }()
@@ -523,14 +524,14 @@ func TestHedgedCopyRefusedByTheLimitEndsTheCall(t *testing.T) {
 // bulkhead's ceiling applied, the throttler, a method's own limit, and the
 // count window, with the values in force.
 func TestAdaptiveLayersDescribed(t *testing.T) {
-	p := adPolicy(func(p *ServicePolicy) {
-		p.Bulkhead = &BulkheadPolicy{Permits: 8}
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{}
-		p.ClientThrottle = &ThrottlePolicy{K: 3}
-		p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 5, WindowCalls: 50, CoolDown: time.Second,
-			HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
-		p.Methods = append(p.Methods, MethodPolicy{Name: "/t.Dep/Own", Timeout: time.Second,
-			AdaptiveLimit: &AdaptiveLimitPolicy{MinLimit: 2, MaxLimit: 4}})
+	p := adPolicy(func(p *policy.Service) {
+		p.Bulkhead = &policy.Bulkhead{Permits: 8}
+		p.AdaptiveLimit = &policy.AdaptiveLimit{}
+		p.ClientThrottle = &policy.Throttle{K: 3}
+		p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 5, WindowCalls: 50, CoolDown: time.Second,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+		p.Methods = append(p.Methods, policy.Method{Name: "/t.Dep/Own", Timeout: time.Second,
+			AdaptiveLimit: &policy.AdaptiveLimit{MinLimit: 2, MaxLimit: 4}})
 	})
 	c, _ := adClient(t, p)
 	got := c.Describe()

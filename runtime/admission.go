@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -135,7 +136,7 @@ func (m *methodState) verdict(ctx context.Context, err error) (outcome, codes.Co
 	if err == nil {
 		return outcomeSuccess, codes.OK
 	}
-	var failures CodeSet // the breaker's failure codes; none without one
+	var failures policy.CodeSet // the breaker's failure codes; none without one
 	if br := m.breaker; br != nil {
 		failures = br.p.FailureCodes
 	}

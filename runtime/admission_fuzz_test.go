@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -33,13 +34,13 @@ func FuzzAdmission(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prog := fuzzprog.New(data)
 		own := prog.Next()%2 == 1 // the stream has a breaker of its own, so its streams probe
-		bp := BreakerPolicy{FailureRatio: 0.5, MinimumCalls: int(prog.Next()%4) + 1, Window: time.Second,
+		bp := policy.Breaker{FailureRatio: 0.5, MinimumCalls: int(prog.Next()%4) + 1, Window: time.Second,
 			CoolDown: 100 * time.Millisecond, HalfOpenProbes: int(prog.Next()%3) + 1,
-			FailureCodes: CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
+			FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
 		permits := int(prog.Next()%3) + 1
 		const get, watch = "/fuzz.Svc/Get", "/fuzz.Svc/Watch"
-		sp := ServicePolicy{Name: "fuzz.Svc", Breaker: &bp, Bulkhead: &BulkheadPolicy{Permits: permits},
-			Methods: []MethodPolicy{{Name: get, Idempotent: true}, {Name: watch, Kind: KindServerStreaming}}}
+		sp := policy.Service{Name: "fuzz.Svc", Breaker: &bp, Bulkhead: &policy.Bulkhead{Permits: permits},
+			Methods: []policy.Method{{Name: get, Idempotent: true}, {Name: watch, Kind: policy.KindServerStreaming}}}
 		if own {
 			own := bp
 			sp.Methods[1].Breaker = &own

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,15 +47,15 @@ func TestAttackFaultAdaptiveTokensComeBackFromEveryEnding(t *testing.T) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})
 	srv, cc := startFault(t, server.Hang, panicky)
-	c := adaptiveClient(t, cc, func(p *runtime.ServicePolicy) {
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
 		p.Breaker, p.Bulkhead = nil, nil
-		p.Budget = &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute} // hedges are not what is judged
-		p.AdaptiveLimit = &runtime.AdaptiveLimitPolicy{MinLimit: 2, InitialLimit: 2, MaxLimit: 2}
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute} // hedges are not what is judged
+		p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 2, InitialLimit: 2, MaxLimit: 2}
 		for i := range p.Methods {
 			switch p.Methods[i].Name {
 			case getStock:
 				p.Methods[i].Timeout, p.Methods[i].Retry = 2*time.Second, nil
-				p.Methods[i].Hedging = &runtime.HedgingPolicy{Delay: 20 * time.Millisecond, MaxCopies: 2}
+				p.Methods[i].Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 2}
 			case reserveStock: // the check at the end: one attempt per call
 				p.Methods[i].Timeout, p.Methods[i].Retry = 2*time.Second, nil
 			}
@@ -154,9 +155,9 @@ func TestAttackFaultThrottlerNotFoundIsAnAcceptAndRefusalsReachTheFallback(t *te
 	srv, cc := startFault(t, server.Fail(codes.NotFound))
 	var fellBack, throttled atomic.Int64
 	o := inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+		Runtime: []runtime.Option{runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(func(p *policy.Service) {
 			p.Breaker = nil
-			p.ClientThrottle = &runtime.ThrottlePolicy{Window: time.Minute, MaxRefusal: 0.5}
+			p.ClientThrottle = &policy.Throttle{Window: time.Minute, MaxRefusal: 0.5}
 			for i := range p.Methods {
 				if p.Methods[i].Name == getStock {
 					p.Methods[i].Retry, p.Methods[i].Hedging = nil, nil

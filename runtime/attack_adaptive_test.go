@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -29,35 +30,35 @@ func TestAttackAdaptiveBadOptionsRefusedNamingTheField(t *testing.T) {
 	nan := math.NaN()
 	for _, tc := range []struct {
 		name string
-		edit func(*ServicePolicy)
+		edit func(*policy.Service)
 		want string
 	}{
-		{"NaN tolerance", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{Tolerance: nan} }, "AdaptiveLimit: adaptive: tolerance NaN"},
-		{"+Inf tolerance", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{Tolerance: math.Inf(1)} }, "tolerance +Inf"},
-		{"negative tolerance", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{Tolerance: -2} }, "tolerance -2"},
-		{"NaN smoothing", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{Smoothing: nan} }, "smoothing NaN"},
-		{"smoothing above 1", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{Smoothing: 1.5} }, "smoothing 1.5"},
-		{"negative min", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{MinLimit: -1} }, "min limit -1"},
-		{"min above max", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{MinLimit: 10, MaxLimit: 5} }, "max limit 5 is not between the min limit 10"},
-		{"negative max", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{MaxLimit: -3} }, "max limit -3"},
-		{"max beyond 2^20", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{MaxLimit: 1<<20 + 1} }, "max limit 1048577"},
-		{"initial below min", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{MinLimit: 5, InitialLimit: 2} }, "initial limit 2"},
-		{"negative baseline", func(p *ServicePolicy) { p.AdaptiveLimit = &AdaptiveLimitPolicy{BaselineWindow: -time.Second} }, "baseline window -1s"},
-		{"negative max under a bulkhead", func(p *ServicePolicy) {
-			p.Bulkhead = &BulkheadPolicy{Permits: 4}
-			p.AdaptiveLimit = &AdaptiveLimitPolicy{MaxLimit: -1}
+		{"NaN tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: nan} }, "AdaptiveLimit: adaptive: tolerance NaN"},
+		{"+Inf tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: math.Inf(1)} }, "tolerance +Inf"},
+		{"negative tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: -2} }, "tolerance -2"},
+		{"NaN smoothing", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: nan} }, "smoothing NaN"},
+		{"smoothing above 1", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: 1.5} }, "smoothing 1.5"},
+		{"negative min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: -1} }, "min limit -1"},
+		{"min above max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5} }, "max limit 5 is not between the min limit 10"},
+		{"negative max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -3} }, "max limit -3"},
+		{"max beyond 2^20", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: 1<<20 + 1} }, "max limit 1048577"},
+		{"initial below min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5, InitialLimit: 2} }, "initial limit 2"},
+		{"negative baseline", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{BaselineWindow: -time.Second} }, "baseline window -1s"},
+		{"negative max under a bulkhead", func(p *policy.Service) {
+			p.Bulkhead = &policy.Bulkhead{Permits: 4}
+			p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -1}
 		}, "max limit -1"},
-		{"method min above max", func(p *ServicePolicy) {
-			p.Methods[0].AdaptiveLimit = &AdaptiveLimitPolicy{MinLimit: 9, MaxLimit: 3}
+		{"method min above max", func(p *policy.Service) {
+			p.Methods[0].AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 9, MaxLimit: 3}
 		}, "(/t.Dep/Get).AdaptiveLimit: adaptive: max limit 3"},
-		{"NaN k", func(p *ServicePolicy) { p.ClientThrottle = &ThrottlePolicy{K: nan} }, "ClientThrottle: throttle: K NaN"},
-		{"k below 1", func(p *ServicePolicy) { p.ClientThrottle = &ThrottlePolicy{K: 0.5} }, "K 0.5"},
-		{"negative k", func(p *ServicePolicy) { p.ClientThrottle = &ThrottlePolicy{K: -2} }, "K -2"},
-		{"NaN max refusal", func(p *ServicePolicy) { p.ClientThrottle = &ThrottlePolicy{MaxRefusal: nan} }, "max refusal NaN"},
-		{"negative max refusal", func(p *ServicePolicy) { p.ClientThrottle = &ThrottlePolicy{MaxRefusal: -0.1} }, "max refusal -0.1"},
-		{"negative throttle window", func(p *ServicePolicy) { p.ClientThrottle = &ThrottlePolicy{Window: -time.Second} }, "window -1s is too short"},
-		{"window calls beyond the max", func(p *ServicePolicy) {
-			p.Breaker = &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 1, WindowCalls: window.MaxCount + 1, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}
+		{"NaN k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: nan} }, "ClientThrottle: throttle: K NaN"},
+		{"k below 1", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: 0.5} }, "K 0.5"},
+		{"negative k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: -2} }, "K -2"},
+		{"NaN max refusal", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: nan} }, "max refusal NaN"},
+		{"negative max refusal", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: -0.1} }, "max refusal -0.1"},
+		{"negative throttle window", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{Window: -time.Second} }, "window -1s is too short"},
+		{"window calls beyond the max", func(p *policy.Service) {
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 1, WindowCalls: window.MaxCount + 1, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Breaker.WindowCalls: must be in [1, 2097152]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,8 +85,8 @@ func TestAttackAdaptiveBadOptionsRefusedNamingTheField(t *testing.T) {
 // max_limit, and it never passes max_limit however long the dependency
 // stays fast. No token is left held.
 func TestAttackAdaptiveLimitRecoversFromMinAndStaysUnderMax(t *testing.T) {
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.AdaptiveLimit = &AdaptiveLimitPolicy{InitialLimit: 16, MaxLimit: 24}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 24}
 		p.Methods[0].Retry = nil
 	}))
 	l := c.Method(0).concurrency.l
@@ -132,8 +133,8 @@ func TestAttackAdaptiveLimitRecoversFromMinAndStaysUnderMax(t *testing.T) {
 // client whose dependency only ever answers NOT_FOUND is refused nothing.
 func TestAttackThrottlerOutageThenRecoveryWithNotFound(t *testing.T) {
 	notFound := status.Error(codes.NotFound, "no such item")
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.ClientThrottle = &ThrottlePolicy{Window: time.Second, MaxRefusal: 0.5}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{Window: time.Second, MaxRefusal: 0.5}
 		p.Methods[0].Retry = nil
 	}))
 	down := &scripted{answer: func(context.Context, int64) error { return unavailable }}
@@ -165,8 +166,8 @@ func TestAttackThrottlerOutageThenRecoveryWithNotFound(t *testing.T) {
 		t.Fatalf("%d attempts refused more than two windows after the recovery, the dependency answering NOT_FOUND throughout", late)
 	}
 
-	c2, clock2 := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.ClientThrottle = &ThrottlePolicy{}
+	c2, clock2 := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{}
 		p.Methods[0].Retry = nil
 	}))
 	healthy := &scripted{answer: func(context.Context, int64) error { return notFound }}
@@ -186,10 +187,10 @@ func TestAttackThrottlerOutageThenRecoveryWithNotFound(t *testing.T) {
 // only, none after it), reaches the fallback with ErrThrottled, and the
 // breaker (which opens on one failure in its window) never sees it.
 func TestAttackThrottleRefusalIsNotRetriedNorCountedByTheBreaker(t *testing.T) {
-	c, clock := adClient(t, adPolicy(func(p *ServicePolicy) {
-		p.ClientThrottle = &ThrottlePolicy{MaxRefusal: 0.9}
-		p.Breaker = &BreakerPolicy{FailureRatio: 1, MinimumCalls: 1, WindowCalls: 1, CoolDown: time.Minute,
-			HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Internal)}
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{MaxRefusal: 0.9}
+		p.Breaker = &policy.Breaker{FailureRatio: 1, MinimumCalls: 1, WindowCalls: 1, CoolDown: time.Minute,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Internal)}
 	}))
 	// The dependency answers UNAVAILABLE (not a breaker failure code here):
 	// the throttler sees refusals, the breaker sees successes.
@@ -318,7 +319,7 @@ func TestAttackBreakerWithWindowCallsOfOne(t *testing.T) {
 // now says).
 func TestAttackThrottlerClimbAfterAHealthySpell(t *testing.T) {
 	base := t0
-	th, err := throttle.New(ThrottlePolicy{}, base, func() float64 { return 0.999 }) // never refuses below the cap
+	th, err := throttle.New(policy.Throttle{}, base, func() float64 { return 0.999 }) // never refuses below the cap
 	if err != nil {
 		t.Fatal(err)
 	}

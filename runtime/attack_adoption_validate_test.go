@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // refuse it too instead of showing a limit that does nothing.
 func TestAttackValidateStreamRateLimit(t *testing.T) {
 	p := validPolicy()
-	p.Methods[2].RateLimit = &RateLimitPolicy{RequestsPerSecond: 1, Burst: 1, MaxWait: time.Millisecond}
+	p.Methods[2].RateLimit = &policy.RateLimit{RequestsPerSecond: 1, Burst: 1, MaxWait: time.Millisecond}
 	err := p.Validate()
 	if err == nil || !strings.Contains(err.Error(), watch+".RateLimit: opening a stream takes no token, and Watch is a streaming method: remove its rate limit") {
 		t.Errorf("a stream's own rate limit gave %v", err)

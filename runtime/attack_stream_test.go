@@ -8,6 +8,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"sync/atomic"
@@ -44,7 +45,7 @@ func atkWantFree(t *testing.T, rt *runtime.Client, method, after string) {
 func TestAttackServerStreamEndingsReturnThePermitOnce(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, server.Healthy)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		atkMethod(p, atkWatchStock).Timeout = 100 * time.Millisecond
 		atkMethod(p, atkWatchStock).Bulkhead.MaxWait = 0
 	})
@@ -178,12 +179,12 @@ func atkChatClient(t *testing.T, timeout time.Duration, minCalls int, opts ...ru
 		cc.Close()
 		gs.Stop()
 	})
-	rt, err := runtime.NewClient(&runtime.ServicePolicy{
+	rt, err := runtime.NewClient(&policy.Service{
 		Name:     "atk.Echo",
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1},
-		Breaker: &runtime.BreakerPolicy{FailureRatio: 0.5, MinimumCalls: minCalls, Window: 10 * time.Second, CoolDown: time.Second,
-			HalfOpenProbes: 1, FailureCodes: runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)},
-		Methods: []runtime.MethodPolicy{{Name: atkChat, Kind: runtime.KindBidiStreaming, Timeout: timeout}},
+		Bulkhead: &policy.Bulkhead{Permits: 1},
+		Breaker: &policy.Breaker{FailureRatio: 0.5, MinimumCalls: minCalls, Window: 10 * time.Second, CoolDown: time.Second,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)},
+		Methods: []policy.Method{{Name: atkChat, Kind: policy.KindBidiStreaming, Timeout: timeout}},
 	}, opts...)
 	if err != nil {
 		t.Fatal(err)

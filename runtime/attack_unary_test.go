@@ -7,6 +7,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -63,9 +64,9 @@ func newAtkClock() *fakeClock { return &fakeClock{now: time.Unix(2_000_000, 0)} 
 // policy edited by edit (nil for none), the cache and the rate limit taken
 // out unless keep says otherwise, so that counts are the layers' under test.
 func atkInventory(t *testing.T, cc grpc.ClientConnInterface, o inventoryv1.InventoryServiceResilientOptions,
-	edit func(p *runtime.ServicePolicy)) *inventoryv1.InventoryServiceResilientClient {
+	edit func(p *policy.Service)) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
-	o.Runtime = append(o.Runtime, runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+	o.Runtime = append(o.Runtime, runtime.WithPolicy(func(p *policy.Service) {
 		p.RateLimit = nil
 		p.Methods[0].Cache = nil
 		if edit != nil {
@@ -80,7 +81,7 @@ func atkInventory(t *testing.T, cc grpc.ClientConnInterface, o inventoryv1.Inven
 }
 
 // atkMethod returns the entry of the named method in p.
-func atkMethod(p *runtime.ServicePolicy, name string) *runtime.MethodPolicy {
+func atkMethod(p *policy.Service, name string) *policy.Method {
 	for i := range p.Methods {
 		if p.Methods[i].Name == name {
 			return &p.Methods[i]
@@ -153,7 +154,7 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 			fs, cc := atkServe(t, server.Healthy)
 			fs.SetBehaviour(tc.b(fs))
 			c, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
-				Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 					p.Methods[0].Timeout = 100 * time.Millisecond
 				})}})
 			if err != nil {
@@ -174,33 +175,33 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 // at construction.
 func TestAttackEditCannotRepeatCharge(t *testing.T) {
 	_, cc := atkServe(t, server.Healthy)
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
-		Multiplier: 1, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 	for _, tc := range []struct {
 		name string
-		edit func(m *runtime.MethodPolicy)
+		edit func(m *policy.Method)
 		want string // what the refusal says: the edit refused, not another
 	}{
-		{"retry", func(m *runtime.MethodPolicy) { m.Retry = retry }, "Charge).Retry: Charge is not idempotent"},
-		{"hedging", func(m *runtime.MethodPolicy) {
-			m.Hedging = &runtime.HedgingPolicy{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+		{"retry", func(m *policy.Method) { m.Retry = retry }, "Charge).Retry: Charge is not idempotent"},
+		{"hedging", func(m *policy.Method) {
+			m.Hedging = &policy.Hedging{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Charge).Hedging: Charge is not idempotent"},
-		{"cache", func(m *runtime.MethodPolicy) {
-			m.Cache = &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1, KeyFields: []string{"order_id"}}
+		{"cache", func(m *policy.Method) {
+			m.Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1, KeyFields: []string{"order_id"}}
 		}, "Charge).Cache: Charge is not idempotent"},
 		// The README: idempotent and the keys are the service's contract,
 		// not settings: no edit can make a method safe to repeat.
-		{"declared idempotent, then retried", func(m *runtime.MethodPolicy) { m.Idempotent = true; m.Retry = retry }, "Charge: Idempotent changed from false to true"},
-		{"declared idempotent, then hedged", func(m *runtime.MethodPolicy) {
+		{"declared idempotent, then retried", func(m *policy.Method) { m.Idempotent = true; m.Retry = retry }, "Charge: Idempotent changed from false to true"},
+		{"declared idempotent, then hedged", func(m *policy.Method) {
 			m.Idempotent = true
-			m.Hedging = &runtime.HedgingPolicy{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+			m.Hedging = &policy.Hedging{Delay: time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Charge: Idempotent changed from false to true"},
-		{"a generated key, then retried", func(m *runtime.MethodPolicy) { m.GenerateIdempotencyKey = true; m.Retry = retry },
+		{"a generated key, then retried", func(m *policy.Method) { m.GenerateIdempotencyKey = true; m.Retry = retry },
 			"Charge: GenerateIdempotencyKey changed from false to true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
-				Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { tc.edit(&p.Methods[0]) })}})
+				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { tc.edit(&p.Methods[0]) })}})
 			if err == nil {
 				t.Fatalf("the edit (%s) of Charge was accepted", tc.name)
 			}
@@ -219,9 +220,9 @@ func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 	fs, cc := atkServe(t, server.Healthy)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
+		func(p *policy.Service) {
 			p.Breaker.MinimumCalls = 4
-			p.Bulkhead = &runtime.BulkheadPolicy{Permits: 2}
+			p.Bulkhead = &policy.Bulkhead{Permits: 2}
 			atkMethod(p, atkStockReport).Timeout = 5 * time.Second
 		})
 	rt := c.Runtime()
@@ -308,8 +309,8 @@ func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 	_, cc := atkServe(t, server.Healthy)
 	_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
-			p.Breaker.FailureCodes = runtime.CodesOf(codes.Unavailable, codes.NotFound)
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.Breaker.FailureCodes = policy.CodesOf(codes.Unavailable, codes.NotFound)
 		})}})
 	if err == nil {
 		t.Fatal("a breaker that counts NOT_FOUND as a failure was accepted")
@@ -327,7 +328,7 @@ func TestAttackHalfOpenAdmitsOnlyItsProbesUnderABurst(t *testing.T) {
 	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
+		func(p *policy.Service) {
 			p.Breaker.MinimumCalls = 4
 			p.Bulkhead = nil
 			atkMethod(p, atkStockReport).Timeout = 5 * time.Second
@@ -387,10 +388,10 @@ func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock() // the window never slides: every retry counts against it
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
+		func(p *policy.Service) {
 			p.Breaker = nil
 			p.Bulkhead = nil
-			p.Budget = &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 5, Window: 10 * time.Second}
+			p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 5, Window: 10 * time.Second}
 			m := atkMethod(p, atkGetStock)
 			m.Retry.MaxAttempts = 5
 			m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, 2*time.Millisecond
@@ -428,12 +429,12 @@ func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, faultserver.PerCall(server.Hang, server.Hang, server.Healthy))
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker.MinimumCalls = 3 // two losers counted as failures would open it
 		m := atkMethod(p, atkGetStock)
 		m.Retry = nil
 		m.Timeout = 2 * time.Second
-		m.Hedging = &runtime.HedgingPolicy{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 	resp, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
 	if err != nil || resp.GetUnits() != 42 {
@@ -457,12 +458,12 @@ func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 func TestAttackHugeMaxCopiesIsBoundedByTheBudget(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
-		p.Budget = &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 3, Window: 10 * time.Second}
+		p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 3, Window: 10 * time.Second}
 		m := atkMethod(p, atkGetStock)
 		m.Retry = nil
-		m.Hedging = &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: math.MaxInt, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+		m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: math.MaxInt, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 	var err error
 	func() {
@@ -524,7 +525,7 @@ func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 func TestAttackPushbackValues(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, server.Healthy)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
 		m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, time.Millisecond
@@ -613,7 +614,7 @@ func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
 			panic("fallback bug")
 		},
-	}, func(p *runtime.ServicePolicy) { p.Breaker = nil })
+	}, func(p *policy.Service) { p.Breaker = nil })
 	ctx := context.Background()
 
 	resp, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "w"})
@@ -645,14 +646,14 @@ func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
 	fs, cc := atkServe(t, server.Hang)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
+		func(p *policy.Service) {
 			p.Breaker = nil
 			p.Bulkhead = nil
-			p.Budget = &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 5, Window: 10 * time.Second}
+			p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 5, Window: 10 * time.Second}
 			m := atkMethod(p, atkGetStock)
 			m.Retry = nil
 			m.Timeout = 80 * time.Millisecond
-			m.Hedging = &runtime.HedgingPolicy{Delay: 2 * time.Millisecond, MaxCopies: 4, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+			m.Hedging = &policy.Hedging{Delay: 2 * time.Millisecond, MaxCopies: 4, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 		})
 	const n = 100
 	var wg sync.WaitGroup
@@ -683,8 +684,8 @@ func TestAttackCancelWhileWaitingForAPermitStaysCanceled(t *testing.T) {
 		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
 			fellBack.Add(1)
 			return &inventoryv1.StockReportResponse{}, nil
-		}}, func(p *runtime.ServicePolicy) {
-		p.Bulkhead = &runtime.BulkheadPolicy{Permits: 1, MaxWait: 5 * time.Second}
+		}}, func(p *policy.Service) {
+		p.Bulkhead = &policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second}
 		atkMethod(p, atkStockReport).Timeout = 5 * time.Second
 	})
 	rt := c.Runtime()
@@ -722,7 +723,7 @@ func TestAttackRetriesEndAtTheDeadline(t *testing.T) {
 		return status.Error(codes.Unavailable, "injected")
 	}
 	_, cc := atkServe(t, slowFail)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
 		m.Retry.MaxAttempts = 10
@@ -748,9 +749,9 @@ func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
 	fs, cc := atkServe(t, server.Healthy)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
+		func(p *policy.Service) {
 			p.Breaker.MinimumCalls = 2
-			p.RateLimit = &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1}
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1}
 		})
 	ctx := context.Background()
 	if _, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{}); err != nil {
@@ -778,16 +779,16 @@ func TestAttackExtremePolicyValues(t *testing.T) {
 	const most = time.Duration(math.MaxInt64)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
-			p.Budget = &runtime.BudgetPolicy{Ratio: 1, MinRetries: math.MaxInt, Window: most}
-			p.Breaker = &runtime.BreakerPolicy{FailureRatio: 1, MinimumCalls: 3, Window: most, CoolDown: most,
-				HalfOpenProbes: 1, SlowCallThreshold: most, FailureCodes: runtime.CodesOf(codes.Unavailable)}
-			p.Bulkhead = &runtime.BulkheadPolicy{Permits: math.MaxInt, MaxWait: most}
-			p.RateLimit = &runtime.RateLimitPolicy{RequestsPerSecond: math.MaxFloat64, Burst: math.MaxInt, MaxWait: most}
+		func(p *policy.Service) {
+			p.Budget = &policy.Budget{Ratio: 1, MinRetries: math.MaxInt, Window: most}
+			p.Breaker = &policy.Breaker{FailureRatio: 1, MinimumCalls: 3, Window: most, CoolDown: most,
+				HalfOpenProbes: 1, SlowCallThreshold: most, FailureCodes: policy.CodesOf(codes.Unavailable)}
+			p.Bulkhead = &policy.Bulkhead{Permits: math.MaxInt, MaxWait: most}
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: math.MaxFloat64, Burst: math.MaxInt, MaxWait: most}
 			m := atkMethod(p, atkGetStock)
 			m.Timeout, m.OverallTimeout = most, most
-			m.Retry = &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: most,
-				Multiplier: math.MaxFloat64, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
+			m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: most,
+				Multiplier: math.MaxFloat64, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 		})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -824,7 +825,7 @@ func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
 	fs, cc := atkServe(t, server.Healthy)
 	clk := newAtkClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *policy.Service) {
 			p.Breaker, p.RateLimit = nil, nil
 		})}})
 	if err != nil {
@@ -862,7 +863,7 @@ func atkWithDetail(detail protoadapt.MessageV1) server.Behaviour {
 func TestAttackDoNotRetryMarkAndExhaustedRetries(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, atkWithDetail(&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}))
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
 		m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, time.Millisecond
@@ -912,7 +913,7 @@ func TestAttackCacheHidesFailuresButNotAnswers(t *testing.T) {
 			fellBack.Add(1)
 			return &inventoryv1.GetStockResponse{Units: -1}, nil
 		},
-		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *policy.Service) {
 			p.Breaker, p.RateLimit = nil, nil
 			atkMethod(p, atkGetStock).Retry = nil
 		})}})
@@ -1012,7 +1013,7 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 		server.Healthy, server.Healthy, server.Healthy, fail))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) {
+		func(p *policy.Service) {
 			p.Breaker.MinimumCalls = 4
 			p.Bulkhead = nil
 			atkMethod(p, atkStockReport).Timeout = 5 * time.Second
@@ -1060,7 +1061,7 @@ func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
-		func(p *runtime.ServicePolicy) { p.Breaker.MinimumCalls = 4 })
+		func(p *policy.Service) { p.Breaker.MinimumCalls = 4 })
 	rt := c.Runtime()
 	ctx := context.Background()
 	for range 4 {
@@ -1088,11 +1089,11 @@ func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, atkPushback("-1"))
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
 		m.Retry = nil
-		m.Hedging = &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 4, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+		m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 4, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("got %v, want UNAVAILABLE", err)
@@ -1108,8 +1109,8 @@ func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := atkServe(t, server.Slow(30*time.Millisecond))
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
-		p.Bulkhead = &runtime.BulkheadPolicy{Permits: 4, MaxWait: 5 * time.Second}
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		p.Bulkhead = &policy.Bulkhead{Permits: 4, MaxWait: 5 * time.Second}
 	})
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -1128,7 +1129,7 @@ func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 	}
 
 	cached, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { p.RateLimit = nil })}})
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { p.RateLimit = nil })}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1152,7 +1153,7 @@ func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 func TestAttackOwnTimeoutMatchesErrAttemptTimeout(t *testing.T) {
 	atkNoLeak(t)
 	_, cc := atkServe(t, server.Hang)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *runtime.ServicePolicy) {
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		atkMethod(p, atkStockReport).Timeout = 30 * time.Millisecond
 	})
 	begin := time.Now()

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // (the runtime adds one at a time); the last outcome makes the breaker judge.
 func TestAttackBreakerRatioUnderHeavyTraffic(t *testing.T) {
 	base := time.Unix(3_000_000, 0)
-	b := newBreaker(BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 100, Window: 10 * time.Second,
-		CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)}, base, nil)
+	b := newBreaker(policy.Breaker{FailureRatio: 0.5, MinimumCalls: 100, Window: 10 * time.Second,
+		CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}, base, nil)
 	at := base.Add(time.Hour)
 	n := nanos(at, base)
 	for range 2 { // 1.5 million successes in one bucket, then 0.6 million failures

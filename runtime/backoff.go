@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -11,12 +12,12 @@ import (
 // starts at InitialBackoff, grows by Multiplier per retry and never exceeds
 // MaxBackoff ("full jitter"). Spreading the waits over the whole interval
 // keeps clients that failed together from retrying together.
-func backoffFor(p *RetryPolicy, n int) time.Duration {
+func backoffFor(p *policy.Retry, n int) time.Duration {
 	return jitter(backoffBound(p, n))
 }
 
 // backoffBound is the upper bound of the wait before retry n.
-func backoffBound(p *RetryPolicy, n int) time.Duration {
+func backoffBound(p *policy.Retry, n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}

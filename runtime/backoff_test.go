@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 )
 
 func TestBackoffBoundGrowsAndCaps(t *testing.T) {
-	p := &RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 2}
+	p := &policy.Retry{InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 2}
 	for n, want := range map[int]time.Duration{
 		-5: 100 * time.Millisecond, // before the first retry: the first bound
 		0:  100 * time.Millisecond,
@@ -25,7 +26,7 @@ func TestBackoffBoundGrowsAndCaps(t *testing.T) {
 			t.Errorf("bound of retry %d = %s, want %s", n, got, want)
 		}
 	}
-	p = &RetryPolicy{InitialBackoff: 40 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 1.5}
+	p = &policy.Retry{InitialBackoff: 40 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 1.5}
 	for n, want := range []time.Duration{1: 40e6, 2: 60e6, 3: 90e6, 4: 135e6, 5: 202.5e6} {
 		if n == 0 {
 			continue
@@ -35,14 +36,14 @@ func TestBackoffBoundGrowsAndCaps(t *testing.T) {
 		}
 	}
 	// A multiplier below 1 is taken as 1: the bound never shrinks.
-	p = &RetryPolicy{InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 0.5}
+	p = &policy.Retry{InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 0.5}
 	if got := backoffBound(p, 10); got != 50*time.Millisecond {
 		t.Errorf("×0.5: bound = %s, want 50ms", got)
 	}
 }
 
 func TestBackoffDrawsWithinBound(t *testing.T) {
-	p := &RetryPolicy{InitialBackoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Multiplier: 3}
+	p := &policy.Retry{InitialBackoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Multiplier: 3}
 	for n := 1; n <= 6; n++ {
 		bound := backoffBound(p, n)
 		var sum float64
@@ -64,7 +65,7 @@ func TestBackoffDrawsWithinBound(t *testing.T) {
 }
 
 func TestBackoffZeroBound(t *testing.T) {
-	p := &RetryPolicy{}
+	p := &policy.Retry{}
 	for range 10 {
 		if d := backoffFor(p, 3); d != 0 {
 			t.Fatalf("zero policy drew %s, want 0", d)
@@ -76,7 +77,7 @@ func TestBackoffZeroBound(t *testing.T) {
 }
 
 func TestBackoffHugeRetryNumbersDoNotOverflow(t *testing.T) {
-	for _, p := range []*RetryPolicy{
+	for _, p := range []*policy.Retry{
 		{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second, Multiplier: 2},
 		{InitialBackoff: time.Nanosecond, MaxBackoff: math.MaxInt64, Multiplier: 2},
 		{InitialBackoff: time.Second, MaxBackoff: math.MaxInt64, Multiplier: 10},
@@ -107,7 +108,7 @@ func TestBackoffHugeRetryNumbersDoNotOverflow(t *testing.T) {
 // InitialBackoff by Multiplier and stops at MaxBackoff.
 func TestBackoffWalkthrough(t *testing.T) {
 	var out strings.Builder
-	p := &RetryPolicy{
+	p := &policy.Retry{
 		MaxAttempts:    6,
 		InitialBackoff: 100 * time.Millisecond,
 		MaxBackoff:     time.Second,

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"slices"
 )
 
@@ -14,13 +15,13 @@ import (
 // neither idempotent nor given a generated key if the annotation was not. The order of
 // the entries may change; their other fields are the edit's to change.
 // annotated is the policy before any edit.
-func sameMethods(annotated, edited *ServicePolicy, source string) error {
+func sameMethods(annotated, edited *policy.Service, source string) error {
 	var errs []error
 	bad := func(method, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("resilient: NewClient(%s): the edit from %s: method %s: %s",
 			annotated.Name, source, method, fmt.Sprintf(format, args...)))
 	}
-	entries := make(map[string][]*MethodPolicy, len(edited.Methods))
+	entries := make(map[string][]*policy.Method, len(edited.Methods))
 	for i := range edited.Methods {
 		m := &edited.Methods[i]
 		entries[m.Name] = append(entries[m.Name], m)
@@ -74,7 +75,7 @@ func sameMethods(annotated, edited *ServicePolicy, source string) error {
 
 // bind returns the method of c named method, which must be of one of the
 // kinds (described by what, for the error).
-func (c *Client) bind(method, what string, kinds ...Kind) (*methodState, error) {
+func (c *Client) bind(method, what string, kinds ...policy.Kind) (*methodState, error) {
 	if c == nil {
 		return nil, fmt.Errorf("resilient: binding %s: nil Client", method)
 	}
@@ -94,15 +95,15 @@ func (c *Client) bind(method, what string, kinds ...Kind) (*methodState, error) 
 }
 
 // kindName names a Kind in errors.
-func kindName(k Kind) string {
+func kindName(k policy.Kind) string {
 	switch k {
-	case KindUnary:
+	case policy.KindUnary:
 		return "unary"
-	case KindClientStreaming:
+	case policy.KindClientStreaming:
 		return "client-streaming"
-	case KindServerStreaming:
+	case policy.KindServerStreaming:
 		return "server-streaming"
-	case KindBidiStreaming:
+	case policy.KindBidiStreaming:
 		return "bidirectional"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,7 @@ type ticket struct {
 // by tests without sleeping. allow and done take no lock while the breaker
 // is closed; only state changes do.
 type breaker struct {
-	p    BreakerPolicy
+	p    policy.Breaker
 	base time.Time
 
 	state     atomic.Int32
@@ -94,7 +95,7 @@ const maxProbes = contract.MaxHalfOpenProbes
 // call; the window counts from it. onTransition, if not nil, is called once
 // per state change, after the change, outside any lock the breaker holds on
 // its hot path.
-func newBreaker(p BreakerPolicy, base time.Time, onTransition func(from, to State)) *breaker {
+func newBreaker(p policy.Breaker, base time.Time, onTransition func(from, to State)) *breaker {
 	p.HalfOpenProbes = min(p.HalfOpenProbes, maxProbes)
 	b := &breaker{p: p, base: base, outcomes: newOutcomeWindow(p), onTransition: onTransition}
 	b.lastFailure.Store(math.MinInt64 / 2)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -27,14 +28,14 @@ func (b *breaker) doneAt(t ticket, o outcome, latency time.Duration, now time.Ti
 
 func (b *breaker) stateAtTime(now time.Time) State { return b.stateAt(nanos(now, b.base)) }
 
-func testBreakerPolicy() BreakerPolicy {
-	return BreakerPolicy{
+func testBreakerPolicy() policy.Breaker {
+	return policy.Breaker{
 		FailureRatio:   0.5,
 		MinimumCalls:   10,
 		Window:         10 * time.Second,
 		CoolDown:       5 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   CodesOf(codes.Unavailable),
+		FailureCodes:   policy.CodesOf(codes.Unavailable),
 	}
 }
 
@@ -55,7 +56,7 @@ func (r *transitions) get() []string {
 	return slices.Clone(r.list)
 }
 
-func newTestBreaker(p BreakerPolicy) (*breaker, *transitions) {
+func newTestBreaker(p policy.Breaker) (*breaker, *transitions) {
 	tr := &transitions{}
 	return newBreaker(p, t0, tr.record), tr
 }
@@ -461,13 +462,13 @@ func TestBreakerTransitionCalledOncePerTransition(t *testing.T) {
 // fast that it keeps cycling open → half-open → open/closed, and checks that
 // no generation ever has more than HalfOpenProbes probes in flight.
 func TestBreakerHalfOpenInvariant(t *testing.T) {
-	p := BreakerPolicy{
+	p := policy.Breaker{
 		FailureRatio:   0.3, // below the 3/8 failures of the calls below
 		MinimumCalls:   4,
 		Window:         10 * time.Millisecond,
 		CoolDown:       time.Millisecond,
 		HalfOpenProbes: 3,
-		FailureCodes:   CodesOf(codes.Unavailable),
+		FailureCodes:   policy.CodesOf(codes.Unavailable),
 	}
 	var transitions atomic.Int64
 	b := newBreaker(p, t0, func(from, to State) { transitions.Add(1) })
@@ -574,7 +575,7 @@ func BenchmarkBreakerClosed(b *testing.B) {
 func BenchmarkBulkhead(b *testing.B) {
 	ctx := b.Context()
 	b.Run("serial", func(b *testing.B) {
-		bh := newBulkhead(BulkheadPolicy{Permits: 1})
+		bh := newBulkhead(policy.Bulkhead{Permits: 1})
 		b.ReportAllocs()
 		for b.Loop() {
 			if ok, _ := bh.acquire(ctx); !ok {
@@ -584,7 +585,7 @@ func BenchmarkBulkhead(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		bh := newBulkhead(BulkheadPolicy{Permits: 1 << 20})
+		bh := newBulkhead(policy.Bulkhead{Permits: 1 << 20})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -598,7 +599,7 @@ func BenchmarkBulkhead(b *testing.B) {
 }
 
 func BenchmarkBudgetRequest(b *testing.B) {
-	bu := newBudget(DefaultBudget, time.Now())
+	bu := newBudget(policy.DefaultBudget, time.Now())
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -620,13 +621,13 @@ func BenchmarkBudgetRequest(b *testing.B) {
 func TestBreakerWalkthrough(t *testing.T) {
 	var out strings.Builder
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := newBreaker(BreakerPolicy{
+	b := newBreaker(policy.Breaker{
 		FailureRatio:   0.5,
 		MinimumCalls:   4,
 		Window:         10 * time.Second,
 		CoolDown:       5 * time.Second,
 		HalfOpenProbes: 1,
-		FailureCodes:   CodesOf(codes.Unavailable),
+		FailureCodes:   policy.CodesOf(codes.Unavailable),
 	}, base, func(from, to State) { fmt.Fprintf(&out, "  %s -> %s\n", from, to) })
 
 	now := base.Add(time.Second)
@@ -667,13 +668,13 @@ after the probe: closed
 // cost of its own logic, without the clock's (bench/ compares it, through
 // a unary handle, with gobreaker).
 func BenchmarkBreakerFixedTime(b *testing.B) {
-	br := newBreaker(BreakerPolicy{
+	br := newBreaker(policy.Breaker{
 		FailureRatio:   0.5,
 		MinimumCalls:   20,
 		Window:         10 * time.Second,
 		CoolDown:       2 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+		FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 	}, t0, nil)
 	now := int64(time.Second)
 	clock := func() int64 { return now }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"time"
 
@@ -26,7 +27,7 @@ func (countWindow) BucketWidth() time.Duration { return math.MaxInt64 }
 
 // newOutcomeWindow is the window p asks for. A WindowCalls beyond what
 // Validate allows is held within [1, window.MaxCount].
-func newOutcomeWindow(p BreakerPolicy) outcomeWindow {
+func newOutcomeWindow(p policy.Breaker) outcomeWindow {
 	if p.WindowCalls <= 0 {
 		return window.NewTime(p.Window)
 	}
@@ -35,21 +36,6 @@ func newOutcomeWindow(p BreakerPolicy) outcomeWindow {
 		panic(err) // unreachable: the size is in range
 	}
 	return countWindow{c}
-}
-
-// checkWindow checks the breaker's window: a duration, or a number of calls
-// that MinimumCalls can reach.
-func (b *BreakerPolicy) checkWindow(f string, bad badFunc) {
-	switch {
-	case b.WindowCalls < 0 || b.WindowCalls > window.MaxCount:
-		bad(f+".WindowCalls", "must be in [1, %d], or 0 for a window in time, is %d", window.MaxCount, b.WindowCalls)
-	case b.WindowCalls > 0:
-		if b.MinimumCalls > b.WindowCalls {
-			bad(f+".MinimumCalls", "%d is more than the %d calls the window holds: the breaker could never open", b.MinimumCalls, b.WindowCalls)
-		}
-	default:
-		positive(b.Window, f+".Window", bad)
-	}
 }
 
 // quiet reports whether no failure can be in the window at n, so that a

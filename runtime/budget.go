@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 // Counting a request takes no lock; deciding a retry takes the budget's
 // mutex, so that concurrent retries can never overdraw it.
 type budget struct {
-	p    BudgetPolicy
+	p    policy.Budget
 	base time.Time
 	w    *window.Time // a: requests, b: retries
 	mu   sync.Mutex
@@ -40,7 +41,7 @@ type budget struct {
 }
 
 // newBudget returns an empty budget whose window counts from base.
-func newBudget(p BudgetPolicy, base time.Time) *budget {
+func newBudget(p policy.Budget, base time.Time) *budget {
 	return &budget{p: p, base: base, w: window.NewTime(p.Window)}
 }
 

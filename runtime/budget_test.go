@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,7 @@ func drain(t *testing.T, b *budget, now time.Time) int {
 }
 
 func TestBudgetFloorWithoutRequests(t *testing.T) {
-	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	if got := drain(t, b, t0.Add(time.Second)); got != 10 {
 		t.Fatalf("granted %d retries with no requests, want 10", got)
 	}
@@ -62,7 +63,7 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 		{0.3, 0, 10, 3},
 	} {
 		t.Run(fmt.Sprintf("%v,%d,%d", tc.ratio, tc.minRetries, tc.requests), func(t *testing.T) {
-			b := newBudget(BudgetPolicy{Ratio: tc.ratio, MinRetries: tc.minRetries, Window: 10 * time.Second}, t0)
+			b := newBudget(policy.Budget{Ratio: tc.ratio, MinRetries: tc.minRetries, Window: 10 * time.Second}, t0)
 			now := t0.Add(time.Second)
 			for range tc.requests {
 				b.requestAt(now)
@@ -75,7 +76,7 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 }
 
 func TestBudgetEarnsRetriesAsRequestsCome(t *testing.T) {
-	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	now := t0.Add(time.Second)
 	drain(t, b, now)
 	for i := 1; i <= 30; i++ {
@@ -88,7 +89,7 @@ func TestBudgetEarnsRetriesAsRequestsCome(t *testing.T) {
 }
 
 func TestBudgetWindowSlides(t *testing.T) {
-	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	start := t0.Add(time.Second)
 	for range 100 {
 		b.requestAt(start)
@@ -122,7 +123,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 }
 
 func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
-	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, t0)
 	now := t0.Add(time.Second)
 	var wg sync.WaitGroup
 	for range 100 {
@@ -157,7 +158,7 @@ func TestBudgetConcurrentRetriesNeverOverdraw(t *testing.T) {
 func TestBudgetConcurrentRequestsAndRetries(t *testing.T) {
 	// Requests and retries race; at every grant the retries must fit the
 	// requests counted so far. At the end the total fits the final budget.
-	b := newBudget(BudgetPolicy{Ratio: 0.2, MinRetries: 5, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 0.2, MinRetries: 5, Window: 10 * time.Second}, t0)
 	now := t0.Add(time.Second)
 	var granted atomic.Int64
 	var wg sync.WaitGroup
@@ -190,7 +191,7 @@ func TestBudgetConcurrentRequestsAndRetries(t *testing.T) {
 func TestBudgetWalkthrough(t *testing.T) {
 	var out strings.Builder
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, base)
+	b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second}, base)
 	now := base.Add(time.Second)
 	fmt.Fprintln(&out, "quiet client:", b.availableAt(now), "retries")
 	for range 100 {

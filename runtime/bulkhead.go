@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,7 @@ type bulkhead struct {
 }
 
 // newBulkhead returns a bulkhead with every permit free.
-func newBulkhead(p BulkheadPolicy) *bulkhead {
+func newBulkhead(p policy.Bulkhead) *bulkhead {
 	return &bulkhead{permits: int64(p.Permits), maxWait: p.MaxWait}
 }
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestBulkheadRefusesAtOnceWhenFull(t *testing.T) {
-	b := newBulkhead(BulkheadPolicy{Permits: 3})
+	b := newBulkhead(policy.Bulkhead{Permits: 3})
 	ctx := t.Context()
 	for i := range 3 {
 		if ok, waited := b.acquire(ctx); !ok || waited != 0 {
@@ -54,7 +55,7 @@ func TestBulkheadRefusesAtOnceWhenFull(t *testing.T) {
 }
 
 func TestBulkheadWaitersServedInOrder(t *testing.T) {
-	b := newBulkhead(BulkheadPolicy{Permits: 1, MaxWait: 10 * time.Second})
+	b := newBulkhead(policy.Bulkhead{Permits: 1, MaxWait: 10 * time.Second})
 	ctx := t.Context()
 	if ok, _ := b.acquire(ctx); !ok {
 		t.Fatal("first Acquire refused")
@@ -89,7 +90,7 @@ func TestBulkheadWaitersServedInOrder(t *testing.T) {
 
 func TestBulkheadWaitEndsAfterMaxWait(t *testing.T) {
 	const maxWait = 20 * time.Millisecond
-	b := newBulkhead(BulkheadPolicy{Permits: 1, MaxWait: maxWait})
+	b := newBulkhead(policy.Bulkhead{Permits: 1, MaxWait: maxWait})
 	ctx := t.Context()
 	b.acquire(ctx)
 	start := time.Now()
@@ -111,7 +112,7 @@ func TestBulkheadWaitEndsAfterMaxWait(t *testing.T) {
 }
 
 func TestBulkheadContextEndsWait(t *testing.T) {
-	b := newBulkhead(BulkheadPolicy{Permits: 1, MaxWait: time.Minute})
+	b := newBulkhead(policy.Bulkhead{Permits: 1, MaxWait: time.Minute})
 	b.acquire(t.Context())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan bool)
@@ -153,7 +154,7 @@ func TestBulkheadStress(t *testing.T) {
 	for _, maxWait := range []time.Duration{0, time.Millisecond, time.Minute} {
 		t.Run(maxWait.String(), func(t *testing.T) {
 			const permits = 4
-			b := newBulkhead(BulkheadPolicy{Permits: permits, MaxWait: maxWait})
+			b := newBulkhead(policy.Bulkhead{Permits: permits, MaxWait: maxWait})
 			var inUse, maxInUse, granted, refused atomic.Int64
 			var wg sync.WaitGroup
 			for g := range 64 {
@@ -199,7 +200,7 @@ func TestBulkheadStress(t *testing.T) {
 // third, and gives every permit back.
 func TestBulkheadWalkthrough(t *testing.T) {
 	var out strings.Builder
-	b := newBulkhead(BulkheadPolicy{Permits: 2})
+	b := newBulkhead(policy.Bulkhead{Permits: 2})
 	ctx := context.Background()
 	for i := 1; i <= 3; i++ {
 		ok, _ := b.acquire(ctx)

@@ -4,59 +4,16 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
-
-// CachePolicy configures a stale-on-error cache with single flight for an
-// idempotent read. Before any other layer, a fresh answer for the
-// request's key is returned without calling. Otherwise the callers of one
-// key share one call, which runs detached from any one caller's
-// cancellation, with its own limit (the method's OverallTimeout, else its
-// Timeout), through the rate limit, bulkhead, retries and breaker; a
-// caller who gives up stops waiting; when the last one has given up, the
-// call starts nothing more, and only an attempt already sent runs on, its
-// answer kept. A caller whose context is already done gets its error and
-// starts nothing. When the shared call fails on the dependency's side or
-// is refused by the runtime, or the caller's own deadline runs out while it
-// waits for that call, and an answer younger than StaleTTL is kept, that
-// answer is returned instead (counted as a fallback with cause
-// "stale_cache"); only a key with no such answer fails. Answers are copied
-// for each caller.
-type CachePolicy struct {
-	// FreshTTL is how long an answer is served without calling; positive.
-	FreshTTL time.Duration
-	// StaleTTL is how long after it was fetched an answer may still be
-	// served when the dependency fails transiently or is refused by the
-	// runtime (breaker open, bulkhead full, rate limited); at least
-	// FreshTTL. Equal to FreshTTL: no stale answers.
-	StaleTTL time.Duration
-	// MaxEntries bounds the entries kept; the least recently used go
-	// first. At least 1.
-	MaxEntries int
-	// KeyFields names the request fields whose values generated code
-	// makes the key of. NewClient refuses an edit that changes them (the
-	// generated key function reads the annotated fields), and Describe
-	// shows them.
-	KeyFields []string
-}
-
-func (p *CachePolicy) check(f string, bad badFunc) {
-	positive(p.FreshTTL, f+".FreshTTL", bad)
-	if p.StaleTTL < p.FreshTTL {
-		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
-	}
-	if p.MaxEntries < 1 {
-		bad(f+".MaxEntries", "must be at least 1, got %d", p.MaxEntries)
-	}
-}
 
 // JoinKey makes one cache key of several request fields, unambiguously:
 // each part is preceded by its length.
@@ -78,7 +35,7 @@ func JoinKey(parts ...string) string {
 // two, time.Now instead of the client's Clock, and a cleaning goroutine
 // per cache): the README's development notes say more.
 type cache struct {
-	p       CachePolicy
+	p       policy.Cache
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *cacheEntry
 	lru     list.List                // most recently used at the front
@@ -106,7 +63,7 @@ type flight struct {
 	waiters int // callers waiting for it; guarded by cache.mu
 }
 
-func newCache(p CachePolicy) *cache {
+func newCache(p policy.Cache) *cache {
 	return &cache{p: p, entries: map[string]*list.Element{}, flights: map[string]*flight{}}
 }
 
@@ -182,7 +139,7 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 	close(f.done)
 }
 
-// cached runs a call through the method's cache, as CachePolicy says; key
+// cached runs a call through the method's cache, as policy.Cache says; key
 // is the request's cache key (made by generated code from the method's
 // key_fields, no reflection), idemKey its idempotency key. stale reports an
 // answer served stale after a failure.
@@ -265,7 +222,7 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	// caller leaves, bounds what would start work for nobody: waiting
 	// for a token, a permit, a backoff, the next attempt or copy.
 	fctx := context.WithoutCancel(f.ctx)
-	if limit := m.policy.callLimit(); limit > 0 {
+	if limit := callLimit(m.policy); limit > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(fctx, limit)
 		defer cancel()

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +26,8 @@ func cachedGetStock(ctx context.Context, rt *runtime.Client, cc grpc.ClientConnI
 	return runtime.UnaryCached(ctx, rt.Method(0), "", skuKey, &inventoryv1.GetStockRequest{Sku: sku}, nil, plain.GetStock, nil)
 }
 
-func cachedInventory(t *testing.T, c *runtime.CachePolicy, breaker *runtime.BreakerPolicy, opts ...runtime.Option) *runtime.Client {
-	return inventory(t, runtime.ServicePolicy{Breaker: breaker, Methods: []runtime.MethodPolicy{
+func cachedInventory(t *testing.T, c *policy.Cache, breaker *policy.Breaker, opts ...runtime.Option) *runtime.Client {
+	return inventory(t, policy.Service{Breaker: breaker, Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Cache: c},
 	}}, opts...)
 }
@@ -36,7 +37,7 @@ func cachedInventory(t *testing.T, c *runtime.CachePolicy, breaker *runtime.Brea
 func TestCacheFreshAnswersWithoutCalling(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
 	clock := newFakeClock()
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}, nil, runtime.WithClock(clock))
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}, nil, runtime.WithClock(clock))
 	first, err := cachedGetStock(context.Background(), rt, cc, "apple")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestCacheFreshAnswersWithoutCalling(t *testing.T) {
 // TestCacheSingleFlight: concurrent callers of one key share one call.
 func TestCacheSingleFlight(t *testing.T) {
 	srv, cc := start(t, server.Slow(100*time.Millisecond))
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for range 20 {
@@ -94,7 +95,7 @@ func TestCacheSingleFlight(t *testing.T) {
 // its own deadline; the first caller's short deadline ends only its wait.
 func TestCacheCallerGivingUpDoesNotFailTheOthers(t *testing.T) {
 	srv, cc := start(t, server.Slow(150*time.Millisecond))
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
 	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	firstErr := make(chan error, 1)
@@ -125,7 +126,7 @@ func TestCacheStaleOnError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var events []runtime.Event
 	var mu sync.Mutex
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
 		runtime.WithClock(clock), runtime.WithRegisterer(reg), runtime.WithObserver(func(e runtime.Event) {
 			mu.Lock()
 			events = append(events, e)
@@ -169,7 +170,7 @@ func TestCacheStaleOnError(t *testing.T) {
 func TestCacheStaleWhenTheBreakerIsOpen(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
 	clock := newFakeClock()
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Hour, MaxEntries: 10},
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Hour, MaxEntries: 10},
 		breakerPolicy(2, 1), runtime.WithClock(clock))
 	if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestCacheStaleWhenTheBreakerIsOpen(t *testing.T) {
 // TestCacheEvictsTheLeastRecentlyUsed: memory is bounded by max_entries.
 func TestCacheEvictsTheLeastRecentlyUsed(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 2}, nil)
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 2}, nil)
 	for _, sku := range []string{"a", "b", "a", "c", "a", "b"} {
 		if _, err := cachedGetStock(context.Background(), rt, cc, sku); err != nil {
 			t.Fatal(err)
@@ -234,7 +235,7 @@ func TestCacheMetrics(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil,
 		runtime.WithClock(clock), runtime.WithRegisterer(reg))
 	for range 3 {
 		if _, err := cachedGetStock(context.Background(), rt, cc, "apple"); err != nil {

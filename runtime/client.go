@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,7 @@ import (
 // dependency. Each generated client has its own; it is safe for concurrent
 // use.
 type Client struct {
-	policy  ServicePolicy
+	policy  policy.Service
 	clock   Clock
 	system  bool // clock is the system clock: read only its monotonic part
 	base    time.Time
@@ -34,7 +35,7 @@ type Client struct {
 // rate limit, cache and metrics.
 type methodState struct {
 	client   *Client
-	policy   *MethodPolicy
+	policy   *policy.Method
 	breaker  *breaker     // the method's own, or the service's; nil for none
 	bulkhead *bulkhead    // likewise
 	budget   *budget      // nil unless the method retries or hedges
@@ -65,11 +66,11 @@ type options struct {
 // policyEdit is one change of the policy and who asked for it.
 type policyEdit struct {
 	source string
-	apply  func(*ServicePolicy)
+	apply  func(*policy.Service)
 	// recorded applies an edit that keeps its own record of what it
 	// changed (WithRecordedPolicy); nil for a plain edit, whose changes
 	// are found by comparing the policy before and after it.
-	recorded func(*ServicePolicy) []Change
+	recorded func(*policy.Service) []Change
 }
 
 // WithPolicy edits the policy before the client is built: edit receives a
@@ -78,14 +79,14 @@ type policyEdit struct {
 // apply in order. It is how a program applies operator overrides or runs
 // the same client under another policy, as the cascade demonstration does.
 // What it changes is listed by Client.Changes as coming from "WithPolicy".
-func WithPolicy(edit func(p *ServicePolicy)) Option {
+func WithPolicy(edit func(p *policy.Service)) Option {
 	return WithPolicyFrom("WithPolicy", edit)
 }
 
 // WithPolicyFrom is WithPolicy with the name of where the edit comes from
 // ("overrides.yaml: services.\"pkg.Svc\".methods.Get.timeout"), which
 // Client.Changes and Client.Describe show beside each value it changed.
-func WithPolicyFrom(source string, edit func(p *ServicePolicy)) Option {
+func WithPolicyFrom(source string, edit func(p *policy.Service)) Option {
 	return func(o *options) { o.edits = append(o.edits, policyEdit{source: source, apply: edit}) }
 }
 
@@ -96,7 +97,7 @@ func WithPolicyFrom(source string, edit func(p *ServicePolicy)) Option {
 // Client.Changes and Client.Describe list that record as given (merged
 // with the other edits' by Key), where for WithPolicy and WithPolicyFrom
 // they compare the policy before and after the edit.
-func WithRecordedPolicy(edit func(p *ServicePolicy) []Change) Option {
+func WithRecordedPolicy(edit func(p *policy.Service) []Change) Option {
 	return func(o *options) {
 		o.edits = append(o.edits, policyEdit{source: "WithRecordedPolicy", recorded: edit})
 	}
@@ -115,7 +116,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // NewClient builds the shared state for the service described by p. It
 // checks the policy and refuses one that cannot be applied, naming the
 // field. p is copied: later changes to it have no effect.
-func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
+func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 	if p == nil {
 		return nil, errors.New("resilient: NewClient: nil policy")
 	}
@@ -191,7 +192,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 		}
 		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
-				bp := DefaultBudget
+				bp := policy.DefaultBudget
 				if p.Budget != nil {
 					bp = *p.Budget
 				}
@@ -213,7 +214,7 @@ func NewClient(p *ServicePolicy, opts ...Option) (*Client, error) {
 
 // newBreaker builds a breaker whose transitions are counted, logged and
 // observed; method is "" for the service's shared breaker.
-func (c *Client) newBreaker(p BreakerPolicy, method string) *breaker {
+func (c *Client) newBreaker(p policy.Breaker, method string) *breaker {
 	dep := c.policy.Name
 	var state prometheus.Gauge
 	var entered [3]prometheus.Counter
@@ -241,7 +242,7 @@ func (c *Client) newBreaker(p BreakerPolicy, method string) *breaker {
 }
 
 // Policy returns the policy the client applies.
-func (c *Client) Policy() *ServicePolicy { return &c.policy }
+func (c *Client) Policy() *policy.Service { return &c.policy }
 
 // BreakerState returns the state of the breaker the named method
 // ("/pkg.Service/Method") goes through, and false when it has none.

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestBreakerCountsEachSuccessOnceWithoutAClockRead(t *testing.T) {
 		return nil
 	})
 	br := breakerPolicy(6, 1) // ratio 0.5 over at least 6 calls, 10 s window (1 s buckets)
-	rt := inventory(t, runtime.ServicePolicy{Breaker: br, Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Breaker: br, Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: time.Second},
 	}})
 	for range 3 {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	goruntime "runtime"
 	"testing"
 	"time"
@@ -121,11 +122,11 @@ func TestBreakerDoneEarlyLeavesTheRestToDone(t *testing.T) {
 // and the given attempt timeout, on the system clock.
 func timedMethod(t *testing.T, width, timeout time.Duration, opts ...Option) *Method {
 	t.Helper()
-	c, err := NewClient(&ServicePolicy{
+	c, err := NewClient(&policy.Service{
 		Name: "resilient.test.Timed",
-		Breaker: &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 10, Window: 10 * width, CoolDown: time.Second,
-			HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)},
-		Methods: []MethodPolicy{{Name: "/resilient.test.Timed/Get", Timeout: timeout}},
+		Breaker: &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 10, Window: 10 * width, CoolDown: time.Second,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)},
+		Methods: []policy.Method{{Name: "/resilient.test.Timed/Get", Timeout: timeout}},
 	}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -239,11 +240,11 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 // the retry budget still takes the first attempt's start, read with its
 // context, rather than a reading of its own.
 func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
-	c, err := NewClient(&ServicePolicy{
+	c, err := NewClient(&policy.Service{
 		Name: "resilient.test.Timed",
-		Methods: []MethodPolicy{{Name: "/resilient.test.Timed/Get", Idempotent: true, Timeout: time.Second,
-			Retry: &RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
-				Multiplier: 2, RetryableCodes: CodesOf(codes.Unavailable)}}},
+		Methods: []policy.Method{{Name: "/resilient.test.Timed/Get", Idempotent: true, Timeout: time.Second,
+			Retry: &policy.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+				Multiplier: 2, RetryableCodes: policy.CodesOf(codes.Unavailable)}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,26 +2,27 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 )
 
 // describe renders the policy as text, one method per paragraph, so an
 // operator can see what is in force: every timeout, retry, breaker,
 // bulkhead and budget setting, and which of them the methods share.
-func describe(p *ServicePolicy) string {
+func describe(p *policy.Service) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", p.Name)
 	if p.Budget != nil {
-		fmt.Fprintf(&b, "  retry budget: %s\n", p.Budget.describe())
+		fmt.Fprintf(&b, "  retry budget: %s\n", describeBudget(p.Budget))
 	}
 	if p.Breaker != nil {
-		fmt.Fprintf(&b, "  breaker (shared): %s\n", p.Breaker.describe())
+		fmt.Fprintf(&b, "  breaker (shared): %s\n", describeBreaker(p.Breaker))
 	}
 	if p.Bulkhead != nil {
-		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", p.Bulkhead.describe())
+		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", describeBulkhead(p.Bulkhead))
 	}
 	if p.RateLimit != nil {
-		fmt.Fprintf(&b, "  rate limit (shared): %s\n", p.RateLimit.describe())
+		fmt.Fprintf(&b, "  rate limit (shared): %s\n", describeRateLimit(p.RateLimit))
 	}
 	if p.AdaptiveLimit != nil {
 		fmt.Fprintf(&b, "  adaptive limit (shared): %s\n", describeLimit(p.AdaptiveLimit, p.Bulkhead))
@@ -43,13 +44,13 @@ func describe(p *ServicePolicy) string {
 		b.WriteString("\n")
 		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
 		if m.Retry != nil && m.Retry.MaxAttempts > 1 {
-			fmt.Fprintf(&b, "    retry: %s\n", m.Retry.describe())
+			fmt.Fprintf(&b, "    retry: %s\n", describeRetry(m.Retry))
 		} else {
 			b.WriteString("    retry: none\n")
 		}
 		switch {
 		case m.Breaker != nil:
-			fmt.Fprintf(&b, "    breaker (own): %s\n", m.Breaker.describe())
+			fmt.Fprintf(&b, "    breaker (own): %s\n", describeBreaker(m.Breaker))
 		case p.Breaker != nil:
 			b.WriteString("    breaker: shared\n")
 		default:
@@ -57,7 +58,7 @@ func describe(p *ServicePolicy) string {
 		}
 		switch {
 		case m.Bulkhead != nil:
-			fmt.Fprintf(&b, "    bulkhead (own): %s\n", m.Bulkhead.describe())
+			fmt.Fprintf(&b, "    bulkhead (own): %s\n", describeBulkhead(m.Bulkhead))
 		case p.Bulkhead != nil:
 			b.WriteString("    bulkhead: shared\n")
 		default:
@@ -66,19 +67,19 @@ func describe(p *ServicePolicy) string {
 		// The newer patterns are listed only where they apply, so that the
 		// description of a policy without them reads as before.
 		if m.Hedging != nil {
-			fmt.Fprintf(&b, "    hedging: %s\n", m.Hedging.describe())
+			fmt.Fprintf(&b, "    hedging: %s\n", describeHedging(m.Hedging))
 		}
 		switch {
 		case m.RateLimit != nil:
-			fmt.Fprintf(&b, "    rate limit (own): %s\n", m.RateLimit.describe())
+			fmt.Fprintf(&b, "    rate limit (own): %s\n", describeRateLimit(m.RateLimit))
 		case p.RateLimit != nil:
 			b.WriteString("    rate limit: shared\n")
 		}
 		if m.Cache != nil {
-			fmt.Fprintf(&b, "    cache: %s\n", m.Cache.describe())
+			fmt.Fprintf(&b, "    cache: %s\n", describeCache(m.Cache))
 		}
 		switch {
-		case m.Kind != KindUnary:
+		case m.Kind != policy.KindUnary:
 		case m.AdaptiveLimit != nil:
 			bh := m.Bulkhead
 			if bh == nil {
@@ -100,16 +101,16 @@ func orNone(s string, none bool) string {
 	return s
 }
 
-func (r *RetryPolicy) describe() string {
+func describeRetry(r *policy.Retry) string {
 	return fmt.Sprintf("%d attempts, backoff %s..%s ×%g with full jitter, on %s",
 		r.MaxAttempts, r.InitialBackoff, r.MaxBackoff, r.Multiplier, r.RetryableCodes)
 }
 
-func (b *BudgetPolicy) describe() string {
+func describeBudget(b *policy.Budget) string {
 	return fmt.Sprintf("%g of requests + %d per %s", b.Ratio, b.MinRetries, b.Window)
 }
 
-func (b *BreakerPolicy) describe() string {
+func describeBreaker(b *policy.Breaker) string {
 	window := b.Window.String()
 	if b.WindowCalls > 0 {
 		window = fmt.Sprintf("the last %d", b.WindowCalls)
@@ -122,18 +123,18 @@ func (b *BreakerPolicy) describe() string {
 	return s
 }
 
-func (b *BulkheadPolicy) describe() string {
+func describeBulkhead(b *policy.Bulkhead) string {
 	return fmt.Sprintf("%d permits, max wait %s", b.Permits, b.MaxWait)
 }
 
-func (p *CachePolicy) describe() string {
+func describeCache(p *policy.Cache) string {
 	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
 }
 
-func (h *HedgingPolicy) describe() string {
+func describeHedging(h *policy.Hedging) string {
 	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
 }
 
-func (r *RateLimitPolicy) describe() string {
+func describeRateLimit(r *policy.RateLimit) string {
 	return fmt.Sprintf("%g/s, burst %d, max wait %s", r.RequestsPerSecond, r.Burst, r.MaxWait)
 }

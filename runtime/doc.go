@@ -6,8 +6,9 @@
 //
 // # What it exports
 //
-// For generated code: the policy types (ServicePolicy and the per-pattern
-// policies it holds), NewClient, the typed handles (NewUnary,
+// For generated code: NewClient (which takes a policy.Service: the policy
+// values and their checks are the package runtime/policy, which the plugin
+// fills and prints), the typed handles (NewUnary,
 // NewServerStream, NewStream and their Call methods), Client.Conn for
 // streams, and the helpers that make keys of request fields (JoinKey,
 // KeyFromInt, KeyFromUint, KeyFromBytes). For operators: the options
@@ -42,8 +43,7 @@
 // Streams take the bulkhead, the breaker and the timeout when they open
 // (stream.go, through Client.Conn), and are never retried.
 //
-// Around the layers: policy.go holds the policy types, validate.go their
-// checks, bind.go the binding of methods by name, describe.go and
+// Around the layers: bind.go binds methods by name, describe.go and
 // provenance.go what is in force and where each value came from, errors.go
 // the errors, metrics.go and observer.go what is counted and reported,
 // priority.go the priority sent to servers, key.go the keys, dial.go the

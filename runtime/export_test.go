@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc"
 )
@@ -17,7 +18,7 @@ type Method = methodState
 func (c *Client) Method(i int) *Method { return c.methods[i] }
 
 // Policy returns the method's policy.
-func (m *methodState) Policy() *MethodPolicy { return m.policy }
+func (m *methodState) Policy() *policy.Method { return m.policy }
 
 // Unary is UnaryHandle.Call with the idempotency key given, and without the
 // priority or the cache.

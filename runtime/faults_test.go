@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,7 +62,7 @@ type fallbacks struct{ n atomic.Int32 }
 // invClient builds the generated inventory client with the annotated policy
 // edited by edit (if not nil), and a GetStock fallback counted in fb (if
 // not nil).
-func invClient(t *testing.T, cc grpc.ClientConnInterface, fb *fallbacks, edit func(p *runtime.ServicePolicy)) *inventoryv1.InventoryServiceResilientClient {
+func invClient(t *testing.T, cc grpc.ClientConnInterface, fb *fallbacks, edit func(p *policy.Service)) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
 	// These tests are about the layers every call goes through; GetStock's
 	// cache (which would answer most of their repeated calls) and the
@@ -85,7 +86,7 @@ func invClient(t *testing.T, cc grpc.ClientConnInterface, fb *fallbacks, edit fu
 
 // withoutCacheAndRateLimit removes the cache and the rate limits from the
 // annotated inventory policy.
-func withoutCacheAndRateLimit(p *runtime.ServicePolicy) {
+func withoutCacheAndRateLimit(p *policy.Service) {
 	p.RateLimit = nil
 	for i := range p.Methods {
 		p.Methods[i].Cache, p.Methods[i].RateLimit = nil, nil
@@ -99,11 +100,11 @@ func getStockOf(ctx context.Context, c *inventoryv1.InventoryServiceResilientCli
 }
 
 // noBreaker removes the breaker and sets GetStock's timeout and retries.
-func getStockPolicy(timeout time.Duration, attempts int) func(p *runtime.ServicePolicy) {
-	return func(p *runtime.ServicePolicy) {
+func getStockPolicy(timeout time.Duration, attempts int) func(p *policy.Service) {
+	return func(p *policy.Service) {
 		p.Breaker = nil
 		p.Bulkhead = nil
-		p.Budget = &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute}
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute}
 		m := &p.Methods[0]
 		m.Timeout = timeout
 		if attempts <= 1 {
@@ -153,9 +154,9 @@ func TestFaultSlowBeyondTimeoutIsCutAndNotRetried(t *testing.T) {
 
 func TestFaultSlowFillsTheBulkheadWhichRefusesTheRest(t *testing.T) {
 	srv, cc := startFault(t, server.Slow(300*time.Millisecond))
-	c := invClient(t, cc, nil, func(p *runtime.ServicePolicy) {
+	c := invClient(t, cc, nil, func(p *policy.Service) {
 		p.Breaker = nil
-		p.Bulkhead = &runtime.BulkheadPolicy{Permits: 4, MaxWait: 20 * time.Millisecond}
+		p.Bulkhead = &policy.Bulkhead{Permits: 4, MaxWait: 20 * time.Millisecond}
 		p.Methods[0].Timeout = time.Second
 	})
 	var wg sync.WaitGroup
@@ -198,7 +199,7 @@ func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
 	srv, cc := startFault(t, server.Hang)
 	clock := newFakeClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{
-		runtime.WithClock(clock), runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+		runtime.WithClock(clock), runtime.WithPolicy(func(p *policy.Service) {
 			withoutCacheAndRateLimit(p)
 			getStockPolicy(50*time.Millisecond, 3)(p)
 			p.Breaker = breakerPolicy(5, 1)
@@ -237,7 +238,7 @@ func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
 
 func TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit(t *testing.T) {
 	srv, cc := startFault(t, server.Hang)
-	c := invClient(t, cc, nil, func(p *runtime.ServicePolicy) { p.Methods[2].Timeout = 100 * time.Millisecond })
+	c := invClient(t, cc, nil, func(p *policy.Service) { p.Methods[2].Timeout = 100 * time.Millisecond })
 	begin := time.Now()
 	st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
 	if err != nil {
@@ -263,14 +264,14 @@ func TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit(t *testing.T) {
 // the fallback answered.
 func TestFaultEveryStatusCode(t *testing.T) {
 	srv, cc := startFault(t, nil)
-	answers := runtime.CodesOf(codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+	answers := policy.CodesOf(codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
 		codes.PermissionDenied, codes.FailedPrecondition, codes.Aborted, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated)
 	for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
 		t.Run(codename.Of(code), func(t *testing.T) {
 			srv.SetBehaviour(server.Fail(code))
 			before := srv.Calls(getStock)
 			var fb fallbacks
-			c := invClient(t, cc, &fb, func(p *runtime.ServicePolicy) {
+			c := invClient(t, cc, &fb, func(p *policy.Service) {
 				getStockPolicy(time.Second, 3)(p)
 				p.Breaker = breakerPolicy(1, 1) // opens on the first failure
 			})
@@ -284,7 +285,7 @@ func TestFaultEveryStatusCode(t *testing.T) {
 			if code == codes.Unavailable {
 				wantAttempts = 3
 			}
-			failure := runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded).Has(code)
+			failure := policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded).Has(code)
 			if failure {
 				wantAttempts = 1 // the breaker opened on the first failure and ended the loop
 			}
@@ -328,7 +329,7 @@ func TestFaultRefusedConnectionFailsFastAndOpensTheBreaker(t *testing.T) {
 	}
 	cc := dialFault(t, addr)
 	var fb fallbacks
-	c := invClient(t, cc, &fb, func(p *runtime.ServicePolicy) {
+	c := invClient(t, cc, &fb, func(p *policy.Service) {
 		getStockPolicy(300*time.Millisecond, 3)(p)
 		p.Breaker = breakerPolicy(5, 1)
 	})

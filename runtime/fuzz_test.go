@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // section, over the same bucketed window as the breaker: ten buckets of
 // Window/10, the current one and the nine before it.
 type breakerModel struct {
-	p           BreakerPolicy
+	p           policy.Breaker
 	width       int64
 	state       State
 	gen         uint64
@@ -37,7 +38,7 @@ type modelEvent struct {
 	failure bool
 }
 
-func newBreakerModel(p BreakerPolicy) *breakerModel {
+func newBreakerModel(p policy.Breaker) *breakerModel {
 	return &breakerModel{p: p, width: max(int64(p.Window)/window.Buckets, 1), lastFailure: math.MinInt64 / 2}
 }
 
@@ -167,7 +168,7 @@ func FuzzBreaker(f *testing.F) {
 	f.Add([]byte{0, 7, 49, 49, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 4, 1, 1, 4, 2, 1, 4, 3, 1, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prog := fuzzprog.New(data)
-		p := BreakerPolicy{
+		p := policy.Breaker{
 			FailureRatio:   float64(prog.Next()%100+1) / 100,
 			MinimumCalls:   int(prog.Next()%8) + 1,
 			Window:         time.Duration(prog.Next()%50+1) * 10 * time.Millisecond,
@@ -277,7 +278,7 @@ func FuzzBudget(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prog := fuzzprog.New(data)
 		percent := int64(prog.Next()%100) + 1
-		p := BudgetPolicy{
+		p := policy.Budget{
 			Ratio:      float64(percent) / 100,
 			MinRetries: int(prog.Next() % 5),
 			Window:     time.Duration(prog.Next()%50+1) * 10 * time.Millisecond,

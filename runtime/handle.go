@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -51,7 +52,7 @@ type Fallback[Req, Resp any] = func(ctx context.Context, req *Req, err error) (*
 func NewUnary[Req, Resp any](c *Client, method string,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	hooks UnaryHooks[Req, Resp]) (*UnaryHandle[Req, Resp], error) {
-	m, err := c.bind(method, "unary", KindUnary)
+	m, err := c.bind(method, "unary", policy.KindUnary)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +81,13 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // Call runs one call of the method under its policy. It refuses a nil
 // context or request (INVALID_ARGUMENT, nothing sent), and answers a
 // context already done with its error, before any layer. It sends the
-// method's annotated priority (see MethodPolicy.Priority) and reads the
+// method's annotated priority (see policy.Method.Priority) and reads the
 // request's idempotency key, sent as idempotency-key metadata on every
 // attempt (without it a method that is not idempotent is never retried).
 //
 // The layers, outside in: the cache, when the method has one (a fresh
 // answer is returned without calling; the callers of one key share one
-// call; a stale answer stands in for a failure: see CachePolicy), the
+// call; a stale answer stands in for a failure: see policy.Cache), the
 // fallback, the rate limit, the bulkhead, the overall limit, the retry
 // loop or hedging (retry budget, backoff with full jitter, never past the
 // deadline), the circuit breaker (admits each attempt, records its
@@ -123,7 +124,7 @@ type ServerStreamHandle[Req, Resp any] struct {
 func NewServerStream[Req, Resp any](c *Client, method string,
 	open func(context.Context, *Req, ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error),
 ) (*ServerStreamHandle[Req, Resp], error) {
-	m, err := c.bind(method, "server-streaming", KindServerStreaming)
+	m, err := c.bind(method, "server-streaming", policy.KindServerStreaming)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ type StreamHandle[S any] struct {
 // c.Conn. It fails as NewUnary does.
 func NewStream[S any](c *Client, method string,
 	open func(context.Context, ...grpc.CallOption) (S, error)) (*StreamHandle[S], error) {
-	m, err := c.bind(method, "client-streaming or bidirectional", KindClientStreaming, KindBidiStreaming)
+	m, err := c.bind(method, "client-streaming or bidirectional", policy.KindClientStreaming, policy.KindBidiStreaming)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"strings"
 	"testing"
@@ -23,16 +24,16 @@ const stockReport = inventoryv1.InventoryService_StockReport_FullMethodName
 // inventoryPolicy is a policy of the example inventory service with
 // GetStock (retried, cached, low priority), ReserveStock (keyed) and
 // WatchStock (one stream at a time).
-func inventoryPolicy() runtime.ServicePolicy {
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
-		Multiplier: 2, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	return runtime.ServicePolicy{
+func inventoryPolicy() policy.Service {
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		Multiplier: 2, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	return policy.Service{
 		Name: "example.inventory.v1.InventoryService",
-		Methods: []runtime.MethodPolicy{
-			{Name: getStock, Idempotent: true, Retry: retry, Priority: runtime.PriorityLow, Timeout: time.Second,
-				Cache: &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}}},
+		Methods: []policy.Method{
+			{Name: getStock, Idempotent: true, Retry: retry, Priority: policy.PriorityLow, Timeout: time.Second,
+				Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}}},
 			{Name: reserveStock, IdempotencyKey: "order_id", Retry: retry},
-			{Name: watchStock, Kind: runtime.KindServerStreaming, Bulkhead: &runtime.BulkheadPolicy{Permits: 1}},
+			{Name: watchStock, Kind: policy.KindServerStreaming, Bulkhead: &policy.Bulkhead{Permits: 1}},
 		},
 	}
 }
@@ -46,7 +47,7 @@ type handles struct {
 	watchStock   *runtime.ServerStreamHandle[inventoryv1.WatchStockRequest, inventoryv1.WatchStockResponse]
 }
 
-func bindInventory(t *testing.T, p runtime.ServicePolicy, cc grpc.ClientConnInterface,
+func bindInventory(t *testing.T, p policy.Service, cc grpc.ClientConnInterface,
 	fallback func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error),
 ) *handles {
 	t.Helper()
@@ -312,8 +313,8 @@ func TestUnaryHandleFollowsThePolicyInForce(t *testing.T) {
 func TestStreamHandleOpensUnderItsPolicy(t *testing.T) {
 	_, cc := start(t, server.Healthy)
 	p := inventoryPolicy()
-	p.Methods[2].Kind = runtime.KindBidiStreaming
-	p.Methods[2].Priority = runtime.PriorityHigh
+	p.Methods[2].Kind = policy.KindBidiStreaming
+	p.Methods[2].Priority = policy.PriorityHigh
 	rt, err := runtime.NewClient(&p)
 	if err != nil {
 		t.Fatal(err)

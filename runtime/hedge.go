@@ -8,36 +8,6 @@ import (
 	"google.golang.org/grpc"
 )
 
-// HedgingPolicy says when further copies of a slow call are sent. A method
-// hedges or retries, never both: hedging already repeats the call, and
-// retrying each copy would multiply the load the retry budget is there to
-// bound (gRPC's service config makes the same choice).
-type HedgingPolicy struct {
-	// Delay is how long to wait for an answer before sending the next
-	// copy; a good value is the method's observed p95. Must be positive.
-	Delay time.Duration
-	// MaxCopies is the number of copies in all, the first included; at
-	// least 2.
-	MaxCopies int
-	// NonFatalCodes are the codes with which a copy may fail and leave the
-	// others running (the next copy is then sent at once). Any other
-	// answer, success or not, ends the call.
-	NonFatalCodes CodeSet
-}
-
-func (h *HedgingPolicy) check(f string, bad badFunc) {
-	positive(h.Delay, f+".Delay", bad)
-	if h.MaxCopies < 2 {
-		bad(f+".MaxCopies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", h.MaxCopies)
-	}
-	if h.NonFatalCodes.Has(0) {
-		bad(f+".NonFatalCodes", `"OK" is a success, there is nothing to hedge: remove it`)
-	}
-	if answers := h.NonFatalCodes & answerCodes; answers != 0 {
-		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
-	}
-}
-
 // maxHedgeBuffer bounds the buffer of a hedged call's results.
 const maxHedgeBuffer = 8
 

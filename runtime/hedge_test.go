@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -20,8 +21,8 @@ import (
 	"github.com/go-resilient/resilient/runtime"
 )
 
-func hedging(delay time.Duration, copies int) *runtime.HedgingPolicy {
-	return &runtime.HedgingPolicy{Delay: delay, MaxCopies: copies, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+func hedging(delay time.Duration, copies int) *policy.Hedging {
+	return &policy.Hedging{Delay: delay, MaxCopies: copies, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 }
 
 // TestHedgeFirstAnswerWinsAndTheOtherIsCancelled: the first copy hangs,
@@ -34,7 +35,7 @@ func TestHedgeFirstAnswerWinsAndTheOtherIsCancelled(t *testing.T) {
 		}
 		return nil
 	})
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: 2 * time.Second, Hedging: hedging(50*time.Millisecond, 2)},
 	}})
 	begin := time.Now()
@@ -61,7 +62,7 @@ func TestHedgeFirstAnswerWinsAndTheOtherIsCancelled(t *testing.T) {
 // more.
 func TestHedgeFastAnswerSendsNoCopy(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Hedging: hedging(100*time.Millisecond, 3)},
 	}})
 	for range 20 {
@@ -83,7 +84,7 @@ func TestHedgeFatalAnswerEndsTheCall(t *testing.T) {
 		}
 		return status.Error(codes.NotFound, "no such sku")
 	})
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Hedging: hedging(30*time.Millisecond, 3)},
 	}})
 	_, err := callGetStock(context.Background(), rt, cc)
@@ -101,7 +102,7 @@ func TestHedgeFatalAnswerEndsTheCall(t *testing.T) {
 // when every copy failed so, the last error says the retries are spent.
 func TestHedgeNonFatalFailureSendsTheNextCopyAtOnce(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Hedging: hedging(time.Second, 3)},
 	}})
 	begin := time.Now()
@@ -121,9 +122,9 @@ func TestHedgeNonFatalFailureSendsTheNextCopyAtOnce(t *testing.T) {
 // sent, however slow the first.
 func TestHedgeCopiesComeFromTheRetryBudget(t *testing.T) {
 	srv, cc := start(t, server.Slow(100*time.Millisecond))
-	rt := inventory(t, runtime.ServicePolicy{
-		Budget: &runtime.BudgetPolicy{Ratio: 0.01, MinRetries: 2, Window: time.Minute},
-		Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{
+		Budget: &policy.Budget{Ratio: 0.01, MinRetries: 2, Window: time.Minute},
+		Methods: []policy.Method{
 			{Name: getStock, Idempotent: true, Hedging: hedging(10*time.Millisecond, 2)},
 		}})
 	for range 10 {
@@ -142,9 +143,9 @@ func TestHedgeCopiesComeFromTheRetryBudget(t *testing.T) {
 func TestHedgeStopsAtTheOpenBreaker(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
 	clock := newFakeClock()
-	rt := inventory(t, runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{
 		Breaker: breakerPolicy(4, 1),
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Hedging: hedging(10*time.Millisecond, 4)}},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Hedging: hedging(10*time.Millisecond, 4)}},
 	}, runtime.WithClock(clock))
 	// 4 copies of one call fail and open the breaker; the next call is
 	// refused at once.
@@ -171,7 +172,7 @@ func TestHedgeCopiesCarryTheSameIdempotencyKey(t *testing.T) {
 		}
 		return nil
 	})
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, GenerateIdempotencyKey: true, Hedging: hedging(20*time.Millisecond, 2)},
 	}})
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
@@ -201,7 +202,7 @@ func tailServer(ctx context.Context, _ server.Call) error {
 func BenchmarkHedgingTail(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
-		hedge *runtime.HedgingPolicy
+		hedge *policy.Hedging
 	}{
 		{"hedging=none", nil},
 		{"hedging=20ms", hedging(20*time.Millisecond, 2)},
@@ -213,10 +214,10 @@ func BenchmarkHedgingTail(b *testing.B) {
 			}
 			defer srv.Stop()
 			cc := dialBench(b, srv.Addr())
-			rt, err := runtime.NewClient(&runtime.ServicePolicy{
+			rt, err := runtime.NewClient(&policy.Service{
 				Name:   "example.inventory.v1.InventoryService",
-				Budget: &runtime.DefaultBudget,
-				Methods: []runtime.MethodPolicy{
+				Budget: &policy.DefaultBudget,
+				Methods: []policy.Method{
 					{Name: getStock, Idempotent: true, Timeout: 2 * time.Second, Hedging: bc.hedge},
 				}})
 			if err != nil {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestHostileConstructorInputs(t *testing.T) {
 		t.Error("WithPolicy(nil) accepted")
 	}
 	if _, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) { p.Methods = append(p.Methods, p.Methods[0]) })},
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { p.Methods = append(p.Methods, p.Methods[0]) })},
 	}); err == nil {
 		t.Error("a policy naming a method twice accepted")
 	}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -71,11 +72,11 @@ func start(t *testing.T, b server.Behaviour) (*server.Server, *grpc.ClientConn) 
 
 // inventory builds a runtime client for the inventory service with the
 // given shared breaker and bulkhead and GetStock/ReserveStock policies.
-func inventory(t *testing.T, svc runtime.ServicePolicy, opts ...runtime.Option) *runtime.Client {
+func inventory(t *testing.T, svc policy.Service, opts ...runtime.Option) *runtime.Client {
 	t.Helper()
 	svc.Name = "example.inventory.v1.InventoryService"
 	if svc.Methods == nil {
-		svc.Methods = []runtime.MethodPolicy{{Name: getStock, Idempotent: true}}
+		svc.Methods = []policy.Method{{Name: getStock, Idempotent: true}}
 	}
 	c, err := runtime.NewClient(&svc, opts...)
 	if err != nil {
@@ -89,14 +90,14 @@ func callGetStock(ctx context.Context, rt *runtime.Client, cc grpc.ClientConnInt
 	return runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, nil)
 }
 
-func retryPolicy(attempts int) *runtime.RetryPolicy {
-	return &runtime.RetryPolicy{MaxAttempts: attempts, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-		Multiplier: 2, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
+func retryPolicy(attempts int) *policy.Retry {
+	return &policy.Retry{MaxAttempts: attempts, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		Multiplier: 2, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 }
 
-func breakerPolicy(minCalls, probes int) *runtime.BreakerPolicy {
-	return &runtime.BreakerPolicy{FailureRatio: 0.5, MinimumCalls: minCalls, Window: 10 * time.Second,
-		CoolDown: 10 * time.Second, HalfOpenProbes: probes, FailureCodes: runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
+func breakerPolicy(minCalls, probes int) *policy.Breaker {
+	return &policy.Breaker{FailureRatio: 0.5, MinimumCalls: minCalls, Window: 10 * time.Second,
+		CoolDown: 10 * time.Second, HalfOpenProbes: probes, FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
 }
 
 // eventually polls cond for up to a second: the server learns of a
@@ -131,7 +132,7 @@ func bareWait(d time.Duration) (late func() time.Duration) {
 
 func TestHungServerTimesOutWithinAttemptTimeout(t *testing.T) {
 	srv, cc := start(t, server.Hang)
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: 100 * time.Millisecond},
 	}})
 	begin := time.Now()
@@ -148,17 +149,17 @@ func TestHungServerTimesOutWithinAttemptTimeout(t *testing.T) {
 
 func TestUnavailableIsRetriedMaxAttemptsWithBackoff(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
-		Multiplier: 2, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{
-		Budget:  &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute},
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Multiplier: 2, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	rt := inventory(t, policy.Service{
+		Budget:  &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retry}},
 	})
 	// The baseline: the same attempts without retries, to a server of
 	// their own, interleaved with the retried calls so that they see the
 	// same load. What the retried calls take beyond it is the backoff.
 	_, baseCC := start(t, server.Fail(codes.Unavailable))
-	base := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true}}})
+	base := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true}}})
 	const calls = 10
 	var took, attempts time.Duration
 	for range calls {
@@ -195,9 +196,9 @@ func TestUnavailableIsRetriedMaxAttemptsWithBackoff(t *testing.T) {
 
 func TestAnswersAreNotRetriedAndKeepTheBreakerClosed(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.FailedPrecondition))
-	rt := inventory(t, runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{
 		Breaker: breakerPolicy(5, 1),
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retryPolicy(3)}},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retryPolicy(3)}},
 	})
 	for range 30 {
 		_, err := callGetStock(context.Background(), rt, cc)
@@ -215,9 +216,9 @@ func TestAnswersAreNotRetriedAndKeepTheBreakerClosed(t *testing.T) {
 
 func TestNotIdempotentIsNeverRetried(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt, err := runtime.NewClient(&runtime.ServicePolicy{
+	rt, err := runtime.NewClient(&policy.Service{
 		Name:    "example.payments.v1.PaymentsService",
-		Methods: []runtime.MethodPolicy{{Name: charge, Timeout: time.Second}},
+		Methods: []policy.Method{{Name: charge, Timeout: time.Second}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -232,9 +233,9 @@ func TestNotIdempotentIsNeverRetried(t *testing.T) {
 	}
 
 	// Validation refuses a retry policy on such a method outright.
-	_, err = runtime.NewClient(&runtime.ServicePolicy{
+	_, err = runtime.NewClient(&policy.Service{
 		Name:    "example.payments.v1.PaymentsService",
-		Methods: []runtime.MethodPolicy{{Name: charge, Retry: retryPolicy(3)}},
+		Methods: []policy.Method{{Name: charge, Retry: retryPolicy(3)}},
 	})
 	if err == nil {
 		t.Fatal("NewClient accepted retries on a method that is neither idempotent nor keyed")
@@ -243,7 +244,7 @@ func TestNotIdempotentIsNeverRetried(t *testing.T) {
 
 func TestIdempotencyKeyMakesRetriesSafeAndIsIdentical(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: reserveStock, IdempotencyKey: "order_id", Retry: retryPolicy(3)},
 	}})
 	plain := inventoryv1.NewInventoryServiceClient(cc)
@@ -267,7 +268,7 @@ func TestIdempotencyKeyMakesRetriesSafeAndIsIdentical(t *testing.T) {
 func TestBreakerOpensFailsFastProbesAndCloses(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
 	clock := newFakeClock()
-	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(4, 2)}, runtime.WithClock(clock))
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(4, 2)}, runtime.WithClock(clock))
 	ctx := context.Background()
 
 	for range 4 {
@@ -335,9 +336,9 @@ func TestBreakerOpensFailsFastProbesAndCloses(t *testing.T) {
 
 func TestOpenBreakerEndsTheRetryLoop(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{
 		Breaker: breakerPolicy(2, 1),
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retryPolicy(5)}},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retryPolicy(5)}},
 	})
 	_, err := callGetStock(context.Background(), rt, cc)
 	if !errors.Is(err, runtime.ErrCircuitOpen) {
@@ -359,11 +360,11 @@ func TestBulkheadRefusesWithinMaxWaitWhileOtherDependencyProceeds(t *testing.T) 
 		}
 		return nil
 	})
-	rt := inventory(t, runtime.ServicePolicy{Bulkhead: &runtime.BulkheadPolicy{Permits: 2, MaxWait: 50 * time.Millisecond}})
-	payments, err := runtime.NewClient(&runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{Bulkhead: &policy.Bulkhead{Permits: 2, MaxWait: 50 * time.Millisecond}})
+	payments, err := runtime.NewClient(&policy.Service{
 		Name:     "example.payments.v1.PaymentsService",
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 2},
-		Methods:  []runtime.MethodPolicy{{Name: charge}},
+		Bulkhead: &policy.Bulkhead{Permits: 2},
+		Methods:  []policy.Method{{Name: charge}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -407,11 +408,11 @@ func TestBulkheadRefusesWithinMaxWaitWhileOtherDependencyProceeds(t *testing.T) 
 func TestRetryBudgetBoundsLoadDuringOutage(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
 	const n, ratio, floor = 200, 0.1, 5
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
-		Multiplier: 1, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{
-		Budget:  &runtime.BudgetPolicy{Ratio: ratio, MinRetries: floor, Window: time.Minute},
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
+		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	rt := inventory(t, policy.Service{
+		Budget:  &policy.Budget{Ratio: ratio, MinRetries: floor, Window: time.Minute},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retry}},
 	})
 	exhausted := 0
 	for range n {
@@ -437,9 +438,9 @@ func TestRetryBudgetBoundsLoadDuringOutage(t *testing.T) {
 
 func TestCallerCancellationStaysCanceledAndLeavesBreaker(t *testing.T) {
 	_, cc := start(t, server.Hang)
-	rt := inventory(t, runtime.ServicePolicy{
-		Breaker: &runtime.BreakerPolicy{FailureRatio: 0.1, MinimumCalls: 1, Window: time.Minute, CoolDown: time.Minute,
-			HalfOpenProbes: 1, FailureCodes: runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded, codes.Canceled)},
+	rt := inventory(t, policy.Service{
+		Breaker: &policy.Breaker{FailureRatio: 0.1, MinimumCalls: 1, Window: time.Minute, CoolDown: time.Minute,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded, codes.Canceled)},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(30*time.Millisecond, cancel)
@@ -454,9 +455,9 @@ func TestCallerCancellationStaysCanceledAndLeavesBreaker(t *testing.T) {
 
 func TestNoBackoffPastTheDeadline(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second,
-		Multiplier: 1, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}}})
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second,
+		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retry}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
@@ -487,7 +488,7 @@ func TestOverallTimeoutBoundsEveryAttempt(t *testing.T) {
 		}
 		return server.Wait(ctx, 10*time.Second)
 	})
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{
 		Name: getStock, Idempotent: true, OverallTimeout: 150 * time.Millisecond,
 	}}})
 	begin := time.Now()
@@ -519,7 +520,7 @@ func TestOverallTimeoutBoundsEveryAttempt(t *testing.T) {
 
 func TestFallbackSeesFinalErrorButNotAnswers(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{})
+	rt := inventory(t, policy.Service{})
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	var seen error
 	fallback := func(_ context.Context, req *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
@@ -540,7 +541,7 @@ func TestFallbackSeesFinalErrorButNotAnswers(t *testing.T) {
 
 func TestBadInputsAreClearErrors(t *testing.T) {
 	_, cc := start(t, server.Healthy)
-	rt := inventory(t, runtime.ServicePolicy{})
+	rt := inventory(t, policy.Service{})
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	if _, err := runtime.Unary[inventoryv1.GetStockRequest](context.Background(), rt.Method(0), "", nil, nil, plain.GetStock, nil); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("nil request: %v, want INVALID_ARGUMENT", err)
@@ -555,7 +556,7 @@ func TestBadInputsAreClearErrors(t *testing.T) {
 	if _, err := runtime.NewClient(nil); err == nil {
 		t.Error("NewClient(nil) accepted")
 	}
-	if _, err := runtime.NewClient(&runtime.ServicePolicy{Name: "x"}, nil); err == nil {
+	if _, err := runtime.NewClient(&policy.Service{Name: "x"}, nil); err == nil {
 		t.Error("NewClient with a nil option accepted")
 	}
 }
@@ -563,10 +564,10 @@ func TestBadInputsAreClearErrors(t *testing.T) {
 func TestStreamGetsBulkheadAndBreakerAndReleasesAtEnd(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
 	clock := newFakeClock()
-	rt := inventory(t, runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{
 		Breaker:  breakerPolicy(3, 1),
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1},
-		Methods:  []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: 5 * time.Second}},
+		Bulkhead: &policy.Bulkhead{Permits: 1},
+		Methods:  []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming, Timeout: 5 * time.Second}},
 	}, runtime.WithClock(clock))
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 	ctx := context.Background()
@@ -620,9 +621,9 @@ func TestStreamGetsBulkheadAndBreakerAndReleasesAtEnd(t *testing.T) {
 
 func TestAbandonedStreamFreesItsPermitWhenItsContextEnds(t *testing.T) {
 	_, cc := start(t, server.Hang)
-	rt := inventory(t, runtime.ServicePolicy{
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1},
-		Methods:  []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming}},
+	rt := inventory(t, policy.Service{
+		Bulkhead: &policy.Bulkhead{Permits: 1},
+		Methods:  []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming}},
 	})
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"log/slog"
 	"strings"
 	"sync"
@@ -102,12 +103,12 @@ func outageScript(t *testing.T, opts ...runtime.Option) {
 	t.Helper()
 	srv, cc := start(t, server.Fail(codes.Unavailable))
 	clock := newFakeClock()
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
-		Multiplier: 1, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{
-		Budget:  &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 1, Window: time.Minute},
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
+		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	rt := inventory(t, policy.Service{
+		Budget:  &policy.Budget{Ratio: 0.1, MinRetries: 1, Window: time.Minute},
 		Breaker: breakerPolicy(4, 1),
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retry}},
 	}, append(opts, runtime.WithClock(clock))...)
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	fallback := func(_ context.Context, req *inventoryv1.GetStockRequest, _ error) (*inventoryv1.GetStockResponse, error) {
@@ -226,9 +227,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func TestBulkheadMetrics(t *testing.T) {
 	_, cc := start(t, server.Hang)
 	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1},
-		Methods:  []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 200 * time.Millisecond}},
+	rt := inventory(t, policy.Service{
+		Bulkhead: &policy.Bulkhead{Permits: 1},
+		Methods:  []policy.Method{{Name: getStock, Idempotent: true, Timeout: 200 * time.Millisecond}},
 	}, runtime.WithRegisterer(reg))
 	inUse := func() float64 {
 		return metricValue(t, reg, "resilient_client_bulkhead_in_use", "dependency", inventoryService, "bulkhead", "shared")
@@ -256,9 +257,9 @@ func TestBulkheadMetrics(t *testing.T) {
 func TestStreamMetrics(t *testing.T) {
 	_, cc := start(t, server.Healthy)
 	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{
-		Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
-			Bulkhead: &runtime.BulkheadPolicy{Permits: 2}}},
+	rt := inventory(t, policy.Service{
+		Methods: []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming,
+			Bulkhead: &policy.Bulkhead{Permits: 2}}},
 	}, runtime.WithRegisterer(reg))
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -280,8 +281,8 @@ func TestStreamMetrics(t *testing.T) {
 func TestSeveralClientsShareOneRegisterer(t *testing.T) {
 	_, cc := start(t, server.Healthy)
 	reg := prometheus.NewRegistry()
-	a := inventory(t, runtime.ServicePolicy{}, runtime.WithRegisterer(reg))
-	b := inventory(t, runtime.ServicePolicy{}, runtime.WithRegisterer(reg))
+	a := inventory(t, policy.Service{}, runtime.WithRegisterer(reg))
+	b := inventory(t, policy.Service{}, runtime.WithRegisterer(reg))
 	for _, rt := range []*runtime.Client{a, b, b} {
 		if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 			t.Fatal(err)
@@ -293,7 +294,7 @@ func TestSeveralClientsShareOneRegisterer(t *testing.T) {
 func TestRegistererConflictIsAClearError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "resilient_client_attempts_total", Help: "x"}, []string{"other"}))
-	_, err := runtime.NewClient(&runtime.ServicePolicy{Name: inventoryService}, runtime.WithRegisterer(reg))
+	_, err := runtime.NewClient(&policy.Service{Name: inventoryService}, runtime.WithRegisterer(reg))
 	if err == nil || !strings.Contains(err.Error(), "WithRegisterer") {
 		t.Fatalf("err = %v, want a WithRegisterer error", err)
 	}
@@ -301,7 +302,7 @@ func TestRegistererConflictIsAClearError(t *testing.T) {
 
 func TestNoRegistererRegistersNothing(t *testing.T) {
 	_, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(1, 1)})
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(1, 1)})
 	callGetStock(context.Background(), rt, cc) //nolint:errcheck // the call fails on purpose
 	reg := prometheus.NewRegistry()
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
@@ -318,12 +319,12 @@ func noopCall(context.Context, *inventoryv1.GetStockRequest, ...grpc.CallOption)
 // BenchmarkUnaryNoop measures the cost of the runtime's layers around a
 // call that does nothing, without and with metrics.
 func BenchmarkUnaryNoop(b *testing.B) {
-	policy := runtime.ServicePolicy{
+	policy := policy.Service{
 		Name:     inventoryService,
-		Budget:   &runtime.DefaultBudget,
+		Budget:   &policy.DefaultBudget,
 		Breaker:  breakerPolicy(20, 3),
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1 << 20},
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second,
+		Bulkhead: &policy.Bulkhead{Permits: 1 << 20},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second,
 			Retry: retryPolicy(3)}},
 	}
 	for _, bc := range []struct {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"time"
 
@@ -23,11 +24,11 @@ func unavailable(context.Context, *inventoryv1.GetStockRequest, ...grpc.CallOpti
 
 // examplePolicy is a dependency with a breaker that opens after two
 // failures.
-var examplePolicy = runtime.ServicePolicy{
+var examplePolicy = policy.Service{
 	Name: "example.inventory.v1.InventoryService",
-	Breaker: &runtime.BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 2, Window: time.Minute, CoolDown: time.Minute,
-		HalfOpenProbes: 1, FailureCodes: runtime.CodesOf(codes.Unavailable)},
-	Methods: []runtime.MethodPolicy{{Name: "/example.inventory.v1.InventoryService/GetStock", Idempotent: true}},
+	Breaker: &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 2, Window: time.Minute, CoolDown: time.Minute,
+		HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)},
+	Methods: []policy.Method{{Name: "/example.inventory.v1.InventoryService/GetStock", Idempotent: true}},
 }
 
 // An observer receives the runtime's decisions as events, once each: here
@@ -98,8 +99,8 @@ resilient_client_breaker_state{breaker="shared",dependency="example.inventory.v1
 func ExampleClient_Describe() {
 	rt, err := runtime.NewClient(&examplePolicy,
 		runtime.WithPolicyFrom("ops.yaml: services.\"example.inventory.v1.InventoryService\".methods.GetStock.timeout",
-			func(p *runtime.ServicePolicy) { p.Methods[0].Timeout = 200 * time.Millisecond }),
-		runtime.WithPolicy(func(p *runtime.ServicePolicy) { p.Breaker.CoolDown = 5 * time.Second }))
+			func(p *policy.Service) { p.Methods[0].Timeout = 200 * time.Millisecond }),
+		runtime.WithPolicy(func(p *policy.Service) { p.Breaker.CoolDown = 5 * time.Second }))
 	if err != nil {
 		panic(err)
 	}

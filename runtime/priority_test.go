@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
@@ -18,8 +19,8 @@ func sent(ctx context.Context) []string {
 // TestPrioritizeNeverRaises: the annotated priority is sent unless the
 // caller already sends one as low or lower; none is sent without one.
 func TestPrioritizeNeverRaises(t *testing.T) {
-	c, err := runtime.NewClient(&runtime.ServicePolicy{Name: "pkg.Svc", Methods: []runtime.MethodPolicy{
-		{Name: "/pkg.Svc/Order", Priority: runtime.PriorityHigh},
+	c, err := runtime.NewClient(&policy.Service{Name: "pkg.Svc", Methods: []policy.Method{
+		{Name: "/pkg.Svc/Order", Priority: policy.PriorityHigh},
 		{Name: "/pkg.Svc/Plain"},
 	}})
 	if err != nil {
@@ -34,9 +35,9 @@ func TestPrioritizeNeverRaises(t *testing.T) {
 		want string
 	}{
 		{"annotated", bg, order, "[high]"},
-		{"lowered by the caller", runtime.WithPriority(bg, runtime.PriorityLow), order, "[low]"},
-		{"same as the caller's", runtime.WithPriority(bg, runtime.PriorityHigh), order, "[high]"},
-		{"caller asks for more", runtime.WithPriority(bg, runtime.PriorityCritical), order, "[critical high]"},
+		{"lowered by the caller", runtime.WithPriority(bg, policy.PriorityLow), order, "[low]"},
+		{"same as the caller's", runtime.WithPriority(bg, policy.PriorityHigh), order, "[high]"},
+		{"caller asks for more", runtime.WithPriority(bg, policy.PriorityCritical), order, "[critical high]"},
 		{"unknown value sent", metadata.AppendToOutgoingContext(bg, runtime.PriorityHeader, "urgent"), order, "[urgent high]"},
 		{"no annotation", bg, plain, "[]"},
 		{"nil method", bg, nil, "[]"},
@@ -48,13 +49,13 @@ func TestPrioritizeNeverRaises(t *testing.T) {
 }
 
 func TestPriorityNames(t *testing.T) {
-	for p, want := range map[runtime.Priority]string{runtime.PriorityUnspecified: "unspecified", runtime.PriorityLow: "low",
-		runtime.PriorityNormal: "normal", runtime.PriorityHigh: "high", runtime.PriorityCritical: "critical", 9: "Priority(9)"} {
+	for p, want := range map[policy.Priority]string{policy.PriorityUnspecified: "unspecified", policy.PriorityLow: "low",
+		policy.PriorityNormal: "normal", policy.PriorityHigh: "high", policy.PriorityCritical: "critical", 9: "Priority(9)"} {
 		if got := p.String(); got != want {
 			t.Errorf("Priority(%d).String() = %q, want %q", uint8(p), got, want)
 		}
 	}
-	for p, want := range map[runtime.Priority]string{runtime.PriorityUnspecified: "[normal]", 9: "[normal]", runtime.PriorityLow: "[low]"} {
+	for p, want := range map[policy.Priority]string{policy.PriorityUnspecified: "[normal]", 9: "[normal]", policy.PriorityLow: "[low]"} {
 		if got := fmt.Sprint(sent(runtime.WithPriority(context.Background(), p))); got != want {
 			t.Errorf("WithPriority(%d) sent %s, want %s", uint8(p), got, want)
 		}
@@ -64,7 +65,7 @@ func TestPriorityNames(t *testing.T) {
 // A batch job lowers the priority of everything it calls: the generated
 // clients then send "low" whatever their methods' annotations say.
 func ExampleWithPriority() {
-	ctx := runtime.WithPriority(context.Background(), runtime.PriorityLow)
+	ctx := runtime.WithPriority(context.Background(), policy.PriorityLow)
 	md, _ := metadata.FromOutgoingContext(ctx)
 	fmt.Println(md.Get(runtime.PriorityHeader))
 	// Output: [low]

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"sync/atomic"
@@ -137,17 +138,17 @@ const badSku = "\xff\xfe"
 // watchPolicy is WatchStock with the example's annotations (its own
 // bulkhead of 4 permits, 60 s) and, when breaker is not nil, a breaker of
 // its own, which only streams go through.
-func watchPolicy(breaker *runtime.BreakerPolicy) runtime.ServicePolicy {
-	return runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
-		Timeout: 60 * time.Second, Bulkhead: &runtime.BulkheadPolicy{Permits: 4}, Breaker: breaker}}}
+func watchPolicy(breaker *policy.Breaker) policy.Service {
+	return policy.Service{Methods: []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming,
+		Timeout: 60 * time.Second, Bulkhead: &policy.Bulkhead{Permits: 4}, Breaker: breaker}}}
 }
 
 func TestStreamsReturnWhatTheyHoldOnEveryEnding(t *testing.T) {
 	t.Run("a client stream's response", func(t *testing.T) {
 		u, cc := startUploads(t)
-		rt, err := runtime.NewClient(&runtime.ServicePolicy{Name: uploadService, Bulkhead: &runtime.BulkheadPolicy{Permits: 2},
+		rt, err := runtime.NewClient(&policy.Service{Name: uploadService, Bulkhead: &policy.Bulkhead{Permits: 2},
 			Breaker: breakerPolicy(2, 1),
-			Methods: []runtime.MethodPolicy{{Name: uploadPut, Kind: runtime.KindClientStreaming}}})
+			Methods: []policy.Method{{Name: uploadPut, Kind: policy.KindClientStreaming}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,8 +171,8 @@ func TestStreamsReturnWhatTheyHoldOnEveryEnding(t *testing.T) {
 
 	t.Run("a client stream the server ends early, abandoned at Send's io.EOF", func(t *testing.T) {
 		u, cc := startUploads(t)
-		rt, err := runtime.NewClient(&runtime.ServicePolicy{Name: uploadService, Bulkhead: &runtime.BulkheadPolicy{Permits: 2},
-			Methods: []runtime.MethodPolicy{{Name: uploadPut, Kind: runtime.KindClientStreaming}}})
+		rt, err := runtime.NewClient(&policy.Service{Name: uploadService, Bulkhead: &policy.Bulkhead{Permits: 2},
+			Methods: []policy.Method{{Name: uploadPut, Kind: policy.KindClientStreaming}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,8 +286,8 @@ func TestStreamsReturnWhatTheyHoldOnEveryEnding(t *testing.T) {
 		cancel()
 		eventually(t, "the cancelled stream's permit is back", func() bool { n, _ := rt.BulkheadInUse(watchStock); return n == 0 })
 
-		short := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
-			Timeout: 300 * time.Millisecond, Bulkhead: &runtime.BulkheadPolicy{Permits: 1}}}})
+		short := inventory(t, policy.Service{Methods: []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming,
+			Timeout: 300 * time.Millisecond, Bulkhead: &policy.Bulkhead{Permits: 1}}}})
 		if _, err := inventoryv1.NewInventoryServiceClient(short.Conn(cc)).WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
 			t.Fatal(err)
 		} // abandoned without cancelling: its timeout frees the permit
@@ -394,7 +395,7 @@ func TestAStreamThatTimesOutIsAFailure(t *testing.T) {
 	srv, cc := start(t, server.Hang)
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: watchStock, Kind: runtime.KindServerStreaming,
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming,
 		Timeout: 50 * time.Millisecond, Breaker: breakerPolicy(2, 1)}}}, runtime.WithClock(clock), runtime.WithRegisterer(reg))
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 	timeout := func(ctx context.Context) {
@@ -446,13 +447,13 @@ func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
 		srv, cc := start(t, server.Healthy)
 		clock := newFakeClock()
 		reg := prometheus.NewRegistry()
-		rt := inventory(t, runtime.ServicePolicy{
+		rt := inventory(t, policy.Service{
 			Breaker:   breakerPolicy(5, 1),
-			Bulkhead:  &runtime.BulkheadPolicy{Permits: 1},
-			RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
-			Methods: []runtime.MethodPolicy{
+			Bulkhead:  &policy.Bulkhead{Permits: 1},
+			RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1},
+			Methods: []policy.Method{
 				{Name: getStock, Idempotent: true},
-				{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Second},
+				{Name: watchStock, Kind: policy.KindServerStreaming, Timeout: time.Second},
 			},
 		}, runtime.WithClock(clock), runtime.WithRegisterer(reg))
 		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
@@ -485,8 +486,8 @@ func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
 		}
 
 		// Half-open: dead callers take no probe and cannot open it again.
-		rt2 := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1), Methods: []runtime.MethodPolicy{
-			{Name: getStock, Idempotent: true}, {Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Second}}},
+		rt2 := inventory(t, policy.Service{Breaker: breakerPolicy(2, 1), Methods: []policy.Method{
+			{Name: getStock, Idempotent: true}, {Name: watchStock, Kind: policy.KindServerStreaming, Timeout: time.Second}}},
 			runtime.WithClock(clock))
 		client2 := inventoryv1.NewInventoryServiceClient(rt2.Conn(cc))
 		srv.SetBehaviour(server.Fail(codes.Unavailable))
@@ -542,9 +543,9 @@ func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
 
 	t.Run("no budget request", func(t *testing.T) {
 		srv, cc := start(t, server.Fail(codes.Unavailable))
-		rt := inventory(t, runtime.ServicePolicy{
-			Budget:  &runtime.BudgetPolicy{Ratio: 1, MinRetries: 0, Window: time.Minute},
-			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retryPolicy(5)}},
+		rt := inventory(t, policy.Service{
+			Budget:  &policy.Budget{Ratio: 1, MinRetries: 0, Window: time.Minute},
+			Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retryPolicy(5)}},
 		})
 		for _, d := range dead {
 			for range 20 {
@@ -564,12 +565,12 @@ func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
 	t.Run("the context ends waiting for a permit or a token", func(t *testing.T) {
 		srv, cc := start(t, server.Hang)
 		reg := prometheus.NewRegistry()
-		rt := inventory(t, runtime.ServicePolicy{
+		rt := inventory(t, policy.Service{
 			Breaker:  breakerPolicy(1, 1),
-			Bulkhead: &runtime.BulkheadPolicy{Permits: 1, MaxWait: 10 * time.Second},
-			Methods: []runtime.MethodPolicy{
+			Bulkhead: &policy.Bulkhead{Permits: 1, MaxWait: 10 * time.Second},
+			Methods: []policy.Method{
 				{Name: getStock, Idempotent: true},
-				{Name: reserveStock, RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 1, Burst: 1, MaxWait: 10 * time.Second}},
+				{Name: reserveStock, RateLimit: &policy.RateLimit{RequestsPerSecond: 1, Burst: 1, MaxWait: 10 * time.Second}},
 			},
 		}, runtime.WithRegisterer(reg))
 		holder, release := context.WithCancel(context.Background())
@@ -614,7 +615,7 @@ func TestWhatNeverReachedTheDependencyCountsForNothing(t *testing.T) {
 	t.Run("the caller cancels a probe mid-flight", func(t *testing.T) {
 		srv, cc := start(t, server.Fail(codes.Unavailable))
 		clock := newFakeClock()
-		rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1)}, runtime.WithClock(clock))
+		rt := inventory(t, policy.Service{Breaker: breakerPolicy(2, 1)}, runtime.WithClock(clock))
 		for range 2 {
 			_, _ = callGetStock(context.Background(), rt, cc)
 		}
@@ -652,7 +653,7 @@ func TestAPanicCannotWedgeTheBreaker(t *testing.T) {
 	}))
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1), Bulkhead: &runtime.BulkheadPolicy{Permits: 1}},
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(2, 1), Bulkhead: &policy.Bulkhead{Permits: 1}},
 		runtime.WithClock(clock), runtime.WithRegisterer(reg))
 	for range 2 {
 		_, _ = callGetStock(context.Background(), rt, cc)
@@ -686,9 +687,9 @@ func TestQuietStreamsDoNotStarveUnaryCalls(t *testing.T) {
 		clock := newFakeClock()
 		bp := breakerPolicy(2, 1)
 		bp.SlowCallThreshold = 100 * time.Millisecond
-		rt := inventory(t, runtime.ServicePolicy{Breaker: bp, Methods: []runtime.MethodPolicy{
+		rt := inventory(t, policy.Service{Breaker: bp, Methods: []policy.Method{
 			{Name: getStock, Idempotent: true},
-			{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Hour},
+			{Name: watchStock, Kind: policy.KindServerStreaming, Timeout: time.Hour},
 		}}, runtime.WithClock(clock))
 		client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 		for range 4 {
@@ -710,9 +711,9 @@ func TestQuietStreamsDoNotStarveUnaryCalls(t *testing.T) {
 		watchStock: server.Hang,
 	}))
 	clock := newFakeClock()
-	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 3), Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(2, 3), Methods: []policy.Method{
 		{Name: getStock, Idempotent: true},
-		{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Minute},
+		{Name: watchStock, Kind: policy.KindServerStreaming, Timeout: time.Minute},
 	}}, runtime.WithClock(clock))
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 	for range 2 {
@@ -780,9 +781,9 @@ func TestAPanicInAHedgedCopyReachesTheCaller(t *testing.T) {
 		<-ctx.Done() // the first copy hangs until it is cut
 		return ctx.Err()
 	}))
-	rt := inventory(t, runtime.ServicePolicy{Bulkhead: &runtime.BulkheadPolicy{Permits: 1}, Methods: []runtime.MethodPolicy{{
+	rt := inventory(t, policy.Service{Bulkhead: &policy.Bulkhead{Permits: 1}, Methods: []policy.Method{{
 		Name: getStock, Idempotent: true, Timeout: 5 * time.Second,
-		Hedging: &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 3, NonFatalCodes: runtime.CodesOf(codes.Unavailable)},
+		Hedging: &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)},
 	}}})
 	wantPanic(t, "second copy panicked", func() { _, _ = callGetStock(context.Background(), rt, cc) })
 	wantPermits(t, rt, getStock, 0)

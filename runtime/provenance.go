@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strconv"
 	"strings"
 )
@@ -50,7 +51,7 @@ func (c *Client) Describe() string {
 type setting struct{ key, value string }
 
 // flatten lists every value of p under the keys of Change.
-func flatten(p *ServicePolicy) []setting {
+func flatten(p *policy.Service) []setting {
 	var out []setting
 	add := func(key string, v any) {
 		var s string
@@ -69,7 +70,7 @@ func flatten(p *ServicePolicy) []setting {
 		add("retry_budget.min_retries", b.MinRetries)
 		add("retry_budget.window", b.Window)
 	}
-	breaker := func(prefix string, b *BreakerPolicy) {
+	breaker := func(prefix string, b *policy.Breaker) {
 		if b == nil {
 			add(prefix, "none")
 			return
@@ -85,7 +86,7 @@ func flatten(p *ServicePolicy) []setting {
 		add(prefix+".slow_call_threshold", orNone(b.SlowCallThreshold.String(), b.SlowCallThreshold == 0))
 		add(prefix+".failure_codes", b.FailureCodes)
 	}
-	bulkhead := func(prefix string, b *BulkheadPolicy) {
+	bulkhead := func(prefix string, b *policy.Bulkhead) {
 		if b == nil {
 			add(prefix, "none")
 			return
@@ -93,7 +94,7 @@ func flatten(p *ServicePolicy) []setting {
 		add(prefix+".permits", b.Permits)
 		add(prefix+".max_wait", b.MaxWait)
 	}
-	rateLimit := func(prefix string, r *RateLimitPolicy) {
+	rateLimit := func(prefix string, r *policy.RateLimit) {
 		add(prefix+".requests_per_second", r.RequestsPerSecond)
 		add(prefix+".burst", r.Burst)
 		add(prefix+".max_wait", r.MaxWait)
@@ -171,7 +172,7 @@ func editName(source string) string {
 // applyEdit applies one edit to p and returns changes with what it
 // changed merged in: the edit's own record (WithRecordedPolicy), or, for
 // a plain edit, what differs between the policy before and after it.
-func applyEdit(p *ServicePolicy, e policyEdit, changes []Change) []Change {
+func applyEdit(p *policy.Service, e policyEdit, changes []Change) []Change {
 	if e.recorded != nil {
 		return merge(changes, e.recorded(p))
 	}

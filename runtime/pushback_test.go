@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestPushbackNegativeStopsRetries(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv, cc := start(t, b)
-			rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+			rt := inventory(t, policy.Service{Methods: []policy.Method{
 				{Name: getStock, Idempotent: true, Retry: retryPolicy(3)},
 			}})
 			_, err := callGetStock(context.Background(), rt, cc)
@@ -85,8 +86,8 @@ func TestPushbackPositiveReplacesTheBackoff(t *testing.T) {
 		return status.Error(codes.ResourceExhausted, "busy")
 	})
 	retry := retryPolicy(2)
-	retry.RetryableCodes = runtime.CodesOf(codes.Unavailable, codes.ResourceExhausted)
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}}})
+	retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.ResourceExhausted)
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retry}}})
 	_, err := callGetStock(context.Background(), rt, cc)
 	if status.Code(err) != codes.ResourceExhausted || !errors.Is(err, runtime.ErrRetriesExhausted) {
 		t.Fatalf("%v, want RESOURCE_EXHAUSTED after every attempt", err)
@@ -119,7 +120,7 @@ func TestRetriesExhaustedKeepsTheLastError(t *testing.T) {
 		st, _ := status.New(codes.Unavailable, "down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
 		return st.Err()
 	})
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retryPolicy(3)}}})
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retryPolicy(3)}}})
 	_, err := callGetStock(context.Background(), rt, cc)
 	if !errors.Is(err, runtime.ErrRetriesExhausted) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("%v, want UNAVAILABLE matching ErrRetriesExhausted", err)
@@ -133,7 +134,7 @@ func TestRetriesExhaustedKeepsTheLastError(t *testing.T) {
 // its attempts; it makes a method that is not idempotent retried.
 func TestGeneratedIdempotencyKey(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, GenerateIdempotencyKey: true, Retry: retryPolicy(3)},
 	}})
 	_, _ = callGetStock(context.Background(), rt, cc)

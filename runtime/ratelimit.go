@@ -3,48 +3,22 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"math"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// RateLimitPolicy configures a token bucket on the calls a client sends to
-// a dependency.
-type RateLimitPolicy struct {
-	// RequestsPerSecond is the sustained rate of calls; must be positive
-	// and finite.
-	RequestsPerSecond float64
-	// Burst is the number of calls that may go at once after a quiet spell;
-	// at least 1.
-	Burst int
-	// MaxWait is how long a call may wait for a token, never past its
-	// deadline; 0 refuses at once.
-	MaxWait time.Duration
-}
-
-func (r *RateLimitPolicy) check(f string, bad badFunc) {
-	if x := r.RequestsPerSecond; math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
-		bad(f+".RequestsPerSecond", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed", x)
-	}
-	if r.Burst < 1 {
-		bad(f+".Burst", "must be at least 1, got %d", r.Burst)
-	}
-	if r.MaxWait < 0 {
-		bad(f+".MaxWait", "must not be negative, got %s; use 0 to refuse a call at once when no token is left", r.MaxWait)
-	}
-}
-
 // rateLimiter is a client's token bucket towards one dependency, on
 // golang.org/x/time/rate: the standard, well-tested token bucket, whose
 // reservations let a call know how long it would wait before it waits.
 type rateLimiter struct {
-	p   RateLimitPolicy
+	p   policy.RateLimit
 	lim *rate.Limiter
 }
 
 // newRateLimiter returns a limiter whose bucket starts full.
-func newRateLimiter(p RateLimitPolicy) *rateLimiter {
+func newRateLimiter(p policy.RateLimit) *rateLimiter {
 	return &rateLimiter{p: p, lim: rate.NewLimiter(rate.Limit(p.RequestsPerSecond), p.Burst)}
 }
 

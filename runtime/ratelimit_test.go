@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 func TestRateLimitRefusesAtOnceBeyondTheBurst(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
 	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 1, Burst: 5}},
+	rt := inventory(t, policy.Service{RateLimit: &policy.RateLimit{RequestsPerSecond: 1, Burst: 5}},
 		runtime.WithRegisterer(reg))
 	var ok, refused int
 	for range 8 {
@@ -59,7 +60,7 @@ func TestRateLimitRefusesAtOnceBeyondTheBurst(t *testing.T) {
 // come after the call's deadline.
 func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
 	srv, cc := start(t, server.Healthy)
-	rt := inventory(t, runtime.ServicePolicy{RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 20, Burst: 1, MaxWait: time.Second}})
+	rt := inventory(t, policy.Service{RateLimit: &policy.RateLimit{RequestsPerSecond: 20, Burst: 1, MaxWait: time.Second}})
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +100,10 @@ func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
 // draw from the service's.
 func TestRateLimitOwnPerMethod(t *testing.T) {
 	_, cc := start(t, server.Healthy)
-	rt := inventory(t, runtime.ServicePolicy{
-		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 1, Burst: 1},
-		Methods: []runtime.MethodPolicy{
-			{Name: getStock, Idempotent: true, RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 1, Burst: 3}},
+	rt := inventory(t, policy.Service{
+		RateLimit: &policy.RateLimit{RequestsPerSecond: 1, Burst: 1},
+		Methods: []policy.Method{
+			{Name: getStock, Idempotent: true, RateLimit: &policy.RateLimit{RequestsPerSecond: 1, Burst: 3}},
 		}})
 	for i := range 3 {
 		if _, err := callGetStock(context.Background(), rt, cc); err != nil {

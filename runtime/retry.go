@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
 	"google.golang.org/grpc"
@@ -136,7 +137,7 @@ func firstOf(last error, wait context.Context) error {
 // when the attempt's own timeout expired (timedOut). A server that answers
 // DEADLINE_EXCEEDED itself has given up on the request below it; a repeat
 // would give up again.
-func retryable(listed CodeSet, err error, timedOut bool) bool {
+func retryable(listed policy.CodeSet, err error, timedOut bool) bool {
 	c := status.Code(err)
 	return listed.Has(c) && (c != codes.DeadlineExceeded || timedOut)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"log/slog"
 	"math"
 	"strings"
@@ -50,7 +51,7 @@ func counted(n *atomic.Int32) func(context.Context, *inventoryv1.GetStockRequest
 }
 
 // generous is a budget that never refuses in these tests.
-var generous = &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute}
+var generous = &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute}
 
 // cancelWhileWaiting starts call, waits until the server saw want calls of
 // method and a little more (so that the client is past the attempt and
@@ -113,9 +114,9 @@ func TestCancellationStaysCanceledWhileWaitingForBackoff(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
 	// Full jitter over an hour: the wait drawn is minutes long but for a
 	// chance of 1 in 100,000.
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Hour, MaxBackoff: time.Hour, Multiplier: 1,
-		RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Hour, MaxBackoff: time.Hour, Multiplier: 1,
+		RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	rt := inventory(t, policy.Service{Budget: generous, Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retry}}})
 	canceledWhileWaiting(t, srv, cc, rt, "during the backoff", "calls, want 1")
 }
@@ -124,7 +125,7 @@ func TestCancellationStaysCanceledWhileWaitingForPushback(t *testing.T) {
 	// 2^58 ms: a pushback that wrapped to no wait at all before it
 	// saturated. The call has no deadline: it waits until cancelled.
 	srv, cc := start(t, pushbackMs("288230376151711744"))
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Budget: generous, Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}}})
 	canceledWhileWaiting(t, srv, cc, rt, "during the server's pushback", "calls, want 1: the pushback is waited for, not wrapped to a retry at once")
 }
@@ -133,7 +134,7 @@ func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
 	// The first copy fails non-fatally with an hour's pushback: the hedge
 	// waits for the time to send the next copy, with nothing in flight.
 	srv, cc := start(t, pushbackMs("3600000"))
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: hedging(100*time.Millisecond, 3)}}})
 	canceledWhileWaiting(t, srv, cc, rt, "while the hedge waited", "copies, want 1")
 }
@@ -143,11 +144,11 @@ func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
 // cachedStock builds a client whose GetStock caches per sku and retries
 // with retry, behind bulkhead if not nil, and returns a function calling
 // it.
-func cachedStock(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, retry *runtime.RetryPolicy, bulkhead ...runtime.BulkheadPolicy) func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
+func cachedStock(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, retry *policy.Retry, bulkhead ...policy.Bulkhead) func(ctx context.Context, sku string) (*inventoryv1.GetStockResponse, error) {
 	t.Helper()
-	svc := runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{{
+	svc := policy.Service{Budget: generous, Methods: []policy.Method{{
 		Name: getStock, Idempotent: true, Timeout: timeout, Retry: retry,
-		Cache: &runtime.CachePolicy{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}},
+		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}},
 	}}}
 	if len(bulkhead) > 0 {
 		svc.Bulkhead = &bulkhead[0]
@@ -205,7 +206,7 @@ func TestCacheStartsNothingMoreWhenItsLastWaiterLeaves(t *testing.T) {
 		// shared call for apple waits for it, and its caller leaves at
 		// 50ms. When the permit comes free, nobody is left to call for.
 		srv, cc := start(t, server.Slow(300*time.Millisecond))
-		get := cachedStock(t, cc, time.Second, nil, runtime.BulkheadPolicy{Permits: 1, MaxWait: time.Second})
+		get := cachedStock(t, cc, time.Second, nil, policy.Bulkhead{Permits: 1, MaxWait: time.Second})
 		pear := make(chan error, 1)
 		go func() {
 			_, err := get(context.Background(), "pear")
@@ -278,7 +279,7 @@ func TestCacheKeepsTheSharedCallWhileAWaiterRemains(t *testing.T) {
 
 func TestUnsetIntegerKeyIsNoKey(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
-	rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Budget: generous, Methods: []policy.Method{
 		{Name: reserveStock, IdempotencyKey: "order_id", Retry: retryPolicy(3)}}})
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	req := &inventoryv1.ReserveStockRequest{OrderId: "A", Sku: "apple", Units: 1}
@@ -315,7 +316,7 @@ func TestUnsetIntegerKeyIsNotDeduplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+	rt := inventory(t, policy.Service{Methods: []policy.Method{
 		{Name: reserveStock, IdempotencyKey: "order_id", Retry: retryPolicy(3)}}})
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	reserve := func(order, key string) string {
@@ -347,14 +348,14 @@ func TestUnsetIntegerKeyIsNotDeduplicated(t *testing.T) {
 
 func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 	retry := retryPolicy(3)
-	retry.RetryableCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
-	policy := func(timeout time.Duration) runtime.ServicePolicy {
-		return runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
+	retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+	withTimeout := func(timeout time.Duration) policy.Service {
+		return policy.Service{Budget: generous, Methods: []policy.Method{
 			{Name: getStock, Idempotent: true, Timeout: timeout, Retry: retry}}}
 	}
 	t.Run("returned by the server", func(t *testing.T) {
 		srv, cc := start(t, server.Fail(codes.DeadlineExceeded))
-		_, err := callGetStock(context.Background(), inventory(t, policy(time.Second)), cc)
+		_, err := callGetStock(context.Background(), inventory(t, withTimeout(time.Second)), cc)
 		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
 			t.Errorf("err = %v, want the server's DEADLINE_EXCEEDED, not a per-attempt timeout", err)
 		}
@@ -364,7 +365,7 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 	})
 	t.Run("the attempt's own timeout", func(t *testing.T) {
 		srv, cc := start(t, server.Hang)
-		_, err := callGetStock(context.Background(), inventory(t, policy(50*time.Millisecond)), cc)
+		_, err := callGetStock(context.Background(), inventory(t, withTimeout(50*time.Millisecond)), cc)
 		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) || !errors.Is(err, runtime.ErrRetriesExhausted) {
 			t.Errorf("err = %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout and ErrRetriesExhausted", err)
 		}
@@ -376,7 +377,7 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 		srv, cc := start(t, server.Hang)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		_, err := callGetStock(ctx, inventory(t, policy(time.Second)), cc)
+		_, err := callGetStock(ctx, inventory(t, withTimeout(time.Second)), cc)
 		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
 			t.Errorf("err = %v, want the caller's own DEADLINE_EXCEEDED, not a per-attempt timeout", err)
 		}
@@ -389,8 +390,8 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 		// is non-fatal when listed: the hedge waits for the second copy.
 		srv, cc := start(t, server.Hang)
 		h := hedging(100*time.Millisecond, 2)
-		h.NonFatalCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
-		rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+		h.NonFatalCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+		rt := inventory(t, policy.Service{Methods: []policy.Method{
 			{Name: getStock, Idempotent: true, Timeout: 200 * time.Millisecond, Hedging: h}}})
 		begin := time.Now()
 		_, err := callGetStock(context.Background(), rt, cc)
@@ -407,8 +408,8 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 	t.Run("a hedged copy", func(t *testing.T) {
 		srv, cc := start(t, server.Fail(codes.DeadlineExceeded))
 		h := hedging(100*time.Millisecond, 3)
-		h.NonFatalCodes = runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
-		rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{
+		h.NonFatalCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+		rt := inventory(t, policy.Service{Methods: []policy.Method{
 			{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h}}})
 		_, err := callGetStock(context.Background(), rt, cc)
 		if status.Code(err) != codes.DeadlineExceeded {
@@ -436,7 +437,7 @@ func TestPushbackSaturates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, cc := start(t, pushbackMs(tc.ms))
-			rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
+			rt := inventory(t, policy.Service{Budget: generous, Methods: []policy.Method{
 				{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}}})
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
@@ -460,7 +461,7 @@ func TestCoolDownSaturates(t *testing.T) {
 	clock := newFakeClock()
 	br := breakerPolicy(2, 1)
 	br.CoolDown = math.MaxInt64 // the longest a policy can say
-	rt := inventory(t, runtime.ServicePolicy{Breaker: br}, runtime.WithClock(clock))
+	rt := inventory(t, policy.Service{Breaker: br}, runtime.WithClock(clock))
 	clock.Advance(time.Second) // a reading after the client's base: the sum would wrap
 	for range 2 {
 		_, _ = callGetStock(context.Background(), rt, cc)
@@ -482,14 +483,14 @@ func TestCoolDownSaturates(t *testing.T) {
 func TestAttemptTimeoutErrorNamesDependencyMethodAttemptAndTimeout(t *testing.T) {
 	_, cc := start(t, server.Hang)
 	retry := retryPolicy(2)
-	retry.RetryableCodes = runtime.CodesOf(codes.DeadlineExceeded)
+	retry.RetryableCodes = policy.CodesOf(codes.DeadlineExceeded)
 	for _, tc := range []struct {
 		name    string
-		retry   *runtime.RetryPolicy
+		retry   *policy.Retry
 		attempt string
 	}{{"one attempt", nil, "attempt 1 "}, {"the last of two", retry, "attempt 2 "}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := inventory(t, runtime.ServicePolicy{Budget: generous, Methods: []runtime.MethodPolicy{
+			rt := inventory(t, policy.Service{Budget: generous, Methods: []policy.Method{
 				{Name: getStock, Idempotent: true, Timeout: 80 * time.Millisecond, Retry: tc.retry}}})
 			_, err := callGetStock(context.Background(), rt, cc)
 			if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
@@ -527,11 +528,11 @@ func TestBudgetExhaustionLoggedOnceWhenItBeginsAndOnceWhenItEnds(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 	seen := &events{}
-	retry := &runtime.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
-		Multiplier: 1, RetryableCodes: runtime.CodesOf(codes.Unavailable)}
-	rt := inventory(t, runtime.ServicePolicy{
-		Budget:  &runtime.BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: retry}},
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond,
+		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	rt := inventory(t, policy.Service{
+		Budget:  &policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retry}},
 	}, runtime.WithClock(clock), runtime.WithLogger(logger), runtime.WithObserver(seen.Observe))
 	// 300 calls over 2 s of the fake clock, all failing: the budget lets
 	// a retry through now and then (10 % of the requests) and refuses the
@@ -583,7 +584,7 @@ func TestLogsAndMetricsNameTheMethodAlike(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	reg := prometheus.NewRegistry()
-	rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(2, 1)},
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(2, 1)},
 		runtime.WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))), runtime.WithRegisterer(reg))
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	var fb atomic.Int32

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestMsSatNeverWraps(t *testing.T) {
 // many refusals an episode holds, it begins once, and ends only when a
 // whole window passed since the last of them.
 func TestBudgetEpisodeBeginsOnceAndEndsAfterAWindowWithoutRefusal(t *testing.T) {
-	b := newBudget(BudgetPolicy{Ratio: 0.1, MinRetries: 1, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 1, Window: 10 * time.Second}, t0)
 	sec := int64(time.Second)
 	begun := 0
 	for i := range int64(61) {
@@ -81,7 +82,7 @@ func TestBudgetEpisodeBeginsOnceAndEndsAfterAWindowWithoutRefusal(t *testing.T) 
 // the sum with the ratio's share once wrapped to a negative allowance,
 // which refused them all.
 func TestBudgetFloorSaturates(t *testing.T) {
-	b := newBudget(BudgetPolicy{Ratio: 1, MinRetries: math.MaxInt, Window: 10 * time.Second}, t0)
+	b := newBudget(policy.Budget{Ratio: 1, MinRetries: math.MaxInt, Window: 10 * time.Second}, t0)
 	for range 5 {
 		b.requestAt(t0)
 	}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"strings"
@@ -33,10 +34,10 @@ import (
 func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 	t.Run("the permit is held through the wait between attempts", func(t *testing.T) {
 		fs, cc := atkServe(t, faultserver.Pushback(codes.Unavailable, 150*time.Millisecond))
-		rt := inventory(t, runtime.ServicePolicy{
+		rt := inventory(t, policy.Service{
 			Budget:   generous,
-			Bulkhead: &runtime.BulkheadPolicy{Permits: 1},
-			Methods:  []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}},
+			Bulkhead: &policy.Bulkhead{Permits: 1},
+			Methods:  []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}},
 		})
 		done := make(chan error, 1)
 		go func() {
@@ -59,10 +60,10 @@ func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 
 	t.Run("one token pays for every attempt", func(t *testing.T) {
 		fs, cc := atkServe(t, server.Fail(codes.Unavailable))
-		rt := inventory(t, runtime.ServicePolicy{
+		rt := inventory(t, policy.Service{
 			Budget:    generous,
-			RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
-			Methods:   []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}},
+			RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1},
+			Methods:   []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second, Retry: retryPolicy(3)}},
 		})
 		if _, err := callGetStock(context.Background(), rt, cc); status.Code(err) != codes.Unavailable {
 			t.Fatalf("first call: %v, want UNAVAILABLE", err)
@@ -80,12 +81,12 @@ func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 
 	t.Run("one permit and one token for every hedged copy", func(t *testing.T) {
 		fs, cc := atkServe(t, server.Hang)
-		rt := inventory(t, runtime.ServicePolicy{
+		rt := inventory(t, policy.Service{
 			Budget:    generous,
-			Bulkhead:  &runtime.BulkheadPolicy{Permits: 1},
-			RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
-			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 150 * time.Millisecond,
-				Hedging: &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 3, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}}},
+			Bulkhead:  &policy.Bulkhead{Permits: 1},
+			RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1},
+			Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 150 * time.Millisecond,
+				Hedging: &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}}},
 		})
 		_, err := callGetStock(context.Background(), rt, cc)
 		if status.Code(err) != codes.DeadlineExceeded {
@@ -103,9 +104,9 @@ func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 // DEADLINE_EXCEEDED, not ErrAttemptTimeout.
 func TestAnAttemptEndedByTheCallersDeadlineIsAFailure(t *testing.T) {
 	fs, cc := atkServe(t, server.Hang)
-	rt := inventory(t, runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{
 		Breaker: breakerPolicy(3, 1),
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true}},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true}},
 	})
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
@@ -134,13 +135,13 @@ func TestABreakerIsSharedByTheServiceUnlessPerMethod(t *testing.T) {
 		name := map[bool]string{false: "shared", true: "per method"}[perMethod]
 		t.Run(name, func(t *testing.T) {
 			fs, cc := atkServe(t, server.Fail(codes.Unavailable))
-			get := runtime.MethodPolicy{Name: getStock, Idempotent: true}
+			get := policy.Method{Name: getStock, Idempotent: true}
 			if perMethod {
 				get.Breaker = breakerPolicy(3, 1)
 			}
-			rt := inventory(t, runtime.ServicePolicy{
+			rt := inventory(t, policy.Service{
 				Breaker: breakerPolicy(3, 1),
-				Methods: []runtime.MethodPolicy{get, {Name: reserveStock, Idempotent: true}},
+				Methods: []policy.Method{get, {Name: reserveStock, Idempotent: true}},
 			})
 			for range 3 {
 				if _, err := callGetStock(context.Background(), rt, cc); status.Code(err) != codes.Unavailable {
@@ -172,12 +173,12 @@ func TestABreakerIsSharedByTheServiceUnlessPerMethod(t *testing.T) {
 // rate-limit token, and a stream that fails is not opened again.
 func TestStreamsAreNotRateLimitedAndNeverRetried(t *testing.T) {
 	fs, cc := atkServe(t, server.Healthy)
-	rt := inventory(t, runtime.ServicePolicy{
+	rt := inventory(t, policy.Service{
 		Budget:    generous,
-		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 1},
-		Methods: []runtime.MethodPolicy{
+		RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1},
+		Methods: []policy.Method{
 			{Name: getStock, Idempotent: true, Timeout: time.Second},
-			{Name: watchStock, Kind: runtime.KindServerStreaming, Timeout: time.Second},
+			{Name: watchStock, Kind: policy.KindServerStreaming, Timeout: time.Second},
 		},
 	})
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
@@ -218,8 +219,8 @@ func TestStreamsAreNotRateLimitedAndNeverRetried(t *testing.T) {
 	}
 
 	// A policy that asks for a stream's retries is refused outright.
-	_, err := runtime.NewClient(&runtime.ServicePolicy{Name: "example.inventory.v1.InventoryService", Methods: []runtime.MethodPolicy{
-		{Name: watchStock, Kind: runtime.KindServerStreaming, Idempotent: true, Retry: retryPolicy(3)}}})
+	_, err := runtime.NewClient(&policy.Service{Name: "example.inventory.v1.InventoryService", Methods: []policy.Method{
+		{Name: watchStock, Kind: policy.KindServerStreaming, Idempotent: true, Retry: retryPolicy(3)}}})
 	if err == nil || !strings.Contains(err.Error(), "Retry") {
 		t.Errorf("retry on a stream: %v, want a refusal naming Retry", err)
 	}
@@ -229,22 +230,22 @@ func TestStreamsAreNotRateLimitedAndNeverRetried(t *testing.T) {
 // refuses hedging on a method that is not idempotent, on a stream, and on
 // a method that also retries, naming the field.
 func TestOnlyIdempotentUnaryMethodsHedgeAndNeverAlsoRetry(t *testing.T) {
-	h := &runtime.HedgingPolicy{Delay: 5 * time.Millisecond, MaxCopies: 2, NonFatalCodes: runtime.CodesOf(codes.Unavailable)}
+	h := &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	for _, c := range []struct {
 		name string
-		m    runtime.MethodPolicy
+		m    policy.Method
 	}{
-		{"not idempotent", runtime.MethodPolicy{Name: reserveStock, IdempotencyKey: "order_id", Timeout: time.Second, Hedging: h}},
-		{"a stream", runtime.MethodPolicy{Name: watchStock, Kind: runtime.KindServerStreaming, Idempotent: true, Timeout: time.Second, Hedging: h}},
-		{"also retries", runtime.MethodPolicy{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h, Retry: retryPolicy(3)}},
+		{"not idempotent", policy.Method{Name: reserveStock, IdempotencyKey: "order_id", Timeout: time.Second, Hedging: h}},
+		{"a stream", policy.Method{Name: watchStock, Kind: policy.KindServerStreaming, Idempotent: true, Timeout: time.Second, Hedging: h}},
+		{"also retries", policy.Method{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h, Retry: retryPolicy(3)}},
 	} {
-		_, err := runtime.NewClient(&runtime.ServicePolicy{Name: "example.inventory.v1.InventoryService", Methods: []runtime.MethodPolicy{c.m}})
+		_, err := runtime.NewClient(&policy.Service{Name: "example.inventory.v1.InventoryService", Methods: []policy.Method{c.m}})
 		if err == nil || !strings.Contains(err.Error(), "Hedging") {
 			t.Errorf("%s: %v, want a refusal naming Hedging", c.name, err)
 		}
 	}
 	// The same hedge on an idempotent unary method without retries is taken.
-	if _, err := runtime.NewClient(&runtime.ServicePolicy{Name: "example.inventory.v1.InventoryService", Methods: []runtime.MethodPolicy{
+	if _, err := runtime.NewClient(&policy.Service{Name: "example.inventory.v1.InventoryService", Methods: []policy.Method{
 		{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: h}}}); err != nil {
 		t.Errorf("hedging an idempotent unary method: %v", err)
 	}
@@ -256,7 +257,7 @@ func TestOnlyIdempotentUnaryMethodsHedgeAndNeverAlsoRetry(t *testing.T) {
 func TestTheFallbackSeesTheFinalErrorAfterTheStaleCache(t *testing.T) {
 	fs, cc := atkServe(t, server.Healthy)
 	clock := newFakeClock()
-	rt := cachedInventory(t, &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil, runtime.WithClock(clock))
+	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil, runtime.WithClock(clock))
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	var fallbackSaw []string
 	fallback := func(_ context.Context, req *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
@@ -290,9 +291,9 @@ func TestTheFallbackSeesTheFinalErrorAfterTheStaleCache(t *testing.T) {
 // next caller waits for the next token, not for the one after it.
 func TestATokenIsGivenBackWhenTheContextEndsItsWait(t *testing.T) {
 	fs, cc := atkServe(t, server.Healthy)
-	rt := inventory(t, runtime.ServicePolicy{
-		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 4, Burst: 1, MaxWait: time.Second},
-		Methods:   []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second}},
+	rt := inventory(t, policy.Service{
+		RateLimit: &policy.RateLimit{RequestsPerSecond: 4, Burst: 1, MaxWait: time.Second},
+		Methods:   []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second}},
 	})
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
@@ -323,10 +324,10 @@ func TestATokenIsGivenBackWhenTheContextEndsItsWait(t *testing.T) {
 func TestATokenIsSpentWhenTheContextEndsWaitingForAPermit(t *testing.T) {
 	release := make(chan struct{})
 	fs, cc := atkServe(t, atkHold(release))
-	rt := inventory(t, runtime.ServicePolicy{
-		RateLimit: &runtime.RateLimitPolicy{RequestsPerSecond: 0.001, Burst: 2},
-		Bulkhead:  &runtime.BulkheadPolicy{Permits: 1, MaxWait: 5 * time.Second},
-		Methods:   []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
+	rt := inventory(t, policy.Service{
+		RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 2},
+		Bulkhead:  &policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second},
+		Methods:   []policy.Method{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
 	})
 	held := make(chan error, 1)
 	go func() { _, err := callGetStock(context.Background(), rt, cc); held <- err }()
@@ -369,9 +370,9 @@ func (c *endingCtx) Err() error {
 func TestAPermitHandedOverAsTheContextEndsIsReturnedAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	fs, cc := atkServe(t, atkHold(release))
-	rt := inventory(t, runtime.ServicePolicy{
-		Bulkhead: &runtime.BulkheadPolicy{Permits: 1, MaxWait: 5 * time.Second},
-		Methods:  []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
+	rt := inventory(t, policy.Service{
+		Bulkhead: &policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second},
+		Methods:  []policy.Method{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
 	})
 	held := make(chan error, 1)
 	go func() { _, err := callGetStock(context.Background(), rt, cc); held <- err }()
@@ -403,8 +404,8 @@ func TestAMessageThatDoesNotMarshalCountsAsNothing(t *testing.T) {
 	t.Run("the request", func(t *testing.T) {
 		fs, cc := atkServe(t, server.Healthy)
 		reg := prometheus.NewRegistry()
-		rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(1, 1),
-			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
+		rt := inventory(t, policy.Service{Breaker: breakerPolicy(1, 1),
+			Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
 		plain := inventoryv1.NewInventoryServiceClient(cc)
 		for range 5 {
 			_, err := runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: badSku}, nil, plain.GetStock, nil)
@@ -434,8 +435,8 @@ func TestAMessageThatDoesNotMarshalCountsAsNothing(t *testing.T) {
 		}
 		t.Cleanup(func() { cc.Close(); gs.Stop() })
 		reg := prometheus.NewRegistry()
-		rt := inventory(t, runtime.ServicePolicy{Breaker: breakerPolicy(1, 1),
-			Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
+		rt := inventory(t, policy.Service{Breaker: breakerPolicy(1, 1),
+			Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
 		for range 5 {
 			if _, err := callGetStock(context.Background(), rt, cc); status.Code(err) != codes.Internal {
 				t.Fatalf("bad response: %v, want INTERNAL", err)
@@ -465,8 +466,8 @@ func (b *badResponses) GetStock(context.Context, *inventoryv1.GetStockRequest) (
 // ErrAttemptTimeout and names the shared call and the timeout.
 func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
 	fs, cc := atkServe(t, server.Hang)
-	rt := inventory(t, runtime.ServicePolicy{Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Timeout: 50 * time.Millisecond,
-		Cache: &runtime.CachePolicy{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}}}})
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 50 * time.Millisecond,
+		Cache: &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}}}})
 	begin := time.Now()
 	_, err := cachedGetStock(context.Background(), rt, cc, "apple")
 	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {

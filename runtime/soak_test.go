@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"os"
 	goruntime "runtime"
@@ -65,8 +66,8 @@ func TestSoak(t *testing.T) {
 	heapBefore := heapInUse()
 
 	srv, cc := startFault(t, degraded)
-	c := invClient(t, cc, nil, func(p *runtime.ServicePolicy) {
-		p.Bulkhead = &runtime.BulkheadPolicy{Permits: permits, MaxWait: 20 * time.Millisecond}
+	c := invClient(t, cc, nil, func(p *policy.Service) {
+		p.Bulkhead = &policy.Bulkhead{Permits: permits, MaxWait: 20 * time.Millisecond}
 		p.Methods[0].Timeout = 100 * time.Millisecond
 	})
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,7 @@ func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
 	w := &conn{cc: cc, c: c, probes: map[*methodState]bool{}}
 	unary := map[*breaker]bool{}
 	for _, m := range c.methods {
-		if m.breaker != nil && m.policy.Kind == KindUnary {
+		if m.breaker != nil && m.policy.Kind == policy.KindUnary {
 			unary[m.breaker] = true
 		}
 	}
@@ -92,7 +93,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	}
 	s.ticket, s.start, s.admitted = t, start, true
 	var sctx context.Context
-	if limit := m.policy.callLimit(); limit > 0 {
+	if limit := callLimit(m.policy); limit > 0 {
 		sctx, s.cancel = context.WithTimeout(ctx, limit)
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
 	"google.golang.org/grpc"
@@ -269,7 +270,7 @@ func fallbackApplies(ctx context.Context, err error) bool {
 // give the same answer.
 func isAnswer(c codes.Code) bool { return answers.Has(c) }
 
-// answers are the codes Validate refuses as retryable (answerCodes), plus
+// answers are the codes Validate refuses as retryable (contract.AnswerCodes), plus
 // OK, CANCELLED and ABORTED (a conflict: the dependency's answer, though a
 // method may list it as retryable).
-var answers = answerCodes | CodesOf(codes.OK, codes.Canceled, codes.Aborted)
+var answers = policy.CodesOf(contract.AnswerCodes...) | policy.CodesOf(codes.OK, codes.Canceled, codes.Aborted)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 
@@ -10,8 +11,8 @@ import (
 // The plugin refuses an answer listed as retryable; so does Validate, for a
 // policy edited in Go or by an override.
 func TestValidateRefusesAnswersAsRetryable(t *testing.T) {
-	p := &ServicePolicy{Name: "s", Methods: []MethodPolicy{{Name: "/s/M", Idempotent: true,
-		Retry: &RetryPolicy{MaxAttempts: 2, InitialBackoff: 1, MaxBackoff: 1, Multiplier: 1, RetryableCodes: CodesOf(codes.Unavailable, codes.NotFound)}}}}
+	p := &policy.Service{Name: "s", Methods: []policy.Method{{Name: "/s/M", Idempotent: true,
+		Retry: &policy.Retry{MaxAttempts: 2, InitialBackoff: 1, MaxBackoff: 1, Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable, codes.NotFound)}}}}
 	err := p.Validate()
 	if err == nil || !strings.Contains(err.Error(), "RetryableCodes: holds [NOT_FOUND], answers of the service") {
 		t.Fatalf("Validate() = %v, want NOT_FOUND refused as retryable", err)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 )
@@ -15,7 +16,7 @@ func TestProblemsNameTheOptionKey(t *testing.T) {
 	p.Methods[0].Retry.Multiplier = 0.5
 	p.Methods[0].Timeout = 2 * time.Second
 	p.Methods[1].Bulkhead.MaxWait = -1
-	p.Methods[0].Cache = &CachePolicy{FreshTTL: time.Second, StaleTTL: time.Millisecond, MaxEntries: 1}
+	p.Methods[0].Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Millisecond, MaxEntries: 1}
 	type key struct{ method, key string }
 	var got []key
 	for _, pr := range p.Problems() {
@@ -38,7 +39,7 @@ func TestProblemsNameTheOptionKey(t *testing.T) {
 			t.Errorf("problem %d names %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if (&ServicePolicy{Name: "a.B"}).Problems() != nil {
+	if (&policy.Service{Name: "a.B"}).Problems() != nil {
 		t.Error("problems in a valid policy")
 	}
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"testing"
@@ -10,31 +11,31 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-func validPolicy() *ServicePolicy {
-	return &ServicePolicy{
+func validPolicy() *policy.Service {
+	return &policy.Service{
 		Name:     "example.inventory.v1.InventoryService",
-		Budget:   &BudgetPolicy{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
-		Breaker:  &BreakerPolicy{FailureRatio: 0.5, MinimumCalls: 20, Window: 10 * time.Second, CoolDown: 5 * time.Second, HalfOpenProbes: 3, FailureCodes: CodesOf(codes.Unavailable)},
-		Bulkhead: &BulkheadPolicy{Permits: 10, MaxWait: 50 * time.Millisecond},
-		Methods: []MethodPolicy{
+		Budget:   &policy.Budget{Ratio: 0.1, MinRetries: 10, Window: 10 * time.Second},
+		Breaker:  &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 20, Window: 10 * time.Second, CoolDown: 5 * time.Second, HalfOpenProbes: 3, FailureCodes: policy.CodesOf(codes.Unavailable)},
+		Bulkhead: &policy.Bulkhead{Permits: 10, MaxWait: 50 * time.Millisecond},
+		Methods: []policy.Method{
 			{
 				Name:           "/example.inventory.v1.InventoryService/GetItem",
 				Idempotent:     true,
 				Timeout:        200 * time.Millisecond,
 				OverallTimeout: time.Second,
-				Retry:          &RetryPolicy{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 2, RetryableCodes: CodesOf(codes.Unavailable)},
+				Retry:          &policy.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, Multiplier: 2, RetryableCodes: policy.CodesOf(codes.Unavailable)},
 			},
 			{
 				Name:           "/example.inventory.v1.InventoryService/Reserve",
 				IdempotencyKey: "reservation_id",
-				Retry:          &RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1, RetryableCodes: CodesOf(codes.Unavailable)},
-				Breaker:        &BreakerPolicy{FailureRatio: 1, MinimumCalls: 1, Window: time.Second, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: CodesOf(codes.Unavailable)},
-				Bulkhead:       &BulkheadPolicy{Permits: 1},
+				Retry:          &policy.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)},
+				Breaker:        &policy.Breaker{FailureRatio: 1, MinimumCalls: 1, Window: time.Second, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)},
+				Bulkhead:       &policy.Bulkhead{Permits: 1},
 			},
 			{
 				Name:  "/example.inventory.v1.InventoryService/Watch",
-				Kind:  KindServerStreaming,
-				Retry: &RetryPolicy{MaxAttempts: 1, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1},
+				Kind:  policy.KindServerStreaming,
+				Retry: &policy.Retry{MaxAttempts: 1, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1},
 			},
 			{Name: "/example.inventory.v1.InventoryService/Cancel"}, // no policy at all
 		},
@@ -45,7 +46,7 @@ func TestValidateValidPolicy(t *testing.T) {
 	if err := validPolicy().Validate(); err != nil {
 		t.Fatalf("valid policy refused: %v", err)
 	}
-	minimal := &ServicePolicy{Name: "pkg.S"}
+	minimal := &policy.Service{Name: "pkg.S"}
 	if err := minimal.Validate(); err != nil {
 		t.Fatalf("minimal policy refused: %v", err)
 	}
@@ -58,48 +59,48 @@ const watch = "Methods[2] (/example.inventory.v1.InventoryService/Watch)"
 func TestValidateRules(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		change func(p *ServicePolicy)
+		change func(p *policy.Service)
 		field  string // the field named in the one error
 	}{
-		{"empty name", func(p *ServicePolicy) { p.Name = "" }, "Name"},
+		{"empty name", func(p *policy.Service) { p.Name = "" }, "Name"},
 
-		{"budget ratio 0", func(p *ServicePolicy) { p.Budget.Ratio = 0 }, "Budget.Ratio"},
-		{"budget ratio above 1", func(p *ServicePolicy) { p.Budget.Ratio = 1.5 }, "Budget.Ratio"},
-		{"budget ratio NaN", func(p *ServicePolicy) { p.Budget.Ratio = math.NaN() }, "Budget.Ratio"},
-		{"budget min retries negative", func(p *ServicePolicy) { p.Budget.MinRetries = -1 }, "Budget.MinRetries"},
-		{"budget window zero", func(p *ServicePolicy) { p.Budget.Window = 0 }, "Budget.Window"},
+		{"budget ratio 0", func(p *policy.Service) { p.Budget.Ratio = 0 }, "Budget.Ratio"},
+		{"budget ratio above 1", func(p *policy.Service) { p.Budget.Ratio = 1.5 }, "Budget.Ratio"},
+		{"budget ratio NaN", func(p *policy.Service) { p.Budget.Ratio = math.NaN() }, "Budget.Ratio"},
+		{"budget min retries negative", func(p *policy.Service) { p.Budget.MinRetries = -1 }, "Budget.MinRetries"},
+		{"budget window zero", func(p *policy.Service) { p.Budget.Window = 0 }, "Budget.Window"},
 
-		{"breaker ratio negative", func(p *ServicePolicy) { p.Breaker.FailureRatio = -0.5 }, "Breaker.FailureRatio"},
-		{"breaker ratio above 1", func(p *ServicePolicy) { p.Breaker.FailureRatio = 1.01 }, "Breaker.FailureRatio"},
-		{"breaker minimum calls", func(p *ServicePolicy) { p.Breaker.MinimumCalls = 0 }, "Breaker.MinimumCalls"},
-		{"breaker window negative", func(p *ServicePolicy) { p.Breaker.Window = -time.Second }, "Breaker.Window"},
-		{"breaker cool-down zero", func(p *ServicePolicy) { p.Breaker.CoolDown = 0 }, "Breaker.CoolDown"},
-		{"breaker probes", func(p *ServicePolicy) { p.Breaker.HalfOpenProbes = 0 }, "Breaker.HalfOpenProbes"},
-		{"breaker slow threshold", func(p *ServicePolicy) { p.Breaker.SlowCallThreshold = -time.Millisecond }, "Breaker.SlowCallThreshold"},
-		{"breaker no failure codes", func(p *ServicePolicy) { p.Breaker.FailureCodes = 0 }, "Breaker.FailureCodes"},
-		{"breaker failure codes hold OK", func(p *ServicePolicy) { p.Breaker.FailureCodes |= CodesOf(codes.OK) }, "Breaker.FailureCodes"},
+		{"breaker ratio negative", func(p *policy.Service) { p.Breaker.FailureRatio = -0.5 }, "Breaker.FailureRatio"},
+		{"breaker ratio above 1", func(p *policy.Service) { p.Breaker.FailureRatio = 1.01 }, "Breaker.FailureRatio"},
+		{"breaker minimum calls", func(p *policy.Service) { p.Breaker.MinimumCalls = 0 }, "Breaker.MinimumCalls"},
+		{"breaker window negative", func(p *policy.Service) { p.Breaker.Window = -time.Second }, "Breaker.Window"},
+		{"breaker cool-down zero", func(p *policy.Service) { p.Breaker.CoolDown = 0 }, "Breaker.CoolDown"},
+		{"breaker probes", func(p *policy.Service) { p.Breaker.HalfOpenProbes = 0 }, "Breaker.HalfOpenProbes"},
+		{"breaker slow threshold", func(p *policy.Service) { p.Breaker.SlowCallThreshold = -time.Millisecond }, "Breaker.SlowCallThreshold"},
+		{"breaker no failure codes", func(p *policy.Service) { p.Breaker.FailureCodes = 0 }, "Breaker.FailureCodes"},
+		{"breaker failure codes hold OK", func(p *policy.Service) { p.Breaker.FailureCodes |= policy.CodesOf(codes.OK) }, "Breaker.FailureCodes"},
 
-		{"bulkhead permits", func(p *ServicePolicy) { p.Bulkhead.Permits = 0 }, "Bulkhead.Permits"},
-		{"bulkhead max wait", func(p *ServicePolicy) { p.Bulkhead.MaxWait = -time.Millisecond }, "Bulkhead.MaxWait"},
+		{"bulkhead permits", func(p *policy.Service) { p.Bulkhead.Permits = 0 }, "Bulkhead.Permits"},
+		{"bulkhead max wait", func(p *policy.Service) { p.Bulkhead.MaxWait = -time.Millisecond }, "Bulkhead.MaxWait"},
 
-		{"method name empty", func(p *ServicePolicy) { p.Methods[3].Name = "" }, "Methods[3] ().Name"},
-		{"method name twice", func(p *ServicePolicy) { p.Methods[3].Name = p.Methods[0].Name }, "Methods[3] (/example.inventory.v1.InventoryService/GetItem).Name"},
-		{"timeout negative", func(p *ServicePolicy) { p.Methods[0].Timeout = -time.Second }, get + ".Timeout"},
-		{"overall timeout negative", func(p *ServicePolicy) { p.Methods[1].OverallTimeout = -time.Second }, reserve + ".OverallTimeout"},
-		{"timeout longer than overall", func(p *ServicePolicy) { p.Methods[0].Timeout = 2 * time.Second }, get + ".Timeout"},
+		{"method name empty", func(p *policy.Service) { p.Methods[3].Name = "" }, "Methods[3] ().Name"},
+		{"method name twice", func(p *policy.Service) { p.Methods[3].Name = p.Methods[0].Name }, "Methods[3] (/example.inventory.v1.InventoryService/GetItem).Name"},
+		{"timeout negative", func(p *policy.Service) { p.Methods[0].Timeout = -time.Second }, get + ".Timeout"},
+		{"overall timeout negative", func(p *policy.Service) { p.Methods[1].OverallTimeout = -time.Second }, reserve + ".OverallTimeout"},
+		{"timeout longer than overall", func(p *policy.Service) { p.Methods[0].Timeout = 2 * time.Second }, get + ".Timeout"},
 
-		{"max attempts", func(p *ServicePolicy) { p.Methods[0].Retry.MaxAttempts = 0 }, get + ".Retry.MaxAttempts"},
-		{"initial backoff", func(p *ServicePolicy) { p.Methods[0].Retry.InitialBackoff = 0 }, get + ".Retry.InitialBackoff"},
-		{"max backoff below initial", func(p *ServicePolicy) { p.Methods[0].Retry.MaxBackoff = time.Millisecond }, get + ".Retry.MaxBackoff"},
-		{"multiplier below 1", func(p *ServicePolicy) { p.Methods[0].Retry.Multiplier = 0.5 }, get + ".Retry.Multiplier"},
-		{"multiplier NaN", func(p *ServicePolicy) { p.Methods[0].Retry.Multiplier = math.NaN() }, get + ".Retry.Multiplier"},
-		{"multiplier infinite", func(p *ServicePolicy) { p.Methods[0].Retry.Multiplier = math.Inf(1) }, get + ".Retry.Multiplier"},
-		{"retryable codes hold OK", func(p *ServicePolicy) { p.Methods[0].Retry.RetryableCodes |= CodesOf(codes.OK) }, get + ".Retry.RetryableCodes"},
-		{"retry of a non-idempotent method", func(p *ServicePolicy) { p.Methods[1].IdempotencyKey = "" }, reserve + ".Retry"},
-		{"retry of a stream", func(p *ServicePolicy) { p.Methods[2].Retry.MaxAttempts = 2; p.Methods[2].Idempotent = true }, watch + ".Retry"},
+		{"max attempts", func(p *policy.Service) { p.Methods[0].Retry.MaxAttempts = 0 }, get + ".Retry.MaxAttempts"},
+		{"initial backoff", func(p *policy.Service) { p.Methods[0].Retry.InitialBackoff = 0 }, get + ".Retry.InitialBackoff"},
+		{"max backoff below initial", func(p *policy.Service) { p.Methods[0].Retry.MaxBackoff = time.Millisecond }, get + ".Retry.MaxBackoff"},
+		{"multiplier below 1", func(p *policy.Service) { p.Methods[0].Retry.Multiplier = 0.5 }, get + ".Retry.Multiplier"},
+		{"multiplier NaN", func(p *policy.Service) { p.Methods[0].Retry.Multiplier = math.NaN() }, get + ".Retry.Multiplier"},
+		{"multiplier infinite", func(p *policy.Service) { p.Methods[0].Retry.Multiplier = math.Inf(1) }, get + ".Retry.Multiplier"},
+		{"retryable codes hold OK", func(p *policy.Service) { p.Methods[0].Retry.RetryableCodes |= policy.CodesOf(codes.OK) }, get + ".Retry.RetryableCodes"},
+		{"retry of a non-idempotent method", func(p *policy.Service) { p.Methods[1].IdempotencyKey = "" }, reserve + ".Retry"},
+		{"retry of a stream", func(p *policy.Service) { p.Methods[2].Retry.MaxAttempts = 2; p.Methods[2].Idempotent = true }, watch + ".Retry"},
 
-		{"method breaker", func(p *ServicePolicy) { p.Methods[1].Breaker.CoolDown = 0 }, reserve + ".Breaker.CoolDown"},
-		{"method bulkhead", func(p *ServicePolicy) { p.Methods[1].Bulkhead.Permits = -1 }, reserve + ".Bulkhead.Permits"},
+		{"method breaker", func(p *policy.Service) { p.Methods[1].Breaker.CoolDown = 0 }, reserve + ".Breaker.CoolDown"},
+		{"method bulkhead", func(p *policy.Service) { p.Methods[1].Bulkhead.Permits = -1 }, reserve + ".Bulkhead.Permits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := validPolicy()

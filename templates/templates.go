@@ -29,7 +29,7 @@ var Funcs = template.FuncMap{
 	"grpc": unset,
 	// context returns the named identifier of package context.
 	"context": unset,
-	// codes returns a runtime.CodesOf call listing the given codes.
+	// codes returns a policy.CodesOf call listing the given codes.
 	"codes": unset,
 	// srv returns the named identifier of the runtime/server package.
 	"srv": unset,

@@ -4,24 +4,24 @@
 package main
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 
 	"github.com/go-resilient/resilient/internal/rules"
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // TestAdaptiveDefaultsAgree: the contract's defaults of the adaptive layers
 // (internal/rules, which the plugin writes into the literal) are the
 // runtime's, which a zero field of a policy built in Go stands for.
 func TestAdaptiveDefaultsAgree(t *testing.T) {
-	a := runtime.DefaultAdaptiveLimit
+	a := policy.DefaultAdaptiveLimit
 	if a.MinLimit != rules.DefaultMinLimit || a.MaxLimit != rules.DefaultMaxLimit || a.InitialLimit != rules.DefaultInitialLimit ||
 		a.Tolerance != rules.DefaultTolerance || a.Smoothing != rules.DefaultSmoothing || a.BaselineWindow != rules.DefaultBaselineWindow {
-		t.Errorf("runtime.DefaultAdaptiveLimit %+v differs from the contract's defaults", a)
+		t.Errorf("policy.DefaultAdaptiveLimit %+v differs from the contract's defaults", a)
 	}
-	th := runtime.DefaultThrottle
+	th := policy.DefaultThrottle
 	if th.K != rules.DefaultThrottleK || th.Window != rules.DefaultThrottleWindow || th.MaxRefusal != rules.DefaultThrottleMaxRefusal {
-		t.Errorf("runtime.DefaultThrottle %+v differs from the contract's defaults", th)
+		t.Errorf("policy.DefaultThrottle %+v differs from the contract's defaults", th)
 	}
 }
 
@@ -37,7 +37,7 @@ func TestAdaptiveLimitResolvedUnderTheBulkhead(t *testing.T) {
 		{8, 1, 8, 8},
 		{50, 1, 50, 20},
 	} {
-		var p runtime.AdaptiveLimitPolicy
+		var p policy.AdaptiveLimit
 		p = p.WithCeiling(int(tc.permits))
 		lo, hi, initial := rules.AdaptiveLimitOf(nil, tc.permits)
 		if lo != tc.lo || hi != tc.hi || initial != tc.initial {

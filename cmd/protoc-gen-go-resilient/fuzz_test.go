@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"go/parser"
 	"go/token"
 	"regexp"
@@ -19,8 +20,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/pluginpb"
-
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // fuzzProto is the file FuzzPlugin fills with fuzzed option blocks: the
@@ -189,26 +188,26 @@ func runPluginOnce(t *testing.T, req *pluginpb.CodeGeneratorRequest) *pluginpb.C
 
 // acceptedPolicies resolves the policies of req's files as the plugin does
 // and returns them as the runtime's types: what the generated literals hold.
-func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*runtime.ServicePolicy {
+func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*policy.Service {
 	t.Helper()
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]runtime.Kind{
-		"KindUnary": runtime.KindUnary, "KindClientStreaming": runtime.KindClientStreaming,
-		"KindServerStreaming": runtime.KindServerStreaming, "KindBidiStreaming": runtime.KindBidiStreaming,
+	kinds := map[string]policy.Kind{
+		"KindUnary": policy.KindUnary, "KindClientStreaming": policy.KindClientStreaming,
+		"KindServerStreaming": policy.KindServerStreaming, "KindBidiStreaming": policy.KindBidiStreaming,
 	}
-	var out []*runtime.ServicePolicy
+	var out []*policy.Service
 	for _, f := range gen.Files {
 		if !f.Generate {
 			continue
 		}
 		var ps problems
 		for _, sp := range resolveFile(f, &ps) {
-			p := &runtime.ServicePolicy{Name: sp.Name}
+			p := &policy.Service{Name: sp.Name}
 			if b := sp.Budget; b != nil {
-				p.Budget = &runtime.BudgetPolicy{Ratio: b.Ratio, MinRetries: b.MinRetries, Window: b.Window}
+				p.Budget = &policy.Budget{Ratio: b.Ratio, MinRetries: b.MinRetries, Window: b.Window}
 			}
 			p.Breaker = breakerOfPolicy(sp.Breaker)
 			p.Bulkhead = bulkheadOfPolicy(sp.Bulkhead)
@@ -217,12 +216,12 @@ func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*runti
 				if !ok {
 					t.Fatalf("method %s: unknown kind %q", m.Name, m.Kind)
 				}
-				mp := runtime.MethodPolicy{Name: m.Name, Kind: kind, Idempotent: m.Idempotent, IdempotencyKey: m.IdempotencyKey,
+				mp := policy.Method{Name: m.Name, Kind: kind, Idempotent: m.Idempotent, IdempotencyKey: m.IdempotencyKey,
 					Timeout: m.Timeout, OverallTimeout: m.OverallTimeout,
 					Breaker: breakerOfPolicy(m.Breaker), Bulkhead: bulkheadOfPolicy(m.Bulkhead)}
 				if r := m.Retry; r != nil {
-					mp.Retry = &runtime.RetryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff,
-						Multiplier: r.Multiplier, RetryableCodes: runtime.CodesOf(r.RetryableCodes...)}
+					mp.Retry = &policy.Retry{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff,
+						Multiplier: r.Multiplier, RetryableCodes: policy.CodesOf(r.RetryableCodes...)}
 				}
 				p.Methods = append(p.Methods, mp)
 			}
@@ -235,17 +234,17 @@ func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*runti
 	return out
 }
 
-func breakerOfPolicy(b *breakerPolicy) *runtime.BreakerPolicy {
+func breakerOfPolicy(b *breakerPolicy) *policy.Breaker {
 	if b == nil {
 		return nil
 	}
-	return &runtime.BreakerPolicy{FailureRatio: b.FailureRatio, MinimumCalls: b.MinimumCalls, Window: b.Window, CoolDown: b.CoolDown,
-		HalfOpenProbes: b.HalfOpenProbes, SlowCallThreshold: b.SlowCallThreshold, FailureCodes: runtime.CodesOf(b.FailureCodes...)}
+	return &policy.Breaker{FailureRatio: b.FailureRatio, MinimumCalls: b.MinimumCalls, Window: b.Window, CoolDown: b.CoolDown,
+		HalfOpenProbes: b.HalfOpenProbes, SlowCallThreshold: b.SlowCallThreshold, FailureCodes: policy.CodesOf(b.FailureCodes...)}
 }
 
-func bulkheadOfPolicy(b *bulkheadPolicy) *runtime.BulkheadPolicy {
+func bulkheadOfPolicy(b *bulkheadPolicy) *policy.Bulkhead {
 	if b == nil {
 		return nil
 	}
-	return &runtime.BulkheadPolicy{Permits: b.Permits, MaxWait: b.MaxWait}
+	return &policy.Bulkhead{Permits: b.Permits, MaxWait: b.MaxWait}
 }

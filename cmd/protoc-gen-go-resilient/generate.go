@@ -26,6 +26,7 @@ const (
 	grpcPackage    = protogen.GoImportPath("google.golang.org/grpc")
 	codesPackage   = protogen.GoImportPath("google.golang.org/grpc/codes")
 	runtimePackage = protogen.GoImportPath("github.com/go-resilient/resilient/runtime")
+	policyPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/policy")
 	serverPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/server")
 	protoPackage   = protogen.GoImportPath("google.golang.org/protobuf/proto")
 )
@@ -202,6 +203,7 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 	return template.FuncMap{
 		"ident":   func(id protogen.GoIdent) string { return g.QualifiedGoIdent(id) },
 		"rt":      func(name string) string { return g.QualifiedGoIdent(runtimePackage.Ident(name)) },
+		"pol":     func(name string) string { return g.QualifiedGoIdent(policyPackage.Ident(name)) },
 		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
 		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
 		"codes":   func(cs []codes.Code) string { return codesExpr(g, cs) },

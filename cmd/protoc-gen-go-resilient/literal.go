@@ -48,7 +48,7 @@ func durationExpr(g *protogen.GeneratedFile, d time.Duration) string {
 	panic("unreachable: every duration is a whole number of nanoseconds")
 }
 
-// codesExpr writes a set of status codes as the runtime.CodesOf call that
+// codesExpr writes a set of status codes as the policy.CodesOf call that
 // makes it, in the order they were written: on one line for one or two
 // codes, one code a line for more, so that no line of the literal grows
 // past 100 columns.
@@ -59,7 +59,7 @@ func codesExpr(g *protogen.GeneratedFile, cs []codes.Code) string {
 		// them: codes.Unavailable, codes.DeadlineExceeded.
 		args[i] = g.QualifiedGoIdent(codesPackage.Ident(c.String()))
 	}
-	call := g.QualifiedGoIdent(runtimePackage.Ident("CodesOf"))
+	call := g.QualifiedGoIdent(policyPackage.Ident("CodesOf"))
 	if len(args) <= 2 {
 		return call + "(" + strings.Join(args, ", ") + ")"
 	}

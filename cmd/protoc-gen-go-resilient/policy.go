@@ -44,7 +44,7 @@ type (
 	}
 	methodPolicy struct {
 		Name           string
-		Kind           string // the name of the runtime.Kind constant
+		Kind           string // the name of the policy.Kind constant
 		Idempotent     bool
 		IdempotencyKey string
 		Timeout        time.Duration
@@ -63,7 +63,7 @@ type (
 		Cache                  *cachePolicy
 		// AdaptiveLimit is the method's own (per_method): adaptive.go.
 		AdaptiveLimit *adaptiveLimitPolicy
-		// Priority is the name of the annotated runtime.Priority constant
+		// Priority is the name of the annotated policy.Priority constant
 		// ("PriorityHigh"), "" when no level sets a priority.
 		Priority string
 		// Server is the method's server-side policy (server.go).

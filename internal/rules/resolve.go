@@ -86,7 +86,7 @@ func DefaultOf(group string) proto.Message {
 // backoff_multiplier → Multiplier, fresh_ttl → FreshTTL). Durations go to
 // time.Duration fields, counts to int fields, numbers to float64 fields,
 // code names to a []codes.Code (in the order written) or to a bit set of
-// codes (an integer type, as runtime.CodeSet), other names to a []string,
+// codes (an integer type, as policy.CodeSet), other names to a []string,
 // a code name to a codes.Code, an enum to a field of its type. per_method,
 // which says whose the group is rather than what it holds, is not
 // written, nor a group inside the group (server's dedup), which has its

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -29,12 +30,12 @@ func (c runtimeClient) GetStock(ctx context.Context, req *inventoryv1.GetStockRe
 // to matter here: the layers' retries alone decide the count.
 func newRuntimeClient(t *testing.T, plain inventoryv1.InventoryServiceClient) inventoryv1.InventoryServiceClient {
 	t.Helper()
-	rt, err := runtime.NewClient(&runtime.ServicePolicy{
+	rt, err := runtime.NewClient(&policy.Service{
 		Name:   inventory,
-		Budget: &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1000, Window: time.Minute},
-		Methods: []runtime.MethodPolicy{{Name: getStock, Idempotent: true, Retry: &runtime.RetryPolicy{
+		Budget: &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute},
+		Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: &policy.Retry{
 			MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1,
-			RetryableCodes: runtime.CodesOf(codes.Unavailable)}}},
+			RetryableCodes: policy.CodesOf(codes.Unavailable)}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -42,7 +43,7 @@ type dedupConfig struct {
 	ttl    time.Duration
 	lease  time.Duration
 	onErr  StoreErrorMode
-	final  runtime.CodeSet
+	final  policy.CodeSet
 	newMsg func() proto.Message
 }
 

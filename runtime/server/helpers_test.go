@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/go-resilient/resilient/runtime"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -34,7 +34,7 @@ func inventoryPolicy() *ServicePolicy {
 			{Name: reserveStock, Priority: PriorityCritical,
 				Dedup:       &DedupPolicy{TTL: time.Minute, Lease: 3 * time.Second},
 				NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) }},
-			{Name: watchStock, Kind: runtime.KindServerStreaming, Priority: PriorityLow, DefaultTimeout: time.Second},
+			{Name: watchStock, Kind: policy.KindServerStreaming, Priority: PriorityLow, DefaultTimeout: time.Second},
 		},
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 
 	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/internal/contract"
-	"github.com/go-resilient/resilient/runtime"
 )
 
 // ServicePolicy is the server-side policy of one service. Generated code
@@ -75,7 +75,7 @@ type MethodPolicy struct {
 	// Name is the full method name as gRPC sends it: "/pkg.Service/Method".
 	Name string
 	// Kind is the kind of RPC. Dedup applies to unary methods only.
-	Kind runtime.Kind
+	Kind policy.Kind
 	// Priority is the method's priority for shedding. A caller may lower it
 	// with the resilient-priority header, never raise it. Unspecified means
 	// PriorityNormal.
@@ -118,7 +118,7 @@ type DedupPolicy struct {
 	// FinalCodes are the error codes that are answers, stored and replayed
 	// to repeats like a response. Other errors (UNAVAILABLE, …) free the key
 	// so that a repeat runs again. Zero means DefaultFinalCodes.
-	FinalCodes runtime.CodeSet
+	FinalCodes policy.CodeSet
 }
 
 // DefaultLease is the lease of a DedupPolicy that sets none.
@@ -136,7 +136,7 @@ const (
 
 // DefaultFinalCodes are the error codes stored as the outcome of a request:
 // the answers that running the request again would give again.
-var DefaultFinalCodes = runtime.CodesOf(contract.AnswerCodes...)
+var DefaultFinalCodes = policy.CodesOf(contract.AnswerCodes...)
 
 // StoreErrorMode says what a deduplicated method does when its Store cannot
 // be reached.
@@ -242,7 +242,7 @@ func (p *ServicePolicy) Validate() error {
 		if d == nil {
 			continue
 		}
-		if m.Kind != runtime.KindUnary {
+		if m.Kind != policy.KindUnary {
 			bad(f+".Dedup", "only unary methods can be deduplicated")
 		}
 		if m.NewResponse == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
@@ -8,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/internal/rules"
-	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/internal/priority"
 )
 
@@ -34,10 +34,10 @@ func TestValidateNamesBadFields(t *testing.T) {
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 500 * time.Millisecond }, "Dedup.TTL: must be at least 1s, got 500ms"},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = 2 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got 2ns"},
 		{func(p *ServicePolicy) { p.Methods[1].NewResponse = nil }, "NewResponse: required with Dedup"},
-		{func(p *ServicePolicy) { p.Methods[1].Kind = runtime.KindBidiStreaming }, "Dedup: only unary methods"},
+		{func(p *ServicePolicy) { p.Methods[1].Kind = policy.KindBidiStreaming }, "Dedup: only unary methods"},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.OnStoreError = 7 }, "Dedup.OnStoreError: unknown mode 7"},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.Header = "Idem-Key" }, `Dedup.Header: "Idem-Key" is not a valid text metadata key`},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.FinalCodes = runtime.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
+		{func(p *ServicePolicy) { p.Methods[1].Dedup.FinalCodes = policy.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
 		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got -1ns"},
 	}
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc/metadata"
 
@@ -14,15 +15,15 @@ import (
 // the client runtime's type, so that the generated clients send exactly
 // what the Guard reads; a caller lowers the priority of what it sends with
 // runtime.WithPriority.
-type Priority = runtime.Priority
+type Priority = policy.Priority
 
 // The priorities, lowest first.
 const (
-	PriorityUnspecified = runtime.PriorityUnspecified
-	PriorityLow         = runtime.PriorityLow
-	PriorityNormal      = runtime.PriorityNormal
-	PriorityHigh        = runtime.PriorityHigh
-	PriorityCritical    = runtime.PriorityCritical
+	PriorityUnspecified = policy.PriorityUnspecified
+	PriorityLow         = policy.PriorityLow
+	PriorityNormal      = policy.PriorityNormal
+	PriorityHigh        = policy.PriorityHigh
+	PriorityCritical    = policy.PriorityCritical
 )
 
 // PriorityHeader is the metadata key that carries a request's priority

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -68,7 +69,7 @@ func IsDoNotRetry(err error) bool {
 
 // transient are the codes of a dependency's failure (not of its answer)
 // that the mark is about.
-var transient = runtime.CodesOf(codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded)
+var transient = policy.CodesOf(codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded)
 
 // shouldMark decides whether a handler's error is marked do-not-retry:
 //   - it already carries the mark (a dependency's marked answer passed on);

@@ -26,6 +26,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"os"
 	"path/filepath"
@@ -109,21 +110,21 @@ func (c config) check() error {
 
 // scenarioPolicies edit the annotated InventoryService policy for each
 // scenario of run 1; nil means the plain generated client, no runtime.
-var scenarioPolicies = map[string]func(*runtime.ServicePolicy){
+var scenarioPolicies = map[string]func(*policy.Service){
 	"none": nil,
-	"timeout": func(p *runtime.ServicePolicy) {
+	"timeout": func(p *policy.Service) {
 		p.Breaker, p.Bulkhead = nil, nil
 		noRetries(p)
 	},
-	"breaker": func(p *runtime.ServicePolicy) {
+	"breaker": func(p *policy.Service) {
 		p.Bulkhead = nil
 		noRetries(p)
 	},
-	"full": func(*runtime.ServicePolicy) {},
+	"full": func(*policy.Service) {},
 	// The full stack with an adaptive concurrency limit at its defaults,
 	// under the bulkhead's 8 permits (the ceiling).
-	"adaptive": func(p *runtime.ServicePolicy) {
-		p.AdaptiveLimit = &runtime.AdaptiveLimitPolicy{}
+	"adaptive": func(p *policy.Service) {
+		p.AdaptiveLimit = &policy.AdaptiveLimit{}
 	},
 }
 
@@ -135,13 +136,13 @@ var scenarioTitles = map[string]string{
 	"adaptive": "full stack + adaptive limit",
 }
 
-func noCache(p *runtime.ServicePolicy) {
+func noCache(p *policy.Service) {
 	for i := range p.Methods {
 		p.Methods[i].Cache = nil
 	}
 }
 
-func noRetries(p *runtime.ServicePolicy) {
+func noRetries(p *policy.Service) {
 	for i := range p.Methods {
 		p.Methods[i].Retry = nil
 	}
@@ -205,7 +206,7 @@ func plainCall(cc grpc.ClientConnInterface) call {
 // resilientCall calls through the generated resilient client, under the
 // annotated policy changed by edit; with fallback, an approximate stock
 // answers failed calls.
-func resilientCall(cc grpc.ClientConnInterface, edit func(*runtime.ServicePolicy), fallback bool, extra ...runtime.Option) (call, error) {
+func resilientCall(cc grpc.ClientConnInterface, edit func(*policy.Service), fallback bool, extra ...runtime.Option) (call, error) {
 	// The demonstration calls GetStock for one product over and over: with
 	// the annotated cache nearly every call would be answered from it, and
 	// the scenarios would show the cache rather than the layers they
@@ -311,10 +312,10 @@ func runAll(w io.Writer, c config) (*report, error) {
 		}
 		return server.Slow(c.latency)
 	}
-	naive := func(p *runtime.ServicePolicy) {
+	naive := func(p *policy.Service) {
 		p.Breaker, p.Bulkhead = nil, nil
 		// No budget: every failed call may retry twice.
-		p.Budget = &runtime.BudgetPolicy{Ratio: 1, MinRetries: 1 << 30, Window: 10 * time.Second}
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1 << 30, Window: 10 * time.Second}
 	}
 	// The throttled client is the generated one with the client-side
 	// throttler in front and no breaker: in a total outage the breaker
@@ -323,8 +324,8 @@ func runAll(w io.Writer, c config) (*report, error) {
 	// what sets how many are refused after the recovery (about two
 	// windows' worth fade out); a refusal of at most 80 % (Envoy's
 	// admission control default) sends a fifth of the requests as probes.
-	throttle := runtime.ThrottlePolicy{K: 3, Window: 250 * time.Millisecond, MaxRefusal: 0.8}
-	throttled := func(p *runtime.ServicePolicy) {
+	throttle := policy.Throttle{K: 3, Window: 250 * time.Millisecond, MaxRefusal: 0.8}
+	throttled := func(p *policy.Service) {
 		p.Breaker = nil
 		p.ClientThrottle = &throttle
 	}
@@ -333,7 +334,7 @@ func runAll(w io.Writer, c config) (*report, error) {
 	runStart := map[string]*atomic.Pointer[time.Time]{"naive": {}, "resilient": {}, "throttled": {}}
 	oresults, odeps, err := runScenarios(c, onames, outage, c.outageFrom, c.outageTo,
 		func(name string, cc grpc.ClientConnInterface) (call, error) {
-			edit := func(*runtime.ServicePolicy) {}
+			edit := func(*policy.Service) {}
 			switch name {
 			case "naive":
 				edit = naive

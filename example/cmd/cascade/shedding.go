@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -135,7 +136,7 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 		// rate limit, add up to more than inventory can take; one client
 		// without those limits stands for the fleet.
 		reports, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-			Runtime: []runtime.Option{runtime.WithPolicy(func(p *runtime.ServicePolicy) {
+			Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 				p.Bulkhead, p.RateLimit, p.Breaker = nil, nil, nil
 			})},
 		})

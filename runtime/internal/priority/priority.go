@@ -2,7 +2,7 @@
 // client runtime, which sends it, and runtime/server, which reads it: the
 // metadata key, the names of the levels, and the lowest level a context
 // already sends. Both packages export the levels as their own Priority
-// type (runtime.Priority; server.Priority is the same type); this package
+// type (policy.Priority; server.Priority is the same type); this package
 // works on their number.
 package priority
 

@@ -9,6 +9,7 @@ package inventoryv1
 import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
+	policy "github.com/go-resilient/resilient/runtime/policy"
 	server "github.com/go-resilient/resilient/runtime/server"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
@@ -22,82 +23,82 @@ const _ = runtime.SupportPackageIsVersion1
 
 // InventoryServiceResilientPolicy is the policy annotated on
 // example.inventory.v1.InventoryService, with defaults filled in.
-var InventoryServiceResilientPolicy = runtime.ServicePolicy{
+var InventoryServiceResilientPolicy = policy.Service{
 	Name: "example.inventory.v1.InventoryService",
-	Budget: &runtime.BudgetPolicy{
+	Budget: &policy.Budget{
 		Ratio:      0.1,
 		MinRetries: 10,
 		Window:     10 * time.Second,
 	},
-	Breaker: &runtime.BreakerPolicy{
+	Breaker: &policy.Breaker{
 		FailureRatio:   0.5,
 		MinimumCalls:   20,
 		Window:         2 * time.Second,
 		CoolDown:       2 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+		FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 	},
-	Bulkhead: &runtime.BulkheadPolicy{
+	Bulkhead: &policy.Bulkhead{
 		Permits: 8,
 		MaxWait: 20 * time.Millisecond,
 	},
-	RateLimit: &runtime.RateLimitPolicy{
+	RateLimit: &policy.RateLimit{
 		RequestsPerSecond: 500,
 		Burst:             100,
 		MaxWait:           20 * time.Millisecond,
 	},
-	Methods: []runtime.MethodPolicy{
+	Methods: []policy.Method{
 		{ // 0
 			Name:       "/example.inventory.v1.InventoryService/GetStock",
-			Kind:       runtime.KindUnary,
+			Kind:       policy.KindUnary,
 			Idempotent: true,
 			Timeout:    300 * time.Millisecond,
-			Retry: &runtime.RetryPolicy{
+			Retry: &policy.Retry{
 				MaxAttempts:    3,
 				InitialBackoff: 50 * time.Millisecond,
 				MaxBackoff:     200 * time.Millisecond,
 				Multiplier:     2,
-				RetryableCodes: runtime.CodesOf(codes.Unavailable),
+				RetryableCodes: policy.CodesOf(codes.Unavailable),
 			},
-			Cache: &runtime.CachePolicy{
+			Cache: &policy.Cache{
 				FreshTTL:   time.Second,
 				StaleTTL:   5 * time.Minute,
 				MaxEntries: 10000,
 				KeyFields:  []string{"sku"},
 			},
-			Priority: runtime.PriorityNormal,
+			Priority: policy.PriorityNormal,
 		},
 		{ // 1
 			Name:           "/example.inventory.v1.InventoryService/ReserveStock",
-			Kind:           runtime.KindUnary,
+			Kind:           policy.KindUnary,
 			Idempotent:     false,
 			IdempotencyKey: "order_id",
 			Timeout:        300 * time.Millisecond,
-			Retry: &runtime.RetryPolicy{
+			Retry: &policy.Retry{
 				MaxAttempts:    3,
 				InitialBackoff: 50 * time.Millisecond,
 				MaxBackoff:     time.Second,
 				Multiplier:     2,
-				RetryableCodes: runtime.CodesOf(codes.Unavailable),
+				RetryableCodes: policy.CodesOf(codes.Unavailable),
 			},
-			Priority: runtime.PriorityHigh,
+			Priority: policy.PriorityHigh,
 		},
 		{ // 2
 			Name:       "/example.inventory.v1.InventoryService/WatchStock",
-			Kind:       runtime.KindServerStreaming,
+			Kind:       policy.KindServerStreaming,
 			Idempotent: false,
 			Timeout:    time.Minute,
-			Bulkhead: &runtime.BulkheadPolicy{
+			Bulkhead: &policy.Bulkhead{
 				Permits: 4,
 				MaxWait: 20 * time.Millisecond,
 			},
 		},
 		{ // 3
 			Name:       "/example.inventory.v1.InventoryService/StockReport",
-			Kind:       runtime.KindUnary,
+			Kind:       policy.KindUnary,
 			Idempotent: true,
 			Timeout:    300 * time.Millisecond,
-			Priority:   runtime.PriorityLow,
+			Priority:   policy.PriorityLow,
 		},
 	},
 }
@@ -251,13 +252,13 @@ var InventoryServiceServerPolicy = server.ServicePolicy{
 	Methods: []server.MethodPolicy{
 		{ // 0
 			Name:        "/example.inventory.v1.InventoryService/GetStock",
-			Kind:        runtime.KindUnary,
+			Kind:        policy.KindUnary,
 			Priority:    server.PriorityNormal,
 			MinDeadline: 10 * time.Millisecond,
 		},
 		{ // 1
 			Name:        "/example.inventory.v1.InventoryService/ReserveStock",
-			Kind:        runtime.KindUnary,
+			Kind:        policy.KindUnary,
 			Priority:    server.PriorityHigh,
 			MinDeadline: 10 * time.Millisecond,
 			Dedup: &server.DedupPolicy{
@@ -269,13 +270,13 @@ var InventoryServiceServerPolicy = server.ServicePolicy{
 		},
 		{ // 2
 			Name:        "/example.inventory.v1.InventoryService/WatchStock",
-			Kind:        runtime.KindServerStreaming,
+			Kind:        policy.KindServerStreaming,
 			Priority:    server.PriorityNormal,
 			MinDeadline: 10 * time.Millisecond,
 		},
 		{ // 3
 			Name:        "/example.inventory.v1.InventoryService/StockReport",
-			Kind:        runtime.KindUnary,
+			Kind:        policy.KindUnary,
 			Priority:    server.PriorityLow,
 			MinDeadline: 10 * time.Millisecond,
 		},

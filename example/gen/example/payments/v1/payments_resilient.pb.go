@@ -9,6 +9,7 @@ package paymentsv1
 import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
+	policy "github.com/go-resilient/resilient/runtime/policy"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	time "time"
@@ -20,27 +21,27 @@ const _ = runtime.SupportPackageIsVersion1
 
 // PaymentsServiceResilientPolicy is the policy annotated on
 // example.payments.v1.PaymentsService, with defaults filled in.
-var PaymentsServiceResilientPolicy = runtime.ServicePolicy{
+var PaymentsServiceResilientPolicy = policy.Service{
 	Name: "example.payments.v1.PaymentsService",
-	Breaker: &runtime.BreakerPolicy{
+	Breaker: &policy.Breaker{
 		FailureRatio:   0.5,
 		MinimumCalls:   20,
 		Window:         10 * time.Second,
 		CoolDown:       10 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   runtime.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+		FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
 	},
-	Bulkhead: &runtime.BulkheadPolicy{
+	Bulkhead: &policy.Bulkhead{
 		Permits: 16,
 		MaxWait: 0,
 	},
-	Methods: []runtime.MethodPolicy{
+	Methods: []policy.Method{
 		{ // 0
 			Name:       "/example.payments.v1.PaymentsService/Charge",
-			Kind:       runtime.KindUnary,
+			Kind:       policy.KindUnary,
 			Idempotent: false,
 			Timeout:    2 * time.Second,
-			Priority:   runtime.PriorityCritical,
+			Priority:   policy.PriorityCritical,
 		},
 	},
 }

@@ -1,4 +1,7 @@
-package runtime
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package policy
 
 import (
 	"errors"
@@ -9,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // Validate checks that the policy can be applied: names set, counts and
@@ -16,7 +20,7 @@ import (
 // repeated. The plugin refuses the same mistakes in the .proto, with their
 // position; Validate guards policies built or changed in Go. The error
 // names every field that is wrong, one line each (Problems).
-func (p *ServicePolicy) Validate() error {
+func (p *Service) Validate() error {
 	var errs []error
 	for _, pr := range p.Problems() {
 		errs = append(errs, fmt.Errorf("resilient: policy %s: %s: %s", p.Name, pr.Field, pr.Message))
@@ -24,9 +28,9 @@ func (p *ServicePolicy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// PolicyProblem is one reason Validate refuses a policy, named both as Go
+// Problem is one reason Validate refuses a policy, named both as Go
 // names the field and as the annotations and overrides do.
-type PolicyProblem struct {
+type Problem struct {
 	// Field is the Go path of the field: "Breaker.CoolDown",
 	// "Methods[0] (/pkg.Service/GetStock).Retry.MaxBackoff".
 	Field string
@@ -44,11 +48,11 @@ type PolicyProblem struct {
 // Problems lists, in the order of the policy, every reason Validate
 // refuses p; none for a valid policy. The override loader reports them at
 // the key that made them so.
-func (p *ServicePolicy) Problems() []PolicyProblem {
-	var out []PolicyProblem
+func (p *Service) Problems() []Problem {
+	var out []Problem
 	method := ""
 	bad := func(field, format string, args ...any) {
-		out = append(out, PolicyProblem{Field: field, Method: method, Key: optionKey(field), Message: fmt.Sprintf(format, args...)})
+		out = append(out, Problem{Field: field, Method: method, Key: optionKey(field), Message: fmt.Sprintf(format, args...)})
 	}
 	if p.Name == "" {
 		bad("Name", "empty: set the full service name")
@@ -164,7 +168,7 @@ func ratio(r float64, field string, bad badFunc) {
 	}
 }
 
-func (r *RetryPolicy) check(f string, bad badFunc) {
+func (r *Retry) check(f string, bad badFunc) {
 	if r.MaxAttempts < 1 {
 		bad(f+".MaxAttempts", "must be at least 1, got %d (it counts the first attempt, and 1 means no retry)", r.MaxAttempts)
 	}
@@ -188,7 +192,7 @@ func (r *RetryPolicy) check(f string, bad badFunc) {
 // understood the request and answered it.
 var answerCodes = CodesOf(contract.AnswerCodes...)
 
-func (b *BudgetPolicy) check(f string, bad badFunc) {
+func (b *Budget) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)
 	if b.MinRetries < 0 {
 		bad(f+".MinRetries", "must not be negative, got %d", b.MinRetries)
@@ -196,7 +200,7 @@ func (b *BudgetPolicy) check(f string, bad badFunc) {
 	positive(b.Window, f+".Window", bad)
 }
 
-func (b *BreakerPolicy) check(f string, bad badFunc) {
+func (b *Breaker) check(f string, bad badFunc) {
 	ratio(b.FailureRatio, f+".FailureRatio", bad)
 	if b.MinimumCalls < 1 {
 		bad(f+".MinimumCalls", "must be at least 1, got %d", b.MinimumCalls)
@@ -220,7 +224,7 @@ func (b *BreakerPolicy) check(f string, bad badFunc) {
 	}
 }
 
-func (b *BulkheadPolicy) check(f string, bad badFunc) {
+func (b *Bulkhead) check(f string, bad badFunc) {
 	if b.Permits < 1 {
 		bad(f+".Permits", "must be at least 1, got %d: it is the number of calls allowed in flight at once", b.Permits)
 	}
@@ -231,7 +235,7 @@ func (b *BulkheadPolicy) check(f string, bad badFunc) {
 
 // checkPatterns checks hedging, the rate limit, the cache and generated
 // idempotency keys.
-func (m *MethodPolicy) checkPatterns(f string, bad badFunc) {
+func (m *Method) checkPatterns(f string, bad badFunc) {
 	if m.GenerateIdempotencyKey {
 		if m.IdempotencyKey != "" {
 			bad(f+".GenerateIdempotencyKey", "the method already sends its field %q as the idempotency key: set one or the other", m.IdempotencyKey)
@@ -276,5 +280,28 @@ func (m *MethodPolicy) checkPatterns(f string, bad badFunc) {
 		if m.Timeout == 0 && m.OverallTimeout == 0 {
 			bad(f+".Cache", "%s has neither timeout nor overall_timeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set timeout or overall_timeout", name)
 		}
+	}
+}
+
+// shortName is a method's name without its service: "/pkg.S/Get" → "Get".
+func shortName(fullMethod string) string {
+	return fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
+}
+
+// maxProbes is the most half-open probes a breaker counts.
+const maxProbes = contract.MaxHalfOpenProbes
+
+// checkWindow checks the breaker's window: a duration, or a number of calls
+// that MinimumCalls can reach.
+func (b *Breaker) checkWindow(f string, bad badFunc) {
+	switch {
+	case b.WindowCalls < 0 || b.WindowCalls > window.MaxCount:
+		bad(f+".WindowCalls", "must be in [1, %d], or 0 for a window in time, is %d", window.MaxCount, b.WindowCalls)
+	case b.WindowCalls > 0:
+		if b.MinimumCalls > b.WindowCalls {
+			bad(f+".MinimumCalls", "%d is more than the %d calls the window holds: the breaker could never open", b.MinimumCalls, b.WindowCalls)
+		}
+	default:
+		positive(b.Window, f+".Window", bad)
 	}
 }

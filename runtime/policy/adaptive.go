@@ -1,0 +1,97 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package policy
+
+import (
+	"time"
+
+	"github.com/go-resilient/resilient/runtime/internal/adaptive"
+	"github.com/go-resilient/resilient/runtime/internal/throttle"
+)
+
+// AdaptiveLimit configures an adaptive concurrency limit: the
+// attempts towards the dependency let be in flight at once follow its
+// latency (a gradient against the smallest round-trip time of the last
+// BaselineWindow, halving once per round trip on a timeout or an overload
+// refusal), and an attempt above the limit is refused at once with
+// ErrConcurrencyLimited. A zero field takes its value from
+// DefaultAdaptiveLimit. Under a bulkhead the bulkhead's permits are the
+// ceiling: MaxLimit, its default included, is at most Permits.
+//
+// Fields: MinLimit (the attempts let through while the dependency is at its
+// worst, at least 1), MaxLimit, InitialLimit (before any attempt came
+// back), Tolerance (how many times slower than the baseline a round may be
+// before the limit shrinks, at least 1), Smoothing (the share of a
+// latency-driven change applied per round, in (0, 1]) and BaselineWindow.
+type AdaptiveLimit = adaptive.Policy
+
+// DefaultAdaptiveLimit holds the values a zero field of an
+// AdaptiveLimit stands for: MinLimit 1, MaxLimit 100, InitialLimit 20,
+// Tolerance 1.5, Smoothing 0.5, BaselineWindow 30 s.
+var DefaultAdaptiveLimit = adaptive.Defaults
+
+// Throttle configures adaptive client-side throttling (the Google SRE
+// book's): each attempt is refused locally, with ErrThrottled, with
+// probability max(0, (requests − K × accepts) / (requests + 1)) over the
+// last Window, capped at MaxRefusal. A zero field takes its value from
+// DefaultThrottle.
+type Throttle = throttle.Policy
+
+// DefaultThrottle holds the values a zero field of a Throttle stands
+// for: K 2, Window 5 s, MaxRefusal 0.9.
+var DefaultThrottle = throttle.Defaults
+
+// checkAdaptive checks the adaptive layers of the service (f "") or of a
+// method (f its field prefix, m the method), given the bulkhead b the
+// limit sits under (nil for none).
+func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
+	if p == nil {
+		return
+	}
+	q := *p
+	if b != nil {
+		if q.MinLimit > b.Permits {
+			bad(f+".MinLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.MinLimit, b.Permits, b.Permits)
+			return
+		}
+		if q.MaxLimit > b.Permits {
+			bad(f+".MaxLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d, or leave it 0 for the ceiling", q.MaxLimit, b.Permits, b.Permits)
+			return
+		}
+		if q.InitialLimit > b.Permits {
+			bad(f+".InitialLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.InitialLimit, b.Permits, b.Permits)
+			return
+		}
+		q = q.WithCeiling(b.Permits)
+	}
+	if _, err := adaptive.New(q, time.Time{}); err != nil {
+		bad(f, "%v", err)
+	}
+}
+
+func checkThrottle(f string, p *Throttle, bad badFunc) {
+	if p == nil {
+		return
+	}
+	if _, err := throttle.New(*p, time.Time{}, nil); err != nil {
+		bad(f, "%v", err)
+	}
+}
+
+// checkAdaptive checks the method's own adaptive limit, under its bulkhead
+// or the service's.
+func (m *Method) checkAdaptive(f string, p *Service, bad badFunc) {
+	if m.AdaptiveLimit == nil {
+		return
+	}
+	if m.Kind != KindUnary {
+		bad(f+".AdaptiveLimit", "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it")
+		return
+	}
+	b := m.Bulkhead
+	if b == nil {
+		b = p.Bulkhead
+	}
+	checkAdaptive(f+".AdaptiveLimit", m.AdaptiveLimit, b, bad)
+}

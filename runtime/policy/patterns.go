@@ -1,0 +1,108 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// Hedging says when further copies of a slow call are sent. A method
+// hedges or retries, never both: hedging already repeats the call, and
+// retrying each copy would multiply the load the retry budget is there to
+// bound (gRPC's service config makes the same choice).
+type Hedging struct {
+	// Delay is how long to wait for an answer before sending the next
+	// copy; a good value is the method's observed p95. Must be positive.
+	Delay time.Duration
+	// MaxCopies is the number of copies in all, the first included; at
+	// least 2.
+	MaxCopies int
+	// NonFatalCodes are the codes with which a copy may fail and leave the
+	// others running (the next copy is then sent at once). Any other
+	// answer, success or not, ends the call.
+	NonFatalCodes CodeSet
+}
+
+func (h *Hedging) check(f string, bad badFunc) {
+	positive(h.Delay, f+".Delay", bad)
+	if h.MaxCopies < 2 {
+		bad(f+".MaxCopies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", h.MaxCopies)
+	}
+	if h.NonFatalCodes.Has(0) {
+		bad(f+".NonFatalCodes", `"OK" is a success, there is nothing to hedge: remove it`)
+	}
+	if answers := h.NonFatalCodes & answerCodes; answers != 0 {
+		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
+	}
+}
+
+// RateLimit configures a token bucket on the calls a client sends to
+// a dependency.
+type RateLimit struct {
+	// RequestsPerSecond is the sustained rate of calls; must be positive
+	// and finite.
+	RequestsPerSecond float64
+	// Burst is the number of calls that may go at once after a quiet spell;
+	// at least 1.
+	Burst int
+	// MaxWait is how long a call may wait for a token, never past its
+	// deadline; 0 refuses at once.
+	MaxWait time.Duration
+}
+
+func (r *RateLimit) check(f string, bad badFunc) {
+	if x := r.RequestsPerSecond; math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
+		bad(f+".RequestsPerSecond", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed", x)
+	}
+	if r.Burst < 1 {
+		bad(f+".Burst", "must be at least 1, got %d", r.Burst)
+	}
+	if r.MaxWait < 0 {
+		bad(f+".MaxWait", "must not be negative, got %s; use 0 to refuse a call at once when no token is left", r.MaxWait)
+	}
+}
+
+// Cache configures a stale-on-error cache with single flight for an
+// idempotent read. Before any other layer, a fresh answer for the
+// request's key is returned without calling. Otherwise the callers of one
+// key share one call, which runs detached from any one caller's
+// cancellation, with its own limit (the method's OverallTimeout, else its
+// Timeout), through the rate limit, bulkhead, retries and breaker; a
+// caller who gives up stops waiting; when the last one has given up, the
+// call starts nothing more, and only an attempt already sent runs on, its
+// answer kept. A caller whose context is already done gets its error and
+// starts nothing. When the shared call fails on the dependency's side or
+// is refused by the runtime, or the caller's own deadline runs out while it
+// waits for that call, and an answer younger than StaleTTL is kept, that
+// answer is returned instead (counted as a fallback with cause
+// "stale_cache"); only a key with no such answer fails. Answers are copied
+// for each caller.
+type Cache struct {
+	// FreshTTL is how long an answer is served without calling; positive.
+	FreshTTL time.Duration
+	// StaleTTL is how long after it was fetched an answer may still be
+	// served when the dependency fails transiently or is refused by the
+	// runtime (breaker open, bulkhead full, rate limited); at least
+	// FreshTTL. Equal to FreshTTL: no stale answers.
+	StaleTTL time.Duration
+	// MaxEntries bounds the entries kept; the least recently used go
+	// first. At least 1.
+	MaxEntries int
+	// KeyFields names the request fields whose values generated code
+	// makes the key of. NewClient refuses an edit that changes them (the
+	// generated key function reads the annotated fields), and Describe
+	// shows them.
+	KeyFields []string
+}
+
+func (p *Cache) check(f string, bad badFunc) {
+	positive(p.FreshTTL, f+".FreshTTL", bad)
+	if p.StaleTTL < p.FreshTTL {
+		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
+	}
+	if p.MaxEntries < 1 {
+		bad(f+".MaxEntries", "must be at least 1, got %d", p.MaxEntries)
+	}
+}
