@@ -80,9 +80,9 @@ func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFro
 
 // AboveCeiling refuses a bound of an adaptive limit (min_limit, max_limit
 // or initial_limit) above the permits of the bulkhead it sits under, the
-// limit's ceiling; permits 0 is no bulkhead.
+// limit's ceiling. The caller asks only when there is a bulkhead.
 func AboveCeiling(v, permits int64, from string) string {
-	if permits <= 0 || v <= permits {
+	if v <= permits {
 		return ""
 	}
 	return fmt.Sprintf("%d is above the bulkhead's %d permits%s, the limit's ceiling: lower it to at most %d", v, permits, from, permits)
