@@ -78,6 +78,24 @@ func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFro
 	return ""
 }
 
+// WindowBelowMinimum refuses a count-based breaker window of fewer calls than
+// minimum_calls, blaming window_calls: the window could never hold enough
+// calls to open the breaker. windowCalls 0 (a window in time) is fine.
+func WindowBelowMinimum(windowCalls, minimum int64, from string) string {
+	if windowCalls < 1 || minimum <= windowCalls {
+		return ""
+	}
+	return fmt.Sprintf("%d is fewer than minimum_calls %d%s: the window could never hold enough calls to open the breaker", windowCalls, minimum, from)
+}
+
+// MinimumAboveWindow is WindowBelowMinimum blaming minimum_calls.
+func MinimumAboveWindow(windowCalls, minimum int64) string {
+	if windowCalls < 1 || minimum <= windowCalls {
+		return ""
+	}
+	return fmt.Sprintf("%d is more than the %d calls the window holds: the breaker could never open", minimum, windowCalls)
+}
+
 // AboveCeiling refuses a bound of an adaptive limit (min_limit, max_limit
 // or initial_limit) above the permits of the bulkhead it sits under, the
 // limit's ceiling. The caller asks only when there is a bulkhead.

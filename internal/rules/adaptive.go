@@ -110,11 +110,9 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		if cb.MinimumCalls != nil {
 			minimum = cb.GetMinimumCalls()
 		}
-		if n := cb.GetWindowCalls(); n >= 1 && minimum > n {
-			lvl := eff.SetBy["circuit_breaker.window_calls"]
-			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls",
-				fmt.Sprintf("%d is fewer than minimum_calls %d%s: the window could never hold enough calls to open the breaker; raise window_calls or lower minimum_calls",
-					n, minimum, eff.Origin("circuit_breaker.minimum_calls", lvl))})
+		lvl := eff.SetBy["circuit_breaker.window_calls"]
+		if msg := check.WindowBelowMinimum(int64(cb.GetWindowCalls()), int64(minimum), eff.Origin("circuit_breaker.minimum_calls", lvl)); msg != "" {
+			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls", msg + "; raise window_calls or lower minimum_calls"})
 		}
 	}
 	a := p.GetAdaptiveLimit()

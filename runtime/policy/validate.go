@@ -280,9 +280,7 @@ func (b *Breaker) checkWindow(f string, bad badFunc) {
 	case b.WindowCalls < 0 || b.WindowCalls > window.MaxCount:
 		fail(bad, f+".WindowCalls", check.WindowCalls(int64(b.WindowCalls)), "; use 0 for a window in time")
 	case b.WindowCalls > 0:
-		if b.MinimumCalls > b.WindowCalls {
-			bad(f+".MinimumCalls", "%d is more than the %d calls the window holds: the breaker could never open", b.MinimumCalls, b.WindowCalls)
-		}
+		fail(bad, f+".MinimumCalls", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
 	default:
 		positive(b.Window, f+".Window", bad)
 	}
