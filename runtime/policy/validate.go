@@ -121,11 +121,7 @@ func optionKey(field string) string {
 	}
 	parts := strings.Split(field, ".")
 	for i, part := range parts {
-		if k, ok := optionNames[part]; ok {
-			parts[i] = k
-			continue
-		}
-		parts[i] = snake(part)
+		parts[i] = optionName(part)
 	}
 	return strings.Join(parts, ".")
 }
@@ -137,6 +133,15 @@ var optionNames = map[string]string{
 	"Multiplier": "backoff_multiplier",
 	"FreshTTL":   "fresh_ttl",
 	"StaleTTL":   "stale_ttl",
+}
+
+// optionName is the option a Go field holds: CoolDown → cool_down,
+// Breaker → circuit_breaker.
+func optionName(goName string) string {
+	if k, ok := optionNames[goName]; ok {
+		return k
+	}
+	return snake(goName)
 }
 
 // snake turns a Go name into snake case: MaxBackoff → max_backoff.
