@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Setting is one value of a policy, named with the field names of the
@@ -72,7 +74,7 @@ func settingsOf(v reflect.Value, prefix string, none map[string]bool, out *[]Set
 		if notSettings[name] || (omitWhenZero[name] && f.IsZero()) {
 			continue
 		}
-		key := prefix + optionName(name)
+		key := prefix + contract.OptionName(name)
 		if f.Kind() == reflect.Pointer {
 			if f.IsNil() {
 				if none[name] {

@@ -9,7 +9,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
@@ -121,42 +120,9 @@ func optionKey(field string) string {
 	}
 	parts := strings.Split(field, ".")
 	for i, part := range parts {
-		parts[i] = optionName(part)
+		parts[i] = contract.OptionName(part)
 	}
 	return strings.Join(parts, ".")
-}
-
-// optionNames are the Go fields whose option is not named by snake case.
-var optionNames = map[string]string{
-	"Budget":     "retry_budget",
-	"Breaker":    "circuit_breaker",
-	"Multiplier": "backoff_multiplier",
-	"FreshTTL":   "fresh_ttl",
-	"StaleTTL":   "stale_ttl",
-}
-
-// optionName is the option a Go field holds: CoolDown → cool_down,
-// Breaker → circuit_breaker.
-func optionName(goName string) string {
-	if k, ok := optionNames[goName]; ok {
-		return k
-	}
-	return snake(goName)
-}
-
-// snake turns a Go name into snake case: MaxBackoff → max_backoff.
-func snake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 type badFunc func(field, format string, args ...any)
