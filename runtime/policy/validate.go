@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/internal/check"
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
@@ -117,37 +117,9 @@ func optionKey(field string) string {
 	}
 	parts := strings.Split(field, ".")
 	for i, part := range parts {
-		if k, ok := optionNames[part]; ok {
-			parts[i] = k
-			continue
-		}
-		parts[i] = snake(part)
+		parts[i] = contract.OptionName(part)
 	}
 	return strings.Join(parts, ".")
-}
-
-// optionNames are the Go fields whose option is not named by snake case.
-var optionNames = map[string]string{
-	"Budget":     "retry_budget",
-	"Breaker":    "circuit_breaker",
-	"Multiplier": "backoff_multiplier",
-	"FreshTTL":   "fresh_ttl",
-	"StaleTTL":   "stale_ttl",
-}
-
-// snake turns a Go name into snake case: MaxBackoff → max_backoff.
-func snake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 type badFunc func(field, format string, args ...any)
