@@ -215,3 +215,16 @@ func TestGoBoundaryRefusesTheSameMistakes(t *testing.T) {
 		t.Errorf("%d Go mistakes for %d boundaries: a name does not match", len(goMistakes), len(boundaries()))
 	}
 }
+
+// TestGoUnknownKindIsAStream: a Kind that is none of the four is refused
+// a retry as the runtime treats it, a stream, not let through as unary
+// because check has no words for it.
+func TestGoUnknownKindIsAStream(t *testing.T) {
+	got := goProblems(t, goMistake{set: func(_ *policy.Service, get, _ *policy.Method) {
+		get.Kind, get.Idempotent, get.Retry = policy.Kind(9), true, retry()
+	}})
+	want := "Get: retry: streams are not retried, and Get is a streaming method: remove its retry"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("Problems found %q, want only %q", got, want)
+	}
+}

@@ -8,10 +8,13 @@ import (
 	"time"
 )
 
-// The checks of two values that must be in order. Each is "" unless both
-// values are positive (one that is not is refused on its own) and out of
-// order. Each names the value it blames by its place (the caller's field
-// path) and the other by its option name, followed by from, the other's
+// The checks of two values that must be in order. Each is "" unless the
+// values are out of order; most also when one of them is not positive
+// (refused on its own, or "none"), as each says. A check the options
+// blame on either value, whichever was set at the more specific level, is
+// written twice (MaxBackoff and InitialBackoff), with one condition. Each
+// leaves the value it blames unnamed (the caller's field path names it)
+// and names the other by its option name, followed by from, the other's
 // origin. The Go validator puts the blamed field's option name in front
 // ("max_backoff 10ms is shorter than …"), since the override loader may
 // report the problem at the key of either value.
@@ -19,7 +22,7 @@ import (
 // MaxBackoff refuses a max_backoff shorter than initial_backoff, blaming
 // max_backoff.
 func MaxBackoff(initial, maxBackoff time.Duration, from string) string {
-	if initial <= 0 || maxBackoff <= 0 || maxBackoff >= initial {
+	if !backoffOutOfOrder(initial, maxBackoff) {
 		return ""
 	}
 	return fmt.Sprintf("%v is shorter than initial_backoff %v%s: raise max_backoff or lower initial_backoff", maxBackoff, initial, from)
@@ -27,17 +30,21 @@ func MaxBackoff(initial, maxBackoff time.Duration, from string) string {
 
 // InitialBackoff is MaxBackoff blaming initial_backoff.
 func InitialBackoff(initial, maxBackoff time.Duration, from string) string {
-	if initial <= 0 || maxBackoff <= 0 || maxBackoff >= initial {
+	if !backoffOutOfOrder(initial, maxBackoff) {
 		return ""
 	}
 	return fmt.Sprintf("%v is longer than max_backoff %v%s: lower initial_backoff or raise max_backoff", initial, maxBackoff, from)
+}
+
+func backoffOutOfOrder(initial, maxBackoff time.Duration) bool {
+	return initial > 0 && maxBackoff > 0 && maxBackoff < initial
 }
 
 // Timeout refuses a per-attempt timeout longer than the overall timeout,
 // blaming timeout. The caller adds the mend; both write "shorten timeout
 // or lengthen overall_timeout".
 func Timeout(timeout, overall time.Duration, from string) string {
-	if timeout <= 0 || overall <= 0 || timeout <= overall {
+	if !timeoutsOutOfOrder(timeout, overall) {
 		return ""
 	}
 	return fmt.Sprintf("%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call", timeout, overall, from)
@@ -45,10 +52,14 @@ func Timeout(timeout, overall time.Duration, from string) string {
 
 // OverallTimeout is Timeout blaming overall_timeout.
 func OverallTimeout(timeout, overall time.Duration, from string) string {
-	if timeout <= 0 || overall <= 0 || timeout <= overall {
+	if !timeoutsOutOfOrder(timeout, overall) {
 		return ""
 	}
 	return fmt.Sprintf("%v is shorter than timeout %v%s: one attempt cannot outlast the whole call", overall, timeout, from)
+}
+
+func timeoutsOutOfOrder(timeout, overall time.Duration) bool {
+	return timeout > 0 && overall > 0 && timeout > overall
 }
 
 // StaleTTL refuses a cache's stale_ttl shorter than its fresh_ttl, blaming
@@ -82,7 +93,7 @@ func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFro
 // minimum_calls, blaming window_calls: the window could never hold enough
 // calls to open the breaker. windowCalls 0 (a window in time) is fine.
 func WindowBelowMinimum(windowCalls, minimum int64, from string) string {
-	if windowCalls < 1 || minimum <= windowCalls {
+	if !windowBelowMinimum(windowCalls, minimum) {
 		return ""
 	}
 	return fmt.Sprintf("%d is fewer than minimum_calls %d%s: the window could never hold enough calls to open the breaker", windowCalls, minimum, from)
@@ -90,10 +101,14 @@ func WindowBelowMinimum(windowCalls, minimum int64, from string) string {
 
 // MinimumAboveWindow is WindowBelowMinimum blaming minimum_calls.
 func MinimumAboveWindow(windowCalls, minimum int64) string {
-	if windowCalls < 1 || minimum <= windowCalls {
+	if !windowBelowMinimum(windowCalls, minimum) {
 		return ""
 	}
 	return fmt.Sprintf("%d is more than the %d calls the window holds: the breaker could never open", minimum, windowCalls)
+}
+
+func windowBelowMinimum(windowCalls, minimum int64) bool {
+	return windowCalls >= 1 && minimum > windowCalls
 }
 
 // AboveCeiling refuses a bound of an adaptive limit (min_limit, max_limit

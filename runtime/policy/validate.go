@@ -162,9 +162,13 @@ func (s CodeSet) list() []codes.Code {
 }
 
 // describe says what kind of streaming method k is, for a message ("a
-// server-streaming method"); "" for a unary one.
+// server-streaming method"); "" for a unary one. A Kind that is none of
+// the four is refused as a stream, as the runtime treats it.
 func (k Kind) describe() string {
-	return check.Kind(k == KindClientStreaming || k == KindBidiStreaming, k == KindServerStreaming || k == KindBidiStreaming)
+	if d := check.Kind(k == KindClientStreaming || k == KindBidiStreaming, k == KindServerStreaming || k == KindBidiStreaming); d != "" || k == KindUnary {
+		return d
+	}
+	return "a streaming method"
 }
 
 func positive(d time.Duration, field string, bad badFunc) {
