@@ -25,7 +25,8 @@ var Funcs = template.FuncMap{
 	"ident": unset,
 	// rt returns the named identifier of the resilient runtime package.
 	"rt": unset,
-	// pol returns the named identifier of the runtime/policy package.
+	// pol returns the named identifier of the runtime/policy package, the
+	// policy values.
 	"pol": unset,
 	// kind returns the runtime/policy constant of a policy.Kind:
 	// policy.KindUnary.
