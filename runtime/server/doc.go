@@ -3,7 +3,8 @@
 // annotations as the generated clients.
 //
 // A Guard, built from the policies of one or more services served by one
-// gRPC server, gives that server:
+// gRPC server (each a policy.Server of package runtime/policy, which the
+// plugin generates as XxxServerPolicy), gives that server:
 //
 //   - dead requests dropped: a request whose deadline has passed, or that
 //     leaves less time than the method's MinDeadline, is refused with
