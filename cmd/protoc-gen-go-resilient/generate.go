@@ -40,12 +40,12 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
 	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2024
 
-	type resolved struct {
+	type resolvedFile struct {
 		file     *protogen.File
 		services []*service
 	}
 	var (
-		todo []resolved
+		todo []resolvedFile
 		ps   problems
 	)
 	for _, f := range gen.Files {
@@ -53,7 +53,7 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 			continue
 		}
 		checkOptionsVersion(f, &ps) // skew.go
-		todo = append(todo, resolved{f, resolveFile(f, &ps)})
+		todo = append(todo, resolvedFile{f, resolveFile(f, &ps)})
 	}
 	if err := ps.err(); err != nil {
 		return err
