@@ -206,10 +206,13 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
 		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
 		"literal": func(v any, code ...map[string]string) (string, error) {
-			if len(code) > 1 {
-				return "", fmt.Errorf("protoc-gen-go-resilient: literal takes one map of code, got %d", len(code))
+			switch len(code) {
+			case 0:
+				return literal(g, v, nil)
+			case 1:
+				return literal(g, v, code[0])
 			}
-			return literal(g, v, append(code, nil)[0])
+			return "", fmt.Errorf("protoc-gen-go-resilient: literal takes at most one map of code, got %d", len(code))
 		},
 		"newResponses": func(sd *serviceData) map[string]string { return newResponses(g, sd) },
 	}

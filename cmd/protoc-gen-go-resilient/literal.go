@@ -119,15 +119,20 @@ func literal(g *protogen.GeneratedFile, v any, code map[string]string) (string, 
 		rv = rv.Elem()
 	}
 	if rv.Kind() != reflect.Struct {
-		return "", fmt.Errorf("protoc-gen-go-resilient: a literal of a %T, want a runtime/policy struct", v)
+		return "", fmt.Errorf("protoc-gen-go-resilient: a literal of %T %v: want a runtime/policy struct or a pointer to one", v, v)
 	}
-	w := &literalWriter{g: g, code: code}
+	w := &literalWriter{g: g, code: code, root: rv.Type(), used: map[string]bool{}}
 	name, err := w.typeName(rv.Type(), "")
 	if err != nil {
 		return "", err
 	}
 	if err := w.block(rv, "", 0, name+"{"); err != nil {
 		return "", err
+	}
+	for path := range code {
+		if !w.used[path] {
+			return "", w.errorf(path, "code given for a field the literal does not hold")
+		}
 	}
 	return w.b.String(), nil
 }
@@ -136,20 +141,32 @@ func literal(g *protogen.GeneratedFile, v any, code map[string]string) (string, 
 type literalWriter struct {
 	g    *protogen.GeneratedFile
 	code map[string]string
+	root reflect.Type    // of the literal, which errors name
+	used map[string]bool // the paths of code written
 	b    strings.Builder
 }
 
-// A field is one field of a struct the literal writes.
-type field struct {
+// errorf is an error at path of the literal.
+func (w *literalWriter) errorf(path, format string, args ...any) error {
+	where := w.root.String()
+	if path != "" {
+		where += "." + path
+	}
+	return fmt.Errorf("protoc-gen-go-resilient: the literal of %s: %s", where, fmt.Sprintf(format, args...))
+}
+
+// A litField is one field of a struct the literal writes.
+type litField struct {
 	name, path string
 	v          reflect.Value
 }
 
 // fields lists the fields of the struct v, at path, that its literal
-// writes, in the order of the type: the exported ones that are not zero,
-// the zeroWritten ones, and those code holds an expression for.
-func (w *literalWriter) fields(v reflect.Value, path string) []field {
-	var out []field
+// writes, in the order of the type: the exported ones (no literal outside
+// runtime/policy can set another) that are not zero, the zeroWritten ones,
+// and those code holds an expression for.
+func (w *literalWriter) fields(v reflect.Value, path string) []litField {
+	var out []litField
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -163,7 +180,7 @@ func (w *literalWriter) fields(v reflect.Value, path string) []field {
 		if _, ok := w.code[p]; !ok && v.Field(i).IsZero() && !zeroWritten[f.Name] {
 			continue
 		}
-		out = append(out, field{f.Name, p, v.Field(i)})
+		out = append(out, litField{f.Name, p, v.Field(i)})
 	}
 	return out
 }
@@ -194,6 +211,7 @@ func (w *literalWriter) indent(depth int) {
 // value writes v, found at path, depth braces in.
 func (w *literalWriter) value(v reflect.Value, path string, depth int) error {
 	if c, ok := w.code[path]; ok {
+		w.used[path] = true
 		w.b.WriteString(c)
 		return nil
 	}
@@ -209,7 +227,7 @@ func (w *literalWriter) value(v reflect.Value, path string, depth int) error {
 	if name, ok := constNames[t]; ok {
 		c, ok := name(v)
 		if !ok {
-			return fmt.Errorf("protoc-gen-go-resilient: %s: %v is no constant of %s", path, v, t)
+			return w.errorf(path, "%v is no constant of %s", v, t)
 		}
 		w.b.WriteString(w.g.QualifiedGoIdent(c))
 		return nil
@@ -232,7 +250,7 @@ func (w *literalWriter) value(v reflect.Value, path string, depth int) error {
 	if t.PkgPath() != "" {
 		// A named type of its own (an enum-like one) would be written
 		// as a bare number.
-		return fmt.Errorf("protoc-gen-go-resilient: %s: no Go expression for a %s: name its constants in constNames (literal.go)", path, t)
+		return w.errorf(path, "no Go expression for a %s: name its constants in constNames (literal.go)", t)
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -246,7 +264,7 @@ func (w *literalWriter) value(v reflect.Value, path string, depth int) error {
 	case reflect.Float32, reflect.Float64:
 		w.b.WriteString(strconv.FormatFloat(v.Float(), 'g', -1, 64))
 	default:
-		return fmt.Errorf("protoc-gen-go-resilient: %s: no Go expression for a %s", path, t)
+		return w.errorf(path, "no Go expression for a %s", t)
 	}
 	return nil
 }
@@ -293,7 +311,7 @@ func (w *literalWriter) slice(v reflect.Value, path string, depth int) error {
 		return nil
 	}
 	if et.PkgPath() != "" || et.Kind() == reflect.Pointer || et.Kind() == reflect.Slice {
-		return fmt.Errorf("protoc-gen-go-resilient: %s: no Go expression for a %s", path, v.Type())
+		return w.errorf(path, "no Go expression for a %s", v.Type())
 	}
 	w.b.WriteString("[]" + et.String() + "{")
 	for i := range v.Len() {
@@ -317,7 +335,7 @@ func (w *literalWriter) typeName(t reflect.Type, path string) (string, error) {
 		name, ok = t.Name(), true
 	}
 	if !ok {
-		return "", fmt.Errorf("protoc-gen-go-resilient: %s: %s is no type of runtime/policy: name its alias there in aliasNames (literal.go)", path, t)
+		return "", w.errorf(path, "%s is no type of runtime/policy: name its alias there in aliasNames (literal.go)", t)
 	}
 	return w.g.QualifiedGoIdent(policyPackage.Ident(name)), nil
 }
