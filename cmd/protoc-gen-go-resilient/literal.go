@@ -84,13 +84,6 @@ var zeroWritten = map[string]bool{
 	"OnStoreError": true,
 }
 
-// aliasNames names the policy types that are aliases of a type of an
-// internal package, which reflection knows only by that type's own name.
-var aliasNames = map[reflect.Type]string{
-	reflect.TypeFor[policy.AdaptiveLimit](): "AdaptiveLimit",
-	reflect.TypeFor[policy.Throttle]():      "Throttle",
-}
-
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	codeSetType  = reflect.TypeFor[policy.CodeSet]()
@@ -327,17 +320,12 @@ func (w *literalWriter) slice(v reflect.Value, path string, depth int) error {
 }
 
 // typeName is the name of the struct type t, found at path, as the
-// generated file spells it: a type of runtime/policy, by its own name or
-// the alias it has there.
+// generated file spells it: a type of runtime/policy, by its name.
 func (w *literalWriter) typeName(t reflect.Type, path string) (string, error) {
-	name, ok := aliasNames[t]
-	if !ok && t.PkgPath() == string(policyPackage) {
-		name, ok = t.Name(), true
+	if t.PkgPath() != string(policyPackage) {
+		return "", w.errorf(path, "%s is no type of runtime/policy: the literal prints policy values only", t)
 	}
-	if !ok {
-		return "", w.errorf(path, "%s is no type of runtime/policy: name its alias there in aliasNames (literal.go)", t)
-	}
-	return w.g.QualifiedGoIdent(policyPackage.Ident(name)), nil
+	return w.g.QualifiedGoIdent(policyPackage.Ident(t.Name())), nil
 }
 
 // constNames name the constant of a value of each enum-like type of the
