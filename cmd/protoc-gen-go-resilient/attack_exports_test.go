@@ -247,17 +247,20 @@ func TestAttackDocsMixedSafety(t *testing.T) {
 	for _, s := range sections[1:] {
 		name := s[:strings.Index(s, "\n")]
 		keyed := name == "WriteKeyed" || name == "WriteGenerated"
-		if got := strings.Contains(s, "| retried by the exports | only with its key"); got != keyed {
-			t.Errorf("%s: row 'retried by the exports' present %v, want %v:\n%s", name, got, keyed, s)
+		if got := strings.Contains(s, "Retried by the exports only with its key"); got != keyed {
+			t.Errorf("%s: sentence 'Retried by the exports only with its key' present %v, want %v:\n%s", name, got, keyed, s)
 		}
 		stream := name == "Watch" || name == "Upload" || name == "Chat"
-		if stream && !strings.Contains(s, "| attempts | 1: streams are not retried |") {
+		if stream && !strings.Contains(s, "| `methods."+name+".retry` | none | streams are not retried |") {
 			t.Errorf("%s: the page does not say the stream is not retried:\n%s", name, s)
 		}
-		if name == "Write_Plain" && !strings.Contains(s, "| attempts | 1 |") {
+		if stream && strings.Contains(s, ".retry.") {
+			t.Errorf("%s: the page shows retry settings of a stream:\n%s", name, s)
+		}
+		if name == "Write_Plain" && !strings.Contains(s, "| `methods.Write_Plain.retry` | none |") {
 			t.Errorf("Write_Plain: not one attempt:\n%s", s)
 		}
-		if name == "Read_NoSideEffects" && !strings.Contains(s, "| idempotent | yes | `idempotency_level = NO_SIDE_EFFECTS` |") {
+		if name == "Read_NoSideEffects" && !strings.Contains(s, "| `methods.Read_NoSideEffects.idempotent` | true | `idempotency_level = NO_SIDE_EFFECTS` |") {
 			t.Errorf("Read_NoSideEffects: idempotency not credited to idempotency_level:\n%s", s)
 		}
 	}

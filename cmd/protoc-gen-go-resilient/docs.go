@@ -5,22 +5,27 @@ package main
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/compiler/protogen"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-// policyMarkdown renders the page of a file's policy: per service, what its
-// methods share, and per method every value in force and the option it
-// came from (the method's, the service's or the file's annotation, the
-// method's idempotency_level, or the contract's default). The values are
-// the resolved policy the Go client is generated from; the origins are the
-// layers it was merged from (merge.go).
+// policyMarkdown renders the page of a file's policy: per service, the
+// values its methods share, and per method its own, each under the key an
+// override file sets it with and the option it came from (the method's,
+// the service's or the file's annotation, the method's idempotency_level,
+// or the contract's default). The values are the lists of the resolved
+// policies the generated code holds (policy.Service.Settings and
+// policy.Server.Settings, by reflection over the types, so that a new
+// field is on the page without a line here); the origins are the layers
+// they were merged from (merge.go).
 func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -29,60 +34,153 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 	p("")
 	p("# Resilience policy of `%s`", f.Desc.Path())
 	p("")
-	p("What the generated clients apply to each method, and where each value")
-	p("comes from: `method`, `service` or `file` for the `(resilient.v1.method)`,")
-	p("`(resilient.v1.service)` or `(resilient.v1.file)` annotation, `default` for")
-	p("the contract's default (`options/resilient/v1/resilient.proto`).")
+	p("Every value the generated code applies, under the key an override file")
+	p("writes it with (a method's under `methods.<name>.`; `Client.Changes`")
+	p("reports the client's by the same keys), and where it comes from:")
+	p("`method`, `service` or `file` for the `(resilient.v1.method)`,")
+	p("`(resilient.v1.service)` or `(resilient.v1.file)` annotation, `default`")
+	p("for the contract's default (`options/resilient/v1/resilient.proto`). The")
+	p("keys under `shedding` and a method's `server` are the server side's")
+	p("(`XxxServerPolicy`), the others the client's (`XxxResilientPolicy`).")
+	p("`idempotent`, `idempotency_key` and `generate_idempotency_key` are part")
+	p("of the contract: the override loader refuses them.")
 
 	for i, s := range f.Services {
-		sp := &services[i].Policy
-		shared := services[i].shared // the resolver's record of where each value came from
+		rs := services[i]
+		client := rs.Policy.Settings()
+		var server []policy.Setting
+		if rs.Server != nil {
+			server = rs.Server.Settings()
+		}
 		p("")
 		p("## %s", s.Desc.FullName())
 		p("")
 		p("Shared by the methods of the service:")
 		p("")
 		t := table{}
-		if sp.Breaker != nil {
-			t.breaker("circuit breaker", sp.Breaker, shared)
-		} else {
-			t.row("circuit breaker", "none", from(shared, "circuit_breaker"))
-		}
-		if sp.Bulkhead != nil {
-			t.row("bulkhead", fmt.Sprintf("%d permits", sp.Bulkhead.Permits), from(shared, "bulkhead.permits"))
-			t.row("bulkhead: wait for a permit", orNone(sp.Bulkhead.MaxWait, "0 (refused at once)"), from(shared, "bulkhead.max_wait"))
-		} else {
-			t.row("bulkhead", "none", from(shared, "bulkhead"))
-		}
-		if sp.AdaptiveLimit != nil {
-			t.adaptiveLimit("adaptive limit", sp.AdaptiveLimit, shared)
-		}
-		if th := sp.ClientThrottle; th != nil {
-			t.row("client throttle: k", fmt.Sprintf("%v requests per accept", th.K), from(shared, "client_throttle.k"))
-			t.row("client throttle: window", th.Window.String(), from(shared, "client_throttle.window"))
-			t.row("client throttle: max refusal", fmt.Sprint(th.MaxRefusal), from(shared, "client_throttle.max_refusal"))
-		}
-		if bp := sp.Budget; bp != nil {
-			t.row("retry budget: ratio", fmt.Sprintf("%v retries per request", bp.Ratio), from(shared, "retry_budget.ratio"))
-			t.row("retry budget: floor", fmt.Sprintf("%d retries per window", bp.MinRetries), from(shared, "retry_budget.min_retries"))
-			t.row("retry budget: window", bp.Window.String(), from(shared, "retry_budget.window"))
-		} else {
-			t.row("retry budget", "none: no method retries", "")
+		for _, st := range append(ofService(client), ofService(server)...) {
+			t.row(st.Key, asWritten(st.Key, st.Value), from(rs.shared, st.Key))
 		}
 		t.write(&b)
+		if rs.Policy.Budget == nil {
+			p("")
+			p("No method retries: the service has no retry budget.")
+		}
+		if rs.Server == nil {
+			p("")
+			p("No server-side annotation (`shedding`, `server`): the generated file")
+			p("holds no `%sServerPolicy`.", s.GoName)
+		}
 
 		for j, m := range s.Methods {
-			mp := services[i].methods[j]
-			eff := mp.eff
+			rm := rs.methods[j]
 			p("")
 			p("### %s", m.Desc.Name())
 			p("")
-			p("`%s`, %s.", mp.Policy.Name, kindWord(m))
+			p("%s", methodSentence(m, rm, &rs.Policy))
 			p("")
-			methodRows(&b, m, mp, eff)
+			prefix := "methods." + string(m.Desc.Name()) + "."
+			t := table{}
+			for _, st := range append(ofMethod(client, prefix), ofMethod(server, prefix)...) {
+				path := strings.TrimPrefix(st.Key, prefix)
+				t.row(st.Key, asWritten(path, st.Value), methodOrigin(m, rm, path))
+			}
+			t.write(&b)
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// ofService returns the settings of the service itself: those not under
+// "methods.".
+func ofService(ss []policy.Setting) []policy.Setting {
+	var out []policy.Setting
+	for _, s := range ss {
+		if !strings.HasPrefix(s.Key, "methods.") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ofMethod returns the settings under prefix ("methods.Get.").
+func ofMethod(ss []policy.Setting, prefix string) []policy.Setting {
+	var out []policy.Setting
+	for _, s := range ss {
+		if strings.HasPrefix(s.Key, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// methodSentence says what a method is, beside its table: its full name,
+// kind and priority (part of the contract, not a setting), its cache's key
+// fields, which of the service's groups it shares and which it has of its
+// own, and when the exports retry it only with its key.
+func methodSentence(m *protogen.Method, rm *method, sp *policy.Service) string {
+	mp, eff := rm.Policy, rm.eff
+	prio := eff.policy.GetPriority()
+	if prio == resilientv1.Priority_PRIORITY_UNSPECIFIED {
+		prio = resilientv1.Priority_PRIORITY_NORMAL
+	}
+	out := fmt.Sprintf("`%s`, %s, priority `%s` (%s).", mp.Name, kindWord(m),
+		strings.ToLower(strings.TrimPrefix(prio.String(), "PRIORITY_")), from(eff, "priority"))
+	own, shared := groupsOf(mp, sp)
+	switch {
+	case len(own) > 0 && len(shared) > 0:
+		out += fmt.Sprintf(" It has its own %s and shares the service's %s.", and(own), and(shared))
+	case len(own) > 0:
+		out += fmt.Sprintf(" It has its own %s.", and(own))
+	case len(shared) > 0:
+		out += fmt.Sprintf(" It shares the service's %s.", and(shared))
+	}
+	if c := mp.Cache; c != nil {
+		out += " Its cache is keyed by `" + strings.Join(c.KeyFields, "`, `") + "`."
+	}
+	if !repeatableWithoutKey(mp) {
+		out += " Retried by the exports only with its key: the gRPC service config neither retries nor hedges it" +
+			" (a caller that loads it need not send `idempotency-key`, and a service config cannot retry on a header);" +
+			" Envoy retries only requests that carry `idempotency-key`."
+	}
+	return out
+}
+
+// groupsOf names the groups of the service's policy (the pointer fields
+// of policy.Service) that apply to the method: those it has of its own (a
+// field of policy.Method of the same name, set) and those of the service
+// it goes through. A stream goes through the breaker and the bulkhead
+// only (README: Streams); the retry budget bounds only methods that retry.
+func groupsOf(mp *policy.Method, sp *policy.Service) (own, shared []string) {
+	sv, mv := reflect.ValueOf(sp).Elem(), reflect.ValueOf(mp).Elem()
+	for i := range sv.NumField() {
+		name := sv.Type().Field(i).Name
+		f := sv.Field(i)
+		if f.Kind() != reflect.Pointer {
+			continue
+		}
+		words := strings.ReplaceAll(contract.OptionName(name), "_", " ")
+		if mf := mv.FieldByName(name); mf.IsValid() && !mf.IsNil() {
+			own = append(own, words)
+			continue
+		}
+		applies := name == "Breaker" || name == "Bulkhead" || mp.Kind == policy.KindUnary
+		if name == "Budget" {
+			applies = mp.Retry != nil
+		}
+		if !f.IsNil() && applies {
+			shared = append(shared, words)
+		}
+	}
+	return own, shared
+}
+
+// and joins words as a list in prose: "a", "a and b", "a, b and c".
+func and(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // kindWord names the kind of a method: "unary", "server-streaming", …
@@ -93,86 +191,26 @@ func kindWord(m *protogen.Method) string {
 	return "unary"
 }
 
-// methodRows writes the table of one method's policy.
-func methodRows(b *strings.Builder, m *protogen.Method, rm *method, eff merged) {
-	mp := rm.Policy
-	t := table{}
-	idem, idemFrom := "no", from(eff, "idempotent")
-	level := m.Desc.Options().(*descriptorpb.MethodOptions).GetIdempotencyLevel()
+// methodOrigin says where the method's value at path ("retry.max_attempts",
+// "server.dedup.ttl") came from: as from, but idempotency may come from
+// protobuf's idempotency_level, and a stream has no retry and sends no key
+// whatever its service says.
+func methodOrigin(m *protogen.Method, rm *method, path string) string {
+	eff := rm.eff
+	stream := streamKind(m) != ""
 	switch {
-	case eff.policy.GetIdempotent():
-		idem = "yes"
-	case mp.Idempotent:
-		idem, idemFrom = "yes", fmt.Sprintf("`idempotency_level = %s`", level)
+	case path == "idempotent" && rm.Policy.Idempotent && !eff.policy.GetIdempotent():
+		level := m.Desc.Options().(*descriptorpb.MethodOptions).GetIdempotencyLevel()
+		return fmt.Sprintf("`idempotency_level = %s`", level)
+	case path == "retry" && stream:
+		return "streams are not retried"
+	case path == "idempotency_key" && stream:
+		return "streams send none"
+	case path == "retry" && eff.has("retry"):
+		// max_attempts: 1, the only way to write a retry that does not retry
+		return fmt.Sprintf("%s (`max_attempts: %d`)", from(eff, "retry.max_attempts"), eff.policy.GetRetry().GetMaxAttempts())
 	}
-	t.row("idempotent", idem, idemFrom)
-	if mp.IdempotencyKey != "" {
-		t.row("idempotency key", "`"+mp.IdempotencyKey+"`", from(eff, "idempotency_key"))
-	} else if mp.GenerateIdempotencyKey {
-		t.row("idempotency key", "generated, one per call", from(eff, "generate_idempotency_key"))
-	} else if streamKind(m) == "" {
-		t.row("idempotency key", "none", from(eff, "idempotency_key"))
-	}
-	t.row("timeout of an attempt", orNone(mp.Timeout, "none"), from(eff, "timeout"))
-	t.row("timeout of the call", orNone(mp.OverallTimeout, "none"), from(eff, "overall_timeout"))
-	switch r := mp.Retry; {
-	case r != nil:
-		t.row("attempts", fmt.Sprint(r.MaxAttempts), from(eff, "retry.max_attempts"))
-		t.row("backoff: first bound", r.InitialBackoff.String(), from(eff, "retry.initial_backoff"))
-		t.row("backoff: cap", r.MaxBackoff.String(), from(eff, "retry.max_backoff"))
-		t.row("backoff: multiplier", fmt.Sprint(r.Multiplier), from(eff, "retry.backoff_multiplier"))
-		t.row("retryable codes", strings.Join(codeNames(r.RetryableCodes), ", "), from(eff, "retry.retryable_codes"))
-	case streamKind(m) != "":
-		t.row("attempts", "1: streams are not retried", "")
-	case eff.has("retry"):
-		t.row("attempts", "1", from(eff, "retry.max_attempts"))
-	default:
-		t.row("attempts", "1", from(eff, "retry"))
-	}
-	if !repeatableWithoutKey(mp) {
-		t.row("retried by the exports", "only with its key: the gRPC service config neither retries nor hedges it (a caller that loads it need not send `idempotency-key`, and a service config cannot retry on a header); Envoy retries only requests that carry `idempotency-key`", "")
-	}
-	switch {
-	case mp.Breaker != nil:
-		t.breaker("circuit breaker (its own)", mp.Breaker, eff)
-	case eff.policy.GetCircuitBreaker() != nil:
-		t.row("circuit breaker", "the service's", from(eff, "circuit_breaker"))
-	default:
-		t.row("circuit breaker", "none", from(eff, "circuit_breaker"))
-	}
-	switch {
-	case mp.Bulkhead != nil:
-		t.row("bulkhead (its own)", fmt.Sprintf("%d permits", mp.Bulkhead.Permits), from(eff, "bulkhead.permits"))
-		t.row("bulkhead: wait for a permit", orNone(mp.Bulkhead.MaxWait, "0 (refused at once)"), from(eff, "bulkhead.max_wait"))
-	case eff.policy.GetBulkhead() != nil:
-		t.row("bulkhead", "the service's", from(eff, "bulkhead"))
-	default:
-		t.row("bulkhead", "none", from(eff, "bulkhead"))
-	}
-	if al := mp.AdaptiveLimit; al != nil {
-		t.adaptiveLimit("adaptive limit (its own)", al, eff)
-	}
-	if h := mp.Hedging; h != nil {
-		t.row("hedging: delay", h.Delay.String(), from(eff, "hedging.delay"))
-		t.row("hedging: copies", fmt.Sprint(h.MaxCopies), from(eff, "hedging.max_copies"))
-		t.row("hedging: non-fatal codes", strings.Join(codeNames(h.NonFatalCodes), ", "), from(eff, "hedging.non_fatal_codes"))
-	} else {
-		t.row("hedging", "none", from(eff, "hedging"))
-	}
-	if c := mp.Cache; c != nil {
-		t.row("cache: fresh for", c.FreshTTL.String(), from(eff, "cache.fresh_ttl"))
-		t.row("cache: stale on error for", c.StaleTTL.String(), from(eff, "cache.stale_ttl"))
-		t.row("cache: key", "`"+strings.Join(c.KeyFields, "`, `")+"`", from(eff, "cache.key_fields"))
-		t.row("cache: entries", fmt.Sprint(c.MaxEntries), from(eff, "cache.max_entries"))
-	} else {
-		t.row("cache", "none", from(eff, "cache"))
-	}
-	prio := eff.policy.GetPriority()
-	if prio == resilientv1.Priority_PRIORITY_UNSPECIFIED {
-		prio = resilientv1.Priority_PRIORITY_NORMAL
-	}
-	t.row("priority", strings.ToLower(strings.TrimPrefix(prio.String(), "PRIORITY_")), from(eff, "priority"))
-	t.write(b)
+	return from(eff, path)
 }
 
 // from says which level set the field at path, or that it is the default.
@@ -191,43 +229,48 @@ func from(m merged, path string) string {
 	}
 }
 
-func orNone(d time.Duration, none string) string {
-	if d <= 0 {
-		return none
-	}
-	return d.String()
-}
-
-// table is a Markdown table of settings, their values and origins.
+// table is a Markdown table of settings: their keys, values and origins.
 type table [][3]string
 
-func (t *table) row(setting, value, origin string) {
-	*t = append(*t, [3]string{setting, value, origin})
+func (t *table) row(key, value, origin string) {
+	*t = append(*t, [3]string{"`" + key + "`", value, origin})
 }
 
-func (t *table) breaker(name string, bp *policy.Breaker, m merged) {
-	t.row(name+": opens at", fmt.Sprintf("%v of the calls failing", bp.FailureRatio), from(m, "circuit_breaker.failure_ratio"))
-	t.row(name+": minimum calls", fmt.Sprint(bp.MinimumCalls), from(m, "circuit_breaker.minimum_calls"))
-	if bp.WindowCalls > 0 {
-		t.row(name+": window", fmt.Sprintf("the last %d calls", bp.WindowCalls), from(m, "circuit_breaker.window_calls"))
-	} else {
-		t.row(name+": window", bp.Window.String(), from(m, "circuit_breaker.window"))
+// asWritten shows the value of the option at path ("retry.retryable_codes")
+// as an override file writes it: a set of codes, "[A B]" in
+// policy.Settings, as "[A, B]"; the value of an enum option, named in
+// policy.Settings as its Go constant ("RunWithoutDedup"), by the option's
+// name (ON_STORE_ERROR_RUN_WITHOUT_DEDUP).
+func asWritten(path, value string) string {
+	if strings.HasPrefix(value, "[") {
+		return strings.ReplaceAll(value, " ", ", ")
 	}
-	t.row(name+": cool-down", bp.CoolDown.String(), from(m, "circuit_breaker.cool_down"))
-	t.row(name+": probes", fmt.Sprint(bp.HalfOpenProbes), from(m, "circuit_breaker.half_open_probes"))
-	t.row(name+": slow call", orNone(bp.SlowCallThreshold, "none"), from(m, "circuit_breaker.slow_call_threshold"))
-	t.row(name+": failure codes", strings.Join(codeNames(bp.FailureCodes), ", "), from(m, "circuit_breaker.failure_codes"))
+	var fd protoreflect.FieldDescriptor
+	md := (&resilientv1.Policy{}).ProtoReflect().Descriptor()
+	for _, name := range strings.Split(path, ".") {
+		if md == nil {
+			return value
+		}
+		if fd = md.Fields().ByName(protoreflect.Name(name)); fd == nil {
+			return value
+		}
+		md = fd.Message()
+	}
+	if fd == nil || fd.Enum() == nil {
+		return value
+	}
+	suffix := "_" + strings.ToUpper(contract.OptionName(value))
+	for i, vs := 0, fd.Enum().Values(); i < vs.Len(); i++ {
+		if name := string(vs.Get(i).Name()); strings.HasSuffix(name, suffix) {
+			return name
+		}
+	}
+	return value
 }
 
 func (t table) write(b *strings.Builder) {
-	b.WriteString("| setting | in force | from |\n|---|---|---|\n")
+	b.WriteString("| key | in force | from |\n|---|---|---|\n")
 	for _, r := range t {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", r[0], r[1], r[2])
 	}
-}
-
-func (t *table) adaptiveLimit(name string, al *policy.AdaptiveLimit, m merged) {
-	t.row(name+": attempts in flight", fmt.Sprintf("%d to %d, from %d", al.MinLimit, al.MaxLimit, al.InitialLimit), from(m, "adaptive_limit"))
-	t.row(name+": tolerance", fmt.Sprintf("%v × the smallest RTT of %s", al.Tolerance, al.BaselineWindow), from(m, "adaptive_limit.tolerance"))
-	t.row(name+": smoothing", fmt.Sprint(al.Smoothing), from(m, "adaptive_limit.smoothing"))
 }

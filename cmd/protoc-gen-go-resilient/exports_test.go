@@ -47,7 +47,14 @@ func runPluginParams(t testing.TB, req *pluginpb.CodeGeneratorRequest) *pluginpb
 // given parameters and returns the files by name.
 func exportFiles(t testing.TB, name, params string) map[string]string {
 	t.Helper()
-	req := compileRequest(t, "module="+testModule+","+params, []string{"testdata", "../../options"}, "export/"+name+".proto")
+	return testdataFiles(t, "export/"+name+".proto", params)
+}
+
+// testdataFiles generates the files of testdata/<path> with the given
+// parameters and returns them by name.
+func testdataFiles(t testing.TB, path, params string) map[string]string {
+	t.Helper()
+	req := compileRequest(t, "module="+testModule+","+params, []string{"testdata", "../../options"}, path)
 	resp := runPluginParams(t, req)
 	if resp.Error != nil {
 		t.Fatalf("plugin error:\n%s", resp.GetError())
@@ -90,14 +97,22 @@ func TestExportGolden(t *testing.T) {
 		{"throttle", "service_config=true", "throttle/throttle.service_config.json", "throttle.service_config.json"},
 		{"adaptive", "envoy=true", "adaptive/adaptive.envoy.yaml", "adaptive.envoy.yaml"},
 		{"adaptive", "docs", "adaptive/adaptive.policy.md", "adaptive.policy.md"},
+		// The server side and the rate limit on the page, from the
+		// generated code's own test files.
+		{"gen/server", "docs", "server/server.policy.md", "server.policy.md"},
+		{"gen/rate_limit", "docs", "rate_limit/rate_limit.policy.md", "rate_limit.policy.md"},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
-			files := exportFiles(t, tc.proto, tc.params)
+			src, name, ok := strings.Cut(tc.proto, "/")
+			if !ok {
+				src, name = "export", tc.proto
+			}
+			files := testdataFiles(t, src+"/"+name+".proto", tc.params)
 			got, ok := files[tc.file]
 			if !ok {
 				t.Fatalf("%s not written; got %v", tc.file, keys(files))
 			}
-			if _, ok := files[tc.proto+"/"+tc.proto+"_resilient.pb.go"]; !ok || len(files) != 2 {
+			if _, ok := files[name+"/"+name+"_resilient.pb.go"]; !ok || len(files) != 2 {
 				t.Errorf("wrote %v, want the Go client and %s", keys(files), tc.file)
 			}
 			checkGolden(t, tc.golden, got)

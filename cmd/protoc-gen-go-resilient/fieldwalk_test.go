@@ -28,10 +28,9 @@ type fieldCase struct {
 	svc0, svc1 string // (resilient.v1.service) without and with the field
 	m0, m1     string // (resilient.v1.method) of Get without and with it
 	override   string // "" for none: the field is then declared not overridable
-	// exports are the outputs that show the field: "docs" (the policy
-	// page), "service_config", "envoy". The policy page does not show yet
-	// the rate limit, generate_idempotency_key and the server side
-	// (docs.go); the cases of those fields list no export until it does.
+	// exports are the exports besides the policy page that show the
+	// field: "service_config", "envoy". The policy page ("docs") shows
+	// every field, the walk checks it for each.
 	exports []string
 }
 
@@ -41,9 +40,9 @@ var fieldCases = map[string]fieldCase{
 	"idempotent":               {m0: ``, m1: `idempotent: true`},
 	"timeout":                  {m1: `timeout: {seconds: 7}`, override: `methods: {GetStock: {timeout: 100ms}}`, exports: allExports},
 	"overall_timeout":          {m1: `overall_timeout: {seconds: 7}`, override: `methods: {GetStock: {overall_timeout: 2s}}`, exports: allExports},
-	"idempotency_key":          {m1: `idempotency_key: "id"`, exports: []string{"docs"}},
+	"idempotency_key":          {m1: `idempotency_key: "id"`},
 	"generate_idempotency_key": {m1: `generate_idempotency_key: true`},
-	"priority":                 {m1: `priority: PRIORITY_HIGH`, exports: []string{"docs"}},
+	"priority":                 {m1: `priority: PRIORITY_HIGH`},
 
 	"retry.max_attempts":       retryCase(`max_attempts: 5`, `{max_attempts: 2}`),
 	"retry.initial_backoff":    retryCase(`initial_backoff: {nanos: 10000000}`, `{initial_backoff: 10ms}`),
@@ -62,14 +61,14 @@ var fieldCases = map[string]fieldCase{
 	"circuit_breaker.half_open_probes":    breakerCase(`half_open_probes: 5`, `{half_open_probes: 5}`),
 	"circuit_breaker.slow_call_threshold": breakerCase(`slow_call_threshold: {seconds: 1}`, `{slow_call_threshold: 1s}`),
 	"circuit_breaker.failure_codes":       breakerCase(`failure_codes: ["INTERNAL"]`, `{failure_codes: [INTERNAL]}`),
-	"circuit_breaker.window_calls":        {svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {window_calls: 50}`, override: `circuit_breaker: {window_calls: 40}`, exports: []string{"docs", "envoy"}},
+	"circuit_breaker.window_calls":        {svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {window_calls: 50}`, override: `circuit_breaker: {window_calls: 40}`, exports: []string{"envoy"}},
 	"circuit_breaker.per_method": {svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {}`,
-		m1: `circuit_breaker: {per_method: true}`, override: `methods: {GetStock: {circuit_breaker: {per_method: true}}}`, exports: []string{"docs"}},
+		m1: `circuit_breaker: {per_method: true}`, override: `methods: {GetStock: {circuit_breaker: {per_method: true}}}`},
 
-	"bulkhead.permits":  {svc0: `bulkhead: {permits: 1}`, svc1: `bulkhead: {permits: 9}`, override: `bulkhead: {permits: 3}`, exports: []string{"docs"}},
-	"bulkhead.max_wait": {svc0: `bulkhead: {permits: 1}`, svc1: `bulkhead: {permits: 1, max_wait: {seconds: 1}}`, override: `bulkhead: {max_wait: 1s}`, exports: []string{"docs"}},
+	"bulkhead.permits":  {svc0: `bulkhead: {permits: 1}`, svc1: `bulkhead: {permits: 9}`, override: `bulkhead: {permits: 3}`},
+	"bulkhead.max_wait": {svc0: `bulkhead: {permits: 1}`, svc1: `bulkhead: {permits: 1, max_wait: {seconds: 1}}`, override: `bulkhead: {max_wait: 1s}`},
 	"bulkhead.per_method": {svc0: `bulkhead: {permits: 2}`, svc1: `bulkhead: {permits: 2}`,
-		m1: `bulkhead: {per_method: true}`, override: `methods: {GetStock: {bulkhead: {per_method: true}}}`, exports: []string{"docs"}},
+		m1: `bulkhead: {per_method: true}`, override: `methods: {GetStock: {bulkhead: {per_method: true}}}`},
 
 	"hedging.delay":           hedgingCase(`delay: {nanos: 2000}`, `{delay: 50ms}`),
 	"hedging.max_copies":      hedgingCase(`delay: {nanos: 1000}, max_copies: 3`, `{delay: 50ms, max_copies: 3}`),
@@ -88,7 +87,7 @@ var fieldCases = map[string]fieldCase{
 	"adaptive_limit.smoothing":       adaptiveCase(`smoothing: 0.2`, `{smoothing: 0.2}`),
 	"adaptive_limit.baseline_window": adaptiveCase(`baseline_window: {seconds: 60}`, `{baseline_window: 1m}`),
 	"adaptive_limit.per_method": {svc0: `timeout: {seconds: 1} adaptive_limit: {}`, svc1: `timeout: {seconds: 1} adaptive_limit: {}`,
-		m1: `adaptive_limit: {per_method: true}`, override: `methods: {GetStock: {adaptive_limit: {per_method: true}}}`, exports: []string{"docs"}},
+		m1: `adaptive_limit: {per_method: true}`, override: `methods: {GetStock: {adaptive_limit: {per_method: true}}}`},
 
 	"client_throttle.k":           throttleCase(`k: 3`, `{k: 3}`),
 	"client_throttle.window":      throttleCase(`window: {seconds: 2}`, `{window: 2s}`),
@@ -96,7 +95,7 @@ var fieldCases = map[string]fieldCase{
 
 	"cache.fresh_ttl":   cacheCase(`fresh_ttl: {seconds: 2}`, `{fresh_ttl: 2s, stale_ttl: 10m}`),
 	"cache.stale_ttl":   cacheCase(`fresh_ttl: {seconds: 1}, stale_ttl: {seconds: 5}`, `{stale_ttl: 10m}`),
-	"cache.key_fields":  {m0: cacheM0, m1: `idempotent: true timeout: {seconds: 1} cache: {fresh_ttl: {seconds: 1}, key_fields: ["id", "other"]}`, exports: []string{"docs"}},
+	"cache.key_fields":  {m0: cacheM0, m1: `idempotent: true timeout: {seconds: 1} cache: {fresh_ttl: {seconds: 1}, key_fields: ["id", "other"]}`},
 	"cache.max_entries": cacheCase(`fresh_ttl: {seconds: 1}, max_entries: 5`, `{max_entries: 5}`),
 
 	"server.min_deadline":    {m1: `server: {min_deadline: {seconds: 1}}`, override: `methods: {GetStock: {server: {min_deadline: 20ms}}}`},
@@ -114,7 +113,7 @@ var fieldCases = map[string]fieldCase{
 	"shedding.code":     sheddingCase(`low: 1, normal: 2, high: 3, critical: 4, code: "RESOURCE_EXHAUSTED"`, `{code: UNAVAILABLE}`),
 }
 
-var allExports = []string{"docs", "service_config", "envoy"}
+var allExports = []string{"service_config", "envoy"}
 
 const cacheM0 = `idempotent: true timeout: {seconds: 1} cache: {fresh_ttl: {seconds: 1}, key_fields: ["id"]}`
 
@@ -125,33 +124,33 @@ func retryCase(with, override string) fieldCase {
 
 func budgetCase(with, override string) fieldCase {
 	return fieldCase{svc0: `retry_budget: {}`, svc1: `retry_budget: {` + with + `}`, m0: `idempotent: true retry: {}`,
-		m1: `idempotent: true retry: {}`, override: `retry_budget: ` + override, exports: []string{"docs"}}
+		m1: `idempotent: true retry: {}`, override: `retry_budget: ` + override}
 }
 
 func breakerCase(with, override string) fieldCase {
 	return fieldCase{svc0: `circuit_breaker: {}`, svc1: `circuit_breaker: {` + with + `}`,
-		override: `circuit_breaker: ` + override, exports: []string{"docs"}}
+		override: `circuit_breaker: ` + override}
 }
 
 func adaptiveCase(with, override string) fieldCase {
 	return fieldCase{svc0: `timeout: {seconds: 1} adaptive_limit: {}`, svc1: `timeout: {seconds: 1} adaptive_limit: {` + with + `}`,
-		override: `adaptive_limit: ` + override, exports: []string{"docs", "envoy"}}
+		override: `adaptive_limit: ` + override, exports: []string{"envoy"}}
 }
 
 func throttleCase(with, override string) fieldCase {
 	return fieldCase{svc0: `client_throttle: {}`, svc1: `client_throttle: {` + with + `}`,
-		override: `client_throttle: ` + override, exports: []string{"docs", "envoy"}}
+		override: `client_throttle: ` + override, exports: []string{"envoy"}}
 }
 
 func hedgingCase(with, override string) fieldCase {
 	return fieldCase{m0: `idempotent: true timeout: {seconds: 1} hedging: {delay: {nanos: 1000}}`,
 		m1:       `idempotent: true timeout: {seconds: 1} hedging: {` + with + `}`,
-		override: `methods: {StockReport: {hedging: ` + override + `}}`, exports: []string{"docs"}}
+		override: `methods: {StockReport: {hedging: ` + override + `}}`}
 }
 
 func cacheCase(with, override string) fieldCase {
 	return fieldCase{m0: cacheM0, m1: `idempotent: true timeout: {seconds: 1} cache: {` + with + `, key_fields: ["id"]}`,
-		override: `methods: {GetStock: {cache: ` + override + `}}`, exports: []string{"docs"}}
+		override: `methods: {GetStock: {cache: ` + override + `}}`}
 }
 
 func dedupCase(with, override string) fieldCase {
@@ -212,10 +211,13 @@ func TestEveryOptionFieldIsWired(t *testing.T) {
 			if without["go"] == with["go"] {
 				t.Errorf("setting %s leaves the generated code as it was: the resolver ignores it", path)
 			}
-			for _, kind := range c.exports {
+			for _, kind := range append([]string{"docs"}, c.exports...) {
 				if without[kind] == with[kind] {
 					t.Errorf("setting %s leaves the %s export as it was", path, kind)
 				}
+			}
+			if shown := docsShows(with["docs"], path); !shown {
+				t.Errorf("the policy page does not show %s under its key:\n%s", path, with["docs"])
 			}
 			checkOverride(t, path, c.override)
 		})
@@ -225,6 +227,24 @@ func TestEveryOptionFieldIsWired(t *testing.T) {
 			t.Errorf("fieldCases has %s, which the options do not", path)
 		}
 	}
+}
+
+// docsShows reports whether the policy page md shows the field at path
+// as set by the field walk: a value under its key, the service's
+// ("`retry_budget.ratio` |") or the method's
+// ("`methods.Get.retry.max_attempts` |"); a per_method as the method's
+// own group ("`methods.Get.circuit_breaker.…"); the priority and the
+// cache's key fields, which are not settings, in the method's sentence.
+func docsShows(md, path string) bool {
+	switch group, field, _ := strings.Cut(path, "."); {
+	case field == "per_method":
+		return strings.Contains(md, "| `methods.Get."+group+".")
+	case path == "priority":
+		return strings.Contains(md, "priority `high` (method)")
+	case path == "cache.key_fields":
+		return strings.Contains(md, "keyed by `id`, `other`")
+	}
+	return strings.Contains(md, "| `"+path+"` |") || strings.Contains(md, "| `methods.Get."+path+"` |")
 }
 
 // checkOverride sets path through an override of the example inventory

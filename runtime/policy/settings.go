@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/internal/contract"
 )
 
@@ -23,9 +26,10 @@ type Setting struct {
 // method's in the order of Methods, each group's fields in the order of
 // their type. The audit trail (runtime.Client.Changes) is the difference
 // of two such lists, before and after an edit, and the override loader
-// records what it applies the same way; both read the values here, by
-// reflection over the types, so a field added to a group is listed
-// without a change anywhere else.
+// records what it applies the same way, and the plugin's policy page
+// (docs=true) lists them; all read the values here, by reflection over the
+// types, so a field added to a group is listed without a change anywhere
+// else.
 //
 // A value whose zero means "none" (a timeout, slow_call_threshold, the
 // idempotency key) is written "none"; a missing retry, and a missing
@@ -44,34 +48,72 @@ func (p *Service) Settings() []Setting {
 	return out
 }
 
-// serviceNone and methodNone are the groups listed as "none" when absent,
-// at the service and at a method; any other absent group is not listed (a
-// method without a breaker of its own uses the service's).
+// Settings lists every value of the server-side policy p as
+// Service.Settings does, keyed as an override file writes them: the
+// service's shedding ("shedding.low", "shedding.code"), then each
+// method's server settings ("methods.ReserveStock.server.dedup.ttl"). A
+// value whose zero means a default (the pushback, the code of a refusal,
+// the lease) is written as that default; a missing shedding or dedup as
+// "none". The dedup's Header and FinalCodes, set in Go only, have no
+// option and are not listed; nor is a method's priority, part of the
+// contract (the client sends it).
+func (p *Server) Settings() []Setting {
+	var out []Setting
+	settingsOf(reflect.ValueOf(p).Elem(), "", serverNone, &out)
+	for i := range p.Methods {
+		pre := "methods." + shortName(p.Methods[i].Name) + ".server."
+		settingsOf(reflect.ValueOf(&p.Methods[i]).Elem(), pre, serverMethodNone, &out)
+	}
+	return out
+}
+
+// serviceNone, methodNone, serverNone and serverMethodNone are the groups
+// listed as "none" when absent, at the service and at a method of each
+// side; any other absent group is not listed (a method without a breaker
+// of its own uses the service's).
 var (
-	serviceNone = map[string]bool{"Breaker": true, "Bulkhead": true}
-	methodNone  = map[string]bool{"Retry": true}
+	serviceNone      = map[string]bool{"Breaker": true, "Bulkhead": true}
+	methodNone       = map[string]bool{"Retry": true}
+	serverNone       = map[string]bool{"Shedding": true}
+	serverMethodNone = map[string]bool{"Dedup": true}
 )
 
 // notSettings are the fields Settings leaves out.
-var notSettings = map[string]bool{"Name": true, "Kind": true, "Methods": true, "Priority": true, "KeyFields": true}
+var notSettings = map[string]bool{
+	"Name": true, "Kind": true, "Methods": true, "Priority": true, "KeyFields": true,
+	"NewResponse": true, "Header": true, "FinalCodes": true,
+}
+
+// defaultWhenZero are the values whose zero means a default, written as
+// it.
+var defaultWhenZero = map[string]any{
+	"Pushback": DefaultShedPushback,
+	"Code":     codes.Unavailable,
+	"Lease":    DefaultLease,
+}
 
 // noneWhenZero are the values whose zero means none; omitWhenZero those
 // not listed at all at their zero (a window in time has no window_calls;
 // a method that does not generate keys has no generate_idempotency_key).
 var (
-	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true}
+	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true, "DefaultTimeout": true}
 	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true}
 )
 
 // settingsOf appends the values of the struct v under prefix; a field
 // holding a group (a pointer to a struct) is listed field by field, under
-// the group's key.
+// the group's key; a struct held by value (the Limits of a Shedding), field
+// by field under v's own prefix, as the options write it ("shedding.low").
 func settingsOf(v reflect.Value, prefix string, none map[string]bool, out *[]Setting) {
 	t := v.Type()
 	for i := range t.NumField() {
 		name := t.Field(i).Name
 		f := v.Field(i)
 		if notSettings[name] || (omitWhenZero[name] && f.IsZero()) {
+			continue
+		}
+		if f.Kind() == reflect.Struct {
+			settingsOf(f, prefix, nil, out)
 			continue
 		}
 		key := prefix + contract.OptionName(name)
@@ -90,13 +132,22 @@ func settingsOf(v reflect.Value, prefix string, none map[string]bool, out *[]Set
 }
 
 // render writes one value as Describe does: durations as time.Duration
-// prints them, numbers as Go writes them shortest, code sets by name.
+// prints them, numbers as Go writes them shortest, codes and code sets by
+// name.
 func render(name string, f reflect.Value) string {
-	if noneWhenZero[name] && f.IsZero() {
-		return "none"
+	if f.IsZero() {
+		if noneWhenZero[name] {
+			return "none"
+		}
+		if def, ok := defaultWhenZero[name]; ok {
+			f = reflect.ValueOf(def)
+		}
 	}
-	if v, ok := f.Interface().(float64); ok {
+	switch v := f.Interface().(type) {
+	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64)
+	case codes.Code:
+		return codename.Of(v)
 	}
 	return fmt.Sprint(f.Interface()) // time.Duration and CodeSet by their String
 }

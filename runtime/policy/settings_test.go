@@ -108,3 +108,131 @@ func TestSettingsOfAbsentValues(t *testing.T) {
 		}
 	}
 }
+
+// fullServer is a server-side policy with every value away from its zero
+// and its default.
+func fullServer() policy.Server {
+	return policy.Server{
+		Name: "p.S",
+		Shedding: &policy.Shedding{
+			Limits:   policy.Limits{Low: 1, Normal: 2, High: 3, Critical: 4},
+			Pushback: 3 * time.Second, Code: codes.ResourceExhausted,
+		},
+		Methods: []policy.ServerMethod{{
+			Name: "/p.S/Get", Priority: policy.PriorityHigh, MinDeadline: time.Millisecond, DefaultTimeout: time.Second,
+			Dedup: &policy.Dedup{Header: "x-key", TTL: time.Hour, Lease: time.Minute, OnStoreError: policy.StoreErrorRunWithoutDedup,
+				FinalCodes: policy.CodesOf(codes.NotFound)},
+		}},
+	}
+}
+
+// Every key Server.Settings writes is an option of resilient.v1.Policy
+// (shedding at the service, server under a method), and every option of
+// shedding and server is listed: a server-side field named apart from its
+// option fails here.
+func TestServerSettingsAreNamedAsTheOptions(t *testing.T) {
+	p := fullServer()
+	md := (&resilientv1.Policy{}).ProtoReflect().Descriptor()
+	seen := map[string]bool{}
+	for _, s := range p.Settings() {
+		key := s.Key
+		if rest, ok := strings.CutPrefix(key, "methods.Get."); ok {
+			if !strings.HasPrefix(rest, "server.") {
+				t.Errorf("%s: a method's server-side value not under server", s.Key)
+			}
+			key = rest
+		} else if !strings.HasPrefix(key, "shedding.") {
+			t.Errorf("%s: neither shedding nor under the method's name", s.Key)
+		}
+		seen[key] = true
+		if optionField(md, key) == nil {
+			t.Errorf("%s: no such option in resilient.v1.Policy", s.Key)
+		}
+		if s.Value == "" || s.Value == "none" || s.Value == "0" || s.Value == "0s" {
+			t.Errorf("%s = %q: a value set away from its zero is listed as it is", s.Key, s.Value)
+		}
+	}
+	var walk func(md protoreflect.MessageDescriptor, prefix string)
+	walk = func(md protoreflect.MessageDescriptor, prefix string) {
+		for i := range md.Fields().Len() {
+			fd := md.Fields().Get(i)
+			path := prefix + string(fd.Name())
+			if sub := fd.Message(); sub != nil && sub.FullName() != "google.protobuf.Duration" {
+				walk(sub, path+".")
+				continue
+			}
+			if !seen[path] {
+				t.Errorf("Server.Settings lists no %s", path)
+			}
+		}
+	}
+	for _, group := range []string{"shedding", "server"} {
+		walk(md.Fields().ByName(protoreflect.Name(group)).Message(), group+".")
+	}
+	want := map[string]string{
+		"shedding.low": "1", "shedding.critical": "4", "shedding.pushback": "3s", "shedding.code": "RESOURCE_EXHAUSTED",
+		"methods.Get.server.min_deadline": "1ms", "methods.Get.server.default_timeout": "1s",
+		"methods.Get.server.dedup.ttl": "1h0m0s", "methods.Get.server.dedup.lease": "1m0s",
+		"methods.Get.server.dedup.on_store_error": "RunWithoutDedup",
+	}
+	got := map[string]string{}
+	for _, s := range p.Settings() {
+		got[s.Key] = s.Value
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// optionField returns the field of md at the dotted path, or nil.
+func optionField(md protoreflect.MessageDescriptor, path string) protoreflect.FieldDescriptor {
+	var fd protoreflect.FieldDescriptor
+	for _, name := range strings.Split(path, ".") {
+		if md == nil {
+			return nil
+		}
+		if fd = md.Fields().ByName(protoreflect.Name(name)); fd == nil {
+			return nil
+		}
+		md = fd.Message()
+	}
+	return fd
+}
+
+// A server-side value whose zero means a default is listed as the default
+// in force (the pushback, the code, the lease); a missing shedding or
+// dedup, and a zero default_timeout, as "none"; what is set in Go only
+// (the dedup's header, its final codes) and the priority are not listed.
+func TestServerSettingsOfZeroValues(t *testing.T) {
+	p := policy.Server{Name: "p.S", Methods: []policy.ServerMethod{{Name: "/p.S/Get"}}}
+	check := func(p policy.Server, want map[string]string) {
+		t.Helper()
+		got := map[string]string{}
+		for _, s := range p.Settings() {
+			got[s.Key] = s.Value
+		}
+		if len(got) != len(want) {
+			t.Errorf("Settings = %v, want %v", got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %q, want %q", k, got[k], v)
+			}
+		}
+	}
+	check(p, map[string]string{
+		"shedding": "none", "methods.Get.server.min_deadline": "0s",
+		"methods.Get.server.default_timeout": "none", "methods.Get.server.dedup": "none",
+	})
+	p.Shedding = &policy.Shedding{Limits: policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}}
+	p.Methods[0].Dedup = &policy.Dedup{TTL: time.Hour}
+	check(p, map[string]string{
+		"shedding.low": "1", "shedding.normal": "1", "shedding.high": "1", "shedding.critical": "1",
+		"shedding.pushback": "1s", "shedding.code": "UNAVAILABLE",
+		"methods.Get.server.min_deadline": "0s", "methods.Get.server.default_timeout": "none",
+		"methods.Get.server.dedup.ttl": "1h0m0s", "methods.Get.server.dedup.lease": "10s",
+		"methods.Get.server.dedup.on_store_error": "Refuse",
+	})
+}
