@@ -289,3 +289,40 @@ func checkExcerpt(t *testing.T, b readmeBlock, file string) {
 		}
 	}
 }
+
+// TestREADMEPolicyPageExcerpt: the excerpt of a policy page in the README
+// (```md tagged with the page's path) is in the page, line by line and in
+// order: a line "…" skips lines, a line ending in " …" is the start of
+// one.
+func TestREADMEPolicyPageExcerpt(t *testing.T) {
+	n := 0
+	for _, b := range readmeBlocks(t) {
+		if b.lang() != "md" || !strings.HasSuffix(b.tag(), ".policy.md") {
+			continue
+		}
+		n++
+		page, err := os.ReadFile(filepath.Join("../..", filepath.FromSlash(b.tag())))
+		if err != nil {
+			t.Fatalf("README.md:%d: %v", b.line, err)
+		}
+		lines := strings.Split(string(page), "\n")
+		at := 0
+		for _, want := range strings.Split(strings.TrimSuffix(b.body, "\n"), "\n") {
+			if want == "…" {
+				continue
+			}
+			prefix, cut := strings.CutSuffix(want, " …")
+			found := false
+			for ; at < len(lines) && !found; at++ {
+				found = lines[at] == want || (cut && strings.HasPrefix(lines[at], prefix))
+			}
+			if !found {
+				t.Errorf("README.md:%d: %s has no line %q (after the lines before it)", b.line, b.tag(), want)
+				break
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("README.md has no excerpt of a policy page")
+	}
+}
