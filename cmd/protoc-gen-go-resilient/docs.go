@@ -268,9 +268,18 @@ func asWritten(path, value string) string {
 	return value
 }
 
+// write writes the table. A breaker's window in time, listed beside the
+// count-based window_calls that replaces it, says it is ignored.
 func (t table) write(b *strings.Builder) {
 	b.WriteString("| key | in force | from |\n|---|---|---|\n")
+	keys := map[string]bool{}
 	for _, r := range t {
+		keys[r[0]] = true
+	}
+	for _, r := range t {
+		if base, ok := strings.CutSuffix(r[0], "circuit_breaker.window`"); ok && keys[base+"circuit_breaker.window_calls`"] {
+			r[1] += " (ignored: `window_calls` is set)"
+		}
 		fmt.Fprintf(b, "| %s | %s | %s |\n", r[0], r[1], r[2])
 	}
 }
