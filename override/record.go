@@ -112,7 +112,7 @@ func groupValues(prefix string, g reflect.Value) []setting {
 
 // noneWhenZero are the values whose zero means none, as Client.Describe
 // writes them.
-var noneWhenZero = map[string]bool{"timeout": true, "overall_timeout": true, "slow_call_threshold": true}
+var noneWhenZero = map[string]bool{"timeout": true, "overall_timeout": true, "slow_call_threshold": true, "window_calls": true}
 
 // render writes a policy value as Client.Describe and Client.Changes do.
 func render(option string, f reflect.Value) string {
@@ -121,6 +121,10 @@ func render(option string, f reflect.Value) string {
 	}
 	switch v := f.Interface().(type) {
 	case time.Duration:
+		if v == 0 && noneWhenZero[option] {
+			return "none"
+		}
+	case int:
 		if v == 0 && noneWhenZero[option] {
 			return "none"
 		}

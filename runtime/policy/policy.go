@@ -4,6 +4,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -214,6 +215,9 @@ func (p *Service) Clone() Service {
 		m.Hedging = clone(m.Hedging)
 		m.RateLimit = clone(m.RateLimit)
 		m.Cache = clone(m.Cache)
+		if m.Cache != nil {
+			m.Cache.KeyFields = slices.Clone(m.Cache.KeyFields)
+		}
 		m.AdaptiveLimit = clone(m.AdaptiveLimit)
 		c.Methods[i] = m
 	}

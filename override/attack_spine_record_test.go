@@ -1,0 +1,181 @@
+package override_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-resilient/resilient/override"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// Attacks on issue 11's spine at the override boundary: the record
+// Client.Changes shows is the truth of the policy in force, and an
+// override is applied or refused, never dropped.
+
+// The record agrees with a comparison of the policy before and after, for
+// the values the other record tests leave out: a priority, a count-based
+// window (whose 0 both write "none"), hedging added, a method's own
+// breaker, a rate limit's rate, timeouts from the service.
+func TestAttackSpineRecordAgreesOnMoreValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file  string
+		least int
+	}{
+		"count window": {`
+services:
+  example.inventory.v1.InventoryService:
+    circuit_breaker: {window_calls: 50}
+`, 1},
+		"hedging added": {`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      StockReport: {hedging: {delay: 50ms, max_copies: 3}}
+`, 3},
+		"own breaker": {`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {circuit_breaker: {per_method: true, cool_down: 7s}}
+`, 6},
+		"rate and burst": {`
+services:
+  example.inventory.v1.InventoryService:
+    rate_limit: {requests_per_second: 200}
+`, 1},
+		"stream timeout from the service": {`
+services:
+  example.inventory.v1.InventoryService:
+    timeout: 20ms
+    overall_timeout: 40ms
+`, 8},
+	} {
+		t.Run(name, func(t *testing.T) { agree(t, tc.file, nil, tc.least) })
+	}
+}
+
+// What a key moved shows the value in force, and a value two keys set
+// shows the later key as its source (the README's precedence), whichever
+// level each is at.
+func TestAttackSpineLastSourceIsShown(t *testing.T) {
+	const svc = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__"
+	s, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    timeout: 250ms
+    methods:
+      GetStock: {timeout: 100ms}
+      ReserveStock: {timeout: 200ms}
+`), []string{svc + "TIMEOUT=50ms", svc + "METHODS__RESERVESTOCK__TIMEOUT=70ms"}, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := build(t, s)
+	want := map[string]runtime.Change{
+		"methods.GetStock.timeout":     {Annotated: "300ms", Value: "50ms", Source: svc + "TIMEOUT"},
+		"methods.ReserveStock.timeout": {Annotated: "300ms", Value: "70ms", Source: svc + "METHODS__RESERVESTOCK__TIMEOUT"},
+		"methods.StockReport.timeout":  {Annotated: "300ms", Value: "50ms", Source: svc + "TIMEOUT"},
+		"methods.WatchStock.timeout":   {Annotated: "1m0s", Value: "50ms", Source: svc + "TIMEOUT"},
+	}
+	got := map[string]runtime.Change{}
+	for _, ch := range rt.Changes() {
+		k := ch.Key
+		ch.Key = ""
+		got[k] = ch
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %+v, want %+v", k, got[k], w)
+		}
+	}
+	p := rt.Policy()
+	for _, m := range p.Methods {
+		w := want["methods."+m.Name[strings.LastIndexByte(m.Name, '/')+1:]+".timeout"].Value
+		if m.Timeout.String() != w {
+			t.Errorf("%s: timeout in force %s, Changes says %s", m.Name, m.Timeout, w)
+		}
+	}
+}
+
+// A program's own WithPolicy edit placed before the overrides may take
+// away what an override tunes (a cache, a method's own bulkhead). The
+// override then cannot apply: the client must be refused, naming the key,
+// and not built with the override silently dropped (nor panic).
+func TestAttackSpineOverrideAfterAnEditThatRemovedItsGroup(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file string
+		edit func(p *policy.Service)
+		key  string
+	}{
+		"cache removed": {`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {cache: {max_entries: 5}}
+`, func(p *policy.Service) { p.Methods[0].Cache = nil }, "methods.GetStock.cache.max_entries"},
+		"own bulkhead removed": {`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      WatchStock: {bulkhead: {permits: 2}}
+`, func(p *policy.Service) { p.Methods[2].Bulkhead = nil }, "methods.WatchStock.bulkhead.permits"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := override.Parse("o.yaml", []byte(tc.file), nil, inventory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := append([]runtime.Option{runtime.WithPolicy(tc.edit)}, s.Options(inventory)...)
+			var rt *runtime.Client
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("NewClient panicked: %v", r)
+					}
+				}()
+				rt, err = runtime.NewClient(inventory, opts...)
+			}()
+			if err == nil {
+				t.Fatalf("built with the override %s silently dropped; changes %+v", tc.key, rt.Changes())
+			}
+			if !strings.Contains(err.Error(), tc.key) {
+				t.Errorf("err = %v, want it to name %s", err, tc.key)
+			}
+		})
+	}
+}
+
+// The record of an override is what it did to the policy it was given,
+// also after an earlier edit: the value before it is the edit's, and the
+// change is listed from the annotation, with the override as its source.
+func TestAttackSpineRecordAfterAnEdit(t *testing.T) {
+	s, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {timeout: 100ms}
+`), nil, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append([]runtime.Option{runtime.WithPolicyFrom("edit", func(p *policy.Service) {
+		p.Methods[0].Timeout = 200 * time.Millisecond
+		p.Methods[3].Timeout = 400 * time.Millisecond
+	})}, s.Options(inventory)...)
+	rt, err := runtime.NewClient(inventory, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]runtime.Change{}
+	for _, ch := range rt.Changes() {
+		got[ch.Key] = ch
+	}
+	if ch := got["methods.GetStock.timeout"]; ch.Annotated != "300ms" || ch.Value != "100ms" || !strings.HasSuffix(ch.Source, "methods.GetStock.timeout") {
+		t.Errorf("GetStock's timeout: %+v, want 300ms → 100ms from the override", ch)
+	}
+	if ch := got["methods.StockReport.timeout"]; ch.Annotated != "300ms" || ch.Value != "400ms" || ch.Source != "edit" {
+		t.Errorf("StockReport's timeout: %+v, want 300ms → 400ms from edit", ch)
+	}
+}
