@@ -41,6 +41,9 @@ func describe(p *policy.Service) string {
 		if m.GenerateIdempotencyKey {
 			b.WriteString(", idempotency key: generated per call")
 		}
+		if m.Priority != policy.PriorityUnspecified {
+			fmt.Fprintf(&b, ", priority: %s", m.Priority)
+		}
 		b.WriteString("\n")
 		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
 		if m.Retry != nil && m.Retry.MaxAttempts > 1 {

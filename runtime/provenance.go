@@ -141,6 +141,9 @@ func flatten(p *policy.Service) []setting {
 		if m.GenerateIdempotencyKey {
 			add(pre+"generate_idempotency_key", true)
 		}
+		if m.Priority != policy.PriorityUnspecified {
+			add(pre+"priority", m.Priority.String())
+		}
 		if h := m.Hedging; h != nil {
 			add(pre+"hedging.delay", h.Delay)
 			add(pre+"hedging.max_copies", h.MaxCopies)
