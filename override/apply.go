@@ -22,12 +22,23 @@ import (
 func (t *service) check(errs *problems) {
 	for _, method := range slices.Sorted(maps.Keys(t.values)) {
 		rules.Check(t.values[method], method != "", func(path, format string, args ...any) {
-			errs.add(t.key(method, path), format, args...)
+			errs.add(t.key(method, path), "%s", inOverride(fmt.Sprintf(format, args...)))
 			if l := t.leafAt(method, path); l != nil {
 				l.bad = true
 			}
 		})
 	}
+}
+
+// inOverride rewords a rule's advice for an override file: in a .proto,
+// removing a value gives its default ("remove it for the default 10s"),
+// but removing an override gives back the annotated value, which may be
+// another.
+func inOverride(msg string) string {
+	if i := strings.Index(msg, "; remove it for "); i >= 0 {
+		return msg[:i] + "; remove this override to keep the annotated value"
+	}
+	return msg
 }
 
 // leafAt returns the leaf of method that set path

@@ -179,3 +179,31 @@ services:
 		t.Errorf("StockReport's timeout: %+v, want 300ms → 400ms from edit", ch)
 	}
 }
+
+// A refusal's advice is true in an override file: removing an override
+// gives back the annotated value, not the contract's default (inventory's
+// cool-down is annotated 2s; the rule's words for a .proto, "remove it
+// for the default 10s", would have the operator expect 10s).
+func TestAttackSpineRefusalAdviceIsTrueForAnOverride(t *testing.T) {
+	_, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    circuit_breaker: {cool_down: 0s}
+    methods:
+      GetStock: {timeout: 0s}
+`), nil, inventory)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if strings.Contains(line, "for the default") || strings.Contains(line, "remove it for no") {
+			t.Errorf("advice that is false in an override: %s", line)
+		}
+		if !strings.Contains(line, "remove this override to keep the annotated value") {
+			t.Errorf("no advice on what removing the override gives: %s", line)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 2 {
+		t.Errorf("%d problems, want 2:\n%v", n, err)
+	}
+}
