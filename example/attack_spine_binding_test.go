@@ -163,3 +163,38 @@ services:
 		})
 	}
 }
+
+// An edit that makes two methods share one Retry value (a program's
+// shortcut, p.Methods[3].Retry = p.Methods[0].Retry), followed by an
+// override of one of them: the override lands on its method only, and
+// the other keeps the edit's value. Counted on the server.
+func TestAttackSpineOverrideDoesNotLeakThroughAnAliasedEdit(t *testing.T) {
+	p := &inventoryv1.InventoryServiceResilientPolicy
+	set, err := override.Parse("overrides.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      StockReport:
+        retry: {max_attempts: 5, initial_backoff: 1ms, max_backoff: 1ms}
+`), nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append([]runtime.Option{patient, runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Cache = nil
+		p.Methods[3].Retry = p.Methods[0].Retry // StockReport retries as GetStock does: 3 attempts
+	})}, set.Options(p)...)
+	srv, inv, err := edited(t, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"GetStock": 3, "ReserveStock": 3, "StockReport": 5}
+	if got := attempts(t, srv, inv); !maps.Equal(got, want) {
+		t.Errorf("attempts seen by the server = %v, want %v: StockReport's override reached GetStock", got, want)
+	}
+	for _, ch := range inv.Runtime().Changes() {
+		if strings.HasPrefix(ch.Key, "methods.GetStock.retry.") {
+			t.Errorf("Changes lists %+v: GetStock's retry is as annotated", ch)
+		}
+	}
+}

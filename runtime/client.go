@@ -142,6 +142,10 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		if c.changes, err = applyEdit(&c.policy, e, c.changes); err != nil {
 			return nil, fmt.Errorf("resilient: NewClient(%s): %s: %w", p.Name, editName(e.source), err)
 		}
+		// An edit may leave two methods pointing at one value
+		// (p.Methods[3].Retry = p.Methods[0].Retry): each gets its own
+		// copy, so that a later edit of one never changes the other.
+		c.policy = c.policy.Clone()
 		if err := sameMethods(p, &c.policy, e.source); err != nil {
 			return nil, err
 		}
