@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,71 @@ func TestAttackSpineHostileEditsRefused(t *testing.T) {
 				t.Errorf("err = %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Describe says which layers each method goes through. Opening a stream
+// takes no token of the rate limit: with a shared limit of one call per
+// second, three unary calls find one token and three streams all open, and
+// Describe must not list the shared rate limit under the stream.
+func TestAttackSpineDescribeStreamTakesNoToken(t *testing.T) {
+	fs, err := faultserver.Start(server.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 1, Burst: 1}
+			for i := range p.Methods {
+				if p.Methods[i].Kind == policy.KindUnary {
+					p.Methods[i].Timeout = 10 * time.Second
+				}
+			}
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	limited := 0
+	for range 3 {
+		_, err := inv.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "w"})
+		if errors.Is(err, runtime.ErrRateLimited) {
+			limited++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limited != 2 {
+		t.Fatalf("%d of 3 unary calls rate limited, want 2: the limit is not in force", limited)
+	}
+	for i := range 3 {
+		st, err := inv.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"})
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		for {
+			if _, err := st.Recv(); err != nil {
+				break
+			}
+		}
+	}
+	if n := fs.Calls(inventoryv1.InventoryService_WatchStock_FullMethodName); n != 3 {
+		t.Fatalf("the server saw %d streams, want 3", n)
+	}
+	d := inv.Runtime().Describe()
+	_, watch, _ := strings.Cut(d, inventoryv1.InventoryService_WatchStock_FullMethodName+"\n")
+	watch, _, _ = strings.Cut(watch, "  /")
+	if strings.Contains(watch, "rate limit") {
+		t.Errorf("Describe lists a rate limit under WatchStock, whose streams take no token:\n%s", watch)
 	}
 }

@@ -73,6 +73,7 @@ func describe(p *policy.Service) string {
 			fmt.Fprintf(&b, "    hedging: %s\n", describeHedging(m.Hedging))
 		}
 		switch {
+		case m.Kind != policy.KindUnary: // opening a stream takes no token
 		case m.RateLimit != nil:
 			fmt.Fprintf(&b, "    rate limit (own): %s\n", describeRateLimit(m.RateLimit))
 		case p.RateLimit != nil:
