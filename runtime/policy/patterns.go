@@ -30,6 +30,7 @@ func (h *Hedging) check(f string, bad badFunc) {
 	if h.MaxCopies < 2 {
 		bad(f+".MaxCopies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", h.MaxCopies)
 	}
+	undefined(h.NonFatalCodes, f+".NonFatalCodes", bad)
 	if h.NonFatalCodes.Has(0) {
 		bad(f+".NonFatalCodes", `"OK" is a success, there is nothing to hedge: remove it`)
 	}

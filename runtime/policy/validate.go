@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
@@ -183,6 +185,7 @@ func (r *Retry) check(f string, bad badFunc) {
 	if math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1 {
 		bad(f+".Multiplier", "must be a finite number of at least 1, got %v", r.Multiplier)
 	}
+	undefined(r.RetryableCodes, f+".RetryableCodes", bad)
 	if r.RetryableCodes.Has(0) {
 		bad(f+".RetryableCodes", `"OK" is a success, there is nothing to retry: remove it`)
 	}
@@ -194,6 +197,17 @@ func (r *Retry) check(f string, bad badFunc) {
 // answerCodes are the codes the plugin refuses as retryable: the service
 // understood the request and answered it.
 var answerCodes = CodesOf(contract.AnswerCodes...)
+
+// definedCodes are the codes gRPC defines, OK to UNAUTHENTICATED.
+const definedCodes = CodeSet(1<<(codes.Unauthenticated+1) - 1)
+
+// undefined refuses a set holding a number gRPC defines no code for,
+// which a .proto or an override, naming codes, cannot write.
+func undefined(s CodeSet, f string, bad badFunc) {
+	if u := s &^ definedCodes; u != 0 {
+		bad(f, "holds %s, numbers gRPC defines no code for: name the codes (codes.Unavailable)", u)
+	}
+}
 
 func (b *Budget) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)
@@ -219,6 +233,7 @@ func (b *Breaker) check(f string, bad badFunc) {
 	if b.FailureCodes == 0 {
 		bad(f+".FailureCodes", "is empty: the breaker could never open; list the codes that count as failures, as in [UNAVAILABLE, DEADLINE_EXCEEDED]")
 	}
+	undefined(b.FailureCodes, f+".FailureCodes", bad)
 	if b.FailureCodes.Has(0) {
 		bad(f+".FailureCodes", `"OK" is a success and cannot count as a failure: remove it`)
 	}
