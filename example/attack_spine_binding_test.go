@@ -198,3 +198,35 @@ services:
 		}
 	}
 }
+
+// Clients built at once from the one generated literal, each with an edit
+// that writes into every part of its copy (KeyFields included), share
+// nothing: no data race (-race), and each sees the annotation.
+func TestAttackSpineConcurrentEditsShareNothing(t *testing.T) {
+	_, cc := dial(t, server.Healthy)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+					if got := p.Methods[0].Cache.KeyFields; !slices.Equal(got, []string{"sku"}) {
+						t.Errorf("an edit received KeyFields %q, want the annotation's [sku]", got)
+					}
+					p.Methods[0].Cache.KeyFields[0] = "warehouse"
+					p.Methods[0].Retry.MaxAttempts = 9
+					p.Breaker.CoolDown = time.Hour
+				})},
+			})
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "KeyFields changed") {
+			t.Errorf("err = %v, want the KeyFields refusal", err)
+		}
+	}
+	lit := &inventoryv1.InventoryServiceResilientPolicy
+	if lit.Methods[0].Retry.MaxAttempts != 3 || lit.Breaker.CoolDown != 2*time.Second || lit.Methods[0].Cache.KeyFields[0] != "sku" {
+		t.Errorf("the literal changed: %+v %+v", lit.Methods[0], lit.Breaker)
+	}
+}
