@@ -274,3 +274,48 @@ func TestAttackSpineDescribeStreamTakesNoToken(t *testing.T) {
 		t.Errorf("Describe lists a rate limit under WatchStock, whose streams take no token:\n%s", watch)
 	}
 }
+
+// Each method's timeout is its own after a reordering edit, on a server
+// that hangs: GetStock, given 40ms, ends after about 40ms, StockReport
+// keeps its annotated 300ms.
+func TestAttackSpineReorderedTimeoutsBounded(t *testing.T) {
+	fs, err := faultserver.Start(server.Hang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.Methods[0], p.Methods[3] = p.Methods[3], p.Methods[0]
+			for i := range p.Methods {
+				if p.Methods[i].Name == inventoryv1.InventoryService_GetStock_FullMethodName {
+					p.Methods[i].Timeout, p.Methods[i].Retry, p.Methods[i].Cache = 40*time.Millisecond, nil, nil
+				}
+			}
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Connect first, so that the times below are the calls'.
+	cc.Connect()
+	ctx := context.Background()
+	start := time.Now()
+	_, err = inv.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"})
+	if took := time.Since(start); status.Code(err) != codes.DeadlineExceeded || took < 40*time.Millisecond || took > 250*time.Millisecond {
+		t.Errorf("GetStock: %v after %v, want DEADLINE_EXCEEDED after its own 40ms", err, took)
+	}
+	start = time.Now()
+	_, err = inv.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "w"})
+	if took := time.Since(start); status.Code(err) != codes.DeadlineExceeded || took < 300*time.Millisecond || took > 1500*time.Millisecond {
+		t.Errorf("StockReport: %v after %v, want DEADLINE_EXCEEDED after its annotated 300ms", err, took)
+	}
+	if n := fs.Calls(inventoryv1.InventoryService_GetStock_FullMethodName); n != 1 {
+		t.Errorf("GetStock: %d attempts, want 1 (its retry was removed)", n)
+	}
+}
