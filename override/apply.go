@@ -28,6 +28,22 @@ func (t *service) check(errs *problems) {
 			}
 		})
 	}
+	// The file's values that a variable sets again are checked as the
+	// file wrote them: the variable wins, but the file is still wrong.
+	for _, method := range slices.Sorted(maps.Keys(t.fileValues)) {
+		rules.Check(t.fileValues[method], method != "", func(path, format string, args ...any) {
+			l := t.fileLeafAt(method, path)
+			if l == nil || t.leafAt(method, path) == l {
+				return // not set again by a variable: reported above
+			}
+			field, index, _ := strings.Cut(path, "[")
+			if index != "" {
+				index = "[" + index
+			}
+			errs.add(l.keyFor(field)+index, "%s", inOverride(fmt.Sprintf(format, args...)))
+			l.bad = true
+		})
+	}
 }
 
 // inOverride rewords a rule's advice for an override file: in a .proto,
@@ -42,15 +58,37 @@ func inOverride(msg string) string {
 }
 
 // leafAt returns the leaf of method that set path
-// ("retry.retryable_codes[1]", "retry_budget") or a field under it.
+// ("retry.retryable_codes[1]", "retry_budget") or a field under it, the
+// variable's where a variable and the file both did.
 func (t *service) leafAt(method, path string) *leaf {
 	field, _, _ := strings.Cut(path, "[")
 	for _, l := range t.leaves {
-		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
+		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) && (l.env || !t.hasEnv(method, l.path)) {
 			return l
 		}
 	}
 	return nil
+}
+
+// fileLeafAt is leafAt among the file's leaves.
+func (t *service) fileLeafAt(method, path string) *leaf {
+	field, _, _ := strings.Cut(path, "[")
+	for _, l := range t.leaves {
+		if !l.env && l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
+			return l
+		}
+	}
+	return nil
+}
+
+// hasEnv reports whether a variable sets path of method.
+func (t *service) hasEnv(method, path string) bool {
+	for _, l := range t.leaves {
+		if l.env && l.method == method && l.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // key names the key of path ("retry.max_attempts", "retry.retryable_codes[1]",

@@ -207,3 +207,94 @@ services:
 		t.Errorf("%d problems, want 2:\n%v", n, err)
 	}
 }
+
+// The record and the comparison agree, and the later key is the source,
+// where a variable and the file move the same values at two levels, and
+// a service's retry adds one to a method the annotation gives none.
+func TestAttackSpineRecordAgreesAcrossSources(t *testing.T) {
+	const svc = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__"
+	file := `
+services:
+  example.inventory.v1.InventoryService:
+    retry: {max_attempts: 2}
+    circuit_breaker: {cool_down: 3s}
+    methods:
+      GetStock: {retry: {max_attempts: 4}, circuit_breaker: {per_method: true}}
+`
+	env := []string{svc + "METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS=5", svc + "CIRCUIT_BREAKER__COOL_DOWN=4s"}
+	agree(t, file, env, 10)
+	s, err := override.Parse("o.yaml", []byte(file), env, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := build(t, s)
+	got := map[string]runtime.Change{}
+	for _, ch := range rt.Changes() {
+		got[ch.Key] = ch
+	}
+	for key, w := range map[string]runtime.Change{
+		"methods.GetStock.retry.max_attempts":    {Value: "5", Source: svc + "METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS"},
+		"methods.StockReport.retry.max_attempts": {Value: "2", Source: `o.yaml: ` + inv + `.retry.max_attempts`},
+		"circuit_breaker.cool_down":              {Value: "4s", Source: svc + "CIRCUIT_BREAKER__COOL_DOWN"},
+		// GetStock's own breaker is a copy of the shared one as the file
+		// left it (3s); a service's value tunes the shared one only. It
+		// was the annotation's 2s, which no source asked for: the
+		// variable replaced the file's key for the same value, which then
+		// applied after per_method.
+		"methods.GetStock.circuit_breaker.cool_down": {Value: "3s", Source: `o.yaml: ` + inv + `.methods.GetStock.circuit_breaker.per_method`},
+	} {
+		if ch := got[key]; ch.Value != w.Value || ch.Source != w.Source {
+			t.Errorf("%s: %+v, want %s from %s", key, ch, w.Value, w.Source)
+		}
+	}
+	p := rt.Policy()
+	if p.Methods[0].Breaker == nil || p.Methods[0].Breaker.CoolDown != 3*time.Second || p.Breaker.CoolDown != 4*time.Second {
+		t.Errorf("in force: GetStock's breaker %+v, the shared %+v", p.Methods[0].Breaker, p.Breaker)
+	}
+}
+
+// A bad value in the file is refused even when a variable sets the same
+// value: every problem of the file and the variables is reported, and
+// the plugin refuses the same value in a .proto.
+func TestAttackSpineBadFileValueUnderAVariableIsRefused(t *testing.T) {
+	const svc = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__"
+	s, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    circuit_breaker: {cool_down: -1s}
+    methods:
+      GetStock: {retry: {max_attempts: 0}}
+`), []string{svc + "CIRCUIT_BREAKER__COOL_DOWN=4s", svc + "METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS=2"}, inventory)
+	if err == nil {
+		// As it was: the variable's key replaced the file's before the
+		// rules ran, so the file's values were never checked.
+		t.Fatalf("the file's circuit_breaker.cool_down: -1s and methods.GetStock.retry.max_attempts: 0 are accepted "+
+			"under variables for the same values (Keys: %q)", s.Keys())
+	}
+	if testing.Verbose() {
+		t.Log(err)
+	}
+	for _, key := range []string{inv + ".circuit_breaker.cool_down", inv + ".methods.GetStock.retry.max_attempts"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("the refusal does not name %s:\n%v", key, err)
+		}
+	}
+}
+
+// A bad variable over a good file value is refused at the variable, and
+// the file's key is not blamed.
+func TestAttackSpineBadVariableOverAGoodFileValue(t *testing.T) {
+	const env = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS"
+	_, err := override.Parse("o.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    methods:
+      GetStock: {retry: {max_attempts: 2}}
+`), []string{env + "=0"}, inventory)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	if !strings.HasPrefix(err.Error(), env+": must be at least 1, got 0") || strings.Contains(err.Error(), "o.yaml") {
+		t.Errorf("err = %v, want the variable named, and only it", err)
+	}
+}
