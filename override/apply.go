@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
@@ -394,7 +395,7 @@ func (t *service) applyShared(p *policy.Service, methods []*policy.Method, group
 		// the limit would be shown in force and do nothing.
 		return fmt.Errorf("streams do not go through the rate limit, and %s is a streaming method: remove this override", l.method)
 	}
-	goName := goGroups[group]
+	goName := contract.GoName(group)
 	shared := reflect.ValueOf(p).Elem().FieldByName(goName)
 	target := shared
 	if l.method != "" {
@@ -486,13 +487,6 @@ func groupMessage(target any) proto.Message {
 		return &resilientv1.ClientThrottle{}
 	}
 	return nil
-}
-
-// goGroups name the runtime's field of each group of the annotation.
-var goGroups = map[string]string{
-	"retry": "Retry", "retry_budget": "Budget", "circuit_breaker": "Breaker", "bulkhead": "Bulkhead",
-	"rate_limit": "RateLimit", "hedging": "Hedging", "cache": "Cache",
-	"adaptive_limit": "AdaptiveLimit", "client_throttle": "ClientThrottle",
 }
 
 func defaultRetry() *policy.Retry {

@@ -393,17 +393,6 @@ func withCause(refusal, last error) error {
 	return refusal
 }
 
-// flattenAdaptive lists the values of an adaptive limit for the audit
-// trail (provenance.go), under prefix.
-func flattenAdaptive(add func(string, any), prefix string, a *policy.AdaptiveLimit) {
-	add(prefix+".min_limit", a.MinLimit)
-	add(prefix+".max_limit", a.MaxLimit)
-	add(prefix+".initial_limit", a.InitialLimit)
-	add(prefix+".tolerance", a.Tolerance)
-	add(prefix+".smoothing", a.Smoothing)
-	add(prefix+".baseline_window", a.BaselineWindow)
-}
-
 // describeLimit renders an adaptive limit under the bulkhead b (nil for
 // none) with the values in force, defaults and ceiling applied.
 func describeLimit(a *policy.AdaptiveLimit, b *policy.Bulkhead) string {

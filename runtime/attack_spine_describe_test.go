@@ -187,7 +187,7 @@ func TestAttackSpineHostileEditsRefused(t *testing.T) {
 		"retry on a stream": {func(p *policy.Service) {
 			p.Methods[2].Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 			p.Methods[2].Idempotent = false
-		}, "WatchStock is a streaming method"},
+		}, "streams are not retried"},
 		// Accepted before: the client was built under another name, and
 		// Changes did not list it.
 		"service name changed": {func(p *policy.Service) { p.Name = "other.Service" }, `Name changed to "other.Service"`},

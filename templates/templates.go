@@ -25,6 +25,9 @@ var Funcs = template.FuncMap{
 	"ident": unset,
 	// rt returns the named identifier of the resilient runtime package.
 	"rt": unset,
+	// pol returns the named identifier of the runtime/policy package, the
+	// policy values.
+	"pol": unset,
 	// grpc returns the named identifier of google.golang.org/grpc.
 	"grpc": unset,
 	// context returns the named identifier of package context.

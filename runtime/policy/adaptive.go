@@ -6,6 +6,7 @@ package policy
 import (
 	"time"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/runtime/internal/adaptive"
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 )
@@ -51,17 +52,15 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 	}
 	q := *p
 	if b != nil {
-		if q.MinLimit > b.Permits {
-			bad(f+".MinLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.MinLimit, b.Permits, b.Permits)
-			return
-		}
-		if q.MaxLimit > b.Permits {
-			bad(f+".MaxLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d, or leave it 0 for the ceiling", q.MaxLimit, b.Permits, b.Permits)
-			return
-		}
-		if q.InitialLimit > b.Permits {
-			bad(f+".InitialLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.InitialLimit, b.Permits, b.Permits)
-			return
+		for _, l := range []struct {
+			field string
+			v     int
+			fix   string
+		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it 0 for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
+			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
+				bad(f+"."+l.field, "%s%s", msg, l.fix)
+				return
+			}
 		}
 		q = q.WithCeiling(b.Permits)
 	}

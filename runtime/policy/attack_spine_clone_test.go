@@ -13,7 +13,7 @@ import (
 
 // full is a policy with every pointer set and every slice non-empty, so
 // that a shallow copy anywhere in Clone shows.
-func full() policy.Service {
+func fullPolicy() policy.Service {
 	return policy.Service{
 		Name:           "pkg.S",
 		Budget:         &policy.Budget{Ratio: 0.1, MinRetries: 1, Window: time.Second},
@@ -71,7 +71,7 @@ func scribble(v reflect.Value) {
 // shallow copy shared them, and an edit of them reached the generated
 // literal), leaves the original as it was.
 func TestAttackSpineCloneIsDeep(t *testing.T) {
-	orig := full()
+	orig := fullPolicy()
 	c := orig.Clone()
 	if !reflect.DeepEqual(c, orig) {
 		t.Fatalf("the clone differs from the original:\n%+v\n%+v", c, orig)
@@ -80,14 +80,14 @@ func TestAttackSpineCloneIsDeep(t *testing.T) {
 	if reflect.DeepEqual(c, orig) {
 		t.Fatal("scribble changed nothing: the test cannot fail")
 	}
-	if want := full(); !reflect.DeepEqual(orig, want) {
+	if want := fullPolicy(); !reflect.DeepEqual(orig, want) {
 		t.Errorf("changing the clone changed the original:\n got %+v\nwant %+v", orig.Methods[0].Cache, want.Methods[0].Cache)
 	}
 	// Growing the copy's slices leaves the original's too.
 	c = orig.Clone()
 	c.Methods = append(c.Methods[:1], policy.Method{Name: "/pkg.S/C"})
 	c.Methods[0].Cache.KeyFields = append(c.Methods[0].Cache.KeyFields[:1], "other")
-	if want := full(); !reflect.DeepEqual(orig, want) {
+	if want := fullPolicy(); !reflect.DeepEqual(orig, want) {
 		t.Errorf("appending to the clone's slices changed the original: %+v", orig.Methods)
 	}
 }
@@ -95,7 +95,7 @@ func TestAttackSpineCloneIsDeep(t *testing.T) {
 // A clone of a clone is as deep, and a nil KeyFields stays nil (an edit
 // comparing KeyFields with slices.Equal sees no change).
 func TestAttackSpineCloneKeepsNilKeyFields(t *testing.T) {
-	p := full()
+	p := fullPolicy()
 	p.Methods[0].Cache.KeyFields = nil
 	c := p.Clone()
 	if c.Methods[0].Cache.KeyFields != nil {
