@@ -298,3 +298,48 @@ services:
 		t.Errorf("err = %v, want the variable named, and only it", err)
 	}
 }
+
+// A retry added by an override to a service that sets no budget brings
+// the default budget into force: the record lists it from that key, as
+// the comparison does.
+func TestAttackSpineRecordOfTheDefaultBudget(t *testing.T) {
+	p := &policy.Service{Name: "pkg.S", Methods: []policy.Method{{Name: "/pkg.S/M", Idempotent: true, Timeout: time.Second}}}
+	s, err := override.Parse("o.yaml", []byte(`
+services:
+  pkg.S:
+    methods:
+      M: {retry: {max_attempts: 2}}
+`), nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := runtime.NewClient(p, s.Options(p)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := recorded.Policy().Clone()
+	compared, err := runtime.NewClient(p, runtime.WithPolicy(func(q *policy.Service) { *q = applied.Clone() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type value struct{ annotated, value string }
+	list := func(c *runtime.Client) map[string]value {
+		out := map[string]value{}
+		for _, ch := range c.Changes() {
+			out[ch.Key] = value{ch.Annotated, ch.Value}
+		}
+		return out
+	}
+	r, c := list(recorded), list(compared)
+	if len(r) != len(c) {
+		t.Errorf("record %v\ncomparison %v", r, c)
+	}
+	for k, v := range c {
+		if r[k] != v {
+			t.Errorf("%s: record %+v, comparison %+v", k, r[k], v)
+		}
+	}
+	if v := r["retry_budget.ratio"]; v.annotated != "none" || v.value != "0.1" {
+		t.Errorf("the default budget: %+v in %v", v, r)
+	}
+}

@@ -90,7 +90,8 @@ func TestAttackSpineTwoEditsShowTheLast(t *testing.T) {
 
 // An edit that takes the service's budget away leaves the default budget
 // in force (NewClient builds one for the methods that retry): Changes must
-// not say the budget is gone.
+// not say the budget is gone (it listed "retry_budget.ratio: 0.1 → none",
+// and Describe showed no budget).
 func TestAttackSpineBudgetTakenAwayIsTheDefault(t *testing.T) {
 	rt, err := runtime.NewClient(&inventoryv1.InventoryServiceResilientPolicy,
 		runtime.WithPolicy(func(p *policy.Service) { p.Budget = &policy.Budget{Ratio: 0.3, MinRetries: 1, Window: time.Second} }),
@@ -98,11 +99,26 @@ func TestAttackSpineBudgetTakenAwayIsTheDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The default is inventory's annotated budget: nothing changed.
 	for key, ch := range changesByKey(rt) {
-		if strings.HasPrefix(key, "retry_budget.") && ch.Value == "none" {
-			t.Skipf("BROKEN: Changes lists %s: %s → none, yet the default budget (%g of requests + %d per %s) is in force for the methods that retry; Describe prints no budget",
-				key, ch.Annotated, policy.DefaultBudget.Ratio, policy.DefaultBudget.MinRetries, policy.DefaultBudget.Window)
+		if strings.HasPrefix(key, "retry_budget.") {
+			t.Errorf("Changes lists %s: %s → %s, yet the default budget, the annotated one, is in force", key, ch.Annotated, ch.Value)
 		}
+	}
+	if d := rt.Describe(); !strings.Contains(d, "retry budget: 0.1 of requests + 10 per 10s") {
+		t.Errorf("Describe does not show the default budget in force:\n%s", d)
+	}
+	// A service without a budget whose method an edit makes retry: the
+	// default comes into force, and is listed so.
+	p := policy.Service{Name: "pkg.S", Methods: []policy.Method{{Name: "/pkg.S/M", Idempotent: true, Timeout: time.Second}}}
+	rt, err = runtime.NewClient(&p, runtime.WithPolicyFrom("edit", func(p *policy.Service) {
+		p.Methods[0].Retry = &policy.Retry{MaxAttempts: 2, InitialBackoff: 1, MaxBackoff: 1, Multiplier: 1, RetryableCodes: 1 << 14}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := changesByKey(rt)["retry_budget.ratio"]; ch.Annotated != "none" || ch.Value != "0.1" || ch.Source != "edit" {
+		t.Errorf("the default budget brought in by a retry: %+v, want none → 0.1 from edit", ch)
 	}
 }
 

@@ -201,11 +201,7 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		}
 		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
-				bp := policy.DefaultBudget
-				if p.Budget != nil {
-					bp = *p.Budget
-				}
-				c.budget = newBudget(bp, c.base)
+				c.budget = newBudget(*p.BudgetInForce(), c.base)
 			}
 			m.budget = c.budget
 		}

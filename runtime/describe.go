@@ -12,8 +12,8 @@ import (
 func describe(p *policy.Service) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", p.Name)
-	if p.Budget != nil {
-		fmt.Fprintf(&b, "  retry budget: %s\n", describeBudget(p.Budget))
+	if bp := p.BudgetInForce(); bp != nil {
+		fmt.Fprintf(&b, "  retry budget: %s\n", describeBudget(bp))
 	}
 	if p.Breaker != nil {
 		fmt.Fprintf(&b, "  breaker (shared): %s\n", describeBreaker(p.Breaker))

@@ -33,10 +33,16 @@ type Setting struct {
 // ("methods.GetStock.retry", "circuit_breaker"), so that adding or
 // removing one is a change. What names or binds a method (its name, kind,
 // cache key fields) is not a setting. Its priority is, when it has one:
-// the runtime sends it on every call, and the server sheds by it.
+// the runtime sends it on every call, and the server sheds by it. The
+// retry budget is the one in force (BudgetInForce): the default, when
+// the service sets none and a method retries.
 func (p *Service) Settings() []Setting {
 	var out []Setting
-	settingsOf(reflect.ValueOf(p).Elem(), "", serviceNone, &out)
+	// The budget in force: without one of its own, a service whose
+	// methods retry has the default.
+	q := *p
+	q.Budget = p.BudgetInForce()
+	settingsOf(reflect.ValueOf(&q).Elem(), "", serviceNone, &out)
 	for i := range p.Methods {
 		pre := "methods." + shortName(p.Methods[i].Name) + "."
 		settingsOf(reflect.ValueOf(&p.Methods[i]).Elem(), pre, methodNone, &out)
