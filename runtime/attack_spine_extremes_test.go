@@ -163,7 +163,7 @@ func callAll(t *testing.T, what string, inv *inventoryv1.InventoryServiceResilie
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	inv.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"})                               //nolint:errcheck
+	inv.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"})                                 //nolint:errcheck
 	inv.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o", Sku: "a", Units: 1}) //nolint:errcheck
 	inv.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "w"})                     //nolint:errcheck
 	if st, err := inv.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"}); err == nil {
