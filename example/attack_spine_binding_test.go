@@ -230,3 +230,29 @@ func TestAttackSpineConcurrentEditsShareNothing(t *testing.T) {
 		t.Errorf("the literal changed: %+v %+v", lit.Methods[0], lit.Breaker)
 	}
 }
+
+// The literal changed after the client is built changes nothing the
+// client does: NewClient keeps a deep copy.
+func TestAttackSpineLiteralChangedAfterBuildIsNotSeen(t *testing.T) {
+	srv, inv, err := edited(t, patient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := &inventoryv1.InventoryServiceResilientPolicy
+	saved := lit.Clone()
+	defer func() { *lit = saved }()
+	lit.Methods[0].Retry.MaxAttempts = 1
+	lit.Methods[0].Cache.KeyFields[0] = "warehouse"
+	lit.Methods[3].Retry = fastRetry()
+	lit.Methods[1].IdempotencyKey = ""
+	want := map[string]int{"GetStock": 3, "ReserveStock": 3, "StockReport": 1}
+	if got := attempts(t, srv, inv); !maps.Equal(got, want) {
+		t.Errorf("attempts seen by the server = %v, want %v: the running client follows the literal", got, want)
+	}
+	if keys := srv.Keys(reserveStock); len(keys) != 3 || keys[0] != "o-1" {
+		t.Errorf("ReserveStock's keys = %q, want o-1 on each of 3 attempts", keys)
+	}
+	if got := inv.Runtime().Policy().Methods[0].Cache.KeyFields; !slices.Equal(got, []string{"sku"}) {
+		t.Errorf("the client's KeyFields = %q, want [sku]", got)
+	}
+}
