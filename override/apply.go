@@ -48,12 +48,14 @@ func (t *service) check(errs *problems) {
 }
 
 // inOverride rewords a rule's advice for an override file: in a .proto,
-// removing a value gives its default ("remove it for the default 10s"),
-// but removing an override gives back the annotated value, which may be
-// another.
+// removing a value gives its default ("remove it for the default 10s",
+// "remove it to count no call as slow"), but removing an override gives
+// back the annotated value, which may be another.
 func inOverride(msg string) string {
-	if i := strings.Index(msg, "; remove it for "); i >= 0 {
-		return msg[:i] + "; remove this override to keep the annotated value"
+	for _, advice := range []string{"remove it for ", "remove it to "} {
+		if i := strings.LastIndex(msg, advice); i >= 0 {
+			return msg[:i] + "remove this override to keep the annotated value"
+		}
 	}
 	return msg
 }

@@ -188,23 +188,23 @@ func TestAttackSpineRefusalAdviceIsTrueForAnOverride(t *testing.T) {
 	_, err := override.Parse("o.yaml", []byte(`
 services:
   example.inventory.v1.InventoryService:
-    circuit_breaker: {cool_down: 0s}
+    circuit_breaker: {cool_down: 0s, slow_call_threshold: 0s}
     methods:
-      GetStock: {timeout: 0s}
+      GetStock: {timeout: 0s, cache: {fresh_ttl: 2s, stale_ttl: 1s}}
 `), nil, inventory)
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, line := range strings.Split(err.Error(), "\n") {
-		if strings.Contains(line, "for the default") || strings.Contains(line, "remove it for no") {
+		if strings.Contains(line, "for the default") || strings.Contains(line, "remove it for") || strings.Contains(line, "remove it to") {
 			t.Errorf("advice that is false in an override: %s", line)
 		}
 		if !strings.Contains(line, "remove this override to keep the annotated value") {
 			t.Errorf("no advice on what removing the override gives: %s", line)
 		}
 	}
-	if n := strings.Count(err.Error(), "\n") + 1; n != 2 {
-		t.Errorf("%d problems, want 2:\n%v", n, err)
+	if n := strings.Count(err.Error(), "\n") + 1; n != 4 {
+		t.Errorf("%d problems, want 4:\n%v", n, err)
 	}
 }
 

@@ -285,3 +285,79 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// What one boundary accepts, every boundary accepts: the values whose zero
+// means something (refuse at once, no slow calls, no retries beyond the
+// ratio, no stale answers) and the largest counts.
+func TestAttackSpineAcceptedAtEveryBoundary(t *testing.T) {
+	for _, tc := range []spineCase{{
+		name: "bulkhead max_wait 0", method: `bulkhead: {per_method: true, permits: 2, max_wait: {}}`,
+		yaml: `methods: {M: {bulkhead: {per_method: true, permits: 2, max_wait: 0s}}}`,
+		edit: func(p *policy.Service) { p.Methods[0].Bulkhead = &policy.Bulkhead{Permits: 2} },
+	}, {
+		name: "rate limit max_wait 0", method: `rate_limit: {per_method: true, requests_per_second: 10, max_wait: {}}`,
+		yaml: `rate_limit: {requests_per_second: 10, max_wait: 0s}`,
+		edit: func(p *policy.Service) { p.RateLimit = &policy.RateLimit{RequestsPerSecond: 10, Burst: 10} },
+	}, {
+		name: "slow_call_threshold 0", svc: `, circuit_breaker: {slow_call_threshold: {}}`,
+		broken: "Go's SlowCallThreshold 0 means no slow calls, and is accepted; the plugin and the override loader refuse " +
+			"slow_call_threshold: 0s (\"must be positive\"), so an operator cannot turn a threshold off by an override (timeout " +
+			"and overall_timeout likewise: 0 is none in Go, refused in a .proto and an override)",
+		yaml: `circuit_breaker: {slow_call_threshold: 0s}`,
+		edit: func(p *policy.Service) {
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 20, Window: time.Second, CoolDown: time.Second, HalfOpenProbes: 3,
+				FailureCodes: policy.CodesOf(codes.Unavailable)}
+		},
+	}, {
+		name: "min_retries 0", svc: `, retry_budget: {min_retries: 0}`,
+		yaml: `retry_budget: {min_retries: 0}`,
+		edit: func(p *policy.Service) { p.Budget = &policy.Budget{Ratio: 0.1, Window: time.Second} },
+	}, {
+		name: "max_attempts 1", method: `retry: {max_attempts: 1}`,
+		yaml: `methods: {M: {retry: {max_attempts: 1}}}`,
+		edit: func(p *policy.Service) { r := spineRetry(); r.MaxAttempts = 1; p.Methods[0].Retry = r },
+	}, {
+		name: "largest counts", svc: `, retry_budget: {min_retries: 4294967295}`,
+		method: `retry: {max_attempts: 4294967295}, bulkhead: {per_method: true, permits: 4294967295}`,
+		yaml:   `retry_budget: {min_retries: 4294967295}, methods: {M: {retry: {max_attempts: 4294967295}, bulkhead: {per_method: true, permits: 4294967295}}}`,
+		edit: func(p *policy.Service) {
+			p.Methods[0].Bulkhead = &policy.Bulkhead{Permits: 4294967295}
+			p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 4294967295, Window: time.Second}
+			r := spineRetry()
+			r.MaxAttempts = 4294967295
+			p.Methods[0].Retry = r
+		},
+	}, {
+		name: "count window at its most", svc: `, circuit_breaker: {window_calls: 2097152}`,
+		yaml: `circuit_breaker: {window_calls: 2097152}`,
+		edit: func(p *policy.Service) {
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 20, WindowCalls: 2097152, CoolDown: time.Second, HalfOpenProbes: 3,
+				FailureCodes: policy.CodesOf(codes.Unavailable)}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			proto := fmt.Sprintf(spineProto, tc.svc, "idempotent: true, timeout: {seconds: 1}, "+tc.method)
+			_, plugin := attackProto(t, "spine.proto", proto, "")
+			base := spineBase()
+			_, oerr := override.Parse("o.yaml", []byte("services:\n  attack.spine.S: {"+tc.yaml+"}\n"), nil, base)
+			edited := base.Clone()
+			tc.edit(&edited)
+			_, nerr := runtime.NewClient(base, runtime.WithPolicy(tc.edit))
+			refused := false
+			for b, msg := range map[string]string{"plugin": plugin, "override": errText(oerr), "Validate": errText(edited.Validate()), "NewClient": errText(nerr)} {
+				if msg != "" {
+					refused = true
+					if tc.broken == "" {
+						t.Errorf("%s refuses what the others accept: %s", b, msg)
+					}
+				}
+			}
+			if tc.broken != "" {
+				if !refused {
+					t.Errorf("accepted everywhere now: remove the note %q", tc.broken)
+				}
+				t.Skip("BROKEN: accepted at one boundary, refused at another: " + tc.broken)
+			}
+		})
+	}
+}
