@@ -152,7 +152,7 @@ func (t *service) ordered() []*leaf {
 
 // apply applies every override that is right on its own to p, a copy of
 // the annotated policy, and checks the result with the runtime's own
-// check (ServicePolicy.Problems): what involves several values (retries on
+// check (policy.Service.Problems): what involves several values (retries on
 // a method that may not be repeated, a timeout longer than the overall
 // one, a backoff range upside down) is refused naming the key that made it
 // so, in the same report as every other problem.
