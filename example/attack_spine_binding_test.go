@@ -256,3 +256,45 @@ func TestAttackSpineLiteralChangedAfterBuildIsNotSeen(t *testing.T) {
 		t.Errorf("the client's KeyFields = %q, want [sku]", got)
 	}
 }
+
+// An edit of the service's shared layers reaches every method that shares
+// them, and no other: with the shared breaker taken away, every call
+// reaches a failing server; with StockReport given a breaker of its own,
+// only that one opens, and GetStock's, the shared one, stays closed.
+func TestAttackSpineSharedBreakerEdits(t *testing.T) {
+	count := func(t *testing.T, edit func(p *policy.Service)) (report, get int, getState runtime.State) {
+		t.Helper()
+		srv, inv, err := edited(t, patient, runtime.WithPolicy(edit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for range 25 {
+			inv.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "w"}) //nolint:errcheck
+		}
+		inv.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"}) //nolint:errcheck
+		getState, _ = inv.Runtime().BreakerState(getStock)
+		return srv.Calls(stockReport), srv.Calls(getStock), getState
+	}
+	// As annotated: the shared breaker opens after its 20 calls, and
+	// GetStock, sharing it, is refused at once.
+	report, get, state := count(t, func(p *policy.Service) { p.Methods[0].Cache = nil })
+	if report != 20 || get != 0 || state != runtime.StateOpen {
+		t.Errorf("as annotated: StockReport %d, GetStock %d calls, its breaker %v; want 20, 0, open", report, get, state)
+	}
+	// No shared breaker: every call reaches the server.
+	report, get, _ = count(t, func(p *policy.Service) { p.Methods[0].Cache, p.Breaker = nil, nil })
+	if report != 25 || get != 3 {
+		t.Errorf("without the shared breaker: StockReport %d, GetStock %d calls; want 25, 3", report, get)
+	}
+	// StockReport with a breaker of its own: it opens; GetStock's, the
+	// shared one, saw none of its failures.
+	report, get, state = count(t, func(p *policy.Service) {
+		p.Methods[0].Cache = nil
+		own := *p.Breaker
+		p.Methods[3].Breaker = &own
+	})
+	if report != 20 || get != 3 || state != runtime.StateClosed {
+		t.Errorf("StockReport's own breaker: StockReport %d, GetStock %d calls, the shared breaker %v; want 20, 3, closed", report, get, state)
+	}
+}
