@@ -298,3 +298,42 @@ func TestAttackSpineSharedBreakerEdits(t *testing.T) {
 		t.Errorf("StockReport's own breaker: StockReport %d, GetStock %d calls, the shared breaker %v; want 20, 3, closed", report, get, state)
 	}
 }
+
+// Hedging an override adds to one method lands there: against a server
+// slower than the delay, StockReport sends its 3 copies, GetStock (after
+// it, on the same slow server) one attempt.
+func TestAttackSpineHedgingOverrideLandsOnItsMethod(t *testing.T) {
+	p := &inventoryv1.InventoryServiceResilientPolicy
+	set, err := override.Parse("overrides.yaml", []byte(`
+services:
+  example.inventory.v1.InventoryService:
+    timeout: 2s
+    methods:
+      StockReport: {hedging: {delay: 20ms, max_copies: 3}}
+`), nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, cc := dial(t, server.Slow(150*time.Millisecond))
+	opts := append([]runtime.Option{runtime.WithPolicy(func(p *policy.Service) { slices.Reverse(p.Methods) })}, set.Options(p)...)
+	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := inv.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Calls(stockReport); n != 3 {
+		t.Errorf("StockReport: the server saw %d copies, want 3", n)
+	}
+	if n := srv.Calls(getStock); n != 1 {
+		t.Errorf("GetStock: the server saw %d attempts, want 1", n)
+	}
+	if d := inv.Runtime().Describe(); !strings.Contains(d, "hedging: 3 copies 20ms apart") {
+		t.Errorf("Describe does not show StockReport's hedging:\n%s", d)
+	}
+}
