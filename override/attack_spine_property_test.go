@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,7 +85,8 @@ func envValue(v any) string {
 }
 
 // Random overrides, from the file and from variables, at the service and
-// at methods: whatever the loader accepts, the record Client.Changes shows
+// at methods, half of them after an edit that reorders the entries:
+// whatever the loader accepts, the record Client.Changes shows
 // is the comparison of the policy in force with the annotation, value by
 // value, and every source is a key of the set.
 func TestAttackSpineRecordIsTheTruthForRandomOverrides(t *testing.T) {
@@ -126,7 +128,11 @@ func TestAttackSpineRecordIsTheTruthForRandomOverrides(t *testing.T) {
 			continue
 		}
 		accepted++
-		recorded, err := runtime.NewClient(inventory, s.Options(inventory)...)
+		opts := s.Options(inventory)
+		if i%2 == 1 { // the program reorders the entries first
+			opts = append([]runtime.Option{runtime.WithPolicy(func(p *policy.Service) { slices.Reverse(p.Methods) })}, opts...)
+		}
+		recorded, err := runtime.NewClient(inventory, opts...)
 		if err != nil {
 			t.Errorf("case %d: the loader accepted what NewClient refuses: %v\nfile %s\nenv %q", i, err, data, env)
 			continue
