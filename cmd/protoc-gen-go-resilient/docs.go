@@ -42,8 +42,10 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 	p("for the contract's default (`options/resilient/v1/resilient.proto`). The")
 	p("keys under `shedding` and a method's `server` are the server side's")
 	p("(`XxxServerPolicy`), the others the client's (`XxxResilientPolicy`).")
-	p("`idempotent`, `idempotency_key` and `generate_idempotency_key` are part")
-	p("of the contract: the override loader refuses them.")
+	p("`idempotent`, `idempotency_key`, `generate_idempotency_key` and")
+	p("`priority` are part of the contract: the override loader refuses them.")
+	p("A method without a `priority` row sends none, and the server takes it")
+	p("as normal.")
 
 	for i, s := range f.Services {
 		rs := services[i]
@@ -114,18 +116,13 @@ func ofMethod(ss []policy.Setting, prefix string) []policy.Setting {
 	return out
 }
 
-// methodSentence says what a method is, beside its table: its full name,
-// kind and priority (part of the contract, not a setting), its cache's key
-// fields, which of the service's groups it shares and which it has of its
-// own, and when the exports retry it only with its key.
+// methodSentence says what a method is, beside its table: its full name
+// and kind, its cache's key fields (part of the contract, not a setting),
+// which of the service's groups it shares and which it has of its own, and
+// when the exports retry it only with its key.
 func methodSentence(m *protogen.Method, rm *method, sp *policy.Service) string {
-	mp, eff := rm.Policy, rm.eff
-	prio := eff.policy.GetPriority()
-	if prio == resilientv1.Priority_PRIORITY_UNSPECIFIED {
-		prio = resilientv1.Priority_PRIORITY_NORMAL
-	}
-	out := fmt.Sprintf("`%s`, %s, priority `%s` (%s).", mp.Name, kindWord(m),
-		strings.ToLower(strings.TrimPrefix(prio.String(), "PRIORITY_")), from(eff, "priority"))
+	mp := rm.Policy
+	out := fmt.Sprintf("`%s`, %s.", mp.Name, kindWord(m))
 	own, shared := groupsOf(mp, sp)
 	switch {
 	case len(own) > 0 && len(shared) > 0:

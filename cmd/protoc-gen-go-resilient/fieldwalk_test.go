@@ -233,14 +233,12 @@ func TestEveryOptionFieldIsWired(t *testing.T) {
 // as set by the field walk: a value under its key, the service's
 // ("`retry_budget.ratio` |") or the method's
 // ("`methods.Get.retry.max_attempts` |"); a per_method as the method's
-// own group ("`methods.Get.circuit_breaker.…"); the priority and the
-// cache's key fields, which are not settings, in the method's sentence.
+// own group ("`methods.Get.circuit_breaker.…"); the cache's key fields,
+// which are not a setting, in the method's sentence.
 func docsShows(md, path string) bool {
 	switch group, field, _ := strings.Cut(path, "."); {
 	case field == "per_method":
 		return strings.Contains(md, "| `methods.Get."+group+".")
-	case path == "priority":
-		return strings.Contains(md, "priority `high` (method)")
 	case path == "cache.key_fields":
 		return strings.Contains(md, "keyed by `id`, `other`")
 	}

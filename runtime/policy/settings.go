@@ -26,21 +26,27 @@ type Setting struct {
 // method's in the order of Methods, each group's fields in the order of
 // their type. The audit trail (runtime.Client.Changes) is the difference
 // of two such lists, before and after an edit, and the override loader
-// records what it applies the same way, and the plugin's policy page
-// (docs=true) lists them; all read the values here, by reflection over the
-// types, so a field added to a group is listed without a change anywhere
-// else.
+// records what it applies the same way; the plugin's policy page
+// (docs=true) lists them too. All read the values here, by reflection over
+// the types, so a field added to a group is listed without a change
+// anywhere else.
 //
 // A value whose zero means "none" (a timeout, slow_call_threshold, the
 // idempotency key) is written "none"; a missing retry, and a missing
 // shared breaker or bulkhead, as "none" under the group's own key
 // ("methods.GetStock.retry", "circuit_breaker"), so that adding or
 // removing one is a change. What names or binds a method (its name, kind,
-// cache key fields) and what it sends rather than applies (its priority)
-// are not settings.
+// cache key fields) is not a setting. Its priority is, when it has one:
+// the runtime sends it on every call, and the server sheds by it. The
+// retry budget is the one in force (BudgetInForce): the default, when
+// the service sets none and a method retries.
 func (p *Service) Settings() []Setting {
 	var out []Setting
-	settingsOf(reflect.ValueOf(p).Elem(), "", serviceNone, &out)
+	// The budget in force: without one of its own, a service whose
+	// methods retry has the default.
+	q := *p
+	q.Budget = p.BudgetInForce()
+	settingsOf(reflect.ValueOf(&q).Elem(), "", serviceNone, &out)
 	for i := range p.Methods {
 		pre := "methods." + shortName(p.Methods[i].Name) + "."
 		settingsOf(reflect.ValueOf(&p.Methods[i]).Elem(), pre, methodNone, &out)
@@ -55,14 +61,17 @@ func (p *Service) Settings() []Setting {
 // value whose zero means a default (the pushback, the code of a refusal,
 // the lease) is written as that default; a missing shedding or dedup as
 // "none". The dedup's Header and FinalCodes, set in Go only, have no
-// option and are not listed; nor is a method's priority, part of the
-// contract (the client sends it).
+// option and are not listed; nor is a method's priority, which
+// Service.Settings lists ("methods.ReserveStock.priority"): the client
+// sends it and the server caps it, one value for both sides.
 func (p *Server) Settings() []Setting {
 	var out []Setting
 	settingsOf(reflect.ValueOf(p).Elem(), "", serverNone, &out)
 	for i := range p.Methods {
 		pre := "methods." + shortName(p.Methods[i].Name) + ".server."
-		settingsOf(reflect.ValueOf(&p.Methods[i]).Elem(), pre, serverMethodNone, &out)
+		m := p.Methods[i]
+		m.Priority = PriorityUnspecified // the client's setting (methods.X.priority), not the server's
+		settingsOf(reflect.ValueOf(&m).Elem(), pre, serverMethodNone, &out)
 	}
 	return out
 }
@@ -80,7 +89,7 @@ var (
 
 // notSettings are the fields Settings leaves out.
 var notSettings = map[string]bool{
-	"Name": true, "Kind": true, "Methods": true, "Priority": true, "KeyFields": true,
+	"Name": true, "Kind": true, "Methods": true, "KeyFields": true,
 	"NewResponse": true, "Header": true, "FinalCodes": true,
 }
 
@@ -94,10 +103,11 @@ var defaultWhenZero = map[string]any{
 
 // noneWhenZero are the values whose zero means none; omitWhenZero those
 // not listed at all at their zero (a window in time has no window_calls;
-// a method that does not generate keys has no generate_idempotency_key).
+// a method that does not generate keys has no generate_idempotency_key,
+// one without a priority none).
 var (
 	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true, "DefaultTimeout": true}
-	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true}
+	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true, "Priority": true}
 )
 
 // settingsOf appends the values of the struct v under prefix; a field
