@@ -111,14 +111,18 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 	// The values in force; a default initial limit is kept between them.
 	lo, hi, from := cmp.Or(q.MinLimit, d.MinLimit), cmp.Or(q.MaxLimit, d.MaxLimit), ""
 	if p.MaxLimit == 0 {
-		from = " (the default)" // the permits only where min_limit fits under them
+		// Under a bulkhead the default is the lower of 100 and the permits,
+		// which MinLimit fits under: only the default 100 can be too low.
+		from = " (the default)"
 	}
 	if msg := check.MinAboveMax(int64(lo), int64(hi), from); msg != "" {
 		bad(f+".MinLimit", "min_limit %s", msg)
 		return
 	}
 	if p.InitialLimit != 0 {
-		fail(bad, f+".InitialLimit", subject("initial_limit", check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi))), ", or leave it 0 for the default")
+		// No mend in Go's terms: the override loader reports this one to
+		// the author of a file, who cannot write 0.
+		fail(bad, f+".InitialLimit", subject("initial_limit", check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi))), "")
 	}
 }
 
