@@ -73,6 +73,15 @@ func MinAboveMax(minLimit, maxLimit int64, from string) string {
 	return fmt.Sprintf("%d is above max_limit %d%s: lower min_limit or raise max_limit", minLimit, maxLimit, from)
 }
 
+// MaxBelowMin is MinAboveMax blaming max_limit (from: min_limit's
+// origin).
+func MaxBelowMin(minLimit, maxLimit int64, from string) string {
+	if minLimit <= maxLimit {
+		return ""
+	}
+	return fmt.Sprintf("%d is below min_limit %d%s: raise max_limit or lower min_limit", maxLimit, minLimit, from)
+}
+
 // InitialOutside refuses an adaptive limit's initial_limit outside
 // [min_limit, max_limit], the values in force, blaming initial_limit. The
 // caller adds how else to mend it (", or remove it").

@@ -154,6 +154,9 @@ var goMistakes = map[string]goMistake{
 	"adaptive min above the default max": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 150}
 	}},
+	"method's own min above the default max": {set: func(_ *policy.Service, get, _ *policy.Method) {
+		get.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 150}
+	}},
 	"adaptive initial above max": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 200}
 	}},

@@ -148,14 +148,17 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		hi = min(hi, permits)
 	}
 	// The order of the values in force: a min_limit above the default
-	// max_limit is refused too. Under a bulkhead a default max_limit is
-	// the permits, which min_limit already fits under.
-	if a.MinLimit != nil {
-		lvl := eff.SetBy["adaptive_limit.min_limit"]
-		if msg := check.MinAboveMax(int64(lo), int64(hi), eff.Origin("adaptive_limit.max_limit", lvl)); msg != "" {
-			add(Finding{RuleAdaptive, lvl, "adaptive_limit.min_limit", msg})
-			return
+	// max_limit is refused too (under a bulkhead a default max_limit is
+	// the permits, which min_limit already fits under). Blamed on the one
+	// written at the more specific level.
+	if a.MinLimit != nil && lo > hi {
+		minLvl, maxLvl := eff.SetBy["adaptive_limit.min_limit"], eff.SetBy["adaptive_limit.max_limit"]
+		if a.MaxLimit != nil && maxLvl > minLvl {
+			add(Finding{RuleAdaptive, maxLvl, "adaptive_limit.max_limit", check.MaxBelowMin(int64(lo), int64(hi), eff.Origin("adaptive_limit.min_limit", maxLvl))})
+		} else {
+			add(Finding{RuleAdaptive, minLvl, "adaptive_limit.min_limit", check.MinAboveMax(int64(lo), int64(hi), eff.Origin("adaptive_limit.max_limit", minLvl))})
 		}
+		return
 	}
 	if a.InitialLimit != nil {
 		if msg := check.InitialOutside(int64(*a.InitialLimit), int64(lo), int64(hi)); msg != "" {
