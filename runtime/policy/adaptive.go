@@ -25,8 +25,8 @@ type AdaptiveLimit struct {
 	// MinLimit is the lowest the limit falls: the attempts let through
 	// while the dependency is at its worst. At least 1.
 	MinLimit int
-	// MaxLimit is the highest the limit grows; under a bulkhead, at most
-	// its permits (0: the permits).
+	// MaxLimit is the highest the limit grows, at most 2^20 and at least
+	// MinLimit; under a bulkhead, at most its permits (0: the permits).
 	MaxLimit int
 	// InitialLimit is the limit before any attempt has come back, in
 	// [MinLimit, MaxLimit].
@@ -38,7 +38,7 @@ type AdaptiveLimit struct {
 	// round, in (0, 1]. Drops are not smoothed.
 	Smoothing float64
 	// BaselineWindow is how long the smallest round RTT is remembered as
-	// the dependency's unloaded latency.
+	// the dependency's unloaded latency; at least 10 ns.
 	BaselineWindow time.Duration
 }
 
@@ -57,7 +57,7 @@ type Throttle struct {
 	// any is refused locally; at least 1.
 	K float64
 	// Window is the sliding window over which requests and accepts are
-	// counted, in 10 buckets.
+	// counted, in 10 buckets; at least 10 ns.
 	Window time.Duration
 	// MaxRefusal caps the probability of a local refusal, in (0, 1), so
 	// that some attempts always reach the dependency and see it recover.
