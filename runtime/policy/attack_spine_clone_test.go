@@ -5,6 +5,7 @@ package policy_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,22 @@ func TestAttackSpineCloneKeepsNilKeyFields(t *testing.T) {
 	var empty policy.Service
 	if e := empty.Clone(); len(e.Methods) != 0 {
 		t.Errorf("the clone of an empty policy has %d methods", len(e.Methods))
+	}
+}
+
+// A program that overwrote DefaultBudget with nonsense gets its retrying
+// policies refused, not run with it unchecked.
+func TestValidateChecksTheDefaultBudgetInForce(t *testing.T) {
+	saved := policy.DefaultBudget
+	defer func() { policy.DefaultBudget = saved }()
+	policy.DefaultBudget.Ratio = -1
+	p := policy.Service{Name: "p.S", Methods: []policy.Method{{Name: "/p.S/Get", Idempotent: true,
+		Retry: &policy.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Second, Multiplier: 2}}}}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "Budget.Ratio") {
+		t.Errorf("Validate with a broken DefaultBudget: %v, want Budget.Ratio refused", err)
+	}
+	p.Methods[0].Retry = nil
+	if err := p.Validate(); err != nil {
+		t.Errorf("a policy that never retries uses no budget: %v", err)
 	}
 }

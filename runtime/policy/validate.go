@@ -59,8 +59,10 @@ func (p *Service) Problems() []Problem {
 	if p.Name == "" {
 		bad("Name", "empty: set the full service name")
 	}
-	if p.Budget != nil {
-		p.Budget.check("Budget", bad)
+	// The budget in force: the service's, else DefaultBudget for a
+	// service that retries, which a program may have changed.
+	if b := p.BudgetInForce(); b != nil {
+		b.check("Budget", bad)
 	}
 	if p.Breaker != nil {
 		p.Breaker.check("Breaker", bad)
