@@ -302,13 +302,16 @@ services:
 		_, err = client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
 		return time.Since(begin), err
 	}
+	// The runtime names the limit that cut the call; the server's second
+	// bounds the time from above whatever the machine's load.
 	took, err := call(s.Options(inventory))
-	if status.Code(err) != codes.DeadlineExceeded || took < 50*time.Millisecond || took > 250*time.Millisecond {
-		t.Errorf("with the override: %v after %v, want DEADLINE_EXCEEDED after about 50ms", err, took)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "timeout of 50ms") ||
+		took < 50*time.Millisecond || took >= time.Second {
+		t.Errorf("with the override: %v after %v, want DEADLINE_EXCEEDED by the 50ms timeout", err, took)
 	}
 	took, err = call(nil)
-	if status.Code(err) != codes.DeadlineExceeded || took < 300*time.Millisecond {
-		t.Errorf("as annotated: %v after %v, want DEADLINE_EXCEEDED after the annotated 300ms", err, took)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "timeout of 300ms") || took < 300*time.Millisecond {
+		t.Errorf("as annotated: %v after %v, want DEADLINE_EXCEEDED by the annotated 300ms", err, took)
 	}
 }
 
