@@ -59,18 +59,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					}
 				}
 			}()
-			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			resp, end, err := attemptOnce(hctx, m, req, slot.opts, call)
+			resp, end, err := attemptOnce(hctx, m, req, opts, call, true)
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
-			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter, timedOut: end.timedOut}
-			if err != nil {
-				r.push, r.pushed = Pushback(err, slot.md)
-			}
-			slot.put()
+			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it

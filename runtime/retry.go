@@ -30,7 +30,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 	}
 	c := m.client
 	retry := p.Retry
-	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || keyed)
+	retries := m.hot.retries && (p.Idempotent || keyed)
 	if retries && c.events != nil {
 		m.budgetRecovered()
 	}
@@ -40,15 +40,9 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			// A shared call whose callers all left: no attempt for nobody.
 			return nil, firstOf(last, wait)
 		}
-		aopts := opts
-		var slot *trailerSlot
-		if retries {
-			// The server's pushback travels in the trailer: asked for only
-			// where it can change what happens next.
-			slot = withTrailer(opts)
-			aopts = slot.opts
-		}
-		resp, end, err := attemptOnce(ctx, m, req, aopts, call)
+		// The server's pushback travels in the trailer: asked for only
+		// where it can change what happens next.
+		resp, end, err := attemptOnce(ctx, m, req, opts, call, retries)
 		if retries && attempt == 1 && !end.refused {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.
@@ -57,14 +51,6 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 				at = c.now()
 			}
 			m.budget.request(at)
-		}
-		var push time.Duration
-		var pushed bool
-		if slot != nil {
-			if err != nil {
-				push, pushed = Pushback(err, slot.md)
-			}
-			slot.put()
 		}
 		if end.refused && err != nil {
 			// Refused by an adaptive layer: final and local, like an open
@@ -92,7 +78,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		if !retries || !retryable(retry.RetryableCodes, err, end.timedOut) {
 			return nil, err
 		}
-		if pushed && push < 0 {
+		if end.pushed && end.push < 0 {
 			if mx != nil && attempt < retry.MaxAttempts {
 				mx.retries[retryPushback].Inc()
 			}
@@ -102,8 +88,8 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
 		}
 		pause := backoffFor(retry, attempt)
-		if pushed {
-			pause = push // the server knows better when it can take the call
+		if end.pushed {
+			pause = end.push // the server knows better when it can take the call
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
 			if mx != nil {
