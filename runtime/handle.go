@@ -117,7 +117,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	if err := ctx.Err(); err != nil {
 		return nil, statusFromContext(err)
 	}
-	resp, err := unary(ctx, m, key, nil, req, opts, h.call)
+	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: h.call})
 	if err == nil && m.client.events != nil && m.fallbackSeen.Load() != 0 {
 		m.fallbackSeen.Store(0) // as callUnary: another handle of m may fall back
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -20,8 +19,7 @@ import (
 // breaker ends the loop at once: it is a final answer. The other layers
 // (rate limit, bulkhead, overall limit, idempotency key) are unary's, and
 // wrap it. wait is nil for a call; for a cache's shared call, see unary.
-func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wait context.Context, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
 	shared := wait != nil
@@ -42,7 +40,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		}
 		// The server's pushback travels in the trailer: asked for only
 		// where it can change what happens next.
-		resp, end, err := attemptOnce(ctx, m, req, opts, call, retries)
+		resp, end, err := attemptOnce(ctx, m, in, retries)
 		if retries && attempt == 1 && !end.refused {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.

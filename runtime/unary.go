@@ -37,7 +37,7 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 	if m.cache != nil && cacheKey != nil {
 		resp, stale, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		resp, err = unary(ctx, m, key, nil, req, opts, call)
+		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call})
 	}
 	if err == nil {
 		if !stale && m.client.events != nil && m.fallbackSeen.Load() != 0 {
@@ -89,8 +89,7 @@ func (m *methodState) fellBackTo(cause int, err error) {
 // token, a permit, a backoff, the next hedged copy) and of the decision to
 // send another attempt, cut when its last caller leaves, while an attempt
 // already sent runs on under ctx.
-func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	p := m.policy
 	admit := ctx
 	if wait != nil {
@@ -120,9 +119,20 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
 	}
 	if p.Hedging != nil {
-		return hedged(ctx, m, wait, req, opts, call)
+		return hedged(ctx, m, wait, in)
 	}
-	return retried(ctx, m, key != "", wait, req, opts, call)
+	return retried(ctx, m, key != "", wait, in)
+}
+
+// invocation is one call of the plain client's method as each of its
+// attempts repeats it: the request, the caller's options and the method.
+// The layers pass it down by pointer, from the frame of the call's entry
+// (UnaryHandle.Call, or a cache's shared call): one argument where there
+// were three, on every call of every layer.
+type invocation[Req, Resp any] struct {
+	req  *Req
+	opts []grpc.CallOption
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -153,8 +163,7 @@ type attemptEnd struct {
 // where the server's word can change what happens next) it asks for the
 // attempt's trailer and reads the server's pushback of a failure into
 // end.push.
-func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error), heard bool) (*Resp, attemptEnd, error) {
+func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocation[Req, Resp], heard bool) (*Resp, attemptEnd, error) {
 	// Without a breaker, metrics or adaptive layer an attempt holds nothing
 	// and counts nowhere, and the check below has nothing to protect.
 	counted, guarded := m.hot.counted, m.hot.guarded
@@ -207,12 +216,13 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	if guarded {
 		g.begin(m, a.sp)
 	}
+	opts := in.opts
 	var slot *trailerSlot
 	if heard {
 		slot = withTrailer(opts)
 		opts = slot.opts
 	}
-	resp, err := call(actx, req, opts...)
+	resp, err := in.call(actx, in.req, opts...)
 	a.settled = true
 	var end attemptEnd
 	if slot != nil {
@@ -222,7 +232,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 		slot.put()
 	}
 	seen := unsent(err) // what the breaker and the adaptive layers are told
-	end.at = m.settle(ctx, actx, &a, seen)
+	if counted {
+		end.at = m.settle(ctx, actx, &a, seen)
+	}
 	if end.at == 0 && a.sp.known {
 		end.at = a.sp.start
 	}
