@@ -138,10 +138,10 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					}
 					stopped = true
 				case r.pushed:
-					if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= r.push {
-						stopped = true
-					} else {
+					if endsInTime(ctx, r.push) {
 						timer.Reset(r.push)
+					} else {
+						stopped = true
 					}
 				default:
 					next() // a non-fatal failure: the next copy goes now

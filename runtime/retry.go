@@ -89,7 +89,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		if end.pushed {
 			pause = end.push // the server knows better when it can take the call
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
+		if !endsInTime(ctx, pause) {
 			if mx != nil {
 				mx.retries[retryDeadline].Inc()
 			}
@@ -104,6 +104,14 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			return nil, ended(ctx, err)
 		}
 	}
+}
+
+// endsInTime reports whether a wait of d (a backoff, or the server's
+// pushback) ends before ctx's deadline, so that the retry or the hedged
+// copy after it can start; always, for a context without a deadline.
+func endsInTime(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > d
 }
 
 // firstOf is what a shared call whose callers all left ends with: the

@@ -232,9 +232,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		slot.put()
 	}
 	seen := unsent(err) // what the breaker and the adaptive layers are told
-	if counted {
-		end.at = m.settle(ctx, actx, &a, seen)
-	}
+	end.at = m.settle(ctx, actx, &a, seen)
 	if end.at == 0 && a.sp.known {
 		end.at = a.sp.start
 	}
