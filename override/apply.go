@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
@@ -100,7 +101,7 @@ func (t *service) ordered() []*leaf {
 
 // apply applies every override that is right on its own to p, a copy of
 // the annotated policy, and checks the result with the runtime's own
-// check (ServicePolicy.Problems): what involves several values (retries on
+// check (policy.Service.Problems): what involves several values (retries on
 // a method that may not be repeated, a timeout longer than the overall
 // one, a backoff range upside down) is refused naming the key that made it
 // so, in the same report as every other problem.
@@ -345,7 +346,7 @@ func (t *service) applyShared(p *policy.Service, methods []*policy.Method, group
 		// the limit would be shown in force and do nothing.
 		return fmt.Errorf("streams do not go through the rate limit, and %s is a streaming method: remove this override", l.method)
 	}
-	goName := goGroups[group]
+	goName := contract.GoName(group)
 	shared := reflect.ValueOf(p).Elem().FieldByName(goName)
 	target := shared
 	if l.method != "" {
@@ -437,13 +438,6 @@ func groupMessage(target any) proto.Message {
 		return &resilientv1.ClientThrottle{}
 	}
 	return nil
-}
-
-// goGroups name the runtime's field of each group of the annotation.
-var goGroups = map[string]string{
-	"retry": "Retry", "retry_budget": "Budget", "circuit_breaker": "Breaker", "bulkhead": "Bulkhead",
-	"rate_limit": "RateLimit", "hedging": "Hedging", "cache": "Cache",
-	"adaptive_limit": "AdaptiveLimit", "client_throttle": "ClientThrottle",
 }
 
 func defaultRetry() *policy.Retry {

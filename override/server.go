@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
 )
 
@@ -81,7 +82,7 @@ func convertServer(fd protoreflect.FieldDescriptor, raw any) (v any, ok bool, er
 // deduplicate. None when nothing overrides p's server side. The Set is
 // loaded with the generated client policy of the same service
 // (XxxResilientPolicy), which names its methods.
-func (s *Set) ServerOptions(p *server.ServicePolicy) ([]server.Option, error) {
+func (s *Set) ServerOptions(p *policy.Server) ([]server.Option, error) {
 	if s == nil || p == nil {
 		return nil, nil
 	}
@@ -98,7 +99,7 @@ func (s *Set) ServerOptions(p *server.ServicePolicy) ([]server.Option, error) {
 	if len(leaves) == 0 {
 		return nil, nil
 	}
-	apply := func(c *server.ServicePolicy) error {
+	apply := func(c *policy.Server) error {
 		var errs problems
 		for _, l := range leaves {
 			if err := applyServerLeaf(c, l); err != nil {
@@ -140,18 +141,18 @@ func (s *Set) ServerOptions(p *server.ServicePolicy) ([]server.Option, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("overrides of %s (%s): %w", t.name, strings.Join(sources(leaves), ", "), err)
 	}
-	return []server.Option{server.WithPolicy(p.Name, func(p *server.ServicePolicy) {
+	return []server.Option{server.WithPolicy(p.Name, func(p *policy.Server) {
 		apply(p) //nolint:errcheck // checked above
 	})}, nil
 }
 
 // applyServerLeaf sets one server-side value in p: a service's value in
 // every method it concerns.
-func applyServerLeaf(p *server.ServicePolicy, l *leaf) error {
+func applyServerLeaf(p *policy.Server, l *leaf) error {
 	group, field, _ := strings.Cut(l.path, ".")
 	if group == "shedding" {
 		if p.Shedding == nil {
-			p.Shedding = &server.SheddingPolicy{}
+			p.Shedding = &policy.Shedding{}
 		}
 		sh := p.Shedding
 		switch field {
@@ -200,9 +201,9 @@ func applyServerLeaf(p *server.ServicePolicy, l *leaf) error {
 					m.Dedup.Lease = v
 				}
 			case "dedup.on_store_error":
-				m.Dedup.OnStoreError = server.Refuse
+				m.Dedup.OnStoreError = policy.StoreErrorRefuse
 				if l.value.(protoreflect.EnumNumber) == protoreflect.EnumNumber(resilientv1.OnStoreError_ON_STORE_ERROR_RUN_WITHOUT_DEDUP) {
-					m.Dedup.OnStoreError = server.RunWithoutDedup
+					m.Dedup.OnStoreError = policy.StoreErrorRunWithoutDedup
 				}
 			}
 		}

@@ -138,7 +138,7 @@ func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
 		}
 	}
 	if p.ClientThrottle != nil {
-		t, err := throttle.New(*p.ClientThrottle, c.base, nil)
+		t, err := throttle.New(throttle.Policy(*p.ClientThrottle), c.base, nil)
 		if err != nil {
 			return nil, fmt.Errorf("resilient: policy %s: ClientThrottle: %w", p.Name, err)
 		}
@@ -166,7 +166,8 @@ func hasAdaptive(p *policy.Service) bool {
 
 // limit builds a limiter under the bulkhead b (nil for none) for method
 // ("" for the service's).
-func (a *adaptiveLayers) limit(p policy.AdaptiveLimit, b *policy.Bulkhead, method string) (*concurrencyLimit, error) {
+func (a *adaptiveLayers) limit(pl policy.AdaptiveLimit, b *policy.Bulkhead, method string) (*concurrencyLimit, error) {
+	p := adaptive.Policy(pl)
 	if b != nil {
 		p = p.WithCeiling(b.Permits)
 	}
@@ -393,21 +394,10 @@ func withCause(refusal, last error) error {
 	return refusal
 }
 
-// flattenAdaptive lists the values of an adaptive limit for the audit
-// trail (provenance.go), under prefix.
-func flattenAdaptive(add func(string, any), prefix string, a *policy.AdaptiveLimit) {
-	add(prefix+".min_limit", a.MinLimit)
-	add(prefix+".max_limit", a.MaxLimit)
-	add(prefix+".initial_limit", a.InitialLimit)
-	add(prefix+".tolerance", a.Tolerance)
-	add(prefix+".smoothing", a.Smoothing)
-	add(prefix+".baseline_window", a.BaselineWindow)
-}
-
 // describeLimit renders an adaptive limit under the bulkhead b (nil for
 // none) with the values in force, defaults and ceiling applied.
 func describeLimit(a *policy.AdaptiveLimit, b *policy.Bulkhead) string {
-	q := *a
+	q := adaptive.Policy(*a)
 	if b != nil {
 		q = q.WithCeiling(b.Permits)
 	}
@@ -422,7 +412,7 @@ func describeLimit(a *policy.AdaptiveLimit, b *policy.Bulkhead) string {
 
 // describeThrottle renders a throttler with the values in force.
 func describeThrottle(t *policy.Throttle) string {
-	th, err := throttle.New(*t, time.Time{}, nil)
+	th, err := throttle.New(throttle.Policy(*t), time.Time{}, nil)
 	if err != nil {
 		return "invalid: " + err.Error()
 	}

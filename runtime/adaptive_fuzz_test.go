@@ -45,7 +45,7 @@ func FuzzAdaptiveLayers(f *testing.F) {
 		}
 		var draw float64 // the throttler's next random draw, from the program
 		th := c.Method(0).throttle
-		if th.t, err = throttle.New(*sp.ClientThrottle, c.base, func() float64 { return draw }); err != nil {
+		if th.t, err = throttle.New(throttle.Policy(*sp.ClientThrottle), c.base, func() float64 { return draw }); err != nil {
 			t.Fatal(err)
 		}
 		l := c.Method(0).concurrency.l

@@ -267,7 +267,7 @@ func TestAdaptiveLimitGrowsBackWhenTheDependencyIsFastAgain(t *testing.T) {
 // probability p refuses exactly when p > r.
 func fixedThrottle(t *testing.T, c *Client, r float64) {
 	t.Helper()
-	th, err := throttle.New(*c.policy.ClientThrottle, c.base, func() float64 { return r })
+	th, err := throttle.New(throttle.Policy(*c.policy.ClientThrottle), c.base, func() float64 { return r })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,7 @@ func TestAttackBreakerWithWindowCallsOfOne(t *testing.T) {
 // now says).
 func TestAttackThrottlerClimbAfterAHealthySpell(t *testing.T) {
 	base := t0
-	th, err := throttle.New(policy.Throttle{}, base, func() float64 { return 0.999 }) // never refuses below the cap
+	th, err := throttle.New(throttle.Policy{}, base, func() float64 { return 0.999 }) // never refuses below the cap
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1093,7 +1093,10 @@ func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
 		m.Retry = nil
-		m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 4, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		// A copy that fails with a non-fatal code makes the next one go at
+		// once, whatever the delay: a delay far above the first answer's
+		// round trip keeps the timer out of it, even on a loaded machine.
+		m.Hedging = &policy.Hedging{Delay: 250 * time.Millisecond, MaxCopies: 4, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("got %v, want UNAVAILABLE", err)

@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"github.com/go-resilient/resilient/runtime/policy"
-	"strconv"
 	"strings"
 )
 
@@ -47,120 +46,6 @@ func (c *Client) Describe() string {
 	return b.String()
 }
 
-// setting is one value of a flattened policy.
-type setting struct{ key, value string }
-
-// flatten lists every value of p under the keys of Change.
-func flatten(p *policy.Service) []setting {
-	var out []setting
-	add := func(key string, v any) {
-		var s string
-		switch v := v.(type) {
-		case string:
-			s = v
-		case float64:
-			s = strconv.FormatFloat(v, 'g', -1, 64)
-		default:
-			s = fmt.Sprint(v)
-		}
-		out = append(out, setting{key, s})
-	}
-	if b := p.Budget; b != nil {
-		add("retry_budget.ratio", b.Ratio)
-		add("retry_budget.min_retries", b.MinRetries)
-		add("retry_budget.window", b.Window)
-	}
-	breaker := func(prefix string, b *policy.Breaker) {
-		if b == nil {
-			add(prefix, "none")
-			return
-		}
-		add(prefix+".failure_ratio", b.FailureRatio)
-		add(prefix+".minimum_calls", b.MinimumCalls)
-		add(prefix+".window", b.Window)
-		if b.WindowCalls > 0 {
-			add(prefix+".window_calls", b.WindowCalls)
-		}
-		add(prefix+".cool_down", b.CoolDown)
-		add(prefix+".half_open_probes", b.HalfOpenProbes)
-		add(prefix+".slow_call_threshold", orNone(b.SlowCallThreshold.String(), b.SlowCallThreshold == 0))
-		add(prefix+".failure_codes", b.FailureCodes)
-	}
-	bulkhead := func(prefix string, b *policy.Bulkhead) {
-		if b == nil {
-			add(prefix, "none")
-			return
-		}
-		add(prefix+".permits", b.Permits)
-		add(prefix+".max_wait", b.MaxWait)
-	}
-	rateLimit := func(prefix string, r *policy.RateLimit) {
-		add(prefix+".requests_per_second", r.RequestsPerSecond)
-		add(prefix+".burst", r.Burst)
-		add(prefix+".max_wait", r.MaxWait)
-	}
-	breaker("circuit_breaker", p.Breaker)
-	bulkhead("bulkhead", p.Bulkhead)
-	if p.RateLimit != nil {
-		rateLimit("rate_limit", p.RateLimit)
-	}
-	if p.AdaptiveLimit != nil {
-		flattenAdaptive(add, "adaptive_limit", p.AdaptiveLimit)
-	}
-	if t := p.ClientThrottle; t != nil {
-		add("client_throttle.k", t.K)
-		add("client_throttle.window", t.Window)
-		add("client_throttle.max_refusal", t.MaxRefusal)
-	}
-	for i := range p.Methods {
-		m := &p.Methods[i]
-		pre := "methods." + shortName(m.Name) + "."
-		add(pre+"idempotent", m.Idempotent)
-		add(pre+"idempotency_key", orNone(m.IdempotencyKey, m.IdempotencyKey == ""))
-		add(pre+"timeout", orNone(m.Timeout.String(), m.Timeout == 0))
-		add(pre+"overall_timeout", orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
-		// A retry of one attempt is listed as such: an edit that turns
-		// retries off changes max_attempts, and the trail shows it.
-		if r := m.Retry; r != nil {
-			add(pre+"retry.max_attempts", r.MaxAttempts)
-			add(pre+"retry.initial_backoff", r.InitialBackoff)
-			add(pre+"retry.max_backoff", r.MaxBackoff)
-			add(pre+"retry.backoff_multiplier", r.Multiplier)
-			add(pre+"retry.retryable_codes", r.RetryableCodes)
-		} else {
-			add(pre+"retry", "none")
-		}
-		// A method without a breaker or bulkhead of its own uses the
-		// service's: only its own are the method's values.
-		if m.Breaker != nil {
-			breaker(pre+"circuit_breaker", m.Breaker)
-		}
-		if m.Bulkhead != nil {
-			bulkhead(pre+"bulkhead", m.Bulkhead)
-		}
-		if m.GenerateIdempotencyKey {
-			add(pre+"generate_idempotency_key", true)
-		}
-		if h := m.Hedging; h != nil {
-			add(pre+"hedging.delay", h.Delay)
-			add(pre+"hedging.max_copies", h.MaxCopies)
-			add(pre+"hedging.non_fatal_codes", h.NonFatalCodes)
-		}
-		if m.RateLimit != nil {
-			rateLimit(pre+"rate_limit", m.RateLimit)
-		}
-		if m.AdaptiveLimit != nil {
-			flattenAdaptive(add, pre+"adaptive_limit", m.AdaptiveLimit)
-		}
-		if c := m.Cache; c != nil {
-			add(pre+"cache.fresh_ttl", c.FreshTTL)
-			add(pre+"cache.stale_ttl", c.StaleTTL)
-			add(pre+"cache.max_entries", c.MaxEntries)
-		}
-	}
-	return out
-}
-
 // editName names the option an edit came from, for errors.
 func editName(source string) string {
 	if source == "WithRecordedPolicy" {
@@ -176,40 +61,40 @@ func applyEdit(p *policy.Service, e policyEdit, changes []Change) []Change {
 	if e.recorded != nil {
 		return merge(changes, e.recorded(p))
 	}
-	before := flatten(p)
+	before := p.Settings()
 	e.apply(p)
-	return merge(changes, diff(before, flatten(p), e.source))
+	return merge(changes, diff(before, p.Settings(), e.source))
 }
 
 // diff lists what one edit, from source, changed between the flattened
 // policies before and after it, each with its value before the edit as
 // Annotated.
-func diff(before, after []setting, source string) []Change {
+func diff(before, after []policy.Setting, source string) []Change {
 	was := make(map[string]string, len(before))
 	for _, s := range before {
-		was[s.key] = s.value
+		was[s.Key] = s.Value
 	}
 	// A value the edit removed (a method's own breaker given back) is
 	// "none" after it.
 	now := make(map[string]bool, len(after))
 	for _, s := range after {
-		now[s.key] = true
+		now[s.Key] = true
 	}
 	for _, s := range before {
-		if !now[s.key] {
-			after = append(after, setting{s.key, "none"})
+		if !now[s.Key] {
+			after = append(after, policy.Setting{Key: s.Key, Value: "none"})
 		}
 	}
 	var out []Change
 	for _, s := range after {
-		old, ok := was[s.key]
-		if ok && old == s.value {
+		old, ok := was[s.Key]
+		if ok && old == s.Value {
 			continue
 		}
 		if !ok {
 			old = "none"
 		}
-		out = append(out, Change{Key: s.key, Annotated: old, Value: s.value, Source: source})
+		out = append(out, Change{Key: s.Key, Annotated: old, Value: s.Value, Source: source})
 	}
 	return out
 }

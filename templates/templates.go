@@ -6,8 +6,8 @@
 //
 // The templates never name another Go package themselves: every foreign
 // identifier goes through a function the generator supplies (ident, rt,
-// grpc, context, codes), which resolves it with protogen's QualifiedGoIdent,
-// so that protogen owns the imports of the generated file.
+// pol, grpc, context, codes, …), which resolves it with protogen's
+// QualifiedGoIdent, so that protogen owns the imports of the generated file.
 package templates
 
 import (
@@ -25,14 +25,25 @@ var Funcs = template.FuncMap{
 	"ident": unset,
 	// rt returns the named identifier of the resilient runtime package.
 	"rt": unset,
+	// pol returns the named identifier of the runtime/policy package, the
+	// policy values.
+	"pol": unset,
+	// kind returns the runtime/policy constant of a policy.Kind:
+	// policy.KindUnary.
+	"kind": unset,
+	// priority returns the runtime/policy constant of a policy.Priority:
+	// policy.PriorityHigh.
+	"priority": unset,
+	// storeErrorMode returns the runtime/policy constant of a
+	// policy.StoreErrorMode: policy.StoreErrorRefuse.
+	"storeErrorMode": unset,
 	// grpc returns the named identifier of google.golang.org/grpc.
 	"grpc": unset,
 	// context returns the named identifier of package context.
 	"context": unset,
-	// codes returns a policy.CodesOf call listing the given codes.
+	// codes returns the policy.CodesOf call that makes a policy.CodeSet,
+	// its codes in the order of their numbers.
 	"codes": unset,
-	// srv returns the named identifier of the runtime/server package.
-	"srv": unset,
 	// proto returns the named identifier of google.golang.org/protobuf/proto.
 	"proto": unset,
 	// code returns one codes.Code constant.

@@ -15,30 +15,13 @@ import (
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-// The resolved adaptive layers: the adaptive concurrency limit (the
-// service's shared one, or a method's own) and the client-side throttler
-// (the service's), every value in force.
-type (
-	adaptiveLimitPolicy struct {
-		MinLimit       int
-		MaxLimit       int
-		InitialLimit   int
-		Tolerance      float64
-		Smoothing      float64
-		BaselineWindow time.Duration
-	}
-	throttlePolicy struct {
-		K          float64
-		Window     time.Duration
-		MaxRefusal float64
-	}
-)
-
-// withCeiling is the limit under a bulkhead of permits (nil for none): the
-// runtime's AdaptiveLimitPolicy.WithCeiling, for the exports.
-func (a *adaptiveLimitPolicy) withCeiling(b *bulkheadPolicy) adaptiveLimitPolicy {
+// underBulkhead is the limit a under a bulkhead b (nil for none), its
+// ceiling: the export's view of the runtime's AdaptiveLimit.WithCeiling,
+// with the initial limit held under the maximum.
+func underBulkhead(a *policy.AdaptiveLimit, b *policy.Bulkhead) policy.AdaptiveLimit {
 	p := *a
 	if b != nil && b.Permits > 0 {
 		p.MaxLimit = min(p.MaxLimit, b.Permits)
@@ -61,9 +44,9 @@ const (
 // throttler as the admission control filter, each an HttpFilter to put in
 // the http_filters of the listener whose routes lead to the service's
 // cluster.
-func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *servicePolicy) {
+func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *policy.Service) {
 	if al := sp.AdaptiveLimit; al != nil {
-		p := al.withCeiling(sp.Bulkhead)
+		p := underBulkhead(al, sp.Bulkhead)
 		w(0, `- "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter`)
 		w(1, "# adaptive_limit of %s. An HTTP filter judges every request through its", name)
 		w(1, "# listener: put it in the http_filters of a listener whose routes go to")
@@ -121,7 +104,7 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *serviceP
 
 // ceilingNote says where the export's max_concurrency_limit came from when
 // the bulkhead lowered it.
-func ceilingNote(al *adaptiveLimitPolicy, b *bulkheadPolicy) string {
+func ceilingNote(al *policy.AdaptiveLimit, b *policy.Bulkhead) string {
 	if b != nil && b.Permits < al.MaxLimit {
 		return fmt.Sprintf(" %d under the bulkhead's %d permits", al.MaxLimit, b.Permits)
 	}
@@ -143,16 +126,8 @@ func acceptCodes() string {
 // adaptiveLimitOf resolves an adaptive limit under the bulkhead bh (nil
 // for none): the contract's defaults, and for max_limit and initial_limit
 // the defaults under the bulkhead's permits, the limit's ceiling.
-func adaptiveLimitOf(a *resilientv1.AdaptiveLimit, bh *resilientv1.Bulkhead) *adaptiveLimitPolicy {
-	al := &adaptiveLimitPolicy{}
-	fill(al, "adaptive_limit", a)
+func adaptiveLimitOf(a *resilientv1.AdaptiveLimit, bh *resilientv1.Bulkhead) *policy.AdaptiveLimit {
+	al := resolved[policy.AdaptiveLimit]("adaptive_limit", a)
 	al.MinLimit, al.MaxLimit, al.InitialLimit = rules.AdaptiveLimitOf(a, bh.GetPermits())
 	return al
-}
-
-// throttleOf resolves a client-side throttler.
-func throttleOf(t *resilientv1.ClientThrottle) *throttlePolicy {
-	tp := &throttlePolicy{}
-	fill(tp, "client_throttle", t)
-	return tp
 }

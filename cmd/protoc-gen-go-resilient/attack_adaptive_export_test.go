@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // envoyFilterLines renders the Envoy adaptive filters of sp.
-func envoyFilterLines(sp *servicePolicy) []string {
+func envoyFilterLines(sp *policy.Service) []string {
 	var lines []string
 	envoyAdaptiveFilters(func(indent int, format string, args ...any) {
 		lines = append(lines, strings.Repeat("  ", indent)+fmt.Sprintf(format, args...))
@@ -47,9 +49,9 @@ func envoyField(t *testing.T, lines []string, key string) string {
 //     many permits) the default would let 3 requests through every
 //     interval, so min_concurrency is written as the max_limit.
 func TestAttackEnvoyAdaptiveExportMeansWhatTheLimitMeans(t *testing.T) {
-	sp := &servicePolicy{
-		Bulkhead:      &bulkheadPolicy{Permits: 2},
-		AdaptiveLimit: &adaptiveLimitPolicy{MinLimit: 1, MaxLimit: 100, InitialLimit: 2, Tolerance: 1.5, Smoothing: 0.5, BaselineWindow: 100 * time.Microsecond},
+	sp := &policy.Service{
+		Bulkhead:      &policy.Bulkhead{Permits: 2},
+		AdaptiveLimit: &policy.AdaptiveLimit{MinLimit: 1, MaxLimit: 100, InitialLimit: 2, Tolerance: 1.5, Smoothing: 0.5, BaselineWindow: 100 * time.Microsecond},
 	}
 	lines := envoyFilterLines(sp)
 	iv := envoyField(t, lines, "interval")
@@ -72,7 +74,7 @@ func TestAttackEnvoyAdaptiveExportMeansWhatTheLimitMeans(t *testing.T) {
 
 	// The defaults stay as they were: 30 s, and Envoy's own min_concurrency
 	// under a max_limit of 3 or more.
-	sp = &servicePolicy{AdaptiveLimit: &adaptiveLimitPolicy{MinLimit: 1, MaxLimit: 100, InitialLimit: 20, Tolerance: 1.5, Smoothing: 0.5, BaselineWindow: 30 * time.Second}}
+	sp = &policy.Service{AdaptiveLimit: &policy.AdaptiveLimit{MinLimit: 1, MaxLimit: 100, InitialLimit: 20, Tolerance: 1.5, Smoothing: 0.5, BaselineWindow: 30 * time.Second}}
 	lines = envoyFilterLines(sp)
 	if iv := envoyField(t, lines, "interval"); iv != "30s" {
 		t.Errorf("interval %s for the default baseline window, want 30s", iv)

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // attackProto compiles one .proto written by a test and runs the plugin
@@ -116,14 +118,14 @@ func TestAttackExportOneAttemptBound(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name string
-		mp   methodPolicy
+		mp   policy.Method
 		want time.Duration
 	}{
-		{"no retry, both timeouts", methodPolicy{Timeout: 300 * ms, OverallTimeout: time.Second}, 300 * ms},
-		{"no retry, overall shorter", methodPolicy{Timeout: 300 * ms, OverallTimeout: 300 * ms}, 300 * ms},
-		{"keyed one attempt", *oneAttempt(&methodPolicy{IdempotencyKey: "k", Timeout: 200 * ms, OverallTimeout: time.Second,
-			Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: ms, MaxBackoff: 5 * ms, Multiplier: 2}}), 200 * ms},
-		{"overall only", methodPolicy{OverallTimeout: time.Second}, time.Second},
+		{"no retry, both timeouts", policy.Method{Timeout: 300 * ms, OverallTimeout: time.Second}, 300 * ms},
+		{"no retry, overall shorter", policy.Method{Timeout: 300 * ms, OverallTimeout: 300 * ms}, 300 * ms},
+		{"keyed one attempt", *oneAttempt(&policy.Method{IdempotencyKey: "k", Timeout: 200 * ms, OverallTimeout: time.Second,
+			Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: ms, MaxBackoff: 5 * ms, Multiplier: 2}}), 200 * ms},
+		{"overall only", policy.Method{OverallTimeout: time.Second}, time.Second},
 	} {
 		if got := callBound(&tc.mp); got != tc.want {
 			t.Errorf("%s: callBound = %v, want %v", tc.name, got, tc.want)
@@ -321,16 +323,16 @@ func TestAttackCallBoundHuge(t *testing.T) {
 	const maxDuration = time.Duration(1<<63 - 1)
 	for _, tc := range []struct {
 		name string
-		mp   methodPolicy
+		mp   policy.Method
 		want time.Duration
 	}{
-		{"1e9 attempts of 10s: saturates", methodPolicy{Timeout: 10 * time.Second,
-			Retry: &retryPolicy{MaxAttempts: 1e9, InitialBackoff: 50 * ms, MaxBackoff: time.Second, Multiplier: 2}}, maxDuration},
-		{"4294967295 attempts of 1ms, multiplier 1", methodPolicy{Timeout: ms,
-			Retry: &retryPolicy{MaxAttempts: 1<<32 - 1, InitialBackoff: ms, MaxBackoff: time.Second, Multiplier: 1}},
+		{"1e9 attempts of 10s: saturates", policy.Method{Timeout: 10 * time.Second,
+			Retry: &policy.Retry{MaxAttempts: 1e9, InitialBackoff: 50 * ms, MaxBackoff: time.Second, Multiplier: 2}}, maxDuration},
+		{"4294967295 attempts of 1ms, multiplier 1", policy.Method{Timeout: ms,
+			Retry: &policy.Retry{MaxAttempts: 1<<32 - 1, InitialBackoff: ms, MaxBackoff: time.Second, Multiplier: 1}},
 			time.Duration(1<<32-1)*ms + time.Duration(1<<32-2)*ms},
-		{"a bound that reaches the cap", methodPolicy{Timeout: ms,
-			Retry: &retryPolicy{MaxAttempts: 1000, InitialBackoff: ms, MaxBackoff: 4 * ms, Multiplier: 2}},
+		{"a bound that reaches the cap", policy.Method{Timeout: ms,
+			Retry: &policy.Retry{MaxAttempts: 1000, InitialBackoff: ms, MaxBackoff: 4 * ms, Multiplier: 2}},
 			1000*ms + ms + 2*ms + 997*4*ms},
 	} {
 		start := time.Now()

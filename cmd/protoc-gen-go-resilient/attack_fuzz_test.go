@@ -96,7 +96,7 @@ func runExportsOnce(t *testing.T, req *pluginpb.CodeGeneratorRequest) (_ *plugin
 	for _, f := range gen.Files {
 		if f.Generate && len(f.Services) > 0 {
 			sp := resolveService(f.Services[0], policyOf(f.Desc.Options(), resilientv1.E_File))
-			putIdempotent = sp.Methods[1].Idempotent
+			putIdempotent = sp.Policy.Methods[1].Idempotent
 		}
 	}
 	return resp, putIdempotent

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // envoyRetryOn are the Envoy retry conditions of each status code the
@@ -34,7 +35,7 @@ var envoyRetryOn = map[codes.Code][]string{
 // RouteConfiguration with one route per method (timeout, retry_policy) and
 // a Cluster per service (circuit_breakers, outlier_detection), as xDS
 // resources with their @type. The mapping is the README's "Export: Envoy".
-func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy, retries string) string {
+func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*service, retries string) string {
 	var b strings.Builder
 	w := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
@@ -69,9 +70,9 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 	w(2, `domains: ["*"]`)
 	w(2, "routes:")
 	for i, s := range f.Services {
-		sp := services[i]
+		sp := &services[i].Policy
 		for j, m := range s.Methods {
-			mp := sp.Methods[j]
+			mp := &sp.Methods[j]
 			path := fmt.Sprintf("/%s/%s", s.Desc.FullName(), m.Desc.Name())
 			cluster := string(s.Desc.FullName())
 			if retries == retriesAtEnvoy && !repeatableWithoutKey(mp) {
@@ -88,17 +89,17 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy
 		}
 	}
 	for i, s := range f.Services {
-		envoyCluster(w, string(s.Desc.FullName()), services[i], retries)
+		envoyCluster(w, string(s.Desc.FullName()), &services[i].Policy, retries)
 	}
 	for i, s := range f.Services {
-		envoyAdaptiveFilters(w, string(s.Desc.FullName()), services[i])
+		envoyAdaptiveFilters(w, string(s.Desc.FullName()), &services[i].Policy)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // envoyRoute writes the route of one method: by its path, and with keyed
 // by the presence of the idempotency-key header too.
-func envoyRoute(w func(int, string, ...any), path, cluster string, mp *methodPolicy, retries string, keyed bool) {
+func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Method, retries string, keyed bool) {
 	name := strings.TrimPrefix(path, "/")
 	if keyed {
 		name += " with " + idempotencyKeyHeader
@@ -166,11 +167,11 @@ func routeConfigName(f *protogen.File) string {
 }
 
 // envoyRetryPolicy writes the route's retry_policy from the method's retry.
-func envoyRetryPolicy(w func(int, string, ...any), mp *methodPolicy) {
+func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	r := mp.Retry
 	var on, lost []string
 	seen := map[string]bool{}
-	for _, c := range r.RetryableCodes {
+	for _, c := range codesIn(r.RetryableCodes) {
 		conds, ok := envoyRetryOn[c]
 		if !ok {
 			lost = append(lost, codename.Of(c))
@@ -206,7 +207,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *methodPolicy) {
 
 // envoyCluster writes a service's cluster: the bulkhead and the retry
 // budget as circuit_breakers, the breaker as outlier_detection.
-func envoyCluster(w func(int, string, ...any), name string, sp *servicePolicy, retries string) {
+func envoyCluster(w func(int, string, ...any), name string, sp *policy.Service, retries string) {
 	w(0, `- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster`)
 	w(1, "name: %s", name)
 	budget := sp.Budget != nil && retries == retriesAtEnvoy
@@ -259,7 +260,7 @@ func envoyCluster(w func(int, string, ...any), name string, sp *servicePolicy, r
 }
 
 // ownLimits names a method's own breaker and bulkhead.
-func ownLimits(mp *methodPolicy) string {
+func ownLimits(mp *policy.Method) string {
 	var parts []string
 	if mp.Breaker != nil {
 		parts = append(parts, "circuit_breaker")

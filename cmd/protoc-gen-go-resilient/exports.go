@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 
 	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // exportOptions are the plugin's own parameters: which files, besides the
@@ -91,7 +92,7 @@ func generate(gen *protogen.Plugin) error {
 
 // writeExports writes the files the parameters ask for, for one .proto file
 // with services, from the policies the generator resolved and checked.
-func writeExports(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy, o *exportOptions) error {
+func writeExports(gen *protogen.Plugin, f *protogen.File, services []*service, o *exportOptions) error {
 	if o == nil {
 		return nil
 	}
@@ -124,13 +125,13 @@ const idempotencyKeyHeader = contract.IdempotencyKeyHeader
 // export need not: the exports repeat it only where the key is seen (an
 // Envoy route that matches the idempotency-key header), never for every
 // caller (the gRPC service config).
-func repeatableWithoutKey(mp *methodPolicy) bool {
+func repeatableWithoutKey(mp *policy.Method) bool {
 	return mp.Idempotent || (mp.Retry == nil && mp.Hedging == nil)
 }
 
 // oneAttempt is mp without its retries and hedging: what an export may
 // apply to a call that does not carry the idempotency key.
-func oneAttempt(mp *methodPolicy) *methodPolicy {
+func oneAttempt(mp *policy.Method) *policy.Method {
 	c := *mp
 	c.Retry, c.Hedging = nil, nil
 	return &c
@@ -145,8 +146,8 @@ func oneAttempt(mp *methodPolicy) *methodPolicy {
 // deadline. A stream is bounded by its overall_timeout, else its timeout.
 // It is what an exporter writes where the target has one limit for the
 // whole call (gRPC's and Envoy's route timeout).
-func callBound(mp *methodPolicy) time.Duration {
-	oneAttempt := mp.Retry == nil && mp.Hedging == nil && (mp.Kind == "" || mp.Kind == "KindUnary")
+func callBound(mp *policy.Method) time.Duration {
+	oneAttempt := mp.Retry == nil && mp.Hedging == nil && mp.Kind == policy.KindUnary
 	if oneAttempt && mp.Timeout > 0 && mp.OverallTimeout > 0 {
 		return min(mp.Timeout, mp.OverallTimeout)
 	}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // runPluginParams runs the generator in-process with the plugin's own
@@ -345,17 +346,17 @@ func TestServiceConfigIsValidJSON(t *testing.T) {
 func TestCallBound(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
-		mp   methodPolicy
+		mp   policy.Method
 		want time.Duration
 	}{
-		{methodPolicy{}, 0},
-		{methodPolicy{Timeout: 300 * ms}, 300 * ms},
+		{policy.Method{}, 0},
+		{policy.Method{Timeout: 300 * ms}, 300 * ms},
 		// One attempt: its own timeout cuts it before the overall one.
-		{methodPolicy{Timeout: 300 * ms, OverallTimeout: time.Second}, 300 * ms},
-		{methodPolicy{Kind: "KindServerStreaming", Timeout: 300 * ms, OverallTimeout: time.Second}, time.Second},
-		{methodPolicy{Timeout: 300 * ms, Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 900*ms + 50*ms + 100*ms},
-		{methodPolicy{Timeout: 100 * ms, Retry: &retryPolicy{MaxAttempts: 4, InitialBackoff: 50 * ms, MaxBackoff: 80 * ms, Multiplier: 2}}, 400*ms + 50*ms + 80*ms + 80*ms},
-		{methodPolicy{Retry: &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 0},
+		{policy.Method{Timeout: 300 * ms, OverallTimeout: time.Second}, 300 * ms},
+		{policy.Method{Kind: policy.KindServerStreaming, Timeout: 300 * ms, OverallTimeout: time.Second}, time.Second},
+		{policy.Method{Timeout: 300 * ms, Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 900*ms + 50*ms + 100*ms},
+		{policy.Method{Timeout: 100 * ms, Retry: &policy.Retry{MaxAttempts: 4, InitialBackoff: 50 * ms, MaxBackoff: 80 * ms, Multiplier: 2}}, 400*ms + 50*ms + 80*ms + 80*ms},
+		{policy.Method{Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 0},
 	} {
 		if got := callBound(&tc.mp); got != tc.want {
 			t.Errorf("callBound(%+v) = %v, want %v", tc.mp, got, tc.want)
@@ -383,27 +384,27 @@ func TestSeconds(t *testing.T) {
 // attempt; Envoy retries it only on a route that requires the header.
 func TestExportsRepeatKeyedOnlyWithKey(t *testing.T) {
 	ms := time.Millisecond
-	retry := &retryPolicy{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}
-	hedge := &hedgingPolicy{Delay: 20 * ms, MaxCopies: 2}
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}
+	hedge := &policy.Hedging{Delay: 20 * ms, MaxCopies: 2}
 	for _, tc := range []struct {
 		name string
-		mp   methodPolicy
+		mp   policy.Method
 		want bool
 	}{
-		{"idempotent, retried", methodPolicy{Idempotent: true, Retry: retry}, true},
-		{"idempotent, hedged", methodPolicy{Idempotent: true, Hedging: hedge}, true},
-		{"not idempotent, not repeated", methodPolicy{Timeout: 100 * ms}, true},
-		{"keyed, retried", methodPolicy{IdempotencyKey: "order_id", Retry: retry}, false},
-		{"generated key, retried", methodPolicy{GenerateIdempotencyKey: true, Retry: retry}, false},
+		{"idempotent, retried", policy.Method{Idempotent: true, Retry: retry}, true},
+		{"idempotent, hedged", policy.Method{Idempotent: true, Hedging: hedge}, true},
+		{"not idempotent, not repeated", policy.Method{Timeout: 100 * ms}, true},
+		{"keyed, retried", policy.Method{IdempotencyKey: "order_id", Retry: retry}, false},
+		{"generated key, retried", policy.Method{GenerateIdempotencyKey: true, Retry: retry}, false},
 		// The plugin refuses this one (hedging needs an idempotent method);
 		// the exports would still not hedge it.
-		{"keyed, hedged", methodPolicy{IdempotencyKey: "order_id", Hedging: hedge}, false},
+		{"keyed, hedged", policy.Method{IdempotencyKey: "order_id", Hedging: hedge}, false},
 	} {
 		if got := repeatableWithoutKey(&tc.mp); got != tc.want {
 			t.Errorf("%s: repeatableWithoutKey = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	mp := &methodPolicy{IdempotencyKey: "order_id", Timeout: 100 * ms, Retry: retry, Hedging: hedge}
+	mp := &policy.Method{IdempotencyKey: "order_id", Timeout: 100 * ms, Retry: retry, Hedging: hedge}
 	one := oneAttempt(mp)
 	if one.Retry != nil || one.Hedging != nil || mp.Retry == nil || mp.Hedging == nil {
 		t.Errorf("oneAttempt gave retry %v hedging %v and left the original with %v, %v", one.Retry, one.Hedging, mp.Retry, mp.Hedging)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"go/parser"
 	"go/token"
 	"regexp"
@@ -19,7 +18,10 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // fuzzProto is the file FuzzPlugin fills with fuzzed option blocks: the
@@ -81,6 +83,9 @@ func FuzzPlugin(f *testing.F) {
 		{"", "", "retry: {backoff_multiplier: nan}", "retry: {retryable_codes: [\"OK\"]}"},
 		{"", "", "retry: {backoff_multiplier: inf, initial_backoff: {seconds: 315576000000}}", "timeout: {seconds: 315576000000, nanos: 999999999}"},
 		{"", "bulkhead: {permits: 4294967295}", "retry: {max_attempts: 4294967295}", "circuit_breaker: {per_method: true, half_open_probes: 4294967295, minimum_calls: 4294967295}"},
+		{"server: {min_deadline: {nanos: 10000000}}", "shedding: {low: 1, normal: 2, high: 3, critical: 4, code: \"RESOURCE_EXHAUSTED\"}",
+			"priority: PRIORITY_HIGH server: {default_timeout: {seconds: 1}}",
+			"idempotency_key: \"n\" server: {dedup: {ttl: {seconds: 2}, lease: {seconds: 1}, on_store_error: ON_STORE_ERROR_RUN_WITHOUT_DEDUP}}"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1], s[2], s[3])
@@ -110,9 +115,15 @@ func FuzzPlugin(f *testing.F) {
 		if _, err := parser.ParseFile(token.NewFileSet(), resp.File[0].GetName(), content, parser.AllErrors); err != nil {
 			t.Fatalf("generated Go does not parse: %v\n%s\nfor\n%s", err, content, src)
 		}
-		for _, p := range acceptedPolicies(t, req) {
+		clients, servers := acceptedPolicies(t, req)
+		for _, p := range clients {
 			if err := p.Validate(); err != nil {
 				t.Fatalf("the plugin accepted a policy the runtime refuses: %v\nfor\n%s", err, src)
+			}
+		}
+		for _, p := range servers {
+			if err := p.Validate(); err != nil {
+				t.Fatalf("the plugin accepted a server policy NewGuard refuses: %v\nfor\n%s", err, src)
 			}
 		}
 	})
@@ -187,64 +198,38 @@ func runPluginOnce(t *testing.T, req *pluginpb.CodeGeneratorRequest) *pluginpb.C
 }
 
 // acceptedPolicies resolves the policies of req's files as the plugin does
-// and returns them as the runtime's types: what the generated literals hold.
-func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) []*policy.Service {
+// and returns what the generated literals hold: the client policy of each
+// service and the server policy of those that have one. A deduplicated
+// method's NewResponse, which generated code writes as a function of the
+// response type, is set here to one of an empty message.
+func acceptedPolicies(t *testing.T, req *pluginpb.CodeGeneratorRequest) (clients []*policy.Service, servers []*policy.Server) {
 	t.Helper()
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]policy.Kind{
-		"KindUnary": policy.KindUnary, "KindClientStreaming": policy.KindClientStreaming,
-		"KindServerStreaming": policy.KindServerStreaming, "KindBidiStreaming": policy.KindBidiStreaming,
-	}
-	var out []*policy.Service
 	for _, f := range gen.Files {
 		if !f.Generate {
 			continue
 		}
 		var ps problems
 		for _, sp := range resolveFile(f, &ps) {
-			p := &policy.Service{Name: sp.Name}
-			if b := sp.Budget; b != nil {
-				p.Budget = &policy.Budget{Ratio: b.Ratio, MinRetries: b.MinRetries, Window: b.Window}
+			p := sp.Policy.Clone()
+			clients = append(clients, &p)
+			if sp.Server == nil {
+				continue
 			}
-			p.Breaker = breakerOfPolicy(sp.Breaker)
-			p.Bulkhead = bulkheadOfPolicy(sp.Bulkhead)
-			for _, m := range sp.Methods {
-				kind, ok := kinds[m.Kind]
-				if !ok {
-					t.Fatalf("method %s: unknown kind %q", m.Name, m.Kind)
+			s := sp.Server.Clone()
+			for i := range s.Methods {
+				if s.Methods[i].Dedup != nil {
+					s.Methods[i].NewResponse = func() proto.Message { return new(emptypb.Empty) }
 				}
-				mp := policy.Method{Name: m.Name, Kind: kind, Idempotent: m.Idempotent, IdempotencyKey: m.IdempotencyKey,
-					Timeout: m.Timeout, OverallTimeout: m.OverallTimeout,
-					Breaker: breakerOfPolicy(m.Breaker), Bulkhead: bulkheadOfPolicy(m.Bulkhead)}
-				if r := m.Retry; r != nil {
-					mp.Retry = &policy.Retry{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff,
-						Multiplier: r.Multiplier, RetryableCodes: policy.CodesOf(r.RetryableCodes...)}
-				}
-				p.Methods = append(p.Methods, mp)
 			}
-			out = append(out, p)
+			servers = append(servers, &s)
 		}
 		if len(ps) != 0 {
 			t.Fatalf("the plugin generated code, but resolving again finds problems: %v", ps.err())
 		}
 	}
-	return out
-}
-
-func breakerOfPolicy(b *breakerPolicy) *policy.Breaker {
-	if b == nil {
-		return nil
-	}
-	return &policy.Breaker{FailureRatio: b.FailureRatio, MinimumCalls: b.MinimumCalls, Window: b.Window, CoolDown: b.CoolDown,
-		HalfOpenProbes: b.HalfOpenProbes, SlowCallThreshold: b.SlowCallThreshold, FailureCodes: policy.CodesOf(b.FailureCodes...)}
-}
-
-func bulkheadOfPolicy(b *bulkheadPolicy) *policy.Bulkhead {
-	if b == nil {
-		return nil
-	}
-	return &policy.Bulkhead{Permits: b.Permits, MaxWait: b.MaxWait}
+	return clients, servers
 }

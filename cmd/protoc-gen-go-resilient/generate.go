@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/templates"
 )
 
@@ -27,7 +28,6 @@ const (
 	codesPackage   = protogen.GoImportPath("google.golang.org/grpc/codes")
 	runtimePackage = protogen.GoImportPath("github.com/go-resilient/resilient/runtime")
 	policyPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/policy")
-	serverPackage  = protogen.GoImportPath("github.com/go-resilient/resilient/runtime/server")
 	protoPackage   = protogen.GoImportPath("google.golang.org/protobuf/proto")
 )
 
@@ -40,12 +40,12 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
 	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2024
 
-	type resolved struct {
+	type resolvedFile struct {
 		file     *protogen.File
-		services []*servicePolicy
+		services []*service
 	}
 	var (
-		todo []resolved
+		todo []resolvedFile
 		ps   problems
 	)
 	for _, f := range gen.Files {
@@ -53,7 +53,7 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 			continue
 		}
 		checkOptionsVersion(f, &ps) // skew.go
-		todo = append(todo, resolved{f, resolveFile(f, &ps)})
+		todo = append(todo, resolvedFile{f, resolveFile(f, &ps)})
 	}
 	if err := ps.err(); err != nil {
 		return err
@@ -90,8 +90,10 @@ type (
 		// FirstUnary is the name of the first unary method, the example of
 		// the options' doc; "" for a service of streams only.
 		FirstUnary string
-		Policy     *servicePolicy
-		Methods    []*methodData
+		// The service's resolution: Policy, the client's policy, and
+		// Server, the server-side one (nil for none).
+		*service
+		Methods []*methodData
 	}
 	methodData struct {
 		Index  int
@@ -105,11 +107,13 @@ type (
 		Unary           bool
 		ClientStreaming bool
 		ServerStreaming bool
-		Policy          *methodPolicy
+		// The method's resolution: Policy, its entry of the service's
+		// policy; Key and CacheKeys, how to read its keys from the request.
+		*method
 	}
 )
 
-func generateFile(gen *protogen.Plugin, f *protogen.File, services []*servicePolicy) error {
+func generateFile(gen *protogen.Plugin, f *protogen.File, services []*service) error {
 	g := gen.NewGeneratedFile(f.GeneratedFilenamePrefix+"_resilient.pb.go", f.GoImportPath)
 	t, err := templates.New(funcs(g))
 	if err != nil {
@@ -137,14 +141,14 @@ func generateFile(gen *protogen.Plugin, f *protogen.File, services []*servicePol
 	return nil
 }
 
-func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePolicy) *serviceData {
+func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *service) *serviceData {
 	sd := &serviceData{
 		GoName:          s.GoName,
 		ClientType:      s.GoName + "ResilientClient",
 		RuntimeAccessor: "Runtime",
 		Comments:        strings.TrimSpace(s.Comments.Leading.String()),
 		Deprecated:      s.Desc.Options().(*descriptorpb.ServiceOptions).GetDeprecated(),
-		Policy:          sp,
+		service:         sp,
 	}
 	g.AnnotateSymbol(sd.ClientType, protogen.Annotation{Location: s.Location})
 	// The client's own fields and accessor must not collide with the
@@ -177,7 +181,7 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *servicePo
 			Unary:           unary,
 			ClientStreaming: m.Desc.IsStreamingClient(),
 			ServerStreaming: m.Desc.IsStreamingServer(),
-			Policy:          sp.Methods[i],
+			method:          sp.methods[i],
 		})
 		g.AnnotateSymbol(sd.ClientType+"."+m.GoName, protogen.Annotation{Location: m.Location})
 	}
@@ -206,14 +210,42 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 		"pol":     func(name string) string { return g.QualifiedGoIdent(policyPackage.Ident(name)) },
 		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
 		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
-		"codes":   func(cs []codes.Code) string { return codesExpr(g, cs) },
-		"srv":     func(name string) string { return g.QualifiedGoIdent(serverPackage.Ident(name)) },
-		"proto":   func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
-		"code":    func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
-		"dur":     func(d time.Duration) string { return durationExpr(g, d) },
-		"float":   func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
+		"codes":   func(cs policy.CodeSet) string { return codesExpr(g, cs) },
+		"kind":    func(k policy.Kind) string { return g.QualifiedGoIdent(policyPackage.Ident(kindConst[k])) },
+		"priority": func(p policy.Priority) string {
+			return g.QualifiedGoIdent(policyPackage.Ident(priorityConst[p]))
+		},
+		"storeErrorMode": func(m policy.StoreErrorMode) string {
+			return g.QualifiedGoIdent(policyPackage.Ident(storeErrorConst[m]))
+		},
+		"proto": func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
+		"code":  func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
+		"dur":   func(d time.Duration) string { return durationExpr(g, d) },
+		"float": func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
 	}
 }
+
+// kindConst, priorityConst and storeErrorConst name the runtime/policy
+// constant of a value.
+var (
+	kindConst = map[policy.Kind]string{
+		policy.KindUnary:           "KindUnary",
+		policy.KindClientStreaming: "KindClientStreaming",
+		policy.KindServerStreaming: "KindServerStreaming",
+		policy.KindBidiStreaming:   "KindBidiStreaming",
+	}
+	priorityConst = map[policy.Priority]string{
+		policy.PriorityUnspecified: "PriorityUnspecified",
+		policy.PriorityLow:         "PriorityLow",
+		policy.PriorityNormal:      "PriorityNormal",
+		policy.PriorityHigh:        "PriorityHigh",
+		policy.PriorityCritical:    "PriorityCritical",
+	}
+	storeErrorConst = map[policy.StoreErrorMode]string{
+		policy.StoreErrorRefuse:          "StoreErrorRefuse",
+		policy.StoreErrorRunWithoutDedup: "StoreErrorRunWithoutDedup",
+	}
+)
 
 // unexport lower-cases the leading capital, or the leading initialism, of
 // a Go name: GetStock → getStock, URLFetch → urlFetch.

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 var timePackage = protogen.GoImportPath("time")
@@ -49,15 +50,15 @@ func durationExpr(g *protogen.GeneratedFile, d time.Duration) string {
 }
 
 // codesExpr writes a set of status codes as the policy.CodesOf call that
-// makes it, in the order they were written: on one line for one or two
+// makes it, in the order of their numbers: on one line for one or two
 // codes, one code a line for more, so that no line of the literal grows
 // past 100 columns.
-func codesExpr(g *protogen.GeneratedFile, cs []codes.Code) string {
-	args := make([]string, len(cs))
-	for i, c := range cs {
+func codesExpr(g *protogen.GeneratedFile, cs policy.CodeSet) string {
+	var args []string
+	for _, c := range codesIn(cs) {
 		// The constants of package codes are named as Code.String spells
 		// them: codes.Unavailable, codes.DeadlineExceeded.
-		args[i] = g.QualifiedGoIdent(codesPackage.Ident(c.String()))
+		args = append(args, g.QualifiedGoIdent(codesPackage.Ident(c.String())))
 	}
 	call := g.QualifiedGoIdent(policyPackage.Ident("CodesOf"))
 	if len(args) <= 2 {

@@ -4,44 +4,19 @@
 package main
 
 import (
-	"time"
-
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-)
-
-// The resolved policies of the patterns beyond timeouts, retries, breakers
-// and bulkheads: hedging, the client's rate limit and the cache.
-type (
-	hedgingPolicy struct {
-		Delay         time.Duration
-		MaxCopies     int
-		NonFatalCodes []codes.Code
-	}
-	rateLimitPolicy struct {
-		RequestsPerSecond float64
-		Burst             int
-		MaxWait           time.Duration
-	}
-	cachePolicy struct {
-		FreshTTL   time.Duration
-		StaleTTL   time.Duration
-		MaxEntries int
-		KeyFields  []string
-		// Keys read the key fields from the request, in order.
-		Keys []*keyField
-	}
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // resolvePatterns resolves hedging, the method's own rate limit, the cache
 // and generated idempotency keys of one method, once its idempotency,
 // retries and timeouts are known. The rules check them (rules.CheckMethod).
-func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Policy, eff merged) {
-	p := eff.policy
+func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, eff merged) {
+	p, mp := eff.policy, rm.Policy
 	unary := streamKind(m) == ""
 
 	// A generated key replaces none named; a stream ignores what its
@@ -50,8 +25,7 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 
 	// Hedging, written on the method.
 	if h := p.GetHedging(); h != nil && eff.rules.SetBy["hedging"] == rules.LevelMethod {
-		mp.Hedging = &hedgingPolicy{}
-		fill(mp.Hedging, "hedging", h)
+		mp.Hedging = resolved[policy.Hedging]("hedging", h)
 	}
 
 	// The method's own rate limit (per_method), from the shared settings
@@ -62,21 +36,18 @@ func resolvePatterns(m *protogen.Method, mp *methodPolicy, own *resilientv1.Poli
 
 	// The cache, written on the method.
 	if ca := p.GetCache(); ca != nil && eff.rules.SetBy["cache"] == rules.LevelMethod {
-		cp := &cachePolicy{}
-		fill(cp, "cache", ca)
+		mp.Cache = resolved[policy.Cache]("cache", ca)
 		// No stale_ttl means no stale answers: stale as long as fresh.
-		rules.Follow(cp, nil, "cache", rules.SetIn(ca))
-		for _, f := range cp.KeyFields {
-			cp.Keys = append(cp.Keys, keyFieldOf(m, f))
+		rules.Follow(mp.Cache, nil, "cache", rules.SetIn(ca))
+		for _, f := range mp.Cache.KeyFields {
+			rm.CacheKeys = append(rm.CacheKeys, keyFieldOf(m, f))
 		}
-		mp.Cache = cp
 	}
 }
 
 // rateLimitOf resolves a rate limit; its rate is required (the rules).
-func rateLimitOf(r *resilientv1.RateLimit) *rateLimitPolicy {
-	rp := &rateLimitPolicy{}
-	fill(rp, "rate_limit", r)
+func rateLimitOf(r *resilientv1.RateLimit) *policy.RateLimit {
+	rp := resolved[policy.RateLimit]("rate_limit", r)
 	rules.Follow(rp, nil, "rate_limit", rules.SetIn(r)) // the burst, from the rate
 	return rp
 }

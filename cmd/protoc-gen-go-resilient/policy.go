@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -15,91 +14,45 @@ import (
 
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-// The resolved policy: what the generated literals hold, with the defaults
-// of the options contract (internal/rules) filled in, so that a reader of
-// the generated code sees every value in force. These mirror the runtime's
-// types, but keep status codes in the order they were written so that the
-// generated code reads like the annotation.
+// The resolved policy: the runtime/policy values the generated literals
+// print, with the defaults of the options contract (internal/rules) filled
+// in, so that a reader of the generated code sees every value in force, and
+// the exports read the same values. What only the plugin needs wraps them.
 type (
-	servicePolicy struct {
-		Name     string
-		Budget   *budgetPolicy
-		Breaker  *breakerPolicy
-		Bulkhead *bulkheadPolicy
-		// RateLimit is the token bucket the service's methods share.
-		RateLimit *rateLimitPolicy
-		// AdaptiveLimit and ClientThrottle: adaptive.go.
-		AdaptiveLimit  *adaptiveLimitPolicy
-		ClientThrottle *throttlePolicy
-		Methods        []*methodPolicy
-		// Server is the server-side policy, nil when the service and its
-		// methods have no server-side annotation (server.go).
-		Server *serverPolicy
+	// service is the resolution of one service.
+	service struct {
+		// Policy is the XxxResilientPolicy literal; methods[i].Policy
+		// points to Policy.Methods[i].
+		Policy policy.Service
+		// Server is the XxxServerPolicy literal, nil when the service and
+		// its methods have no server-side annotation (server.go).
+		Server  *policy.Server
+		methods []*method
 		// shared is the record of the resolution: the file's and the
 		// service's options merged, with the level that set each value,
 		// which the exports read to say where a value came from.
 		shared merged
 	}
-	methodPolicy struct {
-		Name           string
-		Kind           string // the name of the policy.Kind constant
-		Idempotent     bool
-		IdempotencyKey string
-		Timeout        time.Duration
-		OverallTimeout time.Duration
-		Retry          *retryPolicy
-		Breaker        *breakerPolicy
-		Bulkhead       *bulkheadPolicy
+	// method is the resolution of one method.
+	method struct {
+		// Policy is the method's entry of the service's policy.
+		Policy *policy.Method
 		// Key is how generated code reads the idempotency key from the
 		// request; nil for none.
 		Key *keyField
-		// GenerateIdempotencyKey, Hedging, RateLimit (the method's own) and
-		// Cache: patterns.go.
-		GenerateIdempotencyKey bool
-		Hedging                *hedgingPolicy
-		RateLimit              *rateLimitPolicy
-		Cache                  *cachePolicy
-		// AdaptiveLimit is the method's own (per_method): adaptive.go.
-		AdaptiveLimit *adaptiveLimitPolicy
-		// Priority is the name of the annotated policy.Priority constant
-		// ("PriorityHigh"), "" when no level sets a priority.
-		Priority string
-		// Server is the method's server-side policy (server.go).
-		Server *serverMethodPolicy
+		// CacheKeys read the cache's key fields from the request, in
+		// order; nil without a cache.
+		CacheKeys []*keyField
 		// eff is the record of the method's resolution: the file's,
 		// service's and method's options merged, with the level that set
 		// each value.
 		eff merged
 	}
-	retryPolicy struct {
-		MaxAttempts    int
-		InitialBackoff time.Duration
-		MaxBackoff     time.Duration
-		Multiplier     float64
-		RetryableCodes []codes.Code
-	}
-	budgetPolicy struct {
-		Ratio      float64
-		MinRetries int
-		Window     time.Duration
-	}
-	breakerPolicy struct {
-		FailureRatio      float64
-		MinimumCalls      int
-		Window            time.Duration
-		WindowCalls       int
-		CoolDown          time.Duration
-		HalfOpenProbes    int
-		SlowCallThreshold time.Duration
-		FailureCodes      []codes.Code
-	}
-	bulkheadPolicy struct {
-		Permits int
-		MaxWait time.Duration
-	}
-	// keyField is the request field that holds the idempotency key.
+	// keyField is a request field that holds a key: the idempotency key,
+	// or one of the cache's key fields.
 	keyField struct {
 		Getter string // "GetOrderId"
 		Func   string // the runtime function that formats it, "" for a string
@@ -121,10 +74,10 @@ func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Po
 // exactly as the buf lint plugin runs them (less the lint-only
 // RESILIENT_NO_TIMEOUT); resolving builds the data of the templates,
 // which is only used when no check failed.
-func resolveFile(f *protogen.File, ps *problems) []*servicePolicy {
+func resolveFile(f *protogen.File, ps *problems) []*service {
 	checkFile(f, ps)
 	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
-	var out []*servicePolicy
+	var out []*service
 	for _, s := range f.Services {
 		out = append(out, resolveService(s, filePolicy))
 	}
@@ -154,92 +107,113 @@ func checkFile(f *protogen.File, ps *problems) {
 	})
 }
 
-func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servicePolicy {
+func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *service {
 	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
 	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
-	sp := &servicePolicy{Name: string(s.Desc.FullName()), shared: shared}
+	sp := &service{Policy: policy.Service{Name: string(s.Desc.FullName())}, shared: shared}
+	p := &sp.Policy
 	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
-		sp.Breaker = breakerOf(cb)
+		p.Breaker = resolved[policy.Breaker]("circuit_breaker", cb)
 	}
 	if bh := shared.policy.GetBulkhead(); bh != nil {
-		sp.Bulkhead = bulkheadOf(bh)
+		p.Bulkhead = resolved[policy.Bulkhead]("bulkhead", bh)
 	}
 	if rl := shared.policy.GetRateLimit(); rl != nil {
-		sp.RateLimit = rateLimitOf(rl)
+		p.RateLimit = rateLimitOf(rl)
 	}
 	if al := shared.policy.GetAdaptiveLimit(); al != nil {
-		sp.AdaptiveLimit = adaptiveLimitOf(al, shared.policy.GetBulkhead())
+		p.AdaptiveLimit = adaptiveLimitOf(al, shared.policy.GetBulkhead())
 	}
 	if th := shared.policy.GetClientThrottle(); th != nil {
-		sp.ClientThrottle = throttleOf(th)
+		p.ClientThrottle = resolved[policy.Throttle]("client_throttle", th)
 	}
+	p.Methods = make([]policy.Method, len(s.Methods))
 	retries := false
-	for _, m := range s.Methods {
-		mp := resolveMethod(m, filePolicy, svcPolicy)
-		retries = retries || mp.Retry != nil
-		sp.Methods = append(sp.Methods, mp)
+	for i, m := range s.Methods {
+		mp := resolveMethod(m, &p.Methods[i], filePolicy, svcPolicy)
+		retries = retries || mp.Policy.Retry != nil
+		sp.methods = append(sp.methods, mp)
 	}
-	sp.Server = resolveServer(sp, shared)
+	sp.Server = resolveServer(s, sp)
 	// The budget exists only to bound retries; a service that never retries
 	// has none, whatever its annotation says.
 	if retries {
-		sp.Budget = budgetOf(shared.policy.GetRetryBudget())
+		p.Budget = resolved[policy.Budget]("retry_budget", shared.policy.GetRetryBudget())
 	}
 	return sp
 }
 
-func resolveMethod(m *protogen.Method, filePolicy, svcPolicy *resilientv1.Policy) *methodPolicy {
+// resolveMethod resolves the policy of m into mp, its entry of the
+// service's policy.
+func resolveMethod(m *protogen.Method, mp *policy.Method, filePolicy, svcPolicy *resilientv1.Policy) *method {
 	own := policyOf(m.Desc.Options(), resilientv1.E_Method)
 	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
 
 	p := eff.policy
-	mp := &methodPolicy{
+	*mp = policy.Method{
 		Name:           fmt.Sprintf("/%s/%s", m.Parent.Desc.FullName(), m.Desc.Name()),
 		Kind:           kindOf(m),
 		Idempotent:     rules.Idempotent(m.Desc, eff.rules),
 		Timeout:        durationOf(p.GetTimeout(), 0),
 		OverallTimeout: durationOf(p.GetOverallTimeout(), 0),
-		eff:            eff,
 	}
+	rm := &method{Policy: mp, eff: eff}
 	// A streaming method takes the timeout, breaker and bulkhead of its
 	// service, but neither retries nor an idempotency key: it ignores those
 	// it inherits (and the rules refuse those written on it).
 	if name := p.GetIdempotencyKey(); name != "" && streamKind(m) == "" {
 		mp.IdempotencyKey = name
-		mp.Key = keyFieldOf(m, name)
+		rm.Key = keyFieldOf(m, name)
 	}
 	if rules.Retries(m.Desc, eff.rules) {
-		mp.Retry = retryOf(p.GetRetry())
+		mp.Retry = resolved[policy.Retry]("retry", p.GetRetry())
+	}
+	if eff.has("priority") {
+		mp.Priority = priorityOf(p.GetPriority())
 	}
 
-	resolvePatterns(m, mp, own, eff)
-	resolveServerMethod(mp, eff)
+	resolvePatterns(m, rm, own, eff)
 
 	// A method's own breaker or bulkhead (per_method) starts from the
 	// shared settings (file and service) and overrides them with its own.
 	if own.GetCircuitBreaker().GetPerMethod() {
-		mp.Breaker = breakerOf(p.GetCircuitBreaker())
+		mp.Breaker = resolved[policy.Breaker]("circuit_breaker", p.GetCircuitBreaker())
 	}
 	if own.GetBulkhead().GetPerMethod() {
-		mp.Bulkhead = bulkheadOf(p.GetBulkhead())
+		mp.Bulkhead = resolved[policy.Bulkhead]("bulkhead", p.GetBulkhead())
 	}
 	if own.GetAdaptiveLimit().GetPerMethod() && streamKind(m) == "" {
 		mp.AdaptiveLimit = adaptiveLimitOf(p.GetAdaptiveLimit(), p.GetBulkhead())
 	}
-	return mp
+	return rm
 }
 
-func kindOf(m *protogen.Method) string {
+func kindOf(m *protogen.Method) policy.Kind {
 	switch {
 	case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
-		return "KindBidiStreaming"
+		return policy.KindBidiStreaming
 	case m.Desc.IsStreamingClient():
-		return "KindClientStreaming"
+		return policy.KindClientStreaming
 	case m.Desc.IsStreamingServer():
-		return "KindServerStreaming"
+		return policy.KindServerStreaming
 	default:
-		return "KindUnary"
+		return policy.KindUnary
 	}
+}
+
+// priorityOf is the policy.Priority of an annotated priority.
+func priorityOf(p resilientv1.Priority) policy.Priority {
+	switch p {
+	case resilientv1.Priority_PRIORITY_LOW:
+		return policy.PriorityLow
+	case resilientv1.Priority_PRIORITY_NORMAL:
+		return policy.PriorityNormal
+	case resilientv1.Priority_PRIORITY_HIGH:
+		return policy.PriorityHigh
+	case resilientv1.Priority_PRIORITY_CRITICAL:
+		return policy.PriorityCritical
+	}
+	return policy.PriorityUnspecified
 }
 
 // streamKind describes a streaming method for messages ("a
@@ -266,42 +240,25 @@ func durationOf(d *durationpb.Duration, def time.Duration) time.Duration {
 	return d.AsDuration()
 }
 
-// retryOf resolves a retry: the contract's defaults (rules.DefaultOf),
-// then the merged options, field by field (rules.Fill).
-func retryOf(r *resilientv1.Retry) *retryPolicy {
-	rp := &retryPolicy{}
-	fill(rp, "retry", r)
-	return rp
+// resolved returns the policy value of one group of the options (T a
+// policy.Retry, policy.Breaker, …): the contract's defaults of the group
+// (rules.DefaultOf), then the merged options, field by field (fill).
+func resolved[T any, M proto.Message](group string, options M) *T {
+	v := new(T)
+	fill(v, group, options)
+	return v
 }
 
-func budgetOf(b *resilientv1.RetryBudget) *budgetPolicy {
-	bp := &budgetPolicy{}
-	fill(bp, "retry_budget", b)
-	return bp
-}
-
-func breakerOf(cb *resilientv1.CircuitBreaker) *breakerPolicy {
-	bp := &breakerPolicy{}
-	fill(bp, "circuit_breaker", cb)
-	return bp
-}
-
-// bulkheadOf resolves a bulkhead; its permits are required (the rules).
-func bulkheadOf(bh *resilientv1.Bulkhead) *bulkheadPolicy {
-	bp := &bulkheadPolicy{}
-	fill(bp, "bulkhead", bh)
-	return bp
-}
-
-// fill resolves one group of the options into dst, a policy of the
+// fill resolves one group of the options into dst, a policy value of the
 // generated literal: the contract's defaults of the group, then the
-// options. The options are checked (rules.Check), and every field has its
-// place in dst (TestEveryOptionFieldIsWired), so that nothing fails here.
+// options, each into the field named as the option (rules.Fill). The
+// options are checked (rules.Check), and every field has its place in dst
+// (TestEveryOptionFieldIsWired), so that nothing fails here.
 func fill[M proto.Message](dst any, group string, options M) {
 	if err := rules.Fill(dst, rules.DefaultOf(group)); err != nil {
-		panic(err) // the contract's own defaults fit the plugin's types
+		panic(err) // the contract's own defaults fit the policy types
 	}
 	if err := rules.Fill(dst, options); err != nil {
-		panic(err) // a field of the options without its place in the plugin's types: a test fails first
+		panic(err) // a field of the options without its place in the policy types: a test fails first
 	}
 }

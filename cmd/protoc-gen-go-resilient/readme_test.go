@@ -130,7 +130,7 @@ var goSnippets = map[string]goSnippet{
 	},
 	"### 2. Generate#0": {excerptOf: "example/gen/example/inventory/v1/inventory_resilient.pb.go"},
 	"## Server side#0": {
-		imports: `"context"; "github.com/redis/go-redis/v9"; "google.golang.org/grpc"; "github.com/go-resilient/resilient/runtime"; "github.com/go-resilient/resilient/runtime/server"; "github.com/go-resilient/resilient/runtime/server/redisstore"; inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"`,
+		imports: `"context"; "github.com/redis/go-redis/v9"; "google.golang.org/grpc"; "github.com/go-resilient/resilient/runtime"; "github.com/go-resilient/resilient/runtime/policy"; "github.com/go-resilient/resilient/runtime/server"; "github.com/go-resilient/resilient/runtime/server/redisstore"; inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"`,
 		head:    `func snippet(rdb *redis.Client, tenantOf func(ctx context.Context) (string, error)) {`,
 		tail:    `_, _ = err, s }`,
 	},

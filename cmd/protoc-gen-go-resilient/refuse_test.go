@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestRefusals runs the plugin on one input per refusal and checks the
@@ -314,17 +316,18 @@ func TestMerge(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	r := retryOf(&resilientv1.Retry{})
-	if r.MaxAttempts != 3 || r.InitialBackoff != 50*time.Millisecond || r.MaxBackoff != time.Second || r.Multiplier != 2 || len(r.RetryableCodes) != 1 {
+	r := resolved[policy.Retry]("retry", &resilientv1.Retry{})
+	if r.MaxAttempts != 3 || r.InitialBackoff != 50*time.Millisecond || r.MaxBackoff != time.Second || r.Multiplier != 2 ||
+		r.RetryableCodes != policy.CodesOf(codes.Unavailable) {
 		t.Errorf("retry defaults: %+v", r)
 	}
-	b := budgetOf(nil)
+	b := resolved[policy.Budget]("retry_budget", (*resilientv1.RetryBudget)(nil))
 	if b.Ratio != 0.1 || b.MinRetries != 10 || b.Window != 10*time.Second {
 		t.Errorf("budget defaults: %+v", b)
 	}
-	cb := breakerOf(&resilientv1.CircuitBreaker{})
+	cb := resolved[policy.Breaker]("circuit_breaker", &resilientv1.CircuitBreaker{})
 	if cb.FailureRatio != 0.5 || cb.MinimumCalls != 20 || cb.Window != 10*time.Second || cb.CoolDown != 10*time.Second ||
-		cb.HalfOpenProbes != 3 || cb.SlowCallThreshold != 0 || len(cb.FailureCodes) != 2 {
+		cb.HalfOpenProbes != 3 || cb.SlowCallThreshold != 0 || cb.FailureCodes != policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded) {
 		t.Errorf("breaker defaults: %+v", cb)
 	}
 }

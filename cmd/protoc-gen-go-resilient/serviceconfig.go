@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 
 	"github.com/go-resilient/resilient/internal/codename"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The gRPC service config (gRFC A6 and grpc/service_config.proto), in its
@@ -63,12 +64,12 @@ const grpcMaxTokens = 1000
 // one methodConfig per method that has a timeout or retries, and the
 // retryThrottling of the retry budget. The mapping is the README's
 // "Export: gRPC service config".
-func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, error) {
+func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 	var sc serviceConfig
 	for i, s := range f.Services {
-		sp := services[i]
+		sp := &services[i].Policy
 		for j, m := range s.Methods {
-			mp := sp.Methods[j]
+			mp := &sp.Methods[j]
 			mc := methodConfig{Name: []methodName{{Service: string(s.Desc.FullName()), Method: string(m.Desc.Name())}}}
 			// A method that is safe to repeat only with its idempotency key
 			// gets neither retries nor hedging: a service config cannot make
@@ -80,7 +81,7 @@ func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, err
 			if d := callBound(mp); d > 0 {
 				mc.Timeout = seconds(d)
 			}
-			if r := mp.Retry; r != nil && len(grpcRepeatable(r.RetryableCodes)) > 0 {
+			if r := mp.Retry; r != nil && grpcRepeatable(r.RetryableCodes) != 0 {
 				mc.RetryPolicy = &scRetryPolicy{
 					MaxAttempts:          min(r.MaxAttempts, grpcMaxAttempts),
 					InitialBackoff:       seconds(r.InitialBackoff),
@@ -130,7 +131,7 @@ func serviceConfigJSON(f *protogen.File, services []*servicePolicy) ([]byte, err
 //
 // The budget's window has no equivalent: the bucket remembers until
 // successes refill it.
-func throttlingOf(b *budgetPolicy) *retryThrottling {
+func throttlingOf(b *policy.Budget) *retryThrottling {
 	ratio := math.Round(b.Ratio*1000) / 1000 // gRPC keeps three decimals
 	return &retryThrottling{
 		MaxTokens:  min(max(2*b.MinRetries, 1), grpcMaxTokens),
@@ -154,21 +155,27 @@ func tighter(a, b *retryThrottling) *retryThrottling {
 // attempt's own timeout expired, which gRPC does not have; the
 // DEADLINE_EXCEEDED gRPC would repeat after is the server's own (it gave
 // up on something below it), which the generated client never repeats.
-func grpcRepeatable(cs []codes.Code) []codes.Code {
+func grpcRepeatable(cs policy.CodeSet) policy.CodeSet {
+	return cs &^ policy.CodesOf(codes.DeadlineExceeded)
+}
+
+// codesIn lists the codes of a set in the order of their numbers.
+func codesIn(cs policy.CodeSet) []codes.Code {
 	var out []codes.Code
-	for _, c := range cs {
-		if c != codes.DeadlineExceeded {
+	for c := codes.Code(0); c < 32; c++ {
+		if cs.Has(c) {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// codeNames spells codes by their canonical names: "UNAVAILABLE".
-func codeNames(cs []codes.Code) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = codename.Of(c)
+// codeNames spells the codes of a set by their canonical names
+// ("UNAVAILABLE"), in the order of their numbers.
+func codeNames(cs policy.CodeSet) []string {
+	out := []string{}
+	for _, c := range codesIn(cs) {
+		out = append(out, codename.Of(c))
 	}
 	return out
 }

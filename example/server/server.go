@@ -20,6 +20,7 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 	rserver "github.com/go-resilient/resilient/runtime/server"
 )
 
@@ -113,7 +114,7 @@ func Start(addr string, b Behaviour, opts ...grpc.ServerOption) (*Server, error)
 // Start(addr, b, g.ServerOptions()...).
 func NewGuard(opts ...rserver.Option) (*rserver.Guard, error) {
 	return rserver.NewGuard(
-		[]*rserver.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
+		[]*policy.Server{&inventoryv1.InventoryServiceServerPolicy},
 		append([]rserver.Option{rserver.WithStore(rserver.NewMemoryStore(100_000))}, opts...)...)
 }
 

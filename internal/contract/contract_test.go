@@ -36,3 +36,21 @@ func TestMaxHalfOpenProbesFitsSixteenBits(t *testing.T) {
 		t.Errorf("MaxHalfOpenProbes = %d, want 65535", MaxHalfOpenProbes)
 	}
 }
+
+// GoName and OptionName are each other's inverse over every field name
+// of the policies, renamed or not.
+func TestNamesRoundTrip(t *testing.T) {
+	for option, goName := range map[string]string{
+		"cool_down": "CoolDown", "circuit_breaker": "Breaker", "retry_budget": "Budget",
+		"backoff_multiplier": "Multiplier", "fresh_ttl": "FreshTTL", "stale_ttl": "StaleTTL", "ttl": "TTL",
+		"requests_per_second": "RequestsPerSecond", "k": "K", "max_refusal": "MaxRefusal",
+		"generate_idempotency_key": "GenerateIdempotencyKey",
+	} {
+		if got := GoName(option); got != goName {
+			t.Errorf("GoName(%q) = %q, want %q", option, got, goName)
+		}
+		if got := OptionName(goName); got != option {
+			t.Errorf("OptionName(%q) = %q, want %q", goName, got, option)
+		}
+	}
+}

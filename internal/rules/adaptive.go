@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
@@ -82,9 +83,7 @@ func (c checker) adaptive(p *resilientv1.Policy, onMethod bool) {
 		}
 	}
 	if cb := p.GetCircuitBreaker(); cb != nil && cb.WindowCalls != nil {
-		if n := cb.GetWindowCalls(); n < 1 || n > MaxWindowCalls {
-			c.add("circuit_breaker.window_calls", "must be between 1 and %d, got %d; remove it for a window in time", MaxWindowCalls, n)
-		}
+		c.fail("circuit_breaker.window_calls", check.WindowCalls(int64(cb.GetWindowCalls())), "remove it for a window in time")
 		if cb.Window != nil {
 			c.add("circuit_breaker.window_calls", "is set beside window: the breaker counts over the last calls or over a stretch of time, not both; remove one")
 		}
@@ -111,11 +110,9 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		if cb.MinimumCalls != nil {
 			minimum = cb.GetMinimumCalls()
 		}
-		if n := cb.GetWindowCalls(); n >= 1 && minimum > n {
-			lvl := eff.SetBy["circuit_breaker.window_calls"]
-			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls",
-				fmt.Sprintf("%d is fewer than minimum_calls %d%s: the window could never hold enough calls to open the breaker; raise window_calls or lower minimum_calls",
-					n, minimum, eff.Origin("circuit_breaker.minimum_calls", lvl))})
+		lvl := eff.SetBy["circuit_breaker.window_calls"]
+		if msg := check.WindowBelowMinimum(int64(cb.GetWindowCalls()), int64(minimum), eff.Origin("circuit_breaker.minimum_calls", lvl)); msg != "" {
+			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls", msg + "; raise window_calls or lower minimum_calls"})
 		}
 	}
 	a := p.GetAdaptiveLimit()
@@ -154,10 +151,12 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 			name string
 			v    *uint32
 		}{{"min_limit", a.MinLimit}, {"max_limit", a.MaxLimit}, {"initial_limit", a.InitialLimit}} {
-			if f.v != nil && *f.v > permits {
-				lvl := eff.SetBy["adaptive_limit."+f.name]
-				add(Finding{RuleAdaptive, lvl, "adaptive_limit." + f.name,
-					fmt.Sprintf("%d is above the bulkhead's %d permits%s, the limit's ceiling: lower it to at most %d, or remove it", *f.v, permits, eff.Origin("bulkhead.permits", lvl), permits)})
+			if f.v == nil {
+				continue
+			}
+			lvl := eff.SetBy["adaptive_limit."+f.name]
+			if msg := check.AboveCeiling(int64(*f.v), int64(permits), eff.Origin("bulkhead.permits", lvl)); msg != "" {
+				add(Finding{RuleAdaptive, lvl, "adaptive_limit." + f.name, msg + ", or remove it"})
 				return
 			}
 		}

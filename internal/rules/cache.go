@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/internal/check"
 )
 
 // CheckCache checks the cache of a method, written on it (elsewhere Check
@@ -24,16 +26,14 @@ func CheckCache(m protoreflect.MethodDescriptor, eff Merged, add func(Finding)) 
 		add(Finding{RuleMissingValue, LevelMethod, "cache.fresh_ttl",
 			"is required: set how long an answer is served without calling, as in cache: {fresh_ttl: {seconds: 1}}"})
 	}
-	if kind != "" {
+	if msg := check.StreamCache(string(name), kind); msg != "" {
+		add(Finding{RuleCache, LevelMethod, "cache", msg + ": remove cache"})
+	} else if msg := check.CacheIdempotent(string(name), Idempotent(m, eff)); msg != "" {
 		add(Finding{RuleCache, LevelMethod, "cache",
-			fmt.Sprintf("streams are not cached, and %s is %s: remove cache", name, kind)})
-	} else if !Idempotent(m, eff) {
-		add(Finding{RuleCache, LevelMethod, "cache",
-			fmt.Sprintf("%s is not idempotent: only reads are cached, since a cached answer means the call is not made; mark the method idempotent (option idempotency_level = NO_SIDE_EFFECTS) if it is a read, or remove cache", name)})
+			msg + "; mark the method idempotent (option idempotency_level = NO_SIDE_EFFECTS) if it is a read, or remove cache"})
 	}
-	if kind == "" && eff.Policy.GetTimeout().AsDuration() == 0 && eff.Policy.GetOverallTimeout().AsDuration() == 0 {
-		add(Finding{RuleCache, LevelMethod, "cache",
-			fmt.Sprintf("%s has neither timeout nor overall_timeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set timeout or overall_timeout", name)})
+	if msg := check.CacheTimeout(string(name), eff.Policy.GetTimeout().AsDuration(), eff.Policy.GetOverallTimeout().AsDuration()); kind == "" && msg != "" {
+		add(Finding{RuleCache, LevelMethod, "cache", msg})
 	}
 	if len(ca.GetKeyFields()) == 0 {
 		add(Finding{RuleMissingValue, LevelMethod, "cache.key_fields",

@@ -4,6 +4,7 @@
 package rules
 
 import (
+	"github.com/go-resilient/resilient/internal/contract"
 	"reflect"
 	"time"
 
@@ -45,13 +46,13 @@ func Follow(dst, was any, group string, set func(option string) bool) {
 		if f.group != group || set(f.option) {
 			continue
 		}
-		field, leader := d.FieldByName(GoName(f.option)), d.FieldByName(GoName(f.leader))
+		field, leader := d.FieldByName(contract.GoName(f.option)), d.FieldByName(contract.GoName(f.leader))
 		if !field.IsValid() || !leader.IsValid() {
 			continue
 		}
 		if w.IsValid() {
-			old := w.FieldByName(GoName(f.option))
-			if !old.IsZero() && !old.Equal(reflect.ValueOf(f.of(w.FieldByName(GoName(f.leader)))).Convert(old.Type())) {
+			old := w.FieldByName(contract.GoName(f.option))
+			if !old.IsZero() && !old.Equal(reflect.ValueOf(f.of(w.FieldByName(contract.GoName(f.leader)))).Convert(old.Type())) {
 				continue // chosen, not the default
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/check"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -45,10 +46,9 @@ func IsKeyField(fd protoreflect.FieldDescriptor) bool {
 // editions) is refused: an unset key would read as that default, one key
 // shared by every request that forgot it.
 func CheckIdempotencyKey(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff Merged, add func(Finding)) {
-	if kind := StreamKind(m); kind != "" {
+	if msg := check.StreamKey(string(m.Name()), StreamKind(m)); msg != "" {
 		if own.GetIdempotencyKey() != "" {
-			add(Finding{RuleKeyField, LevelMethod, "idempotency_key",
-				fmt.Sprintf("only unary calls send an idempotency key, and %s is %s: remove it", m.Name(), kind)})
+			add(Finding{RuleKeyField, LevelMethod, "idempotency_key", msg + ": remove it"})
 		}
 		return
 	}
@@ -115,10 +115,9 @@ func CheckGeneratedKey(m protoreflect.MethodDescriptor, own *resilientv1.Policy,
 	if !p.GetGenerateIdempotencyKey() {
 		return
 	}
-	if kind := StreamKind(m); kind != "" {
+	if msg := check.StreamKey(string(m.Name()), StreamKind(m)); msg != "" {
 		if own.GetGenerateIdempotencyKey() {
-			add(Finding{RuleKeyField, LevelMethod, "generate_idempotency_key",
-				fmt.Sprintf("only unary calls send an idempotency key, and %s is %s: remove it", m.Name(), kind)})
+			add(Finding{RuleKeyField, LevelMethod, "generate_idempotency_key", msg + ": remove it"})
 		}
 		return
 	}

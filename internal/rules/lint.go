@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/go-resilient/resilient/internal/check"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -83,7 +84,8 @@ type Finding struct {
 // says where retry was written. The plugin calls it for every method that
 // retries; so does CheckFile.
 func CheckRetrySafe(method string, idempotent, keyed bool, eff Merged, add func(Finding)) {
-	if idempotent || keyed {
+	msg := check.RetrySafe(method, idempotent, keyed)
+	if msg == "" {
 		return
 	}
 	lvl := eff.SetBy["retry"]
@@ -91,27 +93,24 @@ func CheckRetrySafe(method string, idempotent, keyed bool, eff Merged, add func(
 	if lvl != LevelMethod {
 		fix = "mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or turn retries off for it with (resilient.v1.method) = {retry: {max_attempts: 1}}"
 	}
-	add(Finding{RuleRetryNotIdempotent, lvl, "retry",
-		fmt.Sprintf("%s is not idempotent and has no idempotency_key, so a retry could apply it twice: %s", method, fix)})
+	add(Finding{RuleRetryNotIdempotent, lvl, "retry", msg + ": " + fix})
 }
 
 // CheckTimeouts refuses a per-attempt timeout longer than the overall
 // timeout (both resolved, 0 for none), blaming the one written at the more
 // specific level.
 func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)) {
-	if timeout <= 0 || overall <= 0 || timeout <= overall {
+	if check.Timeout(timeout, overall, "") == "" {
 		return
 	}
 	tl, ol := eff.SetBy["timeout"], eff.SetBy["overall_timeout"]
 	if ol > tl {
 		add(Finding{RuleTimeoutExceedsOverall, ol, "overall_timeout",
-			fmt.Sprintf("%v is shorter than timeout %v%s: one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
-				overall, timeout, eff.Origin("timeout", ol))})
+			check.OverallTimeout(timeout, overall, eff.Origin("timeout", ol)) + "; lengthen overall_timeout or shorten timeout"})
 		return
 	}
 	add(Finding{RuleTimeoutExceedsOverall, tl, "timeout",
-		fmt.Sprintf("%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout",
-			timeout, overall, eff.Origin("overall_timeout", tl))})
+		check.Timeout(timeout, overall, eff.Origin("overall_timeout", tl)) + "; shorten timeout or lengthen overall_timeout"})
 }
 
 // CheckFile runs every rule above over the services of a file, the one

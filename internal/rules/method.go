@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/go-resilient/resilient/internal/check"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -40,16 +41,7 @@ func CheckMethod(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff M
 // StreamKind describes a streaming method for messages ("a
 // server-streaming method"); "" for a unary one.
 func StreamKind(m protoreflect.MethodDescriptor) string {
-	switch {
-	case m.IsStreamingClient() && m.IsStreamingServer():
-		return "a bidi-streaming method"
-	case m.IsStreamingClient():
-		return "a client-streaming method"
-	case m.IsStreamingServer():
-		return "a server-streaming method"
-	default:
-		return ""
-	}
+	return check.Kind(m.IsStreamingClient(), m.IsStreamingServer())
 }
 
 // IdempotencyLevel is protobuf's own option idempotency_level of a method.
@@ -112,9 +104,9 @@ func CheckIdempotency(m protoreflect.MethodDescriptor, own *resilientv1.Policy, 
 // CheckStreamRetry refuses a retry written on a streaming method. One that
 // it inherits from its service or file is ignored.
 func CheckStreamRetry(m protoreflect.MethodDescriptor, own *resilientv1.Policy, add func(Finding)) {
-	if kind := StreamKind(m); kind != "" && own.GetRetry() != nil {
+	if msg := check.StreamRetry(string(m.Name()), StreamKind(m)); msg != "" && own.GetRetry() != nil {
 		add(Finding{RuleStreamRetry, LevelMethod, "retry",
-			fmt.Sprintf("streams are not retried, and %s is %s: remove retry (opening the stream still gets the timeout, breaker and bulkhead)", m.Name(), kind)})
+			msg + ": remove retry (opening the stream still gets the timeout, breaker and bulkhead)"})
 	}
 }
 
@@ -131,18 +123,16 @@ func CheckBackoff(eff Merged, add func(Finding)) {
 	if r.GetMaxBackoff() != nil {
 		maxb = r.GetMaxBackoff().AsDuration()
 	}
-	if initial <= 0 || maxb <= 0 || maxb >= initial {
+	if check.MaxBackoff(initial, maxb, "") == "" {
 		return
 	}
 	il, iok := eff.SetBy["retry.initial_backoff"]
 	ml, mok := eff.SetBy["retry.max_backoff"]
 	if iok && (!mok || il > ml) {
 		add(Finding{RuleBackoffOrder, il, "retry.initial_backoff",
-			fmt.Sprintf("%v is longer than max_backoff %v%s: lower initial_backoff or raise max_backoff",
-				initial, maxb, eff.Origin("retry.max_backoff", il))})
+			check.InitialBackoff(initial, maxb, eff.Origin("retry.max_backoff", il))})
 		return
 	}
 	add(Finding{RuleBackoffOrder, ml, "retry.max_backoff",
-		fmt.Sprintf("%v is shorter than initial_backoff %v%s: raise max_backoff or lower initial_backoff",
-			maxb, initial, eff.Origin("retry.initial_backoff", ml))})
+		check.MaxBackoff(initial, maxb, eff.Origin("retry.initial_backoff", ml))})
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -83,7 +84,7 @@ func DefaultOf(group string) proto.Message {
 // Fill writes every value set in msg, one group of the options (a Retry,
 // a CircuitBreaker, …), into the struct dst points to: each into the field
 // named as the option in camel case (cool_down → CoolDown;
-// backoff_multiplier → Multiplier, fresh_ttl → FreshTTL). Durations go to
+// backoff_multiplier → Multiplier, fresh_ttl → FreshTTL: contract.GoName). Durations go to
 // time.Duration fields, counts to int fields, numbers to float64 fields,
 // code names to a []codes.Code (in the order written) or to a bit set of
 // codes (an integer type, as policy.CodeSet), other names to a []string,
@@ -105,7 +106,7 @@ func Fill(dst any, msg proto.Message) error {
 		if name == "per_method" || (fd.Message() != nil && !isSingleValue(fd.Message())) {
 			return true
 		}
-		f := d.FieldByName(GoName(name))
+		f := d.FieldByName(contract.GoName(name))
 		if !f.IsValid() || !f.CanSet() || !fill(f, fd, v) {
 			missing = append(missing, name)
 		}
@@ -162,22 +163,4 @@ func fill(f reflect.Value, fd protoreflect.FieldDescriptor, v protoreflect.Value
 		return false
 	}
 	return true
-}
-
-// goNames are the policy fields not named as their option in camel case.
-var goNames = map[string]string{"backoff_multiplier": "Multiplier", "fresh_ttl": "FreshTTL", "stale_ttl": "StaleTTL", "ttl": "TTL"}
-
-// GoName is the name of the policy field that holds an option:
-// cool_down → CoolDown.
-func GoName(option string) string {
-	if n, ok := goNames[option]; ok {
-		return n
-	}
-	var b strings.Builder
-	for _, part := range strings.Split(option, "_") {
-		if part != "" {
-			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-		}
-	}
-	return b.String()
 }

@@ -4,6 +4,7 @@
 package rules
 
 import (
+	"github.com/go-resilient/resilient/internal/contract"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func TestDefaultsTable(t *testing.T) {
 	if DefaultOf("bulkhead") != nil || DefaultOf("nonsense") != nil || DefaultOf("timeout") != nil {
 		t.Error("a default for a group that has none")
 	}
-	if GoName("cool_down") != "CoolDown" || GoName("fresh_ttl") != "FreshTTL" || GoName("backoff_multiplier") != "Multiplier" {
+	if contract.GoName("cool_down") != "CoolDown" || contract.GoName("fresh_ttl") != "FreshTTL" || contract.GoName("backoff_multiplier") != "Multiplier" {
 		t.Error("GoName")
 	}
 }

@@ -7,7 +7,9 @@
 // lint rule, lint.go) and the override loader (which reports it at its key
 // in the file or environment). One implementation, so that lint refuses
 // what the plugin refuses, and an operator can never set through an
-// override what the plugin refuses in a .proto.
+// override what the plugin refuses in a .proto. What is wrong with a value
+// is said by internal/check, which the runtime's Go validator uses too
+// (runtime/policy); this package adds how an options author mends it.
 package rules
 
 import (
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
@@ -72,17 +75,6 @@ var (
 	DefaultNonFatalCodes  = CodesOf(defaults.GetHedging().GetNonFatalCodes(), nil)
 )
 
-// AnswerCodes are the codes by which a service answers a request it
-// understood; repeating the request cannot change them, so they are never
-// retryable.
-var AnswerCodes = func() map[codes.Code]bool {
-	m := make(map[codes.Code]bool, len(contract.AnswerCodes))
-	for _, c := range contract.AnswerCodes {
-		m[c] = true
-	}
-	return m
-}()
-
 // Report receives one problem: the field path inside the policy
 // ("retry.max_attempts") and what is wrong and how to mend it.
 type Report func(path, format string, args ...any)
@@ -99,17 +91,15 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 	c.positive("timeout", p.GetTimeout(), "remove it for no per-attempt limit")
 	c.positive("overall_timeout", p.GetOverallTimeout(), "remove it for no limit of the whole call")
 	if r := p.GetRetry(); r != nil {
-		if r.MaxAttempts != nil && r.GetMaxAttempts() == 0 {
-			c.add("retry.max_attempts", "must be at least 1, got 0 (it counts the first attempt, and 1 means no retry); remove it for the default %d", DefaultMaxAttempts)
+		if r.MaxAttempts != nil {
+			c.fail("retry.max_attempts", check.MaxAttempts(int64(r.GetMaxAttempts())), fmt.Sprintf("remove it for the default %d", DefaultMaxAttempts))
 		}
 		c.positive("retry.initial_backoff", r.GetInitialBackoff(), fmt.Sprintf("remove it for the default %v", DefaultInitialBackoff))
 		c.positive("retry.max_backoff", r.GetMaxBackoff(), fmt.Sprintf("remove it for the default %v", DefaultMaxBackoff))
 		if r.BackoffMultiplier != nil {
-			if m := r.GetBackoffMultiplier(); !(m >= 1) || math.IsInf(m, 0) {
-				c.add("retry.backoff_multiplier", "must be a finite number of at least 1, got %v; remove it for the default %v", m, DefaultMultiplier)
-			}
+			c.fail("retry.backoff_multiplier", check.Multiplier(r.GetBackoffMultiplier()), fmt.Sprintf("remove it for the default %v", DefaultMultiplier))
 		}
-		c.codes("retry.retryable_codes", r.GetRetryableCodes(), true)
+		c.codes("retry.retryable_codes", r.GetRetryableCodes(), check.Retryable)
 	}
 	if b := p.GetRetryBudget(); b != nil {
 		if onMethod {
@@ -124,12 +114,11 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 		c.atLeastOne("circuit_breaker.minimum_calls", cb.MinimumCalls, fmt.Sprintf("remove it for the default %d", DefaultMinimumCalls))
 		c.positive("circuit_breaker.window", cb.GetWindow(), fmt.Sprintf("remove it for the default %v", DefaultBreakerWindow))
 		c.positive("circuit_breaker.cool_down", cb.GetCoolDown(), fmt.Sprintf("remove it for the default %v", DefaultCoolDown))
-		c.atLeastOne("circuit_breaker.half_open_probes", cb.HalfOpenProbes, fmt.Sprintf("remove it for the default %d", DefaultHalfOpenProbes))
-		if n := cb.GetHalfOpenProbes(); n > MaxHalfOpenProbes {
-			c.add("circuit_breaker.half_open_probes", fmt.Sprintf("must be at most %d, got %d: a handful of probes tells whether the dependency is back", MaxHalfOpenProbes, n))
+		if cb.HalfOpenProbes != nil {
+			c.fail("circuit_breaker.half_open_probes", check.Probes(int64(cb.GetHalfOpenProbes())), fmt.Sprintf("remove it for the default %d", DefaultHalfOpenProbes))
 		}
 		c.positive("circuit_breaker.slow_call_threshold", cb.GetSlowCallThreshold(), "remove it to count no call as slow")
-		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), false)
+		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), check.Failure)
 		if cb.PerMethod != nil && !onMethod {
 			c.add("circuit_breaker.per_method", "per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own")
 		}
@@ -185,16 +174,16 @@ func (c checker) patterns(p *resilientv1.Policy, onMethod bool) {
 			c.add("hedging", "hedging is decided method by method, for idempotent reads with a long latency tail: move it to the (resilient.v1.method) of each such method")
 		} else {
 			c.positive("hedging.delay", h.GetDelay(), "a good value is the method's observed p95, as in hedging: {delay: {nanos: 80000000}}")
-			if h.MaxCopies != nil && h.GetMaxCopies() < 2 {
-				c.add("hedging.max_copies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging); remove it for the default %d", h.GetMaxCopies(), DefaultHedgingMaxCopies)
+			if h.MaxCopies != nil {
+				c.fail("hedging.max_copies", check.MaxCopies(int64(h.GetMaxCopies())), fmt.Sprintf("remove it for the default %d", DefaultHedgingMaxCopies))
 			}
-			c.codes("hedging.non_fatal_codes", h.GetNonFatalCodes(), true)
+			c.codes("hedging.non_fatal_codes", h.GetNonFatalCodes(), check.NonFatal)
 		}
 	}
 	if r := p.GetRateLimit(); r != nil {
 		if r.RequestsPerSecond != nil {
-			if x := r.GetRequestsPerSecond(); !(x > 0) || math.IsInf(x, 0) {
-				c.add("rate_limit.requests_per_second", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed, as in rate_limit: {requests_per_second: 200}", x)
+			if msg := check.Rate(r.GetRequestsPerSecond()); msg != "" {
+				c.add("rate_limit.requests_per_second", "%s, as in rate_limit: {requests_per_second: 200}", msg)
 			}
 		}
 		c.atLeastOne("rate_limit.burst", r.Burst, "remove it for the default, requests_per_second rounded up")
@@ -209,8 +198,8 @@ func (c checker) patterns(p *resilientv1.Policy, onMethod bool) {
 		} else {
 			c.positive("cache.fresh_ttl", ca.GetFreshTtl(), "it is how long an answer is served without calling, as in cache: {fresh_ttl: {seconds: 1}}")
 			c.positive("cache.stale_ttl", ca.GetStaleTtl(), "remove it for no stale answers (the default, equal to fresh_ttl)")
-			if f, st := ca.GetFreshTtl(), ca.GetStaleTtl(); f != nil && st != nil && f.AsDuration() > 0 && st.AsDuration() > 0 && st.AsDuration() < f.AsDuration() {
-				c.add("cache.stale_ttl", "%v is shorter than fresh_ttl %v: an answer is stale only after it stopped being fresh; raise stale_ttl, or remove it for no stale answers", st.AsDuration(), f.AsDuration())
+			if f, st := ca.GetFreshTtl(), ca.GetStaleTtl(); f != nil && st != nil && st.AsDuration() > 0 {
+				c.fail("cache.stale_ttl", check.StaleTTL(f.AsDuration(), st.AsDuration()), "raise stale_ttl, or remove it for no stale answers")
 			}
 			c.atLeastOne("cache.max_entries", ca.MaxEntries, fmt.Sprintf("remove it for the default %d", DefaultCacheMaxEntries))
 			seen := map[string]bool{}
@@ -222,8 +211,8 @@ func (c checker) patterns(p *resilientv1.Policy, onMethod bool) {
 			}
 		}
 	}
-	if p.GetGenerateIdempotencyKey() && p.GetIdempotencyKey() != "" {
-		c.add("generate_idempotency_key", "the method already sends its field %q as the idempotency key: remove generate_idempotency_key, or idempotency_key", p.GetIdempotencyKey())
+	if msg := check.KeyTwice(p.GetIdempotencyKey(), p.GetGenerateIdempotencyKey()); msg != "" {
+		c.add("generate_idempotency_key", "%s: remove generate_idempotency_key, or idempotency_key", msg)
 	}
 }
 
@@ -287,45 +276,42 @@ func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix 
 		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
 		return
 	}
-	v := d.AsDuration()
-	switch {
-	case zeroOK && v < 0:
-		c.add(path, "must not be negative, got %v; %s", v, fix)
-	case !zeroOK && v <= 0:
-		c.add(path, "must be positive, got %v; %s", v, fix)
+	if zeroOK {
+		c.fail(path, check.NotNegative(d.AsDuration()), fix)
+	} else {
+		c.fail(path, check.Positive(d.AsDuration()), fix)
+	}
+}
+
+// fail reports problem, the core of a message from package check, at
+// path with how an options author mends it; nothing when problem is "".
+func (c checker) fail(path, problem, fix string) {
+	if problem != "" {
+		c.add(path, "%s; %s", problem, fix)
 	}
 }
 
 func (c checker) ratio(path string, r *float64, def float64) {
-	if r != nil && !(*r > 0 && *r <= 1) {
-		c.add(path, "must be in (0, 1], got %v; remove it for the default %v", *r, def)
+	if r != nil {
+		c.fail(path, check.Ratio(*r), fmt.Sprintf("remove it for the default %v", def))
 	}
 }
 
 func (c checker) atLeastOne(path string, n *uint32, fix string) {
-	if n != nil && *n == 0 {
-		c.add(path, "must be at least 1, got 0; %s", fix)
+	if n != nil {
+		c.fail(path, check.AtLeastOne(int64(*n)), fix)
 	}
 }
 
-// codes checks a list of status code names.
-func (c checker) codes(path string, names []string, retryable bool) {
+// codes checks a list of status code names, each at its index.
+func (c checker) codes(path string, names []string, list check.List) {
 	for i, name := range names {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		code, ok := ParseCode(name)
-		switch {
-		case !ok:
+		if !ok {
 			c.add(p, "unknown status code %q: %s", name, suggestCode(name))
-		case code == codes.OK:
-			if retryable {
-				c.add(p, `"OK" is a success, there is nothing to retry: remove it`)
-			} else {
-				c.add(p, `"OK" is a success and cannot count as a failure: remove it`)
-			}
-		case retryable && AnswerCodes[code]:
-			c.add(p, "%q is an answer of the service, not a transient failure: repeating the call cannot change it; remove it", name)
-		case AnswerCodes[code]:
-			c.add(p, "%q is an answer of the service, not a failure of it: an answer shows the dependency is up, so it never opens the breaker; remove it", name)
+		} else if msg := check.Code(list, code); msg != "" {
+			c.add(p, "%s", msg)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-func check(p *resilientv1.Policy, onMethod bool) []string {
+func problemsOf(p *resilientv1.Policy, onMethod bool) []string {
 	var got []string
 	Check(p, onMethod, func(path, format string, args ...any) {
 		got = append(got, path+": "+fmt.Sprintf(format, args...))
@@ -27,7 +27,7 @@ func TestCheckNamesThePathAndTheMend(t *testing.T) {
 		Retry:       &resilientv1.Retry{MaxAttempts: proto.Uint32(0), RetryableCodes: []string{"NOT_FOUND", "unavailable"}},
 		RetryBudget: &resilientv1.RetryBudget{Ratio: proto.Float64(2)},
 	}
-	got := strings.Join(check(p, true), "\n")
+	got := strings.Join(problemsOf(p, true), "\n")
 	for _, want := range []string{
 		"timeout: must be positive, got -1s",
 		"retry.max_attempts: must be at least 1, got 0",
@@ -39,7 +39,7 @@ func TestCheckNamesThePathAndTheMend(t *testing.T) {
 			t.Errorf("problems:\n%s\nwant one containing %q", got, want)
 		}
 	}
-	if got := check(&resilientv1.Policy{RetryBudget: &resilientv1.RetryBudget{Ratio: proto.Float64(2)}}, false); len(got) != 1 || !strings.HasPrefix(got[0], "retry_budget.ratio: must be in (0, 1]") {
+	if got := problemsOf(&resilientv1.Policy{RetryBudget: &resilientv1.RetryBudget{Ratio: proto.Float64(2)}}, false); len(got) != 1 || !strings.HasPrefix(got[0], "retry_budget.ratio: must be in (0, 1]") {
 		t.Errorf("service-level budget: %q", got)
 	}
 }
@@ -55,7 +55,7 @@ func TestCheckDurationLimits(t *testing.T) {
 		{&durationpb.Duration{Seconds: 1, Nanos: -1}, "same sign"},
 		{&durationpb.Duration{Nanos: 1e9}, "±999999999"},
 	} {
-		got := check(&resilientv1.Policy{Timeout: tc.d}, true)
+		got := problemsOf(&resilientv1.Policy{Timeout: tc.d}, true)
 		if (tc.bad == "") != (len(got) == 0) || (tc.bad != "" && !strings.Contains(got[0], tc.bad)) {
 			t.Errorf("%v: problems %q, want one containing %q", tc.d, got, tc.bad)
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // The least lease and TTL a dedup may set (internal/contract's, which
-// runtime/server.MinLease and MinTTL are too, checked again by NewGuard).
+// runtime/policy.MinLease and MinTTL are too, checked again by NewGuard).
 const (
 	// MinDedupLease: the lease is renewed every quarter of it, and a
 	// shorter one would lapse under an ordinary store round trip.

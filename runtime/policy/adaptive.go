@@ -6,41 +6,65 @@ package policy
 import (
 	"time"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/runtime/internal/adaptive"
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 )
 
-// AdaptiveLimit configures an adaptive concurrency limit: the
-// attempts towards the dependency let be in flight at once follow its
-// latency (a gradient against the smallest round-trip time of the last
+// AdaptiveLimit configures an adaptive concurrency limit: the attempts
+// towards the dependency let be in flight at once follow its latency (a
+// gradient against the smallest round-trip time of the last
 // BaselineWindow, halving once per round trip on a timeout or an overload
 // refusal), and an attempt above the limit is refused at once with
-// ErrConcurrencyLimited. A zero field takes its value from
+// runtime.ErrConcurrencyLimited. A zero field takes its value from
 // DefaultAdaptiveLimit. Under a bulkhead the bulkhead's permits are the
 // ceiling: MaxLimit, its default included, is at most Permits.
-//
-// Fields: MinLimit (the attempts let through while the dependency is at its
-// worst, at least 1), MaxLimit, InitialLimit (before any attempt came
-// back), Tolerance (how many times slower than the baseline a round may be
-// before the limit shrinks, at least 1), Smoothing (the share of a
-// latency-driven change applied per round, in (0, 1]) and BaselineWindow.
-type AdaptiveLimit = adaptive.Policy
+type AdaptiveLimit struct {
+	// MinLimit is the lowest the limit falls: the attempts let through
+	// while the dependency is at its worst. At least 1.
+	MinLimit int
+	// MaxLimit is the highest the limit grows; under a bulkhead, at most
+	// its permits (0: the permits).
+	MaxLimit int
+	// InitialLimit is the limit before any attempt has come back, in
+	// [MinLimit, MaxLimit].
+	InitialLimit int
+	// Tolerance is how many times slower than the baseline a round may be
+	// before the limit shrinks; at least 1.
+	Tolerance float64
+	// Smoothing is the share of each latency-driven change applied per
+	// round, in (0, 1]. Drops are not smoothed.
+	Smoothing float64
+	// BaselineWindow is how long the smallest round RTT is remembered as
+	// the dependency's unloaded latency.
+	BaselineWindow time.Duration
+}
 
 // DefaultAdaptiveLimit holds the values a zero field of an
 // AdaptiveLimit stands for: MinLimit 1, MaxLimit 100, InitialLimit 20,
 // Tolerance 1.5, Smoothing 0.5, BaselineWindow 30 s.
-var DefaultAdaptiveLimit = adaptive.Defaults
+var DefaultAdaptiveLimit = AdaptiveLimit(adaptive.Defaults)
 
 // Throttle configures adaptive client-side throttling (the Google SRE
-// book's): each attempt is refused locally, with ErrThrottled, with
-// probability max(0, (requests − K × accepts) / (requests + 1)) over the
-// last Window, capped at MaxRefusal. A zero field takes its value from
+// book's): each attempt is refused locally, with runtime.ErrThrottled,
+// with probability max(0, (requests − K × accepts) / (requests + 1)) over
+// the last Window, capped at MaxRefusal. A zero field takes its value from
 // DefaultThrottle.
-type Throttle = throttle.Policy
+type Throttle struct {
+	// K is how many requests per accept the dependency may refuse before
+	// any is refused locally; at least 1.
+	K float64
+	// Window is the sliding window over which requests and accepts are
+	// counted, in 10 buckets.
+	Window time.Duration
+	// MaxRefusal caps the probability of a local refusal, in (0, 1), so
+	// that some attempts always reach the dependency and see it recover.
+	MaxRefusal float64
+}
 
 // DefaultThrottle holds the values a zero field of a Throttle stands
 // for: K 2, Window 5 s, MaxRefusal 0.9.
-var DefaultThrottle = throttle.Defaults
+var DefaultThrottle = Throttle(throttle.Defaults)
 
 // checkAdaptive checks the adaptive layers of the service (f "") or of a
 // method (f its field prefix, m the method), given the bulkhead b the
@@ -49,19 +73,17 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 	if p == nil {
 		return
 	}
-	q := *p
+	q := adaptive.Policy(*p)
 	if b != nil {
-		if q.MinLimit > b.Permits {
-			bad(f+".MinLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.MinLimit, b.Permits, b.Permits)
-			return
-		}
-		if q.MaxLimit > b.Permits {
-			bad(f+".MaxLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d, or leave it 0 for the ceiling", q.MaxLimit, b.Permits, b.Permits)
-			return
-		}
-		if q.InitialLimit > b.Permits {
-			bad(f+".InitialLimit", "%d is above the bulkhead's %d permits, the limit's ceiling: lower it to at most %d", q.InitialLimit, b.Permits, b.Permits)
-			return
+		for _, l := range []struct {
+			field string
+			v     int
+			fix   string
+		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it 0 for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
+			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
+				bad(f+"."+l.field, "%s%s", msg, l.fix)
+				return
+			}
 		}
 		q = q.WithCeiling(b.Permits)
 	}
@@ -74,7 +96,7 @@ func checkThrottle(f string, p *Throttle, bad badFunc) {
 	if p == nil {
 		return
 	}
-	if _, err := throttle.New(*p, time.Time{}, nil); err != nil {
+	if _, err := throttle.New(throttle.Policy(*p), time.Time{}, nil); err != nil {
 		bad(f, "%v", err)
 	}
 }

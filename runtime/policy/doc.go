@@ -16,6 +16,11 @@
 // applied, with the same wording as the plugin and the override loader;
 // Clone copies one deeply.
 //
+// Server is the server side of the same annotations (XxxServerPolicy),
+// which runtime/server's Guard applies: a service's Shedding limits and one
+// ServerMethod per RPC, with its Priority, deadlines and Dedup. Its
+// Validate refuses what NewGuard would.
+//
 // The package imports no Prometheus, no rate limiter and no gRPC
 // transport, so that the plugin can build these values itself.
 package policy

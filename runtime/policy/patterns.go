@@ -4,8 +4,9 @@
 package policy
 
 import (
-	"math"
 	"time"
+
+	"github.com/go-resilient/resilient/internal/check"
 )
 
 // Hedging says when further copies of a slow call are sent. A method
@@ -27,15 +28,8 @@ type Hedging struct {
 
 func (h *Hedging) check(f string, bad badFunc) {
 	positive(h.Delay, f+".Delay", bad)
-	if h.MaxCopies < 2 {
-		bad(f+".MaxCopies", "must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", h.MaxCopies)
-	}
-	if h.NonFatalCodes.Has(0) {
-		bad(f+".NonFatalCodes", `"OK" is a success, there is nothing to hedge: remove it`)
-	}
-	if answers := h.NonFatalCodes & answerCodes; answers != 0 {
-		bad(f+".NonFatalCodes", "holds %s, answers of the service: another copy would get the same answer; remove them", answers)
-	}
+	fail(bad, f+".MaxCopies", check.MaxCopies(int64(h.MaxCopies)), "")
+	codeList(bad, f+".NonFatalCodes", check.NonFatal, h.NonFatalCodes)
 }
 
 // RateLimit configures a token bucket on the calls a client sends to
@@ -53,15 +47,9 @@ type RateLimit struct {
 }
 
 func (r *RateLimit) check(f string, bad badFunc) {
-	if x := r.RequestsPerSecond; math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
-		bad(f+".RequestsPerSecond", "must be a positive, finite number, got %v; it is the sustained rate of calls allowed", x)
-	}
-	if r.Burst < 1 {
-		bad(f+".Burst", "must be at least 1, got %d", r.Burst)
-	}
-	if r.MaxWait < 0 {
-		bad(f+".MaxWait", "must not be negative, got %s; use 0 to refuse a call at once when no token is left", r.MaxWait)
-	}
+	fail(bad, f+".RequestsPerSecond", check.Rate(r.RequestsPerSecond), "")
+	fail(bad, f+".Burst", check.AtLeastOne(int64(r.Burst)), "")
+	fail(bad, f+".MaxWait", check.NotNegative(r.MaxWait), "; use 0 to refuse a call at once when no token is left")
 }
 
 // Cache configures a stale-on-error cache with single flight for an
@@ -99,10 +87,6 @@ type Cache struct {
 
 func (p *Cache) check(f string, bad badFunc) {
 	positive(p.FreshTTL, f+".FreshTTL", bad)
-	if p.StaleTTL < p.FreshTTL {
-		bad(f+".StaleTTL", "stale_ttl %s is shorter than fresh_ttl %s: an answer is stale only after it stopped being fresh; raise stale_ttl, or set it to fresh_ttl for no stale answers", p.StaleTTL, p.FreshTTL)
-	}
-	if p.MaxEntries < 1 {
-		bad(f+".MaxEntries", "must be at least 1, got %d", p.MaxEntries)
-	}
+	fail(bad, f+".StaleTTL", subject("stale_ttl", check.StaleTTL(p.FreshTTL, p.StaleTTL)), "; raise stale_ttl, or set it to fresh_ttl for no stale answers")
+	fail(bad, f+".MaxEntries", check.AtLeastOne(int64(p.MaxEntries)), "")
 }

@@ -6,11 +6,12 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
-	"unicode"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
@@ -18,8 +19,9 @@ import (
 // Validate checks that the policy can be applied: names set, counts and
 // durations positive, ratios in (0, 1], retries only on methods that may be
 // repeated. The plugin refuses the same mistakes in the .proto, with their
-// position; Validate guards policies built or changed in Go. The error
-// names every field that is wrong, one line each (Problems).
+// position and in the same words (internal/check says what is wrong with
+// a value for both); Validate guards policies built or changed in Go. The
+// error names every field that is wrong, one line each (Problems).
 func (p *Service) Validate() error {
 	var errs []error
 	for _, pr := range p.Problems() {
@@ -82,22 +84,16 @@ func (p *Service) Problems() []Problem {
 			bad(f+".Name", "appears twice")
 		}
 		seen[m.Name] = true
-		if m.Timeout < 0 {
-			bad(f+".Timeout", "must not be negative, got %s; use 0 for no per-attempt limit", m.Timeout)
-		}
-		if m.OverallTimeout < 0 {
-			bad(f+".OverallTimeout", "must not be negative, got %s; use 0 for no limit of the whole call", m.OverallTimeout)
-		}
-		if m.Timeout > 0 && m.OverallTimeout > 0 && m.Timeout > m.OverallTimeout {
-			bad(f+".Timeout", "timeout %s is longer than overall_timeout %s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout", m.Timeout, m.OverallTimeout)
-		}
+		fail(bad, f+".Timeout", check.NotNegative(m.Timeout), "; use 0 for no per-attempt limit")
+		fail(bad, f+".OverallTimeout", check.NotNegative(m.OverallTimeout), "; use 0 for no limit of the whole call")
+		// The pairs name their subject: the override loader reports them
+		// at the key of either value.
+		fail(bad, f+".Timeout", subject("timeout", check.Timeout(m.Timeout, m.OverallTimeout, "")), "; shorten timeout or lengthen overall_timeout")
 		if m.Retry != nil {
 			m.Retry.check(f+".Retry", bad)
-			if m.Retry.MaxAttempts > 1 && !m.Idempotent && m.IdempotencyKey == "" && !m.GenerateIdempotencyKey {
-				bad(f+".Retry", "%s is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)", method)
-			}
-			if m.Retry.MaxAttempts > 1 && m.Kind != KindUnary {
-				bad(f+".Retry", "streams are not retried, and %s is a streaming method: remove its retry", method)
+			if m.Retry.MaxAttempts > 1 {
+				fail(bad, f+".Retry", check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no retry, or retry.max_attempts: 1)")
+				fail(bad, f+".Retry", check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
 			}
 		}
 		if m.Breaker != nil {
@@ -121,76 +117,76 @@ func optionKey(field string) string {
 	}
 	parts := strings.Split(field, ".")
 	for i, part := range parts {
-		if k, ok := optionNames[part]; ok {
-			parts[i] = k
-			continue
-		}
-		parts[i] = snake(part)
+		parts[i] = contract.OptionName(part)
 	}
 	return strings.Join(parts, ".")
 }
 
-// optionNames are the Go fields whose option is not named by snake case.
-var optionNames = map[string]string{
-	"Budget":     "retry_budget",
-	"Breaker":    "circuit_breaker",
-	"Multiplier": "backoff_multiplier",
-	"FreshTTL":   "fresh_ttl",
-	"StaleTTL":   "stale_ttl",
-}
-
-// snake turns a Go name into snake case: MaxBackoff → max_backoff.
-func snake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 type badFunc func(field, format string, args ...any)
 
-func positive(d time.Duration, field string, bad badFunc) {
-	if d <= 0 {
-		bad(field, "must be positive, got %s", d)
+// fail reports problem, the core of a message from package check, at
+// field, followed by fix (how a Go author mends it, "" for nothing more);
+// nothing when problem is "".
+func fail(bad badFunc, field, problem, fix string) {
+	if problem != "" {
+		bad(field, "%s%s", problem, fix)
 	}
+}
+
+// subject puts the option name of the value a check of two values blames
+// in front of its problem ("max_backoff 10ms is shorter than …"), "" for
+// none.
+func subject(option, problem string) string {
+	if problem == "" {
+		return ""
+	}
+	return option + " " + problem
+}
+
+// codeList reports the problems of a list of status codes held as a set.
+func codeList(bad badFunc, field string, l check.List, s CodeSet) {
+	for _, msg := range check.Codes(l, s.list()) {
+		bad(field, "%s", msg)
+	}
+}
+
+// list is the codes of the set, in their order.
+func (s CodeSet) list() []codes.Code {
+	var out []codes.Code
+	for c := codes.Code(0); c < 32; c++ {
+		if s.Has(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// describe says what kind of streaming method k is, for a message ("a
+// server-streaming method"); "" for a unary one. A Kind that is none of
+// the four is refused as a stream, as the runtime treats it.
+func (k Kind) describe() string {
+	if d := check.Kind(k == KindClientStreaming || k == KindBidiStreaming, k == KindServerStreaming || k == KindBidiStreaming); d != "" || k == KindUnary {
+		return d
+	}
+	return "a streaming method"
+}
+
+func positive(d time.Duration, field string, bad badFunc) {
+	fail(bad, field, check.Positive(d), "")
 }
 
 func ratio(r float64, field string, bad badFunc) {
-	if math.IsNaN(r) || r <= 0 || r > 1 {
-		bad(field, "must be in (0, 1], got %v", r)
-	}
+	fail(bad, field, check.Ratio(r), "")
 }
 
 func (r *Retry) check(f string, bad badFunc) {
-	if r.MaxAttempts < 1 {
-		bad(f+".MaxAttempts", "must be at least 1, got %d (it counts the first attempt, and 1 means no retry)", r.MaxAttempts)
-	}
+	fail(bad, f+".MaxAttempts", check.MaxAttempts(int64(r.MaxAttempts)), "")
 	positive(r.InitialBackoff, f+".InitialBackoff", bad)
 	positive(r.MaxBackoff, f+".MaxBackoff", bad)
-	if r.MaxBackoff < r.InitialBackoff {
-		bad(f+".MaxBackoff", "max_backoff %s is shorter than initial_backoff %s: raise max_backoff or lower initial_backoff", r.MaxBackoff, r.InitialBackoff)
-	}
-	if math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1 {
-		bad(f+".Multiplier", "must be a finite number of at least 1, got %v", r.Multiplier)
-	}
-	if r.RetryableCodes.Has(0) {
-		bad(f+".RetryableCodes", `"OK" is a success, there is nothing to retry: remove it`)
-	}
-	if answers := r.RetryableCodes & answerCodes; answers != 0 {
-		bad(f+".RetryableCodes", "holds %s, answers of the service and not transient failures: repeating the call cannot change them; remove them", answers)
-	}
+	fail(bad, f+".MaxBackoff", subject("max_backoff", check.MaxBackoff(r.InitialBackoff, r.MaxBackoff, "")), "")
+	fail(bad, f+".Multiplier", check.Multiplier(r.Multiplier), "")
+	codeList(bad, f+".RetryableCodes", check.Retryable, r.RetryableCodes)
 }
-
-// answerCodes are the codes the plugin refuses as retryable: the service
-// understood the request and answered it.
-var answerCodes = CodesOf(contract.AnswerCodes...)
 
 func (b *Budget) check(f string, bad badFunc) {
 	ratio(b.Ratio, f+".Ratio", bad)
@@ -202,66 +198,37 @@ func (b *Budget) check(f string, bad badFunc) {
 
 func (b *Breaker) check(f string, bad badFunc) {
 	ratio(b.FailureRatio, f+".FailureRatio", bad)
-	if b.MinimumCalls < 1 {
-		bad(f+".MinimumCalls", "must be at least 1, got %d", b.MinimumCalls)
-	}
+	fail(bad, f+".MinimumCalls", check.AtLeastOne(int64(b.MinimumCalls)), "")
 	b.checkWindow(f, bad)
 	positive(b.CoolDown, f+".CoolDown", bad)
-	if b.HalfOpenProbes < 1 || b.HalfOpenProbes > maxProbes {
-		bad(f+".HalfOpenProbes", "must be from 1 to %d, got %d: a handful of probes tells whether the dependency is back", maxProbes, b.HalfOpenProbes)
-	}
-	if b.SlowCallThreshold < 0 {
-		bad(f+".SlowCallThreshold", "must not be negative, got %s; use 0 to count no call as slow", b.SlowCallThreshold)
-	}
+	fail(bad, f+".HalfOpenProbes", check.Probes(int64(b.HalfOpenProbes)), "")
+	fail(bad, f+".SlowCallThreshold", check.NotNegative(b.SlowCallThreshold), "; use 0 to count no call as slow")
 	if b.FailureCodes == 0 {
+		// Only in Go: an options list left empty takes the default.
 		bad(f+".FailureCodes", "is empty: the breaker could never open; list the codes that count as failures, as in [UNAVAILABLE, DEADLINE_EXCEEDED]")
 	}
-	if b.FailureCodes.Has(0) {
-		bad(f+".FailureCodes", `"OK" is a success and cannot count as a failure: remove it`)
-	}
-	if answers := b.FailureCodes & answerCodes; answers != 0 {
-		bad(f+".FailureCodes", "holds %s, answers of the service and not failures of it: an answer shows the dependency is up, so it never opens the breaker; remove them", answers)
-	}
+	codeList(bad, f+".FailureCodes", check.Failure, b.FailureCodes)
 }
 
 func (b *Bulkhead) check(f string, bad badFunc) {
-	if b.Permits < 1 {
-		bad(f+".Permits", "must be at least 1, got %d: it is the number of calls allowed in flight at once", b.Permits)
-	}
-	if b.MaxWait < 0 {
-		bad(f+".MaxWait", "must not be negative, got %s; use 0 to refuse a call at once when every permit is taken", b.MaxWait)
-	}
+	fail(bad, f+".Permits", check.AtLeastOne(int64(b.Permits)), ": it is the number of calls allowed in flight at once")
+	fail(bad, f+".MaxWait", check.NotNegative(b.MaxWait), "; use 0 to refuse a call at once when every permit is taken")
 }
 
 // checkPatterns checks hedging, the rate limit, the cache and generated
 // idempotency keys.
 func (m *Method) checkPatterns(f string, bad badFunc) {
+	name, kind := shortName(m.Name), m.Kind.describe()
 	if m.GenerateIdempotencyKey {
-		if m.IdempotencyKey != "" {
-			bad(f+".GenerateIdempotencyKey", "the method already sends its field %q as the idempotency key: set one or the other", m.IdempotencyKey)
-		}
-		if m.Kind != KindUnary {
-			bad(f+".GenerateIdempotencyKey", "only unary calls send an idempotency key, and %s is a streaming method", shortName(m.Name))
-		}
+		fail(bad, f+".GenerateIdempotencyKey", check.KeyTwice(m.IdempotencyKey, true), ": set one or the other")
+		fail(bad, f+".GenerateIdempotencyKey", check.StreamKey(name, kind), ": remove it")
 	}
-	name := shortName(m.Name)
 	if h := m.Hedging; h != nil {
 		h.check(f+".Hedging", bad)
-		if !m.Idempotent {
-			bad(f+".Hedging", "%s is not idempotent, and hedged copies run at the same time, so each could apply it: remove hedging", name)
-		}
-		if m.Kind != KindUnary {
-			bad(f+".Hedging", "streams are not hedged, and %s is a streaming method: remove hedging", name)
-		}
-		if m.Retry != nil && m.Retry.MaxAttempts > 1 {
-			bad(f+".Hedging", "%s also retries: a method hedges or retries, not both, since hedged copies already repeat the call; remove one, or turn retries off for it with retry.max_attempts: 1", name)
-		}
-		if m.Timeout > 0 && h.Delay >= m.Timeout {
-			bad(f+".Hedging.Delay", "%s is not shorter than timeout %s: each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen timeout", h.Delay, m.Timeout)
-		}
-		if m.OverallTimeout > 0 && h.Delay >= m.OverallTimeout {
-			bad(f+".Hedging.Delay", "%s is not shorter than overall_timeout %s: no copy could be sent before the call ends; shorten the delay (about the p95)", h.Delay, m.OverallTimeout)
-		}
+		fail(bad, f+".Hedging", check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
+		fail(bad, f+".Hedging", check.StreamHedging(name, kind), ": remove hedging")
+		fail(bad, f+".Hedging", check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with retry.max_attempts: 1")
+		fail(bad, f+".Hedging.Delay", check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
 	}
 	if m.RateLimit != nil {
 		m.RateLimit.check(f+".RateLimit", bad)
@@ -271,15 +238,9 @@ func (m *Method) checkPatterns(f string, bad badFunc) {
 	}
 	if c := m.Cache; c != nil {
 		c.check(f+".Cache", bad)
-		if !m.Idempotent {
-			bad(f+".Cache", "%s is not idempotent: only reads are cached, since a cached answer means the call is not made; remove cache", name)
-		}
-		if m.Kind != KindUnary {
-			bad(f+".Cache", "streams are not cached, and %s is a streaming method: remove cache", name)
-		}
-		if m.Timeout == 0 && m.OverallTimeout == 0 {
-			bad(f+".Cache", "%s has neither timeout nor overall_timeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set timeout or overall_timeout", name)
-		}
+		fail(bad, f+".Cache", check.CacheIdempotent(name, m.Idempotent), "; remove cache")
+		fail(bad, f+".Cache", check.StreamCache(name, kind), ": remove cache")
+		fail(bad, f+".Cache", check.CacheTimeout(name, m.Timeout, m.OverallTimeout), "")
 	}
 }
 
@@ -288,19 +249,14 @@ func shortName(fullMethod string) string {
 	return fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
 }
 
-// maxProbes is the most half-open probes a breaker counts.
-const maxProbes = contract.MaxHalfOpenProbes
-
 // checkWindow checks the breaker's window: a duration, or a number of calls
 // that MinimumCalls can reach.
 func (b *Breaker) checkWindow(f string, bad badFunc) {
 	switch {
 	case b.WindowCalls < 0 || b.WindowCalls > window.MaxCount:
-		bad(f+".WindowCalls", "must be in [1, %d], or 0 for a window in time, is %d", window.MaxCount, b.WindowCalls)
+		fail(bad, f+".WindowCalls", check.WindowCalls(int64(b.WindowCalls)), "; use 0 for a window in time")
 	case b.WindowCalls > 0:
-		if b.MinimumCalls > b.WindowCalls {
-			bad(f+".MinimumCalls", "%d is more than the %d calls the window holds: the breaker could never open", b.MinimumCalls, b.WindowCalls)
-		}
+		fail(bad, f+".MinimumCalls", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
 	default:
 		positive(b.Window, f+".Window", bad)
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -37,7 +38,7 @@ func TestAttackPanicInDedupHandler(t *testing.T) {
 		}
 		return &inventoryv1.ReserveStockResponse{ReservationId: "after-panic"}, nil
 	}
-	g, err := NewGuard([]*ServicePolicy{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
+	g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestAttackWaiterCancelled(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		return &inventoryv1.ReserveStockResponse{ReservationId: "first"}, nil
 	}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	first := make(chan error, 1)
 	go func() {
 		_, err := reserve(t, client, "c-1")
@@ -126,10 +127,10 @@ const structMethod = "/attack.StructService/Do"
 
 func serveStructService(t *testing.T, runs *atomic.Int64, opts ...Option) *grpc.ClientConn {
 	t.Helper()
-	p := &ServicePolicy{Name: "attack.StructService", Methods: []MethodPolicy{{
-		Name: structMethod, Dedup: &DedupPolicy{TTL: time.Minute, Lease: 300 * time.Millisecond},
+	p := &policy.Server{Name: "attack.StructService", Methods: []policy.ServerMethod{{
+		Name: structMethod, Dedup: &policy.Dedup{TTL: time.Minute, Lease: 300 * time.Millisecond},
 		NewResponse: func() proto.Message { return new(structpb.Struct) }}}}
-	g, err := NewGuard([]*ServicePolicy{p}, append([]Option{WithStore(NewMemoryStore(10))}, opts...)...)
+	g, err := NewGuard([]*policy.Server{p}, append([]Option{WithStore(NewMemoryStore(10))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestAttackFingerprintMapOrder(t *testing.T) {
 // are compared by value whatever their order on the wire.
 func TestAttackFingerprintUnknownFields(t *testing.T) {
 	srv := &inventoryServer{}
-	_, _, cc := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	_, _, cc := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	known := func(order []int) []byte {
 		var b []byte
 		for _, f := range order {
@@ -257,7 +258,7 @@ func TestAttackFingerprintUnknownFields(t *testing.T) {
 func TestAttackManyKeysMemoryStore(t *testing.T) {
 	srv := &inventoryServer{}
 	store := NewMemoryStore(50)
-	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}, WithStore(store))
+	_, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()}, WithStore(store))
 	for i := range 500 {
 		if _, err := reserve(t, client, "many-"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
@@ -323,7 +324,7 @@ func TestAttackOverloadStaysOut(t *testing.T) {
 	}
 	p := inventoryPolicy()
 	p.Methods[1].Dedup.Lease = 300 * time.Millisecond
-	g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(100)))
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(100)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -28,7 +29,7 @@ import (
 func TestAttackHostileKeys(t *testing.T) {
 	srv := &inventoryServer{}
 	store := NewMemoryStore(10)
-	g, client, cc := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}, WithStore(store))
+	g, client, cc := guarded(t, srv, []*policy.Server{inventoryPolicy()}, WithStore(store))
 
 	_, err := reserve(t, client, strings.Repeat("k", 1<<20))
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "longer than") || len(err.Error()) > 1000 {
@@ -88,7 +89,7 @@ func TestAttackHostilePriority(t *testing.T) {
 	srv := &inventoryServer{}
 	var granted Priority
 	srv.sawCtx = func(ctx context.Context) { granted, _ = PriorityFrom(ctx) }
-	g, client, cc := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}) // GetStock is high
+	g, client, cc := guarded(t, srv, []*policy.Server{inventoryPolicy()}) // GetStock is high
 	cases := []struct {
 		values []string
 		want   Priority
@@ -145,7 +146,7 @@ func TestAttackKeyScopeFails(t *testing.T) {
 		return "tenant", scopeErr
 	}
 	srv := &inventoryServer{}
-	g, err := NewGuard([]*ServicePolicy{inventoryPolicy()}, WithStore(NewMemoryStore(10)), WithKeyScope(scope))
+	g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)), WithKeyScope(scope))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestAttackInterceptorsInstalledTwice(t *testing.T) {
 		if !shedding {
 			p.Shedding = nil
 		}
-		g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(10)))
+		g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +245,7 @@ func TestAttackDeadlineAtMinDeadline(t *testing.T) {
 		dl, _ := ctx.Deadline()
 		left = time.Until(dl)
 	}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}) // GetStock: MinDeadline 50 ms
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()}) // GetStock: MinDeadline 50 ms
 	if _, err := client.GetStock(ctxTimeout(t, 50*time.Millisecond), &inventoryv1.GetStockRequest{}); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("deadline of exactly MinDeadline: %v, want DEADLINE_EXCEEDED", err)
 	}
@@ -267,7 +268,7 @@ func TestAttackDeadlineAtMinDeadline(t *testing.T) {
 // refused before the handler.
 func TestAttackHostileTimeout(t *testing.T) {
 	srv := &inventoryServer{}
-	g, _, cc := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, _, cc := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	for _, c := range []struct {
 		timeout string
 		want    codes.Code
@@ -294,7 +295,7 @@ func TestAttackScopeAndKeyDoNotCollide(t *testing.T) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		return strings.Join(md.Get("tenant"), ""), nil
 	}
-	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}, WithKeyScope(scope))
+	_, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()}, WithKeyScope(scope))
 	pairs := [][2]string{{"t1", "x:y"}, {"t1:x", "y"}, {"t1:x:y", ""}, {"", "t1:x:y"}, {"2:t1", "x:y"}, {"t", "1:x:y"}}
 	for _, p := range pairs {
 		if p[1] == "" {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/internal/tcpproxy"
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -25,7 +26,7 @@ func TestAttackStreamEndsVersusPlace(t *testing.T) {
 		t.Run(end, func(t *testing.T) {
 			srv := &inventoryServer{}
 			var running atomic.Int64
-			g, err := NewGuard([]*ServicePolicy{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
+			g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +117,7 @@ func TestAttackConnectionCutMidDedup(t *testing.T) {
 			}
 			p := inventoryPolicy()
 			p.Methods[1].Dedup.Lease = 300 * time.Millisecond
-			g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(10)))
+			g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -85,8 +85,8 @@ func (r *relay) GetStock(ctx context.Context, req *inventoryv1.GetStockRequest) 
 // or, with useRuntime, with the client runtime's own loop.
 func chainCalls(t *testing.T, guard, honour, useRuntime bool) float64 {
 	t.Helper()
-	policy := func() []*ServicePolicy {
-		return []*ServicePolicy{{Name: inventory, Methods: []MethodPolicy{{Name: getStock}}}}
+	policy := func() []*policy.Server {
+		return []*policy.Server{{Name: inventory, Methods: []policy.ServerMethod{{Name: getStock}}}}
 	}
 	serverOpts := func() []grpc.ServerOption {
 		if !guard {

@@ -9,12 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 func TestDeadlineTooShortRefusedBeforeHandler(t *testing.T) {
 	srv := &inventoryServer{}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 
 	// GetStock needs 50 ms; 20 ms is refused by the server (counted
 	// below), without the handler.
@@ -44,7 +45,7 @@ func TestDeadlineExpiredRefusedBeforeHandler(t *testing.T) {
 	// by the time the tap runs.
 	p := inventoryPolicy()
 	p.Methods[0].MinDeadline = 0
-	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 	for range 20 {
 		_, err := client.GetStock(ctxTimeout(t, time.Microsecond), &inventoryv1.GetStockRequest{Sku: "a"})
 		if status.Code(err) != codes.DeadlineExceeded {
@@ -91,7 +92,7 @@ func TestDefaultTimeoutWhenCallerSentNone(t *testing.T) {
 		}
 		deadlines <- time.Until(dl)
 	}
-	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	_, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 
 	// No deadline from the caller: the annotated 2 s applies.
 	if _, err := client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {

@@ -37,27 +37,27 @@ const (
 	pollMax   = 100 * time.Millisecond
 )
 
-// dedupConfig is a DedupPolicy with its defaults applied.
+// dedupConfig is a policy.Dedup with its defaults applied.
 type dedupConfig struct {
 	header string
 	ttl    time.Duration
 	lease  time.Duration
-	onErr  StoreErrorMode
+	onErr  policy.StoreErrorMode
 	final  policy.CodeSet
 	newMsg func() proto.Message
 }
 
-func newDedupConfig(m *MethodPolicy) *dedupConfig {
+func newDedupConfig(m *policy.ServerMethod) *dedupConfig {
 	d := m.Dedup
 	c := &dedupConfig{header: d.Header, ttl: d.TTL, lease: d.Lease, onErr: d.OnStoreError, final: d.FinalCodes, newMsg: m.NewResponse}
 	if c.header == "" {
 		c.header = runtime.IdempotencyKeyHeader
 	}
 	if c.lease == 0 {
-		c.lease = DefaultLease
+		c.lease = policy.DefaultLease
 	}
 	if c.final == 0 {
-		c.final = DefaultFinalCodes
+		c.final = policy.DefaultFinalCodes
 	}
 	return c
 }
@@ -337,7 +337,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 // storeFailed applies the method's OnStoreError when the store could not
 // say whether the key is free.
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
-	if m.dedup.onErr == RunWithoutDedup {
+	if m.dedup.onErr == policy.StoreErrorRunWithoutDedup {
 		// The failed claim took up to a quarter of the time left.
 		if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
 			m.svc.deadlineRefused.Add(1)

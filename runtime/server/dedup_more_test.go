@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -36,7 +37,7 @@ func TestDedupKeyBelongsToOneRequest(t *testing.T) {
 		}
 		return &inventoryv1.ReserveStockResponse{ReservationId: "r-" + itoa(req.GetUnits())}, nil
 	}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	first, err := reserveBody(t, client, ctxTimeout(t, time.Second), "k", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestDedupKeysScopedByCaller(t *testing.T) {
 		if scoped {
 			opts = append(opts, WithKeyScope(tenantScope))
 		}
-		_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}, opts...)
+		_, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()}, opts...)
 		as := func(tenant string) context.Context {
 			return metadata.AppendToOutgoingContext(ctxTimeout(t, time.Second), "tenant", tenant)
 		}
@@ -138,7 +139,7 @@ func TestDedupReplaysHeadersAndTrailers(t *testing.T) {
 		}
 		return &inventoryv1.ReserveStockResponse{ReservationId: "r-" + itoa(req.GetUnits())}, nil
 	}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	for _, units := range []int64{1, 11} {
 		type answer struct {
 			resp            *inventoryv1.ReserveStockResponse
@@ -196,7 +197,7 @@ func TestDedupTakeOverRechecksDeadline(t *testing.T) {
 	}
 	p := inventoryPolicy()
 	p.Methods[1].MinDeadline = 100 * time.Millisecond
-	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 	first := make(chan error, 1)
 	go func() {
 		_, err := reserve(t, client, "o-1")

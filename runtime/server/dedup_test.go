@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -29,7 +30,7 @@ func reserve(t testing.TB, client inventoryv1.InventoryServiceClient, key string
 
 func TestDedupSequentialRepeatsReplayed(t *testing.T) {
 	srv := &inventoryServer{}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	first, err := reserve(t, client, "o-1")
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestDedupConcurrentRepeatsWaitForTheFirst(t *testing.T) {
 	}
 	p := inventoryPolicy()
 	p.Shedding = nil // waiters hold a place in flight; this test is not about shedding
-	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -118,7 +119,7 @@ func TestDedupWaiterBoundedByItsDeadline(t *testing.T) {
 		<-release
 		return &inventoryv1.ReserveStockResponse{ReservationId: "r"}, nil
 	}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	first := make(chan error, 1)
 	go func() {
 		_, err := reserve(t, client, "o-5")
@@ -161,7 +162,7 @@ func TestDedupFinalStatusKeptTransientNot(t *testing.T) {
 		defer mu.Unlock()
 		return nil, answer
 	}
-	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+	_, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 	for range 3 {
 		_, err := reserve(t, client, "o-final")
 		if status.Code(err) != codes.FailedPrecondition || status.Convert(err).Message() != "no stock" {
@@ -213,22 +214,22 @@ func (brokenStore) Complete(context.Context, string, string, []byte, time.Durati
 func (brokenStore) Release(context.Context, string, string) error { return errUnreachable }
 
 func TestDedupStoreUnreachable(t *testing.T) {
-	for _, mode := range []StoreErrorMode{Refuse, RunWithoutDedup} {
+	for _, mode := range []policy.StoreErrorMode{policy.StoreErrorRefuse, policy.StoreErrorRunWithoutDedup} {
 		t.Run(mode.String(), func(t *testing.T) {
 			srv := &inventoryServer{}
 			p := inventoryPolicy()
 			p.Methods[1].Dedup.OnStoreError = mode
-			g, client, _ := guarded(t, srv, []*ServicePolicy{p}, WithStore(brokenStore{}))
+			g, client, _ := guarded(t, srv, []*policy.Server{p}, WithStore(brokenStore{}))
 			_, err := reserve(t, client, "o-1")
 			s := stats(t, g)
 			switch mode {
-			case Refuse:
+			case policy.StoreErrorRefuse:
 				if status.Code(err) != codes.Unavailable || srv.reserveCalls.Load() != 0 {
-					t.Errorf("Refuse: %v, handler ran %d times; want UNAVAILABLE and 0", err, srv.reserveCalls.Load())
+					t.Errorf("policy.StoreErrorRefuse: %v, handler ran %d times; want UNAVAILABLE and 0", err, srv.reserveCalls.Load())
 				}
-			case RunWithoutDedup:
+			case policy.StoreErrorRunWithoutDedup:
 				if err != nil || srv.reserveCalls.Load() != 1 || s.RanWithoutDedup != 1 {
-					t.Errorf("RunWithoutDedup: %v, handler ran %d times; want success and 1", err, srv.reserveCalls.Load())
+					t.Errorf("policy.StoreErrorRunWithoutDedup: %v, handler ran %d times; want success and 1", err, srv.reserveCalls.Load())
 				}
 			}
 			if s.StoreErrors == 0 {
@@ -249,7 +250,7 @@ func TestDedupLeaseTakenOverAfterCrash(t *testing.T) {
 		t.Fatal("claim failed")
 	}
 	srv := &inventoryServer{}
-	_, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()}, WithStore(store))
+	_, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()}, WithStore(store))
 	start := time.Now()
 	if _, err := reserve(t, client, "o-1"); err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestDedupLeaseRenewedWhileRunning(t *testing.T) {
 	// packages' tests beside) delays a timer. (A 300ms lease, with its
 	// 300ms of slack, lapsed there.)
 	p.Methods[1].Dedup.Lease = 600 * time.Millisecond
-	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Add(1)

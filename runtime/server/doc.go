@@ -3,7 +3,8 @@
 // annotations as the generated clients.
 //
 // A Guard, built from the policies of one or more services served by one
-// gRPC server, gives that server:
+// gRPC server (each a policy.Server of package runtime/policy, which the
+// plugin generates as XxxServerPolicy), gives that server:
 //
 //   - dead requests dropped: a request whose deadline has passed, or that
 //     leaves less time than the method's MinDeadline, is refused with
@@ -12,7 +13,7 @@
 //   - priority load shedding: a cumulative in-flight limit per priority
 //     (low is shed first, critical last), refused in the InTapHandle, before
 //     the request is decoded, with a pushback;
-//   - idempotency dedup: for a method with a DedupPolicy, the first request
+//   - idempotency dedup: for a method with a policy.Dedup, the first request
 //     with a given idempotency key runs, a repeat within the TTL gets the
 //     stored response or final status with the headers and trailers the
 //     handler set, and a repeat that arrives while the first still runs
@@ -29,7 +30,7 @@
 //
 // Install it with the options the Guard returns:
 //
-//	g, err := server.NewGuard([]*server.ServicePolicy{&inventoryv1.InventoryServiceServerPolicy},
+//	g, err := server.NewGuard([]*policy.Server{&inventoryv1.InventoryServiceServerPolicy},
 //		server.WithStore(redisstore.New(rdb, "inventory:")))
 //	s := grpc.NewServer(g.ServerOptions()...)
 //

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -18,13 +19,13 @@ import (
 // The policy a generated file would hold for the example inventory
 // service, and a server guarded by it.
 func ExampleNewGuard() {
-	policy := server.ServicePolicy{
+	inventory := policy.Server{
 		Name: "example.inventory.v1.InventoryService",
-		Shedding: &server.SheddingPolicy{
-			Limits:   server.Limits{Low: 30, Normal: 60, High: 90, Critical: 120},
+		Shedding: &policy.Shedding{
+			Limits:   policy.Limits{Low: 30, Normal: 60, High: 90, Critical: 120},
 			Pushback: 2 * time.Second,
 		},
-		Methods: []server.MethodPolicy{{
+		Methods: []policy.ServerMethod{{
 			Name:           "/example.inventory.v1.InventoryService/GetStock",
 			Priority:       server.PriorityHigh,
 			MinDeadline:    20 * time.Millisecond,
@@ -32,15 +33,15 @@ func ExampleNewGuard() {
 		}, {
 			Name:        "/example.inventory.v1.InventoryService/ReserveStock",
 			Priority:    server.PriorityCritical,
-			Dedup:       &server.DedupPolicy{TTL: 24 * time.Hour, OnStoreError: server.Refuse},
+			Dedup:       &policy.Dedup{TTL: 24 * time.Hour, OnStoreError: policy.StoreErrorRefuse},
 			NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) },
 		}},
 	}
-	g, err := server.NewGuard([]*server.ServicePolicy{&policy},
+	g, err := server.NewGuard([]*policy.Server{&inventory},
 		// Several replicas: redisstore.New(redis.NewClient(…), "inventory:idem:").
 		server.WithStore(server.NewMemoryStore(100_000)),
 		// An operator's override, validated like the annotations.
-		server.WithPolicy(policy.Name, func(p *server.ServicePolicy) { p.Shedding.Limits.Low = 10 }))
+		server.WithPolicy(inventory.Name, func(p *policy.Server) { p.Shedding.Limits.Low = 10 }))
 	if err != nil {
 		log.Fatal(err)
 	}

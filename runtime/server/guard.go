@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/go-resilient/resilient/runtime/internal/priority"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Guard applies the server-side policies of the services one gRPC server
@@ -73,7 +74,7 @@ type options struct {
 
 type edit struct {
 	service string
-	fn      func(*ServicePolicy)
+	fn      func(*policy.Server)
 }
 
 // WithPolicy edits the policy of the named service before the Guard is
@@ -81,7 +82,7 @@ type edit struct {
 // literal is never changed) and the result is validated like the
 // annotations. It is how an operator's overrides of the limits, the
 // deadlines or the dedup choices are applied at start-up.
-func WithPolicy(service string, fn func(p *ServicePolicy)) Option {
+func WithPolicy(service string, fn func(p *policy.Server)) Option {
 	return func(o *options) { o.edits = append(o.edits, edit{service, fn}) }
 }
 
@@ -116,7 +117,7 @@ func WithKeyScope(scope func(ctx context.Context) (string, error)) Option {
 // NewGuard compiles the policies of the services of one server. It refuses
 // a policy that cannot be applied, naming the field, a service given twice,
 // and a method that deduplicates without a store. The policies are copied.
-func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
+func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 	var o options
 	for i, opt := range opts {
 		if opt == nil {
@@ -126,7 +127,7 @@ func NewGuard(policies []*ServicePolicy, opts ...Option) (*Guard, error) {
 	}
 	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger, scope: o.scope}
 	_, g.inline = o.store.(*MemoryStore)
-	compiled := make([]ServicePolicy, 0, len(policies))
+	compiled := make([]policy.Server, 0, len(policies))
 	index := map[string]int{}
 	for i, p := range policies {
 		if p == nil {

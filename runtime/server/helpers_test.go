@@ -25,14 +25,14 @@ const (
 
 // inventoryPolicy is what generated code would hold for the example
 // inventory service, server side.
-func inventoryPolicy() *ServicePolicy {
-	return &ServicePolicy{
+func inventoryPolicy() *policy.Server {
+	return &policy.Server{
 		Name:     inventory,
-		Shedding: &SheddingPolicy{Limits: Limits{Low: 2, Normal: 4, High: 6, Critical: 8}, Pushback: 250 * time.Millisecond},
-		Methods: []MethodPolicy{
+		Shedding: &policy.Shedding{Limits: policy.Limits{Low: 2, Normal: 4, High: 6, Critical: 8}, Pushback: 250 * time.Millisecond},
+		Methods: []policy.ServerMethod{
 			{Name: getStock, Priority: PriorityHigh, MinDeadline: 50 * time.Millisecond, DefaultTimeout: 2 * time.Second},
 			{Name: reserveStock, Priority: PriorityCritical,
-				Dedup:       &DedupPolicy{TTL: time.Minute, Lease: 3 * time.Second},
+				Dedup:       &policy.Dedup{TTL: time.Minute, Lease: 3 * time.Second},
 				NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) }},
 			{Name: watchStock, Kind: policy.KindServerStreaming, Priority: PriorityLow, DefaultTimeout: time.Second},
 		},
@@ -144,7 +144,7 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 
 // guarded starts srv behind a Guard built from policies and returns the
 // Guard and a client.
-func guarded(t testing.TB, srv inventoryv1.InventoryServiceServer, policies []*ServicePolicy, opts ...Option) (*Guard, inventoryv1.InventoryServiceClient, *grpc.ClientConn) {
+func guarded(t testing.TB, srv inventoryv1.InventoryServiceServer, policies []*policy.Server, opts ...Option) (*Guard, inventoryv1.InventoryServiceClient, *grpc.ClientConn) {
 	t.Helper()
 	// A memory store unless the test gives one (the last WithStore wins).
 	opts = append([]Option{WithStore(NewMemoryStore(1000))}, opts...)

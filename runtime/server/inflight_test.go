@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -47,7 +48,7 @@ func TestPlaceHeldUntilHandlerReturns(t *testing.T) {
 			srv.onWatch = func(ctx context.Context) error { slow(ctx); return nil }
 			p := inventoryPolicy()
 			p.Methods[0].Priority = PriorityLow
-			g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+			g, client, _ := guarded(t, srv, []*policy.Server{p})
 			var wg sync.WaitGroup
 			var shed atomic.Int64
 			for range 16 {
@@ -92,7 +93,7 @@ func TestPlaceGivenBackOnPanic(t *testing.T) {
 	}
 	srv.onWatch = func(context.Context) error { panic("stream boom") }
 	p := inventoryPolicy()
-	g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(10)))
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // the key.
 var ErrLeaseLost = errors.New("resilient/server: this request lost its idempotency key's lease")
 
-// The lease arithmetic, for a DedupPolicy.Lease d:
+// The lease arithmetic, for a policy.Dedup.Lease d:
 //   - the owner renews every d/4 (and retries a failed renewal every d/16);
 //   - the store keeps a pending entry for 3d/2 past each claim or renewal
 //     (entryLease);

@@ -17,28 +17,28 @@ func TestValidateNamesBadFields(t *testing.T) {
 		t.Fatalf("the test policy is refused: %v", err)
 	}
 	cases := []struct {
-		edit func(p *ServicePolicy)
+		edit func(p *policy.Server)
 		want string
 	}{
-		{func(p *ServicePolicy) { p.Name = "" }, "Name: empty"},
-		{func(p *ServicePolicy) { p.Shedding.Limits.Low = 0 }, "Shedding.Limits.Low: must be positive, got 0"},
-		{func(p *ServicePolicy) { p.Shedding.Limits.High = 3 }, "Shedding.Limits.High: 3 is below Limits.Normal (4)"},
-		{func(p *ServicePolicy) { p.Shedding.Pushback = -time.Second }, "Shedding.Pushback: must not be negative"},
-		{func(p *ServicePolicy) { p.Shedding.Code = codes.Internal }, "Shedding.Code: must be UNAVAILABLE or RESOURCE_EXHAUSTED, got INTERNAL"},
-		{func(p *ServicePolicy) { p.Methods[0].Name = "/other.Service/GetStock" }, `Methods[0] (/other.Service/GetStock).Name: must be "/example.inventory.v1.InventoryService/"`},
-		{func(p *ServicePolicy) { p.Methods[1].Name = p.Methods[0].Name }, "Name: listed twice"},
-		{func(p *ServicePolicy) { p.Methods[0].Priority = 9 }, "Priority: unknown priority 9"},
-		{func(p *ServicePolicy) { p.Methods[0].MinDeadline = -1 }, "MinDeadline: must not be negative"},
-		{func(p *ServicePolicy) { p.Methods[0].DefaultTimeout = 10 * time.Millisecond }, "DefaultTimeout: 10ms is below MinDeadline (50ms)"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 0 }, "Methods[1] (/example.inventory.v1.InventoryService/ReserveStock).Dedup.TTL: must be at least 1s, got 0s"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.TTL = 500 * time.Millisecond }, "Dedup.TTL: must be at least 1s, got 500ms"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = 2 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got 2ns"},
-		{func(p *ServicePolicy) { p.Methods[1].NewResponse = nil }, "NewResponse: required with Dedup"},
-		{func(p *ServicePolicy) { p.Methods[1].Kind = policy.KindBidiStreaming }, "Dedup: only unary methods"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.OnStoreError = 7 }, "Dedup.OnStoreError: unknown mode 7"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.Header = "Idem-Key" }, `Dedup.Header: "Idem-Key" is not a valid text metadata key`},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.FinalCodes = policy.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
-		{func(p *ServicePolicy) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got -1ns"},
+		{func(p *policy.Server) { p.Name = "" }, "Name: empty"},
+		{func(p *policy.Server) { p.Shedding.Limits.Low = 0 }, "Shedding.Limits.Low: must be positive, got 0"},
+		{func(p *policy.Server) { p.Shedding.Limits.High = 3 }, "Shedding.Limits.High: 3 is below Limits.Normal (4)"},
+		{func(p *policy.Server) { p.Shedding.Pushback = -time.Second }, "Shedding.Pushback: must not be negative"},
+		{func(p *policy.Server) { p.Shedding.Code = codes.Internal }, "Shedding.Code: must be UNAVAILABLE or RESOURCE_EXHAUSTED, got INTERNAL"},
+		{func(p *policy.Server) { p.Methods[0].Name = "/other.Service/GetStock" }, `Methods[0] (/other.Service/GetStock).Name: must be "/example.inventory.v1.InventoryService/"`},
+		{func(p *policy.Server) { p.Methods[1].Name = p.Methods[0].Name }, "Name: listed twice"},
+		{func(p *policy.Server) { p.Methods[0].Priority = 9 }, "Priority: unknown priority 9"},
+		{func(p *policy.Server) { p.Methods[0].MinDeadline = -1 }, "MinDeadline: must not be negative"},
+		{func(p *policy.Server) { p.Methods[0].DefaultTimeout = 10 * time.Millisecond }, "DefaultTimeout: 10ms is below MinDeadline (50ms)"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.TTL = 0 }, "Methods[1] (/example.inventory.v1.InventoryService/ReserveStock).Dedup.TTL: must be at least 1s, got 0s"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.TTL = 500 * time.Millisecond }, "Dedup.TTL: must be at least 1s, got 500ms"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.Lease = 2 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got 2ns"},
+		{func(p *policy.Server) { p.Methods[1].NewResponse = nil }, "NewResponse: required with Dedup"},
+		{func(p *policy.Server) { p.Methods[1].Kind = policy.KindBidiStreaming }, "Dedup: only unary methods"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.OnStoreError = 7 }, "Dedup.OnStoreError: unknown mode 7"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.Header = "Idem-Key" }, `Dedup.Header: "Idem-Key" is not a valid text metadata key`},
+		{func(p *policy.Server) { p.Methods[1].Dedup.FinalCodes = policy.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got -1ns"},
 	}
 	for _, c := range cases {
 		p := inventoryPolicy().Clone()
@@ -71,16 +71,16 @@ func TestCloneIsDeep(t *testing.T) {
 func TestNewGuardRefuses(t *testing.T) {
 	p := inventoryPolicy()
 	cases := []struct {
-		policies []*ServicePolicy
+		policies []*policy.Server
 		opts     []Option
 		want     string
 	}{
-		{[]*ServicePolicy{p}, nil, "ReserveStock deduplicates by idempotency key: give NewGuard a store with WithStore"},
-		{[]*ServicePolicy{p, p}, []Option{WithStore(NewMemoryStore(1))}, "given twice"},
-		{[]*ServicePolicy{nil}, nil, "policy 0 is nil"},
-		{[]*ServicePolicy{p}, []Option{nil}, "option 0 is nil"},
-		{[]*ServicePolicy{p}, []Option{WithStore(NewMemoryStore(1)), WithPolicy("nope", func(*ServicePolicy) {})}, `WithPolicy("nope")`},
-		{[]*ServicePolicy{p}, []Option{WithStore(NewMemoryStore(1)), WithPolicy(inventory, func(p *ServicePolicy) { p.Shedding.Limits.Critical = 1 })}, "Shedding.Limits.Critical: 1 is below Limits.High (6)"},
+		{[]*policy.Server{p}, nil, "ReserveStock deduplicates by idempotency key: give NewGuard a store with WithStore"},
+		{[]*policy.Server{p, p}, []Option{WithStore(NewMemoryStore(1))}, "given twice"},
+		{[]*policy.Server{nil}, nil, "policy 0 is nil"},
+		{[]*policy.Server{p}, []Option{nil}, "option 0 is nil"},
+		{[]*policy.Server{p}, []Option{WithStore(NewMemoryStore(1)), WithPolicy("nope", func(*policy.Server) {})}, `WithPolicy("nope")`},
+		{[]*policy.Server{p}, []Option{WithStore(NewMemoryStore(1)), WithPolicy(inventory, func(p *policy.Server) { p.Shedding.Limits.Critical = 1 })}, "Shedding.Limits.Critical: 1 is below Limits.High (6)"},
 	}
 	for _, c := range cases {
 		if _, err := NewGuard(c.policies, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -88,8 +88,8 @@ func TestNewGuardRefuses(t *testing.T) {
 		}
 	}
 	// An edit at start-up applies to a copy: the literal is unchanged.
-	g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(1)),
-		WithPolicy(inventory, func(p *ServicePolicy) { p.Shedding.Limits = Limits{10, 20, 30, 40} }))
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(1)),
+		WithPolicy(inventory, func(p *policy.Server) { p.Shedding.Limits = policy.Limits{Low: 10, Normal: 20, High: 30, Critical: 40} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestPriorityNames(t *testing.T) {
 	if _, ok := priority.Parse("unspecified"); ok {
 		t.Error("unspecified parsed")
 	}
-	if Priority(9).String() != "Priority(9)" || StoreErrorMode(5).String() != "StoreErrorMode(5)" {
+	if Priority(9).String() != "Priority(9)" || policy.StoreErrorMode(5).String() != "StoreErrorMode(5)" {
 		t.Error("unknown values")
 	}
 }
@@ -118,16 +118,16 @@ func TestPriorityNames(t *testing.T) {
 // TestMinimumsAgreeWithThePlugin: the plugin and the override loader
 // refuse what NewGuard refuses.
 func TestMinimumsAgreeWithThePlugin(t *testing.T) {
-	if MinLease != rules.MinDedupLease || MinTTL != rules.MinDedupTTL {
-		t.Errorf("server MinLease %s MinTTL %s, rules %s %s", MinLease, MinTTL, rules.MinDedupLease, rules.MinDedupTTL)
+	if policy.MinLease != rules.MinDedupLease || policy.MinTTL != rules.MinDedupTTL {
+		t.Errorf("policy MinLease %s MinTTL %s, rules %s %s", policy.MinLease, policy.MinTTL, rules.MinDedupLease, rules.MinDedupTTL)
 	}
-	if DefaultLease != rules.DefaultLease {
-		t.Errorf("DefaultLease %s, rules %s", DefaultLease, rules.DefaultLease)
+	if policy.DefaultLease != rules.DefaultLease {
+		t.Errorf("policy DefaultLease %s, rules %s", policy.DefaultLease, rules.DefaultLease)
 	}
 	// A 2 ns lease is refused by NewGuard, not left to crash a goroutine.
 	p := inventoryPolicy()
 	p.Methods[1].Dedup.Lease = 2
-	if _, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(1))); err == nil || !strings.Contains(err.Error(), "Dedup.Lease: must be at least 100ms") {
+	if _, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(1))); err == nil || !strings.Contains(err.Error(), "Dedup.Lease: must be at least 100ms") {
 		t.Errorf("NewGuard with a 2ns lease: %v", err)
 	}
 }

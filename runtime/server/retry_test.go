@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -82,7 +83,7 @@ func TestMarkedAutomatically(t *testing.T) {
 			srv := &inventoryServer{onGet: func(context.Context, *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
 				return nil, c.err
 			}}
-			g, client, _ := guarded(t, srv, []*ServicePolicy{inventoryPolicy()})
+			g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
 			var trailer metadata.MD
 			_, err := client.GetStock(ctxTimeout(t, time.Second), &inventoryv1.GetStockRequest{}, grpc.Trailer(&trailer))
 			d, ok := runtime.Pushback(err, trailer)
@@ -110,7 +111,7 @@ func TestClientInterceptorForwardsPriority(t *testing.T) {
 		seen <- md.Get(PriorityHeader)
 	}
 	nextCC := dial(t, serve(t, next), grpc.WithChainUnaryInterceptor(ClientInterceptor()))
-	_, client, _ := guarded(t, &relay{next: inventoryv1.NewInventoryServiceClient(nextCC)}, []*ServicePolicy{inventoryPolicy()})
+	_, client, _ := guarded(t, &relay{next: inventoryv1.NewInventoryServiceClient(nextCC)}, []*policy.Server{inventoryPolicy()})
 	if _, err := client.GetStock(runtime.WithPriority(ctxTimeout(t, time.Second), PriorityLow), &inventoryv1.GetStockRequest{}); err != nil {
 		t.Fatal(err)
 	}

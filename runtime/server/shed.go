@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // shedder counts the requests of one service in flight and admits or
@@ -26,13 +28,13 @@ type shedder struct {
 	shed     [PriorityCritical + 1]atomic.Uint64
 }
 
-func newShedder(service string, p *SheddingPolicy) *shedder {
+func newShedder(service string, p *policy.Shedding) *shedder {
 	s := &shedder{service: service, pushback: p.Pushback, code: p.Code}
 	for q := PriorityLow; q <= PriorityCritical; q++ {
 		s.limits[q] = int64(p.Limits.For(q))
 	}
 	if s.pushback == 0 {
-		s.pushback = DefaultPushback
+		s.pushback = policy.DefaultShedPushback
 	}
 	if s.code == codes.OK {
 		s.code = codes.Unavailable

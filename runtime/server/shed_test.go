@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
@@ -31,7 +32,7 @@ func TestSheddingOrderUnderBurst(t *testing.T) {
 	}
 	p := inventoryPolicy()
 	p.Methods[0].Priority = PriorityCritical // the caller lowers it with the header
-	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 
 	type result struct {
 		prio Priority
@@ -129,8 +130,8 @@ func TestShedResourceExhausted(t *testing.T) {
 		return &inventoryv1.GetStockResponse{}, nil
 	}
 	p := inventoryPolicy()
-	p.Shedding = &SheddingPolicy{Limits: Limits{1, 1, 1, 1}, Code: codes.ResourceExhausted}
-	g, client, _ := guarded(t, srv, []*ServicePolicy{p})
+	p.Shedding = &policy.Shedding{Limits: policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}, Code: codes.ResourceExhausted}
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 	done := make(chan error, 1)
 	go func() {
 		_, err := client.GetStock(ctxTimeout(t, 5*time.Second), &inventoryv1.GetStockRequest{})
@@ -141,8 +142,8 @@ func TestShedResourceExhausted(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("second: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	if d, _ := runtime.Pushback(err, nil); d != DefaultPushback {
-		t.Errorf("pushback %s, want the default %s", d, DefaultPushback)
+	if d, _ := runtime.Pushback(err, nil); d != policy.DefaultShedPushback {
+		t.Errorf("pushback %s, want the default %s", d, policy.DefaultShedPushback)
 	}
 	close(hold)
 	if err := <-done; err != nil {
@@ -157,8 +158,8 @@ func TestShedResourceExhausted(t *testing.T) {
 func TestPlaceGivenBackWhenHandlerNeverRuns(t *testing.T) {
 	srv := &inventoryServer{}
 	p := inventoryPolicy()
-	p.Methods = append(p.Methods, MethodPolicy{Name: "/" + inventory + "/NotServed"})
-	g, _, cc := guarded(t, srv, []*ServicePolicy{p})
+	p.Methods = append(p.Methods, policy.ServerMethod{Name: "/" + inventory + "/NotServed"})
+	g, _, cc := guarded(t, srv, []*policy.Server{p})
 
 	// Field 1 of GetStockRequest is a string: invalid UTF-8 does not decode.
 	bad := wrapperspb.Bytes([]byte{0xff, 0xfe})
@@ -192,8 +193,8 @@ func TestInterceptorsAloneStillShed(t *testing.T) {
 		return &inventoryv1.GetStockResponse{}, nil
 	}
 	p := inventoryPolicy()
-	p.Shedding.Limits = Limits{1, 1, 1, 1}
-	g, err := NewGuard([]*ServicePolicy{p}, WithStore(NewMemoryStore(10)))
+	p.Shedding.Limits = policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
 	"github.com/go-resilient/resilient/runtime/server/internal/storetest"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
@@ -55,9 +56,9 @@ func TestAttackCompleteReplyLost(t *testing.T) {
 				}
 				return nil
 			}}
-			g, c := guarded(t, srv, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(rc, "lostreply:")))
+			g, c := guarded(t, srv, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(rc, "lostreply:")))
 			other := &reserver{answer: "b"}
-			_, cb := guarded(t, other, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, r.addr), "lostreply:")))
+			_, cb := guarded(t, other, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "lostreply:")))
 			if _, err := reserve(t, c, "warm", time.Second); err != nil { // the scripts loaded
 				t.Fatal(err)
 			}
@@ -98,7 +99,7 @@ func TestAttackClaimReplyLost(t *testing.T) {
 			}
 			srv := &reserver{answer: "a"}
 			// The entry would live 3 s: far past the requests' deadline.
-			_, c := guarded(t, srv, policy(2*time.Second, server.Refuse), server.WithStore(New(rc, "lostclaim:")))
+			_, c := guarded(t, srv, reserveStockPolicy(2*time.Second, policy.StoreErrorRefuse), server.WithStore(New(rc, "lostclaim:")))
 			if _, err := reserve(t, c, "warm", time.Second); err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +133,7 @@ func TestAttackRunWithoutDedupRechecksDeadline(t *testing.T) {
 	r := startRedis(t)
 	p := tcpproxy.Start(t, r.addr)
 	srv := &reserver{answer: "r"}
-	pol := policy(time.Second, server.RunWithoutDedup)
+	pol := reserveStockPolicy(time.Second, policy.StoreErrorRunWithoutDedup)
 	pol.Methods[0].MinDeadline = 200 * time.Millisecond
 	g, c := guarded(t, srv, pol, server.WithStore(New(client(t, p.Addr()), "mindl:")))
 	if _, err := reserve(t, c, "warm", time.Second); err != nil {
@@ -164,7 +165,7 @@ func TestAttackSlowRedis(t *testing.T) {
 	r := startRedis(t)
 	p := tcpproxy.Start(t, r.addr)
 	srv := &reserver{answer: "r"}
-	g, c := guarded(t, srv, policy(3*time.Second, server.Refuse), server.WithStore(New(client(t, p.Addr()), "slow:")))
+	g, c := guarded(t, srv, reserveStockPolicy(3*time.Second, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "slow:")))
 	if _, err := reserve(t, c, "warm", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +227,8 @@ func TestAttackRedisRestartMidHandler(t *testing.T) {
 		return ctx.Err()
 	}}
 	b := &reserver{answer: "b"}
-	ga, ca := guarded(t, a, policy(lease, server.Refuse), server.WithStore(New(retryingClient(t, r.addr), "restart:")))
-	_, cb := guarded(t, b, policy(lease, server.Refuse), server.WithStore(New(retryingClient(t, r.addr), "restart:")))
+	ga, ca := guarded(t, a, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(retryingClient(t, r.addr), "restart:")))
+	_, cb := guarded(t, b, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(retryingClient(t, r.addr), "restart:")))
 	first := make(chan error, 1)
 	go func() {
 		_, err := reserve(t, ca, "o-1", 5*time.Second)
@@ -275,8 +276,8 @@ func TestAttackMismatchAcrossReplicas(t *testing.T) {
 		return nil
 	}}
 	b := &reserver{answer: "b"}
-	_, ca := guarded(t, a, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, r.addr), "mm:")))
-	gb, cb := guarded(t, b, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, r.addr), "mm:")))
+	_, ca := guarded(t, a, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "mm:")))
+	gb, cb := guarded(t, b, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "mm:")))
 	first := make(chan *inventoryv1.ReserveStockResponse, 1)
 	go func() {
 		resp, err := reserve(t, ca, "o-1", 3*time.Second)
@@ -330,7 +331,7 @@ func TestAttackRenewalRacesCompletion(t *testing.T) {
 	}}
 	// A 400 ms lease is renewed every 100 ms and lost after 500 ms without a
 	// renewal: slack a loaded machine's timers keep.
-	g, c := guarded(t, srv, policy(400*time.Millisecond, server.Refuse), server.WithStore(New(client(t, p.Addr()), "race:")))
+	g, c := guarded(t, srv, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "race:")))
 	const n = 40
 	answers := make([]string, n)
 	var wg sync.WaitGroup

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -135,13 +136,13 @@ const (
 	reserveStock = inventoryv1.InventoryService_ReserveStock_FullMethodName
 )
 
-// policy is the example inventory service's ReserveStock, deduplicated
+// reserveStockPolicy is the example inventory service's ReserveStock, deduplicated
 // with lease and mode, without shedding.
-func policy(lease time.Duration, mode server.StoreErrorMode) *server.ServicePolicy {
-	return &server.ServicePolicy{
+func reserveStockPolicy(lease time.Duration, mode policy.StoreErrorMode) *policy.Server {
+	return &policy.Server{
 		Name: inventory,
-		Methods: []server.MethodPolicy{{Name: reserveStock, Priority: server.PriorityCritical,
-			Dedup:       &server.DedupPolicy{TTL: time.Minute, Lease: lease, OnStoreError: mode},
+		Methods: []policy.ServerMethod{{Name: reserveStock, Priority: server.PriorityCritical,
+			Dedup:       &policy.Dedup{TTL: time.Minute, Lease: lease, OnStoreError: mode},
 			NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) }}},
 	}
 }
@@ -169,9 +170,9 @@ func (s *reserver) ReserveStock(ctx context.Context, req *inventoryv1.ReserveSto
 
 // guarded serves srv behind a Guard built with opts and returns the Guard
 // and a client.
-func guarded(t *testing.T, srv inventoryv1.InventoryServiceServer, p *server.ServicePolicy, opts ...server.Option) (*server.Guard, inventoryv1.InventoryServiceClient) {
+func guarded(t *testing.T, srv inventoryv1.InventoryServiceServer, p *policy.Server, opts ...server.Option) (*server.Guard, inventoryv1.InventoryServiceClient) {
 	t.Helper()
-	g, err := server.NewGuard([]*server.ServicePolicy{p}, opts...)
+	g, err := server.NewGuard([]*policy.Server{p}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

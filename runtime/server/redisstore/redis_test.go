@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/internal/tcpproxy"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -109,7 +110,7 @@ func TestTwoReplicasRunOnce(t *testing.T) {
 	var servers [2]*reserver
 	for i := range 2 {
 		servers[i] = &reserver{hook: slow, answer: fmt.Sprint("replica", i)}
-		_, clients[i] = guarded(t, servers[i], policy(300*time.Millisecond, server.Refuse), server.WithStore(New(client(t, r.addr), "replicas:")))
+		_, clients[i] = guarded(t, servers[i], reserveStockPolicy(300*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "replicas:")))
 	}
 	const keys, perKey = 5, 8
 	answers := make([]sync.Map, keys)
@@ -145,11 +146,11 @@ func TestTwoReplicasRunOnce(t *testing.T) {
 // TestRedisStopped: with Redis gone, Refuse answers UNAVAILABLE without
 // running the handler; RunWithoutDedup runs it.
 func TestRedisStopped(t *testing.T) {
-	for _, mode := range []server.StoreErrorMode{server.Refuse, server.RunWithoutDedup} {
+	for _, mode := range []policy.StoreErrorMode{policy.StoreErrorRefuse, policy.StoreErrorRunWithoutDedup} {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := startRedis(t)
 			srv := &reserver{}
-			g, c := guarded(t, srv, policy(300*time.Millisecond, mode), server.WithStore(New(client(t, r.addr), "stop:")))
+			g, c := guarded(t, srv, reserveStockPolicy(300*time.Millisecond, mode), server.WithStore(New(client(t, r.addr), "stop:")))
 			for range 2 {
 				if _, err := reserve(t, c, "before", time.Second); err != nil {
 					t.Fatal(err)
@@ -161,7 +162,7 @@ func TestRedisStopped(t *testing.T) {
 			r.stop()
 			_, err := reserve(t, c, "after", time.Second)
 			want, runs := codes.Unavailable, int64(1)
-			if mode == server.RunWithoutDedup {
+			if mode == policy.StoreErrorRunWithoutDedup {
 				want, runs = codes.OK, 2
 			}
 			if status.Code(err) != want || srv.runs.Load() != runs {
@@ -193,7 +194,7 @@ func TestBlipShorterThanLeaseRunsOnce(t *testing.T) {
 					<-finish
 					return nil
 				}}
-				g, c := guarded(t, srv, policy(lease, server.Refuse), server.WithStore(New(client(t, p.Addr()), "blip:")))
+				g, c := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "blip:")))
 				first := make(chan error, 1)
 				var answer string
 				go func() {
@@ -270,8 +271,8 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 				bStartedAt.Store(time.Now().UnixNano())
 				return nil
 			}}
-			ga, ca := guarded(t, a, policy(lease, server.Refuse), server.WithStore(New(client(t, p.Addr()), "lost:")))
-			_, cb := guarded(t, b, policy(lease, server.Refuse), server.WithStore(New(client(t, r.addr), "lost:")))
+			ga, ca := guarded(t, a, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "lost:")))
+			_, cb := guarded(t, b, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "lost:")))
 			first := make(chan error, 1)
 			go func() {
 				_, err := reserve(t, ca, "o-1", 5*time.Second)
@@ -351,13 +352,13 @@ func (l *logCounter) count(s string) int {
 // that Redis executed after the Guard stopped waiting was released.
 func TestSilentStoreBounded(t *testing.T) {
 	for _, fault := range []string{"stall", "pause"} {
-		for _, mode := range []server.StoreErrorMode{server.Refuse, server.RunWithoutDedup} {
+		for _, mode := range []policy.StoreErrorMode{policy.StoreErrorRefuse, policy.StoreErrorRunWithoutDedup} {
 			t.Run(fault+"/"+mode.String(), func(t *testing.T) {
 				r := startRedis(t)
 				p := tcpproxy.Start(t, r.addr)
 				srv := &reserver{answer: "r"}
 				logs := &logCounter{}
-				g, c := guarded(t, srv, policy(time.Second, mode),
+				g, c := guarded(t, srv, reserveStockPolicy(time.Second, mode),
 					server.WithStore(New(client(t, p.Addr()), "silent:")), server.WithLogger(slog.New(logs)))
 				if _, err := reserve(t, c, "warm", time.Second); err != nil { // a connection in the pool
 					t.Fatal(err)
@@ -372,7 +373,7 @@ func TestSilentStoreBounded(t *testing.T) {
 					_, err := reserve(t, c, fmt.Sprint("o-", i), time.Second)
 					el := time.Since(start)
 					want := codes.Unavailable
-					if mode == server.RunWithoutDedup {
+					if mode == policy.StoreErrorRunWithoutDedup {
 						want = codes.OK
 					}
 					if status.Code(err) != want || el > 750*time.Millisecond {
@@ -381,10 +382,10 @@ func TestSilentStoreBounded(t *testing.T) {
 				}
 				s := stats(t, g)
 				wantRuns := int64(1)
-				if mode == server.RunWithoutDedup {
+				if mode == policy.StoreErrorRunWithoutDedup {
 					wantRuns = 4
 				}
-				if srv.runs.Load() != wantRuns || s.StoreErrors < 3 || (mode == server.RunWithoutDedup && s.RanWithoutDedup != 3) {
+				if srv.runs.Load() != wantRuns || s.StoreErrors < 3 || (mode == policy.StoreErrorRunWithoutDedup && s.RanWithoutDedup != 3) {
 					t.Errorf("handler ran %d times, want %d; stats %+v", srv.runs.Load(), wantRuns, s)
 				}
 				if n := logs.count("idempotency store failing"); n != 1 {
@@ -426,8 +427,8 @@ func TestWaiterNeverRunsWithoutDedup(t *testing.T) {
 		return nil
 	}
 	a, b := &reserver{answer: "a", hook: hook}, &reserver{answer: "b", hook: hook}
-	_, ca := guarded(t, a, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, r.addr), "wait:")))
-	gb, cb := guarded(t, b, policy(time.Second, server.RunWithoutDedup), server.WithStore(New(client(t, p.Addr()), "wait:")))
+	_, ca := guarded(t, a, reserveStockPolicy(time.Second, policy.StoreErrorRunWithoutDedup), server.WithStore(New(client(t, r.addr), "wait:")))
+	gb, cb := guarded(t, b, reserveStockPolicy(time.Second, policy.StoreErrorRunWithoutDedup), server.WithStore(New(client(t, p.Addr()), "wait:")))
 	first := make(chan error, 1)
 	go func() {
 		_, err := reserve(t, ca, "o-1", 5*time.Second)

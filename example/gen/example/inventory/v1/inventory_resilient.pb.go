@@ -10,7 +10,6 @@ import (
 	context "context"
 	runtime "github.com/go-resilient/resilient/runtime"
 	policy "github.com/go-resilient/resilient/runtime/policy"
-	server "github.com/go-resilient/resilient/runtime/server"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	proto "google.golang.org/protobuf/proto"
@@ -36,7 +35,7 @@ var InventoryServiceResilientPolicy = policy.Service{
 		Window:         2 * time.Second,
 		CoolDown:       2 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+		FailureCodes:   policy.CodesOf(codes.DeadlineExceeded, codes.Unavailable),
 	},
 	Bulkhead: &policy.Bulkhead{
 		Permits: 8,
@@ -237,47 +236,47 @@ func (c *InventoryServiceResilientClient) StockReport(
 // InventoryServiceServerPolicy is the server-side policy annotated on
 // example.inventory.v1.InventoryService, with defaults filled in: priorities, load
 // shedding, deadlines and idempotency dedup. Install it in the service's gRPC
-// server with a Guard:
+// server with a Guard of runtime/server:
 //
-//	policies := []*server.ServicePolicy{&InventoryServiceServerPolicy}
+//	policies := []*policy.Server{&InventoryServiceServerPolicy}
 //	g, err := server.NewGuard(policies, server.WithStore(store))
 //	s := grpc.NewServer(g.ServerOptions()...)
-var InventoryServiceServerPolicy = server.ServicePolicy{
+var InventoryServiceServerPolicy = policy.Server{
 	Name: "example.inventory.v1.InventoryService",
-	Shedding: &server.SheddingPolicy{
-		Limits:   server.Limits{Low: 8, Normal: 32, High: 48, Critical: 64},
+	Shedding: &policy.Shedding{
+		Limits:   policy.Limits{Low: 8, Normal: 32, High: 48, Critical: 64},
 		Pushback: 500 * time.Millisecond,
 		Code:     codes.ResourceExhausted,
 	},
-	Methods: []server.MethodPolicy{
+	Methods: []policy.ServerMethod{
 		{ // 0
 			Name:        "/example.inventory.v1.InventoryService/GetStock",
 			Kind:        policy.KindUnary,
-			Priority:    server.PriorityNormal,
+			Priority:    policy.PriorityNormal,
 			MinDeadline: 10 * time.Millisecond,
 		},
 		{ // 1
 			Name:        "/example.inventory.v1.InventoryService/ReserveStock",
 			Kind:        policy.KindUnary,
-			Priority:    server.PriorityHigh,
+			Priority:    policy.PriorityHigh,
 			MinDeadline: 10 * time.Millisecond,
-			Dedup: &server.DedupPolicy{
+			Dedup: &policy.Dedup{
 				TTL:          24 * time.Hour,
 				Lease:        10 * time.Second,
-				OnStoreError: server.Refuse,
+				OnStoreError: policy.StoreErrorRefuse,
 			},
 			NewResponse: func() proto.Message { return new(ReserveStockResponse) },
 		},
 		{ // 2
 			Name:        "/example.inventory.v1.InventoryService/WatchStock",
 			Kind:        policy.KindServerStreaming,
-			Priority:    server.PriorityNormal,
+			Priority:    policy.PriorityNormal,
 			MinDeadline: 10 * time.Millisecond,
 		},
 		{ // 3
 			Name:        "/example.inventory.v1.InventoryService/StockReport",
 			Kind:        policy.KindUnary,
-			Priority:    server.PriorityLow,
+			Priority:    policy.PriorityLow,
 			MinDeadline: 10 * time.Millisecond,
 		},
 	},

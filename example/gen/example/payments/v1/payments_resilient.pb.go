@@ -29,7 +29,7 @@ var PaymentsServiceResilientPolicy = policy.Service{
 		Window:         10 * time.Second,
 		CoolDown:       10 * time.Second,
 		HalfOpenProbes: 3,
-		FailureCodes:   policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded),
+		FailureCodes:   policy.CodesOf(codes.DeadlineExceeded, codes.Unavailable),
 	},
 	Bulkhead: &policy.Bulkhead{
 		Permits: 16,

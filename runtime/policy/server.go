@@ -1,9 +1,11 @@
-package server
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package policy
 
 import (
 	"errors"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"time"
 
@@ -14,32 +16,33 @@ import (
 	"github.com/go-resilient/resilient/internal/contract"
 )
 
-// ServicePolicy is the server-side policy of one service. Generated code
-// holds one as a Go literal; NewGuard compiles one or more of them.
-type ServicePolicy struct {
+// Server is the server-side policy of one service. Generated code holds
+// one as a Go literal (XxxServerPolicy); runtime/server's NewGuard
+// compiles one or more of them.
+type Server struct {
 	// Name is the full name of the service ("example.inventory.v1.InventoryService").
 	Name string
 	// Shedding, when not nil, bounds the requests of the service in flight
 	// by priority. Nil means no shedding.
-	Shedding *SheddingPolicy
+	Shedding *Shedding
 	// Methods holds the policy of each method. A method of the service that
 	// is not listed is served untouched.
-	Methods []MethodPolicy
+	Methods []ServerMethod
 }
 
-// SheddingPolicy bounds the requests in flight in one service, all methods
+// Shedding bounds the requests in flight in one service, all methods
 // together, with a cumulative limit per priority: a request of priority p is
 // admitted while fewer than Limits.For(p) requests of the service are in
 // flight. With {Low: 30, Normal: 60, High: 90, Critical: 120}, low requests
 // are refused from 30 in flight on, critical ones only from 120: low is
 // shed first, critical last.
-type SheddingPolicy struct {
+type Shedding struct {
 	// Limits are the cumulative in-flight limits, each positive and none
 	// smaller than the one of a lower priority.
 	Limits Limits
 	// Pushback is how long a refused caller is asked to wait before trying
 	// again, sent in a google.rpc.RetryInfo status detail and in the
-	// message. Zero means DefaultPushback.
+	// message. Zero means DefaultShedPushback.
 	Pushback time.Duration
 	// Code is the code of a refusal: codes.Unavailable (the default, when
 	// zero: the client runtime retries it, after the pushback, possibly on
@@ -47,10 +50,10 @@ type SheddingPolicy struct {
 	Code codes.Code
 }
 
-// DefaultPushback is the pushback of a SheddingPolicy that sets none.
-const DefaultPushback = contract.ShedPushback
+// DefaultShedPushback is the pushback of a Shedding that sets none.
+const DefaultShedPushback = contract.ShedPushback
 
-// Limits are the cumulative in-flight limits of a SheddingPolicy, one per
+// Limits are the cumulative in-flight limits of a Shedding, one per
 // priority.
 type Limits struct {
 	Low, Normal, High, Critical int
@@ -70,12 +73,12 @@ func (l Limits) For(p Priority) int {
 	return l.Normal
 }
 
-// MethodPolicy is the server-side policy of one method.
-type MethodPolicy struct {
+// ServerMethod is the server-side policy of one method.
+type ServerMethod struct {
 	// Name is the full method name as gRPC sends it: "/pkg.Service/Method".
 	Name string
 	// Kind is the kind of RPC. Dedup applies to unary methods only.
-	Kind policy.Kind
+	Kind Kind
 	// Priority is the method's priority for shedding. A caller may lower it
 	// with the resilient-priority header, never raise it. Unspecified means
 	// PriorityNormal.
@@ -88,15 +91,15 @@ type MethodPolicy struct {
 	// deadline. Zero means none.
 	DefaultTimeout time.Duration
 	// Dedup, when not nil, deduplicates requests by their idempotency key.
-	Dedup *DedupPolicy
+	Dedup *Dedup
 	// NewResponse returns an empty response message of the method, into
 	// which a stored response is decoded. Required with Dedup; generated
 	// code sets it to func() proto.Message { return new(XxxResponse) }.
 	NewResponse func() proto.Message
 }
 
-// DedupPolicy says how requests with an idempotency key are deduplicated.
-type DedupPolicy struct {
+// Dedup says how requests with an idempotency key are deduplicated.
+type Dedup struct {
 	// Header is the metadata key that carries the idempotency key. Empty
 	// means runtime.IdempotencyKeyHeader ("idempotency-key"), which the
 	// generated clients send. A request without the header is not
@@ -113,18 +116,18 @@ type DedupPolicy struct {
 	// within 3/2 Lease. Zero means DefaultLease; at least MinLease.
 	Lease time.Duration
 	// OnStoreError says what happens to a request when the store cannot be
-	// reached: Refuse (the default) or RunWithoutDedup.
+	// reached: StoreErrorRefuse (the default) or StoreErrorRunWithoutDedup.
 	OnStoreError StoreErrorMode
 	// FinalCodes are the error codes that are answers, stored and replayed
 	// to repeats like a response. Other errors (UNAVAILABLE, …) free the key
 	// so that a repeat runs again. Zero means DefaultFinalCodes.
-	FinalCodes policy.CodeSet
+	FinalCodes CodeSet
 }
 
-// DefaultLease is the lease of a DedupPolicy that sets none.
+// DefaultLease is the lease of a Dedup that sets none.
 const DefaultLease = contract.Lease
 
-// MinLease and MinTTL are the least Lease and TTL a DedupPolicy may set:
+// MinLease and MinTTL are the least Lease and TTL a Dedup may set:
 // the lease is renewed every quarter of it, and a shorter one would lapse
 // under an ordinary store round trip; a result kept for less than MinTTL
 // would be gone before a client's retries of the request end. The plugin
@@ -136,40 +139,43 @@ const (
 
 // DefaultFinalCodes are the error codes stored as the outcome of a request:
 // the answers that running the request again would give again.
-var DefaultFinalCodes = policy.CodesOf(contract.AnswerCodes...)
+var DefaultFinalCodes = CodesOf(contract.AnswerCodes...)
 
 // StoreErrorMode says what a deduplicated method does when its Store cannot
 // be reached.
 type StoreErrorMode uint8
 
 const (
-	// Refuse answers UNAVAILABLE without running the handler: the safe
-	// choice, and the default, for a method whose second run costs money.
-	Refuse StoreErrorMode = iota
-	// RunWithoutDedup runs the handler as if the method had no dedup: the
-	// service stays up while the store is down, at the risk of running a
-	// repeat twice.
-	RunWithoutDedup
+	// StoreErrorRefuse answers UNAVAILABLE without running the handler:
+	// the safe choice, and the default, for a method whose second run
+	// costs money.
+	StoreErrorRefuse StoreErrorMode = iota
+	// StoreErrorRunWithoutDedup runs the handler as if the method had no
+	// dedup: the service stays up while the store is down, at the risk of
+	// running a repeat twice.
+	StoreErrorRunWithoutDedup
 )
 
+// String names the mode as its constant, less the prefix: "Refuse",
+// "RunWithoutDedup".
 func (m StoreErrorMode) String() string {
 	switch m {
-	case Refuse:
+	case StoreErrorRefuse:
 		return "Refuse"
-	case RunWithoutDedup:
+	case StoreErrorRunWithoutDedup:
 		return "RunWithoutDedup"
 	}
 	return fmt.Sprintf("StoreErrorMode(%d)", uint8(m))
 }
 
 // Clone returns a deep copy of p.
-func (p *ServicePolicy) Clone() ServicePolicy {
+func (p *Server) Clone() Server {
 	c := *p
 	if p.Shedding != nil {
 		s := *p.Shedding
 		c.Shedding = &s
 	}
-	c.Methods = make([]MethodPolicy, len(p.Methods))
+	c.Methods = make([]ServerMethod, len(p.Methods))
 	for i, m := range p.Methods {
 		if m.Dedup != nil {
 			d := *m.Dedup
@@ -182,7 +188,7 @@ func (p *ServicePolicy) Clone() ServicePolicy {
 
 // Validate checks the policy and returns an error naming every field that
 // cannot be applied, or nil.
-func (p *ServicePolicy) Validate() error {
+func (p *Server) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("resilient/server: %s: %s: %s", p.Name, field, fmt.Sprintf(format, args...)))
@@ -242,7 +248,7 @@ func (p *ServicePolicy) Validate() error {
 		if d == nil {
 			continue
 		}
-		if m.Kind != policy.KindUnary {
+		if m.Kind != KindUnary {
 			bad(f+".Dedup", "only unary methods can be deduplicated")
 		}
 		if m.NewResponse == nil {
@@ -254,8 +260,8 @@ func (p *ServicePolicy) Validate() error {
 		if d.Lease != 0 && d.Lease < MinLease {
 			bad(f+".Dedup.Lease", "must be at least %s (or zero for DefaultLease), got %s: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip", MinLease, d.Lease)
 		}
-		if d.OnStoreError > RunWithoutDedup {
-			bad(f+".Dedup.OnStoreError", "unknown mode %d: Refuse or RunWithoutDedup", d.OnStoreError)
+		if d.OnStoreError > StoreErrorRunWithoutDedup {
+			bad(f+".Dedup.OnStoreError", "unknown mode %d: StoreErrorRefuse or StoreErrorRunWithoutDedup", d.OnStoreError)
 		}
 		if d.FinalCodes.Has(codes.OK) {
 			bad(f+".Dedup.FinalCodes", "OK is not an error code")

@@ -1,13 +1,11 @@
-// Copyright 2026 The protoc-gen-go-resilient Authors.
-// SPDX-License-Identifier: Apache-2.0
-
-package main
+package policy_test
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 
 	"github.com/go-resilient/resilient/internal/rules"
+	"github.com/go-resilient/resilient/runtime/internal/adaptive"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestAdaptiveDefaultsAgree: the contract's defaults of the adaptive layers
@@ -37,8 +35,7 @@ func TestAdaptiveLimitResolvedUnderTheBulkhead(t *testing.T) {
 		{8, 1, 8, 8},
 		{50, 1, 50, 20},
 	} {
-		var p policy.AdaptiveLimit
-		p = p.WithCeiling(int(tc.permits))
+		p := adaptive.Policy{}.WithCeiling(int(tc.permits))
 		lo, hi, initial := rules.AdaptiveLimitOf(nil, tc.permits)
 		if lo != tc.lo || hi != tc.hi || initial != tc.initial {
 			t.Errorf("under %d permits: %d..%d from %d, want %d..%d from %d", tc.permits, lo, hi, initial, tc.lo, tc.hi, tc.initial)

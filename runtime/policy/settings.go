@@ -1,0 +1,102 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package policy
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"github.com/go-resilient/resilient/internal/contract"
+)
+
+// Setting is one value of a policy, named with the field names of the
+// annotations: "circuit_breaker.cool_down" for the service's,
+// "methods.GetStock.retry.max_attempts" for a method's.
+type Setting struct {
+	Key   string
+	Value string
+}
+
+// Settings lists every value of p, the service's first, then each
+// method's in the order of Methods, each group's fields in the order of
+// their type. The audit trail (runtime.Client.Changes) is the difference
+// of two such lists, before and after an edit, and the override loader
+// records what it applies the same way; both read the values here, by
+// reflection over the types, so a field added to a group is listed
+// without a change anywhere else.
+//
+// A value whose zero means "none" (a timeout, slow_call_threshold, the
+// idempotency key) is written "none"; a missing retry, and a missing
+// shared breaker or bulkhead, as "none" under the group's own key
+// ("methods.GetStock.retry", "circuit_breaker"), so that adding or
+// removing one is a change. What names or binds a method (its name, kind,
+// cache key fields) and what it sends rather than applies (its priority)
+// are not settings.
+func (p *Service) Settings() []Setting {
+	var out []Setting
+	settingsOf(reflect.ValueOf(p).Elem(), "", serviceNone, &out)
+	for i := range p.Methods {
+		pre := "methods." + shortName(p.Methods[i].Name) + "."
+		settingsOf(reflect.ValueOf(&p.Methods[i]).Elem(), pre, methodNone, &out)
+	}
+	return out
+}
+
+// serviceNone and methodNone are the groups listed as "none" when absent,
+// at the service and at a method; any other absent group is not listed (a
+// method without a breaker of its own uses the service's).
+var (
+	serviceNone = map[string]bool{"Breaker": true, "Bulkhead": true}
+	methodNone  = map[string]bool{"Retry": true}
+)
+
+// notSettings are the fields Settings leaves out.
+var notSettings = map[string]bool{"Name": true, "Kind": true, "Methods": true, "Priority": true, "KeyFields": true}
+
+// noneWhenZero are the values whose zero means none; omitWhenZero those
+// not listed at all at their zero (a window in time has no window_calls;
+// a method that does not generate keys has no generate_idempotency_key).
+var (
+	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true}
+	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true}
+)
+
+// settingsOf appends the values of the struct v under prefix; a field
+// holding a group (a pointer to a struct) is listed field by field, under
+// the group's key.
+func settingsOf(v reflect.Value, prefix string, none map[string]bool, out *[]Setting) {
+	t := v.Type()
+	for i := range t.NumField() {
+		name := t.Field(i).Name
+		f := v.Field(i)
+		if notSettings[name] || (omitWhenZero[name] && f.IsZero()) {
+			continue
+		}
+		key := prefix + contract.OptionName(name)
+		if f.Kind() == reflect.Pointer {
+			if f.IsNil() {
+				if none[name] {
+					*out = append(*out, Setting{key, "none"})
+				}
+				continue
+			}
+			settingsOf(f.Elem(), key+".", nil, out)
+			continue
+		}
+		*out = append(*out, Setting{key, render(name, f)})
+	}
+}
+
+// render writes one value as Describe does: durations as time.Duration
+// prints them, numbers as Go writes them shortest, code sets by name.
+func render(name string, f reflect.Value) string {
+	if noneWhenZero[name] && f.IsZero() {
+		return "none"
+	}
+	if v, ok := f.Interface().(float64); ok {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return fmt.Sprint(f.Interface()) // time.Duration and CodeSet by their String
+}
