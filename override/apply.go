@@ -23,24 +23,75 @@ import (
 func (t *service) check(errs *problems) {
 	for _, method := range slices.Sorted(maps.Keys(t.values)) {
 		rules.Check(t.values[method], method != "", func(path, format string, args ...any) {
-			errs.add(t.key(method, path), format, args...)
+			errs.add(t.key(method, path), "%s", inOverride(fmt.Sprintf(format, args...)))
 			if l := t.leafAt(method, path); l != nil {
 				l.bad = true
 			}
 		})
 	}
+	// The file's values that a variable sets again are checked as the
+	// file wrote them: the variable wins, but the file is still wrong.
+	for _, method := range slices.Sorted(maps.Keys(t.fileValues)) {
+		rules.Check(t.fileValues[method], method != "", func(path, format string, args ...any) {
+			l := t.fileLeafAt(method, path)
+			if l == nil || t.leafAt(method, path) == l {
+				return // not set again by a variable: reported above
+			}
+			field, index, _ := strings.Cut(path, "[")
+			if index != "" {
+				index = "[" + index
+			}
+			errs.add(l.keyFor(field)+index, "%s", inOverride(fmt.Sprintf(format, args...)))
+			l.bad = true
+		})
+	}
+}
+
+// inOverride rewords a rule's advice for an override file: in a .proto,
+// removing a value gives its default ("remove it for the default 10s",
+// "remove it to count no call as slow"), but removing an override gives
+// back the annotated value, which may be another.
+func inOverride(msg string) string {
+	for _, advice := range []string{"remove it for ", "remove it to "} {
+		if i := strings.LastIndex(msg, advice); i >= 0 {
+			return msg[:i] + "remove this override to keep the annotated value"
+		}
+	}
+	return msg
 }
 
 // leafAt returns the leaf of method that set path
-// ("retry.retryable_codes[1]", "retry_budget") or a field under it.
+// ("retry.retryable_codes[1]", "retry_budget") or a field under it, the
+// variable's where a variable and the file both did.
 func (t *service) leafAt(method, path string) *leaf {
 	field, _, _ := strings.Cut(path, "[")
 	for _, l := range t.leaves {
-		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
+		if l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) && (l.env || !t.hasEnv(method, l.path)) {
 			return l
 		}
 	}
 	return nil
+}
+
+// fileLeafAt is leafAt among the file's leaves.
+func (t *service) fileLeafAt(method, path string) *leaf {
+	field, _, _ := strings.Cut(path, "[")
+	for _, l := range t.leaves {
+		if !l.env && l.method == method && (l.path == field || strings.HasPrefix(l.path, field+".")) {
+			return l
+		}
+	}
+	return nil
+}
+
+// hasEnv reports whether a variable sets path of method.
+func (t *service) hasEnv(method, path string) bool {
+	for _, l := range t.leaves {
+		if l.env && l.method == method && l.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // key names the key of path ("retry.max_attempts", "retry.retryable_codes[1]",

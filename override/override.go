@@ -102,6 +102,11 @@ func Parse(name string, data []byte, environ []string, policies ...*policy.Servi
 // changed, so that Client.Changes and Client.Describe list every value an
 // override moved with the key that moved it, as written. Pass them in the
 // generated options' Runtime; none when nothing overrides p.
+//
+// The client is refused when the options reach the client of another
+// service than p, or when an edit before them took away what a key tunes
+// (a method's cache, its own bulkhead): an override is applied or
+// refused, never dropped.
 func (s *Set) Options(p *policy.Service) []runtime.Option {
 	if s == nil || p == nil {
 		return nil
@@ -119,13 +124,21 @@ func (s *Set) Options(p *policy.Service) []runtime.Option {
 	if len(leaves) == 0 {
 		return nil
 	}
-	return []runtime.Option{runtime.WithRecordedPolicy(func(p *policy.Service) []runtime.Change {
+	return []runtime.Option{runtime.WithRecordedPolicy(func(p *policy.Service) ([]runtime.Change, error) {
+		if p.Name != t.name {
+			return nil, fmt.Errorf("overrides of %s given to the client of %s: pass each client the options of its own policy, set.Options(&<its XxxResilientPolicy>)", t.name, p.Name)
+		}
 		var record []runtime.Change
 		for _, l := range leaves {
-			changes, _ := t.applyRecorded(p, l) // checked by Parse
+			// Parse checked each key against the annotated policy; an
+			// edit before this one may have changed it since.
+			changes, err := t.applyRecorded(p, l)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", l.source, err)
+			}
 			record = append(record, changes...)
 		}
-		return record
+		return record, nil
 	})}
 }
 

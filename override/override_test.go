@@ -166,7 +166,7 @@ func TestRefusals(t *testing.T) {
 		{"duration without unit", `{services: {example.inventory.v1.InventoryService: {timeout: 5}}}`, nil,
 			`overrides.yaml: ` + inv + `.timeout: must be a duration with its unit, such as "200ms", "0.2s" or "1m30s", got 5`},
 		{"negative duration", `{services: {example.inventory.v1.InventoryService: {circuit_breaker: {cool_down: -1s}}}}`, nil,
-			`overrides.yaml: ` + inv + `.circuit_breaker.cool_down: must be positive, got -1s; remove it for the default 10s`},
+			`overrides.yaml: ` + inv + `.circuit_breaker.cool_down: must be positive, got -1s; remove this override to keep the annotated value`},
 		{"ratio out of range", `{services: {example.inventory.v1.InventoryService: {retry_budget: {ratio: 1.5}}}}`, nil,
 			`overrides.yaml: ` + inv + `.retry_budget.ratio: must be in (0, 1], got 1.5`},
 		{"permits zero", `{services: {example.inventory.v1.InventoryService: {bulkhead: {permits: 0}}}}`, nil,

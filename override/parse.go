@@ -28,7 +28,14 @@ type service struct {
 	// values holds, per method ("" for the service), what the overrides
 	// set, as the annotation's message, for the rules of internal/rules.
 	values map[string]*resilientv1.Policy
-	leaves []*leaf // in the order read; a later key for the same value replaces an earlier one
+	// fileValues holds, per method, what the file alone set: the rules
+	// check it too, so that a variable setting the same value again never
+	// hides a bad value in the file.
+	fileValues map[string]*resilientv1.Policy
+	// leaves are in the order read; a later key for the same value from
+	// the same source replaces an earlier one. A variable for a value the
+	// file sets is a leaf of its own, applied after the file's (ordered).
+	leaves []*leaf
 }
 
 // leaf is one overridden value.
@@ -63,7 +70,8 @@ var contractFields = map[string]bool{"idempotent": true, "idempotency_key": true
 func (s *Set) target(name string, known map[string]*policy.Service) *service {
 	t := s.targets[name]
 	if t == nil {
-		t = &service{name: name, policy: known[name], values: map[string]*resilientv1.Policy{}}
+		t = &service{name: name, policy: known[name], values: map[string]*resilientv1.Policy{},
+			fileValues: map[string]*resilientv1.Policy{}}
 		s.targets[name] = t
 	}
 	return t
@@ -278,26 +286,29 @@ func fieldNames(md protoreflect.MessageDescriptor) string {
 	return strings.Join(names, ", ")
 }
 
-// set records a value, replacing one read earlier for the same field.
+// set records a value, replacing one read earlier from the same source
+// for the same field.
 func (t *service) set(l *leaf) {
+	t.store(t.values, l)
+	if !l.env {
+		t.store(t.fileValues, l)
+	}
 	for i, old := range t.leaves {
-		if old.method == l.method && old.path == l.path {
+		if old.method == l.method && old.path == l.path && old.env == l.env {
 			t.leaves[i] = l
-			t.store(l)
 			return
 		}
 	}
 	t.leaves = append(t.leaves, l)
-	t.store(l)
 }
 
-// store writes the value into the method's (or service's) message, for
-// the rules.
-func (t *service) store(l *leaf) {
-	p := t.values[l.method]
+// store writes the value into the method's (or service's) message in
+// values, for the rules.
+func (t *service) store(values map[string]*resilientv1.Policy, l *leaf) {
+	p := values[l.method]
 	if p == nil {
 		p = &resilientv1.Policy{}
-		t.values[l.method] = p
+		values[l.method] = p
 	}
 	put(p.ProtoReflect(), l.path, l.value)
 }

@@ -60,6 +60,9 @@ func (t *service) snapshot(p *policy.Service, l *leaf) []policy.Setting {
 		if field != "" && strings.HasPrefix(key, group+".") {
 			return true
 		}
+		if (group == "retry" || group == "hedging") && strings.HasPrefix(key, "retry_budget.") {
+			return true // the first retry brings the default budget into force
+		}
 		rest, ok := strings.CutPrefix(key, "methods.")
 		if !ok {
 			return false

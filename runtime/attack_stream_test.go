@@ -290,6 +290,11 @@ func TestAttackBidiStreamEndingsReturnThePermit(t *testing.T) {
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	open(hctx, "the abandoned stream's timeout")
+	// The stream reaches the server on its own time: wait for it there, so
+	// that the cancel below cannot come first and the count is exact.
+	for deadline := time.Now().Add(5 * time.Second); e.opened.Load() < 5 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if _, err := h.Call(hctx); !errors.Is(err, runtime.ErrBulkheadFull) {
 		t.Fatalf("a second stream: got %v, want ErrBulkheadFull (a permit was returned twice)", err)
 	}

@@ -12,14 +12,20 @@ import (
 // one entry, under its own name, of its own kind, naming no idempotency-key
 // field and no cache-key fields but those its generated code reads (it may
 // drop them: the key is then not sent, the cache not used), and declared
-// neither idempotent nor given a generated key if the annotation was not. The order of
-// the entries may change; their other fields are the edit's to change.
+// neither idempotent nor given a generated key if the annotation was not;
+// and the service keeps its name. The order of the entries may change;
+// their other fields are the edit's to change.
 // annotated is the policy before any edit.
 func sameMethods(annotated, edited *policy.Service, source string) error {
 	var errs []error
 	bad := func(method, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("resilient: NewClient(%s): the edit from %s: method %s: %s",
 			annotated.Name, source, method, fmt.Sprintf(format, args...)))
+	}
+	if edited.Name != annotated.Name {
+		errs = append(errs, fmt.Errorf("resilient: NewClient(%s): the edit from %s: Name changed to %q: it names "+
+			"the service the generated client calls (and the dependency in errors, logs and metrics); leave it as generated",
+			annotated.Name, source, edited.Name))
 	}
 	entries := make(map[string][]*policy.Method, len(edited.Methods))
 	for i := range edited.Methods {

@@ -94,16 +94,19 @@ func TestCacheSingleFlight(t *testing.T) {
 // TestCacheCallerGivingUpDoesNotFailTheOthers: the shared call runs with
 // its own deadline; the first caller's short deadline ends only its wait.
 func TestCacheCallerGivingUpDoesNotFailTheOthers(t *testing.T) {
-	srv, cc := start(t, server.Slow(150*time.Millisecond))
+	srv, cc := start(t, server.Slow(250*time.Millisecond))
 	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
-	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
 	defer cancel()
 	firstErr := make(chan error, 1)
 	go func() {
 		_, err := cachedGetStock(short, rt, cc, "apple")
 		firstErr <- err
 	}()
-	time.Sleep(10 * time.Millisecond) // the second caller joins the flight
+	// The second caller joins the flight once its call is on the wire.
+	for deadline := time.Now().Add(2 * time.Second); srv.Calls(getStock) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	resp, err := cachedGetStock(context.Background(), rt, cc, "apple")
 	if err != nil || resp.GetUnits() != 42 {
 		t.Fatalf("second caller: %v %v, want the shared answer", resp, err)

@@ -71,7 +71,7 @@ type policyEdit struct {
 	// recorded applies an edit that keeps its own record of what it
 	// changed (WithRecordedPolicy); nil for a plain edit, whose changes
 	// are found by comparing the policy before and after it.
-	recorded func(*policy.Service) []Change
+	recorded func(*policy.Service) ([]Change, error)
 }
 
 // WithPolicy edits the policy before the client is built: edit receives a
@@ -97,8 +97,10 @@ func WithPolicyFrom(source string, edit func(p *policy.Service)) Option {
 // the value after it as Value, and the key it came from as Source.
 // Client.Changes and Client.Describe list that record as given (merged
 // with the other edits' by Key), where for WithPolicy and WithPolicyFrom
-// they compare the policy before and after the edit.
-func WithRecordedPolicy(edit func(p *policy.Service) []Change) Option {
+// they compare the policy before and after the edit. An edit that cannot
+// apply to p (overrides of another service, a value whose group an
+// earlier edit took away) returns an error, and NewClient fails with it.
+func WithRecordedPolicy(edit func(p *policy.Service) ([]Change, error)) Option {
 	return func(o *options) {
 		o.edits = append(o.edits, policyEdit{source: "WithRecordedPolicy", recorded: edit})
 	}
@@ -137,7 +139,14 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		if e.apply == nil && e.recorded == nil {
 			return nil, fmt.Errorf("resilient: NewClient(%s): %s(nil)", p.Name, editName(e.source))
 		}
-		c.changes = applyEdit(&c.policy, e, c.changes)
+		var err error
+		if c.changes, err = applyEdit(&c.policy, e, c.changes); err != nil {
+			return nil, fmt.Errorf("resilient: NewClient(%s): %s: %w", p.Name, editName(e.source), err)
+		}
+		// An edit may leave two methods pointing at one value
+		// (p.Methods[3].Retry = p.Methods[0].Retry): each gets its own
+		// copy, so that a later edit of one never changes the other.
+		c.policy = c.policy.Clone()
 		if err := sameMethods(p, &c.policy, e.source); err != nil {
 			return nil, err
 		}
@@ -193,11 +202,7 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		}
 		if (mp.Retry != nil && mp.Retry.MaxAttempts > 1) || mp.Hedging != nil {
 			if c.budget == nil {
-				bp := policy.DefaultBudget
-				if p.Budget != nil {
-					bp = *p.Budget
-				}
-				c.budget = newBudget(bp, c.base)
+				c.budget = newBudget(*p.BudgetInForce(), c.base)
 			}
 			m.budget = c.budget
 		}
@@ -243,8 +248,13 @@ func (c *Client) newBreaker(p policy.Breaker, method string) *breaker {
 	})
 }
 
-// Policy returns the policy the client applies.
-func (c *Client) Policy() *policy.Service { return &c.policy }
+// Policy returns a deep copy of the policy the client applies: changing
+// it changes nothing the client does (the client's policy is fixed when
+// it is built; edit it with WithPolicy or an override).
+func (c *Client) Policy() *policy.Service {
+	p := c.policy.Clone()
+	return &p
+}
 
 // BreakerState returns the state of the breaker the named method
 // ("/pkg.Service/Method") goes through, and false when it has none.

@@ -12,8 +12,8 @@ import (
 func describe(p *policy.Service) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", p.Name)
-	if p.Budget != nil {
-		fmt.Fprintf(&b, "  retry budget: %s\n", describeBudget(p.Budget))
+	if bp := p.BudgetInForce(); bp != nil {
+		fmt.Fprintf(&b, "  retry budget: %s\n", describeBudget(bp))
 	}
 	if p.Breaker != nil {
 		fmt.Fprintf(&b, "  breaker (shared): %s\n", describeBreaker(p.Breaker))
@@ -40,6 +40,9 @@ func describe(p *policy.Service) string {
 		}
 		if m.GenerateIdempotencyKey {
 			b.WriteString(", idempotency key: generated per call")
+		}
+		if m.Priority != policy.PriorityUnspecified {
+			fmt.Fprintf(&b, ", priority: %s", m.Priority)
 		}
 		b.WriteString("\n")
 		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
@@ -70,6 +73,7 @@ func describe(p *policy.Service) string {
 			fmt.Fprintf(&b, "    hedging: %s\n", describeHedging(m.Hedging))
 		}
 		switch {
+		case m.Kind != policy.KindUnary: // opening a stream takes no token
 		case m.RateLimit != nil:
 			fmt.Fprintf(&b, "    rate limit (own): %s\n", describeRateLimit(m.RateLimit))
 		case p.RateLimit != nil:

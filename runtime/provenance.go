@@ -56,14 +56,19 @@ func editName(source string) string {
 
 // applyEdit applies one edit to p and returns changes with what it
 // changed merged in: the edit's own record (WithRecordedPolicy), or, for
-// a plain edit, what differs between the policy before and after it.
-func applyEdit(p *policy.Service, e policyEdit, changes []Change) []Change {
+// a plain edit, what differs between the policy before and after it; or
+// the error of a recorded edit that could not apply.
+func applyEdit(p *policy.Service, e policyEdit, changes []Change) ([]Change, error) {
 	if e.recorded != nil {
-		return merge(changes, e.recorded(p))
+		record, err := e.recorded(p)
+		if err != nil {
+			return nil, err
+		}
+		return merge(changes, record), nil
 	}
 	before := p.Settings()
 	e.apply(p)
-	return merge(changes, diff(before, p.Settings(), e.source))
+	return merge(changes, diff(before, p.Settings(), e.source)), nil
 }
 
 // diff lists what one edit, from source, changed between the flattened

@@ -6,7 +6,7 @@
 //
 // The templates never name another Go package themselves: every foreign
 // identifier goes through a function the generator supplies (ident, rt,
-// pol, grpc, context, codes, …), which resolves it with protogen's
+// grpc, context, literal, …), which resolves it with protogen's
 // QualifiedGoIdent, so that protogen owns the imports of the generated file.
 package templates
 
@@ -25,34 +25,18 @@ var Funcs = template.FuncMap{
 	"ident": unset,
 	// rt returns the named identifier of the resilient runtime package.
 	"rt": unset,
-	// pol returns the named identifier of the runtime/policy package, the
-	// policy values.
-	"pol": unset,
-	// kind returns the runtime/policy constant of a policy.Kind:
-	// policy.KindUnary.
-	"kind": unset,
-	// priority returns the runtime/policy constant of a policy.Priority:
-	// policy.PriorityHigh.
-	"priority": unset,
-	// storeErrorMode returns the runtime/policy constant of a
-	// policy.StoreErrorMode: policy.StoreErrorRefuse.
-	"storeErrorMode": unset,
 	// grpc returns the named identifier of google.golang.org/grpc.
 	"grpc": unset,
 	// context returns the named identifier of package context.
 	"context": unset,
-	// codes returns the policy.CodesOf call that makes a policy.CodeSet,
-	// its codes in the order of their numbers.
-	"codes": unset,
-	// proto returns the named identifier of google.golang.org/protobuf/proto.
-	"proto": unset,
-	// code returns one codes.Code constant.
-	"code": unset,
-	// dur returns a time.Duration as a Go expression with its unit:
-	// 300 * time.Millisecond.
-	"dur": unset,
-	// float returns a float64 as the shortest Go literal that holds it.
-	"float": unset,
+	// literal returns a runtime/policy value as the Go composite literal
+	// of its type, every field it holds; its optional second argument
+	// holds the Go expressions of fields a value cannot hold as data (a
+	// func), by their path in it: "Methods[0].NewResponse".
+	"literal": unset,
+	// newResponses returns the NewResponse funcs of a service's server
+	// policy, by their path in it, for literal.
+	"newResponses": unset,
 }
 
 func unset(...any) (string, error) {

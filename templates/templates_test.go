@@ -23,7 +23,7 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{Main, "policy", "client", "retry", "budget", "breaker", "bulkhead", "key", "params", "results", "server"} {
+	for _, name := range []string{Main, "policy", "client", "key", "params", "results", "server"} {
 		if tmpl.Lookup(name) == nil {
 			t.Errorf("template %q is not defined", name)
 		}

@@ -6,19 +6,15 @@ package main
 import (
 	"fmt"
 	"go/token"
-	"strconv"
 	"strings"
 	"text/template"
-	"time"
 	"unicode"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 
-	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/templates"
 )
 
@@ -207,45 +203,35 @@ func funcs(g *protogen.GeneratedFile) template.FuncMap {
 	return template.FuncMap{
 		"ident":   func(id protogen.GoIdent) string { return g.QualifiedGoIdent(id) },
 		"rt":      func(name string) string { return g.QualifiedGoIdent(runtimePackage.Ident(name)) },
-		"pol":     func(name string) string { return g.QualifiedGoIdent(policyPackage.Ident(name)) },
 		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
 		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
-		"codes":   func(cs policy.CodeSet) string { return codesExpr(g, cs) },
-		"kind":    func(k policy.Kind) string { return g.QualifiedGoIdent(policyPackage.Ident(kindConst[k])) },
-		"priority": func(p policy.Priority) string {
-			return g.QualifiedGoIdent(policyPackage.Ident(priorityConst[p]))
+		"literal": func(v any, code ...map[string]string) (string, error) {
+			switch len(code) {
+			case 0:
+				return literal(g, v, nil)
+			case 1:
+				return literal(g, v, code[0])
+			}
+			return "", fmt.Errorf("protoc-gen-go-resilient: literal takes at most one map of code, got %d", len(code))
 		},
-		"storeErrorMode": func(m policy.StoreErrorMode) string {
-			return g.QualifiedGoIdent(policyPackage.Ident(storeErrorConst[m]))
-		},
-		"proto": func(name string) string { return g.QualifiedGoIdent(protoPackage.Ident(name)) },
-		"code":  func(c codes.Code) string { return g.QualifiedGoIdent(codesPackage.Ident(c.String())) },
-		"dur":   func(d time.Duration) string { return durationExpr(g, d) },
-		"float": func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
+		"newResponses": func(sd *serviceData) map[string]string { return newResponses(g, sd) },
 	}
 }
 
-// kindConst, priorityConst and storeErrorConst name the runtime/policy
-// constant of a value.
-var (
-	kindConst = map[policy.Kind]string{
-		policy.KindUnary:           "KindUnary",
-		policy.KindClientStreaming: "KindClientStreaming",
-		policy.KindServerStreaming: "KindServerStreaming",
-		policy.KindBidiStreaming:   "KindBidiStreaming",
+// newResponses holds the NewResponse func of each method of the server
+// policy of sd that has dedup (which keeps its responses), by its path in
+// the policy: "Methods[0].NewResponse".
+func newResponses(g *protogen.GeneratedFile, sd *serviceData) map[string]string {
+	code := map[string]string{}
+	for i, m := range sd.Server.Methods {
+		if m.Dedup == nil {
+			continue
+		}
+		code[fmt.Sprintf("Methods[%d].NewResponse", i)] = "func() " + g.QualifiedGoIdent(protoPackage.Ident("Message")) +
+			" { return new(" + g.QualifiedGoIdent(sd.Methods[i].Output) + ") }"
 	}
-	priorityConst = map[policy.Priority]string{
-		policy.PriorityUnspecified: "PriorityUnspecified",
-		policy.PriorityLow:         "PriorityLow",
-		policy.PriorityNormal:      "PriorityNormal",
-		policy.PriorityHigh:        "PriorityHigh",
-		policy.PriorityCritical:    "PriorityCritical",
-	}
-	storeErrorConst = map[policy.StoreErrorMode]string{
-		policy.StoreErrorRefuse:          "StoreErrorRefuse",
-		policy.StoreErrorRunWithoutDedup: "StoreErrorRunWithoutDedup",
-	}
-)
+	return code
+}
 
 // unexport lower-cases the leading capital, or the leading initialism, of
 // a Go name: GetStock → getStock, URLFetch → urlFetch.

@@ -147,8 +147,8 @@ func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 			}
 			c.positive("shedding.pushback", sh.GetPushback(), fmt.Sprintf("remove it for the default %v", DefaultShedPushback))
 			if sh.Code != nil {
-				if code, ok := ParseCode(sh.GetCode()); !ok || (code != codes.Unavailable && code != codes.ResourceExhausted) {
-					c.add("shedding.code", `must be "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got %q; remove it for the default "UNAVAILABLE"`, sh.GetCode())
+				if msg := check.SheddingCode(sh.GetCode()); msg != "" {
+					c.add("shedding.code", `%s; remove it for the default "UNAVAILABLE"`, msg)
 				}
 			}
 		}
@@ -243,7 +243,7 @@ func sheddingLimits(low, normal, high, critical *uint32, missing, order Report) 
 			missing("shedding."+l.name, "is required: set the in-flight limit of every priority, as in shedding: {low: 50, normal: 150, high: 180, critical: 200}")
 			continue
 		case *l.v < prev:
-			order("shedding."+l.name, "%d is below %s (%d): the limits are cumulative, and a more important request may never be refused before a less important one; raise %s or lower %s", *l.v, prevName, prev, l.name, prevName)
+			order("shedding."+l.name, "%s; raise %s or lower %s", check.SheddingBelow(int64(*l.v), int64(prev), prevName), l.name, prevName)
 		}
 		if *l.v >= prev {
 			prev, prevName = *l.v, l.name

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
 )
 
@@ -29,10 +30,12 @@ func DedupMinimum(field string, d time.Duration) string {
 	switch {
 	case d <= 0:
 		return ""
-	case field == "ttl" && d < MinDedupTTL:
-		return fmt.Sprintf("must be at least %v, got %v: a result kept for less is gone before the client's retries of the request end", MinDedupTTL, d)
-	case field == "lease" && d < MinDedupLease:
-		return fmt.Sprintf("must be at least %v, got %v: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip; remove it for the default %v", MinDedupLease, d, DefaultLease)
+	case field == "ttl":
+		return check.DedupTTL(d)
+	case field == "lease":
+		if msg := check.DedupLease(d); msg != "" {
+			return fmt.Sprintf("%s; remove it for the default %v", msg, DefaultLease)
+		}
 	}
 	return ""
 }

@@ -4,6 +4,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -162,6 +163,22 @@ type Budget struct {
 // setting one: 10 % of the requests plus 10 retries per 10 s.
 var DefaultBudget = Budget{Ratio: contract.BudgetRatio, MinRetries: contract.BudgetMinRetries, Window: contract.BudgetWindow}
 
+// BudgetInForce returns the budget that bounds the service's retries:
+// Budget, or, when it is nil and a method retries or hedges, a copy of
+// DefaultBudget; nil when there is none.
+func (p *Service) BudgetInForce() *Budget {
+	if p.Budget != nil {
+		return p.Budget
+	}
+	for i := range p.Methods {
+		if m := &p.Methods[i]; (m.Retry != nil && m.Retry.MaxAttempts > 1) || m.Hedging != nil {
+			b := DefaultBudget
+			return &b
+		}
+	}
+	return nil
+}
+
 // Breaker configures a circuit breaker.
 type Breaker struct {
 	// FailureRatio is the share of failures in the window at which the
@@ -214,6 +231,9 @@ func (p *Service) Clone() Service {
 		m.Hedging = clone(m.Hedging)
 		m.RateLimit = clone(m.RateLimit)
 		m.Cache = clone(m.Cache)
+		if m.Cache != nil {
+			m.Cache.KeyFields = slices.Clone(m.Cache.KeyFields)
+		}
 		m.AdaptiveLimit = clone(m.AdaptiveLimit)
 		c.Methods[i] = m
 	}

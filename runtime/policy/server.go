@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/internal/contract"
 )
@@ -207,7 +208,7 @@ func (p *Server) Validate() error {
 			case lim.v <= 0:
 				bad("Shedding.Limits."+lim.name, "must be positive, got %d", lim.v)
 			case lim.v < prev:
-				bad("Shedding.Limits."+lim.name, "%d is below Limits.%s (%d): the limits are cumulative, a higher priority may never be refused before a lower one", lim.v, prevName, prev)
+				bad("Shedding.Limits."+lim.name, "%s", check.SheddingBelow(int64(lim.v), int64(prev), "Limits."+prevName))
 			}
 			if lim.v > 0 {
 				prev, prevName = lim.v, lim.name
@@ -216,8 +217,10 @@ func (p *Server) Validate() error {
 		if s.Pushback < 0 {
 			bad("Shedding.Pushback", "must not be negative, got %s", s.Pushback)
 		}
-		if s.Code != codes.OK && s.Code != codes.Unavailable && s.Code != codes.ResourceExhausted {
-			bad("Shedding.Code", "must be UNAVAILABLE or RESOURCE_EXHAUSTED, got %s", codename.Of(s.Code))
+		if s.Code != codes.OK {
+			if msg := check.SheddingCode(codename.Of(s.Code)); msg != "" {
+				bad("Shedding.Code", "%s; or leave it OK for UNAVAILABLE", msg)
+			}
 		}
 	}
 	seen := map[string]bool{}
@@ -254,11 +257,11 @@ func (p *Server) Validate() error {
 		if m.NewResponse == nil {
 			bad(f+".NewResponse", "required with Dedup: set it to func() proto.Message { return new(<the response type>) }")
 		}
-		if d.TTL < MinTTL {
-			bad(f+".Dedup.TTL", "must be at least %s, got %s: a result kept for less is gone before the client's retries of the request end", MinTTL, d.TTL)
+		if msg := check.DedupTTL(d.TTL); msg != "" {
+			bad(f+".Dedup.TTL", "%s", msg)
 		}
-		if d.Lease != 0 && d.Lease < MinLease {
-			bad(f+".Dedup.Lease", "must be at least %s (or zero for DefaultLease), got %s: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip", MinLease, d.Lease)
+		if msg := check.DedupLease(d.Lease); d.Lease != 0 && msg != "" {
+			bad(f+".Dedup.Lease", "%s; or zero for DefaultLease", msg)
 		}
 		if d.OnStoreError > StoreErrorRunWithoutDedup {
 			bad(f+".Dedup.OnStoreError", "unknown mode %d: StoreErrorRefuse or StoreErrorRunWithoutDedup", d.OnStoreError)

@@ -32,11 +32,17 @@ type Setting struct {
 // shared breaker or bulkhead, as "none" under the group's own key
 // ("methods.GetStock.retry", "circuit_breaker"), so that adding or
 // removing one is a change. What names or binds a method (its name, kind,
-// cache key fields) and what it sends rather than applies (its priority)
-// are not settings.
+// cache key fields) is not a setting. Its priority is, when it has one:
+// the runtime sends it on every call, and the server sheds by it. The
+// retry budget is the one in force (BudgetInForce): the default, when
+// the service sets none and a method retries.
 func (p *Service) Settings() []Setting {
 	var out []Setting
-	settingsOf(reflect.ValueOf(p).Elem(), "", serviceNone, &out)
+	// The budget in force: without one of its own, a service whose
+	// methods retry has the default.
+	q := *p
+	q.Budget = p.BudgetInForce()
+	settingsOf(reflect.ValueOf(&q).Elem(), "", serviceNone, &out)
 	for i := range p.Methods {
 		pre := "methods." + shortName(p.Methods[i].Name) + "."
 		settingsOf(reflect.ValueOf(&p.Methods[i]).Elem(), pre, methodNone, &out)
@@ -53,14 +59,15 @@ var (
 )
 
 // notSettings are the fields Settings leaves out.
-var notSettings = map[string]bool{"Name": true, "Kind": true, "Methods": true, "Priority": true, "KeyFields": true}
+var notSettings = map[string]bool{"Name": true, "Kind": true, "Methods": true, "KeyFields": true}
 
 // noneWhenZero are the values whose zero means none; omitWhenZero those
 // not listed at all at their zero (a window in time has no window_calls;
-// a method that does not generate keys has no generate_idempotency_key).
+// a method that does not generate keys has no generate_idempotency_key,
+// one without a priority none).
 var (
 	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true}
-	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true}
+	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true, "Priority": true}
 )
 
 // settingsOf appends the values of the struct v under prefix; a field

@@ -59,8 +59,10 @@ func (p *Service) Problems() []Problem {
 	if p.Name == "" {
 		bad("Name", "empty: set the full service name")
 	}
-	if p.Budget != nil {
-		p.Budget.check("Budget", bad)
+	// The budget in force: the service's, else DefaultBudget for a
+	// service that retries, which a program may have changed.
+	if b := p.BudgetInForce(); b != nil {
+		b.check("Budget", bad)
 	}
 	if p.Breaker != nil {
 		p.Breaker.check("Breaker", bad)
@@ -101,6 +103,9 @@ func (p *Service) Problems() []Problem {
 		}
 		if m.Bulkhead != nil {
 			m.Bulkhead.check(f+".Bulkhead", bad)
+		}
+		if m.Priority > PriorityCritical {
+			bad(f+".Priority", "unknown priority %d: use PriorityLow, PriorityNormal, PriorityHigh or PriorityCritical (or PriorityUnspecified for none)", uint8(m.Priority))
 		}
 		m.checkPatterns(f, bad)
 		m.checkAdaptive(f, p, bad)
@@ -145,6 +150,11 @@ func subject(option, problem string) string {
 
 // codeList reports the problems of a list of status codes held as a set.
 func codeList(bad badFunc, field string, l check.List, s CodeSet) {
+	// A number gRPC defines no code for cannot be written in a .proto or
+	// an override, which name the codes.
+	if u := s &^ CodeSet(1<<(codes.Unauthenticated+1)-1); u != 0 {
+		bad(field, "holds %s, numbers gRPC defines no code for: name the codes (codes.Unavailable)", u)
+	}
 	for _, msg := range check.Codes(l, s.list()) {
 		bad(field, "%s", msg)
 	}

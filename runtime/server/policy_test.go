@@ -24,7 +24,7 @@ func TestValidateNamesBadFields(t *testing.T) {
 		{func(p *policy.Server) { p.Shedding.Limits.Low = 0 }, "Shedding.Limits.Low: must be positive, got 0"},
 		{func(p *policy.Server) { p.Shedding.Limits.High = 3 }, "Shedding.Limits.High: 3 is below Limits.Normal (4)"},
 		{func(p *policy.Server) { p.Shedding.Pushback = -time.Second }, "Shedding.Pushback: must not be negative"},
-		{func(p *policy.Server) { p.Shedding.Code = codes.Internal }, "Shedding.Code: must be UNAVAILABLE or RESOURCE_EXHAUSTED, got INTERNAL"},
+		{func(p *policy.Server) { p.Shedding.Code = codes.Internal }, `Shedding.Code: must be "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got "INTERNAL"`},
 		{func(p *policy.Server) { p.Methods[0].Name = "/other.Service/GetStock" }, `Methods[0] (/other.Service/GetStock).Name: must be "/example.inventory.v1.InventoryService/"`},
 		{func(p *policy.Server) { p.Methods[1].Name = p.Methods[0].Name }, "Name: listed twice"},
 		{func(p *policy.Server) { p.Methods[0].Priority = 9 }, "Priority: unknown priority 9"},
@@ -32,13 +32,13 @@ func TestValidateNamesBadFields(t *testing.T) {
 		{func(p *policy.Server) { p.Methods[0].DefaultTimeout = 10 * time.Millisecond }, "DefaultTimeout: 10ms is below MinDeadline (50ms)"},
 		{func(p *policy.Server) { p.Methods[1].Dedup.TTL = 0 }, "Methods[1] (/example.inventory.v1.InventoryService/ReserveStock).Dedup.TTL: must be at least 1s, got 0s"},
 		{func(p *policy.Server) { p.Methods[1].Dedup.TTL = 500 * time.Millisecond }, "Dedup.TTL: must be at least 1s, got 500ms"},
-		{func(p *policy.Server) { p.Methods[1].Dedup.Lease = 2 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got 2ns"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.Lease = 2 }, "Dedup.Lease: must be at least 100ms, got 2ns"},
 		{func(p *policy.Server) { p.Methods[1].NewResponse = nil }, "NewResponse: required with Dedup"},
 		{func(p *policy.Server) { p.Methods[1].Kind = policy.KindBidiStreaming }, "Dedup: only unary methods"},
 		{func(p *policy.Server) { p.Methods[1].Dedup.OnStoreError = 7 }, "Dedup.OnStoreError: unknown mode 7"},
 		{func(p *policy.Server) { p.Methods[1].Dedup.Header = "Idem-Key" }, `Dedup.Header: "Idem-Key" is not a valid text metadata key`},
 		{func(p *policy.Server) { p.Methods[1].Dedup.FinalCodes = policy.CodesOf(codes.OK) }, "Dedup.FinalCodes: OK is not an error code"},
-		{func(p *policy.Server) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must be at least 100ms (or zero for DefaultLease), got -1ns"},
+		{func(p *policy.Server) { p.Methods[1].Dedup.Lease = -1 }, "Dedup.Lease: must be at least 100ms, got -1ns"},
 	}
 	for _, c := range cases {
 		p := inventoryPolicy().Clone()
