@@ -111,3 +111,30 @@ func BenchmarkStackParts(b *testing.B) {
 		b.ReportMetric(v[len(v)/10], layerStacks[i].name+"-p10-ns/call")
 	}
 }
+
+// BenchmarkStackLayer runs each stack of layerStacks alone, in a plain
+// loop: what an instruction count (callgrind) of one stack runs, where
+// StackParts, which takes them in turns, is for the time.
+func BenchmarkStackLayer(b *testing.B) {
+	for _, s := range layerStacks {
+		b.Run(s.name, func(b *testing.B) {
+			var call func(context.Context) error
+			if s.policy == nil {
+				c := stackCall(b, "context")
+				call = func(ctx context.Context) error { _, err := c(ctx); return err }
+			} else {
+				h := newHandle(b, s.policy())
+				call = func(ctx context.Context) error { _, err := h.Call(ctx, request); return err }
+			}
+			ctx := context.Background()
+			var fail failures
+			defer fail.report(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := call(ctx); err != nil {
+					fail.add(err)
+				}
+			}
+		})
+	}
+}
