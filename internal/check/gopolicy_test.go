@@ -120,6 +120,61 @@ var goMistakes = map[string]goMistake{
 	"adaptive min above the permits": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.Bulkhead, s.AdaptiveLimit = &policy.Bulkhead{Permits: 4}, &policy.AdaptiveLimit{MinLimit: 5}
 	}},
+	// A zero Go field is its default: the Go counterpart of an option
+	// written 0 is a negative value, refused by the same check.
+	"adaptive min 0": {goCore: "must be at least 1, got -1", set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: -1}
+	}},
+	"adaptive max 0": {goCore: "must be at least 1, got -1", set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -1}
+	}},
+	"adaptive max above the most": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: 1<<20 + 1}
+	}},
+	"adaptive initial 0": {goCore: "must be at least 1, got -1", set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: -1}
+	}},
+	"tolerance below 1": {set: func(s *policy.Service, _, _ *policy.Method) { s.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 0.5} }},
+	"tolerance NaN": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: math.NaN()}
+	}},
+	"tolerance infinite": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: math.Inf(1)}
+	}},
+	"smoothing above 1": {set: func(s *policy.Service, _, _ *policy.Method) { s.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: 1.5} }},
+	"smoothing NaN": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: math.NaN()}
+	}},
+	"baseline window too short": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{BaselineWindow: 9}
+	}},
+	"adaptive min above max": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5}
+	}},
+	"adaptive min above the default max": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 150}
+	}},
+	"method's own min above the default max": {set: func(_ *policy.Service, get, _ *policy.Method) {
+		get.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 150}
+	}},
+	"adaptive initial above max": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 200}
+	}},
+	"adaptive initial below min": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5, InitialLimit: 2}
+	}},
+	"adaptive initial above max under a bulkhead": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.Bulkhead, s.AdaptiveLimit = &policy.Bulkhead{Permits: 8}, &policy.AdaptiveLimit{MaxLimit: 4, InitialLimit: 6}
+	}},
+	"throttle k below 1": {set: func(s *policy.Service, _, _ *policy.Method) { s.ClientThrottle = &policy.Throttle{K: 0.5} }},
+	"throttle k NaN":     {set: func(s *policy.Service, _, _ *policy.Method) { s.ClientThrottle = &policy.Throttle{K: math.NaN()} }},
+	"throttle window too short": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.ClientThrottle = &policy.Throttle{Window: 5}
+	}},
+	"max refusal 1": {set: func(s *policy.Service, _, _ *policy.Method) { s.ClientThrottle = &policy.Throttle{MaxRefusal: 1} }},
+	"max refusal NaN": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.ClientThrottle = &policy.Throttle{MaxRefusal: math.NaN()}
+	}},
 	"retry without idempotency": {set: func(_ *policy.Service, get, _ *policy.Method) { get.Retry = retry() }},
 	"retry of a stream":         {set: func(_ *policy.Service, _, watch *policy.Method) { watch.Idempotent, watch.Retry = true, retry() }},
 	"hedging of a stream":       {set: func(_ *policy.Service, _, watch *policy.Method) { watch.Idempotent, watch.Hedging = true, hedging() }},

@@ -27,6 +27,8 @@ func TestBlamesAgree(t *testing.T) {
 			func(x, y int) string { return check.OverallTimeout(ds[x], ds[y], "") }, len(ds)},
 		{"window calls", func(x, y int) string { return check.WindowBelowMinimum(ns[x], ns[y], "") },
 			func(x, y int) string { return check.MinimumAboveWindow(ns[x], ns[y]) }, len(ns)},
+		{"adaptive bounds", func(x, y int) string { return check.MinAboveMax(ns[x], ns[y], "") },
+			func(x, y int) string { return check.MaxBelowMin(ns[x], ns[y], "") }, len(ns)},
 	} {
 		refused := 0
 		for x := 0; x < pair.xs; x++ {

@@ -90,6 +90,12 @@ const (
 	ThrottleMaxRefusal = 0.9
 )
 
+// MinAdaptiveWindow is the shortest window of the adaptive layers (the
+// limit's baseline_window, the throttler's window): each holds ten
+// buckets (runtime/internal/adaptive's baseline, runtime/internal/window's
+// Time), of at least a nanosecond each.
+const MinAdaptiveWindow = 10 * time.Nanosecond
+
 // MaxWindowCalls is the largest count-based breaker window
 // (runtime/internal/window.MaxCount).
 const MaxWindowCalls = 1 << 21

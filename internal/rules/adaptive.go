@@ -5,10 +5,10 @@ package rules
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
@@ -33,9 +33,6 @@ const (
 
 	// MaxWindowCalls is the largest circuit_breaker.window_calls.
 	MaxWindowCalls = contract.MaxWindowCalls
-	// minAdaptiveWindow is the shortest baseline_window and throttle
-	// window: one nanosecond per bucket of their ten.
-	minAdaptiveWindow = 10 * time.Nanosecond
 )
 
 // RuleAdaptive: an adaptive_limit whose bounds do not fit together or
@@ -49,18 +46,15 @@ const RuleAdaptive = "RESILIENT_ADAPTIVE"
 func (c checker) adaptive(p *resilientv1.Policy, onMethod bool) {
 	if a := p.GetAdaptiveLimit(); a != nil {
 		c.atLeastOne("adaptive_limit.min_limit", a.MinLimit, fmt.Sprintf("at least one attempt must reach the dependency to see it recover; remove it for the default %d", DefaultMinLimit))
-		c.atLeastOne("adaptive_limit.max_limit", a.MaxLimit, fmt.Sprintf("remove it for the default %d", DefaultMaxLimit))
-		if n := a.GetMaxLimit(); n > MaxAdaptiveLimit {
-			c.add("adaptive_limit.max_limit", "must be at most %d, got %d", MaxAdaptiveLimit, n)
+		if a.MaxLimit != nil {
+			c.fail("adaptive_limit.max_limit", check.AdaptiveMaxLimit(int64(a.GetMaxLimit())), fmt.Sprintf("remove it for the default %d", DefaultMaxLimit))
 		}
 		c.atLeastOne("adaptive_limit.initial_limit", a.InitialLimit, fmt.Sprintf("remove it for the default %d", DefaultInitialLimit))
 		if a.Tolerance != nil {
-			if x := a.GetTolerance(); !(x >= 1) || math.IsInf(x, 0) {
-				c.add("adaptive_limit.tolerance", "must be a finite number of at least 1, got %v: below 1 the limit would shrink while the dependency is as fast as ever; remove it for the default %v", x, DefaultTolerance)
-			}
+			c.fail("adaptive_limit.tolerance", check.Tolerance(a.GetTolerance()), fmt.Sprintf("remove it for the default %v", DefaultTolerance))
 		}
 		c.ratio("adaptive_limit.smoothing", a.Smoothing, DefaultSmoothing)
-		c.atLeast("adaptive_limit.baseline_window", a.GetBaselineWindow().AsDuration(), a.BaselineWindow != nil, DefaultBaselineWindow)
+		c.window("adaptive_limit.baseline_window", a.BaselineWindow, DefaultBaselineWindow)
 		if a.PerMethod != nil && !onMethod {
 			c.add("adaptive_limit.per_method", "per_method is only meaningful on a method: remove it here, and set adaptive_limit: {per_method: true} on each method that needs a limit of its own")
 		}
@@ -70,15 +64,11 @@ func (c checker) adaptive(p *resilientv1.Policy, onMethod bool) {
 			c.add("client_throttle", "client_throttle judges the whole dependency: set it on the service or the file")
 		} else {
 			if t.K != nil {
-				if k := t.GetK(); !(k >= 1) || math.IsInf(k, 0) {
-					c.add("client_throttle.k", "must be a finite number of at least 1, got %v: with less the throttler refuses requests the dependency accepts; remove it for the default %v", k, DefaultThrottleK)
-				}
+				c.fail("client_throttle.k", check.ThrottleK(t.GetK()), fmt.Sprintf("remove it for the default %v", DefaultThrottleK))
 			}
-			c.atLeast("client_throttle.window", t.GetWindow().AsDuration(), t.Window != nil, DefaultThrottleWindow)
+			c.window("client_throttle.window", t.Window, DefaultThrottleWindow)
 			if t.MaxRefusal != nil {
-				if x := t.GetMaxRefusal(); !(x > 0 && x < 1) {
-					c.add("client_throttle.max_refusal", "must be in (0, 1), got %v: some attempts must always reach the dependency to see it recover; remove it for the default %v", x, DefaultThrottleMaxRefusal)
-				}
+				c.fail("client_throttle.max_refusal", check.MaxRefusal(t.GetMaxRefusal()), fmt.Sprintf("remove it for the default %v", DefaultThrottleMaxRefusal))
 			}
 		}
 	}
@@ -90,10 +80,11 @@ func (c checker) adaptive(p *resilientv1.Policy, onMethod bool) {
 	}
 }
 
-// atLeast refuses a duration below minAdaptiveWindow, when set.
-func (c checker) atLeast(path string, d time.Duration, set bool, def time.Duration) {
-	if set && d < minAdaptiveWindow {
-		c.add(path, "must be at least %v, got %v; remove it for the default %v", minAdaptiveWindow, d, def)
+// window checks a window of the adaptive layers, when set: a valid
+// Duration of at least contract.MinAdaptiveWindow.
+func (c checker) window(path string, d *durationpb.Duration, def time.Duration) {
+	if d != nil && c.validDuration(path, d) {
+		c.fail(path, check.AdaptiveWindow(d.AsDuration()), fmt.Sprintf("remove it for the default %v", def))
 	}
 }
 
@@ -139,12 +130,6 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 	}
 	lo := limit(a.MinLimit, DefaultMinLimit)
 	hi := limit(a.MaxLimit, DefaultMaxLimit)
-	if a.MinLimit != nil && a.MaxLimit != nil && lo > hi {
-		lvl := eff.SetBy["adaptive_limit.min_limit"]
-		add(Finding{RuleAdaptive, lvl, "adaptive_limit.min_limit",
-			fmt.Sprintf("%d is above max_limit %d%s: lower min_limit or raise max_limit", lo, hi, eff.Origin("adaptive_limit.max_limit", lvl))})
-		return
-	}
 	if bh := p.GetBulkhead(); bh != nil && bh.Permits != nil && bh.GetPermits() > 0 {
 		permits := bh.GetPermits()
 		for _, f := range []struct {
@@ -162,10 +147,23 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		}
 		hi = min(hi, permits)
 	}
-	if a.InitialLimit != nil && (*a.InitialLimit < lo || *a.InitialLimit > hi) {
-		lvl := eff.SetBy["adaptive_limit.initial_limit"]
-		add(Finding{RuleAdaptive, lvl, "adaptive_limit.initial_limit",
-			fmt.Sprintf("%d is not between min_limit %d and max_limit %d: set it within them, or remove it", *a.InitialLimit, lo, hi)})
+	// The order of the values in force: a min_limit above the default
+	// max_limit is refused too (under a bulkhead a default max_limit is
+	// the permits, which min_limit already fits under). Blamed on the one
+	// written at the more specific level.
+	if a.MinLimit != nil && lo > hi {
+		minLvl, maxLvl := eff.SetBy["adaptive_limit.min_limit"], eff.SetBy["adaptive_limit.max_limit"]
+		if a.MaxLimit != nil && maxLvl > minLvl {
+			add(Finding{RuleAdaptive, maxLvl, "adaptive_limit.max_limit", check.MaxBelowMin(int64(lo), int64(hi), eff.Origin("adaptive_limit.min_limit", maxLvl))})
+		} else {
+			add(Finding{RuleAdaptive, minLvl, "adaptive_limit.min_limit", check.MinAboveMax(int64(lo), int64(hi), eff.Origin("adaptive_limit.max_limit", minLvl))})
+		}
+		return
+	}
+	if a.InitialLimit != nil {
+		if msg := check.InitialOutside(int64(*a.InitialLimit), int64(lo), int64(hi)); msg != "" {
+			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit.initial_limit"], "adaptive_limit.initial_limit", msg + ", or remove it"})
+		}
 	}
 }
 

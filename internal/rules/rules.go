@@ -261,19 +261,7 @@ const maxSeconds = math.MaxInt64/int64(time.Second) - 1
 // duration checks that d is a valid Duration that fits a time.Duration and
 // is positive (or, with zeroOK, not negative).
 func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix string) {
-	if d == nil {
-		return
-	}
-	s, n := d.GetSeconds(), d.GetNanos()
-	switch {
-	case n <= -1e9 || n >= 1e9:
-		c.add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
-		return
-	case (s > 0 && n < 0) || (s < 0 && n > 0):
-		c.add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
-		return
-	case s > maxSeconds || s < -maxSeconds:
-		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
+	if d == nil || !c.validDuration(path, d) {
 		return
 	}
 	if zeroOK {
@@ -281,6 +269,23 @@ func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix 
 	} else {
 		c.fail(path, check.Positive(d.AsDuration()), fix)
 	}
+}
+
+// validDuration reports whether d is a valid Duration that fits a
+// time.Duration, refusing it at path when not.
+func (c checker) validDuration(path string, d *durationpb.Duration) bool {
+	s, n := d.GetSeconds(), d.GetNanos()
+	switch {
+	case n <= -1e9 || n >= 1e9:
+		c.add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
+	case (s > 0 && n < 0) || (s < 0 && n > 0):
+		c.add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
+	case s > maxSeconds || s < -maxSeconds:
+		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
+	default:
+		return true
+	}
+	return false
 }
 
 // fail reports problem, the core of a message from package check, at

@@ -4,6 +4,8 @@
 package policy
 
 import (
+	"cmp"
+	"fmt"
 	"time"
 
 	"github.com/go-resilient/resilient/internal/check"
@@ -23,8 +25,8 @@ type AdaptiveLimit struct {
 	// MinLimit is the lowest the limit falls: the attempts let through
 	// while the dependency is at its worst. At least 1.
 	MinLimit int
-	// MaxLimit is the highest the limit grows; under a bulkhead, at most
-	// its permits (0: the permits).
+	// MaxLimit is the highest the limit grows, at most 2^20 and at least
+	// MinLimit; under a bulkhead, at most its permits (0: the permits).
 	MaxLimit int
 	// InitialLimit is the limit before any attempt has come back, in
 	// [MinLimit, MaxLimit].
@@ -36,7 +38,7 @@ type AdaptiveLimit struct {
 	// round, in (0, 1]. Drops are not smoothed.
 	Smoothing float64
 	// BaselineWindow is how long the smallest round RTT is remembered as
-	// the dependency's unloaded latency.
+	// the dependency's unloaded latency; at least 10 ns.
 	BaselineWindow time.Duration
 }
 
@@ -55,7 +57,7 @@ type Throttle struct {
 	// any is refused locally; at least 1.
 	K float64
 	// Window is the sliding window over which requests and accepts are
-	// counted, in 10 buckets.
+	// counted, in 10 buckets; at least 10 ns.
 	Window time.Duration
 	// MaxRefusal caps the probability of a local refusal, in (0, 1), so
 	// that some attempts always reach the dependency and see it recover.
@@ -66,15 +68,34 @@ type Throttle struct {
 // for: K 2, Window 5 s, MaxRefusal 0.9.
 var DefaultThrottle = Throttle(throttle.Defaults)
 
-// checkAdaptive checks the adaptive layers of the service (f "") or of a
-// method (f its field prefix, m the method), given the bulkhead b the
-// limit sits under (nil for none).
+// checkAdaptive checks an adaptive limit p of the service (f
+// "AdaptiveLimit") or of a method (f its field), given the bulkhead b the
+// limit sits under (nil for none): each value that is set on its own,
+// then, if they are right, the bounds under the bulkhead's permits and in
+// order, defaults included. A zero field is its default and fine.
 func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 	if p == nil {
 		return
 	}
+	d := DefaultAdaptiveLimit
+	problems := 0
+	set := func(field string, isSet bool, problem, fix string) {
+		if isSet && problem != "" {
+			bad(f+"."+field, "%s; %s", problem, fix)
+			problems++
+		}
+	}
+	set("MinLimit", p.MinLimit != 0, check.AtLeastOne(int64(p.MinLimit)), fmt.Sprintf("at least one attempt must reach the dependency to see it recover; leave it 0 for the default %d", d.MinLimit))
+	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), fmt.Sprintf("leave it 0 for the default %d", d.MaxLimit))
+	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), fmt.Sprintf("leave it 0 for the default %d", d.InitialLimit))
+	set("Tolerance", p.Tolerance != 0, check.Tolerance(p.Tolerance), fmt.Sprintf("leave it 0 for the default %v", d.Tolerance))
+	set("Smoothing", p.Smoothing != 0, check.Ratio(p.Smoothing), fmt.Sprintf("leave it 0 for the default %v", d.Smoothing))
+	set("BaselineWindow", p.BaselineWindow != 0, check.AdaptiveWindow(p.BaselineWindow), fmt.Sprintf("leave it 0 for the default %v", d.BaselineWindow))
+	if problems > 0 {
+		return // the bounds' order means nothing while one is wrong
+	}
 	q := adaptive.Policy(*p)
-	if b != nil {
+	if b != nil && b.Permits > 0 {
 		for _, l := range []struct {
 			field string
 			v     int
@@ -87,17 +108,39 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 		}
 		q = q.WithCeiling(b.Permits)
 	}
-	if _, err := adaptive.New(q, time.Time{}); err != nil {
-		bad(f, "%v", err)
+	// The values in force; a default initial limit is kept between them.
+	lo, hi, from := cmp.Or(q.MinLimit, d.MinLimit), cmp.Or(q.MaxLimit, d.MaxLimit), ""
+	if p.MaxLimit == 0 {
+		// Under a bulkhead the default is the lower of 100 and the permits,
+		// which MinLimit fits under: only the default 100 can be too low.
+		from = " (the default)"
+	}
+	if msg := check.MinAboveMax(int64(lo), int64(hi), from); msg != "" {
+		bad(f+".MinLimit", "min_limit %s", msg)
+		return
+	}
+	if p.InitialLimit != 0 {
+		// No mend in Go's terms: the override loader reports this one to
+		// the author of a file, who cannot write 0.
+		fail(bad, f+".InitialLimit", subject("initial_limit", check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi))), "")
 	}
 }
 
+// checkThrottle checks the values of a client-side throttler that are
+// set; a zero field is its default and fine.
 func checkThrottle(f string, p *Throttle, bad badFunc) {
 	if p == nil {
 		return
 	}
-	if _, err := throttle.New(throttle.Policy(*p), time.Time{}, nil); err != nil {
-		bad(f, "%v", err)
+	d := DefaultThrottle
+	if p.K != 0 {
+		fail(bad, f+".K", check.ThrottleK(p.K), fmt.Sprintf("; leave it 0 for the default %v", d.K))
+	}
+	if p.Window != 0 {
+		fail(bad, f+".Window", check.AdaptiveWindow(p.Window), fmt.Sprintf("; leave it 0 for the default %v", d.Window))
+	}
+	if p.MaxRefusal != 0 {
+		fail(bad, f+".MaxRefusal", check.MaxRefusal(p.MaxRefusal), fmt.Sprintf("; leave it 0 for the default %v", d.MaxRefusal))
 	}
 }
 

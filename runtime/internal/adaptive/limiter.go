@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
 )
 
@@ -85,19 +86,22 @@ func (p Policy) withDefaults() (Policy, error) {
 	if p.BaselineWindow == 0 {
 		p.BaselineWindow = Defaults.BaselineWindow
 	}
-	switch {
-	case p.MinLimit < 1:
-		return p, fmt.Errorf("adaptive: min limit %d is below 1: at least one call must reach the dependency to see it recover", p.MinLimit)
-	case p.MaxLimit < p.MinLimit || p.MaxLimit > MaxLimit:
-		return p, fmt.Errorf("adaptive: max limit %d is not between the min limit %d and %d", p.MaxLimit, p.MinLimit, MaxLimit)
-	case p.InitialLimit < p.MinLimit || p.InitialLimit > p.MaxLimit:
-		return p, fmt.Errorf("adaptive: initial limit %d is not between the min limit %d and the max limit %d", p.InitialLimit, p.MinLimit, p.MaxLimit)
-	case !(p.Tolerance >= 1) || math.IsInf(p.Tolerance, 1):
-		return p, fmt.Errorf("adaptive: tolerance %v is not a finite number of at least 1: below 1 the limit shrinks while the dependency is as fast as ever", p.Tolerance)
-	case !(p.Smoothing > 0 && p.Smoothing <= 1):
-		return p, fmt.Errorf("adaptive: smoothing %v is not in (0, 1]", p.Smoothing)
-	case p.BaselineWindow < baselineBuckets:
-		return p, fmt.Errorf("adaptive: baseline window %v is too short: give at least %v, or 0 for the default %v", p.BaselineWindow, time.Duration(baselineBuckets), Defaults.BaselineWindow)
+	// The checks and words the plugin, the override loader and
+	// policy.Service.Problems use (internal/check), each behind the
+	// option it refuses.
+	for _, c := range []struct{ option, problem string }{
+		{"min_limit ", check.AtLeastOne(int64(p.MinLimit))},
+		{"max_limit ", check.AdaptiveMaxLimit(int64(p.MaxLimit))},
+		{"initial_limit ", check.AtLeastOne(int64(p.InitialLimit))},
+		{"tolerance ", check.Tolerance(p.Tolerance)},
+		{"smoothing ", check.Ratio(p.Smoothing)},
+		{"baseline_window ", check.AdaptiveWindow(p.BaselineWindow)},
+		{"min_limit ", check.MinAboveMax(int64(p.MinLimit), int64(p.MaxLimit), "")},
+		{"initial_limit ", check.InitialOutside(int64(p.InitialLimit), int64(p.MinLimit), int64(p.MaxLimit))},
+	} {
+		if c.problem != "" {
+			return p, fmt.Errorf("adaptive: %s%s", c.option, c.problem)
+		}
 	}
 	return p, nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 var base = time.Unix(1_000_000, 0)
@@ -57,18 +59,18 @@ func TestNewRefusesBadPolicies(t *testing.T) {
 		p    Policy
 		want string
 	}{
-		{Policy{MinLimit: -1}, "min limit -1 is below 1"},
-		{Policy{MinLimit: 10, MaxLimit: 5}, "max limit 5 is not between the min limit 10"},
-		{Policy{MaxLimit: MaxLimit + 1}, "max limit 1048577"},
-		{Policy{InitialLimit: 200}, "initial limit 200 is not between the min limit 1 and the max limit 100"},
-		{Policy{InitialLimit: -3}, "initial limit -3"},
-		{Policy{Tolerance: 0.9}, "tolerance 0.9"},
-		{Policy{Tolerance: math.NaN()}, "tolerance NaN"},
-		{Policy{Tolerance: math.Inf(1)}, "tolerance +Inf"},
-		{Policy{Smoothing: 1.5}, "smoothing 1.5"},
-		{Policy{Smoothing: -0.5}, "smoothing -0.5"},
-		{Policy{BaselineWindow: -time.Second}, "baseline window -1s"},
-		{Policy{BaselineWindow: 3}, "baseline window 3ns is too short"},
+		{Policy{MinLimit: -1}, "adaptive: min_limit must be at least 1, got -1"},
+		{Policy{MinLimit: 10, MaxLimit: 5}, "adaptive: min_limit 10 is above max_limit 5: lower min_limit or raise max_limit"},
+		{Policy{MaxLimit: MaxLimit + 1}, "adaptive: max_limit must be at most 1048576, got 1048577"},
+		{Policy{InitialLimit: 200}, "adaptive: initial_limit 200 is not between min_limit 1 and max_limit 100"},
+		{Policy{InitialLimit: -3}, "adaptive: initial_limit must be at least 1, got -3"},
+		{Policy{Tolerance: 0.9}, "adaptive: tolerance must be a finite number of at least 1, got 0.9"},
+		{Policy{Tolerance: math.NaN()}, "adaptive: tolerance must be a finite number of at least 1, got NaN"},
+		{Policy{Tolerance: math.Inf(1)}, "adaptive: tolerance must be a finite number of at least 1, got +Inf"},
+		{Policy{Smoothing: 1.5}, "adaptive: smoothing must be in (0, 1], got 1.5"},
+		{Policy{Smoothing: -0.5}, "adaptive: smoothing must be in (0, 1], got -0.5"},
+		{Policy{BaselineWindow: -time.Second}, "adaptive: baseline_window must be at least 10ns, got -1s"},
+		{Policy{BaselineWindow: 3}, "adaptive: baseline_window must be at least 10ns, got 3ns"},
 	} {
 		l, err := New(c.p, base)
 		if err == nil || l != nil {
@@ -92,8 +94,8 @@ func TestWithCeilingCapsByTheBulkhead(t *testing.T) {
 		{Policy{}, 500, 100, 20, ""},
 		{Policy{MaxLimit: 50}, 8, 8, 8, ""},
 		{Policy{MaxLimit: 50}, 0, 50, 20, ""}, // no bulkhead
-		{Policy{InitialLimit: 20}, 8, 0, 0, "initial limit 20 is not between the min limit 1 and the max limit 8"},
-		{Policy{MinLimit: 10}, 8, 0, 0, "max limit 8 is not between the min limit 10"},
+		{Policy{InitialLimit: 20}, 8, 0, 0, "initial_limit 20 is not between min_limit 1 and max_limit 8"},
+		{Policy{MinLimit: 10}, 8, 0, 0, "min_limit 10 is above max_limit 8"},
 	} {
 		l, err := New(c.p.WithCeiling(c.permits), base)
 		if c.wantErrorContain != "" {
@@ -333,5 +335,18 @@ func TestConcurrentAcquireRelease(t *testing.T) {
 	}
 	if lim := l.Limit(); lim < 1 || lim > 16 {
 		t.Errorf("limit %d outside [1, 16]", lim)
+	}
+}
+
+// TestShortestBaselineWindow: the shortest baseline window the shared
+// check lets through (contract.MinAdaptiveWindow) is one nanosecond per
+// bucket, and a limiter takes it; a nanosecond less is refused.
+func TestShortestBaselineWindow(t *testing.T) {
+	if got := time.Duration(baselineBuckets); got != contract.MinAdaptiveWindow {
+		t.Fatalf("the baseline has %d buckets, contract.MinAdaptiveWindow is %v: the check's words (ten buckets) no longer hold", baselineBuckets, contract.MinAdaptiveWindow)
+	}
+	mustNew(t, Policy{BaselineWindow: contract.MinAdaptiveWindow})
+	if _, err := New(Policy{BaselineWindow: contract.MinAdaptiveWindow - 1}, base); err == nil {
+		t.Error("a baseline window below one nanosecond per bucket was taken")
 	}
 }

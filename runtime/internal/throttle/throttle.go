@@ -59,10 +59,10 @@ package throttle
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/window"
 )
@@ -98,13 +98,17 @@ func (p Policy) withDefaults() (Policy, error) {
 	if p.MaxRefusal == 0 {
 		p.MaxRefusal = Defaults.MaxRefusal
 	}
-	switch {
-	case !(p.K >= 1) || math.IsInf(p.K, 1):
-		return p, fmt.Errorf("throttle: K %v is not a finite number of at least 1: with less the throttler refuses requests that the dependency accepts", p.K)
-	case p.Window < time.Duration(window.Buckets):
-		return p, fmt.Errorf("throttle: window %v is too short: give at least %v, or 0 for the default %v", p.Window, time.Duration(window.Buckets), Defaults.Window)
-	case !(p.MaxRefusal > 0 && p.MaxRefusal < 1):
-		return p, fmt.Errorf("throttle: max refusal %v is not in (0, 1): below 1, some requests must always reach the dependency to see it recover", p.MaxRefusal)
+	// The checks and words the plugin, the override loader and
+	// policy.Service.Problems use (internal/check), each behind the
+	// option it refuses.
+	for _, c := range []struct{ option, problem string }{
+		{"k ", check.ThrottleK(p.K)},
+		{"window ", check.AdaptiveWindow(p.Window)},
+		{"max_refusal ", check.MaxRefusal(p.MaxRefusal)},
+	} {
+		if c.problem != "" {
+			return p, fmt.Errorf("throttle: %s%s", c.option, c.problem)
+		}
 	}
 	return p, nil
 }

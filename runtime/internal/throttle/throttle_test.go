@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 var base = time.Unix(1_000_000, 0)
@@ -40,14 +43,14 @@ func TestNewRefusesBadPolicies(t *testing.T) {
 		p    Policy
 		want string
 	}{
-		{Policy{K: 0.5}, "K 0.5"},
-		{Policy{K: math.NaN()}, "K NaN"},
-		{Policy{K: math.Inf(1)}, "K +Inf"},
-		{Policy{Window: -time.Second}, "window -1s"},
-		{Policy{Window: 5}, "window 5ns is too short"},
-		{Policy{MaxRefusal: 1}, "max refusal 1 "},
-		{Policy{MaxRefusal: -0.1}, "max refusal -0.1"},
-		{Policy{MaxRefusal: math.NaN()}, "max refusal NaN"},
+		{Policy{K: 0.5}, "throttle: k must be a finite number of at least 1, got 0.5"},
+		{Policy{K: math.NaN()}, "throttle: k must be a finite number of at least 1, got NaN"},
+		{Policy{K: math.Inf(1)}, "throttle: k must be a finite number of at least 1, got +Inf"},
+		{Policy{Window: -time.Second}, "throttle: window must be at least 10ns, got -1s"},
+		{Policy{Window: 5}, "throttle: window must be at least 10ns, got 5ns"},
+		{Policy{MaxRefusal: 1}, "throttle: max_refusal must be in (0, 1), got 1:"},
+		{Policy{MaxRefusal: -0.1}, "throttle: max_refusal must be in (0, 1), got -0.1"},
+		{Policy{MaxRefusal: math.NaN()}, "throttle: max_refusal must be in (0, 1), got NaN"},
 	} {
 		th, err := New(c.p, base, nil)
 		if err == nil || th != nil {
@@ -248,5 +251,18 @@ func TestConcurrentAllowAndRecord(t *testing.T) {
 	requests, accepts := th.w.Sum(int64(1999 * time.Millisecond))
 	if requests == 0 || accepts > requests || refused == 0 {
 		t.Errorf("requests %d, accepts %d, refused %d: a sixth accepted must cause refusals", requests, accepts, refused)
+	}
+}
+
+// TestShortestWindow: the shortest window the shared check lets through
+// (contract.MinAdaptiveWindow) is one nanosecond per bucket, and a
+// throttler takes it; a nanosecond less is refused.
+func TestShortestWindow(t *testing.T) {
+	if got := time.Duration(window.Buckets); got != contract.MinAdaptiveWindow {
+		t.Fatalf("the window has %d buckets, contract.MinAdaptiveWindow is %v: the check's words (ten buckets) no longer hold", window.Buckets, contract.MinAdaptiveWindow)
+	}
+	mustNew(t, Policy{Window: contract.MinAdaptiveWindow}, nil)
+	if _, err := New(Policy{Window: contract.MinAdaptiveWindow - 1}, base, nil); err == nil {
+		t.Error("a window below one nanosecond per bucket was taken")
 	}
 }

@@ -1,0 +1,95 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package check
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/go-resilient/resilient/internal/contract"
+)
+
+// The checks of the adaptive layers: the adaptive concurrency limit
+// (adaptive_limit) and the client-side throttler (client_throttle). The
+// limit's min_limit and initial_limit are AtLeastOne's, its smoothing
+// Ratio's. Each caller asks only about a value that is set: an option left
+// out, a Go field left 0, takes its default.
+
+// Tolerance refuses an adaptive limit's tolerance that is not a finite
+// number of at least 1.
+func Tolerance(x float64) string {
+	if !finiteAtLeastOne(x) {
+		return fmt.Sprintf("must be a finite number of at least 1, got %v: below 1 the limit would shrink while the dependency is as fast as ever", x)
+	}
+	return ""
+}
+
+// AdaptiveMaxLimit refuses an adaptive limit's max_limit outside 1 to
+// contract.MaxAdaptiveLimit.
+func AdaptiveMaxLimit(n int64) string {
+	if n > contract.MaxAdaptiveLimit {
+		return fmt.Sprintf("must be at most %d, got %d", contract.MaxAdaptiveLimit, n)
+	}
+	return AtLeastOne(n)
+}
+
+// AdaptiveWindow refuses a window of the adaptive layers (the limit's
+// baseline_window, the throttler's window) shorter than
+// contract.MinAdaptiveWindow, negative included.
+func AdaptiveWindow(d time.Duration) string {
+	if d < contract.MinAdaptiveWindow {
+		return fmt.Sprintf("must be at least %v, got %v: the window is ten buckets of at least a nanosecond each", contract.MinAdaptiveWindow, d)
+	}
+	return ""
+}
+
+// ThrottleK refuses a throttler's k that is not a finite number of at
+// least 1.
+func ThrottleK(k float64) string {
+	if !finiteAtLeastOne(k) {
+		return fmt.Sprintf("must be a finite number of at least 1, got %v: with less the throttler refuses requests the dependency accepts", k)
+	}
+	return ""
+}
+
+// MaxRefusal refuses a throttler's max_refusal outside (0, 1), NaN
+// included.
+func MaxRefusal(x float64) string {
+	if !(x > 0 && x < 1) {
+		return fmt.Sprintf("must be in (0, 1), got %v: some attempts must always reach the dependency to see it recover", x)
+	}
+	return ""
+}
+
+// MinAboveMax refuses an adaptive limit's min_limit above its max_limit
+// (from: max_limit's origin), blaming min_limit. Both are the values in
+// force, defaults and the bulkhead's ceiling applied.
+func MinAboveMax(minLimit, maxLimit int64, from string) string {
+	if minLimit <= maxLimit {
+		return ""
+	}
+	return fmt.Sprintf("%d is above max_limit %d%s: lower min_limit or raise max_limit", minLimit, maxLimit, from)
+}
+
+// MaxBelowMin is MinAboveMax blaming max_limit (from: min_limit's
+// origin).
+func MaxBelowMin(minLimit, maxLimit int64, from string) string {
+	if minLimit <= maxLimit {
+		return ""
+	}
+	return fmt.Sprintf("%d is below min_limit %d%s: raise max_limit or lower min_limit", maxLimit, minLimit, from)
+}
+
+// InitialOutside refuses an adaptive limit's initial_limit outside
+// [min_limit, max_limit], the values in force, blaming initial_limit. The
+// caller adds how else to mend it (", or remove it").
+func InitialOutside(initial, minLimit, maxLimit int64) string {
+	if initial >= minLimit && initial <= maxLimit {
+		return ""
+	}
+	return fmt.Sprintf("%d is not between min_limit %d and max_limit %d: set it within them", initial, minLimit, maxLimit)
+}
+
+func finiteAtLeastOne(x float64) bool { return x >= 1 && !math.IsInf(x, 0) }
