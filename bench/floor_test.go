@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // BenchmarkStackFloor runs the stacks of BenchmarkStack (serial) in turns,
@@ -45,4 +47,94 @@ func BenchmarkStackFloor(b *testing.B) {
 		b.ReportMetric(p10[i], stackImpls[i]+"-p10-ns/call")
 	}
 	b.ReportMetric(p10[0]-p10[2], "over-context-ns/call")
+}
+
+// layerStacks are the stacks BenchmarkStackParts takes in turns: the bare
+// context.WithTimeout, then the runtime with the 1 s attempt timeout alone,
+// and with one layer of the full stack added at a time, up to the full
+// stack of BenchmarkStack. Each part's cost is the difference between two
+// neighbours' figures.
+var layerStacks = []struct {
+	name   string
+	policy func() *policy.Service
+}{
+	{"context", nil},
+	{"timeout", func() *policy.Service {
+		p := stackPolicy()
+		p.Budget, p.Breaker, p.Bulkhead, p.Methods[0].Retry = nil, nil, nil, nil
+		return p
+	}},
+	{"+bulkhead", func() *policy.Service {
+		p := stackPolicy()
+		p.Budget, p.Breaker, p.Methods[0].Retry = nil, nil, nil
+		return p
+	}},
+	{"+retry", func() *policy.Service { // with the budget
+		p := stackPolicy()
+		p.Breaker = nil
+		return p
+	}},
+	{"+breaker", stackPolicy}, // the full stack
+}
+
+// BenchmarkStackParts is BenchmarkStackFloor over layerStacks: the
+// quickest tenth of each stack's batches, in p10-ns/call, taken in turns.
+func BenchmarkStackParts(b *testing.B) {
+	const floorBatch = 200
+	calls := make([]func(context.Context) error, len(layerStacks))
+	for i, s := range layerStacks {
+		if s.policy == nil {
+			c := stackCall(b, "context")
+			calls[i] = func(ctx context.Context) error { _, err := c(ctx); return err }
+			continue
+		}
+		h := newHandle(b, s.policy())
+		calls[i] = func(ctx context.Context) error { _, err := h.Call(ctx, request); return err }
+	}
+	per := make([][]float64, len(calls))
+	ctx := context.Background()
+	var fail failures
+	defer fail.report(b)
+	for b.Loop() {
+		for i, call := range calls {
+			start := time.Now()
+			for range floorBatch {
+				if err := call(ctx); err != nil {
+					fail.add(err)
+				}
+			}
+			per[i] = append(per[i], float64(time.Since(start).Nanoseconds())/floorBatch)
+		}
+	}
+	for i, v := range per {
+		slices.Sort(v)
+		b.ReportMetric(v[len(v)/10], layerStacks[i].name+"-p10-ns/call")
+	}
+}
+
+// BenchmarkStackLayer runs each stack of layerStacks alone, in a plain
+// loop: what an instruction count (callgrind) of one stack runs, where
+// StackParts, which takes them in turns, is for the time.
+func BenchmarkStackLayer(b *testing.B) {
+	for _, s := range layerStacks {
+		b.Run(s.name, func(b *testing.B) {
+			var call func(context.Context) error
+			if s.policy == nil {
+				c := stackCall(b, "context")
+				call = func(ctx context.Context) error { _, err := c(ctx); return err }
+			} else {
+				h := newHandle(b, s.policy())
+				call = func(ctx context.Context) error { _, err := h.Call(ctx, request); return err }
+			}
+			ctx := context.Background()
+			var fail failures
+			defer fail.report(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := call(ctx); err != nil {
+					fail.add(err)
+				}
+			}
+		})
+	}
 }

@@ -17,10 +17,14 @@ import (
 // caller has checked that its context is not over: what is admitted is
 // sent.
 func (m *methodState) admit() (t ticket, retryAfter time.Duration, ok bool) {
-	if br := m.breaker; br != nil {
-		return br.allow(m.client.now, true)
+	br := m.breaker
+	if br == nil {
+		return ticket{}, 0, true
 	}
-	return ticket{}, 0, true
+	if t, ok := br.closedTicket(); ok {
+		return t, 0, true
+	}
+	return br.allow(m.client.now, true)
 }
 
 // admitAs is admit for a stream, which may take a half-open probe only
@@ -59,14 +63,17 @@ func (m *methodState) measuresDuration() bool {
 // needs to know which bucket of its window to count it in, and an attempt
 // whose timeout is no longer than a bucket (Window/10), and which ended
 // before its deadline, ended at most one bucket after its start.
-func (m *methodState) settle(ctx, actx context.Context, t ticket, sp span, err error) int64 {
-	br, mx := m.breaker, m.metrics
-	if br == nil && mx == nil {
+func (m *methodState) settle(ctx, actx context.Context, a *attemptState, err error) int64 {
+	t, sp := a.tk, a.sp
+	if !m.hot.counted {
 		return 0
 	}
-	o, code := m.verdict(ctx, err)
-	if mx == nil && o == outcomeSuccess && sp.bounded && m.policy.Timeout <= br.outcomes.BucketWidth() &&
-		actx.Err() == nil && br.doneEarly(t, sp.start, m.client.now) {
+	o, code := outcomeSuccess, codes.OK
+	if err != nil {
+		o, code = m.verdict(ctx, err)
+	}
+	if o == outcomeSuccess && m.hot.countsEarly && sp.bounded && actx.Err() == nil &&
+		m.breaker.doneEarly(t, sp.start, m.client.now) {
 		return sp.start
 	}
 	return m.record(t, o, code, sp.start, true)
@@ -105,16 +112,17 @@ func (m *methodState) record(t ticket, o outcome, code codes.Code, start int64, 
 }
 
 // settleUnlessDone, deferred, settles an attempt whose call did not return
-// (it panicked) as errPanicked; the panic goes on, unrecovered. sp is read
+// (it panicked) as errPanicked; the panic goes on, unrecovered. a is read
 // when the panic comes: a panic before the attempt knew its start counts a
-// duration of 0.
-func (m *methodState) settleUnlessDone(ctx context.Context, settled *bool, t ticket, sp *span) {
-	if !*settled {
-		start := sp.start
-		if !sp.known {
+// duration of 0. No context is needed: verdict ignores a client fault
+// whatever the caller's context says.
+func (m *methodState) settleUnlessDone(a *attemptState) {
+	if !a.settled {
+		start := a.sp.start
+		if !a.sp.known {
 			start = m.client.now()
 		}
-		m.settleAs(ctx, t, start, errPanicked, true)
+		m.settleAs(context.Background(), a.tk, start, errPanicked, true)
 	}
 }
 

@@ -155,6 +155,16 @@ func (b *breaker) allow(now func() int64, probe bool) (ticket, time.Duration, bo
 	}
 }
 
+// closedTicket is allow's answer while the breaker is closed, small
+// enough to be inlined where a unary attempt is admitted: ok is false when
+// the breaker is not closed, and allow must decide.
+func (b *breaker) closedTicket() (ticket, bool) {
+	if State(b.state.Load()) == StateClosed {
+		return ticket{gen: b.gen.Load()}, true
+	}
+	return ticket{}, false
+}
+
 // done records the outcome of a call admitted with t, at n (nanoseconds
 // since base). latency is how long the call took; with a
 // SlowCallThreshold, a slower success is a failure.

@@ -99,12 +99,18 @@ func (b *bulkhead) leave(ch chan struct{}) bool {
 	return false
 }
 
-// release returns a permit, handing it to the longest waiter if any.
+// release returns a permit, handing it to the longest waiter if any. It
+// is small enough to be inlined: only a release that finds a waiter calls
+// handOver.
 func (b *bulkhead) release() {
 	b.inUse.Add(-1)
-	if b.waiting.Load() == 0 {
-		return
+	if b.waiting.Load() != 0 {
+		b.handOver()
 	}
+}
+
+// handOver hands the free permits to the longest waiters.
+func (b *bulkhead) handOver() {
 	b.mu.Lock()
 	for len(b.queue) > 0 && b.tryAcquire() {
 		ch := b.queue[0]
@@ -120,6 +126,12 @@ func (b *bulkhead) release() {
 // error, or the refusal.
 func (m *methodState) acquirePermit(ctx context.Context) error {
 	bh, mx := m.bulkhead, m.metrics
+	if bh.tryAcquire() { // acquire's first step, without its call
+		if mx != nil {
+			mx.bulkheadInUse.Inc()
+		}
+		return nil
+	}
 	ok, waited := bh.acquire(ctx)
 	if ok && waited > 0 && ctx.Err() != nil {
 		// Handed a permit just as the context ended: the call will not be

@@ -243,7 +243,7 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	if err = wait.Err(); err != nil {
 		err = statusFromContext(err) // every caller left before it began
 	} else {
-		resp, err = unary(fctx, m, idemKey, wait, req, kept, call)
+		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: kept, call: call})
 		if p := m.policy; err != nil && p.OverallTimeout == 0 && p.Timeout > 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
 			// The limit was the method's timeout, so the attempt's own

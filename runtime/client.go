@@ -47,6 +47,7 @@ type methodState struct {
 	adaptiveMetrics *adaptiveMetrics  // nil without a registerer or adaptive layers
 
 	metrics *methodMetrics // nil without a registerer
+	hot     hotPath        // what the hot path asks of the above, derived once
 	// fallbackSeen has bit i set once a fallback for cause i was reported
 	// since the method last succeeded: one event per episode and cause.
 	fallbackSeen atomic.Uint32
@@ -211,6 +212,7 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		if c.metrics != nil {
 			m.metrics = c.metrics.forMethod(p.Name, m)
 		}
+		m.hot = deriveHot(m)
 		c.methods = append(c.methods, m)
 		c.byName[mp.Name] = m
 	}

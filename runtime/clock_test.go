@@ -218,7 +218,7 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 	m := timedMethod(t, time.Second, time.Second)
 	var inCall int64
 	call := readingCall(m, &inCall, nil)
-	_, end, err := attemptOnce(context.Background(), m, &timedReq{}, nil, call)
+	_, end, err := attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: call}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 	}
 	// A failure is counted at its exact end: the cool-down runs from it.
 	fail := readingCall(m, &inCall, status.Error(codes.Unavailable, "down"))
-	_, end, err = attemptOnce(context.Background(), m, &timedReq{}, nil, fail)
+	_, end, err = attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: fail}, false)
 	if status.Code(err) != codes.Unavailable {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
 	m := c.Method(0)
 	var inCall int64
 	call := readingCall(m, &inCall, nil)
-	_, end, err := attemptOnce(context.Background(), m, &timedReq{}, nil, call)
+	_, end, err := attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: call}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,8 @@
 // provenance.go what is in force and where each value came from, errors.go
 // the errors, metrics.go and observer.go what is counted and reported,
 // priority.go the priority sent to servers, key.go the keys, dial.go the
-// connection options, clock.go the clock the state machines read and
+// connection options, clock.go the clock the state machines read,
+// hot.go what a method's hot path asks of its policy, derived once, and
 // saturate.go the arithmetic that never wraps. The server side is the
 // package runtime/server.
 package runtime

@@ -102,12 +102,26 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	if err := refuse(m, ctx, req == nil); err != nil {
 		return nil, err
 	}
-	ctx = prioritize(ctx, m)
+	if m.hot.prioritized {
+		ctx = prioritize(ctx, m)
+	}
 	key := ""
 	if h.hooks.IdempotencyKey != nil {
 		key = h.hooks.IdempotencyKey(req)
 	}
-	return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
+	if h.hooks.CacheKey != nil || h.hooks.Fallback != nil {
+		return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
+	}
+	// callUnary without a cache or a fallback, written out: one call frame
+	// less on every call of the common method.
+	if err := ctx.Err(); err != nil {
+		return nil, statusFromContext(err)
+	}
+	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: h.call})
+	if err == nil && m.client.events != nil && m.fallbackSeen.Load() != 0 {
+		m.fallbackSeen.Store(0) // as callUnary: another handle of m may fall back
+	}
+	return resp, err
 }
 
 // ServerStreamHandle is one server-streaming method of a Client, bound by

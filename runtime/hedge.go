@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"google.golang.org/grpc"
 )
 
 // maxHedgeBuffer bounds the buffer of a hedged call's results.
@@ -31,10 +29,10 @@ type copyResult[Resp any] struct {
 // server's negative pushback stops further copies; a positive pushback
 // delays the next one. wait is nil for a call; for a cache's shared call,
 // see unary: once it is cut, no further copy is sent.
-func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
+	copies := *in // the copies' own: in stays in its caller's frame
 	mx := m.metrics
 	m.budget.request(c.now())
 
@@ -59,18 +57,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					}
 				}
 			}()
-			slot := withTrailer(opts)
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			resp, end, err := attemptOnce(hctx, m, req, slot.opts, call)
+			resp, end, err := attemptOnce(hctx, m, &copies, true)
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
-			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter, timedOut: end.timedOut}
-			if err != nil {
-				r.push, r.pushed = Pushback(err, slot.md)
-			}
-			slot.put()
+			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -144,10 +138,10 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					}
 					stopped = true
 				case r.pushed:
-					if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= r.push {
-						stopped = true
-					} else {
+					if endsInTime(ctx, r.push) {
 						timer.Reset(r.push)
+					} else {
+						stopped = true
 					}
 				default:
 					next() // a non-fatal failure: the next copy goes now

@@ -67,25 +67,43 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 }
 
 // trailerSlot collects the trailer of one attempt. Slots are pooled, so
-// that asking for the trailer costs a method that retries no allocation.
+// that asking for the trailer costs a method that retries no allocation,
+// and each keeps its grpc.Trailer option, made once: an attempt given no
+// options of the caller's (the common case) copies no option at all.
 type trailerSlot struct {
 	md   metadata.MD
-	opts []grpc.CallOption
+	opts []grpc.CallOption // the attempt's options: own, after the caller's if any
+	own  [1]grpc.CallOption
+	more []grpc.CallOption // room for the caller's options and own
 }
 
-var trailerSlots = sync.Pool{New: func() any { return new(trailerSlot) }}
+var trailerSlots = sync.Pool{New: func() any {
+	s := new(trailerSlot)
+	s.own[0] = grpc.Trailer(&s.md)
+	return s
+}}
 
 // withTrailer returns a slot whose opts are opts and a grpc.Trailer option
 // that fills slot.md. Give it back with put once the attempt is judged.
 func withTrailer(opts []grpc.CallOption) *trailerSlot {
 	s := trailerSlots.Get().(*trailerSlot)
-	s.opts = append(append(s.opts[:0], opts...), grpc.Trailer(&s.md))
+	if len(opts) == 0 {
+		s.opts = s.own[:]
+	} else {
+		s.more = append(append(s.more[:0], opts...), s.own[0])
+		s.opts = s.more
+	}
 	return s
 }
 
+// put gives the slot back, holding neither the trailer nor the caller's
+// options.
 func (s *trailerSlot) put() {
-	clear(s.opts)
-	s.opts = s.opts[:0]
+	if len(s.more) > 0 {
+		clear(s.more)
+		s.more = s.more[:0]
+	}
+	s.opts = nil
 	s.md = nil
 	trailerSlots.Put(s)
 }

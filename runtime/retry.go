@@ -6,7 +6,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -20,8 +19,7 @@ import (
 // breaker ends the loop at once: it is a final answer. The other layers
 // (rate limit, bulkhead, overall limit, idempotency key) are unary's, and
 // wrap it. wait is nil for a call; for a cache's shared call, see unary.
-func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wait context.Context, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	p := m.policy
 	mx := m.metrics
 	shared := wait != nil
@@ -30,7 +28,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 	}
 	c := m.client
 	retry := p.Retry
-	retries := retry != nil && retry.MaxAttempts > 1 && (p.Idempotent || keyed)
+	retries := m.hot.retries && (p.Idempotent || keyed)
 	if retries && c.events != nil {
 		m.budgetRecovered()
 	}
@@ -40,15 +38,9 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			// A shared call whose callers all left: no attempt for nobody.
 			return nil, firstOf(last, wait)
 		}
-		aopts := opts
-		var slot *trailerSlot
-		if retries {
-			// The server's pushback travels in the trailer: asked for only
-			// where it can change what happens next.
-			slot = withTrailer(opts)
-			aopts = slot.opts
-		}
-		resp, end, err := attemptOnce(ctx, m, req, aopts, call)
+		// The server's pushback travels in the trailer: asked for only
+		// where it can change what happens next.
+		resp, end, err := attemptOnce(ctx, m, in, retries)
 		if retries && attempt == 1 && !end.refused {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.
@@ -57,14 +49,6 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 				at = c.now()
 			}
 			m.budget.request(at)
-		}
-		var push time.Duration
-		var pushed bool
-		if slot != nil {
-			if err != nil {
-				push, pushed = Pushback(err, slot.md)
-			}
-			slot.put()
 		}
 		if end.refused && err != nil {
 			// Refused by an adaptive layer: final and local, like an open
@@ -92,7 +76,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		if !retries || !retryable(retry.RetryableCodes, err, end.timedOut) {
 			return nil, err
 		}
-		if pushed && push < 0 {
+		if end.pushed && end.push < 0 {
 			if mx != nil && attempt < retry.MaxAttempts {
 				mx.retries[retryPushback].Inc()
 			}
@@ -102,10 +86,10 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
 		}
 		pause := backoffFor(retry, attempt)
-		if pushed {
-			pause = push // the server knows better when it can take the call
+		if end.pushed {
+			pause = end.push // the server knows better when it can take the call
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= pause {
+		if !endsInTime(ctx, pause) {
 			if mx != nil {
 				mx.retries[retryDeadline].Inc()
 			}
@@ -120,6 +104,14 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			return nil, ended(ctx, err)
 		}
 	}
+}
+
+// endsInTime reports whether a wait of d (a backoff, or the server's
+// pushback) ends before ctx's deadline, so that the retry or the hedged
+// copy after it can start; always, for a context without a deadline.
+func endsInTime(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > d
 }
 
 // firstOf is what a shared call whose callers all left ends with: the

@@ -37,7 +37,7 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 	if m.cache != nil && cacheKey != nil {
 		resp, stale, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		resp, err = unary(ctx, m, key, nil, req, opts, call)
+		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call})
 	}
 	if err == nil {
 		if !stale && m.client.events != nil && m.fallbackSeen.Load() != 0 {
@@ -89,8 +89,7 @@ func (m *methodState) fellBackTo(cause int, err error) {
 // token, a permit, a backoff, the next hedged copy) and of the decision to
 // send another attempt, cut when its last caller leaves, while an attempt
 // already sent runs on under ctx.
-func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, error) {
+func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	p := m.policy
 	admit := ctx
 	if wait != nil {
@@ -120,9 +119,20 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
 	}
 	if p.Hedging != nil {
-		return hedged(ctx, m, wait, req, opts, call)
+		return hedged(ctx, m, wait, in)
 	}
-	return retried(ctx, m, key != "", wait, req, opts, call)
+	return retried(ctx, m, key != "", wait, in)
+}
+
+// invocation is one call of the plain client's method as each of its
+// attempts repeats it: the request, the caller's options and the method.
+// The layers pass it down by pointer, from the frame of the call's entry
+// (UnaryHandle.Call, or a cache's shared call): one argument where there
+// were three, on every call of every layer.
+type invocation[Req, Resp any] struct {
+	req  *Req
+	opts []grpc.CallOption
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -140,17 +150,23 @@ type attemptEnd struct {
 	// at is a clock reading the attempt took (its end, or the start its
 	// timeout counts from), for the caller to reuse; 0 when it took none.
 	at int64
+	// push is what the server said about retrying a failed attempt
+	// (Pushback), when pushed; only an attempt that asked for the trailer
+	// (heard) reads it.
+	push   time.Duration
+	pushed bool
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
 // concurrency limit), the breaker and the per-attempt timeout, and says how
-// it ended besides its answer.
-func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (*Resp, attemptEnd, error) {
+// it ended besides its answer. With heard (a call that retries or hedges,
+// where the server's word can change what happens next) it asks for the
+// attempt's trailer and reads the server's pushback of a failure into
+// end.push.
+func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocation[Req, Resp], heard bool) (*Resp, attemptEnd, error) {
 	// Without a breaker, metrics or adaptive layer an attempt holds nothing
 	// and counts nowhere, and the check below has nothing to protect.
-	counted := m.breaker != nil || m.metrics != nil
-	guarded := m.throttle != nil || m.concurrency != nil
+	counted, guarded := m.hot.counted, m.hot.guarded
 	if counted || guarded {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
@@ -165,8 +181,10 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 			return nil, attemptEnd{refused: true}, gerr
 		}
 	}
-	tk, retryAfter, ok := m.admit()
-	if !ok {
+	var a attemptState
+	var retryAfter time.Duration
+	var ok bool
+	if a.tk, retryAfter, ok = m.admit(); !ok {
 		if guarded {
 			m.leaveRefused(g)
 		}
@@ -178,10 +196,8 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
-	settled := false
-	var sp span // the attempt's start, once known
 	if counted {
-		defer m.settleUnlessDone(ctx, &settled, tk, &sp)
+		defer m.settleUnlessDone(&a)
 	}
 	actx := ctx
 	own := false // actx has a timeout of its own, shorter than ctx's
@@ -189,23 +205,36 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 		var cancel context.CancelFunc
 		// The budget counts the call's first attempt too: it takes the
 		// attempt's start where the breaker and the metrics take nothing.
-		if actx, cancel, sp = m.client.attemptContext(ctx, t, counted || m.budget != nil); cancel != nil {
+		if actx, cancel, a.sp = m.client.attemptContext(ctx, t, m.hot.timed); cancel != nil {
 			own = true
 			defer cancel()
 		}
 	}
-	if !sp.known && m.measuresDuration() {
-		sp = span{start: m.client.now(), known: true} // the duration is measured
+	if !a.sp.known && m.hot.measures {
+		a.sp = span{start: m.client.now(), known: true} // the duration is measured
 	}
 	if guarded {
-		g.begin(m, sp)
+		g.begin(m, a.sp)
 	}
-	resp, err := call(actx, req, opts...)
-	settled = true
+	opts := in.opts
+	var slot *trailerSlot
+	if heard {
+		slot = withTrailer(opts)
+		opts = slot.opts
+	}
+	resp, err := in.call(actx, in.req, opts...)
+	a.settled = true
+	var end attemptEnd
+	if slot != nil {
+		if err != nil {
+			end.push, end.pushed = Pushback(err, slot.md)
+		}
+		slot.put()
+	}
 	seen := unsent(err) // what the breaker and the adaptive layers are told
-	end := attemptEnd{at: m.settle(ctx, actx, tk, sp, seen)}
-	if end.at == 0 && sp.known {
-		end.at = sp.start
+	end.at = m.settle(ctx, actx, &a, seen)
+	if end.at == 0 && a.sp.known {
+		end.at = a.sp.start
 	}
 	if guarded {
 		left = true
@@ -215,6 +244,15 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, req *Req, o
 		end.timedOut = ownTimeout(actx)
 	}
 	return resp, end, err
+}
+
+// attemptState is what attemptOnce holds of its attempt for the breaker
+// and the metrics: the breaker's ticket, the attempt's start, once known,
+// and whether the attempt was settled (its call returned).
+type attemptState struct {
+	tk      ticket
+	sp      span
+	settled bool
 }
 
 // ownTimeout reports whether the attempt's own context, actx, has reached

@@ -21,8 +21,13 @@ const marshalFailure = "grpc: error while marshaling"
 // otherwise count as an answer (INTERNAL is not a default failure code).
 func unsent(err error) error {
 	if err == nil {
-		return nil
+		return nil // small enough to inline: a success pays no call
 	}
+	return unsentFailure(err)
+}
+
+// unsentFailure is unsent of a failed attempt.
+func unsentFailure(err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() == codes.Internal && strings.HasPrefix(st.Message(), marshalFailure) {
 		return &clientFault{err: err}
 	}
