@@ -137,20 +137,7 @@ func TestAttackSpineRecordIsTheTruthForRandomOverrides(t *testing.T) {
 			t.Errorf("case %d: the loader accepted what NewClient refuses: %v\nfile %s\nenv %q", i, err, data, env)
 			continue
 		}
-		applied := recorded.Policy().Clone()
-		compared, err := runtime.NewClient(inventory, runtime.WithPolicy(func(p *policy.Service) { *p = applied.Clone() }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		type value struct{ annotated, value string }
-		list := func(c *runtime.Client) map[string]value {
-			out := map[string]value{}
-			for _, ch := range c.Changes() {
-				out[ch.Key] = value{ch.Annotated, ch.Value}
-			}
-			return out
-		}
-		rec, cmp := list(recorded), list(compared)
+		rec, cmp := recordAndComparison(t, inventory, recorded)
 		bad := false
 		for k, v := range cmp {
 			if rec[k] != v {

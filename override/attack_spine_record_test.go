@@ -317,20 +317,7 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied := recorded.Policy().Clone()
-	compared, err := runtime.NewClient(p, runtime.WithPolicy(func(q *policy.Service) { *q = applied.Clone() }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type value struct{ annotated, value string }
-	list := func(c *runtime.Client) map[string]value {
-		out := map[string]value{}
-		for _, ch := range c.Changes() {
-			out[ch.Key] = value{ch.Annotated, ch.Value}
-		}
-		return out
-	}
-	r, c := list(recorded), list(compared)
+	r, c := recordAndComparison(t, p, recorded)
 	if len(r) != len(c) {
 		t.Errorf("record %v\ncomparison %v", r, c)
 	}

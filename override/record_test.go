@@ -116,23 +116,7 @@ func agree(t *testing.T, file string, env []string, least int) {
 		t.Fatal(err)
 	}
 	recorded := build(t, s)
-	applied := recorded.Policy().Clone()
-	compared, err := runtime.NewClient(inventory, runtime.WithPolicy(func(p *policy.Service) { *p = applied.Clone() }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type value struct{ annotated, value string }
-	list := func(c *runtime.Client) map[string]value {
-		out := map[string]value{}
-		for _, ch := range c.Changes() {
-			out[ch.Key] = value{ch.Annotated, ch.Value}
-			if c == compared && ch.Source != "WithPolicy" {
-				t.Errorf("%s from %q, want WithPolicy", ch.Key, ch.Source)
-			}
-		}
-		return out
-	}
-	r, c := list(recorded), list(compared)
+	r, c := recordAndComparison(t, inventory, recorded)
 	for k, v := range c {
 		if r[k] != v {
 			t.Errorf("%s: record %+v, comparison %+v", k, r[k], v)
@@ -149,3 +133,30 @@ func agree(t *testing.T, file string, env []string, least int) {
 }
 
 func fmtCodes(c policy.CodeSet) string { return c.String() }
+
+// change is one value of Client.Changes, without its source.
+type change struct{ annotated, value string }
+
+// recordAndComparison lists by key the changes of recorded, whose trail is
+// the loader's record (WithRecordedPolicy), and those of a client built
+// from the same annotated policy p with recorded's policy in force set by
+// a plain edit, whose trail is the runtime's comparison of the two.
+func recordAndComparison(t *testing.T, p *policy.Service, recorded *runtime.Client) (rec, cmp map[string]change) {
+	t.Helper()
+	applied := recorded.Policy().Clone()
+	compared, err := runtime.NewClient(p, runtime.WithPolicy(func(q *policy.Service) { *q = applied.Clone() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, cmp = map[string]change{}, map[string]change{}
+	for _, ch := range recorded.Changes() {
+		rec[ch.Key] = change{ch.Annotated, ch.Value}
+	}
+	for _, ch := range compared.Changes() {
+		cmp[ch.Key] = change{ch.Annotated, ch.Value}
+		if ch.Source != "WithPolicy" {
+			t.Errorf("%s from %q, want WithPolicy", ch.Key, ch.Source)
+		}
+	}
+	return rec, cmp
+}
