@@ -73,8 +73,14 @@ type breaker struct {
 	p    policy.Breaker
 	base time.Time
 
-	state     atomic.Int32
-	gen       atomic.Uint64
+	state atomic.Int32
+	gen   atomic.Uint64
+	// genState is gen<<2 | state, stored by apply after both: the one read
+	// that gives a generation together with its own state. Read apart, a
+	// transition between the two reads pairs the closed state with the
+	// next state's generation, and a non-probe ticket of an open or
+	// half-open generation is handed out.
+	genState  atomic.Uint64
 	openUntil atomic.Int64 // nanoseconds since base
 	// probes packs, for the half-open state of one generation, the low 32
 	// bits of that generation, the probes admitted and the probes that
@@ -122,9 +128,10 @@ func (b *breaker) stateAt(n int64) State {
 // that the calls sharing the breaker need (see stream.go).
 func (b *breaker) allow(now func() int64, probe bool) (ticket, time.Duration, bool) {
 	for {
-		switch State(b.state.Load()) {
+		gs := b.genState.Load()
+		switch State(gs & 3) {
 		case StateClosed:
-			return ticket{gen: b.gen.Load()}, 0, true
+			return ticket{gen: gs >> 2}, 0, true
 		case StateOpen:
 			t := now()
 			until := b.openUntil.Load()
@@ -159,8 +166,8 @@ func (b *breaker) allow(now func() int64, probe bool) (ticket, time.Duration, bo
 // enough to be inlined where a unary attempt is admitted: ok is false when
 // the breaker is not closed, and allow must decide.
 func (b *breaker) closedTicket() (ticket, bool) {
-	if State(b.state.Load()) == StateClosed {
-		return ticket{gen: b.gen.Load()}, true
+	if gs := b.genState.Load(); State(gs&3) == StateClosed {
+		return ticket{gen: gs >> 2}, true
 	}
 	return ticket{}, false
 }
@@ -300,4 +307,5 @@ func (b *breaker) apply(to State, now int64) {
 	}
 	b.gen.Store(gen)
 	b.state.Store(int32(to))
+	b.genState.Store(gen<<2 | uint64(to))
 }
