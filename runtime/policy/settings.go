@@ -106,7 +106,7 @@ var defaultWhenZero = map[string]any{
 // a method that does not generate keys has no generate_idempotency_key,
 // one without a priority none).
 var (
-	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true, "DefaultTimeout": true}
+	noneWhenZero = map[string]bool{"Timeout": true, "OverallTimeout": true, "SlowCallThreshold": true, "IdempotencyKey": true, "DefaultTimeout": true, "MinDeadline": true}
 	omitWhenZero = map[string]bool{"WindowCalls": true, "GenerateIdempotencyKey": true, "Priority": true}
 )
 

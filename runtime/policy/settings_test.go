@@ -223,7 +223,7 @@ func TestServerSettingsOfZeroValues(t *testing.T) {
 		}
 	}
 	check(p, map[string]string{
-		"shedding": "none", "methods.Get.server.min_deadline": "0s",
+		"shedding": "none", "methods.Get.server.min_deadline": "none",
 		"methods.Get.server.default_timeout": "none", "methods.Get.server.dedup": "none",
 	})
 	p.Shedding = &policy.Shedding{Limits: policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}}
@@ -231,7 +231,7 @@ func TestServerSettingsOfZeroValues(t *testing.T) {
 	check(p, map[string]string{
 		"shedding.low": "1", "shedding.normal": "1", "shedding.high": "1", "shedding.critical": "1",
 		"shedding.pushback": "1s", "shedding.code": "UNAVAILABLE",
-		"methods.Get.server.min_deadline": "0s", "methods.Get.server.default_timeout": "none",
+		"methods.Get.server.min_deadline": "none", "methods.Get.server.default_timeout": "none",
 		"methods.Get.server.dedup.ttl": "1h0m0s", "methods.Get.server.dedup.lease": "10s",
 		"methods.Get.server.dedup.on_store_error": "Refuse",
 	})
