@@ -80,7 +80,13 @@ func TestAttackTodayLiteralCompilesToResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	req := testRequest(t, goldenInputs(t)...)
+	// The golden inputs, and one file of a service per extreme the plugin
+	// accepts (attack_today_extremes_test.go).
+	extremes := todayExtremesProto(t)
+	edir := t.TempDir()
+	writeFile(t, filepath.Join(edir, "extremes_all.proto"), []byte(extremes))
+	req := compileRequest(t, "module="+testModule, []string{"testdata", edir, "../../options"},
+		append(goldenInputs(t), "extremes_all.proto")...)
 
 	// What the plugin resolved, by var name.
 	want := map[string]string{}
@@ -206,6 +212,41 @@ func TestAttackTodayLiteralCompilesToResolution(t *testing.T) {
 		t.Errorf("compiled %d policy vars, the plugin resolved %d", len(seen), len(want))
 	}
 	t.Logf("%d policy vars compared", len(names))
+}
+
+// todayExtremesProto is one file holding a service for each extreme of
+// todayExtremes the plugin accepts on its own.
+func todayExtremesProto(t *testing.T) string {
+	t.Helper()
+	svc, meth, dedups := todayExtremes()
+	type variant struct{ s, m, d string }
+	var vs []variant
+	for _, s := range svc {
+		vs = append(vs, variant{s, "", todayTTL})
+	}
+	for _, m := range meth {
+		vs = append(vs, variant{"", m, todayTTL})
+	}
+	for _, d := range dedups {
+		vs = append(vs, variant{"", "", d})
+	}
+	head, body, _ := strings.Cut(todayExtremeProto, "service S {")
+	head = strings.Replace(head, "package attack.extreme;", "package attack.extremes_all;", 1)
+	head = strings.Replace(head, "resilienttest/attack/extreme", "resilienttest/attack/extremes_all", 1)
+	var b strings.Builder
+	b.WriteString(head)
+	n := 0
+	for _, v := range vs {
+		if _, perr := attackProto(t, "extreme.proto", fmt.Sprintf(todayExtremeProto, v.s, v.m, v.d), ""); perr != "" {
+			continue
+		}
+		fmt.Fprintf(&b, "service S%d {"+body, n, v.s, v.m, v.d)
+		n++
+	}
+	if n < 20 {
+		t.Fatalf("only %d extremes accepted", n)
+	}
+	return b.String()
 }
 
 func todayDumpOf(v any) string {
