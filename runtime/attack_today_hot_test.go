@@ -419,3 +419,72 @@ func TestAttackTodayFallbackCacheAndPriority(t *testing.T) {
 		t.Errorf("StockReport reached the server %d times, want 4", len(prio[atkStockReport]))
 	}
 }
+
+// The priority a caller set with WithPriority is never raised by the
+// fast path nor by the fallback's path: a lowered one is sent as it is, a
+// raised one is sent beside the method's own, lower, which the server
+// takes.
+func TestAttackTodayPriorityNeverRaised(t *testing.T) {
+	atkNoLeak(t)
+	var mu sync.Mutex
+	var seen [][]string
+	_, cc := atkServe(t, func(ctx context.Context, _ server.Call) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mu.Lock()
+		seen = append(seen, md.Get(runtime.PriorityHeader))
+		mu.Unlock()
+		return nil
+	})
+	fb := inventoryv1.InventoryServiceResilientOptions{
+		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
+			return nil, nil
+		},
+		ReserveStockFallback: func(context.Context, *inventoryv1.ReserveStockRequest, error) (*inventoryv1.ReserveStockResponse, error) {
+			return nil, nil
+		},
+	}
+	rank := map[string]int{"low": 1, "normal": 2, "high": 3, "critical": 4}
+	lowest := func(vs []string) string {
+		best := ""
+		for _, v := range vs {
+			if best == "" || rank[v] < rank[best] {
+				best = v
+			}
+		}
+		return best
+	}
+	for _, o := range []inventoryv1.InventoryServiceResilientOptions{{}, fb} {
+		c := atkInventory(t, cc, o, nil)
+		for _, tc := range []struct {
+			name   string
+			caller policy.Priority
+			call   func(ctx context.Context) error
+			want   string
+		}{
+			{"StockReport (low) raised to critical", policy.PriorityCritical, func(ctx context.Context) error {
+				_, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+				return err
+			}, "low"},
+			{"ReserveStock (high) lowered to low", policy.PriorityLow, func(ctx context.Context) error {
+				_, err := c.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o"})
+				return err
+			}, "low"},
+			{"ReserveStock (high) raised to critical", policy.PriorityCritical, func(ctx context.Context) error {
+				_, err := c.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o"})
+				return err
+			}, "high"},
+		} {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			if err := tc.call(runtime.WithPriority(context.Background(), tc.caller)); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			mu.Lock()
+			if len(seen) != 1 || lowest(seen[0]) != tc.want {
+				t.Errorf("%s (fallback %v): server saw %v, want the lowest %s", tc.name, o.StockReportFallback != nil, seen, tc.want)
+			}
+			mu.Unlock()
+		}
+	}
+}
