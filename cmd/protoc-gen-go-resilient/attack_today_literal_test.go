@@ -19,10 +19,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/compiler/protogen"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/pluginpb"
 )
 
 // todayDump lists every value of a policy value, one "path=type(value)"
@@ -118,35 +115,7 @@ func TestAttackTodayLiteralCompilesToResolution(t *testing.T) {
 	}
 
 	// protoc-gen-go and protoc-gen-go-grpc, then the plugin's own output.
-	gogen, err := protogen.Options{}.New(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gogen.SupportedFeatures = internal_gengo.SupportedFeatures
-	for _, f := range gogen.Files {
-		if f.Generate {
-			internal_gengo.GenerateFile(gogen, f)
-		}
-	}
-	writeResponse(t, dir, "protoc-gen-go", gogen.Response())
-	in, err := proto.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goBin, "tool", "-modfile="+filepath.Join(repo, "tools", "go.mod"), "protoc-gen-go-grpc")
-	cmd.Dir = repo
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("protoc-gen-go-grpc: %v\n%s", err, stderr.String())
-	}
-	grpcResp := new(pluginpb.CodeGeneratorResponse)
-	if err := proto.Unmarshal(out, grpcResp); err != nil {
-		t.Fatal(err)
-	}
-	writeResponse(t, dir, "protoc-gen-go-grpc", grpcResp)
+	writeGoAndGRPC(t, goBin, repo, dir, req)
 	resp := runPlugin(t, req)
 	writeResponse(t, dir, "protoc-gen-go-resilient", resp)
 

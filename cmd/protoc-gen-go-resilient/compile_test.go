@@ -35,38 +35,7 @@ func TestGoldenCompiles(t *testing.T) {
 	dir := t.TempDir()
 	req := testRequest(t, goldenInputs(t)...)
 
-	// protoc-gen-go, in-process.
-	gen, err := protogen.Options{}.New(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen.SupportedFeatures = internal_gengo.SupportedFeatures
-	for _, f := range gen.Files {
-		if f.Generate {
-			internal_gengo.GenerateFile(gen, f)
-		}
-	}
-	writeResponse(t, dir, "protoc-gen-go", gen.Response())
-
-	// protoc-gen-go-grpc, the version pinned in tools/go.mod.
-	in, err := proto.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goBin, "tool", "-modfile="+filepath.Join(repo, "tools", "go.mod"), "protoc-gen-go-grpc")
-	cmd.Dir = repo
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("protoc-gen-go-grpc: %v\n%s", err, stderr.String())
-	}
-	grpcResp := new(pluginpb.CodeGeneratorResponse)
-	if err := proto.Unmarshal(out, grpcResp); err != nil {
-		t.Fatal(err)
-	}
-	writeResponse(t, dir, "protoc-gen-go-grpc", grpcResp)
+	writeGoAndGRPC(t, goBin, repo, dir, req)
 
 	// The golden files, where the plugin writes them.
 	resp := runPlugin(t, req)
@@ -127,4 +96,42 @@ func writeFile(t *testing.T, path string, content []byte) {
 	if err := os.WriteFile(path, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeGoAndGRPC writes into dir what protoc-gen-go (in-process) and
+// protoc-gen-go-grpc (the version pinned in tools/go.mod) generate for req.
+func writeGoAndGRPC(t *testing.T, goBin, repo, dir string, req *pluginpb.CodeGeneratorRequest) {
+	t.Helper()
+	// protoc-gen-go, in-process.
+	gen, err := protogen.Options{}.New(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen.SupportedFeatures = internal_gengo.SupportedFeatures
+	for _, f := range gen.Files {
+		if f.Generate {
+			internal_gengo.GenerateFile(gen, f)
+		}
+	}
+	writeResponse(t, dir, "protoc-gen-go", gen.Response())
+
+	// protoc-gen-go-grpc, the version pinned in tools/go.mod.
+	in, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goBin, "tool", "-modfile="+filepath.Join(repo, "tools", "go.mod"), "protoc-gen-go-grpc")
+	cmd.Dir = repo
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("protoc-gen-go-grpc: %v\n%s", err, stderr.String())
+	}
+	grpcResp := new(pluginpb.CodeGeneratorResponse)
+	if err := proto.Unmarshal(out, grpcResp); err != nil {
+		t.Fatal(err)
+	}
+	writeResponse(t, dir, "protoc-gen-go-grpc", grpcResp)
 }
