@@ -65,17 +65,7 @@ func todayDump(v reflect.Value, path string, out *[]string) {
 // exactly as the plugin's own resolution does; no field dropped, none
 // changed.
 func TestAttackTodayLiteralCompilesToResolution(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiling is slow; skipped under -short")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH")
-	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	goBin, repo := goAndRepo(t, "compiling")
 	dir := t.TempDir()
 	// The golden inputs, and one file of a service per extreme the plugin
 	// accepts (attack_today_extremes_test.go).

@@ -21,17 +21,7 @@ import (
 // protoc-gen-go and protoc-gen-go-grpc output for the same protos, in a
 // module that uses this repository's runtime.
 func TestGoldenCompiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiling the golden files is slow; skipped under -short")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH")
-	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	goBin, repo := goAndRepo(t, "compiling the golden files")
 	dir := t.TempDir()
 	req := testRequest(t, goldenInputs(t)...)
 
@@ -52,6 +42,24 @@ func TestGoldenCompiles(t *testing.T) {
 	}
 
 	buildAndVet(t, goBin, dir, repo, testModule, "")
+}
+
+// goAndRepo skips the test under -short (what says what is slow) or when
+// go is not on PATH, and returns the go binary and this repository's root.
+func goAndRepo(t *testing.T, what string) (goBin, repo string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what + " is slow; skipped under -short")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH")
+	}
+	repo, err = filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return goBin, repo
 }
 
 // buildAndVet makes dir a module that uses this repository (through a

@@ -150,17 +150,7 @@ var goSnippets = map[string]goSnippet{
 // wrapped by goSnippets, each in a package of its own in a module that
 // uses this repository (and its example's generated code).
 func TestREADMEGoSnippets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiling the README's snippets is slow; skipped under -short")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH")
-	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	goBin, repo := goAndRepo(t, "compiling the README's snippets")
 	dir := t.TempDir()
 	count := map[string]int{}
 	used := map[string]bool{}
