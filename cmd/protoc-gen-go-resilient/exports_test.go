@@ -95,8 +95,8 @@ func TestExportGolden(t *testing.T) {
 		{"export", "envoy=true,envoy_retries=client", "export/export.envoy.yaml", "export.envoy_client.yaml"},
 		{"export", "docs", "export/export.policy.md", "export.policy.md"},
 		{"throttle", "service_config=true", "throttle/throttle.service_config.json", "throttle.service_config.json"},
-		{"adaptive", "envoy=true", "adaptive/adaptive.envoy.yaml", "adaptive.envoy.yaml"},
-		{"adaptive", "docs", "adaptive/adaptive.policy.md", "adaptive.policy.md"},
+		{"gen/adaptive", "envoy=true", "adaptive/adaptive.envoy.yaml", "adaptive.envoy.yaml"},
+		{"gen/adaptive", "docs", "adaptive/adaptive.policy.md", "adaptive.policy.md"},
 		// The server side and the rate limit on the page, from the
 		// generated code's own test files.
 		{"gen/server", "docs", "server/server.policy.md", "server.policy.md"},
