@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -511,5 +512,19 @@ service S {
 func TestIdempotencyKeyHeader(t *testing.T) {
 	if idempotencyKeyHeader != runtime.IdempotencyKeyHeader {
 		t.Errorf("the exports match %q, the runtime sends %q", idempotencyKeyHeader, runtime.IdempotencyKeyHeader)
+	}
+}
+
+// TestThrottlingTokensDoNotWrap: maxTokens is 2 × min_retries within
+// [1, 1000] for every MinRetries a policy.Budget can hold, the largest int
+// (whose double wraps) among them.
+func TestThrottlingTokensDoNotWrap(t *testing.T) {
+	for _, tc := range []struct{ minRetries, want int }{
+		{-1, 1}, {0, 1}, {1, 2}, {10, 20}, {500, 1000}, {501, 1000},
+		{math.MaxUint32, 1000}, {math.MaxInt / 2, 1000}, {math.MaxInt/2 + 1, 1000}, {math.MaxInt, 1000},
+	} {
+		if got := throttlingOf(&policy.Budget{Ratio: 0.1, MinRetries: tc.minRetries}).MaxTokens; got != tc.want {
+			t.Errorf("min_retries %d: maxTokens %d, want %d", tc.minRetries, got, tc.want)
+		}
 	}
 }

@@ -134,7 +134,9 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 func throttlingOf(b *policy.Budget) *retryThrottling {
 	ratio := math.Round(b.Ratio*1000) / 1000 // gRPC keeps three decimals
 	return &retryThrottling{
-		MaxTokens:  min(max(2*b.MinRetries, 1), grpcMaxTokens),
+		// Halved bound first: 2 × a MinRetries near the largest int
+		// would wrap to a negative number, and so to 1 token.
+		MaxTokens:  max(2*min(b.MinRetries, grpcMaxTokens/2), 1),
 		TokenRatio: max(ratio, 0.001),
 	}
 }
