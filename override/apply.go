@@ -338,10 +338,7 @@ func (t *service) applyLeaf(p *policy.Service, l *leaf) error {
 			}
 		}
 		return nil
-	case "client_throttle":
-		if l.method != "" {
-			return errors.New("client_throttle judges the whole dependency: set it on the service")
-		}
+	case "client_throttle": // the rules refuse it on a method
 		if p.ClientThrottle == nil {
 			p.ClientThrottle = &policy.Throttle{} // the runtime's defaults
 		}
