@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-resilient/resilient/override"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Promises of the README's Overrides section that no other test held to.
@@ -90,5 +91,43 @@ services:
 	}
 	if len(got) != 3 {
 		t.Errorf("%d problems, want the 3 shown:\n%v", len(got), err)
+	}
+}
+
+// A variable spelled exactly for one service is read for it, also when
+// another service's name, with its underscores taken away, reads the
+// same (pkg.AB and pkg.A_B): the lenient respelling that helps a
+// misspelt name must not turn away a right one, whatever the order the
+// services are met in.
+func TestAttackReadmeExactVariableBeatsAnotherServicesRespelling(t *testing.T) {
+	method := func(svc string) policy.Method {
+		return policy.Method{Name: "/" + svc + "/Get", Kind: policy.KindUnary, Idempotent: true, Timeout: time.Second}
+	}
+	ab := &policy.Service{Name: "pkg.AB", Methods: []policy.Method{method("pkg.AB")}}
+	aUB := &policy.Service{Name: "pkg.A_B", Methods: []policy.Method{method("pkg.A_B")}}
+	for _, tc := range []struct {
+		kv   string
+		want *policy.Service
+	}{
+		{"RESILIENT__PKG_AB__TIMEOUT=2s", ab},
+		{"RESILIENT__PKG_A_B__TIMEOUT=2s", aUB},
+	} {
+		for range 20 { // the map's order changes from run to run
+			s, err := override.Parse("", nil, []string{tc.kv}, ab, aUB)
+			if err != nil {
+				t.Fatalf("%s refused: %v", tc.kv, err)
+			}
+			if opts := s.Options(tc.want); len(opts) != 1 {
+				t.Fatalf("%s: %d options for %s, want 1 (keys %v)", tc.kv, len(opts), tc.want.Name, s.Keys())
+			}
+		}
+	}
+	// Misspelt in case only, the name it must have is the one it reads
+	// as, not the other service's.
+	for range 20 {
+		_, err := override.Parse("", nil, []string{"resilient__pkg_ab__timeout=2s"}, ab, aUB)
+		if err == nil || !strings.Contains(err.Error(), "must be named RESILIENT__PKG_AB__TIMEOUT ") {
+			t.Fatalf("resilient__pkg_ab__timeout: err = %v, want it told to be RESILIENT__PKG_AB__TIMEOUT", err)
+		}
 	}
 }
