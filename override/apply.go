@@ -443,23 +443,21 @@ func (t *service) setFollowing(target any, group, field string, l *leaf) error {
 }
 
 // set writes the overridden value v at path ("retry.max_attempts",
-// "timeout") into the runtime policy target points to (the group's, or
-// a method's for a value outside a group), with the code the plugin fills
-// the generated literal with (rules.Fill): the field of the same name in
-// camel case. A field the runtime has no place for is an error: the
-// option is then not wired through (TestEveryOptionFieldIsWired).
+// "timeout", "server.min_deadline") into the runtime policy target points
+// to (the group's, or a method's for a value outside a group), with the
+// code the plugin fills the generated literal with (rules.Fill): the
+// field of the same name in camel case. A field the runtime has no place
+// for is an error: the option is then not wired through
+// (TestEveryOptionFieldIsWired).
 func set(target any, path string, v any) error {
 	msg := (&resilientv1.Policy{}).ProtoReflect()
 	put(msg, path, v)
-	group, field, inGroup := strings.Cut(path, ".")
-	src := msg.Interface()
-	if inGroup {
-		src = msg.Get(policyDesc.Fields().ByName(protoreflect.Name(group))).Message().Interface()
-	} else {
-		field = group
+	parts := strings.Split(path, ".")
+	for _, part := range parts[:len(parts)-1] { // to the message that holds the value
+		msg = msg.Get(msg.Descriptor().Fields().ByName(protoreflect.Name(part))).Message()
 	}
-	if err := rules.Fill(target, src); err != nil {
-		return fmt.Errorf("%s cannot be overridden: %w", field, err)
+	if err := rules.Fill(target, msg.Interface()); err != nil {
+		return fmt.Errorf("%s cannot be overridden: %w", parts[len(parts)-1], err)
 	}
 	return nil
 }
