@@ -188,7 +188,7 @@ func (s *Set) parseVar(name, value string, known map[string]*policy.Service, err
 		}
 		fd = f
 	}
-	v, err := convert(fd, value, true)
+	v, err := convert(fd, envValue(fd, value))
 	if err != nil {
 		errs.add(name, "%v", err)
 		return envLeaf{}
