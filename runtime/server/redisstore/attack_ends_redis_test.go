@@ -151,3 +151,70 @@ func TestAttackKeyWithNoValue(t *testing.T) {
 		t.Errorf("stats %+v: want no replay and no store error", s)
 	}
 }
+
+// TestAttackSlowRedisWhileHandlerRuns: every Redis reply is held 50 ms
+// (half the renewal's bound of Lease/4, for a 400 ms lease) while a handler
+// runs for three leases, and a repeat on another replica waits for it.
+// Slow renewals are renewals: no lease is lost, no store error counted,
+// the handler runs once and both callers get its answer.
+func TestAttackSlowRedisWhileHandlerRuns(t *testing.T) {
+	r := startRedis(t)
+	p := tcpproxy.Start(t, r.addr)
+	started := make(chan struct{})
+	a := &reserver{answer: "a", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
+		close(started)
+		select {
+		case <-time.After(1200 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return status.FromContextError(context.Cause(ctx)).Err()
+		}
+	}}
+	b := &reserver{answer: "b"}
+	sa, sb := New(client(t, p.Addr()), "slowrun:"), New(client(t, p.Addr()), "slowrun:")
+	ga, ca := guarded(t, a, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(sa))
+	gb, cb := guarded(t, b, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(sb))
+	loadScripts(t, sa)
+	p.DelayReplies(50 * time.Millisecond)
+	first := make(chan *inventoryv1.ReserveStockResponse, 1)
+	go func() {
+		resp, err := reserve(t, ca, "s-1", 5*time.Second)
+		if err != nil {
+			t.Errorf("the running request: %v", err)
+		}
+		first <- resp
+	}()
+	<-started
+	resp, err := reserve(t, cb, "s-1", 5*time.Second)
+	want := <-first
+	if err != nil || resp.GetReservationId() != want.GetReservationId() || want.GetReservationId() != "a-1" {
+		t.Errorf("the waiter on the other replica: %q %v; the first %q; want both a-1", resp.GetReservationId(), err, want.GetReservationId())
+	}
+	if a.runs.Load() != 1 || b.runs.Load() != 0 {
+		t.Errorf("runs: A %d, B %d; want 1 and 0", a.runs.Load(), b.runs.Load())
+	}
+	sta, stb := stats(t, ga), stats(t, gb)
+	if sta.LeasesLost != 0 || sta.StoreErrors != 0 || sta.NotKept != 0 || stb.StoreErrors != 0 || stb.Waited != 1 || stb.Replayed != 1 {
+		t.Errorf("stats A %+v, B %+v: want no lease lost, no store error, B waited once and replayed", sta, stb)
+	}
+}
+
+// loadScripts runs each of s's scripts once, so that Redis has them cached:
+// go-redis sends EVALSHA, and on NOSCRIPT the script itself, which doubles
+// the first call's round trips.
+func loadScripts(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Claim(ctx, "load", "t", server.Fingerprint{}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Renew(ctx, "load", "t", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, "load", "other", nil, time.Second); err != server.ErrNotOwner {
+		t.Fatalf("Complete by another token: %v, want ErrNotOwner", err)
+	}
+	if err := s.Release(ctx, "load", "t"); err != nil {
+		t.Fatal(err)
+	}
+}
