@@ -19,13 +19,24 @@ import (
 // stacks' batches under the same load. sec/op is the time of one turn of
 // all three, not of a call: read the custom units.
 func BenchmarkStackFloor(b *testing.B) {
-	const floorBatch = 200
 	calls := make([]func(context.Context) error, len(stackImpls))
 	for i, impl := range stackImpls {
 		c := stackCall(b, impl)
 		calls[i] = func(ctx context.Context) error { _, err := c(ctx); return err }
 	}
-	per := make([][]float64, len(stackImpls))
+	p10 := floorTurns(b, calls)
+	for i := range p10 {
+		b.ReportMetric(p10[i], stackImpls[i]+"-p10-ns/call")
+	}
+	b.ReportMetric(p10[0]-p10[2], "over-context-ns/call")
+}
+
+// floorTurns runs calls in turns, in batches of floorBatch calls, for the
+// benchmark's loop, and returns for each the tenth percentile of its
+// batches' time per call, in nanoseconds.
+func floorTurns(b *testing.B, calls []func(context.Context) error) []float64 {
+	const floorBatch = 200
+	per := make([][]float64, len(calls))
 	ctx := context.Background()
 	var fail failures
 	defer fail.report(b)
@@ -44,9 +55,8 @@ func BenchmarkStackFloor(b *testing.B) {
 	for i, v := range per {
 		slices.Sort(v)
 		p10[i] = v[len(v)/10]
-		b.ReportMetric(p10[i], stackImpls[i]+"-p10-ns/call")
 	}
-	b.ReportMetric(p10[0]-p10[2], "over-context-ns/call")
+	return p10
 }
 
 // layerStacks are the stacks BenchmarkStackParts takes in turns: the bare
@@ -80,7 +90,6 @@ var layerStacks = []struct {
 // BenchmarkStackParts is BenchmarkStackFloor over layerStacks: the
 // quickest tenth of each stack's batches, in p10-ns/call, taken in turns.
 func BenchmarkStackParts(b *testing.B) {
-	const floorBatch = 200
 	calls := make([]func(context.Context) error, len(layerStacks))
 	for i, s := range layerStacks {
 		if s.policy == nil {
@@ -91,24 +100,8 @@ func BenchmarkStackParts(b *testing.B) {
 		h := newHandle(b, s.policy())
 		calls[i] = func(ctx context.Context) error { _, err := h.Call(ctx, request); return err }
 	}
-	per := make([][]float64, len(calls))
-	ctx := context.Background()
-	var fail failures
-	defer fail.report(b)
-	for b.Loop() {
-		for i, call := range calls {
-			start := time.Now()
-			for range floorBatch {
-				if err := call(ctx); err != nil {
-					fail.add(err)
-				}
-			}
-			per[i] = append(per[i], float64(time.Since(start).Nanoseconds())/floorBatch)
-		}
-	}
-	for i, v := range per {
-		slices.Sort(v)
-		b.ReportMetric(v[len(v)/10], layerStacks[i].name+"-p10-ns/call")
+	for i, p10 := range floorTurns(b, calls) {
+		b.ReportMetric(p10, layerStacks[i].name+"-p10-ns/call")
 	}
 }
 

@@ -34,7 +34,7 @@ fi
 
 table() { printf '\n### %s\n\n' "$1"; shift; bs "$@" "$out"; }
 
-table "1. Full stack around a no-op call" -filter '.name:Stack AND -.name:StackFloor' -col /impl
+table "1. Full stack around a no-op call" -filter .name:Stack -col /impl
 table "1. Full stack, quickest tenth of interleaved batches" -filter .name:StackFloor
 table "1. The stack one layer at a time, quickest tenth of interleaved batches" -filter .name:StackParts
 table "2. Circuit breaker alone, serial" -filter .name:BreakerSerial -col /impl

@@ -169,21 +169,16 @@ services:
 // override of one of them: the override lands on its method only, and
 // the other keeps the edit's value. Counted on the server.
 func TestAttackSpineOverrideDoesNotLeakThroughAnAliasedEdit(t *testing.T) {
-	p := &inventoryv1.InventoryServiceResilientPolicy
-	set, err := override.Parse("overrides.yaml", []byte(`
+	opts := overriddenAfter(t, `
 services:
   example.inventory.v1.InventoryService:
     methods:
       StockReport:
         retry: {max_attempts: 5, initial_backoff: 1ms, max_backoff: 1ms}
-`), nil, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := append([]runtime.Option{patient, runtime.WithPolicy(func(p *policy.Service) {
+`, patient, runtime.WithPolicy(func(p *policy.Service) {
 		p.Methods[0].Cache = nil
 		p.Methods[3].Retry = p.Methods[0].Retry // StockReport retries as GetStock does: 3 attempts
-	})}, set.Options(p)...)
+	}))
 	srv, inv, err := edited(t, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -303,19 +298,14 @@ func TestAttackSpineSharedBreakerEdits(t *testing.T) {
 // slower than the delay, StockReport sends its 3 copies, GetStock (after
 // it, on the same slow server) one attempt.
 func TestAttackSpineHedgingOverrideLandsOnItsMethod(t *testing.T) {
-	p := &inventoryv1.InventoryServiceResilientPolicy
-	set, err := override.Parse("overrides.yaml", []byte(`
+	opts := overriddenAfter(t, `
 services:
   example.inventory.v1.InventoryService:
     timeout: 2s
     methods:
       StockReport: {hedging: {delay: 20ms, max_copies: 3}}
-`), nil, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, runtime.WithPolicy(func(p *policy.Service) { slices.Reverse(p.Methods) }))
 	srv, cc := dial(t, server.Slow(150*time.Millisecond))
-	opts := append([]runtime.Option{runtime.WithPolicy(func(p *policy.Service) { slices.Reverse(p.Methods) })}, set.Options(p)...)
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
 	if err != nil {
 		t.Fatal(err)

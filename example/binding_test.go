@@ -142,20 +142,13 @@ func TestPolicyEditMayDropKeysAndCache(t *testing.T) {
 // An override of one method lands on that method, whatever the order the
 // entries were left in by an earlier edit.
 func TestOverrideAfterReorderLandsOnItsMethod(t *testing.T) {
-	p := &inventoryv1.InventoryServiceResilientPolicy
-	set, err := override.Parse("overrides.yaml", []byte(`
+	opts := overriddenAfter(t, `
 services:
   example.inventory.v1.InventoryService:
     methods:
       GetStock:
         retry: {max_attempts: 2}
-`), nil, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := append([]runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
-		slices.Reverse(p.Methods)
-	})}, set.Options(p)...)
+`, runtime.WithPolicy(func(p *policy.Service) { slices.Reverse(p.Methods) }))
 	srv, inv, err := edited(t, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -242,6 +235,19 @@ func TestLiteralWithoutAMethodIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no entry for method "+stockReport) {
 		t.Fatalf("err = %v, want a refusal naming %s", err, stockReport)
 	}
+}
+
+// overriddenAfter returns edits followed by the options of the overrides
+// in file, loaded for the inventory client: the order in which a program
+// passes its own edits and then the operator's.
+func overriddenAfter(t *testing.T, file string, edits ...runtime.Option) []runtime.Option {
+	t.Helper()
+	p := &inventoryv1.InventoryServiceResilientPolicy
+	set, err := override.Parse("overrides.yaml", []byte(file), nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(edits, set.Options(p)...)
 }
 
 func attemptsOf(srv *server.Server, inv *inventoryv1.InventoryServiceResilientClient) int {

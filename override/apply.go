@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
@@ -315,7 +315,7 @@ func (t *service) applyLeaf(p *policy.Service, l *leaf) error {
 	}
 	if field == "" { // timeout, overall_timeout
 		for _, m := range methods {
-			if err := set(m, group, l.value); err != nil {
+			if err := set(m, l.path, l.value); err != nil {
 				return err
 			}
 		}
@@ -331,36 +331,33 @@ func (t *service) applyLeaf(p *policy.Service, l *leaf) error {
 				continue // a stream ignores the retries of its service, as in the .proto
 			}
 			if m.Retry == nil {
-				m.Retry = defaultRetry()
+				m.Retry = withDefaults[policy.Retry]("retry")
 			}
-			if err := set(m.Retry, field, l.value); err != nil {
+			if err := set(m.Retry, l.path, l.value); err != nil {
 				return err
 			}
 		}
 		return nil
-	case "client_throttle":
-		if l.method != "" {
-			return errors.New("client_throttle judges the whole dependency: set it on the service")
-		}
+	case "client_throttle": // the rules refuse it on a method
 		if p.ClientThrottle == nil {
 			p.ClientThrottle = &policy.Throttle{} // the runtime's defaults
 		}
-		return set(p.ClientThrottle, field, l.value)
+		return set(p.ClientThrottle, l.path, l.value)
 	case "retry_budget":
 		if p.Budget == nil {
 			b := policy.DefaultBudget
 			p.Budget = &b
 		}
-		return set(p.Budget, field, l.value)
+		return set(p.Budget, l.path, l.value)
 	case "hedging":
 		m := methods[0] // the rules refuse hedging on a service
 		if m.Kind != policy.KindUnary {
 			return fmt.Errorf("streams are not hedged, and %s is a streaming method: remove this override", l.method)
 		}
 		if m.Hedging == nil {
-			m.Hedging = defaultHedging()
+			m.Hedging = withDefaults[policy.Hedging]("hedging")
 		}
-		return set(m.Hedging, field, l.value)
+		return set(m.Hedging, l.path, l.value)
 	case "cache":
 		m := methods[0] // the rules refuse a cache on a service
 		if m.Cache == nil {
@@ -377,7 +374,7 @@ var shareable = map[string]struct {
 	name, tune string
 	empty      func() any // a new group: the contract's defaults, or what the override must complete
 }{
-	"circuit_breaker": {"circuit breaker", "the breaker", func() any { return defaultBreaker() }},
+	"circuit_breaker": {"circuit breaker", "the breaker", func() any { return withDefaults[policy.Breaker]("circuit_breaker") }},
 	"bulkhead":        {"bulkhead", "the bulkhead", func() any { return &policy.Bulkhead{} }},
 	"rate_limit":      {"rate limit", "the limit", func() any { return &policy.RateLimit{} }},
 	"adaptive_limit":  {"adaptive limit", "the limit", func() any { return &policy.AdaptiveLimit{} }},
@@ -431,7 +428,7 @@ func (t *service) applyShared(p *policy.Service, methods []*policy.Method, group
 func (t *service) setFollowing(target any, group, field string, l *leaf) error {
 	was := reflect.New(reflect.TypeOf(target).Elem())
 	was.Elem().Set(reflect.ValueOf(target).Elem())
-	if err := set(target, field, l.value); err != nil {
+	if err := set(target, l.path, l.value); err != nil {
 		return err
 	}
 	rules.Follow(target, was.Interface(), group, func(option string) bool {
@@ -445,66 +442,31 @@ func (t *service) setFollowing(target any, group, field string, l *leaf) error {
 	return nil
 }
 
-// set writes the overridden value v of the option field (max_attempts,
-// cool_down, …) into the runtime policy target points to, with the code
-// the plugin fills the generated literal with (rules.Fill): the field of
-// the same name in camel case. A field the runtime has no place for is an
-// error: the option is then not wired through
+// set writes the overridden value v at path ("retry.max_attempts",
+// "timeout", "server.min_deadline") into the runtime policy target points
+// to (the group's, or a method's for a value outside a group), with the
+// code the plugin fills the generated literal with (rules.Fill): the
+// field of the same name in camel case. A field the runtime has no place
+// for is an error: the option is then not wired through
 // (TestEveryOptionFieldIsWired).
-func set(target any, field string, v any) error {
-	msg := groupMessage(target)
-	if msg == nil {
-		return fmt.Errorf("%s cannot be overridden", field)
+func set(target any, path string, v any) error {
+	msg := (&resilientv1.Policy{}).ProtoReflect()
+	put(msg, path, v)
+	parts := strings.Split(path, ".")
+	for _, part := range parts[:len(parts)-1] { // to the message that holds the value
+		msg = msg.Get(msg.Descriptor().Fields().ByName(protoreflect.Name(part))).Message()
 	}
-	put(msg.ProtoReflect(), field, v)
-	if err := rules.Fill(target, msg); err != nil {
-		return fmt.Errorf("%s cannot be overridden: %w", field, err)
-	}
-	return nil
-}
-
-// groupMessage returns an empty message of the options group that the
-// runtime policy target holds: a Policy for a method's own values.
-func groupMessage(target any) proto.Message {
-	switch target.(type) {
-	case *policy.Method:
-		return &resilientv1.Policy{}
-	case *policy.Retry:
-		return &resilientv1.Retry{}
-	case *policy.Budget:
-		return &resilientv1.RetryBudget{}
-	case *policy.Breaker:
-		return &resilientv1.CircuitBreaker{}
-	case *policy.Bulkhead:
-		return &resilientv1.Bulkhead{}
-	case *policy.RateLimit:
-		return &resilientv1.RateLimit{}
-	case *policy.Hedging:
-		return &resilientv1.Hedging{}
-	case *policy.Cache:
-		return &resilientv1.Cache{}
-	case *policy.AdaptiveLimit:
-		return &resilientv1.AdaptiveLimit{}
-	case *policy.Throttle:
-		return &resilientv1.ClientThrottle{}
+	if err := rules.Fill(target, msg.Interface()); err != nil {
+		return fmt.Errorf("%s cannot be overridden: %w", parts[len(parts)-1], err)
 	}
 	return nil
 }
 
-func defaultRetry() *policy.Retry {
-	r := &policy.Retry{}
-	rules.Fill(r, rules.DefaultOf("retry")) //nolint:errcheck // the contract's defaults fit the runtime's types (tested)
-	return r
-}
-
-func defaultBreaker() *policy.Breaker {
-	b := &policy.Breaker{}
-	rules.Fill(b, rules.DefaultOf("circuit_breaker")) //nolint:errcheck // as defaultRetry
-	return b
-}
-
-func defaultHedging() *policy.Hedging {
-	h := &policy.Hedging{}
-	rules.Fill(h, rules.DefaultOf("hedging")) //nolint:errcheck // as defaultRetry
-	return h
+// withDefaults returns a new policy of group ("retry", "circuit_breaker",
+// "hedging") holding the contract's defaults, as a .proto that adds the
+// group with {} has it.
+func withDefaults[T any](group string) *T {
+	v := new(T)
+	rules.Fill(v, rules.DefaultOf(group)) //nolint:errcheck // the contract's defaults fit the runtime's types (tested)
+	return v
 }

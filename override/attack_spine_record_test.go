@@ -79,14 +79,9 @@ services:
 		"methods.StockReport.timeout":  {Annotated: "300ms", Value: "50ms", Source: svc + "TIMEOUT"},
 		"methods.WatchStock.timeout":   {Annotated: "1m0s", Value: "50ms", Source: svc + "TIMEOUT"},
 	}
-	got := map[string]runtime.Change{}
-	for _, ch := range rt.Changes() {
-		k := ch.Key
-		ch.Key = ""
-		got[k] = ch
-	}
+	got := changesByKey(rt)
 	for k, w := range want {
-		if got[k] != w {
+		if w.Key = k; got[k] != w {
 			t.Errorf("%s = %+v, want %+v", k, got[k], w)
 		}
 	}
@@ -168,10 +163,7 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]runtime.Change{}
-	for _, ch := range rt.Changes() {
-		got[ch.Key] = ch
-	}
+	got := changesByKey(rt)
 	if ch := got["methods.GetStock.timeout"]; ch.Annotated != "300ms" || ch.Value != "100ms" || !strings.HasSuffix(ch.Source, "methods.GetStock.timeout") {
 		t.Errorf("GetStock's timeout: %+v, want 300ms → 100ms from the override", ch)
 	}
@@ -228,10 +220,7 @@ services:
 		t.Fatal(err)
 	}
 	rt := build(t, s)
-	got := map[string]runtime.Change{}
-	for _, ch := range rt.Changes() {
-		got[ch.Key] = ch
-	}
+	got := changesByKey(rt)
 	for key, w := range map[string]runtime.Change{
 		"methods.GetStock.retry.max_attempts":    {Value: "5", Source: svc + "METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS"},
 		"methods.StockReport.retry.max_attempts": {Value: "2", Source: `o.yaml: ` + inv + `.retry.max_attempts`},
@@ -329,4 +318,13 @@ services:
 	if v := r["retry_budget.ratio"]; v.annotated != "none" || v.value != "0.1" {
 		t.Errorf("the default budget: %+v in %v", v, r)
 	}
+}
+
+// changesByKey is rt.Changes by the key of the value each moved.
+func changesByKey(rt *runtime.Client) map[string]runtime.Change {
+	got := map[string]runtime.Change{}
+	for _, ch := range rt.Changes() {
+		got[ch.Key] = ch
+	}
+	return got
 }

@@ -133,20 +133,7 @@ func todayFile(method string, leaves ...string) string {
 		indent = "        "
 	}
 	// Each group once, with all its leaves, as a flow mapping.
-	groups := map[string][]string{}
-	var order []string
-	for _, l := range leaves {
-		kv := strings.SplitN(l, "=", 2)
-		parts := strings.SplitN(kv[0], ".", 2)
-		if _, ok := groups[parts[0]]; !ok {
-			order = append(order, parts[0])
-		}
-		if len(parts) == 1 {
-			groups[parts[0]] = append(groups[parts[0]], "="+kv[1])
-			continue
-		}
-		groups[parts[0]] = append(groups[parts[0]], parts[1]+"="+kv[1])
-	}
+	groups, order := byHead(leaves)
 	for _, g := range order {
 		b.WriteString(indent + g + ": ")
 		b.WriteString(todayFlow(groups[g]))
@@ -160,23 +147,26 @@ func todayFlow(leaves []string) string {
 	if strings.HasPrefix(leaves[0], "=") {
 		return leaves[0][1:] // one value (pairs never set one key twice)
 	}
-	sub := map[string][]string{}
-	var order []string
-	for _, l := range leaves {
-		kv := strings.SplitN(l, "=", 2)
-		parts := strings.SplitN(kv[0], ".", 2)
-		if _, ok := sub[parts[0]]; !ok {
-			order = append(order, parts[0])
-		}
-		if len(parts) == 1 {
-			sub[parts[0]] = append(sub[parts[0]], "="+kv[1])
-		} else {
-			sub[parts[0]] = append(sub[parts[0]], parts[1]+"="+kv[1])
-		}
-	}
+	sub, order := byHead(leaves)
 	var fields []string
 	for _, k := range order {
 		fields = append(fields, k+": "+todayFlow(sub[k]))
 	}
 	return "{" + strings.Join(fields, ", ") + "}"
+}
+
+// byHead groups leaves ("a.b=v") by their first part, in the order met:
+// under "a", "b=v"; a leaf of one part ("a=v") is kept as "=v".
+func byHead(leaves []string) (map[string][]string, []string) {
+	groups := map[string][]string{}
+	var order []string
+	for _, l := range leaves {
+		kv := strings.SplitN(l, "=", 2)
+		head, rest, _ := strings.Cut(kv[0], ".")
+		if _, ok := groups[head]; !ok {
+			order = append(order, head)
+		}
+		groups[head] = append(groups[head], rest+"="+kv[1])
+	}
+	return groups, order
 }

@@ -1,11 +1,13 @@
 package override
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
+	"maps"
 	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // EnvPrefix starts the name of every variable that overrides a value.
@@ -68,26 +70,27 @@ func (s *Set) parseEnv(environ []string, known map[string]*policy.Service, errs 
 			strict = EnvPrefix + strings.TrimLeft(strings.ToUpper(name)[len(envFamily):], "_")
 		}
 		l := s.parseVar(strict, value, known, &own)
-		if want := respell(name, known); want != "" && want != name {
-			// The name means one value, spelled otherwise: say how.
-			errs.add(name, "not read: the variable that overrides this value must be named %s (upper case, %s, parts joined by \"__\")", want, EnvPrefix)
-			continue
-		}
-		if strict != name {
-			if len(own) == 0 {
-				errs.add(name, "not read: the variable must be named %s (upper case, %s, parts joined by \"__\")", strict, EnvPrefix)
+		switch {
+		case len(own) == 0 && strict == name:
+			s.target(l.service, known).set(l.leaf)
+		case len(own) == 0:
+			// Read right once spelled right: that is the name it must
+			// have (the lenient respelling below may read another
+			// service into it, pkg.A_B for pkg.AB's name).
+			errs.add(name, "not read: the variable that overrides this value must be named %s (upper case, %s, parts joined by \"__\")", strict, EnvPrefix)
+		default:
+			if want := respell(name, known); want != "" && want != name {
+				// The name means one value, spelled otherwise: say how.
+				errs.add(name, "not read: the variable that overrides this value must be named %s (upper case, %s, parts joined by \"__\")", want, EnvPrefix)
 				continue
 			}
 			for _, p := range own {
-				*errs = append(*errs, name+" (read as "+strict+")"+strings.TrimPrefix(p, strict))
+				if strict != name {
+					p = name + " (read as " + strict + ")" + strings.TrimPrefix(p, strict)
+				}
+				*errs = append(*errs, p)
 			}
-			continue
 		}
-		if len(own) > 0 {
-			*errs = append(*errs, own...)
-			continue
-		}
-		s.target(l.service, known).set(l.leaf)
 	}
 }
 
@@ -185,7 +188,7 @@ func (s *Set) parseVar(name, value string, known map[string]*policy.Service, err
 		}
 		fd = f
 	}
-	v, err := convert(fd, value, true)
+	v, err := convert(fd, envValue(fd, value))
 	if err != nil {
 		errs.add(name, "%v", err)
 		return envLeaf{}
@@ -208,7 +211,8 @@ func respell(name string, known map[string]*policy.Service) string {
 			tokens = append(tokens, t)
 		}
 	}
-	for _, p := range known {
+	for _, name := range slices.Sorted(maps.Keys(known)) { // the same answer every run
+		p := known[name]
 		rest, ok := consume(tokens, envService(p.Name))
 		if !ok {
 			continue

@@ -245,7 +245,7 @@ func (t *service) walk(md protoreflect.MessageDescriptor, obj map[string]any, me
 			t.walk(sub, o, method, path+".", base, errs)
 			continue
 		}
-		v, err := convert(fd, obj[k], false)
+		v, err := convert(fd, obj[k])
 		if err != nil {
 			errs.add(key, "%v", err)
 			continue
@@ -343,24 +343,12 @@ func put(msg protoreflect.Message, path string, v any) {
 	}
 }
 
-// convert reads a value for fd: from the file's tree, or from a variable's
-// text (env).
-func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
+// convert reads a value for fd from the file's tree (a variable's text
+// is first put in the same form, envValue).
+func convert(fd protoreflect.FieldDescriptor, raw any) (any, error) {
 	text, isText := raw.(string)
 	switch {
 	case fd.IsList():
-		if env && isText {
-			var out []string
-			for _, s := range strings.Split(text, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					out = append(out, s)
-				}
-			}
-			if len(out) == 0 {
-				return nil, emptyCodes(fd)
-			}
-			return out, nil
-		}
 		items, ok := raw.([]any)
 		if !ok {
 			return nil, fmt.Errorf("must be a list of status code names, as in [UNAVAILABLE, DEADLINE_EXCEEDED], got %s", show(raw))
@@ -385,21 +373,18 @@ func convert(fd protoreflect.FieldDescriptor, raw any, env bool) (any, error) {
 		}
 		return d, nil
 	case fd.Kind() == protoreflect.BoolKind:
-		if b, ok := raw.(bool); ok && !env {
-			return b, nil
-		}
-		if b, err := strconv.ParseBool(text); err == nil && env {
+		if b, ok := raw.(bool); ok {
 			return b, nil
 		}
 		return nil, fmt.Errorf("must be true or false, got %s", show(raw))
 	case fd.Kind() == protoreflect.Uint32Kind:
-		n, err := strconv.ParseUint(number(raw, env), 10, 32)
+		n, err := strconv.ParseUint(number(raw), 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("must be a whole number from 0 to %d, got %s", uint32(1<<32-1), show(raw))
 		}
 		return uint32(n), nil
 	case fd.Kind() == protoreflect.DoubleKind:
-		f, err := strconv.ParseFloat(number(raw, env), 64)
+		f, err := strconv.ParseFloat(number(raw), 64)
 		if err != nil {
 			return nil, fmt.Errorf("must be a number, got %s", show(raw))
 		}
@@ -421,17 +406,39 @@ func emptyCodes(fd protoreflect.FieldDescriptor) error {
 	return fmt.Errorf("names no status code, which would change nothing: %s", hint)
 }
 
-// number returns the text of a number of the tree, or of a variable.
-func number(raw any, env bool) string {
-	switch v := raw.(type) {
-	case json.Number:
+// number returns the text of a number of the tree.
+func number(raw any) string {
+	if v, ok := raw.(json.Number); ok {
 		return v.String()
-	case string:
-		if env {
-			return v
-		}
 	}
 	return "not a number"
+}
+
+// envValue puts a variable's text in the form the file's tree holds the
+// same value in, for convert: a list of codes is comma-separated, a bool
+// is any form strconv.ParseBool reads, a number its text; anything else,
+// and text that is none of these, stays text (and convert says what is
+// wrong with it).
+func envValue(fd protoreflect.FieldDescriptor, text string) any {
+	switch {
+	case fd.IsList():
+		var items []any
+		for _, s := range strings.Split(text, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+		return items
+	case fd.Kind() == protoreflect.BoolKind:
+		if b, err := strconv.ParseBool(text); err == nil {
+			return b
+		}
+	case fd.Kind() == protoreflect.Uint32Kind || fd.Kind() == protoreflect.DoubleKind:
+		if _, err := strconv.ParseFloat(text, 64); err == nil {
+			return json.Number(text)
+		}
+	}
+	return text
 }
 
 func show(raw any) string {

@@ -154,23 +154,12 @@ func applyServerLeaf(p *policy.Server, l *leaf) error {
 		if p.Shedding == nil {
 			p.Shedding = &policy.Shedding{}
 		}
-		sh := p.Shedding
-		switch field {
-		case "low":
-			sh.Limits.Low = int(l.value.(uint32))
-		case "normal":
-			sh.Limits.Normal = int(l.value.(uint32))
-		case "high":
-			sh.Limits.High = int(l.value.(uint32))
-		case "critical":
-			sh.Limits.Critical = int(l.value.(uint32))
-		case "pushback":
-			sh.Pushback = l.value.(time.Duration)
-		case "code":
-			code, _ := rules.ParseCode(l.value.(string)) // checked by the rules
-			sh.Code = code
-		}
-		return nil
+		// The four limits go to Limits, pushback and code to the
+		// Shedding, as the plugin fills them.
+		return set(&struct {
+			*policy.Limits
+			*policy.Shedding
+		}{&p.Shedding.Limits, p.Shedding}, l.path, l.value)
 	}
 	for i := range p.Methods {
 		m := &p.Methods[i]
@@ -178,10 +167,10 @@ func applyServerLeaf(p *policy.Server, l *leaf) error {
 			continue
 		}
 		switch field {
-		case "min_deadline":
-			m.MinDeadline = l.value.(time.Duration)
-		case "default_timeout":
-			m.DefaultTimeout = l.value.(time.Duration)
+		case "min_deadline", "default_timeout":
+			if err := set(m, l.path, l.value); err != nil {
+				return err
+			}
 		default: // dedup.ttl, dedup.lease, dedup.on_store_error
 			if m.Dedup == nil {
 				if l.method == "" {
@@ -191,14 +180,11 @@ func applyServerLeaf(p *policy.Server, l *leaf) error {
 			}
 			switch field {
 			case "dedup.ttl", "dedup.lease":
-				v := l.value.(time.Duration)
-				if msg := rules.DedupMinimum(strings.TrimPrefix(field, "dedup."), v); msg != "" {
+				if msg := rules.DedupMinimum(strings.TrimPrefix(field, "dedup."), l.value.(time.Duration)); msg != "" {
 					return errors.New(msg)
 				}
-				if field == "dedup.ttl" {
-					m.Dedup.TTL = v
-				} else {
-					m.Dedup.Lease = v
+				if err := set(m.Dedup, l.path, l.value); err != nil {
+					return err
 				}
 			case "dedup.on_store_error":
 				m.Dedup.OnStoreError = policy.StoreErrorRefuse

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -11,6 +12,9 @@ import (
 // checkDeadline refuses a request whose deadline has passed or leaves less
 // than min: nobody would read its answer.
 func checkDeadline(ctx context.Context, method string, min time.Duration) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return status.Errorf(codes.Canceled, "resilient: the caller of %s cancelled it before it was started", method)
+	}
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return nil

@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
@@ -122,5 +126,38 @@ func TestDefaultTimeoutWhenCallerSentNone(t *testing.T) {
 	}
 	if d := <-deadlines; d <= 0 || d > time.Second {
 		t.Errorf("stream handler's deadline in %s, want about 1s", d)
+	}
+}
+
+// A request whose caller cancelled it before it started (no deadline to
+// tell) is refused as the passed deadline is: neither a plain handler nor
+// a deduplicated one runs, and no idempotency key is claimed.
+func TestCancelledRequestRefusedBeforeHandler(t *testing.T) {
+	store := NewMemoryStore(1000)
+	g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	handler := func(ctx context.Context, req any) (any, error) {
+		ran++
+		return &inventoryv1.ReserveStockResponse{}, nil
+	}
+	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(),
+		metadata.Pairs(runtime.IdempotencyKeyHeader, "order-1")))
+	cancel()
+	for _, method := range []string{getStock, reserveStock} {
+		_, err := g.UnaryInterceptor(ctx, &inventoryv1.ReserveStockRequest{}, &grpc.UnaryServerInfo{FullMethod: method}, handler)
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("%s cancelled before it started: %v, want CANCELLED", method, err)
+		}
+	}
+	if ran != 0 {
+		t.Errorf("the handler ran %d times, want 0", ran)
+	}
+	// The key was never claimed: a live repeat runs at once.
+	live := metadata.NewIncomingContext(context.Background(), metadata.Pairs(runtime.IdempotencyKeyHeader, "order-1"))
+	if _, err := g.UnaryInterceptor(live, &inventoryv1.ReserveStockRequest{}, &grpc.UnaryServerInfo{FullMethod: reserveStock}, handler); err != nil || ran != 1 {
+		t.Errorf("a live repeat: %v, ran %d, want it run once", err, ran)
 	}
 }

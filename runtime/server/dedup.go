@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // ReplayedHeader is the trailer, with the value "true", of an answer that

@@ -319,8 +319,7 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
 	if err != nil && shouldMark(err, rec) {
 		m.svc.marked.Add(1)
-		ss.SetTrailer(metadata.Pairs(PushbackHeader, "-1"))
-		err = DoNotRetry(err)
+		err = markDoNotRetry(ctx, err)
 	}
 	return err
 }

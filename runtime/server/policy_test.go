@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/rules"
 	"github.com/go-resilient/resilient/runtime/internal/priority"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func TestValidateNamesBadFields(t *testing.T) {

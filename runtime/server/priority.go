@@ -2,12 +2,12 @@ package server
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/internal/priority"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Priority is how important a request is when the server must shed load.

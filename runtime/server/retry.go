@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/internal/priority"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // PushbackHeader is the trailer by which a gRPC server tells its client

@@ -129,3 +129,41 @@ func TestClientInterceptorForwardsPriority(t *testing.T) {
 		t.Errorf("PriorityFrom outside a request: %s", p)
 	}
 }
+
+// TestMarkedOnStreams: a stream handler that fails because its
+// dependency's breaker is open ends with the mark, trailer and detail,
+// counted once; one that fails with its own UNAVAILABLE is not marked.
+func TestMarkedOnStreams(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"breaker open", &runtime.Error{Code: codes.Unavailable, Reason: runtime.ErrCircuitOpen, Detail: "circuit breaker open towards payments"}, true},
+		{"its own UNAVAILABLE", status.Error(codes.Unavailable, "warming up"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := &inventoryServer{onWatch: func(context.Context) error { return c.err }}
+			g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
+			st, err := client.WatchStock(ctxTimeout(t, time.Second), &inventoryv1.WatchStockRequest{Sku: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = st.Recv()
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("Recv: %v, want the handler's UNAVAILABLE", err)
+			}
+			trailer := st.Trailer()
+			d, ok := runtime.Pushback(err, trailer)
+			if got := ok && d < 0; got != c.want {
+				t.Errorf("marked %v (trailer %v), want %v", got, trailer.Get(PushbackHeader), c.want)
+			}
+			if c.want && (!IsDoNotRetry(err) || len(trailer.Get(PushbackHeader)) != 1 || trailer.Get(PushbackHeader)[0] != "-1") {
+				t.Errorf("want both the trailer and the detail: %v %v", err, trailer)
+			}
+			if s := stats(t, g); (s.MarkedDoNotRetry == 1) != c.want {
+				t.Errorf("counted %d marks", s.MarkedDoNotRetry)
+			}
+		})
+	}
+}

@@ -10,8 +10,8 @@
 //	go run ./example/cmd/server -guard=false                  # no server-side policy at all
 //
 // The inventory service's annotated server-side policy (the generated
-// InventoryServiceServerPolicy) is applied by a Guard: dead requests dropped, load shed by priority, ReserveStock
-// deduplicated by order id. -overrides and RESILIENT__ variables change its
+// InventoryServiceServerPolicy) is applied by a Guard: dead requests
+// dropped, load shed by priority, ReserveStock deduplicated by order id. -overrides and RESILIENT__ variables change its
 // values at start-up, checked like the annotations (package override).
 package main
 
@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,7 +33,6 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 	rserver "github.com/go-resilient/resilient/runtime/server"
@@ -65,8 +65,10 @@ func main() {
 		b = server.Hang
 	}
 	if *fail != "" {
-		code, ok := codename.Parse(*fail)
-		if !ok || code == codes.OK {
+		// grpc-go reads a code's name (as in the .proto's
+		// retryable_codes) from its quoted JSON form.
+		var code codes.Code
+		if err := code.UnmarshalJSON([]byte(strconv.Quote(*fail))); err != nil || code == codes.OK {
 			fmt.Fprintf(os.Stderr, "server: -fail %q: not a gRPC status code name; use e.g. UNAVAILABLE, RESOURCE_EXHAUSTED, FAILED_PRECONDITION\n", *fail)
 			os.Exit(2)
 		}

@@ -172,6 +172,13 @@ func (s *reserver) ReserveStock(ctx context.Context, req *inventoryv1.ReserveSto
 // and a client.
 func guarded(t *testing.T, srv inventoryv1.InventoryServiceServer, p *policy.Server, opts ...server.Option) (*server.Guard, inventoryv1.InventoryServiceClient) {
 	t.Helper()
+	return guardedBehind(t, srv, p, nil, opts...)
+}
+
+// guardedBehind is guarded with outer, unary interceptors outside the
+// Guard's (a recovery from panics).
+func guardedBehind(t *testing.T, srv inventoryv1.InventoryServiceServer, p *policy.Server, outer []grpc.UnaryServerInterceptor, opts ...server.Option) (*server.Guard, inventoryv1.InventoryServiceClient) {
+	t.Helper()
 	g, err := server.NewGuard([]*policy.Server{p}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +187,7 @@ func guarded(t *testing.T, srv inventoryv1.InventoryServiceServer, p *policy.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(g.ServerOptions()...)
+	s := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(outer...)}, g.ServerOptions()...)...)
 	inventoryv1.RegisterInventoryServiceServer(s, srv)
 	done := make(chan struct{})
 	go func() {
