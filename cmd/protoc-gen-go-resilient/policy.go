@@ -134,7 +134,7 @@ func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servic
 		retries = retries || mp.Policy.Retry != nil
 		sp.methods = append(sp.methods, mp)
 	}
-	sp.Server = resolveServer(s, sp)
+	sp.Server = resolveServer(sp)
 	// The budget exists only to bound retries; a service that never retries
 	// has none, whatever its annotation says.
 	if retries {

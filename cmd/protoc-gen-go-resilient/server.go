@@ -4,8 +4,6 @@
 package main
 
 import (
-	"google.golang.org/protobuf/compiler/protogen"
-
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -18,7 +16,7 @@ import (
 // and without shedding the server has nothing to do with it. The rules
 // check the shedding limits (rules.CheckShedding) and the methods' settings
 // (rules.CheckServer).
-func resolveServer(s *protogen.Service, sp *service) *policy.Server {
+func resolveServer(sp *service) *policy.Server {
 	out := &policy.Server{Name: sp.Policy.Name}
 	annotated := false
 	for _, m := range sp.methods {
