@@ -214,8 +214,8 @@ func (p *Server) Validate() error {
 				prev, prevName = lim.v, lim.name
 			}
 		}
-		if s.Pushback < 0 {
-			bad("Shedding.Pushback", "must not be negative, got %s", s.Pushback)
+		if msg := check.NotNegative(s.Pushback); msg != "" {
+			bad("Shedding.Pushback", "%s", msg)
 		}
 		if s.Code != codes.OK {
 			if msg := check.SheddingCode(codename.Of(s.Code)); msg != "" {
@@ -238,11 +238,11 @@ func (p *Server) Validate() error {
 		if m.Priority > PriorityCritical {
 			bad(f+".Priority", "unknown priority %d", m.Priority)
 		}
-		if m.MinDeadline < 0 {
-			bad(f+".MinDeadline", "must not be negative, got %s", m.MinDeadline)
+		if msg := check.NotNegative(m.MinDeadline); msg != "" {
+			bad(f+".MinDeadline", "%s", msg)
 		}
-		if m.DefaultTimeout < 0 {
-			bad(f+".DefaultTimeout", "must not be negative, got %s", m.DefaultTimeout)
+		if msg := check.NotNegative(m.DefaultTimeout); msg != "" {
+			bad(f+".DefaultTimeout", "%s", msg)
 		}
 		if m.DefaultTimeout > 0 && m.DefaultTimeout < m.MinDeadline {
 			bad(f+".DefaultTimeout", "%s is below MinDeadline (%s)", m.DefaultTimeout, m.MinDeadline)
