@@ -15,7 +15,7 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// The defaults and bounds of the adaptive layers, from internal/contract,
+// The defaults of the adaptive layers, from internal/contract,
 // which the runtime's internal/adaptive and internal/throttle read too.
 const (
 	DefaultMinLimit       = contract.AdaptiveMinLimit
@@ -24,15 +24,10 @@ const (
 	DefaultTolerance      = contract.AdaptiveTolerance
 	DefaultSmoothing      = contract.AdaptiveSmoothing
 	DefaultBaselineWindow = contract.AdaptiveBaselineWindow
-	// MaxAdaptiveLimit is the largest max_limit.
-	MaxAdaptiveLimit = contract.MaxAdaptiveLimit
 
 	DefaultThrottleK          = contract.ThrottleK
 	DefaultThrottleWindow     = contract.ThrottleWindow
 	DefaultThrottleMaxRefusal = contract.ThrottleMaxRefusal
-
-	// MaxWindowCalls is the largest circuit_breaker.window_calls.
-	MaxWindowCalls = contract.MaxWindowCalls
 )
 
 // RuleAdaptive: an adaptive_limit whose bounds do not fit together or
