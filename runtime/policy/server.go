@@ -172,16 +172,10 @@ func (m StoreErrorMode) String() string {
 // Clone returns a deep copy of p.
 func (p *Server) Clone() Server {
 	c := *p
-	if p.Shedding != nil {
-		s := *p.Shedding
-		c.Shedding = &s
-	}
+	c.Shedding = clone(p.Shedding)
 	c.Methods = make([]ServerMethod, len(p.Methods))
 	for i, m := range p.Methods {
-		if m.Dedup != nil {
-			d := *m.Dedup
-			m.Dedup = &d
-		}
+		m.Dedup = clone(m.Dedup)
 		c.Methods[i] = m
 	}
 	return c
