@@ -229,9 +229,7 @@ func (p *Server) Validate() error {
 			bad(f+".Name", "listed twice")
 		}
 		seen[m.Name] = true
-		if m.Priority > PriorityCritical {
-			bad(f+".Priority", "unknown priority %d", m.Priority)
-		}
+		checkPriority(m.Priority, f+".Priority", bad)
 		if msg := check.NotNegative(m.MinDeadline); msg != "" {
 			bad(f+".MinDeadline", "%s", msg)
 		}

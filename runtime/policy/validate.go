@@ -103,9 +103,7 @@ func (p *Service) Problems() []Problem {
 		if m.Bulkhead != nil {
 			m.Bulkhead.check(f+".Bulkhead", bad)
 		}
-		if m.Priority > PriorityCritical {
-			bad(f+".Priority", "unknown priority %d: use PriorityLow, PriorityNormal, PriorityHigh or PriorityCritical (or PriorityUnspecified for none)", uint8(m.Priority))
-		}
+		checkPriority(m.Priority, f+".Priority", bad)
 		m.checkPatterns(f, bad)
 		m.checkAdaptive(f, p, bad)
 	}
