@@ -75,6 +75,16 @@ func MaxBelowMin(minLimit, maxLimit int64, from string) string {
 	return fmt.Sprintf("%d is below min_limit %d%s: raise max_limit or lower min_limit", maxLimit, minLimit, from)
 }
 
+// AdaptiveTimeout refuses an adaptive limit in force on a unary method
+// that has no per-attempt timeout (0 for none): the limit halves on a
+// timed-out attempt, and could never fall while the dependency hangs.
+func AdaptiveTimeout(method string, timeout time.Duration) string {
+	if timeout > 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall", method)
+}
+
 // InitialOutside refuses an adaptive limit's initial_limit outside
 // [min_limit, max_limit], the values in force, blaming initial_limit. The
 // caller adds how else to mend it (", or remove it").

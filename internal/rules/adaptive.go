@@ -109,9 +109,8 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		if m.IsStreamingClient() || m.IsStreamingServer() {
 			return // a stream takes no part; CheckOwnAdaptive refuses its own limit
 		}
-		if p.GetTimeout() == nil {
-			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit",
-				fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall; set timeout on the method, the service or the file", m.Name())})
+		if msg := check.AdaptiveTimeout(string(m.Name()), p.GetTimeout().AsDuration()); msg != "" {
+			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit", msg + "; set timeout on the method, the service or the file"})
 		}
 		if !own.GetAdaptiveLimit().GetPerMethod() {
 			return // the shared limit's bounds are the service's

@@ -104,6 +104,9 @@ func (p *Service) Problems() []Problem {
 			m.Bulkhead.check(f+".Bulkhead", bad)
 		}
 		checkPriority(m.Priority, f+".Priority", bad)
+		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
+			fail(bad, f+".AdaptiveLimit", check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
+		}
 		m.checkPatterns(f, bad)
 		m.checkAdaptive(f, p, bad)
 	}
