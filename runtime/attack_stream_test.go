@@ -358,9 +358,7 @@ func TestAttackCancelledStreamProbeFreesItsPlace(t *testing.T) {
 	if m, err := st.Recv(); err != nil || m.GetValue() != "ok" {
 		t.Fatalf("got %v, %v", m, err)
 	}
-	if s, _ := rt.BreakerState(atkChat); s != runtime.StateClosed {
-		t.Errorf("after the probe's first message the breaker is %v, want closed", s)
-	}
+	atkWantBreaker(t, rt, atkChat, runtime.StateClosed, "after the probe's first message the breaker is %v, want closed")
 	_ = st.CloseSend()
 	if _, err := st.Recv(); err != io.EOF {
 		t.Fatalf("got %v, want io.EOF", err)
@@ -400,9 +398,7 @@ func TestAttackUnsendableBidiMessageFreesPermitAndProbe(t *testing.T) {
 	}
 	_ = st.CloseSend()
 	_, _ = st.Recv()
-	if s, _ := rt.BreakerState(atkChat); s != runtime.StateClosed {
-		t.Errorf("breaker %v, want closed by the probe", s)
-	}
+	atkWantBreaker(t, rt, atkChat, runtime.StateClosed, "breaker %v, want closed by the probe")
 	// The stream whose message failed may or may not have reached the
 	// server before gRPC ended it (its headers go ahead of any message).
 	if got := e.opened.Load(); got != 3 && got != 4 {

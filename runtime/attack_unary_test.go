@@ -112,6 +112,24 @@ func atkPushback(v string) server.Behaviour {
 	}
 }
 
+// atkWantNoPermits fails the test if method's bulkhead still has a permit
+// taken (or method has no bulkhead, where a count of 0 would prove nothing).
+func atkWantNoPermits(t *testing.T, rt *runtime.Client, method, after string) {
+	t.Helper()
+	if n := atkInUse(t, rt, method); n != 0 {
+		t.Errorf("%d permits %s", n, after)
+	}
+}
+
+// atkWantBreaker fails the test unless method's breaker is in state want;
+// format has one %v, for the state found.
+func atkWantBreaker(t *testing.T, rt *runtime.Client, method string, want runtime.State, format string) {
+	t.Helper()
+	if s, _ := rt.BreakerState(method); s != want {
+		t.Errorf(format, s)
+	}
+}
+
 func atkWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
@@ -376,9 +394,7 @@ func TestAttackHalfOpenAdmitsOnlyItsProbesUnderABurst(t *testing.T) {
 	if ok.Load() != 3 || other.Load() != 0 {
 		t.Errorf("%d succeeded, %d failed otherwise; want the 3 probes to succeed", ok.Load(), other.Load())
 	}
-	if s, _ := c.Runtime().BreakerState(atkStockReport); s != runtime.StateClosed {
-		t.Errorf("after its probes succeeded the breaker is %v, want closed", s)
-	}
+	atkWantBreaker(t, c.Runtime(), atkStockReport, runtime.StateClosed, "after its probes succeeded the breaker is %v, want closed")
 }
 
 // N callers failing at once cannot overdraw the retry budget: the server
@@ -444,12 +460,8 @@ func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 		t.Errorf("the server saw %d copies, want 3", got)
 	}
 	atkWaitFor(t, "both losers cancelled at the server", func() bool { return fs.Cancelled(atkGetStock) == 2 })
-	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
-		t.Errorf("%d permits still taken after the call", n)
-	}
-	if s, _ := c.Runtime().BreakerState(atkGetStock); s != runtime.StateClosed {
-		t.Errorf("breaker %v after a hedged success, want closed: the losers count for nothing", s)
-	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "still taken after the call")
+	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateClosed, "breaker %v after a hedged success, want closed: the losers count for nothing")
 }
 
 // A hedging policy with an absurd number of copies (as an operator may
@@ -634,9 +646,7 @@ func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 		}()
 		_, _ = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
 	}()
-	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
-		t.Errorf("%d permits taken after a fallback panicked", n)
-	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "taken after a fallback panicked")
 }
 
 // Hedged copies from many callers at once stay within the retry budget,
@@ -707,9 +717,7 @@ func TestAttackCancelWhileWaitingForAPermitStaysCanceled(t *testing.T) {
 	if fellBack.Load() != 0 {
 		t.Errorf("the fallback answered %d times, want never for a cancelled caller", fellBack.Load())
 	}
-	if n, _ := rt.BulkheadInUse(atkStockReport); n != 0 {
-		t.Errorf("%d permits taken at the end", n)
-	}
+	atkWantNoPermits(t, rt, atkStockReport, "taken at the end")
 }
 
 // Retries against a server that fails slowly end at the caller's deadline,
@@ -766,9 +774,7 @@ func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
 	if got := fs.Calls(atkStockReport); got != 1 {
 		t.Errorf("the server saw %d calls, want 1", got)
 	}
-	if s, _ := c.Runtime().BreakerState(atkStockReport); s != runtime.StateClosed {
-		t.Errorf("breaker %v after rate-limit refusals, want closed", s)
-	}
+	atkWantBreaker(t, c.Runtime(), atkStockReport, runtime.StateClosed, "breaker %v after rate-limit refusals, want closed")
 }
 
 // A policy pushed to the limits of its integers builds, calls and refuses
@@ -987,12 +993,8 @@ func TestAttackPanicInACachedCallReachesItsCallers(t *testing.T) {
 	if panics.Load() != 3 {
 		t.Errorf("%d of 3 callers saw the panic", panics.Load())
 	}
-	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
-		t.Errorf("%d permits taken after the panic", n)
-	}
-	if s, _ := c.Runtime().BreakerState(atkGetStock); s != runtime.StateClosed {
-		t.Errorf("breaker %v, want closed: a panic counts for nothing", s)
-	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "taken after the panic")
+	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateClosed, "breaker %v, want closed: a panic counts for nothing")
 }
 
 // An outcome that comes back after the breaker changed state is not
@@ -1049,9 +1051,7 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 	for range 3 {
 		_, _ = c.StockReport(ctx, req)
 	}
-	if s, _ := rt.BreakerState(atkStockReport); s != runtime.StateClosed {
-		t.Errorf("breaker %v: the late failure of a call admitted before the breaker opened was counted", s)
-	}
+	atkWantBreaker(t, rt, atkStockReport, runtime.StateClosed, "breaker %v: the late failure of a call admitted before the breaker opened was counted")
 }
 
 // A request that does not marshal never reaches the dependency: half-open
