@@ -44,7 +44,7 @@ func atkWantFree(t *testing.T, rt *runtime.Client, method, after string) {
 // once: reading past the end or past an error never returns a second one.
 func TestAttackServerStreamEndingsReturnThePermitOnce(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		atkMethod(p, atkWatchStock).Timeout = 100 * time.Millisecond
 		atkMethod(p, atkWatchStock).Bulkhead.MaxWait = 0

@@ -39,36 +39,17 @@ func atkNoLeak(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
 
-// atkServe serves the example services with b on a fault server and dials it.
-func atkServe(t *testing.T, b server.Behaviour) (*faultserver.Server, *grpc.ClientConn) {
-	t.Helper()
-	fs, err := faultserver.Start(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		fs.Stop()
-	})
-	return fs, cc
-}
-
 // newAtkClock is a fakeClock (integration_test.go) for the attack tests.
 func newAtkClock() *fakeClock { return &fakeClock{now: time.Unix(2_000_000, 0)} }
 
 // atkInventory builds the generated inventory client with its annotated
 // policy edited by edit (nil for none), the cache and the rate limit taken
-// out unless keep says otherwise, so that counts are the layers' under test.
+// out first (withoutCacheAndRateLimit), so that counts are the layers' under test.
 func atkInventory(t *testing.T, cc grpc.ClientConnInterface, o inventoryv1.InventoryServiceResilientOptions,
 	edit func(p *policy.Service)) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
 	o.Runtime = append(o.Runtime, runtime.WithPolicy(func(p *policy.Service) {
-		p.RateLimit = nil
-		p.Methods[0].Cache = nil
+		withoutCacheAndRateLimit(p)
 		if edit != nil {
 			edit(p)
 		}
@@ -169,7 +150,7 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs, cc := atkServe(t, server.Healthy)
+			fs, cc := startFault(t, server.Healthy)
 			fs.SetBehaviour(tc.b(fs))
 			c, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
@@ -192,7 +173,7 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 // An edit that asks for retries, hedging or a cache on Charge is refused
 // at construction.
 func TestAttackEditCannotRepeatCharge(t *testing.T) {
-	_, cc := atkServe(t, server.Healthy)
+	_, cc := startFault(t, server.Healthy)
 	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
 		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 	for _, tc := range []struct {
@@ -235,7 +216,7 @@ func TestAttackEditCannotRepeatCharge(t *testing.T) {
 func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -325,7 +306,7 @@ func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 // The README's opening: answers never open a breaker. An edit that lists
 // an answer (NOT_FOUND) among the failure codes is refused, for that.
 func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
-	_, cc := atkServe(t, server.Healthy)
+	_, cc := startFault(t, server.Healthy)
 	_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			p.Breaker.FailureCodes = policy.CodesOf(codes.Unavailable, codes.NotFound)
@@ -343,7 +324,7 @@ func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 func TestAttackHalfOpenAdmitsOnlyItsProbesUnderABurst(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -401,7 +382,7 @@ func TestAttackHalfOpenAdmitsOnlyItsProbesUnderABurst(t *testing.T) {
 // sees at most N + ratio×N + min_retries calls.
 func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock() // the window never slides: every retry counts against it
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -444,7 +425,7 @@ func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 // one permit goes back.
 func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, faultserver.PerCall(server.Hang, server.Hang, server.Healthy))
+	fs, cc := startFault(t, faultserver.PerCall(server.Hang, server.Hang, server.Healthy))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker.MinimumCalls = 3 // two losers counted as failures would open it
 		m := atkMethod(p, atkGetStock)
@@ -469,7 +450,7 @@ func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 // allocated up front.
 func TestAttackHugeMaxCopiesIsBoundedByTheBudget(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 3, Window: 10 * time.Second}
@@ -499,7 +480,7 @@ func TestAttackHugeMaxCopiesIsBoundedByTheBudget(t *testing.T) {
 // time left ends it at once with the last real error.
 func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Hang)
+	fs, cc := startFault(t, server.Hang)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
@@ -536,7 +517,7 @@ func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 // an immediate retry.
 func TestAttackPushbackValues(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -574,7 +555,7 @@ func TestAttackPushbackValues(t *testing.T) {
 // request, a client that was never built.
 func TestAttackBadInputsSendNothing(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
 	ctx := context.Background()
 	var nilReq *inventoryv1.GetStockRequest
@@ -618,7 +599,7 @@ func TestAttackBadInputsSendNothing(t *testing.T) {
 // the panic to its caller after every permit went back.
 func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 	atkNoLeak(t)
-	_, cc := atkServe(t, server.Fail(codes.Unavailable))
+	_, cc := startFault(t, server.Fail(codes.Unavailable))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
 			return nil, nil
@@ -653,7 +634,7 @@ func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 // as retries do.
 func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Hang)
+	fs, cc := startFault(t, server.Hang)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -688,7 +669,7 @@ func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
 func TestAttackCancelWhileWaitingForAPermitStaysCanceled(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
-	_, cc := atkServe(t, atkHold(release))
+	_, cc := startFault(t, atkHold(release))
 	var fellBack atomic.Int32
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
@@ -730,7 +711,7 @@ func TestAttackRetriesEndAtTheDeadline(t *testing.T) {
 		}
 		return status.Error(codes.Unavailable, "injected")
 	}
-	_, cc := atkServe(t, slowFail)
+	_, cc := startFault(t, slowFail)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -754,7 +735,7 @@ func TestAttackRetriesEndAtTheDeadline(t *testing.T) {
 // counts against the dependency.
 func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -781,7 +762,7 @@ func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
 // without a panic, a wrapped duration or an instant half-open.
 func TestAttackExtremePolicyValues(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	const most = time.Duration(math.MaxInt64)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
@@ -828,7 +809,7 @@ func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
 		}
 		return status.Error(codes.Unavailable, "injected")
 	}
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *policy.Service) {
@@ -868,7 +849,7 @@ func atkWithDetail(detail protoadapt.MessageV1) server.Behaviour {
 // last error's code and details, match ErrRetriesExhausted and nothing else.
 func TestAttackDoNotRetryMarkAndExhaustedRetries(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, atkWithDetail(&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}))
+	fs, cc := startFault(t, atkWithDetail(&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -911,7 +892,7 @@ func TestAttackDoNotRetryMarkAndExhaustedRetries(t *testing.T) {
 // a caller who cancels gets CANCELED, not the stale value nor the fallback.
 func TestAttackCacheHidesFailuresButNotAnswers(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	var fellBack atomic.Int32
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
@@ -1011,7 +992,7 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 		return status.Error(codes.Unavailable, "late failure")
 	}
 	fail := server.Fail(codes.Unavailable)
-	fs, cc := atkServe(t, faultserver.PerCall(holdThenFail, fail, fail, fail, fail,
+	fs, cc := startFault(t, faultserver.PerCall(holdThenFail, fail, fail, fail, fail,
 		server.Healthy, server.Healthy, server.Healthy, fail))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
@@ -1058,7 +1039,7 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 // probes made of such requests must not close the breaker.
 func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) { p.Breaker.MinimumCalls = 4 })
@@ -1088,7 +1069,7 @@ func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 // A server's negative pushback on a hedged copy stops further copies.
 func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, atkPushback("-1"))
+	fs, cc := startFault(t, atkPushback("-1"))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -1111,7 +1092,7 @@ func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 // permits; a cached key under a burst is fetched once.
 func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Slow(30*time.Millisecond))
+	fs, cc := startFault(t, server.Slow(30*time.Millisecond))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Bulkhead = &policy.Bulkhead{Permits: 4, MaxWait: 5 * time.Second}
 	})
@@ -1155,7 +1136,7 @@ func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 // An attempt cut by its own timeout, while the caller has time, says so.
 func TestAttackOwnTimeoutMatchesErrAttemptTimeout(t *testing.T) {
 	atkNoLeak(t)
-	_, cc := atkServe(t, server.Hang)
+	_, cc := startFault(t, server.Hang)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		atkMethod(p, atkStockReport).Timeout = 30 * time.Millisecond
 	})
