@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 
 	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // FuzzAdaptiveLayers drives a client with an adaptive limit and a

@@ -8,7 +8,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func atkInUse(t *testing.T, rt *runtime.Client, method string) int {

@@ -7,7 +7,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // atkNoLeak fails the test if a goroutine it started outlives it. Call it

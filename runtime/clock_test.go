@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	goruntime "runtime"
 	"testing"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The clock reads of an attempt: which ones the hot path skips, and that

@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // These tests prove the promises of the README's "Semantics" section that
