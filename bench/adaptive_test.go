@@ -2,8 +2,9 @@ package bench
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // benchLimit is the adaptive limit of the benchmarks: the defaults, with

@@ -3,13 +3,14 @@ package bench
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The circuit breaker alone, closed, with one successful call admitted and

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // grpcClient starts the example server on loopback and returns a client of

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // stackPolicy is the full stack around one idempotent method: a bulkhead

@@ -2,9 +2,10 @@ package bench
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // BenchmarkUnary shows what a unary call through the runtime costs with no policy at all (the

@@ -2,7 +2,6 @@ package example_test
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"maps"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The generated client binds each method to its policy by its full name:

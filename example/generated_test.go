@@ -6,7 +6,6 @@ package example_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -3,7 +3,6 @@ package override
 import (
 	"errors"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"maps"
 	"reflect"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // check applies to each overridden policy the rules the plugin applies to

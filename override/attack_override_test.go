@@ -2,13 +2,13 @@ package override_test
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 const (

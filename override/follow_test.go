@@ -1,12 +1,12 @@
 package override_test
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // A value whose default follows another (a burst its rate, a stale_ttl

@@ -32,13 +32,13 @@ package override
 import (
 	"errors"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Set holds checked overrides for the services of a program.

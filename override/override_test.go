@@ -2,7 +2,6 @@ package override_test
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-resilient/resilient/internal/rules"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"maps"
 	"math"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // service is the overrides of one service.

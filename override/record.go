@@ -1,10 +1,10 @@
 package override
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // applyRecorded applies one overridden value to p, as applyLeaf, and

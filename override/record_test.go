@@ -1,12 +1,12 @@
 package override_test
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // recordFile touches every kind of value an override can move: a

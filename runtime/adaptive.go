@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/internal/adaptive"
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 var (

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The adaptive layers as wired into a client, driven by a fake clock and a

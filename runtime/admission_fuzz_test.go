@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // FuzzAdmission drives a client's admission and settlement (the bulkhead,

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 	"github.com/go-resilient/resilient/runtime/internal/window"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Attacks on the adaptive layers' promises (README "Adaptive concurrency

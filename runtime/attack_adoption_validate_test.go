@@ -1,10 +1,11 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestAttackValidateStreamRateLimit: the plugin refuses a rate limit of

@@ -7,14 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -127,16 +124,7 @@ func TestAttackSpineBudgetTakenAwayIsTheDefault(t *testing.T) {
 // reverses the entries, the server sees 5 and 2, and ReserveStock keeps
 // its annotated 3.
 func TestAttackSpineReorderedEditCountedOnTheServer(t *testing.T) {
-	fs, err := faultserver.Start(server.Fail(codes.Unavailable))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Stop()
-	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	retry := func(n int) *policy.Retry {
 		return &policy.Retry{MaxAttempts: n, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
 			Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
@@ -230,16 +218,7 @@ func TestAttackSpineHostileEditsRefused(t *testing.T) {
 // second, three unary calls find one token and three streams all open, and
 // Describe must not list the shared rate limit under the stream.
 func TestAttackSpineDescribeStreamTakesNoToken(t *testing.T) {
-	fs, err := faultserver.Start(server.Healthy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Stop()
-	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	fs, cc := startFault(t, server.Healthy)
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 1, Burst: 1}
@@ -295,16 +274,7 @@ func TestAttackSpineDescribeStreamTakesNoToken(t *testing.T) {
 // that hangs: GetStock, given 40ms, ends after about 40ms, StockReport
 // keeps its annotated 300ms.
 func TestAttackSpineReorderedTimeoutsBounded(t *testing.T) {
-	fs, err := faultserver.Start(server.Hang)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Stop()
-	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	fs, cc := startFault(t, server.Hang)
 	inv, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			p.Methods[0], p.Methods[3] = p.Methods[3], p.Methods[0]

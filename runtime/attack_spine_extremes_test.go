@@ -8,13 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -77,16 +74,7 @@ func TestAttackSpineExtremeValues(t *testing.T) {
 }
 
 func extremes(t *testing.T, b server.Behaviour) {
-	fs, err := faultserver.Start(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Stop()
-	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	_, cc := startFault(t, b)
 	base := inventoryv1.InventoryServiceResilientPolicy.Clone()
 	crowded(&base)
 	if _, err := runtime.NewClient(&base); err != nil {

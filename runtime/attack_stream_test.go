@@ -8,7 +8,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func atkInUse(t *testing.T, rt *runtime.Client, method string) int {
@@ -44,7 +44,7 @@ func atkWantFree(t *testing.T, rt *runtime.Client, method, after string) {
 // once: reading past the end or past an error never returns a second one.
 func TestAttackServerStreamEndingsReturnThePermitOnce(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		atkMethod(p, atkWatchStock).Timeout = 100 * time.Millisecond
 		atkMethod(p, atkWatchStock).Bulkhead.MaxWait = 0
@@ -358,9 +358,7 @@ func TestAttackCancelledStreamProbeFreesItsPlace(t *testing.T) {
 	if m, err := st.Recv(); err != nil || m.GetValue() != "ok" {
 		t.Fatalf("got %v, %v", m, err)
 	}
-	if s, _ := rt.BreakerState(atkChat); s != runtime.StateClosed {
-		t.Errorf("after the probe's first message the breaker is %v, want closed", s)
-	}
+	atkWantBreaker(t, rt, atkChat, runtime.StateClosed, "after the probe's first message the breaker is %v, want closed")
 	_ = st.CloseSend()
 	if _, err := st.Recv(); err != io.EOF {
 		t.Fatalf("got %v, want io.EOF", err)
@@ -400,9 +398,7 @@ func TestAttackUnsendableBidiMessageFreesPermitAndProbe(t *testing.T) {
 	}
 	_ = st.CloseSend()
 	_, _ = st.Recv()
-	if s, _ := rt.BreakerState(atkChat); s != runtime.StateClosed {
-		t.Errorf("breaker %v, want closed by the probe", s)
-	}
+	atkWantBreaker(t, rt, atkChat, runtime.StateClosed, "breaker %v, want closed by the probe")
 	// The stream whose message failed may or may not have reached the
 	// server before gRPC ended it (its headers go ahead of any message).
 	if got := e.opened.Load(); got != 3 && got != 4 {

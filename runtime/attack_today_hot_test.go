@@ -60,7 +60,7 @@ func first(v []string) string {
 func runPushbackMix(t *testing.T, edit func(m *policy.Method)) (map[string]int, map[string]string) {
 	t.Helper()
 	ids := &todayIDs{n: map[string]int{}}
-	_, cc := atkServe(t, ids.behaviour)
+	_, cc := startFault(t, ids.behaviour)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		p.Bulkhead = nil
@@ -130,7 +130,7 @@ func TestAttackTodayPushbackNoCrossTalkHedged(t *testing.T) {
 // wait and others barge in on the fast path.
 func TestAttackTodayBulkheadBoundAndNoStrandedWaiter(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Slow(time.Millisecond))
+	fs, cc := startFault(t, server.Slow(time.Millisecond))
 	const permits = 3
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
@@ -281,7 +281,7 @@ func TestAttackTodayPanicReleasesPermitsAndProbes(t *testing.T) {
 // however many callers arrive at once; the rest are refused, not sent.
 func TestAttackTodayHalfOpenProbesBoundedUnderLoad(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clock := newAtkClock()
 	const probes = 3
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clock)}},
@@ -353,7 +353,7 @@ func TestAttackTodayFallbackCacheAndPriority(t *testing.T) {
 	var mu sync.Mutex
 	prio := map[string][]string{}
 	var failing atomic.Bool
-	fs, cc := atkServe(t, func(ctx context.Context, c server.Call) error {
+	fs, cc := startFault(t, func(ctx context.Context, c server.Call) error {
 		md, _ := metadata.FromIncomingContext(ctx)
 		mu.Lock()
 		prio[c.Method] = append(prio[c.Method], first(md.Get(runtime.PriorityHeader)))
@@ -428,7 +428,7 @@ func TestAttackTodayPriorityNeverRaised(t *testing.T) {
 	atkNoLeak(t)
 	var mu sync.Mutex
 	var seen [][]string
-	_, cc := atkServe(t, func(ctx context.Context, _ server.Call) error {
+	_, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
 		md, _ := metadata.FromIncomingContext(ctx)
 		mu.Lock()
 		seen = append(seen, md.Get(runtime.PriorityHeader))

@@ -7,7 +7,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // atkNoLeak fails the test if a goroutine it started outlives it. Call it
@@ -39,36 +39,17 @@ func atkNoLeak(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
 
-// atkServe serves the example services with b on a fault server and dials it.
-func atkServe(t *testing.T, b server.Behaviour) (*faultserver.Server, *grpc.ClientConn) {
-	t.Helper()
-	fs, err := faultserver.Start(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient(fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		fs.Stop()
-	})
-	return fs, cc
-}
-
 // newAtkClock is a fakeClock (integration_test.go) for the attack tests.
 func newAtkClock() *fakeClock { return &fakeClock{now: time.Unix(2_000_000, 0)} }
 
 // atkInventory builds the generated inventory client with its annotated
 // policy edited by edit (nil for none), the cache and the rate limit taken
-// out unless keep says otherwise, so that counts are the layers' under test.
+// out first (withoutCacheAndRateLimit), so that counts are the layers' under test.
 func atkInventory(t *testing.T, cc grpc.ClientConnInterface, o inventoryv1.InventoryServiceResilientOptions,
 	edit func(p *policy.Service)) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
 	o.Runtime = append(o.Runtime, runtime.WithPolicy(func(p *policy.Service) {
-		p.RateLimit = nil
-		p.Methods[0].Cache = nil
+		withoutCacheAndRateLimit(p)
 		if edit != nil {
 			edit(p)
 		}
@@ -112,6 +93,24 @@ func atkPushback(v string) server.Behaviour {
 	}
 }
 
+// atkWantNoPermits fails the test if method's bulkhead still has a permit
+// taken (or method has no bulkhead, where a count of 0 would prove nothing).
+func atkWantNoPermits(t *testing.T, rt *runtime.Client, method, after string) {
+	t.Helper()
+	if n := atkInUse(t, rt, method); n != 0 {
+		t.Errorf("%d permits %s", n, after)
+	}
+}
+
+// atkWantBreaker fails the test unless method's breaker is in state want;
+// format has one %v, for the state found.
+func atkWantBreaker(t *testing.T, rt *runtime.Client, method string, want runtime.State, format string) {
+	t.Helper()
+	if s, _ := rt.BreakerState(method); s != want {
+		t.Errorf(format, s)
+	}
+}
+
 func atkWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
@@ -151,7 +150,7 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs, cc := atkServe(t, server.Healthy)
+			fs, cc := startFault(t, server.Healthy)
 			fs.SetBehaviour(tc.b(fs))
 			c, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
@@ -174,7 +173,7 @@ func TestAttackChargeIsNeverRepeated(t *testing.T) {
 // An edit that asks for retries, hedging or a cache on Charge is refused
 // at construction.
 func TestAttackEditCannotRepeatCharge(t *testing.T) {
-	_, cc := atkServe(t, server.Healthy)
+	_, cc := startFault(t, server.Healthy)
 	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
 		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 	for _, tc := range []struct {
@@ -217,7 +216,7 @@ func TestAttackEditCannotRepeatCharge(t *testing.T) {
 func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -307,7 +306,7 @@ func TestAttackOnlyFailuresOpenTheBreaker(t *testing.T) {
 // The README's opening: answers never open a breaker. An edit that lists
 // an answer (NOT_FOUND) among the failure codes is refused, for that.
 func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
-	_, cc := atkServe(t, server.Healthy)
+	_, cc := startFault(t, server.Healthy)
 	_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			p.Breaker.FailureCodes = policy.CodesOf(codes.Unavailable, codes.NotFound)
@@ -325,7 +324,7 @@ func TestAttackAnswersCannotBeListedAsFailures(t *testing.T) {
 func TestAttackHalfOpenAdmitsOnlyItsProbesUnderABurst(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -376,16 +375,14 @@ func TestAttackHalfOpenAdmitsOnlyItsProbesUnderABurst(t *testing.T) {
 	if ok.Load() != 3 || other.Load() != 0 {
 		t.Errorf("%d succeeded, %d failed otherwise; want the 3 probes to succeed", ok.Load(), other.Load())
 	}
-	if s, _ := c.Runtime().BreakerState(atkStockReport); s != runtime.StateClosed {
-		t.Errorf("after its probes succeeded the breaker is %v, want closed", s)
-	}
+	atkWantBreaker(t, c.Runtime(), atkStockReport, runtime.StateClosed, "after its probes succeeded the breaker is %v, want closed")
 }
 
 // N callers failing at once cannot overdraw the retry budget: the server
 // sees at most N + ratio×N + min_retries calls.
 func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock() // the window never slides: every retry counts against it
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -428,7 +425,7 @@ func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 // one permit goes back.
 func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, faultserver.PerCall(server.Hang, server.Hang, server.Healthy))
+	fs, cc := startFault(t, faultserver.PerCall(server.Hang, server.Hang, server.Healthy))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker.MinimumCalls = 3 // two losers counted as failures would open it
 		m := atkMethod(p, atkGetStock)
@@ -444,12 +441,8 @@ func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 		t.Errorf("the server saw %d copies, want 3", got)
 	}
 	atkWaitFor(t, "both losers cancelled at the server", func() bool { return fs.Cancelled(atkGetStock) == 2 })
-	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
-		t.Errorf("%d permits still taken after the call", n)
-	}
-	if s, _ := c.Runtime().BreakerState(atkGetStock); s != runtime.StateClosed {
-		t.Errorf("breaker %v after a hedged success, want closed: the losers count for nothing", s)
-	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "still taken after the call")
+	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateClosed, "breaker %v after a hedged success, want closed: the losers count for nothing")
 }
 
 // A hedging policy with an absurd number of copies (as an operator may
@@ -457,7 +450,7 @@ func TestAttackHedgedLosersAreCancelledAndCountForNothing(t *testing.T) {
 // allocated up front.
 func TestAttackHugeMaxCopiesIsBoundedByTheBudget(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 3, Window: 10 * time.Second}
@@ -487,7 +480,7 @@ func TestAttackHugeMaxCopiesIsBoundedByTheBudget(t *testing.T) {
 // time left ends it at once with the last real error.
 func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Hang)
+	fs, cc := startFault(t, server.Hang)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
@@ -524,7 +517,7 @@ func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 // an immediate retry.
 func TestAttackPushbackValues(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -562,7 +555,7 @@ func TestAttackPushbackValues(t *testing.T) {
 // request, a client that was never built.
 func TestAttackBadInputsSendNothing(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
 	ctx := context.Background()
 	var nilReq *inventoryv1.GetStockRequest
@@ -606,7 +599,7 @@ func TestAttackBadInputsSendNothing(t *testing.T) {
 // the panic to its caller after every permit went back.
 func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 	atkNoLeak(t)
-	_, cc := atkServe(t, server.Fail(codes.Unavailable))
+	_, cc := startFault(t, server.Fail(codes.Unavailable))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
 			return nil, nil
@@ -634,16 +627,14 @@ func TestAttackFallbackThatAnswersNothingOrPanics(t *testing.T) {
 		}()
 		_, _ = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
 	}()
-	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
-		t.Errorf("%d permits taken after a fallback panicked", n)
-	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "taken after a fallback panicked")
 }
 
 // Hedged copies from many callers at once stay within the retry budget,
 // as retries do.
 func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Hang)
+	fs, cc := startFault(t, server.Hang)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -678,7 +669,7 @@ func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
 func TestAttackCancelWhileWaitingForAPermitStaysCanceled(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
-	_, cc := atkServe(t, atkHold(release))
+	_, cc := startFault(t, atkHold(release))
 	var fellBack atomic.Int32
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
@@ -707,9 +698,7 @@ func TestAttackCancelWhileWaitingForAPermitStaysCanceled(t *testing.T) {
 	if fellBack.Load() != 0 {
 		t.Errorf("the fallback answered %d times, want never for a cancelled caller", fellBack.Load())
 	}
-	if n, _ := rt.BulkheadInUse(atkStockReport); n != 0 {
-		t.Errorf("%d permits taken at the end", n)
-	}
+	atkWantNoPermits(t, rt, atkStockReport, "taken at the end")
 }
 
 // Retries against a server that fails slowly end at the caller's deadline,
@@ -722,7 +711,7 @@ func TestAttackRetriesEndAtTheDeadline(t *testing.T) {
 		}
 		return status.Error(codes.Unavailable, "injected")
 	}
-	_, cc := atkServe(t, slowFail)
+	_, cc := startFault(t, slowFail)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -746,7 +735,7 @@ func TestAttackRetriesEndAtTheDeadline(t *testing.T) {
 // counts against the dependency.
 func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) {
@@ -766,16 +755,14 @@ func TestAttackRateLimitRefusalsCountForNothing(t *testing.T) {
 	if got := fs.Calls(atkStockReport); got != 1 {
 		t.Errorf("the server saw %d calls, want 1", got)
 	}
-	if s, _ := c.Runtime().BreakerState(atkStockReport); s != runtime.StateClosed {
-		t.Errorf("breaker %v after rate-limit refusals, want closed", s)
-	}
+	atkWantBreaker(t, c.Runtime(), atkStockReport, runtime.StateClosed, "breaker %v after rate-limit refusals, want closed")
 }
 
 // A policy pushed to the limits of its integers builds, calls and refuses
 // without a panic, a wrapped duration or an instant half-open.
 func TestAttackExtremePolicyValues(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	const most = time.Duration(math.MaxInt64)
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
@@ -822,7 +809,7 @@ func TestAttackCachedCallerDeadlineGetsTheLastErrorOrStale(t *testing.T) {
 		}
 		return status.Error(codes.Unavailable, "injected")
 	}
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithPolicy(func(p *policy.Service) {
@@ -862,7 +849,7 @@ func atkWithDetail(detail protoadapt.MessageV1) server.Behaviour {
 // last error's code and details, match ErrRetriesExhausted and nothing else.
 func TestAttackDoNotRetryMarkAndExhaustedRetries(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, atkWithDetail(&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}))
+	fs, cc := startFault(t, atkWithDetail(&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -905,7 +892,7 @@ func TestAttackDoNotRetryMarkAndExhaustedRetries(t *testing.T) {
 // a caller who cancels gets CANCELED, not the stale value nor the fallback.
 func TestAttackCacheHidesFailuresButNotAnswers(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clk := newAtkClock()
 	var fellBack atomic.Int32
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
@@ -987,12 +974,8 @@ func TestAttackPanicInACachedCallReachesItsCallers(t *testing.T) {
 	if panics.Load() != 3 {
 		t.Errorf("%d of 3 callers saw the panic", panics.Load())
 	}
-	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
-		t.Errorf("%d permits taken after the panic", n)
-	}
-	if s, _ := c.Runtime().BreakerState(atkGetStock); s != runtime.StateClosed {
-		t.Errorf("breaker %v, want closed: a panic counts for nothing", s)
-	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "taken after the panic")
+	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateClosed, "breaker %v, want closed: a panic counts for nothing")
 }
 
 // An outcome that comes back after the breaker changed state is not
@@ -1009,7 +992,7 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 		return status.Error(codes.Unavailable, "late failure")
 	}
 	fail := server.Fail(codes.Unavailable)
-	fs, cc := atkServe(t, faultserver.PerCall(holdThenFail, fail, fail, fail, fail,
+	fs, cc := startFault(t, faultserver.PerCall(holdThenFail, fail, fail, fail, fail,
 		server.Healthy, server.Healthy, server.Healthy, fail))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
@@ -1049,16 +1032,14 @@ func TestAttackLateOutcomeIsNotCountedInTheNewState(t *testing.T) {
 	for range 3 {
 		_, _ = c.StockReport(ctx, req)
 	}
-	if s, _ := rt.BreakerState(atkStockReport); s != runtime.StateClosed {
-		t.Errorf("breaker %v: the late failure of a call admitted before the breaker opened was counted", s)
-	}
+	atkWantBreaker(t, rt, atkStockReport, runtime.StateClosed, "breaker %v: the late failure of a call admitted before the breaker opened was counted")
 }
 
 // A request that does not marshal never reaches the dependency: half-open
 // probes made of such requests must not close the breaker.
 func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
 	clk := newAtkClock()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clk)}},
 		func(p *policy.Service) { p.Breaker.MinimumCalls = 4 })
@@ -1088,7 +1069,7 @@ func TestAttackUnsendableProbesDoNotCloseTheBreaker(t *testing.T) {
 // A server's negative pushback on a hedged copy stops further copies.
 func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, atkPushback("-1"))
+	fs, cc := startFault(t, atkPushback("-1"))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Breaker = nil
 		m := atkMethod(p, atkGetStock)
@@ -1111,7 +1092,7 @@ func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 // permits; a cached key under a burst is fetched once.
 func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 	atkNoLeak(t)
-	fs, cc := atkServe(t, server.Slow(30*time.Millisecond))
+	fs, cc := startFault(t, server.Slow(30*time.Millisecond))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Bulkhead = &policy.Bulkhead{Permits: 4, MaxWait: 5 * time.Second}
 	})
@@ -1155,7 +1136,7 @@ func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 // An attempt cut by its own timeout, while the caller has time, says so.
 func TestAttackOwnTimeoutMatchesErrAttemptTimeout(t *testing.T) {
 	atkNoLeak(t)
-	_, cc := atkServe(t, server.Hang)
+	_, cc := startFault(t, server.Hang)
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		atkMethod(p, atkStockReport).Timeout = 30 * time.Millisecond
 	})

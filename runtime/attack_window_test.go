@@ -1,11 +1,12 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // A breaker's window judges the ratio of failures however many calls a

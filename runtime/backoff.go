@@ -1,10 +1,11 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // backoffFor returns how long to wait before retry number n (1 for the first

@@ -2,11 +2,12 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func TestBackoffBoundGrowsAndCaps(t *testing.T) {

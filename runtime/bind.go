@@ -3,8 +3,9 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"slices"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // sameMethods checks that an edit (from source) left the annotated policy's

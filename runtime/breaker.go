@@ -1,13 +1,13 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // State is the state of a circuit breaker.

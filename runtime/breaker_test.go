@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,11 +1,11 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"time"
 
 	"github.com/go-resilient/resilient/runtime/internal/window"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // outcomeWindow is the window a breaker counts its calls (a) and failures

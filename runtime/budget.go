@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime/internal/window"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // budget is a retry budget: over a sliding window, the retries towards a

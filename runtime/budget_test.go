@@ -2,12 +2,13 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // drain takes retries at now until the budget refuses one, and returns how

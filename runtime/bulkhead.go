@@ -2,10 +2,11 @@ package runtime
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // bulkhead bounds the calls in flight towards a dependency to Permits, so

@@ -3,12 +3,13 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // waitFor polls cond every 100 µs for up to 5 s: it waits for a goroutine

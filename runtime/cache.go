@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // JoinKey makes one cache key of several request fields, unambiguously:

@@ -3,13 +3,14 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Client holds the state a generated client shares between its methods:

@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestBreakerCountsEachSuccessOnceWithoutAClockRead: over real gRPC, on

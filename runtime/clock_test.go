@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	goruntime "runtime"
 	"testing"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The clock reads of an attempt: which ones the hot path skips, and that
@@ -210,12 +211,11 @@ func readingCall(m *Method, inCall *int64, err error) func(context.Context, *tim
 	}
 }
 
-// TestAttemptSuccessReadsNoClockAtItsEnd: a success on a closed breaker,
-// with a timeout within a bucket, is counted at the reading its timeout
-// was counted from (the reading attemptOnce hands on for the retry budget),
-// not at a new reading after the call.
-func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
-	m := timedMethod(t, time.Second, time.Second)
+// wantSuccessCountedAtItsStart runs one successful attempt of m and fails
+// the test unless the reading it hands on (for the breaker, the budget and
+// the metrics) is the attempt's start, taken before the call began.
+func wantSuccessCountedAtItsStart(t *testing.T, m *Method) {
+	t.Helper()
 	var inCall int64
 	call := readingCall(m, &inCall, nil)
 	_, end, err := attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: call}, false)
@@ -223,11 +223,21 @@ func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if at := end.at; at == 0 || at > inCall {
-		t.Errorf("counted at %dns, want the attempt's start, before the call began at %dns", at, inCall)
+		t.Errorf("the attempt handed on %dns, want its start, before the call began at %dns", at, inCall)
 	}
+}
+
+// TestAttemptSuccessReadsNoClockAtItsEnd: a success on a closed breaker,
+// with a timeout within a bucket, is counted at the reading its timeout
+// was counted from (the reading attemptOnce hands on for the retry budget),
+// not at a new reading after the call.
+func TestAttemptSuccessReadsNoClockAtItsEnd(t *testing.T) {
+	m := timedMethod(t, time.Second, time.Second)
+	wantSuccessCountedAtItsStart(t, m)
 	// A failure is counted at its exact end: the cool-down runs from it.
+	var inCall int64
 	fail := readingCall(m, &inCall, status.Error(codes.Unavailable, "down"))
-	_, end, err = attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: fail}, false)
+	_, end, err := attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: fail}, false)
 	if status.Code(err) != codes.Unavailable {
 		t.Fatal(err)
 	}
@@ -250,15 +260,8 @@ func TestRetryBudgetCountsARequestAtItsStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := c.Method(0)
-	var inCall int64
-	call := readingCall(m, &inCall, nil)
-	_, end, err := attemptOnce(context.Background(), m, &invocation[timedReq, timedReq]{req: &timedReq{}, call: call}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if at := end.at; at == 0 || at > inCall {
-		t.Errorf("the attempt handed on %dns, want its start, before the call began at %dns", at, inCall)
-	}
+	wantSuccessCountedAtItsStart(t, m)
+	call := readingCall(m, new(int64), nil)
 	if _, err := Unary(context.Background(), m, "", &timedReq{}, nil, call, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,9 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // describe renders the policy as text, one method per paragraph, so an

@@ -2,9 +2,10 @@ package runtime
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // What the external tests (package runtime_test) reach below the handles:

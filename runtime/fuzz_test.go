@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/go-resilient/resilient/runtime/internal/window"
 
 	"github.com/go-resilient/resilient/runtime/internal/fuzzprog"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The fuzz targets below read their input as a program: a few bytes of

@@ -3,10 +3,11 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // UnaryHandle is one unary method of a Client, bound by its full name to

@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func hedging(delay time.Duration, copies int) *policy.Hedging {

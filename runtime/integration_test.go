@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // These tests run the runtime against a real gRPC server on loopback that

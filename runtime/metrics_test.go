@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"bytes"
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"log/slog"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 const inventoryService = "example.inventory.v1.InventoryService"

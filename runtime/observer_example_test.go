@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // unavailable is a call to a dependency that is down.

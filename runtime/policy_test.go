@@ -1,10 +1,11 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func TestCodeSet(t *testing.T) {

@@ -2,11 +2,11 @@ package runtime
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime/internal/priority"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // PriorityHeader is the metadata key that carries a call's priority

@@ -3,12 +3,12 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func sent(ctx context.Context) []string {

@@ -2,8 +2,9 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Change is one value of the policy that an edit (WithPolicy,

@@ -3,10 +3,11 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // rateLimiter is a client's token bucket towards one dependency, on

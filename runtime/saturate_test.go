@@ -1,10 +1,11 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func TestAddSatNeverWraps(t *testing.T) {

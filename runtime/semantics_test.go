@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"net"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // These tests prove the promises of the README's "Semantics" section that
@@ -33,7 +33,7 @@ import (
 // and its hedged copies; it takes no second one for them.
 func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 	t.Run("the permit is held through the wait between attempts", func(t *testing.T) {
-		fs, cc := atkServe(t, faultserver.Pushback(codes.Unavailable, 150*time.Millisecond))
+		fs, cc := startFault(t, faultserver.Pushback(codes.Unavailable, 150*time.Millisecond))
 		rt := inventory(t, policy.Service{
 			Budget:   generous,
 			Bulkhead: &policy.Bulkhead{Permits: 1},
@@ -59,7 +59,7 @@ func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 	})
 
 	t.Run("one token pays for every attempt", func(t *testing.T) {
-		fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+		fs, cc := startFault(t, server.Fail(codes.Unavailable))
 		rt := inventory(t, policy.Service{
 			Budget:    generous,
 			RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1},
@@ -80,7 +80,7 @@ func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 	})
 
 	t.Run("one permit and one token for every hedged copy", func(t *testing.T) {
-		fs, cc := atkServe(t, server.Hang)
+		fs, cc := startFault(t, server.Hang)
 		rt := inventory(t, policy.Service{
 			Budget:    generous,
 			Bulkhead:  &policy.Bulkhead{Permits: 1},
@@ -103,7 +103,7 @@ func TestACallHoldsOnePermitAndOneTokenForAllItsAttempts(t *testing.T) {
 // dependency, which did not answer in the time it had; it is gRPC's plain
 // DEADLINE_EXCEEDED, not ErrAttemptTimeout.
 func TestAnAttemptEndedByTheCallersDeadlineIsAFailure(t *testing.T) {
-	fs, cc := atkServe(t, server.Hang)
+	fs, cc := startFault(t, server.Hang)
 	rt := inventory(t, policy.Service{
 		Breaker: breakerPolicy(3, 1),
 		Methods: []policy.Method{{Name: getStock, Idempotent: true}},
@@ -134,7 +134,7 @@ func TestABreakerIsSharedByTheServiceUnlessPerMethod(t *testing.T) {
 	for _, perMethod := range []bool{false, true} {
 		name := map[bool]string{false: "shared", true: "per method"}[perMethod]
 		t.Run(name, func(t *testing.T) {
-			fs, cc := atkServe(t, server.Fail(codes.Unavailable))
+			fs, cc := startFault(t, server.Fail(codes.Unavailable))
 			get := policy.Method{Name: getStock, Idempotent: true}
 			if perMethod {
 				get.Breaker = breakerPolicy(3, 1)
@@ -172,7 +172,7 @@ func TestABreakerIsSharedByTheServiceUnlessPerMethod(t *testing.T) {
 // TestStreamsAreNotRateLimitedAndNeverRetried: opening a stream takes no
 // rate-limit token, and a stream that fails is not opened again.
 func TestStreamsAreNotRateLimitedAndNeverRetried(t *testing.T) {
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	rt := inventory(t, policy.Service{
 		Budget:    generous,
 		RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1},
@@ -255,7 +255,7 @@ func TestOnlyIdempotentUnaryMethodsHedgeAndNeverAlsoRetry(t *testing.T) {
 // answered by a stale cached value first; the fallback runs only for a key
 // with none, and then receives the request and the final error.
 func TestTheFallbackSeesTheFinalErrorAfterTheStaleCache(t *testing.T) {
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	clock := newFakeClock()
 	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10}, nil, runtime.WithClock(clock))
 	plain := inventoryv1.NewInventoryServiceClient(cc)
@@ -290,7 +290,7 @@ func TestTheFallbackSeesTheFinalErrorAfterTheStaleCache(t *testing.T) {
 // while it waits for a rate-limit token cancels its reservation, so the
 // next caller waits for the next token, not for the one after it.
 func TestATokenIsGivenBackWhenTheContextEndsItsWait(t *testing.T) {
-	fs, cc := atkServe(t, server.Healthy)
+	fs, cc := startFault(t, server.Healthy)
 	rt := inventory(t, policy.Service{
 		RateLimit: &policy.RateLimit{RequestsPerSecond: 4, Burst: 1, MaxWait: time.Second},
 		Methods:   []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second}},
@@ -323,7 +323,7 @@ func TestATokenIsGivenBackWhenTheContextEndsItsWait(t *testing.T) {
 // of time waiting for a permit has spent that token.
 func TestATokenIsSpentWhenTheContextEndsWaitingForAPermit(t *testing.T) {
 	release := make(chan struct{})
-	fs, cc := atkServe(t, atkHold(release))
+	fs, cc := startFault(t, atkHold(release))
 	rt := inventory(t, policy.Service{
 		RateLimit: &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 2},
 		Bulkhead:  &policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second},
@@ -369,7 +369,7 @@ func (c *endingCtx) Err() error {
 // permit just as its context ended makes no call and gives the permit back.
 func TestAPermitHandedOverAsTheContextEndsIsReturnedAtOnce(t *testing.T) {
 	release := make(chan struct{})
-	fs, cc := atkServe(t, atkHold(release))
+	fs, cc := startFault(t, atkHold(release))
 	rt := inventory(t, policy.Service{
 		Bulkhead: &policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second},
 		Methods:  []policy.Method{{Name: getStock, Idempotent: true, Timeout: 5 * time.Second}},
@@ -402,7 +402,7 @@ func TestAPermitHandedOverAsTheContextEndsIsReturnedAtOnce(t *testing.T) {
 // INTERNAL; the breaker counts it as nothing, the metrics under INTERNAL.
 func TestAMessageThatDoesNotMarshalCountsAsNothing(t *testing.T) {
 	t.Run("the request", func(t *testing.T) {
-		fs, cc := atkServe(t, server.Healthy)
+		fs, cc := startFault(t, server.Healthy)
 		reg := prometheus.NewRegistry()
 		rt := inventory(t, policy.Service{Breaker: breakerPolicy(1, 1),
 			Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second}}}, runtime.WithRegisterer(reg))
@@ -465,7 +465,7 @@ func (b *badResponses) GetStock(context.Context, *inventoryv1.GetStockRequest) (
 // runs under the method's timeout; cut by it, the error matches
 // ErrAttemptTimeout and names the shared call and the timeout.
 func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
-	fs, cc := atkServe(t, server.Hang)
+	fs, cc := startFault(t, server.Hang)
 	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 50 * time.Millisecond,
 		Cache: &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}}}})
 	begin := time.Now()

@@ -2,13 +2,14 @@ package runtime
 
 import (
 	"context"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Conn wraps cc so that streams opened through it get their method's

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // IdempotencyKeyHeader is the metadata key that carries a method's

@@ -1,11 +1,12 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The plugin refuses an answer listed as retryable; so does Validate, for a

@@ -1,9 +1,10 @@
 package runtime
 
 import (
-	"github.com/go-resilient/resilient/runtime/policy"
 	"testing"
 	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // Problems names each field as the options do, so that the override

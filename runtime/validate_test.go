@@ -2,13 +2,14 @@ package runtime
 
 import (
 	"errors"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 func validPolicy() *policy.Service {

@@ -5,7 +5,6 @@ package check
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/go-resilient/resilient/internal/contract"
@@ -20,10 +19,7 @@ import (
 // Tolerance refuses an adaptive limit's tolerance that is not a finite
 // number of at least 1.
 func Tolerance(x float64) string {
-	if !finiteAtLeastOne(x) {
-		return fmt.Sprintf("must be a finite number of at least 1, got %v: below 1 the limit would shrink while the dependency is as fast as ever", x)
-	}
-	return ""
+	return finiteAtLeastOne(x, ": below 1 the limit would shrink while the dependency is as fast as ever")
 }
 
 // AdaptiveMaxLimit refuses an adaptive limit's max_limit outside 1 to
@@ -48,10 +44,7 @@ func AdaptiveWindow(d time.Duration) string {
 // ThrottleK refuses a throttler's k that is not a finite number of at
 // least 1.
 func ThrottleK(k float64) string {
-	if !finiteAtLeastOne(k) {
-		return fmt.Sprintf("must be a finite number of at least 1, got %v: with less the throttler refuses requests the dependency accepts", k)
-	}
-	return ""
+	return finiteAtLeastOne(k, ": with less the throttler refuses requests the dependency accepts")
 }
 
 // MaxRefusal refuses a throttler's max_refusal outside (0, 1), NaN
@@ -82,6 +75,16 @@ func MaxBelowMin(minLimit, maxLimit int64, from string) string {
 	return fmt.Sprintf("%d is below min_limit %d%s: raise max_limit or lower min_limit", maxLimit, minLimit, from)
 }
 
+// AdaptiveTimeout refuses an adaptive limit in force on a unary method
+// that has no per-attempt timeout (0 for none): the limit halves on a
+// timed-out attempt, and could never fall while the dependency hangs.
+func AdaptiveTimeout(method string, timeout time.Duration) string {
+	if timeout > 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall", method)
+}
+
 // InitialOutside refuses an adaptive limit's initial_limit outside
 // [min_limit, max_limit], the values in force, blaming initial_limit. The
 // caller adds how else to mend it (", or remove it").
@@ -91,5 +94,3 @@ func InitialOutside(initial, minLimit, maxLimit int64) string {
 	}
 	return fmt.Sprintf("%d is not between min_limit %d and max_limit %d: set it within them", initial, minLimit, maxLimit)
 }
-
-func finiteAtLeastOne(x float64) bool { return x >= 1 && !math.IsInf(x, 0) }

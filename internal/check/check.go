@@ -59,36 +59,38 @@ func Ratio(r float64) string {
 // AtLeastOne refuses a count below 1: a breaker's minimum_calls, a
 // bulkhead's permits, a rate limit's burst, a cache's max_entries, an
 // adaptive limit's bounds.
-func AtLeastOne(n int64) string {
-	if n < 1 {
-		return fmt.Sprintf("must be at least 1, got %d", n)
-	}
-	return ""
-}
+func AtLeastOne(n int64) string { return atLeast(1, n, "") }
 
 // MaxAttempts refuses a retry's max_attempts below 1.
 func MaxAttempts(n int64) string {
-	if n < 1 {
-		return fmt.Sprintf("must be at least 1, got %d (it counts the first attempt, and 1 means no retry)", n)
-	}
-	return ""
+	return atLeast(1, n, " (it counts the first attempt, and 1 means no retry)")
 }
 
 // MaxCopies refuses a hedging's max_copies below 2.
 func MaxCopies(n int64) string {
-	if n < 2 {
-		return fmt.Sprintf("must be at least 2, got %d (it counts the first copy, and 1 would mean no hedging)", n)
+	return atLeast(2, n, " (it counts the first copy, and 1 would mean no hedging)")
+}
+
+// atLeast refuses a count n below least, followed by why ("" for
+// nothing more).
+func atLeast(least, n int64, why string) string {
+	if n < least {
+		return fmt.Sprintf("must be at least %d, got %d%s", least, n, why)
 	}
 	return ""
 }
 
 // Multiplier refuses a backoff multiplier that is not a finite number of
 // at least 1.
-func Multiplier(m float64) string {
-	if !finiteAtLeastOne(m) {
-		return fmt.Sprintf("must be a finite number of at least 1, got %v", m)
+func Multiplier(m float64) string { return finiteAtLeastOne(m, "") }
+
+// finiteAtLeastOne refuses a number that is not finite and at least 1
+// (NaN included), followed by why ("" for nothing more).
+func finiteAtLeastOne(x float64, why string) string {
+	if x >= 1 && !math.IsInf(x, 0) {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("must be a finite number of at least 1, got %v%s", x, why)
 }
 
 // Rate refuses a rate limit's requests_per_second that is not positive

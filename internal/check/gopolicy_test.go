@@ -148,6 +148,9 @@ var goMistakes = map[string]goMistake{
 	"baseline window too short": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.AdaptiveLimit = &policy.AdaptiveLimit{BaselineWindow: 9}
 	}},
+	"adaptive without timeout": {set: func(s *policy.Service, _, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{}
+	}},
 	"adaptive min above max": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5}
 	}},

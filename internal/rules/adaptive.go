@@ -15,7 +15,7 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// The defaults and bounds of the adaptive layers, from internal/contract,
+// The defaults of the adaptive layers, from internal/contract,
 // which the runtime's internal/adaptive and internal/throttle read too.
 const (
 	DefaultMinLimit       = contract.AdaptiveMinLimit
@@ -24,15 +24,10 @@ const (
 	DefaultTolerance      = contract.AdaptiveTolerance
 	DefaultSmoothing      = contract.AdaptiveSmoothing
 	DefaultBaselineWindow = contract.AdaptiveBaselineWindow
-	// MaxAdaptiveLimit is the largest max_limit.
-	MaxAdaptiveLimit = contract.MaxAdaptiveLimit
 
 	DefaultThrottleK          = contract.ThrottleK
 	DefaultThrottleWindow     = contract.ThrottleWindow
 	DefaultThrottleMaxRefusal = contract.ThrottleMaxRefusal
-
-	// MaxWindowCalls is the largest circuit_breaker.window_calls.
-	MaxWindowCalls = contract.MaxWindowCalls
 )
 
 // RuleAdaptive: an adaptive_limit whose bounds do not fit together or
@@ -114,9 +109,8 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		if m.IsStreamingClient() || m.IsStreamingServer() {
 			return // a stream takes no part; CheckOwnAdaptive refuses its own limit
 		}
-		if p.GetTimeout() == nil {
-			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit",
-				fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall; set timeout on the method, the service or the file", m.Name())})
+		if msg := check.AdaptiveTimeout(string(m.Name()), p.GetTimeout().AsDuration()); msg != "" {
+			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit", msg + "; set timeout on the method, the service or the file"})
 		}
 		if !own.GetAdaptiveLimit().GetPerMethod() {
 			return // the shared limit's bounds are the service's

@@ -43,8 +43,6 @@ const (
 	DefaultBreakerWindow  = 10 * time.Second
 	DefaultCoolDown       = 10 * time.Second
 	DefaultHalfOpenProbes = 3
-	// MaxHalfOpenProbes is the most probes the runtime's breaker counts.
-	MaxHalfOpenProbes = contract.MaxHalfOpenProbes
 
 	DefaultHedgingMaxCopies = 2
 	DefaultCacheMaxEntries  = 10000

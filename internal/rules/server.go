@@ -10,18 +10,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/check"
-	"github.com/go-resilient/resilient/internal/contract"
-)
-
-// The least lease and TTL a dedup may set (internal/contract's, which
-// runtime/policy.MinLease and MinTTL are too, checked again by NewGuard).
-const (
-	// MinDedupLease: the lease is renewed every quarter of it, and a
-	// shorter one would lapse under an ordinary store round trip.
-	MinDedupLease = contract.MinLease
-	// MinDedupTTL: a result kept for less would be gone before a client's
-	// retries of the request end.
-	MinDedupTTL = contract.MinTTL
 )
 
 // DedupMinimum returns the problem of a dedup ttl or lease below its

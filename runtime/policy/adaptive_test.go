@@ -11,18 +11,26 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-// TestAdaptiveDefaultsAgree: the contract's defaults of the adaptive layers
-// (internal/rules, which the plugin writes into the literal) are the
+// TestAdaptiveDefaultsAgree: the options contract's defaults of the
+// adaptive layers, as the plugin and the override loader write them into
+// a policy (internal/rules' table of defaults, through rules.Fill, and
+// AdaptiveLimitOf for the bounds that follow the bulkhead), are the
 // runtime's, which a zero field of a policy built in Go stands for.
 func TestAdaptiveDefaultsAgree(t *testing.T) {
-	a := policy.DefaultAdaptiveLimit
-	if a.MinLimit != rules.DefaultMinLimit || a.MaxLimit != rules.DefaultMaxLimit || a.InitialLimit != rules.DefaultInitialLimit ||
-		a.Tolerance != rules.DefaultTolerance || a.Smoothing != rules.DefaultSmoothing || a.BaselineWindow != rules.DefaultBaselineWindow {
-		t.Errorf("policy.DefaultAdaptiveLimit %+v differs from the contract's defaults", a)
+	var a policy.AdaptiveLimit
+	if err := rules.Fill(&a, rules.DefaultOf("adaptive_limit")); err != nil {
+		t.Fatal(err)
 	}
-	th := policy.DefaultThrottle
-	if th.K != rules.DefaultThrottleK || th.Window != rules.DefaultThrottleWindow || th.MaxRefusal != rules.DefaultThrottleMaxRefusal {
-		t.Errorf("policy.DefaultThrottle %+v differs from the contract's defaults", th)
+	_, a.MaxLimit, a.InitialLimit = rules.AdaptiveLimitOf(nil, 0)
+	if a != policy.DefaultAdaptiveLimit {
+		t.Errorf("the contract's adaptive limit %+v, policy.DefaultAdaptiveLimit %+v", a, policy.DefaultAdaptiveLimit)
+	}
+	var th policy.Throttle
+	if err := rules.Fill(&th, rules.DefaultOf("client_throttle")); err != nil {
+		t.Fatal(err)
+	}
+	if th != policy.DefaultThrottle {
+		t.Errorf("the contract's throttler %+v, policy.DefaultThrottle %+v", th, policy.DefaultThrottle)
 	}
 }
 

@@ -68,6 +68,61 @@ func scribble(v reflect.Value) {
 	}
 }
 
+// unset names the first pointer, slice or map reachable from v (at path)
+// that is nil or empty, "" for none: a field added to the policy types and
+// left out of fullPolicy or fullServer (settings_test.go), which Clone's tests would then
+// not attack. Functions (NewResponse) are shared by a clone, not copied.
+func unset(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return path
+		}
+		return unset(v.Elem(), path)
+	case reflect.Slice, reflect.Map:
+		if v.Len() == 0 {
+			return path
+		}
+		return unset(v.Index(0), path+"[0]")
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Type().Field(i); f.IsExported() {
+				if p := unset(v.Field(i), path+"."+f.Name); p != "" {
+					return p
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func TestAttackSpineCloneTestsAreFull(t *testing.T) {
+	s, srv := fullPolicy(), fullServer()
+	if p := unset(reflect.ValueOf(s), "Service"); p != "" {
+		t.Errorf("fullPolicy leaves %s unset: set it, so that a shallow copy of it by Clone shows", p)
+	}
+	if p := unset(reflect.ValueOf(srv), "Server"); p != "" {
+		t.Errorf("fullServer leaves %s unset: set it, so that a shallow copy of it by Clone shows", p)
+	}
+}
+
+// Server.Clone is deep: a change anywhere in the copy leaves the original
+// as it was.
+func TestAttackSpineServerCloneIsDeep(t *testing.T) {
+	orig := fullServer()
+	c := orig.Clone()
+	if !reflect.DeepEqual(c, orig) {
+		t.Fatalf("the clone differs from the original:\n%+v\n%+v", c, orig)
+	}
+	scribble(reflect.ValueOf(&c))
+	if reflect.DeepEqual(c, orig) {
+		t.Fatal("scribble changed nothing: the test cannot fail")
+	}
+	if want := fullServer(); !reflect.DeepEqual(orig, want) {
+		t.Errorf("changing the clone changed the original:\n got %+v\nwant %+v", orig, want)
+	}
+}
+
 // Clone is deep: a change anywhere in the copy, KeyFields included (a
 // shallow copy shared them, and an edit of them reached the generated
 // literal), leaves the original as it was.

@@ -30,3 +30,11 @@ func (p Priority) String() string {
 	}
 	return fmt.Sprintf("Priority(%d)", uint8(p))
 }
+
+// checkPriority refuses, at field, a priority none of the constants
+// names; both sides' validators ask it.
+func checkPriority(p Priority, field string, bad badFunc) {
+	if p > PriorityCritical {
+		bad(field, "unknown priority %d: use PriorityLow, PriorityNormal, PriorityHigh or PriorityCritical (or PriorityUnspecified for none)", uint8(p))
+	}
+}

@@ -172,16 +172,10 @@ func (m StoreErrorMode) String() string {
 // Clone returns a deep copy of p.
 func (p *Server) Clone() Server {
 	c := *p
-	if p.Shedding != nil {
-		s := *p.Shedding
-		c.Shedding = &s
-	}
+	c.Shedding = clone(p.Shedding)
 	c.Methods = make([]ServerMethod, len(p.Methods))
 	for i, m := range p.Methods {
-		if m.Dedup != nil {
-			d := *m.Dedup
-			m.Dedup = &d
-		}
+		m.Dedup = clone(m.Dedup)
 		c.Methods[i] = m
 	}
 	return c
@@ -214,8 +208,8 @@ func (p *Server) Validate() error {
 				prev, prevName = lim.v, lim.name
 			}
 		}
-		if s.Pushback < 0 {
-			bad("Shedding.Pushback", "must not be negative, got %s", s.Pushback)
+		if msg := check.NotNegative(s.Pushback); msg != "" {
+			bad("Shedding.Pushback", "%s", msg)
 		}
 		if s.Code != codes.OK {
 			if msg := check.SheddingCode(codename.Of(s.Code)); msg != "" {
@@ -235,14 +229,12 @@ func (p *Server) Validate() error {
 			bad(f+".Name", "listed twice")
 		}
 		seen[m.Name] = true
-		if m.Priority > PriorityCritical {
-			bad(f+".Priority", "unknown priority %d", m.Priority)
+		checkPriority(m.Priority, f+".Priority", bad)
+		if msg := check.NotNegative(m.MinDeadline); msg != "" {
+			bad(f+".MinDeadline", "%s", msg)
 		}
-		if m.MinDeadline < 0 {
-			bad(f+".MinDeadline", "must not be negative, got %s", m.MinDeadline)
-		}
-		if m.DefaultTimeout < 0 {
-			bad(f+".DefaultTimeout", "must not be negative, got %s", m.DefaultTimeout)
+		if msg := check.NotNegative(m.DefaultTimeout); msg != "" {
+			bad(f+".DefaultTimeout", "%s", msg)
 		}
 		if m.DefaultTimeout > 0 && m.DefaultTimeout < m.MinDeadline {
 			bad(f+".DefaultTimeout", "%s is below MinDeadline (%s)", m.DefaultTimeout, m.MinDeadline)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
-	"github.com/go-resilient/resilient/runtime/internal/window"
 )
 
 // Validate checks that the policy can be applied: names set, counts and
@@ -104,8 +103,9 @@ func (p *Service) Problems() []Problem {
 		if m.Bulkhead != nil {
 			m.Bulkhead.check(f+".Bulkhead", bad)
 		}
-		if m.Priority > PriorityCritical {
-			bad(f+".Priority", "unknown priority %d: use PriorityLow, PriorityNormal, PriorityHigh or PriorityCritical (or PriorityUnspecified for none)", uint8(m.Priority))
+		checkPriority(m.Priority, f+".Priority", bad)
+		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
+			fail(bad, f+".AdaptiveLimit", check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
 		}
 		m.checkPatterns(f, bad)
 		m.checkAdaptive(f, p, bad)
@@ -262,12 +262,13 @@ func shortName(fullMethod string) string {
 // checkWindow checks the breaker's window: a duration, or a number of calls
 // that MinimumCalls can reach.
 func (b *Breaker) checkWindow(f string, bad badFunc) {
-	switch {
-	case b.WindowCalls < 0 || b.WindowCalls > window.MaxCount:
-		fail(bad, f+".WindowCalls", check.WindowCalls(int64(b.WindowCalls)), "; use 0 for a window in time")
-	case b.WindowCalls > 0:
-		fail(bad, f+".MinimumCalls", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
-	default:
+	if b.WindowCalls == 0 {
 		positive(b.Window, f+".Window", bad)
+		return
 	}
+	if msg := check.WindowCalls(int64(b.WindowCalls)); msg != "" {
+		fail(bad, f+".WindowCalls", msg, "; use 0 for a window in time")
+		return
+	}
+	fail(bad, f+".MinimumCalls", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
 }

@@ -118,11 +118,24 @@ func TestPriorityNames(t *testing.T) {
 // TestMinimumsAgreeWithThePlugin: the plugin and the override loader
 // refuse what NewGuard refuses.
 func TestMinimumsAgreeWithThePlugin(t *testing.T) {
-	if policy.MinLease != rules.MinDedupLease || policy.MinTTL != rules.MinDedupTTL {
-		t.Errorf("policy MinLease %s MinTTL %s, rules %s %s", policy.MinLease, policy.MinTTL, rules.MinDedupLease, rules.MinDedupTTL)
-	}
-	if policy.DefaultLease != rules.DefaultLease {
-		t.Errorf("policy DefaultLease %s, rules %s", policy.DefaultLease, rules.DefaultLease)
+	// At each side of each minimum, the plugin's check and NewGuard agree.
+	for _, tc := range []struct {
+		field string
+		d     time.Duration
+	}{
+		{"ttl", policy.MinTTL - 1}, {"ttl", policy.MinTTL},
+		{"lease", policy.MinLease - 1}, {"lease", policy.MinLease},
+	} {
+		p := inventoryPolicy()
+		if tc.field == "ttl" {
+			p.Methods[1].Dedup.TTL = tc.d
+		} else {
+			p.Methods[1].Dedup.Lease = tc.d
+		}
+		_, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(1)))
+		if plugin := rules.DedupMinimum(tc.field, tc.d); (plugin != "") != (err != nil) {
+			t.Errorf("dedup %s %v: the plugin says %q, NewGuard %v", tc.field, tc.d, plugin, err)
+		}
 	}
 	// A 2 ns lease is refused by NewGuard, not left to crash a goroutine.
 	p := inventoryPolicy()

@@ -26,7 +26,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/go-resilient/resilient/runtime/policy"
 	"io"
 	"os"
 	"path/filepath"
@@ -42,6 +41,7 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 type config struct {
