@@ -171,7 +171,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	r := mp.Retry
 	var on, lost []string
 	seen := map[string]bool{}
-	for _, c := range codesIn(r.RetryableCodes) {
+	for _, c := range r.RetryableCodes.Codes() {
 		conds, ok := envoyRetryOn[c]
 		if !ok {
 			lost = append(lost, codename.Of(c))

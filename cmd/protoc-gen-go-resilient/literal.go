@@ -58,7 +58,7 @@ func durationExpr(g *protogen.GeneratedFile, d time.Duration) string {
 // past 100 columns.
 func codesExpr(g *protogen.GeneratedFile, cs policy.CodeSet) string {
 	var args []string
-	for _, c := range codesIn(cs) {
+	for _, c := range cs.Codes() {
 		// The constants of package codes are named as Code.String spells
 		// them: codes.Unavailable, codes.DeadlineExceeded.
 		args = append(args, g.QualifiedGoIdent(codesPackage.Ident(c.String())))

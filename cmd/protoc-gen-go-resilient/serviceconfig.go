@@ -161,22 +161,11 @@ func grpcRepeatable(cs policy.CodeSet) policy.CodeSet {
 	return cs &^ policy.CodesOf(codes.DeadlineExceeded)
 }
 
-// codesIn lists the codes of a set in the order of their numbers.
-func codesIn(cs policy.CodeSet) []codes.Code {
-	var out []codes.Code
-	for c := codes.Code(0); c < 32; c++ {
-		if cs.Has(c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // codeNames spells the codes of a set by their canonical names
 // ("UNAVAILABLE"), in the order of their numbers.
 func codeNames(cs policy.CodeSet) []string {
 	out := []string{}
-	for _, c := range codesIn(cs) {
+	for _, c := range cs.Codes() {
 		out = append(out, codename.Of(c))
 	}
 	return out

@@ -31,14 +31,23 @@ func CodesOf(cs ...codes.Code) CodeSet {
 // Has reports whether c is in the set.
 func (s CodeSet) Has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
 
+// Codes lists the codes of the set in the order of their numbers.
+func (s CodeSet) Codes() []codes.Code {
+	var out []codes.Code
+	for c := codes.Code(0); c < 32; c++ {
+		if s.Has(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // String lists the codes by name in the order of their numbers, as in
 // "[DEADLINE_EXCEEDED UNAVAILABLE]".
 func (s CodeSet) String() string {
 	var names []string
-	for c := codes.Code(0); c < 32; c++ {
-		if s.Has(c) {
-			names = append(names, codename.Of(c))
-		}
+	for _, c := range s.Codes() {
+		names = append(names, codename.Of(c))
 	}
 	return "[" + strings.Join(names, " ") + "]"
 }

@@ -155,20 +155,9 @@ func codeList(bad badFunc, field string, l check.List, s CodeSet) {
 	if u := s &^ CodeSet(1<<(codes.Unauthenticated+1)-1); u != 0 {
 		bad(field, "holds %s, numbers gRPC defines no code for: name the codes (codes.Unavailable)", u)
 	}
-	for _, msg := range check.Codes(l, s.list()) {
+	for _, msg := range check.Codes(l, s.Codes()) {
 		bad(field, "%s", msg)
 	}
-}
-
-// list is the codes of the set, in their order.
-func (s CodeSet) list() []codes.Code {
-	var out []codes.Code
-	for c := codes.Code(0); c < 32; c++ {
-		if s.Has(c) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // describe says what kind of streaming method k is, for a message ("a
