@@ -13,7 +13,9 @@ import (
 )
 
 // DedupMinimum returns the problem of a dedup ttl or lease below its
-// minimum ("" when d is not positive, which Check refuses, or fine).
+// minimum ("" when d is not positive, or fine), for the override loader,
+// which sets a server method's values one by one. Check refuses the same
+// values (policy.Dedup's check).
 func DedupMinimum(field string, d time.Duration) string {
 	switch {
 	case d <= 0:
@@ -32,7 +34,7 @@ func DedupMinimum(field string, d time.Duration) string {
 // default_timeout no shorter than min_deadline (or every request without
 // deadline would be refused as dead), blaming the more specific of the
 // two; and deduplication only of unary requests that carry an idempotency
-// key, with its ttl.
+// key, with its ttl (whose value Check checks where it is written).
 func CheckServer(m protoreflect.MethodDescriptor, eff Merged, add func(Finding)) {
 	sv := eff.Policy.GetServer()
 	minDeadline, defaultTimeout := sv.GetMinDeadline().AsDuration(), sv.GetDefaultTimeout().AsDuration()
@@ -53,18 +55,6 @@ func CheckServer(m protoreflect.MethodDescriptor, eff Merged, add func(Finding))
 		return
 	}
 	lvl := eff.SetBy["server.dedup"]
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"ttl", d.GetTtl().AsDuration()}, {"lease", d.GetLease().AsDuration()}} {
-		if msg := DedupMinimum(f.name, f.d); msg != "" {
-			at, ok := eff.SetBy["server.dedup."+f.name]
-			if !ok {
-				at = lvl
-			}
-			add(Finding{RuleServer, at, "server.dedup." + f.name, msg})
-		}
-	}
 	switch kind := StreamKind(m); {
 	case kind != "":
 		add(Finding{RuleServer, lvl, "server.dedup",

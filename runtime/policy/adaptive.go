@@ -6,6 +6,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-resilient/resilient/internal/check"
@@ -80,10 +81,11 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 	d := DefaultAdaptiveLimit
 	problems := 0
 	// set checks a value that is set (not zero, or written), reporting
-	// problem followed by hint for every boundary and fix for Go.
+	// problem followed by hint for every boundary and fix for Go, whose
+	// default is also what leaving the value out gives in the options.
 	set := func(field string, notZero bool, problem, hint, fix string) {
 		if r.given(notZero) && problem != "" {
-			r.fail(f+"."+field, problem+hint, fix)
+			r.report(f+"."+field, "", problem+hint, fix, strings.TrimPrefix(fix, "; leave it 0 "), false)
 			problems++
 		}
 	}

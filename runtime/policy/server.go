@@ -235,7 +235,7 @@ func (s *Shedding) check(f string, r *reporter) {
 		field := f + ".Limits." + lim.name
 		switch {
 		case lim.v <= 0:
-			r.fail(field, fmt.Sprintf("must be positive, got %d", lim.v)+"; it is the number of requests in flight from which "+strings.ToLower(lim.name)+"-priority requests are refused", "")
+			r.fail(field, check.AtLeastOne(int64(lim.v))+"; it is the number of requests in flight from which "+strings.ToLower(lim.name)+"-priority requests are refused", "")
 		case lim.v < prev:
 			r.pair(field, "", check.SheddingBelow(int64(lim.v), int64(prev), "Limits."+prevName), "")
 		}

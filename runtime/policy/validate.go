@@ -50,14 +50,16 @@ type Problem struct {
 	// none") and without the name of the value it is about. The options
 	// boundaries (internal/rules) add their own mend.
 	Core string
-	// Unset is what leaving the value out stands for, for a value whose
-	// zero means none rather than a default of the options contract, in
-	// words that follow "use 0" or "remove it" ("for no per-attempt
-	// limit"); "" otherwise.
+	// Unset is what leaving the value out stands for, where the options
+	// contract's table of defaults does not say it (a value whose zero
+	// means none, or whose default follows another value), in words that
+	// follow "use 0" or "remove it" ("for no per-attempt limit", "for the
+	// default 100"); "" otherwise.
 	Unset string
 	// Pair says the problem relates the value to another one (max_backoff
-	// to initial_backoff): the options boundaries check such pairs once
-	// the levels are merged, blaming the level of either.
+	// to initial_backoff) or to the method it is set on: the options
+	// boundaries check such problems once the levels are merged, blaming
+	// the level of either value.
 	Pair bool
 }
 
