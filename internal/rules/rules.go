@@ -7,9 +7,21 @@
 // lint rule, lint.go) and the override loader (which reports it at its key
 // in the file or environment). One implementation, so that lint refuses
 // what the plugin refuses, and an operator can never set through an
-// override what the plugin refuses in a .proto. What is wrong with a value
-// is said by internal/check, which the runtime's Go validator uses too
-// (runtime/policy); this package adds how an options author mends it.
+// override what the plugin refuses in a .proto.
+//
+// A value is checked once, by the check of its Go field in runtime/policy
+// (policy.GroupProblems, which Validate runs too, in the words of
+// internal/check): Check fills each group an option sets (its defaults,
+// then the option's values) into the group's Go value and reports each
+// problem of a value the option sets, at its path, with how an options
+// author mends it ("remove it for the default 10s"). What exists only in
+// the options is checked by kind, for every field alike (values.go): a
+// Duration's encoding, status code names and the codes a list may hold,
+// enum numbers, names listed twice, where a group may be written. The
+// checks of several values, levels or the method's descriptor run on the
+// merged levels (CheckService, CheckMethod, CheckShedding), blaming the
+// level that set the value at fault. So a new field of a group has its
+// check in runtime/policy and none here.
 package rules
 
 import (
