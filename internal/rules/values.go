@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -153,9 +152,9 @@ func optionText(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 // method's own decision), or never on one (shared by the whole
 // dependency or service); fix is the message that refuses it elsewhere.
 var placement = []struct {
-	group    string
-	onMethod bool
-	fix      string
+	group        string
+	onlyOnMethod bool
+	fix          string
 }{
 	{"retry_budget", false, "retry_budget is shared by the whole dependency: set it on the service or the file"},
 	{"client_throttle", false, "client_throttle judges the whole dependency: set it on the service or the file"},
@@ -179,7 +178,7 @@ func checkPlacement(p *resilientv1.Policy, onMethod bool, add Report) map[string
 	skip := map[string]bool{}
 	m := p.ProtoReflect()
 	for _, pl := range placement {
-		if groupAt(m, pl.group) != nil && pl.onMethod != onMethod {
+		if groupAt(m, pl.group) != nil && pl.onlyOnMethod != onMethod {
 			add(pl.group, "%s", pl.fix)
 			skip[pl.group] = true
 		}
@@ -195,13 +194,15 @@ func checkPlacement(p *resilientv1.Policy, onMethod bool, add Report) map[string
 }
 
 // codeLists are the lists of status codes of the options, by what their
-// codes mean (check.List), and the single codes (-1).
-var codeLists = map[string]int{
-	"retry.retryable_codes":         0, // check.Retryable
-	"circuit_breaker.failure_codes": 1, // check.Failure
-	"hedging.non_fatal_codes":       2, // check.NonFatal
-	"shedding.code":                 -1,
-}
+// codes mean; codeFields the options that hold one status code.
+var (
+	codeLists = map[string]check.List{
+		"retry.retryable_codes":         check.Retryable,
+		"circuit_breaker.failure_codes": check.Failure,
+		"hedging.non_fatal_codes":       check.NonFatal,
+	}
+	codeFields = map[string]bool{"shedding.code": true}
+)
 
 // walk refuses what exists only in the options, whatever the field: a
 // Duration that is not one or does not fit a time.Duration, a status code
@@ -228,11 +229,10 @@ func walk(m protoreflect.Message, prefix string, skip, refused map[string]bool, 
 			if fd.Enum().Values().ByNumber(v.Enum()) == nil {
 				bad(path, "unknown value %d, perhaps of a newer version of the options than this program knows: write %s", v.Enum(), enumNames(fd.Enum()))
 			}
-		case fd.Kind() == protoreflect.StringKind:
-			if _, ok := codeLists[path]; ok {
-				if _, known := ParseCode(v.String()); !known {
-					bad(path, "unknown status code %q: %s", v.String(), suggestCode(v.String()))
-				}
+		case fd.Kind() == protoreflect.StringKind && codeFields[path]:
+			if _, known := ParseCode(v.String()); !known {
+				group := strings.TrimSuffix(prefix, ".")
+				bad(path, "unknown status code %q: %s%s", v.String(), suggestCode(v.String()), mend(group, string(fd.Name()), ""))
 			}
 		}
 		return true
@@ -251,7 +251,7 @@ func checkNames(path string, names protoreflect.List, bad Report) {
 		case codeList:
 			if code, ok := ParseCode(name); !ok {
 				bad(at, "unknown status code %q: %s", name, suggestCode(name))
-			} else if msg := codeIn(list, code); msg != "" {
+			} else if msg := check.Code(list, code); msg != "" {
 				bad(at, "%s", msg)
 			}
 		case seen[name]:
@@ -291,6 +291,3 @@ func durationOf(m protoreflect.Message) *durationpb.Duration {
 	}
 	return d
 }
-
-// codeIn refuses a code its list (codeLists) cannot hold.
-func codeIn(list int, c codes.Code) string { return check.Code(check.List(list), c) }

@@ -39,7 +39,7 @@ func TestGoChecksAreTheOptionsChecks(t *testing.T) {
 		onMethod := true
 		for _, pl := range placement {
 			if pl.group == g.path {
-				onMethod = pl.onMethod
+				onMethod = pl.onlyOnMethod
 			}
 		}
 		_, checked := g.value()
