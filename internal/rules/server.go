@@ -8,26 +8,32 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/go-resilient/resilient/internal/check"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // DedupMinimum returns the problem of a dedup ttl or lease below its
-// minimum ("" when d is not positive, or fine), for the override loader,
-// which sets a server method's values one by one. Check refuses the same
-// values (policy.Dedup's check).
+// minimum ("" when d is not positive, or fine), in the words Check
+// refuses it with, for the override loader, which sets a server method's
+// values one by one.
 func DedupMinimum(field string, d time.Duration) string {
-	switch {
-	case d <= 0:
+	if d <= 0 || (field != "ttl" && field != "lease") {
 		return ""
-	case field == "ttl":
-		return check.DedupTTL(d)
-	case field == "lease":
-		if msg := check.DedupLease(d); msg != "" {
-			return fmt.Sprintf("%s; remove it for the default %v", msg, DefaultLease)
-		}
 	}
-	return ""
+	dedup := &resilientv1.Dedup{}
+	if field == "ttl" {
+		dedup.Ttl = durationpb.New(d)
+	} else {
+		dedup.Lease = durationpb.New(d)
+	}
+	msg := ""
+	Check(&resilientv1.Policy{Server: &resilientv1.Server{Dedup: dedup}}, true, func(path, format string, args ...any) {
+		if path == "server.dedup."+field {
+			msg = fmt.Sprintf(format, args...)
+		}
+	})
+	return msg
 }
 
 // CheckServer checks the server-side settings of a method: a
