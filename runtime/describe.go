@@ -58,7 +58,7 @@ func describe(p *policy.Service) string {
 		case shareable[g]:
 			label = " (shared)"
 		case g == "retry_budget" && p.Budget == nil:
-			label = " (default: the service sets none, and a method retries)"
+			label = " (default: the service sets none, and a method retries or hedges)"
 		}
 		fmt.Fprintf(&b, "  %s%s: %s\n", g, label, pairs(fields, service.none[g]))
 	}

@@ -215,7 +215,7 @@ func TestDescribeValuesInForce(t *testing.T) {
 	}
 	d := describe(&p)
 	for _, want := range []string{
-		"  retry_budget (default: the service sets none, and a method retries): ratio 0.1, min_retries 10, window 10s\n",
+		"  retry_budget (default: the service sets none, and a method retries or hedges): ratio 0.1, min_retries 10, window 10s\n",
 		"  adaptive_limit (shared): min_limit 1, max_limit 6, initial_limit 6, tolerance 3, smoothing 0.5, baseline_window 30s\n",
 		"  client_throttle: k 2, window 5s, max_refusal 0.5\n",
 		"/Once\n    unary, idempotent: true, idempotency_key: none, timeout: 1s, overall_timeout: none\n    retry: none (max_attempts 1)\n",

@@ -74,7 +74,7 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 			switch {
 			case origin != "default":
 			case strings.HasPrefix(st.Key, "retry_budget.") && !rs.shared.has("retry_budget"):
-				origin = "default: a method retries, and no annotation sets `retry_budget`"
+				origin = "default: a method retries or hedges, and no annotation sets `retry_budget`"
 			default:
 				origin = follows(st.Key, "", in)
 			}
@@ -83,7 +83,7 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 		t.write(&b)
 		if rs.Policy.Budget == nil {
 			p("")
-			p("No method retries: the service has no retry budget.")
+			p("No method retries or hedges: the service has no retry budget.")
 		}
 		if rs.Server == nil {
 			p("")
@@ -168,7 +168,7 @@ func methodSentence(m *protogen.Method, rm *method, sp *policy.Service) string {
 // of policy.Service) that apply to the method: those it has of its own (a
 // field of policy.Method of the same name, set) and those of the service
 // it goes through. A stream goes through the breaker and the bulkhead
-// only (README: Streams); the retry budget bounds only methods that retry.
+// only (README: Streams); the retry budget bounds only methods that retry or hedge.
 func groupsOf(mp *policy.Method, sp *policy.Service) (own, shared []string) {
 	sv, mv := reflect.ValueOf(sp).Elem(), reflect.ValueOf(mp).Elem()
 	for i := range sv.NumField() {
@@ -184,7 +184,7 @@ func groupsOf(mp *policy.Method, sp *policy.Service) (own, shared []string) {
 		}
 		applies := name == "Breaker" || name == "Bulkhead" || mp.Kind == policy.KindUnary
 		if name == "Budget" {
-			applies = mp.Retry != nil
+			applies = mp.Retry != nil || mp.Hedging != nil
 		}
 		if !f.IsNil() && applies {
 			shared = append(shared, words)

@@ -61,8 +61,8 @@ func TestPolicyPageSaysWhatADefaultFollows(t *testing.T) {
 		t.Fatalf("no policy page among %v", keys(files))
 	}
 	for _, row := range []string{
-		"| `retry_budget.ratio` | 0.1 | default: a method retries, and no annotation sets `retry_budget` |",
-		"| `retry_budget.window` | 10s | default: a method retries, and no annotation sets `retry_budget` |",
+		"| `retry_budget.ratio` | 0.1 | default: a method retries or hedges, and no annotation sets `retry_budget` |",
+		"| `retry_budget.window` | 10s | default: a method retries or hedges, and no annotation sets `retry_budget` |",
 		"| `bulkhead.permits` | 12 | service |",
 		"| `adaptive_limit.min_limit` | 1 | default |",
 		"| `adaptive_limit.max_limit` | 12 | follows `bulkhead.permits` |",
@@ -83,5 +83,46 @@ func TestPolicyPageSaysWhatADefaultFollows(t *testing.T) {
 		if !strings.Contains(page, row+"\n") {
 			t.Errorf("the page lacks the row\n%s\n%s", row, page)
 		}
+	}
+}
+
+// A service whose methods hedge and do not retry pays for its copies from
+// its retry budget: the annotated one, in the generated literal and on
+// the page (the plugin dropped it, and the runtime ran the default, while
+// the page said the service had none).
+func TestHedgingOnlyServiceKeepsItsBudget(t *testing.T) {
+	files, perr := attackProto(t, "hedgebudget.proto", `syntax = "proto3";
+package hedgebudget.v1;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/hedgebudget;hedgebudget";
+
+service Catalog {
+  option (resilient.v1.service) = {timeout: {nanos: 300000000}, retry_budget: {ratio: 0.5}};
+  rpc Lookup(Req) returns (Resp) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {hedging: {delay: {nanos: 80000000}}};
+  }
+}
+message Req {}
+message Resp {}
+`, "docs=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	page, code := files["hedgebudget/hedgebudget.policy.md"], files["hedgebudget/hedgebudget_resilient.pb.go"]
+	for _, want := range []string{
+		"| `retry_budget.ratio` | 0.5 | service |\n",
+		"| `retry_budget.min_retries` | 10 | default |\n",
+		"`/hedgebudget.v1.Catalog/Lookup`, unary. It shares the service's retry budget.",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "the service has no retry budget") {
+		t.Errorf("the page says the service has no budget:\n%s", page)
+	}
+	if !strings.Contains(code, "Ratio:") || !strings.Contains(code, "0.5") {
+		t.Errorf("the generated literal has not the annotated budget:\n%s", code)
 	}
 }
