@@ -6,7 +6,6 @@ package policy
 import (
 	"cmp"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-resilient/resilient/internal/check"
@@ -81,20 +80,21 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 	d := DefaultAdaptiveLimit
 	problems := 0
 	// set checks a value that is set (not zero, or written), reporting
-	// problem followed by hint for every boundary and fix for Go, whose
-	// default is also what leaving the value out gives in the options.
-	set := func(field string, notZero bool, problem, hint, fix string) {
+	// problem followed by hint, for every boundary, and by how to get
+	// def, the value's default: leaving it 0 in Go, out in the options.
+	set := func(field string, notZero bool, problem, hint string, def any) {
 		if r.given(notZero) && problem != "" {
-			r.report(f+"."+field, "", problem+hint, fix, strings.TrimPrefix(fix, "; leave it 0 "), false)
+			unset := fmt.Sprintf("for the default %v", def)
+			r.report(f+"."+field, "", problem+hint, "; leave it 0 "+unset, unset, false)
 			problems++
 		}
 	}
-	set("MinLimit", p.MinLimit != 0, check.AtLeastOne(int64(p.MinLimit)), "; at least one attempt must reach the dependency to see it recover", fmt.Sprintf("; leave it 0 for the default %d", d.MinLimit))
-	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), "", fmt.Sprintf("; leave it 0 for the default %d", d.MaxLimit))
-	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), "", fmt.Sprintf("; leave it 0 for the default %d", d.InitialLimit))
-	set("Tolerance", p.Tolerance != 0, check.Tolerance(p.Tolerance), "", fmt.Sprintf("; leave it 0 for the default %v", d.Tolerance))
-	set("Smoothing", p.Smoothing != 0, check.Ratio(p.Smoothing), "", fmt.Sprintf("; leave it 0 for the default %v", d.Smoothing))
-	set("BaselineWindow", p.BaselineWindow != 0, check.AdaptiveWindow(p.BaselineWindow), "", fmt.Sprintf("; leave it 0 for the default %v", d.BaselineWindow))
+	set("MinLimit", p.MinLimit != 0, check.AtLeastOne(int64(p.MinLimit)), "; at least one attempt must reach the dependency to see it recover", d.MinLimit)
+	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), "", d.MaxLimit)
+	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), "", d.InitialLimit)
+	set("Tolerance", p.Tolerance != 0, check.Tolerance(p.Tolerance), "", d.Tolerance)
+	set("Smoothing", p.Smoothing != 0, check.Ratio(p.Smoothing), "", d.Smoothing)
+	set("BaselineWindow", p.BaselineWindow != 0, check.AdaptiveWindow(p.BaselineWindow), "", d.BaselineWindow)
 	if problems > 0 {
 		return // the bounds' order means nothing while one is wrong
 	}
