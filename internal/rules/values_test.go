@@ -30,7 +30,7 @@ import (
 // Go is removed from every boundary.
 func TestGoChecksAreTheOptionsChecks(t *testing.T) {
 	bad := map[reflect.Kind][]any{
-		reflect.Int:     {0, 1 << 22, math.MaxUint32},
+		reflect.Int:     {int64(0), int64(1 << 22), int64(math.MaxUint32)},
 		reflect.Int64:   {time.Duration(0), -time.Nanosecond, 5 * time.Nanosecond, 100 * 365 * 24 * time.Hour},
 		reflect.Float64: {0.0, -1.0, 0.5, 1.0, 2.0, math.NaN(), math.Inf(1)},
 	}
@@ -130,7 +130,7 @@ func optionValue(fd protoreflect.FieldDescriptor, v any) (protoreflect.Value, bo
 		if fd.Message() != nil {
 			return protoreflect.ValueOfMessage(durationpb.New(v).ProtoReflect()), true
 		}
-	case int:
+	case int64:
 		if fd.Kind() == protoreflect.Uint32Kind && v >= 0 && v <= math.MaxUint32 {
 			return protoreflect.ValueOfUint32(uint32(v)), true
 		}
