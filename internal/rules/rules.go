@@ -38,32 +38,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/codename"
-	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-)
-
-// The defaults of the options contract (options/resilient/v1/resilient.proto).
-const (
-	DefaultMaxAttempts    = 3
-	DefaultInitialBackoff = 50 * time.Millisecond
-	DefaultMaxBackoff     = time.Second
-	DefaultMultiplier     = 2.0
-
-	DefaultBudgetRatio      = contract.BudgetRatio
-	DefaultBudgetMinRetries = contract.BudgetMinRetries
-	DefaultBudgetWindow     = contract.BudgetWindow
-
-	DefaultFailureRatio   = 0.5
-	DefaultMinimumCalls   = 20
-	DefaultBreakerWindow  = 10 * time.Second
-	DefaultCoolDown       = 10 * time.Second
-	DefaultHalfOpenProbes = 3
-
-	DefaultHedgingMaxCopies = 2
-	DefaultCacheMaxEntries  = 10000
-
-	DefaultShedPushback = contract.ShedPushback
-	DefaultLease        = contract.Lease
 )
 
 // DefaultBurst is the burst of a rate limit that sets none: its rate
@@ -75,18 +50,6 @@ func DefaultBurst(requestsPerSecond float64) int {
 	}
 	return 1
 }
-
-// DefaultSheddingCode is the status code of a shedding refusal that sets
-// none.
-const DefaultSheddingCode = codes.Unavailable
-
-// The default status code lists of the options contract, from its table
-// of defaults (resolve.go). Callers must not change them.
-var (
-	DefaultRetryableCodes = CodesOf(defaults.GetRetry().GetRetryableCodes(), nil)
-	DefaultFailureCodes   = CodesOf(defaults.GetCircuitBreaker().GetFailureCodes(), nil)
-	DefaultNonFatalCodes  = CodesOf(defaults.GetHedging().GetNonFatalCodes(), nil)
-)
 
 // Report receives one problem: the field path inside the policy
 // ("retry.max_attempts") and what is wrong and how to mend it.
