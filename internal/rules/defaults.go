@@ -55,7 +55,7 @@ func readDefaults(m protoreflect.Message) error {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if text, ok := DefaultValue(fd); ok {
+		if text, ok := defaultValue(fd); ok {
 			v, err := parseDefault(m, fd, text)
 			if err != nil {
 				errs = append(errs, err)
@@ -95,9 +95,9 @@ func hasAny(m protoreflect.Message) bool {
 	return found
 }
 
-// DefaultValue returns the (resilient.v1.default_value) that the options
+// defaultValue returns the (resilient.v1.default_value) that the options
 // declare on fd, as written, and whether it declares one.
-func DefaultValue(fd protoreflect.FieldDescriptor) (string, bool) {
+func defaultValue(fd protoreflect.FieldDescriptor) (string, bool) {
 	opts := fd.Options()
 	if opts == nil || !proto.HasExtension(opts, resilientv1.E_DefaultValue) {
 		return "", false

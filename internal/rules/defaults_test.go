@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"fmt"
 	"io/fs"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func TestEveryDefaultParses(t *testing.T) {
 	paths := pathsOf()
 	n := 0
 	eachField(func(fd protoreflect.FieldDescriptor) {
-		text, ok := DefaultValue(fd)
+		text, ok := defaultValue(fd)
 		if !ok {
 			return
 		}
@@ -236,7 +237,7 @@ func TestContractConstantsAreTheDefaults(t *testing.T) {
 		{"client_throttle.max_refusal", contract.ThrottleMaxRefusal},
 	} {
 		m, fd := fieldAt(t, c.path)
-		text, ok := DefaultValue(fd)
+		text, ok := defaultValue(fd)
 		where := "default_value"
 		if !ok {
 			text, ok = prose[fd.FullName()]
@@ -270,13 +271,29 @@ func goValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
 }
 
 // The prose "Default: X." of each field's comment in the .proto, which
-// users read, says the default_value the field declares, in words a
-// reader writes ("10 s", `["UNAVAILABLE"]`).
+// users read, and the default column of the README's option table say
+// the default_value the field declares, in words a reader writes
+// ("10 s", `["UNAVAILABLE"]`).
 func TestProseDefaultsAgree(t *testing.T) {
-	prose := proseDefaults(t)
+	for _, source := range []struct {
+		name  string
+		said  map[protoreflect.FullName]string
+		least int
+	}{
+		{"the comment", proseDefaults(t), 27},
+		{"the README's option table", readmeDefaults(t), 27},
+	} {
+		t.Run(source.name, func(t *testing.T) { agree(t, source.name, source.said, source.least) })
+	}
+}
+
+// agree checks that prose, the defaults a text states, says the
+// default_value of every field it states one for, and states at least
+// least of them.
+func agree(t *testing.T, source string, prose map[protoreflect.FullName]string, least int) {
 	n := 0
 	eachField(func(fd protoreflect.FieldDescriptor) {
-		text, ok := DefaultValue(fd)
+		text, ok := defaultValue(fd)
 		said, stated := prose[fd.FullName()]
 		if !ok || !stated {
 			return
@@ -290,19 +307,65 @@ func TestProseDefaultsAgree(t *testing.T) {
 		}
 		got, err := parseDefault(m, fd, said)
 		if err != nil {
-			t.Errorf("%s: the comment's default %q is not one the test reads: write it as %q (%v)", fd.FullName(), said, text, err)
+			t.Errorf("%s: %s's default %q is not one the test reads: write it as %q (%v)", fd.FullName(), source, said, text, err)
 			return
 		}
 		a, b := newMessage(fd.ContainingMessage()), newMessage(fd.ContainingMessage())
 		a.Set(fd, want)
 		b.Set(fd, got)
 		if !proto.Equal(a.Interface(), b.Interface()) {
-			t.Errorf("%s: the comment says \"Default: %s\", the option default_value %q: change one", fd.FullName(), said, text)
+			t.Errorf("%s: %s says the default is %s, the option default_value %q: change one", fd.FullName(), source, said, text)
 		}
 	})
-	if n < 27 {
-		t.Errorf("%d fields state a default in prose beside a default_value, want 27 at least", n)
+	if n < least {
+		t.Errorf("%s states the default of %d fields that declare a default_value, want %d at least", source, n, least)
 	}
+}
+
+// readmeDefaults reads the default column of the README's option table
+// ("| `retry.max_attempts` | count | 3 | …"), in default_value's notation
+// (proseDefault), by the field's full name.
+func readmeDefaults(t *testing.T) map[protoreflect.FullName]string {
+	t.Helper()
+	src, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(src), "\n| field | unit | default | meaning | plugin checks |\n")
+	if !ok {
+		t.Fatal("the README has no option table headed | field | unit | default | meaning | plugin checks |")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	out := map[protoreflect.FullName]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) < 3 || !strings.HasPrefix(cells[0], "| `") {
+			continue
+		}
+		path := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+		md := (&resilientv1.Policy{}).ProtoReflect().Descriptor()
+		var fd protoreflect.FieldDescriptor
+		for _, name := range strings.Split(path, ".") {
+			if md == nil {
+				fd = nil
+				break
+			}
+			if fd = md.Fields().ByName(protoreflect.Name(name)); fd == nil {
+				break
+			}
+			md = fd.Message()
+		}
+		if fd == nil {
+			continue
+		}
+		if said, ok := proseDefault("Default: " + strings.ReplaceAll(cells[2], "`", "")); ok {
+			out[fd.FullName()] = said
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no default found in the README's option table: the test no longer reads it")
+	}
+	return out
 }
 
 var (
