@@ -86,8 +86,19 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		}
 		s.holdsPermit = true
 	}
+	// A panic before the stream is opened, in the breaker's admission (an
+	// observer of its transition to half-open) or in opening the stream
+	// (an interceptor), gives back what the stream holds, then goes on to
+	// the caller.
+	opened := false
+	defer func() {
+		if !opened {
+			s.finish(errPanicked)
+		}
+	}()
 	t, start, retryAfter, ok := m.admitAs(w.probes[m])
 	if !ok {
+		opened = true
 		s.release()
 		m.breakerRefused(false)
 		return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
@@ -99,14 +110,6 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)
 	}
-	// A panic in opening the stream (an interceptor) gives back what the
-	// stream holds, then goes on to the caller.
-	opened := false
-	defer func() {
-		if !opened {
-			s.finish(errPanicked)
-		}
-	}()
 	cs, err := w.cc.NewStream(sctx, desc, method, opts...)
 	opened = true
 	if err != nil {
