@@ -9,6 +9,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +95,49 @@ func TestAttackR18PanickingObserverAtAStreamsAdmissionKeepsNoPermit(t *testing.T
 	}
 	cancel()
 	atkWaitFor(t, "the 4 cancelled streams give their permits back", func() bool { return atkInUse(t, c.Runtime(), atkWatchStock) == 0 })
+}
+
+// A unary call under an adaptive limit of 1 moves the breaker to
+// half-open; the observer panics there. The place the call took under the
+// limit (before the breaker is asked) goes back: otherwise the limit of 1
+// is held by nobody and every later attempt is refused
+// ErrConcurrencyLimited, for good.
+func TestAttackR18PanickingObserverAtAUnaryAdmissionKeepsNoPlaceUnderTheLimit(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
+	clock := newAtkClock()
+	var armed atomic.Bool
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithClock(clock), r18PanicsOnHalfOpen(&armed)},
+	}, func(p *policy.Service) {
+		p.Breaker.MinimumCalls = 2
+		p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 1, InitialLimit: 1, MaxLimit: 1}
+		atkMethod(p, atkGetStock).Retry = nil
+	})
+	r18OpenThenCool(t, c, clock)
+
+	armed.Store(true)
+	before := fs.Calls(atkGetStock)
+	p := r18Panicked(func() { _, _ = c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}) })
+	armed.Store(false)
+	if p == nil {
+		t.Fatal("the observer's panic did not reach the caller")
+	}
+	if n := fs.Calls(atkGetStock) - before; n != 0 {
+		t.Errorf("the server saw %d calls, want 0: the panic came before the attempt was sent", n)
+	}
+
+	fs.SetBehaviour(server.Healthy)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+	if errors.Is(err, runtime.ErrConcurrencyLimited) {
+		t.Fatalf("the next call: %v: the panicked call's place under the limit of 1 was never given back", err)
+	}
+	if err != nil {
+		t.Fatalf("the next call, a half-open probe to a healthy server: %v", err)
+	}
+	if n := fs.Calls(atkGetStock) - before; n != 1 {
+		t.Errorf("the server saw %d calls, want 1 (the probe)", n)
+	}
 }

@@ -181,18 +181,19 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 			return nil, attemptEnd{refused: true}, gerr
 		}
 	}
+	// What the adaptive layers gave goes back however the attempt ends
+	// before it is judged: the breaker's refusal, or a panic, in the
+	// breaker's admission (an observer of its transition to half-open) as
+	// in the call.
+	left := false
+	if guarded {
+		defer m.leaveUnlessDone(&left, g)
+	}
 	var a attemptState
 	var retryAfter time.Duration
 	var ok bool
 	if a.tk, retryAfter, ok = m.admit(); !ok {
-		if guarded {
-			m.leaveRefused(g)
-		}
 		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
-	}
-	left := false
-	if guarded {
-		defer m.leaveUnlessDone(&left, g)
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
