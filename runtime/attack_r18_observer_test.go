@@ -141,3 +141,41 @@ func TestAttackR18PanickingObserverAtAUnaryAdmissionKeepsNoPlaceUnderTheLimit(t 
 		t.Errorf("the server saw %d calls, want 1 (the probe)", n)
 	}
 }
+
+// A stream that ends in an error which opens the breaker: the observer
+// panics at the transition to open, inside the stream's ending. The panic
+// reaches the caller of Recv, and the permit goes back all the same, at
+// once: the ending runs once, so a permit it failed to give back would
+// never come back, not even at the end of the stream's context.
+func TestAttackR18PanickingObserverAtAStreamsEndingKeepsNoPermit(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
+	var armed atomic.Bool
+	armed.Store(true)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithObserver(func(e runtime.Event) {
+			if e.Kind == runtime.EventBreakerTransition && e.To == runtime.StateOpen && armed.Load() {
+				panic("observer panics at open")
+			}
+		})},
+	}, func(p *policy.Service) { p.Breaker.MinimumCalls = 1 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "apple"})
+	if err != nil {
+		t.Fatalf("opening the stream: %v", err)
+	}
+	p := r18Panicked(func() { _, _ = st.Recv() })
+	armed.Store(false)
+	if p == nil {
+		t.Fatal("the observer's panic did not reach the caller of Recv")
+	}
+	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateOpen, "the failed stream left the breaker %v, want open")
+	atkWantNoPermits(t, c.Runtime(), atkWatchStock, "of WatchStock kept by a stream whose ending panicked in the observer")
+	cancel()
+	atkWaitFor(t, "the permit is back once the stream's context ended", func() bool { return atkInUse(t, c.Runtime(), atkWatchStock) == 0 })
+	if n := fs.Calls(atkWatchStock); n != 1 {
+		t.Errorf("the server saw %d streams, want 1", n)
+	}
+}

@@ -210,14 +210,16 @@ func (s *stream) record(err error) {
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not
-// yet done, frees its permit and its context.
+// yet done, frees its permit and its context. It runs once: the permit and
+// the context are freed even when recording panics (an observer of the
+// breaker's transition), since no later ending would free them.
 func (s *stream) finish(err error) {
 	s.once.Do(func() {
-		s.record(err)
+		defer s.release()
 		if s.cancel != nil {
-			s.cancel()
+			defer s.cancel()
 		}
-		s.release()
+		s.record(err)
 	})
 }
 
