@@ -18,6 +18,7 @@ type copyResult[Resp any] struct {
 	retryAfter time.Duration // of the breaker's refusal
 	push       time.Duration // the server's pushback, when pushed
 	pushed     bool
+	meta       *copyMeta // what the copy's attempt learnt for the caller's options; nil without them
 }
 
 // hedged runs the call as hedged copies: the first copy at once, each
@@ -34,6 +35,13 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	c := m.client
 	copies := *in // the copies' own: in stays in its caller's frame
 	mx := m.metrics
+	// The caller's grpc.Header, Trailer and Peer targets get the metadata
+	// of the copy whose result is returned, and no copy writes them itself.
+	caller := callerMetaOf(in.opts)
+	var chosen *copyMeta // the last copy heard from that reached gRPC
+	if caller != nil {
+		defer func() { caller.fill(chosen) }()
+	}
 	m.budget.request(c.now())
 
 	hctx, cancel := context.WithCancel(ctx)
@@ -59,12 +67,18 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			}()
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			resp, end, err := attemptOnce(hctx, m, &copies, true)
+			own := &copies
+			var cm *copyMeta
+			if caller != nil {
+				cm = new(copyMeta)
+				own = &invocation[Req, Resp]{req: copies.req, opts: optsFor(copies.opts, cm), call: copies.call}
+			}
+			resp, end, err := attemptOnce(hctx, m, own, true)
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
 			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
-				timedOut: end.timedOut, push: end.push, pushed: end.pushed}
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed, meta: cm}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -113,6 +127,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			panic(p) // the deferred cancel cuts the other copies
 		case r := <-results:
 			pending--
+			if !r.refused {
+				chosen = r.meta
+			}
 			switch {
 			case r.refused && r.err != nil:
 				// An adaptive layer refused the copy: no further copy.
