@@ -29,8 +29,9 @@ const (
 
 // Pushback reads what a server said about retrying a failed call: the
 // grpc-retry-pushback-ms trailer, else the do-not-retry ErrorInfo detail,
-// else a google.rpc.RetryInfo detail. d < 0 means do not retry; ok is
-// false when the server said nothing. A positive d never wraps: a value
+// else a google.rpc.RetryInfo detail. d < 0 means do not retry (the mark,
+// or a trailer whose value is negative or not a whole number, or that
+// holds more than one value); ok is false when the server said nothing. A positive d never wraps: a value
 // beyond the largest Duration (about 292 years) is that Duration. The
 // runtime applies it to every method that retries or hedges: a negative
 // pushback ends the retries, a positive one replaces the backoff (still
@@ -38,6 +39,11 @@ const (
 // retries with the last error.
 func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 	if v := trailer.Get(PushbackHeader); len(v) > 0 {
+		if len(v) > 1 {
+			// Several values (a proxy adding its own to the server's): as
+			// gRPC's retry (A6) does, do not retry; one may say so.
+			return -1, true
+		}
 		ms, perr := strconv.ParseInt(v[0], 10, 64)
 		if errors.Is(perr, strconv.ErrRange) && ms > 0 {
 			perr = nil // beyond int64: as long as the longest pushback
