@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -19,8 +20,10 @@ import (
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
 // an error or io.EOF from RecvMsg, a failed SendMsg (io.EOF included: the
-// stream is over on the wire), a panic in its calls, or its context ending. Its outcome is told to the breaker once: at the
-// first message received (a success) or at the end, whichever comes first.
+// stream is over on the wire), a Header of (nil, nil) (likewise), a panic
+// in its calls, or its context ending. Its outcome is told to the breaker
+// once: at the first message received (a success) or at the end,
+// whichever comes first.
 // The method's OverallTimeout, or else its Timeout, bounds the whole
 // stream. Streams are never retried. A stream never holds a half-open probe
 // of a breaker that a unary method also goes through: opened while that
@@ -162,6 +165,22 @@ func (s *stream) SendMsg(msg any) error {
 		s.finish(&clientFault{err: err})
 	}
 	return err
+}
+
+// Header returns the server's header. gRPC answers (nil, nil) once the
+// stream is over without one (a server that failed it at once): the
+// permit goes back then, as for SendMsg's io.EOF, since a caller that
+// reads the header first may stop there; the outcome waits for RecvMsg,
+// which returns the status, or for the context's end.
+func (s *stream) Header() (metadata.MD, error) {
+	returned := false
+	defer s.onPanic(&returned)
+	md, err := s.ClientStream.Header()
+	returned = true
+	if md == nil || err != nil {
+		s.release()
+	}
+	return md, err
 }
 
 func (s *stream) RecvMsg(msg any) error {
