@@ -42,7 +42,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	if caller != nil {
 		defer func() { caller.fill(chosen) }()
 	}
-	m.budget.request(c.now())
 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
@@ -69,9 +68,18 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			// says nothing about the dependency.
 			own := &copies
 			var cm *copyMeta
+			if caller != nil || n == 1 {
+				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call}
+			}
 			if caller != nil {
 				cm = new(copyMeta)
-				own = &invocation[Req, Resp]{req: copies.req, opts: optsFor(copies.opts, cm), call: copies.call}
+				own.opts = optsFor(copies.opts, cm)
+			}
+			if n == 1 {
+				// The call's request counts for the budget once its first
+				// copy is let through: a copy the open breaker (or an
+				// adaptive layer) refuses sent nothing, as in retried.
+				own.admitted = func() { m.budget.request(c.now()) }
 			}
 			resp, end, err := attemptOnce(hctx, m, own, true)
 			if end.timedOut {

@@ -133,6 +133,10 @@ type invocation[Req, Resp any] struct {
 	req  *Req
 	opts []grpc.CallOption
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
+	// admitted, when not nil, is called once the attempt is let through
+	// (by the adaptive layers and the breaker), before it is sent: a
+	// hedged call counts its request there (see hedged).
+	admitted func()
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -194,6 +198,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	var ok bool
 	if a.tk, retryAfter, ok = m.admit(); !ok {
 		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
+	}
+	if in.admitted != nil {
+		in.admitted()
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
