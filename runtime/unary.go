@@ -234,10 +234,18 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	a.settled = true
 	var end attemptEnd
 	if slot != nil {
-		if err != nil {
+		switch {
+		case err == nil:
+			slot.put()
+		case detached(actx, err):
+			// The call may have returned before gRPC did (an interceptor
+			// that gives up on its invoker when the attempt's context
+			// ends): gRPC may still write the trailer, so the slot is
+			// neither read nor given back to the pool.
+		default:
 			end.push, end.pushed = Pushback(err, slot.md)
+			slot.put()
 		}
-		slot.put()
 	}
 	seen := unsent(err) // what the breaker and the adaptive layers are told
 	end.at = m.settle(ctx, actx, &a, seen)
@@ -252,6 +260,19 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		end.timedOut = ownTimeout(actx)
 	}
 	return resp, end, err
+}
+
+// detached reports whether an attempt's call that failed with err may
+// have returned before gRPC finished it: its context, actx, is over and
+// err is a context's code, as an interceptor that stops waiting for its
+// invoker at the context's end returns. A code of the server's
+// (UNAVAILABLE with a pushback) is only known once gRPC has finished.
+func detached(actx context.Context, err error) bool {
+	if actx.Err() == nil {
+		return false
+	}
+	c := status.Code(err)
+	return c == codes.DeadlineExceeded || c == codes.Canceled
 }
 
 // attemptState is what attemptOnce holds of its attempt for the breaker
