@@ -192,7 +192,7 @@ func (s *stream) RecvMsg(msg any) error {
 	case err == io.EOF:
 		s.finish(nil)
 	case err != nil:
-		s.finish(err)
+		s.finish(unsent(err)) // a message past a size limit says nothing, as for a unary attempt
 	case s.final:
 		// The one response of a client stream: gRPC returns nil, not
 		// io.EOF, and the stream is over.
