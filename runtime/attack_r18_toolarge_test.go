@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +163,58 @@ func TestAttackR18MessageTooLargeDoesNotOpenTheBreaker(t *testing.T) {
 	fs.SetBehaviour(server.Fail(codes.ResourceExhausted))
 	_, _ = c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
 	atkWantBreaker(t, rt, atkGetStock, runtime.StateOpen, "after the server shed a call: the breaker is %v, want open")
+}
+
+// RESOURCE_EXHAUSTED listed as retryable (a server's load shedding, with
+// its pushback): a message past a size limit is not retried, nor hedged
+// again. It fails the same way every time, and for a response past the
+// client's receive limit the server does the work and sends it again for
+// each attempt.
+func TestAttackR18MessageTooLargeIsNotRetried(t *testing.T) {
+	for _, hedge := range []bool{false, true} {
+		for _, tc := range r18TooLarge {
+			name := "retried: " + tc.name
+			if hedge {
+				name = "hedged: " + tc.name
+			}
+			t.Run(name, func(t *testing.T) {
+				atkNoLeak(t)
+				fs, cc := r18ServeSmall(t)
+				var seen atomic.Int32 // attempts that left the client
+				counting := grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+					cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+					seen.Add(1)
+					return invoker(ctx, method, req, reply, cc, opts...)
+				})
+				cc = dialFault(t, fs.Addr(), counting)
+				c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+					p.Breaker = nil
+					m := atkMethod(p, atkGetStock)
+					codes := policy.CodesOf(codes.Unavailable, codes.ResourceExhausted)
+					m.Retry.RetryableCodes = codes
+					m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, time.Millisecond
+					if hedge {
+						m.Retry = nil
+						m.Hedging = &policy.Hedging{Delay: 200 * time.Millisecond, MaxCopies: 3, NonFatalCodes: codes}
+					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_, err := c.GetStock(ctx, tc.req, tc.opts...)
+				if status.Code(err) != codes.ResourceExhausted {
+					t.Fatalf("%v, want RESOURCE_EXHAUSTED", err)
+				}
+				if n := seen.Load(); n != 1 {
+					t.Errorf("%d attempts, want 1: a size limit fails every attempt alike", n)
+				}
+				want := 0
+				if tc.reaches {
+					want = 1
+				}
+				if n := fs.Calls(atkGetStock); n != want {
+					t.Errorf("the server handled %d calls, want %d", n, want)
+				}
+			})
+		}
+	}
 }

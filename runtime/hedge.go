@@ -18,6 +18,7 @@ type copyResult[Resp any] struct {
 	retryAfter time.Duration // of the breaker's refusal
 	push       time.Duration // the server's pushback, when pushed
 	pushed     bool
+	local      bool      // failed on the client's side or by a size limit: no copy would fare better
 	meta       *copyMeta // what the copy's attempt learnt for the caller's options; nil without them
 }
 
@@ -86,7 +87,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
 			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
-				timedOut: end.timedOut, push: end.push, pushed: end.pushed, meta: cm}
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, meta: cm}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -152,8 +153,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				return r.resp, nil
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
-			case !retryable(h.NonFatalCodes, r.err, r.timedOut):
-				return nil, r.err // an answer
+			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
+				return nil, r.err // an answer, or a failure every copy would meet
 			default:
 				last = r.err
 				switch {

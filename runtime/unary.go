@@ -159,6 +159,10 @@ type attemptEnd struct {
 	// (heard) reads it.
 	push   time.Duration
 	pushed bool
+	// local: the attempt failed on the client's side, or by a size limit
+	// (see unsent): it would fail the same way again, so it is not
+	// repeated.
+	local bool
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
@@ -248,6 +252,9 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		}
 	}
 	seen := unsent(err) // what the breaker and the adaptive layers are told
+	if seen != nil {
+		_, end.local = seen.(*clientFault)
+	}
 	end.at = m.settle(ctx, actx, &a, seen)
 	if end.at == 0 && a.sp.known {
 		end.at = a.sp.start
