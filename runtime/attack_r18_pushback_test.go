@@ -11,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -88,4 +91,55 @@ func TestAttackR18SeveralPushbackValuesStopTheHedge(t *testing.T) {
 	if n := fs.Calls(atkGetStock); n != 1 {
 		t.Errorf("the server saw %d copies, want 1: its pushback said, among other things, do not retry", n)
 	}
+}
+
+// A status carrying the server's RetryInfo (it shed the request and says
+// when to come back) and, after it, the do-not-retry mark: what a service
+// does that returns, without runtime/server's Guard, an error its own
+// dependency marked (WithDetails appends the mark after the details the
+// error had). The mark says the request was retried below already; it
+// wins wherever it is in the list.
+func TestAttackR18DoNotRetryMarkWinsOverAnEarlierRetryInfo(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		details []protoadapt.MessageV1
+		calls   int
+	}{
+		{"retry info, then the mark", []protoadapt.MessageV1{r18RetryIn(time.Millisecond), r18Mark()}, 1},
+		{"the mark, then retry info", []protoadapt.MessageV1{r18Mark(), r18RetryIn(time.Millisecond)}, 1},
+		{"retry info alone", []protoadapt.MessageV1{r18RetryIn(time.Millisecond)}, 3}, // the check that it retries at all
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			atkNoLeak(t)
+			fs, cc := startFault(t, func(context.Context, server.Call) error {
+				st, err := status.New(codes.Unavailable, "injected").WithDetails(tc.details...)
+				if err != nil {
+					return err
+				}
+				return st.Err()
+			})
+			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+				p.Breaker = nil
+				m := atkMethod(p, atkGetStock)
+				m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, time.Millisecond
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("got %v, want UNAVAILABLE", err)
+			}
+			if n := fs.Calls(atkGetStock); n != tc.calls {
+				t.Errorf("the server saw %d calls, want %d", n, tc.calls)
+			}
+		})
+	}
+}
+
+func r18RetryIn(d time.Duration) protoadapt.MessageV1 {
+	return &errdetails.RetryInfo{RetryDelay: durationpb.New(d)}
+}
+
+func r18Mark() protoadapt.MessageV1 {
+	return &errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain}
 }

@@ -28,8 +28,8 @@ const (
 )
 
 // Pushback reads what a server said about retrying a failed call: the
-// grpc-retry-pushback-ms trailer, else the do-not-retry ErrorInfo detail,
-// else a google.rpc.RetryInfo detail. d < 0 means do not retry (the mark,
+// grpc-retry-pushback-ms trailer, else the do-not-retry ErrorInfo detail
+// (wherever it is among the details), else a google.rpc.RetryInfo detail. d < 0 means do not retry (the mark,
 // or a trailer whose value is negative or not a whole number, or that
 // holds more than one value); ok is false when the server said nothing. A positive d never wraps: a value
 // beyond the largest Duration (about 292 years) is that Duration. The
@@ -57,6 +57,10 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 	if !isStatus || st.Code() == codes.OK || len(st.Proto().GetDetails()) == 0 {
 		return 0, false
 	}
+	// The mark wins wherever it is among the details: a service that
+	// passes on its dependency's marked error appends the mark after the
+	// details the error had, a RetryInfo of the dependency's included.
+	d, ok = 0, false
 	for _, det := range st.Details() {
 		switch det := det.(type) {
 		case *errdetails.ErrorInfo:
@@ -64,12 +68,12 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 				return -1, true
 			}
 		case *errdetails.RetryInfo:
-			if det.GetRetryDelay() != nil {
-				return max(det.GetRetryDelay().AsDuration(), 0), true
+			if !ok && det.GetRetryDelay() != nil {
+				d, ok = max(det.GetRetryDelay().AsDuration(), 0), true
 			}
 		}
 	}
-	return 0, false
+	return d, ok
 }
 
 // trailerSlot collects the trailer of one attempt. Slots are pooled, so
