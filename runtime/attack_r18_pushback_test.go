@@ -98,20 +98,29 @@ func TestAttackR18SeveralPushbackValuesStopTheHedge(t *testing.T) {
 // does that returns, without runtime/server's Guard, an error its own
 // dependency marked (WithDetails appends the mark after the details the
 // error had). The mark says the request was retried below already; it
-// wins wherever it is in the list.
+// wins wherever it is in the list, and over a trailer that says retry.
 func TestAttackR18DoNotRetryMarkWinsOverAnEarlierRetryInfo(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		trailer string // grpc-retry-pushback-ms, if any
 		details []protoadapt.MessageV1
 		calls   int
 	}{
-		{"retry info, then the mark", []protoadapt.MessageV1{r18RetryIn(time.Millisecond), r18Mark()}, 1},
-		{"the mark, then retry info", []protoadapt.MessageV1{r18Mark(), r18RetryIn(time.Millisecond)}, 1},
-		{"retry info alone", []protoadapt.MessageV1{r18RetryIn(time.Millisecond)}, 3}, // the check that it retries at all
+		{"retry info, then the mark", "", []protoadapt.MessageV1{r18RetryIn(time.Millisecond), r18Mark()}, 1},
+		{"the mark, then retry info", "", []protoadapt.MessageV1{r18Mark(), r18RetryIn(time.Millisecond)}, 1},
+		{"a trailer saying retry at once, and the mark", "0", []protoadapt.MessageV1{r18Mark()}, 1},
+		// The checks that these retry at all:
+		{"retry info alone", "", []protoadapt.MessageV1{r18RetryIn(time.Millisecond)}, 3},
+		{"a trailer saying retry at once, and retry info", "0", []protoadapt.MessageV1{r18RetryIn(time.Hour)}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			atkNoLeak(t)
-			fs, cc := startFault(t, func(context.Context, server.Call) error {
+			fs, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
+				if tc.trailer != "" {
+					if err := grpc.SetTrailer(ctx, metadata.Pairs(runtime.PushbackHeader, tc.trailer)); err != nil {
+						return err
+					}
+				}
 				st, err := status.New(codes.Unavailable, "injected").WithDetails(tc.details...)
 				if err != nil {
 					return err
