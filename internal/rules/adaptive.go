@@ -115,7 +115,9 @@ func CheckOwnAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, 
 
 // AdaptiveLimitOf is the resolved adaptive limit of merged settings a
 // under a bulkhead of permits (0 for none): every value in force, the
-// ceiling applied to the defaults of max_limit and initial_limit.
+// ceiling applied to the defaults of max_limit and initial_limit. Those
+// two follow other values, so they declare no default_value: they are
+// internal/contract's, which the runtime's limiter reads too.
 func AdaptiveLimitOf(a *resilientv1.AdaptiveLimit, permits uint32) (minLimit, maxLimit, initialLimit int) {
 	minLimit, maxLimit = int(defaults().GetAdaptiveLimit().GetMinLimit()), contract.AdaptiveMaxLimit
 	if a == nil {

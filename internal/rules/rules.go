@@ -2,11 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package rules holds the checks of a resilient.v1.Policy and the defaults
-// of the options contract (read from each field's
-// (resilient.v1.default_value), defaults.go), shared by the plugin (which reports a problem at
-// its place in the .proto), the buf check plugin (which reports it as a
-// lint rule, lint.go) and the override loader (which reports it at its key
-// in the file or environment). One implementation, so that lint refuses
+// of the options contract (each field's (resilient.v1.default_value),
+// defaults.go), shared by the plugin (which reports a problem at its place
+// in the .proto), the buf check plugin (which reports it as a lint rule,
+// lint.go) and the override loader (which reports it at its key in the
+// file or environment). One implementation, so that lint refuses
 // what the plugin refuses, and an operator can never set through an
 // override what the plugin refuses in a .proto.
 //
