@@ -28,11 +28,10 @@ import (
 // (slow_call_threshold); a default that follows another value
 // (rate_limit.burst, cache.stale_ttl, adaptive_limit.max_limit) is
 // Follow's or AdaptiveLimitOf's. A default_value that does not parse
-// panics on first use, naming the field, so that every test that reads a
-// default fails on it (TestEveryDefaultParses names each such field).
-// The table is read on first use rather than at init so that a plugin
-// built from a broken table still runs on the options file alone, which
-// regenerating its Go code needs.
+// panics on first use, naming each such field, so that every test that
+// reads a default fails on it. The table is read on first use rather than
+// at init so that a plugin built from a broken table still runs on the
+// options file alone, which regenerating its Go code needs.
 var defaults = sync.OnceValue(mustReadDefaults)
 
 // mustReadDefaults is the table of defaults of the compiled options.
