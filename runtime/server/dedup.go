@@ -87,8 +87,20 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	d := m.dedup
 	md, _ := metadata.FromIncomingContext(ctx)
 	var key string
-	if v := md.Get(d.header); len(v) > 0 {
+	switch v := md.Get(d.header); len(v) {
+	case 0:
+	case 1:
 		key = v[0]
+	default:
+		// Which value is the key would be a guess: the first may be a
+		// caller's key forwarded with the incoming metadata (and then
+		// two orders of this caller would share it), or empty (and the
+		// request, which its client retries for its other value, would
+		// run on every attempt); a proxy matching the header sees them
+		// joined, "a,b", as a key.
+		return nil, status.Errorf(codes.InvalidArgument,
+			"resilient: %s: the idempotency key header %s was sent more than once (%d values): send one key per request; a client that forwards its incoming metadata must drop its own caller's %s",
+			m.name, d.header, len(v), d.header)
 	}
 	if key == "" {
 		return handler(ctx, req) // no key, nothing to deduplicate on
