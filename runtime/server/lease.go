@@ -18,7 +18,8 @@ import (
 var ErrLeaseLost = errors.New("resilient/server: this request lost its idempotency key's lease")
 
 // The lease arithmetic, for a policy.Dedup.Lease d:
-//   - the owner renews every d/4 (and retries a failed renewal every d/16);
+//   - the owner renews every d/4 (and retries a failed renewal every d/16),
+//     each renewal bounded by d/2, so a store slower than d/4 a reply renews;
 //   - the store keeps a pending entry for 3d/2 past each claim or renewal
 //     (entryLease);
 //   - the owner gives up, cancelling its handler, when 5d/4 have passed
@@ -103,7 +104,11 @@ func (k *keeper) run() {
 			k.lose("the store could not be reached to renew the lease for the whole lease")
 			return
 		}
-		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, every, left), func(ctx context.Context) (struct{}, error) {
+		// Half the lease, not the d/4 between renewals: a store slower
+		// than d/4 a reply still renews in time (the entry lives 3d/2
+		// past each renewal sent), and a renewal stuck on a dead
+		// connection leaves time for another before giveUp.
+		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
 		}, nil)
 		switch {

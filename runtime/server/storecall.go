@@ -12,7 +12,7 @@ import (
 // StoreTimeout bounds each operation on the idempotency store: a claim
 // gets the least of StoreTimeout and a quarter of the time the request has
 // left, so that OnStoreError still leaves the handler three quarters of
-// it; renewing gets the least of StoreTimeout, a quarter of the lease and
+// it; renewing gets the least of StoreTimeout, half the lease and
 // the time left on it; completing the least of StoreTimeout and the time
 // left on the lease, but at least StoreTimeout/10. A store that does not answer within it (silent,
 // paused, partitioned) counts as unreachable. The Guard stops waiting at
