@@ -160,7 +160,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 				g.release(m, skey, token)
 				return nil, err
 			}
-			return g.runOwned(ctx, m, skey, token, sent, req, handler)
+			return g.runOwned(ctx, m, skey, token, fp, sent, req, handler)
 		case Done:
 			m.svc.replayed.Add(1)
 			return replay(ctx, m, c.Outcome)
@@ -227,9 +227,10 @@ func leaseLost(m *method, err error) error {
 }
 
 // runOwned runs the request whose key this request claimed (the claim sent
-// at claimed), renewing the lease meanwhile, and keeps its outcome when it
-// is final, retrying until it is kept or the lease is lost.
-func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, claimed time.Time, req any, handler grpc.UnaryHandler) (resp any, err error) {
+// at claimed, for the request of fingerprint fp), renewing the lease
+// meanwhile, and keeps its outcome when it is final, retrying until it is
+// kept or the lease is lost.
+func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp Fingerprint, claimed time.Time, req any, handler grpc.UnaryHandler) (resp any, err error) {
 	d := m.dedup
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -288,6 +289,9 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 	case kerr == nil:
 		return resp, err
 	case errors.Is(kerr, ErrNotOwner):
+		if g.rekeep(m, skey, token, fp, b) {
+			return resp, err
+		}
 		k.lose("the entry was no longer this request's when its outcome was written")
 		return nil, leaseLost(m, err)
 	case lost:
@@ -300,6 +304,43 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 		}
 		return resp, err
 	}
+}
+
+// rekeep keeps the outcome b of a request whose entry was gone when it was
+// written (a store restarted or failed over without it, or an entry that
+// lapsed): if the key is still free, no other request runs with it, so
+// this request claims it again and writes its outcome. Telling its caller
+// UNAVAILABLE instead would have its client retry with the same key, find
+// the key free and run the handler a second time. It reports whether the
+// outcome is kept; a key another request holds is left to it.
+func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) bool {
+	c, err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (Claim, error) {
+		return g.store.Claim(ctx, skey, token, fp, entryLease(m.dedup.lease))
+	}, func(c Claim, err error) {
+		if err == nil && c.State == Claimed {
+			g.release(m, skey, token)
+		}
+	})
+	if err != nil {
+		g.storeError(m, "claim", err)
+		return false
+	}
+	g.storeOK()
+	if c.State != Claimed {
+		return false
+	}
+	_, err = bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
+	}, nil)
+	if err != nil {
+		if !errors.Is(err, ErrNotOwner) {
+			g.storeError(m, "complete", err)
+		}
+		g.release(m, skey, token)
+		return false
+	}
+	g.storeOK()
+	return true
 }
 
 // complete writes the outcome, retrying while the lease is held (until
