@@ -123,7 +123,16 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	pause := pollFirst
 	for waited := false; ; {
 		sent := time.Now()
-		c, err := g.claim(ctx, skey, token, fp, d.lease)
+		bound := claimTimeout(ctx)
+		if waited {
+			// A waiter never runs without dedup, so it need not leave
+			// the handler three quarters of its time: bounded by a
+			// quarter, its polls of a store slower than that quarter
+			// would time out, and it would answer that the store failed
+			// before its deadline.
+			bound = pollTimeout(ctx)
+		}
+		c, err := g.claim(ctx, skey, token, fp, d.lease, bound)
 		if err != nil {
 			if !errors.Is(err, errStoreTimeout) {
 				// The store may have carried the claim out and lost its
@@ -181,10 +190,10 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	}
 }
 
-// claim is Store.Claim bounded by claimTimeout; a claim that succeeds
-// after the Guard stopped waiting is released.
-func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
-	return bounded(ctx, g.inline, claimTimeout(ctx), func(ctx context.Context) (Claim, error) {
+// claim is Store.Claim bounded by bound; a claim that succeeds after the
+// Guard stopped waiting is released.
+func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease, bound time.Duration) (Claim, error) {
+	return bounded(ctx, g.inline, bound, func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
 	}, func(c Claim, err error) {
 		if err == nil && c.State == Claimed {
