@@ -67,3 +67,47 @@ func TestAttackR18DefaultTimeoutReachesTheStream(t *testing.T) {
 	}
 	eventually(t, "the place in flight given back", func() bool { return stats(t, g).InFlight == 0 })
 }
+
+// TestAttackR18DefaultTimeoutEndsAWaitingRecv: a client-streaming method,
+// opened without a deadline by a caller that then sends nothing and never
+// closes its side. The handler waits in RecvMsg, which waits on gRPC's
+// stream, not on the handler's context; the DefaultTimeout must end that
+// wait too, and give the place in flight back.
+func TestAttackR18DefaultTimeoutEndsAWaitingRecv(t *testing.T) {
+	const upload = "/example.inventory.v1.InventoryService/Upload"
+	p := &policy.Server{
+		Name:     inventory,
+		Shedding: &policy.Shedding{Limits: policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}},
+		Methods:  []policy.ServerMethod{{Name: upload, Kind: policy.KindClientStreaming, DefaultTimeout: 200 * time.Millisecond}},
+	}
+	g, err := NewGuard([]*policy.Server{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan error, 1)
+	s := grpc.NewServer(g.ServerOptions()...)
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: inventory,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Upload", ClientStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+			err := ss.RecvMsg(new(inventoryv1.GetStockRequest))
+			returned <- err
+			return err
+		}}},
+	}, struct{}{})
+	cc := dial(t, serveGRPC(t, s))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, upload); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-returned:
+		if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Canceled {
+			t.Errorf("the waiting Recv returned %v, want the end of the default timeout", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatalf("the handler still waits in RecvMsg 2s after its 200ms default timeout; %d in flight", stats(t, g).InFlight)
+	}
+	eventually(t, "the place in flight given back", func() bool { return stats(t, g).InFlight == 0 })
+}
