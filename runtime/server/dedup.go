@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -67,19 +66,6 @@ func newDedupConfig(m *policy.ServerMethod) *dedupConfig {
 // ends any ambiguity between scope and key.
 func storeKey(method, scope, key string) string {
 	return method + ":" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
-}
-
-// fingerprint is the SHA-256 of req's deterministic serialization.
-func fingerprint(req any) (Fingerprint, error) {
-	msg, ok := req.(proto.Message)
-	if !ok {
-		return Fingerprint{}, nil
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-	if err != nil {
-		return Fingerprint{}, err
-	}
-	return sha256.Sum256(b), nil
 }
 
 // dedup runs the request unless a request with the same key ran or runs.
