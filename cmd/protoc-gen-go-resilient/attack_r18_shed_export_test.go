@@ -111,3 +111,50 @@ func TestAttackR18ShedPushbackThroughServiceConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackR18DoNotRetryThroughServiceConfig: the README says the
+// Guard's do-not-retry mark (the handler's dependency failed after the
+// runtime's own retries) is the trailer grpc-retry-pushback-ms: -1,
+// honoured by gRPC-Go's built-in retry. A plain grpc-go channel loaded
+// with the exported service config, whose GetStock retries UNAVAILABLE 3
+// times, must then make one attempt when the handler's UNAVAILABLE is
+// marked, and all three when it is not.
+func TestAttackR18DoNotRetryThroughServiceConfig(t *testing.T) {
+	sc, err := os.ReadFile("../../example/gen/example/inventory/v1/inventory.service_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		marked   bool
+		attempts int
+	}{
+		{"marked do-not-retry", true, 1},
+		{"not marked", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := server.NewGuard()
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := server.Start("127.0.0.1:0", func(context.Context, server.Call) error {
+				err := status.Error(codes.Unavailable, "the dependency is down, retried below")
+				if tc.marked {
+					err = rserver.DoNotRetry(err)
+				}
+				return err
+			}, g.ServerOptions()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Stop()
+			plain := dialWithServiceConfig(t, srv.Addr(), string(sc))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err = inventoryv1.NewInventoryServiceClient(plain).GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"})
+			if n := srv.Calls(inventoryv1.InventoryService_GetStock_FullMethodName); status.Code(err) != codes.Unavailable || n != tc.attempts {
+				t.Errorf("%v after %d attempts, want UNAVAILABLE after %d", err, n, tc.attempts)
+			}
+		})
+	}
+}
