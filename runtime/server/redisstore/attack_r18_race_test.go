@@ -23,7 +23,7 @@ import (
 // nor wait longer than the entry's 3/2 Lease; then it runs once, and A's
 // caller, retrying, gets B's answer. A's handler never runs.
 func TestAttackR18ClaimAnswerNeverArrives(t *testing.T) {
-	const lease = 200 * time.Millisecond
+	const lease = 600 * time.Millisecond
 	r := startRedis(t)
 	p := tcpproxy.Start(t, r.addr)
 	ra := redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})

@@ -13,12 +13,12 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
-// TestAttackR18SlowRedisShortLease: every Redis reply is held 70 ms (a
+// TestAttackR18SlowRedisShortLease: every Redis reply is held 120 ms (a
 // Redis in another zone, or one busy with a slow command) and the lease is
-// 240 ms, so the store answers well within the lease's slack: a renewal
-// sent every 60 ms that takes 70 ms still keeps the entry alive (it lives
-// 360 ms past each renewal). A renewal bounded by a quarter of the lease
-// (60 ms) times out every time, though: the request gives its key up
+// 400 ms, so the store answers well within the lease's slack: a renewal
+// sent every 100 ms that takes 120 ms still keeps the entry alive (it
+// lives 600 ms past each renewal). A renewal bounded by a quarter of the
+// lease (100 ms) times out every time, though: the request gives its key up
 // after 5/4 of the lease, its handler is cancelled with ErrLeaseLost and
 // its caller gets UNAVAILABLE, for a store that only answered slowly. A
 // slow store is not an outage: the handler runs once, its caller gets its
@@ -28,16 +28,16 @@ func TestAttackR18SlowRedisShortLease(t *testing.T) {
 	p := tcpproxy.Start(t, r.addr)
 	srv := &reserver{answer: "slow", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
 		select {
-		case <-time.After(800 * time.Millisecond): // more than three leases
+		case <-time.After(1300 * time.Millisecond): // more than three leases
 			return nil
 		case <-ctx.Done():
 			return status.FromContextError(context.Cause(ctx)).Err()
 		}
 	}}
 	s := New(client(t, p.Addr()), "slowlease:")
-	g, c := guarded(t, srv, reserveStockPolicy(240*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(s))
+	g, c := guarded(t, srv, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
-	p.DelayReplies(70 * time.Millisecond)
+	p.DelayReplies(120 * time.Millisecond)
 
 	resp, err := reserve(t, c, "sl-1", 5*time.Second)
 	if err != nil || resp.GetReservationId() != "slow-1" {
