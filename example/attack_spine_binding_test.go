@@ -55,7 +55,7 @@ func TestAttackSpinePolicyOfARunningClientIsReadOnly(t *testing.T) {
 	if q.Methods[0].Idempotent || q.Methods[0].Retry != nil || q.Breaker == nil {
 		t.Errorf("Client.Policy() shows the caller's writes, not the policy in force: %+v", q.Methods[0])
 	}
-	if d := pay.Runtime().Describe(); strings.Contains(d, "idempotent: true") || !strings.Contains(d, "breaker: shared") {
+	if d := pay.Runtime().Describe(); strings.Contains(d, "idempotent: true") || !strings.Contains(d, "    circuit_breaker: shared\n") {
 		t.Errorf("Describe shows the caller's writes:\n%s", d)
 	}
 }
@@ -323,7 +323,7 @@ services:
 	if n := srv.Calls(getStock); n != 1 {
 		t.Errorf("GetStock: the server saw %d attempts, want 1", n)
 	}
-	if d := inv.Runtime().Describe(); !strings.Contains(d, "hedging: 3 copies 20ms apart") {
+	if d := inv.Runtime().Describe(); !strings.Contains(d, "/StockReport\n    unary, idempotent: true, idempotency_key: none, timeout: 2s, overall_timeout: none, priority: low\n    retry: none\n    circuit_breaker: shared\n    bulkhead: shared\n    hedging: delay 20ms, max_copies 3, non_fatal_codes [UNAVAILABLE]\n") {
 		t.Errorf("Describe does not show StockReport's hedging:\n%s", d)
 	}
 }

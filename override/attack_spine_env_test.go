@@ -64,7 +64,7 @@ services:
 			t.Errorf("two clients built from one set differ:\n%s\n%s", first, d)
 		}
 	}
-	if !strings.Contains(first, "retry: 2 attempts") || !strings.Contains(first, "7 entries") {
+	if !strings.Contains(first, "retry: max_attempts 2,") || !strings.Contains(first, "max_entries 7,") {
 		t.Errorf("the overrides are not in force:\n%s", first)
 	}
 }

@@ -126,7 +126,7 @@ services:
 	}
 	out := build(t, s).Describe()
 	for _, want := range []string{
-		"timeout: 100ms, overall: none",
+		"/GetStock\n    unary, idempotent: true, idempotency_key: none, timeout: 100ms, overall_timeout: none,",
 		`methods.GetStock.timeout: 300ms → 100ms (overrides.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.timeout)`,
 		"circuit_breaker.cool_down: 2s → 5s (RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN)",
 	} {
@@ -392,7 +392,7 @@ services:
 	if strings.Contains(out, "every value as annotated") || !strings.Contains(out, "methods.GetStock.retry.max_attempts: 3 → 1 (o.yaml:") {
 		t.Errorf("Describe():\n%s\nwant the retries turned off listed", out)
 	}
-	if !strings.Contains(out, "    retry: none\n") {
+	if !strings.Contains(out, "/GetStock\n    unary, idempotent: true, idempotency_key: none, timeout: 300ms, overall_timeout: none, priority: normal\n    retry: none (max_attempts 1)\n") {
 		t.Errorf("Describe():\n%s\nwant GetStock's retry shown as none", out)
 	}
 }

@@ -89,7 +89,7 @@ func TestChangesAreTheRecordOfEachKey(t *testing.T) {
 			t.Errorf("Describe():\n%s\nhas no line %q", out, line)
 		}
 	}
-	if !strings.Contains(out, "    retry: none\n") {
+	if !strings.Contains(out, "/GetStock\n    unary, idempotent: true, idempotency_key: none, timeout: 100ms, overall_timeout: none, priority: normal\n    retry: none (max_attempts 1)\n") {
 		t.Errorf("Describe():\n%s\nwant GetStock's retry shown as none", out)
 	}
 }

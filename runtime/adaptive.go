@@ -393,29 +393,3 @@ func withCause(refusal, last error) error {
 	}
 	return refusal
 }
-
-// describeLimit renders an adaptive limit under the bulkhead b (nil for
-// none) with the values in force, defaults and ceiling applied.
-func describeLimit(a *policy.AdaptiveLimit, b *policy.Bulkhead) string {
-	q := adaptive.Policy(*a)
-	if b != nil {
-		q = q.WithCeiling(b.Permits)
-	}
-	l, err := adaptive.New(q, time.Time{})
-	if err != nil {
-		return "invalid: " + err.Error()
-	}
-	p := l.Policy()
-	return fmt.Sprintf("%d..%d attempts in flight, from %d, tolerance %g over the smallest RTT of %s, smoothing %g",
-		p.MinLimit, p.MaxLimit, p.InitialLimit, p.Tolerance, p.BaselineWindow, p.Smoothing)
-}
-
-// describeThrottle renders a throttler with the values in force.
-func describeThrottle(t *policy.Throttle) string {
-	th, err := throttle.New(throttle.Policy(*t), time.Time{}, nil)
-	if err != nil {
-		return "invalid: " + err.Error()
-	}
-	p := th.Policy()
-	return fmt.Sprintf("refuses (requests − %g × accepts) / (requests + 1) over %s, at most %g", p.K, p.Window, p.MaxRefusal)
-}

@@ -536,11 +536,12 @@ func TestAdaptiveLayersDescribed(t *testing.T) {
 	c, _ := adClient(t, p)
 	got := c.Describe()
 	for _, want := range []string{
-		"adaptive limit (shared): 1..8 attempts in flight, from 8, tolerance 1.5 over the smallest RTT of 30s, smoothing 0.5",
-		"client throttle: refuses (requests − 3 × accepts) / (requests + 1) over 5s, at most 0.9",
-		"adaptive limit: shared",
-		"adaptive limit (own): 2..4 attempts in flight, from 4",
-		"calls in the last 50",
+		"  adaptive_limit (shared): min_limit 1, max_limit 8, initial_limit 8, tolerance 1.5, smoothing 0.5, baseline_window 30s\n",
+		"  client_throttle: k 3, window 5s, max_refusal 0.9\n",
+		"/t.Dep/Get\n    unary, idempotent: true, idempotency_key: none, timeout: 300ms, overall_timeout: none\n",
+		"    adaptive_limit: shared\n",
+		"    adaptive_limit (own): min_limit 2, max_limit 4, initial_limit 4, tolerance 1.5, smoothing 0.5, baseline_window 30s\n",
+		"window 0s (ignored: window_calls is set), window_calls 50,",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Describe lacks %q:\n%s", want, got)

@@ -102,7 +102,7 @@ func TestAttackSpineBudgetTakenAwayIsTheDefault(t *testing.T) {
 			t.Errorf("Changes lists %s: %s → %s, yet the default budget, the annotated one, is in force", key, ch.Annotated, ch.Value)
 		}
 	}
-	if d := rt.Describe(); !strings.Contains(d, "retry budget: 0.1 of requests + 10 per 10s") {
+	if d := rt.Describe(); !strings.Contains(d, "  retry_budget (default: the service sets none, and a method retries or hedges): ratio 0.1, min_retries 10, window 10s\n") {
 		t.Errorf("Describe does not show the default budget in force:\n%s", d)
 	}
 	// A service without a budget whose method an edit makes retry: the

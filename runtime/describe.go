@@ -2,144 +2,214 @@ package runtime
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/runtime/internal/adaptive"
+	"github.com/go-resilient/resilient/runtime/internal/throttle"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-// describe renders the policy as text, one method per paragraph, so an
-// operator can see what is in force: every timeout, retry, breaker,
-// bulkhead and budget setting, and which of them the methods share.
+// describe renders the policy in force as text for an operator: the
+// service's groups first, one line each, then one paragraph per method.
+// Every value is one of policy.Service.Settings, written under the name an
+// override file gives it ("cool_down 2s"), so a field added to a group is
+// described without a change here. The groups and their order are read
+// from the types by reflection: a pointer to a struct is a group. A method
+// says of each group the service can share (a field of both types: the
+// breaker, the bulkhead, the rate limit, the adaptive limit) whether it has
+// its own, shares the service's or has none, where the group applies to
+// its kind.
 func describe(p *policy.Service) string {
+	in := inForce(p)
+	var svc []policy.Setting
+	byMethod := map[string][]policy.Setting{}
+	for _, s := range in.Settings() {
+		if rest, ok := strings.CutPrefix(s.Key, "methods."); ok {
+			name, key, _ := strings.Cut(rest, ".")
+			byMethod[name] = append(byMethod[name], policy.Setting{Key: key, Value: s.Value})
+			continue
+		}
+		svc = append(svc, s)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", p.Name)
-	if bp := p.BudgetInForce(); bp != nil {
-		fmt.Fprintf(&b, "  retry budget: %s\n", describeBudget(bp))
+	serviceGroups := groupsOf(reflect.TypeFor[policy.Service]())
+	methodGroups := groupsOf(reflect.TypeFor[policy.Method]())
+	shareable := map[string]bool{}
+	for _, g := range methodGroups {
+		shareable[g] = slices.Contains(serviceGroups, g)
 	}
-	if p.Breaker != nil {
-		fmt.Fprintf(&b, "  breaker (shared): %s\n", describeBreaker(p.Breaker))
+	service := split(svc)
+	for _, s := range service.scalars {
+		fmt.Fprintf(&b, "  %s: %s\n", s.Key, s.Value)
 	}
-	if p.Bulkhead != nil {
-		fmt.Fprintf(&b, "  bulkhead (shared): %s\n", describeBulkhead(p.Bulkhead))
+	for _, g := range serviceGroups {
+		fields, ok := service.groups[g]
+		if !ok {
+			continue
+		}
+		label := ""
+		switch {
+		case service.none[g]:
+		case shareable[g]:
+			label = " (shared)"
+		case g == "retry_budget" && p.Budget == nil:
+			label = " (default: the service sets none, and a method retries or hedges)"
+		}
+		fmt.Fprintf(&b, "  %s%s: %s\n", g, label, pairs(fields, service.none[g]))
 	}
-	if p.RateLimit != nil {
-		fmt.Fprintf(&b, "  rate limit (shared): %s\n", describeRateLimit(p.RateLimit))
-	}
-	if p.AdaptiveLimit != nil {
-		fmt.Fprintf(&b, "  adaptive limit (shared): %s\n", describeLimit(p.AdaptiveLimit, p.Bulkhead))
-	}
-	if p.ClientThrottle != nil {
-		fmt.Fprintf(&b, "  client throttle: %s\n", describeThrottle(p.ClientThrottle))
-	}
-	for i := range p.Methods {
-		m := &p.Methods[i]
+	for i := range in.Methods {
+		m := &in.Methods[i]
 		fmt.Fprintf(&b, "  %s\n", m.Name)
-		kind := [...]string{"unary", "client streaming", "server streaming", "bidi streaming"}[m.Kind&3]
-		fmt.Fprintf(&b, "    %s, idempotent: %v", kind, m.Idempotent)
-		if m.IdempotencyKey != "" {
-			fmt.Fprintf(&b, ", idempotency key: %s", m.IdempotencyKey)
-		}
-		if m.GenerateIdempotencyKey {
-			b.WriteString(", idempotency key: generated per call")
-		}
-		if m.Priority != policy.PriorityUnspecified {
-			fmt.Fprintf(&b, ", priority: %s", m.Priority)
+		own := split(byMethod[shortName(m.Name)])
+		b.WriteString("    " + kindName(m.Kind))
+		for _, s := range own.scalars {
+			fmt.Fprintf(&b, ", %s: %s", s.Key, s.Value)
 		}
 		b.WriteString("\n")
-		fmt.Fprintf(&b, "    timeout: %s, overall: %s\n", orNone(m.Timeout.String(), m.Timeout == 0), orNone(m.OverallTimeout.String(), m.OverallTimeout == 0))
-		if m.Retry != nil && m.Retry.MaxAttempts > 1 {
-			fmt.Fprintf(&b, "    retry: %s\n", describeRetry(m.Retry))
-		} else {
-			b.WriteString("    retry: none\n")
-		}
-		switch {
-		case m.Breaker != nil:
-			fmt.Fprintf(&b, "    breaker (own): %s\n", describeBreaker(m.Breaker))
-		case p.Breaker != nil:
-			b.WriteString("    breaker: shared\n")
-		default:
-			b.WriteString("    breaker: none\n")
-		}
-		switch {
-		case m.Bulkhead != nil:
-			fmt.Fprintf(&b, "    bulkhead (own): %s\n", describeBulkhead(m.Bulkhead))
-		case p.Bulkhead != nil:
-			b.WriteString("    bulkhead: shared\n")
-		default:
-			b.WriteString("    bulkhead: none\n")
-		}
-		// The newer patterns are listed only where they apply, so that the
-		// description of a policy without them reads as before.
-		if m.Hedging != nil {
-			fmt.Fprintf(&b, "    hedging: %s\n", describeHedging(m.Hedging))
-		}
-		switch {
-		case m.Kind != policy.KindUnary: // opening a stream takes no token
-		case m.RateLimit != nil:
-			fmt.Fprintf(&b, "    rate limit (own): %s\n", describeRateLimit(m.RateLimit))
-		case p.RateLimit != nil:
-			b.WriteString("    rate limit: shared\n")
-		}
-		if m.Cache != nil {
-			fmt.Fprintf(&b, "    cache: %s\n", describeCache(m.Cache))
-		}
-		switch {
-		case m.Kind != policy.KindUnary:
-		case m.AdaptiveLimit != nil:
-			bh := m.Bulkhead
-			if bh == nil {
-				bh = p.Bulkhead
+		for _, g := range methodGroups {
+			fields, has := own.groups[g]
+			switch {
+			case shareable[g] && !has && m.Kind != policy.KindUnary && unaryOnly[g]:
+			case shareable[g] && !has && service.has(g):
+				fmt.Fprintf(&b, "    %s: shared\n", g)
+			case shareable[g] && !has:
+				fmt.Fprintf(&b, "    %s: none\n", g)
+			case has:
+				label := ""
+				if shareable[g] {
+					label = " (own)"
+				}
+				line := pairs(fields, own.none[g])
+				if g == "retry" && m.Retry != nil && m.Retry.MaxAttempts <= 1 {
+					// One attempt in all: the retry's other values do nothing.
+					line = fmt.Sprintf("none (max_attempts %d)", m.Retry.MaxAttempts)
+				}
+				if g == "cache" && m.Cache != nil {
+					// What the key is made of binds generated code: not a
+					// setting, but the operator reads it here.
+					line += ", key_fields " + fmt.Sprint(m.Cache.KeyFields)
+				}
+				fmt.Fprintf(&b, "    %s%s: %s\n", g, label, line)
 			}
-			fmt.Fprintf(&b, "    adaptive limit (own): %s\n", describeLimit(m.AdaptiveLimit, bh))
-		case p.AdaptiveLimit != nil:
-			b.WriteString("    adaptive limit: shared\n")
 		}
 	}
 	return b.String()
 }
 
-// orNone is s, or "none" when none.
-func orNone(s string, none bool) string {
+// unaryOnly are the groups a stream does not go through: opening a stream
+// takes no token of the rate limit, and its lifetime says nothing of the
+// dependency's latency to an adaptive limit.
+var unaryOnly = map[string]bool{"rate_limit": true, "adaptive_limit": true}
+
+// described is one level's settings, split: its values outside any group,
+// in order, and each group's fields (or its "none").
+type described struct {
+	scalars []policy.Setting
+	groups  map[string][]policy.Setting
+	none    map[string]bool
+}
+
+func (d described) has(group string) bool { _, ok := d.groups[group]; return ok && !d.none[group] }
+
+// split sorts one level's settings (keys relative to it: "timeout",
+// "retry.max_attempts", "retry" for a retry listed as none) into scalars
+// and groups.
+func split(ss []policy.Setting) described {
+	d := described{groups: map[string][]policy.Setting{}, none: map[string]bool{}}
+	groups := map[string]bool{}
+	for _, g := range append(groupsOf(reflect.TypeFor[policy.Service]()), groupsOf(reflect.TypeFor[policy.Method]())...) {
+		groups[g] = true
+	}
+	for _, s := range ss {
+		group, field, inGroup := strings.Cut(s.Key, ".")
+		switch {
+		case inGroup:
+			d.groups[group] = append(d.groups[group], policy.Setting{Key: field, Value: s.Value})
+		case groups[s.Key]:
+			d.groups[s.Key], d.none[s.Key] = nil, true
+		default:
+			d.scalars = append(d.scalars, s)
+		}
+	}
+	return d
+}
+
+// pairs writes a group's fields as "name value, name value", or "none".
+func pairs(fields []policy.Setting, none bool) string {
 	if none {
 		return "none"
 	}
-	return s
-}
-
-func describeRetry(r *policy.Retry) string {
-	return fmt.Sprintf("%d attempts, backoff %s..%s ×%g with full jitter, on %s",
-		r.MaxAttempts, r.InitialBackoff, r.MaxBackoff, r.Multiplier, r.RetryableCodes)
-}
-
-func describeBudget(b *policy.Budget) string {
-	return fmt.Sprintf("%g of requests + %d per %s", b.Ratio, b.MinRetries, b.Window)
-}
-
-func describeBreaker(b *policy.Breaker) string {
-	window := b.Window.String()
-	if b.WindowCalls > 0 {
-		window = fmt.Sprintf("the last %d", b.WindowCalls)
+	counted := slices.ContainsFunc(fields, func(f policy.Setting) bool { return f.Key == "window_calls" })
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.Key + " " + f.Value
+		if f.Key == "window" && counted {
+			// A breaker's window in time gives way to its count.
+			out[i] += " (ignored: window_calls is set)"
+		}
 	}
-	s := fmt.Sprintf("opens at %g failures over ≥%d calls in %s, cool-down %s, %d probes, failures %s",
-		b.FailureRatio, b.MinimumCalls, window, b.CoolDown, b.HalfOpenProbes, b.FailureCodes)
-	if b.SlowCallThreshold > 0 {
-		s += fmt.Sprintf(", slower than %s counts as failure", b.SlowCallThreshold)
+	return strings.Join(out, ", ")
+}
+
+// groupsOf names the groups of a policy type, in the order of its fields:
+// the fields that point to a struct, by their option names.
+func groupsOf(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+			out = append(out, contract.OptionName(f.Name))
+		}
 	}
-	return s
+	return out
 }
 
-func describeBulkhead(b *policy.Bulkhead) string {
-	return fmt.Sprintf("%d permits, max wait %s", b.Permits, b.MaxWait)
+// inForce returns a copy of p with the values the runtime uses where p
+// leaves them to a default: the zero fields of an adaptive limit (its
+// maximum capped by the bulkhead it sits under) and of the throttler.
+// A field that is set is kept as set.
+func inForce(p *policy.Service) *policy.Service {
+	q := p.Clone()
+	limit := func(a *policy.AdaptiveLimit, b *policy.Bulkhead) {
+		if a == nil {
+			return
+		}
+		ap := adaptive.Policy(*a)
+		if b != nil {
+			ap = ap.WithCeiling(b.Permits)
+		}
+		if l, err := adaptive.New(ap, time.Time{}); err == nil {
+			fillZeros(a, policy.AdaptiveLimit(l.Policy()))
+		}
+	}
+	limit(q.AdaptiveLimit, q.Bulkhead)
+	for i := range q.Methods {
+		m := &q.Methods[i]
+		b := m.Bulkhead
+		if b == nil {
+			b = q.Bulkhead
+		}
+		limit(m.AdaptiveLimit, b)
+	}
+	if t := q.ClientThrottle; t != nil {
+		if th, err := throttle.New(throttle.Policy(*t), time.Time{}, nil); err == nil {
+			fillZeros(t, policy.Throttle(th.Policy()))
+		}
+	}
+	return &q
 }
 
-func describeCache(p *policy.Cache) string {
-	return fmt.Sprintf("fresh %s, stale %s, %d entries, key %s", p.FreshTTL, p.StaleTTL, p.MaxEntries, strings.Join(p.KeyFields, ", "))
-}
-
-func describeHedging(h *policy.Hedging) string {
-	return fmt.Sprintf("%d copies %s apart, non-fatal %s", h.MaxCopies, h.Delay, h.NonFatalCodes)
-}
-
-func describeRateLimit(r *policy.RateLimit) string {
-	return fmt.Sprintf("%g/s, burst %d, max wait %s", r.RequestsPerSecond, r.Burst, r.MaxWait)
+// fillZeros sets each zero field of the struct dst points to from src.
+func fillZeros[T any](dst *T, src T) {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	for i := range d.NumField() {
+		if d.Field(i).IsZero() {
+			d.Field(i).Set(s.Field(i))
+		}
+	}
 }

@@ -110,13 +110,15 @@ func ExampleClient_Describe() {
 	}
 	// Output:
 	// example.inventory.v1.InventoryService
-	//   breaker (shared): opens at 0.5 failures over ≥2 calls in 1m0s, cool-down 5s, 1 probes, failures [UNAVAILABLE]
+	//   circuit_breaker (shared): failure_ratio 0.5, minimum_calls 2, window 1m0s, cool_down 5s, half_open_probes 1, slow_call_threshold none, failure_codes [UNAVAILABLE]
+	//   bulkhead: none
 	//   /example.inventory.v1.InventoryService/GetStock
-	//     unary, idempotent: true
-	//     timeout: 200ms, overall: none
+	//     unary, idempotent: true, idempotency_key: none, timeout: 200ms, overall_timeout: none
 	//     retry: none
-	//     breaker: shared
+	//     circuit_breaker: shared
 	//     bulkhead: none
+	//     rate_limit: none
+	//     adaptive_limit: none
 	//   changed from the annotation (annotated → in force, from):
 	//     methods.GetStock.timeout: none → 200ms (ops.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.timeout)
 	//     circuit_breaker.cool_down: 1m0s → 5s (WithPolicy)

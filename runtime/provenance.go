@@ -31,8 +31,12 @@ type Change struct {
 // annotation's.
 func (c *Client) Changes() []Change { return append([]Change(nil), c.changes...) }
 
-// Describe renders the policy in force, followed by every
-// value that differs from the annotation, with where it came from.
+// Describe renders the policy in force for an operator, followed by every
+// value that differs from the annotation, with where it came from. Each
+// value is one of policy.Service.Settings, under its option name, on the
+// line of its group: the service's groups, then per method its kind and
+// values, its retry, and for each group the service can share whether it
+// has its own, shares the service's or has none (README: Overrides).
 func (c *Client) Describe() string {
 	var b strings.Builder
 	b.WriteString(describe(&c.policy))

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/go-resilient/resilient/internal/contract"
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -39,7 +40,11 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 	p("reports the client's by the same keys), and where it comes from:")
 	p("`method`, `service` or `file` for the `(resilient.v1.method)`,")
 	p("`(resilient.v1.service)` or `(resilient.v1.file)` annotation, `default`")
-	p("for the contract's default (`options/resilient/v1/resilient.proto`). The")
+	p("for the contract's default (`options/resilient/v1/resilient.proto`),")
+	p("`follows` and a key for a default computed from the value under that")
+	p("key (a rate limit's `burst`, its rate rounded up; a cache's `stale_ttl`,")
+	p("its `fresh_ttl`; an adaptive limit's `max_limit`, at most the bulkhead's")
+	p("`permits`, and `initial_limit`, within `min_limit` and `max_limit`). The")
 	p("keys under `shedding` and a method's `server` are the server side's")
 	p("(`XxxServerPolicy`), the others the client's (`XxxResilientPolicy`).")
 	p("`idempotent`, `idempotency_key`, `generate_idempotency_key` and")
@@ -59,14 +64,26 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 		p("")
 		p("Shared by the methods of the service:")
 		p("")
+		in := map[string]string{}
+		for _, st := range append(client, server...) {
+			in[st.Key] = st.Value
+		}
 		t := table{}
 		for _, st := range append(ofService(client), ofService(server)...) {
-			t.row(st.Key, asWritten(st.Key, st.Value), from(rs.shared, st.Key))
+			origin := from(rs.shared, st.Key)
+			switch {
+			case origin != "default":
+			case strings.HasPrefix(st.Key, "retry_budget.") && !rs.shared.has("retry_budget"):
+				origin = "default: a method retries or hedges, and no annotation sets `retry_budget`"
+			default:
+				origin = follows(st.Key, "", in)
+			}
+			t.row(st.Key, asWritten(st.Key, st.Value), origin)
 		}
 		t.write(&b)
 		if rs.Policy.Budget == nil {
 			p("")
-			p("No method retries: the service has no retry budget.")
+			p("No method retries or hedges: the service has no retry budget.")
 		}
 		if rs.Server == nil {
 			p("")
@@ -85,7 +102,11 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 			t := table{}
 			for _, st := range append(ofMethod(client, prefix), ofMethod(server, prefix)...) {
 				path := strings.TrimPrefix(st.Key, prefix)
-				t.row(st.Key, asWritten(path, st.Value), methodOrigin(m, rm, path))
+				origin := methodOrigin(m, rm, path)
+				if origin == "default" {
+					origin = follows(path, prefix, in)
+				}
+				t.row(st.Key, asWritten(path, st.Value), origin)
 			}
 			t.write(&b)
 		}
@@ -147,7 +168,7 @@ func methodSentence(m *protogen.Method, rm *method, sp *policy.Service) string {
 // of policy.Service) that apply to the method: those it has of its own (a
 // field of policy.Method of the same name, set) and those of the service
 // it goes through. A stream goes through the breaker and the bulkhead
-// only (README: Streams); the retry budget bounds only methods that retry.
+// only (README: Streams); the retry budget bounds only methods that retry or hedge.
 func groupsOf(mp *policy.Method, sp *policy.Service) (own, shared []string) {
 	sv, mv := reflect.ValueOf(sp).Elem(), reflect.ValueOf(mp).Elem()
 	for i := range sv.NumField() {
@@ -163,7 +184,7 @@ func groupsOf(mp *policy.Method, sp *policy.Service) (own, shared []string) {
 		}
 		applies := name == "Breaker" || name == "Bulkhead" || mp.Kind == policy.KindUnary
 		if name == "Budget" {
-			applies = mp.Retry != nil
+			applies = mp.Retry != nil || mp.Hedging != nil
 		}
 		if !f.IsNil() && applies {
 			shared = append(shared, words)
@@ -224,6 +245,26 @@ func from(m merged, path string) string {
 	default:
 		return "method"
 	}
+}
+
+// follows is the origin of the value at path that no level set, under
+// prefix ("methods.Get." for a method's, "" for the service's): what its
+// default follows (rules.Followed, the resolution's own record), by the
+// key of that value on the page, or "default". in holds the values in
+// force by key; a method's path that is not its own (the bulkhead it
+// shares) is the service's.
+func follows(path, prefix string, in map[string]string) string {
+	keyOf := func(path string) string {
+		if _, own := in[prefix+path]; own {
+			return prefix + path
+		}
+		return path
+	}
+	leader := rules.Followed(path, func(path string) string { return in[keyOf(path)] })
+	if leader == "" {
+		return "default"
+	}
+	return "follows `" + keyOf(leader) + "`"
 }
 
 // table is a Markdown table of settings: their keys, values and origins.

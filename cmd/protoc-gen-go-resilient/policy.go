@@ -131,12 +131,13 @@ func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servic
 	retries := false
 	for i, m := range s.Methods {
 		mp := resolveMethod(m, &p.Methods[i], filePolicy, svcPolicy)
-		retries = retries || mp.Policy.Retry != nil
+		retries = retries || mp.Policy.Retry != nil || mp.Policy.Hedging != nil
 		sp.methods = append(sp.methods, mp)
 	}
 	sp.Server = resolveServer(sp)
-	// The budget exists only to bound retries; a service that never retries
-	// has none, whatever its annotation says.
+	// The budget exists only to bound retries and hedged copies (which it
+	// pays for too, policy.Service.BudgetInForce); a service that does
+	// neither has none, whatever its annotation says.
 	if retries {
 		p.Budget = resolved[policy.Budget]("retry_budget", shared.policy.GetRetryBudget())
 	}

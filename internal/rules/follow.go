@@ -6,6 +6,7 @@ package rules
 import (
 	"github.com/go-resilient/resilient/internal/contract"
 	"reflect"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,45 @@ var followers = []struct {
 	// A cache without stale_ttl serves no stale answers: stale as long as
 	// fresh.
 	{"cache", "stale_ttl", "fresh_ttl", func(f reflect.Value) any { return time.Duration(f.Int()) }},
+}
+
+// bounded are the values whose default is a constant of the contract held
+// within other values, which it then follows (AdaptiveLimitOf): an
+// adaptive limit's max_limit at most the bulkhead's permits, its
+// initial_limit within max_limit and min_limit.
+var bounded = []struct {
+	group, option string
+	leaders       []string
+}{
+	{"adaptive_limit", "max_limit", []string{"bulkhead.permits"}},
+	{"adaptive_limit", "initial_limit", []string{"adaptive_limit.max_limit", "adaptive_limit.min_limit"}},
+}
+
+// Followed names the value that the default of the value at key
+// ("rate_limit.burst") follows, by its key ("rate_limit.requests_per_second"),
+// for a value no level sets; "" when its default is the contract's own
+// constant. in returns a value in force by key, as policy.Settings writes
+// it ("" for none). A value Follow computes follows its leader always; a
+// bounded one (an adaptive limit's max_limit and initial_limit) the bound
+// it equals, if any: the one that held it.
+func Followed(key string, in func(key string) string) string {
+	group, option, _ := strings.Cut(key, ".")
+	for _, f := range followers {
+		if f.group == group && f.option == option {
+			return group + "." + f.leader
+		}
+	}
+	for _, b := range bounded {
+		if b.group != group || b.option != option {
+			continue
+		}
+		for _, l := range b.leaders {
+			if v := in(l); v != "" && v == in(key) {
+				return l
+			}
+		}
+	}
+	return ""
 }
 
 // Follow writes into dst, the policy of one group of the options

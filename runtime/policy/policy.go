@@ -60,7 +60,7 @@ type Service struct {
 	// It names the dependency in errors, logs and metrics.
 	Name string
 	// Budget bounds the retries of every method of the service together.
-	// It is used only by methods that retry; nil means the defaults of
+	// It is used only by methods that retry or hedge; nil means the defaults of
 	// DefaultBudget.
 	Budget *Budget
 	// Breaker is the circuit breaker shared by every method that has no

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,13 +45,15 @@ func main() {
 	overrides := flag.String("overrides", "", "YAML or JSON `file` of operator overrides of the annotated policies")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`host:port`/metrics (none if empty)")
 	flag.Parse()
-	if err := run(*addr, *n, *printPolicy, *overrides, *metricsAddr); err != nil {
+	if err := run(os.Stdout, *addr, *n, *printPolicy, *overrides, *metricsAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, n int, printPolicy bool, overridesFile, metricsAddr string) error {
+// run places n orders, or with printPolicy writes the policy in force to
+// out and returns.
+func run(out io.Writer, addr string, n int, printPolicy bool, overridesFile, metricsAddr string) error {
 	// The overrides are checked against every client's policy before any
 	// client is built: a bad file stops the program here.
 	set, err := override.Load(overridesFile, os.Environ(),
@@ -95,8 +98,8 @@ func run(addr string, n int, printPolicy bool, overridesFile, metricsAddr string
 		return err
 	}
 	if printPolicy {
-		fmt.Print(inventory.Runtime().Describe())
-		fmt.Print(payments.Runtime().Describe())
+		fmt.Fprint(out, inventory.Runtime().Describe())
+		fmt.Fprint(out, payments.Runtime().Describe())
 		return nil
 	}
 	for i := range n {
@@ -112,7 +115,7 @@ func run(addr string, n int, printPolicy bool, overridesFile, metricsAddr string
 			_, err = payments.Charge(ctx, &paymentsv1.ChargeRequest{OrderId: order, AmountCents: 1999})
 		}
 		cancel()
-		fmt.Printf("%s: stock %d, %s in %s\n", order, stock.GetUnits(), describe(err), time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(out, "%s: stock %d, %s in %s\n", order, stock.GetUnits(), describe(err), time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
