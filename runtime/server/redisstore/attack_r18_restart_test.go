@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
@@ -45,5 +49,59 @@ func TestAttackR18RedisRestartBeforeOutcome(t *testing.T) {
 	}
 	if s := stats(t, g); s.Replayed != 1 || s.NotKept != 0 {
 		t.Errorf("stats %+v: want the outcome kept and replayed once", s)
+	}
+}
+
+// TestAttackR18LostLeaseThenKeyFreed: replica A is partitioned from Redis
+// for longer than its lease while its handler (one that ignores its
+// context) runs; B takes the key over, and its handler fails transiently,
+// which frees the key. A's handler then commits. When A writes its
+// outcome the entry is gone and the key is free: A claims it again and
+// keeps its outcome, the only effect made, so A's caller gets its answer
+// and B's caller, retrying, the replay. A key another request holds is
+// never written over (TestLeaseLostCancelsHandler).
+func TestAttackR18LostLeaseThenKeyFreed(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	r := startRedis(t)
+	p := tcpproxy.Start(t, r.addr)
+	started, partitionOver := make(chan struct{}), make(chan struct{})
+	a := &reserver{answer: "a", hook: func(context.Context, *inventoryv1.ReserveStockRequest) error {
+		close(started)
+		<-partitionOver
+		return nil
+	}}
+	b := &reserver{answer: "b", hook: func(context.Context, *inventoryv1.ReserveStockRequest) error {
+		return status.Error(codes.Unavailable, "B's dependency is down")
+	}}
+	ga, ca := guarded(t, a, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "freed:")))
+	_, cb := guarded(t, b, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "freed:")))
+	first := make(chan *inventoryv1.ReserveStockResponse, 1)
+	go func() {
+		resp, err := reserve(t, ca, "f-1", 5*time.Second)
+		if err != nil {
+			t.Errorf("A's caller: %v, want A's answer (its outcome kept once the key was free)", err)
+		}
+		first <- resp
+	}()
+	<-started
+	p.Stall() // A's partition, past its lease
+	if _, err := reserve(t, cb, "f-1", 3*time.Second); status.Code(err) != codes.Unavailable {
+		t.Fatalf("B, which took the key over and failed: %v, want its UNAVAILABLE", err)
+	}
+	p.Restore()
+	close(partitionOver)
+	got := <-first
+	if got.GetReservationId() != "a-1" {
+		t.Errorf("A's caller: %q, want a-1", got.GetReservationId())
+	}
+	again, err := reserve(t, cb, "f-1", time.Second)
+	if err != nil || again.GetReservationId() != "a-1" {
+		t.Errorf("B's caller retrying: %q %v, want the replay of a-1", again.GetReservationId(), err)
+	}
+	if a.commits.Load() != 1 || b.runs.Load() != 1 || b.commits.Load() != 0 {
+		t.Errorf("A committed %d, B ran %d and committed %d; want 1, 1, 0", a.commits.Load(), b.runs.Load(), b.commits.Load())
+	}
+	if s := stats(t, ga); s.LeasesLost != 1 {
+		t.Errorf("A's stats %+v, want its lease counted lost", s)
 	}
 }
