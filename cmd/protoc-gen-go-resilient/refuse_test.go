@@ -79,7 +79,7 @@ func TestRefusals(t *testing.T) {
 			`refuse/failure_code_answer.proto:10:3: resilienttest.refuse.failure_code_answer.Svc: (resilient.v1.service).circuit_breaker.failure_codes[1]: "NOT_FOUND" is an answer of the service, not a failure of it: an answer shows the dependency is up, so it never opens the breaker; remove it`,
 		}},
 		{"dedup_lease_negative", []string{
-			"refuse/dedup_lease_negative.proto:12:5: resilienttest.refuse.dedup_lease_negative.Svc.Put: (resilient.v1.method).server.dedup.lease: must be positive, got -1s; remove it for the default 10s",
+			"refuse/dedup_lease_negative.proto:12:5: resilienttest.refuse.dedup_lease_negative.Svc.Put: (resilient.v1.method).server.dedup.lease: must be at least 100ms, got -1s: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip; remove it for the default 10s",
 		}},
 		{"dedup_lease_too_short", []string{
 			"refuse/dedup_lease_too_short.proto:12:5: resilienttest.refuse.dedup_lease_too_short.Svc.Put: (resilient.v1.method).server.dedup.lease: must be at least 100ms, got 2ns: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip; remove it for the default 10s",
@@ -91,7 +91,7 @@ func TestRefusals(t *testing.T) {
 			"refuse/dedup_ttl_missing.proto:12:5: resilienttest.refuse.dedup_ttl_missing.Svc.Put: (resilient.v1.method).server.dedup.ttl: is required: set how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}",
 		}},
 		{"dedup_ttl_zero", []string{
-			"refuse/dedup_ttl_zero.proto:12:5: resilienttest.refuse.dedup_ttl_zero.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be positive, got 0s; it is how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}",
+			"refuse/dedup_ttl_zero.proto:12:5: resilienttest.refuse.dedup_ttl_zero.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be at least 1s, got 0s: a result kept for less is gone before the client's retries of the request end",
 		}},
 		{"dedup_ttl_too_short", []string{
 			"refuse/dedup_ttl_too_short.proto:12:5: resilienttest.refuse.dedup_ttl_too_short.Svc.Put: (resilient.v1.method).server.dedup.ttl: must be at least 1s, got 10ms: a result kept for less is gone before the client's retries of the request end",
@@ -148,7 +148,7 @@ func TestRefusals(t *testing.T) {
 			"refuse/max_backoff_below_initial.proto:10:3: resilienttest.refuse.max_backoff_below_initial.Svc.Get: (resilient.v1.service).retry.max_backoff: 10ms is shorter than initial_backoff 50ms (the default): raise max_backoff or lower initial_backoff",
 		}},
 		{"max_wait_negative", []string{
-			"refuse/max_wait_negative.proto:10:3: resilienttest.refuse.max_wait_negative.Svc: (resilient.v1.service).bulkhead.max_wait: must not be negative, got -1ms; use 0 (or remove it) to refuse a call at once when every permit is taken",
+			"refuse/max_wait_negative.proto:10:3: resilienttest.refuse.max_wait_negative.Svc: (resilient.v1.service).bulkhead.max_wait: must not be negative, got -1ms; use 0 to refuse a call at once when every permit is taken",
 		}},
 		{"min_deadline_negative", []string{
 			"refuse/min_deadline_negative.proto:12:5: resilienttest.refuse.min_deadline_negative.Svc.Get: (resilient.v1.method).server.min_deadline: must be positive, got -20ms; remove it to refuse only the requests whose deadline has passed",
@@ -163,7 +163,7 @@ func TestRefusals(t *testing.T) {
 			"refuse/multiplier_nan.proto:11:5: resilienttest.refuse.multiplier_nan.Svc.Get: (resilient.v1.method).retry.backoff_multiplier: must be a finite number of at least 1, got NaN; remove it for the default 2",
 		}},
 		{"on_store_error_unknown", []string{
-			"refuse/on_store_error_unknown.proto:12:5: resilienttest.refuse.on_store_error_unknown.Svc.Put: (resilient.v1.method).server.dedup.on_store_error: unknown value 7: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP",
+			"refuse/on_store_error_unknown.proto:12:5: resilienttest.refuse.on_store_error_unknown.Svc.Put: (resilient.v1.method).server.dedup.on_store_error: unknown value 7, perhaps of a newer version of the options than this program knows: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP",
 		}},
 		{"overall_below_timeout", []string{
 			"refuse/overall_below_timeout.proto:13:5: resilienttest.refuse.overall_below_timeout.Svc.Get: (resilient.v1.method).overall_timeout: 1s is shorter than timeout 2s (set in (resilient.v1.service)): one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
@@ -175,10 +175,10 @@ func TestRefusals(t *testing.T) {
 			"refuse/per_method_on_service.proto:10:3: resilienttest.refuse.per_method_on_service.Svc: (resilient.v1.service).circuit_breaker.per_method: per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own",
 		}},
 		{"permits_zero", []string{
-			"refuse/permits_zero.proto:10:3: resilienttest.refuse.permits_zero.Svc: (resilient.v1.service).bulkhead.permits: must be at least 1, got 0; it is the number of calls allowed in flight at once",
+			"refuse/permits_zero.proto:10:3: resilienttest.refuse.permits_zero.Svc: (resilient.v1.service).bulkhead.permits: must be at least 1, got 0: it is the number of calls allowed in flight at once",
 		}},
 		{"priority_unknown", []string{
-			"refuse/priority_unknown.proto:12:5: resilienttest.refuse.priority_unknown.Svc.Get: (resilient.v1.method).priority: unknown priority 9: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL",
+			"refuse/priority_unknown.proto:12:5: resilienttest.refuse.priority_unknown.Svc.Get: (resilient.v1.method).priority: unknown value 9, perhaps of a newer version of the options than this program knows: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL",
 		}},
 		{"retry_budget_on_method", []string{
 			"refuse/retry_budget_on_method.proto:11:5: resilienttest.refuse.retry_budget_on_method.Svc.Get: (resilient.v1.method).retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file",

@@ -2,14 +2,18 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package check says what is wrong with one value of a policy, or one pair
-// of values, in the words both of its boundaries use: internal/rules,
-// which checks the options messages of a .proto file or an override file,
-// and runtime/policy, which checks a policy built or edited in Go. Each
-// function takes plain values (a count, a time.Duration, a ratio, status
-// codes) and returns the core of the message ("must be in (0, 1], got
-// 1.5"), or "" when the value is fine. The caller names the field and adds
-// how to mend it in the terms of its author: "remove it for the default
-// 0.5" to an options author, "use 0 for none" to a Go author.
+// of values, in the words all of its boundaries use. runtime/policy checks
+// each value of a policy with it, once, for a policy built in Go
+// (Validate) and for the options of a .proto file or an override file
+// (policy.GroupProblems, which internal/rules runs on each option); the
+// checks of two values set at different levels, of a value against the
+// method, and of the codes of an options list, element by element, are
+// internal/rules' own, on the merged levels. Each function takes plain
+// values (a count, a time.Duration, a ratio, status codes) and returns the
+// core of the message ("must be in (0, 1], got 1.5"), or "" when the
+// value is fine. The caller names the field and adds how to mend it in the
+// terms of its author: "remove it for the default 0.5" to an options
+// author, "use 0 for none" to a Go author.
 //
 // Whether a value is present is the caller's to decide (an option left out
 // takes its default; a Go field's zero value may mean "none"), and so is

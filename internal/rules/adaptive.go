@@ -5,10 +5,8 @@ package rules
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/contract"
@@ -35,53 +33,6 @@ const (
 // per-attempt timeout; a count-based breaker window smaller than its
 // minimum_calls.
 const RuleAdaptive = "RESILIENT_ADAPTIVE"
-
-// adaptive checks the values of adaptive_limit, client_throttle and
-// circuit_breaker.window_calls written in one policy.
-func (c checker) adaptive(p *resilientv1.Policy, onMethod bool) {
-	if a := p.GetAdaptiveLimit(); a != nil {
-		c.atLeastOne("adaptive_limit.min_limit", a.MinLimit, fmt.Sprintf("at least one attempt must reach the dependency to see it recover; remove it for the default %d", DefaultMinLimit))
-		if a.MaxLimit != nil {
-			c.fail("adaptive_limit.max_limit", check.AdaptiveMaxLimit(int64(a.GetMaxLimit())), fmt.Sprintf("remove it for the default %d", DefaultMaxLimit))
-		}
-		c.atLeastOne("adaptive_limit.initial_limit", a.InitialLimit, fmt.Sprintf("remove it for the default %d", DefaultInitialLimit))
-		if a.Tolerance != nil {
-			c.fail("adaptive_limit.tolerance", check.Tolerance(a.GetTolerance()), fmt.Sprintf("remove it for the default %v", DefaultTolerance))
-		}
-		c.ratio("adaptive_limit.smoothing", a.Smoothing, DefaultSmoothing)
-		c.window("adaptive_limit.baseline_window", a.BaselineWindow, DefaultBaselineWindow)
-		if a.PerMethod != nil && !onMethod {
-			c.add("adaptive_limit.per_method", "per_method is only meaningful on a method: remove it here, and set adaptive_limit: {per_method: true} on each method that needs a limit of its own")
-		}
-	}
-	if t := p.GetClientThrottle(); t != nil {
-		if onMethod {
-			c.add("client_throttle", "client_throttle judges the whole dependency: set it on the service or the file")
-		} else {
-			if t.K != nil {
-				c.fail("client_throttle.k", check.ThrottleK(t.GetK()), fmt.Sprintf("remove it for the default %v", DefaultThrottleK))
-			}
-			c.window("client_throttle.window", t.Window, DefaultThrottleWindow)
-			if t.MaxRefusal != nil {
-				c.fail("client_throttle.max_refusal", check.MaxRefusal(t.GetMaxRefusal()), fmt.Sprintf("remove it for the default %v", DefaultThrottleMaxRefusal))
-			}
-		}
-	}
-	if cb := p.GetCircuitBreaker(); cb != nil && cb.WindowCalls != nil {
-		c.fail("circuit_breaker.window_calls", check.WindowCalls(int64(cb.GetWindowCalls())), "remove it for a window in time")
-		if cb.Window != nil {
-			c.add("circuit_breaker.window_calls", "is set beside window: the breaker counts over the last calls or over a stretch of time, not both; remove one")
-		}
-	}
-}
-
-// window checks a window of the adaptive layers, when set: a valid
-// Duration of at least contract.MinAdaptiveWindow.
-func (c checker) window(path string, d *durationpb.Duration, def time.Duration) {
-	if d != nil && c.validDuration(path, d) {
-		c.fail(path, check.AdaptiveWindow(d.AsDuration()), fmt.Sprintf("remove it for the default %v", def))
-	}
-}
 
 // CheckAdaptive checks the adaptive layers once the levels are merged: the
 // limit's bounds together and under the bulkhead's permits (its ceiling),

@@ -18,12 +18,14 @@ import (
 var followers = []struct {
 	group, option, leader string
 	of                    func(leader reflect.Value) any
+	// unset says what leaving the value out gives, after "remove it".
+	unset string
 }{
 	// A rate limit's burst is its rate rounded up.
-	{"rate_limit", "burst", "requests_per_second", func(r reflect.Value) any { return DefaultBurst(r.Float()) }},
+	{"rate_limit", "burst", "requests_per_second", func(r reflect.Value) any { return DefaultBurst(r.Float()) }, "for the default, requests_per_second rounded up"},
 	// A cache without stale_ttl serves no stale answers: stale as long as
 	// fresh.
-	{"cache", "stale_ttl", "fresh_ttl", func(f reflect.Value) any { return time.Duration(f.Int()) }},
+	{"cache", "stale_ttl", "fresh_ttl", func(f reflect.Value) any { return time.Duration(f.Int()) }, "for no stale answers (the default, equal to fresh_ttl)"},
 }
 
 // bounded are the values whose default is a constant of the contract held

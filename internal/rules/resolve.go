@@ -5,6 +5,7 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 
@@ -147,7 +148,11 @@ func fill(f reflect.Value, fd protoreflect.FieldDescriptor, v protoreflect.Value
 		}
 		f.SetInt(int64(v.Message().Interface().(*durationpb.Duration).AsDuration()))
 	case fd.Kind() == protoreflect.Uint32Kind && f.Kind() == reflect.Int:
-		f.SetInt(int64(v.Uint()))
+		n := int64(v.Uint())
+		if f.OverflowInt(n) {
+			n = math.MaxInt32 // a 32-bit int: the count held as far as it goes, never wrapped negative
+		}
+		f.SetInt(n)
 	case fd.Kind() == protoreflect.DoubleKind && f.Kind() == reflect.Float64:
 		f.SetFloat(v.Float())
 	case fd.Kind() == protoreflect.BoolKind && f.Kind() == reflect.Bool:

@@ -7,18 +7,33 @@
 // lint rule, lint.go) and the override loader (which reports it at its key
 // in the file or environment). One implementation, so that lint refuses
 // what the plugin refuses, and an operator can never set through an
-// override what the plugin refuses in a .proto. What is wrong with a value
-// is said by internal/check, which the runtime's Go validator uses too
-// (runtime/policy); this package adds how an options author mends it.
+// override what the plugin refuses in a .proto.
+//
+// A value is checked once, by the check of its Go field in runtime/policy
+// (policy.GroupProblems, which Validate runs too, in the words of
+// internal/check): Check fills each group an option sets (its defaults,
+// then the option's values) into the group's Go value and reports each
+// problem of a value the option sets, at its path, with how an options
+// author mends it ("remove it for the default 10s"). What exists only in
+// the options is checked by kind, for every field alike (values.go): a
+// Duration's encoding, status code names and the codes a list may hold,
+// enum numbers, names listed twice, where a group may be written. The
+// checks of several values, levels or the method's descriptor run on the
+// merged levels (CheckService, CheckMethod, CheckShedding), blaming the
+// level that set the value at fault. So a new field of a group has its
+// check in runtime/policy and none here.
 package rules
 
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/check"
@@ -78,147 +93,66 @@ var (
 type Report func(path, format string, args ...any)
 
 // Check checks the values written in one policy, each on its own (the
-// checks that involve several levels or the method's descriptor are
-// CheckService, CheckMethod and CheckShedding). onMethod says whether the policy applies to a single method
-// (a (resilient.v1.method) option, or an override of one method).
+// checks that involve several values, levels or the method's descriptor
+// are CheckService, CheckMethod and CheckShedding). onMethod says whether
+// the policy applies to a single method (a (resilient.v1.method) option,
+// or an override of one method). It has no line of its own for any
+// field: what exists only in the options (a group's placement, a
+// Duration's encoding, status code and enum names, repeats) is checked
+// by kind (walk), and every value by the check of its Go field in
+// runtime/policy (checkValues), with the mend of an options author.
 func Check(p *resilientv1.Policy, onMethod bool, add Report) {
 	if p == nil {
 		return
 	}
-	c := checker{add: add}
-	c.positive("timeout", p.GetTimeout(), "remove it for no per-attempt limit")
-	c.positive("overall_timeout", p.GetOverallTimeout(), "remove it for no limit of the whole call")
-	if r := p.GetRetry(); r != nil {
-		if r.MaxAttempts != nil {
-			c.fail("retry.max_attempts", check.MaxAttempts(int64(r.GetMaxAttempts())), fmt.Sprintf("remove it for the default %d", DefaultMaxAttempts))
-		}
-		c.positive("retry.initial_backoff", r.GetInitialBackoff(), fmt.Sprintf("remove it for the default %v", DefaultInitialBackoff))
-		c.positive("retry.max_backoff", r.GetMaxBackoff(), fmt.Sprintf("remove it for the default %v", DefaultMaxBackoff))
-		if r.BackoffMultiplier != nil {
-			c.fail("retry.backoff_multiplier", check.Multiplier(r.GetBackoffMultiplier()), fmt.Sprintf("remove it for the default %v", DefaultMultiplier))
-		}
-		c.codes("retry.retryable_codes", r.GetRetryableCodes(), check.Retryable)
+	// The problems are reported in the order of the fields of the
+	// options, whichever check found them.
+	var found []finding
+	collect := func(path, format string, args ...any) {
+		found = append(found, finding{orderOf(p.ProtoReflect().Descriptor(), path), path, fmt.Sprintf(format, args...)})
 	}
-	if b := p.GetRetryBudget(); b != nil {
-		if onMethod {
-			c.add("retry_budget", "retry_budget is shared by the whole dependency: set it on the service or the file")
-		} else {
-			c.ratio("retry_budget.ratio", b.Ratio, DefaultBudgetRatio)
-			c.positive("retry_budget.window", b.GetWindow(), fmt.Sprintf("remove it for the default %v", DefaultBudgetWindow))
-		}
+	skip := checkPlacement(p, onMethod, collect)
+	refused := map[string]bool{}
+	walk(p.ProtoReflect(), "", skip, refused, collect)
+	if cb := p.GetCircuitBreaker(); cb != nil && cb.WindowCalls != nil && cb.Window != nil {
+		// The options' one pair of exclusive values, written side by side.
+		collect("circuit_breaker.window_calls", "is set beside window: the breaker counts over the last calls or over a stretch of time, not both; remove one")
 	}
-	if cb := p.GetCircuitBreaker(); cb != nil {
-		c.ratio("circuit_breaker.failure_ratio", cb.FailureRatio, DefaultFailureRatio)
-		c.atLeastOne("circuit_breaker.minimum_calls", cb.MinimumCalls, fmt.Sprintf("remove it for the default %d", DefaultMinimumCalls))
-		c.positive("circuit_breaker.window", cb.GetWindow(), fmt.Sprintf("remove it for the default %v", DefaultBreakerWindow))
-		c.positive("circuit_breaker.cool_down", cb.GetCoolDown(), fmt.Sprintf("remove it for the default %v", DefaultCoolDown))
-		if cb.HalfOpenProbes != nil {
-			c.fail("circuit_breaker.half_open_probes", check.Probes(int64(cb.GetHalfOpenProbes())), fmt.Sprintf("remove it for the default %d", DefaultHalfOpenProbes))
-		}
-		c.positive("circuit_breaker.slow_call_threshold", cb.GetSlowCallThreshold(), "remove it to count no call as slow")
-		c.codes("circuit_breaker.failure_codes", cb.GetFailureCodes(), check.Failure)
-		if cb.PerMethod != nil && !onMethod {
-			c.add("circuit_breaker.per_method", "per_method is only meaningful on a method: remove it here, and set circuit_breaker: {per_method: true} on each method that needs a breaker of its own")
-		}
-	}
-	c.priority(p)
-	if sv := p.GetServer(); sv != nil {
-		c.positive("server.min_deadline", sv.GetMinDeadline(), "remove it to refuse only the requests whose deadline has passed")
-		c.positive("server.default_timeout", sv.GetDefaultTimeout(), "remove it to leave a request without deadline unbounded")
-		if d := sv.GetDedup(); d != nil {
-			c.positive("server.dedup.ttl", d.GetTtl(), "it is how long a result is kept and replayed, as in dedup: {ttl: {seconds: 86400}}")
-			c.positive("server.dedup.lease", d.GetLease(), fmt.Sprintf("remove it for the default %v", DefaultLease))
-			if v := d.GetOnStoreError(); resilientv1.OnStoreError_name[int32(v)] == "" {
-				c.add("server.dedup.on_store_error", "unknown value %d: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP", int32(v))
-			}
-		}
-	}
-	if sh := p.GetShedding(); sh != nil {
-		if onMethod {
-			c.add("shedding", "shedding limits the requests in flight of the whole service: set it on the service or the file, and give the method a priority instead")
-		} else {
-			for _, l := range []struct {
-				name string
-				v    *uint32
-			}{{"low", sh.Low}, {"normal", sh.Normal}, {"high", sh.High}, {"critical", sh.Critical}} {
-				c.atLeastOne("shedding."+l.name, l.v, "it is the number of requests in flight from which "+l.name+"-priority requests are refused")
-			}
-			c.positive("shedding.pushback", sh.GetPushback(), fmt.Sprintf("remove it for the default %v", DefaultShedPushback))
-			if sh.Code != nil {
-				if msg := check.SheddingCode(sh.GetCode()); msg != "" {
-					c.add("shedding.code", `%s; remove it for the default "UNAVAILABLE"`, msg)
-				}
-			}
-		}
-	}
-	c.patterns(p, onMethod)
-	c.adaptive(p, onMethod)
-	if bh := p.GetBulkhead(); bh != nil {
-		c.atLeastOne("bulkhead.permits", bh.Permits, "it is the number of calls allowed in flight at once")
-		c.duration("bulkhead.max_wait", bh.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when every permit is taken")
-		if bh.PerMethod != nil && !onMethod {
-			c.add("bulkhead.per_method", "per_method is only meaningful on a method: remove it here, and set bulkhead: {per_method: true, permits: N} on each method that needs a bulkhead of its own")
-		}
+	checkValues(p, skip, refused, collect)
+	slices.SortStableFunc(found, func(a, b finding) int { return slices.Compare(a.order, b.order) })
+	for _, f := range found {
+		add(f.path, "%s", f.message)
 	}
 }
 
-type checker struct{ add Report }
-
-// patterns checks the values of hedging, rate_limit, cache and
-// generate_idempotency_key written in one policy.
-func (c checker) patterns(p *resilientv1.Policy, onMethod bool) {
-	if h := p.GetHedging(); h != nil {
-		if !onMethod {
-			c.add("hedging", "hedging is decided method by method, for idempotent reads with a long latency tail: move it to the (resilient.v1.method) of each such method")
-		} else {
-			c.positive("hedging.delay", h.GetDelay(), "a good value is the method's observed p95, as in hedging: {delay: {nanos: 80000000}}")
-			if h.MaxCopies != nil {
-				c.fail("hedging.max_copies", check.MaxCopies(int64(h.GetMaxCopies())), fmt.Sprintf("remove it for the default %d", DefaultHedgingMaxCopies))
-			}
-			c.codes("hedging.non_fatal_codes", h.GetNonFatalCodes(), check.NonFatal)
-		}
-	}
-	if r := p.GetRateLimit(); r != nil {
-		if r.RequestsPerSecond != nil {
-			if msg := check.Rate(r.GetRequestsPerSecond()); msg != "" {
-				c.add("rate_limit.requests_per_second", "%s, as in rate_limit: {requests_per_second: 200}", msg)
-			}
-		}
-		c.atLeastOne("rate_limit.burst", r.Burst, "remove it for the default, requests_per_second rounded up")
-		c.duration("rate_limit.max_wait", r.GetMaxWait(), true, "use 0 (or remove it) to refuse a call at once when no token is left")
-		if r.PerMethod != nil && !onMethod {
-			c.add("rate_limit.per_method", "per_method is only meaningful on a method: remove it here, and set rate_limit: {per_method: true, requests_per_second: N} on each method that needs a limit of its own")
-		}
-	}
-	if ca := p.GetCache(); ca != nil {
-		if !onMethod {
-			c.add("cache", "a cache is keyed by the fields of one method's request: move it to the (resilient.v1.method) of each cached method")
-		} else {
-			c.positive("cache.fresh_ttl", ca.GetFreshTtl(), "it is how long an answer is served without calling, as in cache: {fresh_ttl: {seconds: 1}}")
-			c.positive("cache.stale_ttl", ca.GetStaleTtl(), "remove it for no stale answers (the default, equal to fresh_ttl)")
-			if f, st := ca.GetFreshTtl(), ca.GetStaleTtl(); f != nil && st != nil && st.AsDuration() > 0 {
-				c.fail("cache.stale_ttl", check.StaleTTL(f.AsDuration(), st.AsDuration()), "raise stale_ttl, or remove it for no stale answers")
-			}
-			c.atLeastOne("cache.max_entries", ca.MaxEntries, fmt.Sprintf("remove it for the default %d", DefaultCacheMaxEntries))
-			seen := map[string]bool{}
-			for i, k := range ca.GetKeyFields() {
-				if seen[k] {
-					c.add(fmt.Sprintf("cache.key_fields[%d]", i), "%q is listed twice: remove the repeat", k)
-				}
-				seen[k] = true
-			}
-		}
-	}
-	if msg := check.KeyTwice(p.GetIdempotencyKey(), p.GetGenerateIdempotencyKey()); msg != "" {
-		c.add("generate_idempotency_key", "%s: remove generate_idempotency_key, or idempotency_key", msg)
-	}
+// finding is one problem Check found, with the place of its field among
+// the fields of the options (orderOf).
+type finding struct {
+	order         []int
+	path, message string
 }
 
-// priority refuses a priority number the contract does not define.
-func (c checker) priority(p *resilientv1.Policy) {
-	if v := p.GetPriority(); resilientv1.Priority_name[int32(v)] == "" {
-		c.add("priority", "unknown priority %d: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL", int32(v))
+// orderOf returns the place of the field at path ("retry.retryable_codes[1]")
+// in the options: the index of each field in its message, then the index
+// in its list.
+func orderOf(md protoreflect.MessageDescriptor, path string) []int {
+	var out []int
+	name, index, _ := strings.Cut(path, "[")
+	for _, part := range strings.Split(name, ".") {
+		var fd protoreflect.FieldDescriptor
+		if md != nil {
+			fd = md.Fields().ByName(protoreflect.Name(part))
+		}
+		if fd == nil {
+			return append(out, math.MaxInt)
+		}
+		out = append(out, fd.Index())
+		md = fd.Message()
 	}
+	if i, err := strconv.Atoi(strings.TrimSuffix(index, "]")); err == nil {
+		out = append(out, i)
+	}
+	return out
 }
 
 // SheddingLimits checks the four limits of a resolved shedding policy
@@ -249,74 +183,24 @@ func sheddingLimits(low, normal, high, critical *uint32, missing, order Report) 
 	}
 }
 
-func (c checker) positive(path string, d *durationpb.Duration, fix string) {
-	c.duration(path, d, false, fix)
-}
-
 // maxSeconds is the longest whole number of seconds a time.Duration holds.
 const maxSeconds = math.MaxInt64/int64(time.Second) - 1
 
-// duration checks that d is a valid Duration that fits a time.Duration and
-// is positive (or, with zeroOK, not negative).
-func (c checker) duration(path string, d *durationpb.Duration, zeroOK bool, fix string) {
-	if d == nil || !c.validDuration(path, d) {
-		return
-	}
-	if zeroOK {
-		c.fail(path, check.NotNegative(d.AsDuration()), fix)
-	} else {
-		c.fail(path, check.Positive(d.AsDuration()), fix)
-	}
-}
-
 // validDuration reports whether d is a valid Duration that fits a
 // time.Duration, refusing it at path when not.
-func (c checker) validDuration(path string, d *durationpb.Duration) bool {
+func validDuration(path string, d *durationpb.Duration, add Report) bool {
 	s, n := d.GetSeconds(), d.GetNanos()
 	switch {
 	case n <= -1e9 || n >= 1e9:
-		c.add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
+		add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
 	case (s > 0 && n < 0) || (s < 0 && n > 0):
-		c.add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
+		add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
 	case s > maxSeconds || s < -maxSeconds:
-		c.add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
+		add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
 	default:
 		return true
 	}
 	return false
-}
-
-// fail reports problem, the core of a message from package check, at
-// path with how an options author mends it; nothing when problem is "".
-func (c checker) fail(path, problem, fix string) {
-	if problem != "" {
-		c.add(path, "%s; %s", problem, fix)
-	}
-}
-
-func (c checker) ratio(path string, r *float64, def float64) {
-	if r != nil {
-		c.fail(path, check.Ratio(*r), fmt.Sprintf("remove it for the default %v", def))
-	}
-}
-
-func (c checker) atLeastOne(path string, n *uint32, fix string) {
-	if n != nil {
-		c.fail(path, check.AtLeastOne(int64(*n)), fix)
-	}
-}
-
-// codes checks a list of status code names, each at its index.
-func (c checker) codes(path string, names []string, list check.List) {
-	for i, name := range names {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		code, ok := ParseCode(name)
-		if !ok {
-			c.add(p, "unknown status code %q: %s", name, suggestCode(name))
-		} else if msg := check.Code(list, code); msg != "" {
-			c.add(p, "%s", msg)
-		}
-	}
 }
 
 // ParseCode returns the code of a canonical name, as the runtime parses it,

@@ -8,31 +8,39 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/go-resilient/resilient/internal/check"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // DedupMinimum returns the problem of a dedup ttl or lease below its
-// minimum ("" when d is not positive, which Check refuses, or fine).
+// minimum ("" when d is not positive, or fine), in the words Check
+// refuses it with, for the override loader, which sets a server method's
+// values one by one.
 func DedupMinimum(field string, d time.Duration) string {
-	switch {
-	case d <= 0:
+	if d <= 0 || (field != "ttl" && field != "lease") {
 		return ""
-	case field == "ttl":
-		return check.DedupTTL(d)
-	case field == "lease":
-		if msg := check.DedupLease(d); msg != "" {
-			return fmt.Sprintf("%s; remove it for the default %v", msg, DefaultLease)
-		}
 	}
-	return ""
+	dedup := &resilientv1.Dedup{}
+	if field == "ttl" {
+		dedup.Ttl = durationpb.New(d)
+	} else {
+		dedup.Lease = durationpb.New(d)
+	}
+	msg := ""
+	Check(&resilientv1.Policy{Server: &resilientv1.Server{Dedup: dedup}}, true, func(path, format string, args ...any) {
+		if path == "server.dedup."+field {
+			msg = fmt.Sprintf(format, args...)
+		}
+	})
+	return msg
 }
 
 // CheckServer checks the server-side settings of a method: a
 // default_timeout no shorter than min_deadline (or every request without
 // deadline would be refused as dead), blaming the more specific of the
 // two; and deduplication only of unary requests that carry an idempotency
-// key, with its ttl.
+// key, with its ttl (whose value Check checks where it is written).
 func CheckServer(m protoreflect.MethodDescriptor, eff Merged, add func(Finding)) {
 	sv := eff.Policy.GetServer()
 	minDeadline, defaultTimeout := sv.GetMinDeadline().AsDuration(), sv.GetDefaultTimeout().AsDuration()
@@ -53,18 +61,6 @@ func CheckServer(m protoreflect.MethodDescriptor, eff Merged, add func(Finding))
 		return
 	}
 	lvl := eff.SetBy["server.dedup"]
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"ttl", d.GetTtl().AsDuration()}, {"lease", d.GetLease().AsDuration()}} {
-		if msg := DedupMinimum(f.name, f.d); msg != "" {
-			at, ok := eff.SetBy["server.dedup."+f.name]
-			if !ok {
-				at = lvl
-			}
-			add(Finding{RuleServer, at, "server.dedup." + f.name, msg})
-		}
-	}
 	switch kind := StreamKind(m); {
 	case kind != "":
 		add(Finding{RuleServer, lvl, "server.dedup",

@@ -73,24 +73,28 @@ var DefaultThrottle = Throttle(throttle.Defaults)
 // limit sits under (nil for none): each value that is set on its own,
 // then, if they are right, the bounds under the bulkhead's permits and in
 // order, defaults included. A zero field is its default and fine.
-func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
+func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 	if p == nil {
 		return
 	}
 	d := DefaultAdaptiveLimit
 	problems := 0
-	set := func(field string, isSet bool, problem, fix string) {
-		if isSet && problem != "" {
-			bad(f+"."+field, "%s; %s", problem, fix)
+	// set checks a value that is set (not zero, or written), reporting
+	// problem followed by hint, for every boundary, and by how to get
+	// def, the value's default: leaving it 0 in Go, out in the options.
+	set := func(field string, notZero bool, problem, hint string, def any) {
+		if r.given(notZero) && problem != "" {
+			unset := fmt.Sprintf("for the default %v", def)
+			r.report(f+"."+field, "", problem+hint, "; leave it 0 "+unset, unset, false)
 			problems++
 		}
 	}
-	set("MinLimit", p.MinLimit != 0, check.AtLeastOne(int64(p.MinLimit)), fmt.Sprintf("at least one attempt must reach the dependency to see it recover; leave it 0 for the default %d", d.MinLimit))
-	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), fmt.Sprintf("leave it 0 for the default %d", d.MaxLimit))
-	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), fmt.Sprintf("leave it 0 for the default %d", d.InitialLimit))
-	set("Tolerance", p.Tolerance != 0, check.Tolerance(p.Tolerance), fmt.Sprintf("leave it 0 for the default %v", d.Tolerance))
-	set("Smoothing", p.Smoothing != 0, check.Ratio(p.Smoothing), fmt.Sprintf("leave it 0 for the default %v", d.Smoothing))
-	set("BaselineWindow", p.BaselineWindow != 0, check.AdaptiveWindow(p.BaselineWindow), fmt.Sprintf("leave it 0 for the default %v", d.BaselineWindow))
+	set("MinLimit", p.MinLimit != 0, check.AtLeastOne(int64(p.MinLimit)), "; at least one attempt must reach the dependency to see it recover", d.MinLimit)
+	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), "", d.MaxLimit)
+	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), "", d.InitialLimit)
+	set("Tolerance", p.Tolerance != 0, check.Tolerance(p.Tolerance), "", d.Tolerance)
+	set("Smoothing", p.Smoothing != 0, check.Ratio(p.Smoothing), "", d.Smoothing)
+	set("BaselineWindow", p.BaselineWindow != 0, check.AdaptiveWindow(p.BaselineWindow), "", d.BaselineWindow)
 	if problems > 0 {
 		return // the bounds' order means nothing while one is wrong
 	}
@@ -102,7 +106,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 			fix   string
 		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it 0 for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
 			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
-				bad(f+"."+l.field, "%s%s", msg, l.fix)
+				r.pair(f+"."+l.field, "", msg, l.fix)
 				return
 			}
 		}
@@ -116,47 +120,47 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, bad badFunc) {
 		from = " (the default)"
 	}
 	if msg := check.MinAboveMax(int64(lo), int64(hi), from); msg != "" {
-		bad(f+".MinLimit", "min_limit %s", msg)
+		r.pair(f+".MinLimit", "min_limit", msg, "")
 		return
 	}
 	if p.InitialLimit != 0 {
 		// No mend in Go's terms: the override loader reports this one to
 		// the author of a file, who cannot write 0.
-		fail(bad, f+".InitialLimit", subject("initial_limit", check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi))), "")
+		r.pair(f+".InitialLimit", "initial_limit", check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi)), "")
 	}
 }
 
 // checkThrottle checks the values of a client-side throttler that are
 // set; a zero field is its default and fine.
-func checkThrottle(f string, p *Throttle, bad badFunc) {
+func checkThrottle(f string, p *Throttle, r *reporter) {
 	if p == nil {
 		return
 	}
 	d := DefaultThrottle
-	if p.K != 0 {
-		fail(bad, f+".K", check.ThrottleK(p.K), fmt.Sprintf("; leave it 0 for the default %v", d.K))
+	if r.given(p.K != 0) {
+		r.fail(f+".K", check.ThrottleK(p.K), fmt.Sprintf("; leave it 0 for the default %v", d.K))
 	}
-	if p.Window != 0 {
-		fail(bad, f+".Window", check.AdaptiveWindow(p.Window), fmt.Sprintf("; leave it 0 for the default %v", d.Window))
+	if r.given(p.Window != 0) {
+		r.fail(f+".Window", check.AdaptiveWindow(p.Window), fmt.Sprintf("; leave it 0 for the default %v", d.Window))
 	}
-	if p.MaxRefusal != 0 {
-		fail(bad, f+".MaxRefusal", check.MaxRefusal(p.MaxRefusal), fmt.Sprintf("; leave it 0 for the default %v", d.MaxRefusal))
+	if r.given(p.MaxRefusal != 0) {
+		r.fail(f+".MaxRefusal", check.MaxRefusal(p.MaxRefusal), fmt.Sprintf("; leave it 0 for the default %v", d.MaxRefusal))
 	}
 }
 
 // checkAdaptive checks the method's own adaptive limit, under its bulkhead
 // or the service's.
-func (m *Method) checkAdaptive(f string, p *Service, bad badFunc) {
+func (m *Method) checkAdaptive(f string, p *Service, r *reporter) {
 	if m.AdaptiveLimit == nil {
 		return
 	}
 	if m.Kind != KindUnary {
-		bad(f+".AdaptiveLimit", "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it")
+		r.pair(f+".AdaptiveLimit", "", "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it", "")
 		return
 	}
 	b := m.Bulkhead
 	if b == nil {
 		b = p.Bulkhead
 	}
-	checkAdaptive(f+".AdaptiveLimit", m.AdaptiveLimit, b, bad)
+	checkAdaptive(f+".AdaptiveLimit", m.AdaptiveLimit, b, r)
 }

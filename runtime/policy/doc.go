@@ -13,8 +13,9 @@
 // order of the .proto file; a Method holds its timeouts, Retry or Hedging,
 // Cache, Priority and the layers it has of its own. Validate (and
 // Problems, the same findings one by one) refuses a policy that cannot be
-// applied, with the same wording as the plugin and the override loader;
-// Clone copies one deeply.
+// applied, with the same wording as the plugin and the override loader,
+// which refuse each value of the options with the same checks
+// (GroupProblems); Clone copies one deeply.
 //
 // Server is the server side of the same annotations (XxxServerPolicy),
 // which runtime/server's Guard applies: a service's Shedding limits and one

@@ -26,10 +26,10 @@ type Hedging struct {
 	NonFatalCodes CodeSet
 }
 
-func (h *Hedging) check(f string, bad badFunc) {
-	positive(h.Delay, f+".Delay", bad)
-	fail(bad, f+".MaxCopies", check.MaxCopies(int64(h.MaxCopies)), "")
-	codeList(bad, f+".NonFatalCodes", check.NonFatal, h.NonFatalCodes)
+func (h *Hedging) check(f string, r *reporter) {
+	r.fail(f+".Delay", withHint(check.Positive(h.Delay), "; a good value is the method's observed p95"), "")
+	r.fail(f+".MaxCopies", check.MaxCopies(int64(h.MaxCopies)), "")
+	codeList(r, f+".NonFatalCodes", check.NonFatal, h.NonFatalCodes)
 }
 
 // RateLimit configures a token bucket on the calls a client sends to
@@ -46,10 +46,10 @@ type RateLimit struct {
 	MaxWait time.Duration
 }
 
-func (r *RateLimit) check(f string, bad badFunc) {
-	fail(bad, f+".RequestsPerSecond", check.Rate(r.RequestsPerSecond), "")
-	fail(bad, f+".Burst", check.AtLeastOne(int64(r.Burst)), "")
-	fail(bad, f+".MaxWait", check.NotNegative(r.MaxWait), "; use 0 to refuse a call at once when no token is left")
+func (p *RateLimit) check(f string, r *reporter) {
+	r.fail(f+".RequestsPerSecond", check.Rate(p.RequestsPerSecond), "")
+	r.fail(f+".Burst", check.AtLeastOne(int64(p.Burst)), "")
+	r.fail(f+".MaxWait", withHint(check.NotNegative(p.MaxWait), "; use 0 to refuse a call at once when no token is left"), "")
 }
 
 // Cache configures a stale-on-error cache with single flight for an
@@ -85,8 +85,15 @@ type Cache struct {
 	KeyFields []string
 }
 
-func (p *Cache) check(f string, bad badFunc) {
-	positive(p.FreshTTL, f+".FreshTTL", bad)
-	fail(bad, f+".StaleTTL", subject("stale_ttl", check.StaleTTL(p.FreshTTL, p.StaleTTL)), "; raise stale_ttl, or set it to fresh_ttl for no stale answers")
-	fail(bad, f+".MaxEntries", check.AtLeastOne(int64(p.MaxEntries)), "")
+// check checks the cache's values. Its stale_ttl is checked against its
+// fresh_ttl on the level that sets them: the options set a cache on a
+// method only, whole.
+func (p *Cache) check(f string, r *reporter) {
+	r.fail(f+".FreshTTL", withHint(check.Positive(p.FreshTTL), "; it is how long an answer is served without calling"), "")
+	if r.written && p.StaleTTL <= 0 {
+		positive(p.StaleTTL, f+".StaleTTL", r)
+	} else {
+		r.report(f+".StaleTTL", "stale_ttl", check.StaleTTL(p.FreshTTL, p.StaleTTL), "; raise stale_ttl, or set it to fresh_ttl for no stale answers", "", false)
+	}
+	r.fail(f+".MaxEntries", check.AtLeastOne(int64(p.MaxEntries)), "")
 }

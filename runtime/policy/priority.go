@@ -33,8 +33,8 @@ func (p Priority) String() string {
 
 // checkPriority refuses, at field, a priority none of the constants
 // names; both sides' validators ask it.
-func checkPriority(p Priority, field string, bad badFunc) {
+func checkPriority(p Priority, field string, r *reporter) {
 	if p > PriorityCritical {
-		bad(field, "unknown priority %d: use PriorityLow, PriorityNormal, PriorityHigh or PriorityCritical (or PriorityUnspecified for none)", uint8(p))
+		r.bad(field, "unknown priority %d: use PriorityLow, PriorityNormal, PriorityHigh or PriorityCritical (or PriorityUnspecified for none)", uint8(p))
 	}
 }

@@ -185,37 +185,14 @@ func (p *Server) Clone() Server {
 // cannot be applied, or nil.
 func (p *Server) Validate() error {
 	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("resilient/server: %s: %s: %s", p.Name, field, fmt.Sprintf(format, args...)))
-	}
+	r := &reporter{add: func(pr Problem) {
+		errs = append(errs, fmt.Errorf("resilient/server: %s: %s: %s", p.Name, pr.Field, pr.Message))
+	}}
 	if p.Name == "" {
-		bad("Name", "empty; set the full service name")
+		r.bad("Name", "empty; set the full service name")
 	}
 	if s := p.Shedding; s != nil {
-		l := s.Limits
-		prev, prevName := 1, ""
-		for _, lim := range []struct {
-			name string
-			v    int
-		}{{"Low", l.Low}, {"Normal", l.Normal}, {"High", l.High}, {"Critical", l.Critical}} {
-			switch {
-			case lim.v <= 0:
-				bad("Shedding.Limits."+lim.name, "must be positive, got %d", lim.v)
-			case lim.v < prev:
-				bad("Shedding.Limits."+lim.name, "%s", check.SheddingBelow(int64(lim.v), int64(prev), "Limits."+prevName))
-			}
-			if lim.v > 0 {
-				prev, prevName = lim.v, lim.name
-			}
-		}
-		if msg := check.NotNegative(s.Pushback); msg != "" {
-			bad("Shedding.Pushback", "%s", msg)
-		}
-		if s.Code != codes.OK {
-			if msg := check.SheddingCode(codename.Of(s.Code)); msg != "" {
-				bad("Shedding.Code", "%s; or leave it OK for UNAVAILABLE", msg)
-			}
-		}
+		s.check("Shedding", r)
 	}
 	seen := map[string]bool{}
 	for i := range p.Methods {
@@ -224,46 +201,77 @@ func (p *Server) Validate() error {
 		prefix := "/" + p.Name + "/"
 		switch {
 		case !strings.HasPrefix(m.Name, prefix) || len(m.Name) == len(prefix) || strings.Contains(m.Name[len(prefix):], "/"):
-			bad(f+".Name", "must be %q followed by the method name", prefix)
+			r.bad(f+".Name", "must be %q followed by the method name", prefix)
 		case seen[m.Name]:
-			bad(f+".Name", "listed twice")
+			r.bad(f+".Name", "listed twice")
 		}
 		seen[m.Name] = true
-		checkPriority(m.Priority, f+".Priority", bad)
-		if msg := check.NotNegative(m.MinDeadline); msg != "" {
-			bad(f+".MinDeadline", "%s", msg)
-		}
-		if msg := check.NotNegative(m.DefaultTimeout); msg != "" {
-			bad(f+".DefaultTimeout", "%s", msg)
-		}
-		if m.DefaultTimeout > 0 && m.DefaultTimeout < m.MinDeadline {
-			bad(f+".DefaultTimeout", "%s is below MinDeadline (%s)", m.DefaultTimeout, m.MinDeadline)
-		}
+		checkPriority(m.Priority, f+".Priority", r)
+		m.checkDeadlines(f, r)
 		d := m.Dedup
 		if d == nil {
 			continue
 		}
 		if m.Kind != KindUnary {
-			bad(f+".Dedup", "only unary methods can be deduplicated")
+			r.bad(f+".Dedup", "only unary methods can be deduplicated")
 		}
 		if m.NewResponse == nil {
-			bad(f+".NewResponse", "required with Dedup: set it to func() proto.Message { return new(<the response type>) }")
+			r.bad(f+".NewResponse", "required with Dedup: set it to func() proto.Message { return new(<the response type>) }")
 		}
-		if msg := check.DedupTTL(d.TTL); msg != "" {
-			bad(f+".Dedup.TTL", "%s", msg)
-		}
-		if msg := check.DedupLease(d.Lease); d.Lease != 0 && msg != "" {
-			bad(f+".Dedup.Lease", "%s; or zero for DefaultLease", msg)
-		}
-		if d.OnStoreError > StoreErrorRunWithoutDedup {
-			bad(f+".Dedup.OnStoreError", "unknown mode %d: StoreErrorRefuse or StoreErrorRunWithoutDedup", d.OnStoreError)
-		}
-		if d.FinalCodes.Has(codes.OK) {
-			bad(f+".Dedup.FinalCodes", "OK is not an error code")
-		}
-		if d.Header != "" && (d.Header != strings.ToLower(d.Header) || strings.HasPrefix(d.Header, "grpc-") || strings.HasSuffix(d.Header, "-bin")) {
-			bad(f+".Dedup.Header", "%q is not a valid text metadata key: lower case, not grpc-…, not …-bin", d.Header)
-		}
+		d.check(f+".Dedup", r)
 	}
 	return errors.Join(errs...)
+}
+
+// check checks the limits, each positive and none below the limit of a
+// lower priority, the pushback and the code of a refusal.
+func (s *Shedding) check(f string, r *reporter) {
+	l := s.Limits
+	prev, prevName := 1, ""
+	for _, lim := range []struct {
+		name string
+		v    int
+	}{{"Low", l.Low}, {"Normal", l.Normal}, {"High", l.High}, {"Critical", l.Critical}} {
+		field := f + ".Limits." + lim.name
+		switch {
+		case lim.v <= 0:
+			r.fail(field, check.AtLeastOne(int64(lim.v))+"; it is the number of requests in flight from which "+strings.ToLower(lim.name)+"-priority requests are refused", "")
+		case lim.v < prev:
+			r.pair(field, "", check.SheddingBelow(int64(lim.v), int64(prev), "Limits."+prevName), "")
+		}
+		if lim.v > 0 {
+			prev, prevName = lim.v, lim.name
+		}
+	}
+	r.noneAtZero(f+".Pushback", s.Pushback, "")
+	if r.given(s.Code != codes.OK) {
+		r.fail(f+".Code", check.SheddingCode(codename.Of(s.Code)), "; or leave it OK for UNAVAILABLE")
+	}
+}
+
+// checkDeadlines checks a server method's min_deadline and
+// default_timeout, each on its own and together.
+func (m *ServerMethod) checkDeadlines(f string, r *reporter) {
+	r.noneAtZero(f+".MinDeadline", m.MinDeadline, "to refuse only the requests whose deadline has passed")
+	r.noneAtZero(f+".DefaultTimeout", m.DefaultTimeout, "to leave a request without deadline unbounded")
+	if m.DefaultTimeout > 0 && m.DefaultTimeout < m.MinDeadline {
+		r.pair(f+".DefaultTimeout", "", fmt.Sprintf("%s is below MinDeadline (%s)", m.DefaultTimeout, m.MinDeadline), "")
+	}
+}
+
+// check checks the dedup's values on their own.
+func (d *Dedup) check(f string, r *reporter) {
+	r.fail(f+".TTL", check.DedupTTL(d.TTL), "")
+	if r.given(d.Lease != 0) {
+		r.fail(f+".Lease", check.DedupLease(d.Lease), "; or zero for DefaultLease")
+	}
+	if d.OnStoreError > StoreErrorRunWithoutDedup {
+		r.bad(f+".OnStoreError", "unknown mode %d: StoreErrorRefuse or StoreErrorRunWithoutDedup", d.OnStoreError)
+	}
+	if d.FinalCodes.Has(codes.OK) {
+		r.bad(f+".FinalCodes", "OK is not an error code")
+	}
+	if d.Header != "" && (d.Header != strings.ToLower(d.Header) || strings.HasPrefix(d.Header, "grpc-") || strings.HasSuffix(d.Header, "-bin")) {
+		r.bad(f+".Header", "%q is not a valid text metadata key: lower case, not grpc-…, not …-bin", d.Header)
+	}
 }

@@ -44,6 +44,23 @@ type Problem struct {
 	Key string
 	// Message says what is wrong and how to mend it.
 	Message string
+	// Core is what is wrong in words that hold for every boundary
+	// (internal/check's, with any hint true for an options author too):
+	// Message without the mend only a Go author can make ("; use 0 for
+	// none") and without the name of the value it is about. The options
+	// boundaries (internal/rules) add their own mend.
+	Core string
+	// Unset is what leaving the value out stands for, where the options
+	// contract's table of defaults does not say it (a value whose zero
+	// means none, or whose default follows another value), in words that
+	// follow "use 0" or "remove it" ("for no per-attempt limit", "for the
+	// default 100"); "" otherwise.
+	Unset string
+	// Pair says the problem relates the value to another one (max_backoff
+	// to initial_backoff) or to the method it is set on: the options
+	// boundaries check such problems once the levels are merged, blaming
+	// the level of either value.
+	Pair bool
 }
 
 // Problems lists, in the order of the policy, every reason Validate
@@ -51,112 +68,232 @@ type Problem struct {
 // the key that made them so.
 func (p *Service) Problems() []Problem {
 	var out []Problem
-	method := ""
-	bad := func(field, format string, args ...any) {
-		out = append(out, Problem{Field: field, Method: method, Key: optionKey(field), Message: fmt.Sprintf(format, args...)})
-	}
+	r := &reporter{add: func(pr Problem) { out = append(out, pr) }}
 	if p.Name == "" {
-		bad("Name", "empty: set the full service name")
+		r.bad("Name", "empty: set the full service name")
 	}
 	// The budget in force: the service's, else DefaultBudget for a
 	// service that retries, which a program may have changed.
 	if b := p.BudgetInForce(); b != nil {
-		b.check("Budget", bad)
+		b.check("Budget", r)
 	}
 	if p.Breaker != nil {
-		p.Breaker.check("Breaker", bad)
+		p.Breaker.check("Breaker", r)
 	}
 	if p.Bulkhead != nil {
-		p.Bulkhead.check("Bulkhead", bad)
+		p.Bulkhead.check("Bulkhead", r)
 	}
 	if p.RateLimit != nil {
-		p.RateLimit.check("RateLimit", bad)
+		p.RateLimit.check("RateLimit", r)
 	}
-	checkAdaptive("AdaptiveLimit", p.AdaptiveLimit, p.Bulkhead, bad)
-	checkThrottle("ClientThrottle", p.ClientThrottle, bad)
+	checkAdaptive("AdaptiveLimit", p.AdaptiveLimit, p.Bulkhead, r)
+	checkThrottle("ClientThrottle", p.ClientThrottle, r)
 	seen := make(map[string]bool, len(p.Methods))
 	for i := range p.Methods {
 		m := &p.Methods[i]
-		method = shortName(m.Name)
+		method := shortName(m.Name)
+		r.method = method
 		f := fmt.Sprintf("Methods[%d] (%s)", i, m.Name)
 		if m.Name == "" {
-			bad(f+".Name", "empty: set the full method name, /pkg.Service/Method")
+			r.bad(f+".Name", "empty: set the full method name, /pkg.Service/Method")
 		} else if seen[m.Name] {
-			bad(f+".Name", "appears twice")
+			r.bad(f+".Name", "appears twice")
 		}
 		seen[m.Name] = true
-		fail(bad, f+".Timeout", check.NotNegative(m.Timeout), "; use 0 for no per-attempt limit")
-		fail(bad, f+".OverallTimeout", check.NotNegative(m.OverallTimeout), "; use 0 for no limit of the whole call")
-		// The pairs name their subject: the override loader reports them
-		// at the key of either value.
-		fail(bad, f+".Timeout", subject("timeout", check.Timeout(m.Timeout, m.OverallTimeout, "")), "; shorten timeout or lengthen overall_timeout")
+		m.checkTimeouts(f, r)
 		if m.Retry != nil {
-			m.Retry.check(f+".Retry", bad)
+			m.Retry.check(f+".Retry", r)
 			if m.Retry.MaxAttempts > 1 {
-				fail(bad, f+".Retry", check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no retry, or retry.max_attempts: 1)")
-				fail(bad, f+".Retry", check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
+				r.pair(f+".Retry", "", check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no retry, or retry.max_attempts: 1)")
+				r.pair(f+".Retry", "", check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
 			}
 		}
 		if m.Breaker != nil {
-			m.Breaker.check(f+".Breaker", bad)
+			m.Breaker.check(f+".Breaker", r)
 		}
 		if m.Bulkhead != nil {
-			m.Bulkhead.check(f+".Bulkhead", bad)
+			m.Bulkhead.check(f+".Bulkhead", r)
 		}
-		checkPriority(m.Priority, f+".Priority", bad)
+		checkPriority(m.Priority, f+".Priority", r)
 		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
-			fail(bad, f+".AdaptiveLimit", check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
 		}
-		m.checkPatterns(f, bad)
-		m.checkAdaptive(f, p, bad)
+		m.checkPatterns(f, r)
+		m.checkAdaptive(f, p, r)
 	}
 	return out
 }
 
+// GroupProblems returns the problems of one group of a policy on its
+// own: g is one of *Retry, *Budget, *Breaker, *Bulkhead, *RateLimit,
+// *Hedging, *Cache, *AdaptiveLimit, *Throttle, *Shedding or *Dedup, or a
+// *Method or *ServerMethod for the values outside any group (a method's
+// timeouts, keys and priority; a server method's min_deadline and
+// default_timeout); none for anything else. The values are read as an
+// options author writes them: a zero is a written 0, never none or a
+// default, which the options say by leaving the value out. Key is the
+// problem's path inside the group ("cool_down"). It is how the options
+// boundaries (internal/rules: the plugin, the lint plugin, the override
+// loader) refuse a value with the very checks Validate makes, so that the
+// check of a field is written once, here.
+func GroupProblems(g any) []Problem {
+	var out []Problem
+	r := &reporter{add: func(pr Problem) { out = append(out, pr) }, written: true}
+	switch v := g.(type) {
+	case *Retry:
+		v.check("Retry", r)
+	case *Budget:
+		v.check("Budget", r)
+	case *Breaker:
+		v.check("Breaker", r)
+	case *Bulkhead:
+		v.check("Bulkhead", r)
+	case *RateLimit:
+		v.check("RateLimit", r)
+	case *Hedging:
+		v.check("Hedging", r)
+	case *Cache:
+		v.check("Cache", r)
+	case *AdaptiveLimit:
+		checkAdaptive("AdaptiveLimit", v, nil, r)
+	case *Throttle:
+		checkThrottle("ClientThrottle", v, r)
+	case *Shedding:
+		v.check("Shedding", r)
+	case *Dedup:
+		v.check("Dedup", r)
+	case *Method:
+		v.checkTimeouts("Method", r)
+		v.checkKeys("Method", r)
+		checkPriority(v.Priority, "Method.Priority", r)
+	case *ServerMethod:
+		v.checkDeadlines("ServerMethod", r)
+	}
+	for i := range out {
+		_, out[i].Key, _ = strings.Cut(out[i].Key, ".")
+	}
+	return out
+}
+
+// reporter receives the problems of the checks below.
+type reporter struct {
+	add func(Problem)
+	// method is the method being checked, "" for the service.
+	method string
+	// written reads the values as an options author writes them
+	// (GroupProblems): a zero is a value, not none or a default.
+	written bool
+}
+
+// report reports core, the core of a message from package check, at
+// field, after subject (the option name of the value it is about, for a
+// problem of two values; "" for none) and followed by fix, how a Go
+// author mends it; nothing when core is "".
+func (r *reporter) report(field, subject, core, fix, unset string, pair bool) {
+	if core == "" {
+		return
+	}
+	msg := core
+	if subject != "" {
+		msg = subject + " " + core
+	}
+	r.add(Problem{Field: field, Method: r.method, Key: optionKey(field), Message: msg + fix, Core: core, Unset: unset, Pair: pair})
+}
+
+// bad reports a problem of one value with no mend apart for a Go author.
+func (r *reporter) bad(field, format string, args ...any) {
+	r.report(field, "", fmt.Sprintf(format, args...), "", "", false)
+}
+
+// fail reports problem, the core of a message from package check, at
+// field, followed by fix (how a Go author mends it, "" for nothing more).
+func (r *reporter) fail(field, problem, fix string) {
+	r.report(field, "", problem, fix, "", false)
+}
+
+// pair reports a problem of two values, or of a value and the method it
+// is set on, at field: subject names the value blamed ("max_backoff"),
+// so that the override loader can report it at the key of either.
+func (r *reporter) pair(field, subject, problem, fix string) {
+	r.report(field, subject, problem, fix, "", true)
+}
+
+// given reports whether a value whose zero means none or a default is
+// given: in Go, when it is not zero; written, always.
+func (r *reporter) given(notZero bool) bool { return notZero || r.written }
+
+// noneAtZero checks a duration whose zero means none or a default: in Go
+// any duration not negative (0 is none, followed by unset in a mend); as
+// written in the options, a positive one, since leaving it out says none
+// there. unset is what leaving it out stands for ("for no per-attempt
+// limit"), "" for a value the options contract gives a default of its own.
+func (r *reporter) noneAtZero(field string, d time.Duration, unset string) {
+	if r.written {
+		r.report(field, "", check.Positive(d), "", unset, false)
+		return
+	}
+	fix := ""
+	if unset != "" {
+		fix = "; use 0 " + unset
+	}
+	r.fail(field, check.NotNegative(d), fix)
+}
+
+// checkTimeouts checks a method's timeout and overall timeout, each on
+// its own and together.
+func (m *Method) checkTimeouts(f string, r *reporter) {
+	r.noneAtZero(f+".Timeout", m.Timeout, "for no per-attempt limit")
+	r.noneAtZero(f+".OverallTimeout", m.OverallTimeout, "for no limit of the whole call")
+	// The pairs name their subject: the override loader reports them
+	// at the key of either value.
+	r.pair(f+".Timeout", "timeout", check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten timeout or lengthen overall_timeout")
+}
+
+// checkKeys refuses a generated idempotency key beside a named one.
+func (m *Method) checkKeys(f string, r *reporter) {
+	if m.GenerateIdempotencyKey {
+		r.fail(f+".GenerateIdempotencyKey", withHint(check.KeyTwice(m.IdempotencyKey, true), ": set one or the other"), "")
+	}
+}
+
+// withHint appends to problem a hint that holds for every boundary; ""
+// for no problem.
+func withHint(problem, hint string) string {
+	if problem == "" {
+		return ""
+	}
+	return problem + hint
+}
+
 // optionKey turns the Go path of a field ("Methods[0] (/p.S/Get).Retry.MaxBackoff",
 // "Breaker.CoolDown") into its path in the options ("retry.max_backoff",
-// "circuit_breaker.cool_down"), without the method.
+// "circuit_breaker.cool_down"), without the method. A struct held by
+// value (a Shedding's Limits) has no key of its own: the options write
+// its fields in the group ("shedding.low").
 func optionKey(field string) string {
 	if i := strings.Index(field, ")."); strings.HasPrefix(field, "Methods[") && i >= 0 {
 		field = field[i+2:]
 	}
-	parts := strings.Split(field, ".")
-	for i, part := range parts {
-		parts[i] = contract.OptionName(part)
+	var parts []string
+	for _, part := range strings.Split(field, ".") {
+		if part != "Limits" {
+			parts = append(parts, contract.OptionName(part))
+		}
 	}
 	return strings.Join(parts, ".")
 }
 
-type badFunc func(field, format string, args ...any)
-
-// fail reports problem, the core of a message from package check, at
-// field, followed by fix (how a Go author mends it, "" for nothing more);
-// nothing when problem is "".
-func fail(bad badFunc, field, problem, fix string) {
-	if problem != "" {
-		bad(field, "%s%s", problem, fix)
-	}
-}
-
-// subject puts the option name of the value a check of two values blames
-// in front of its problem ("max_backoff 10ms is shorter than …"), "" for
-// none.
-func subject(option, problem string) string {
-	if problem == "" {
-		return ""
-	}
-	return option + " " + problem
-}
-
 // codeList reports the problems of a list of status codes held as a set.
-func codeList(bad badFunc, field string, l check.List, s CodeSet) {
+// The options write a list element by element, and their boundaries
+// check it at each index (internal/rules).
+func codeList(r *reporter, field string, l check.List, s CodeSet) {
 	// A number gRPC defines no code for cannot be written in a .proto or
 	// an override, which name the codes.
 	if u := s &^ CodeSet(1<<(codes.Unauthenticated+1)-1); u != 0 {
-		bad(field, "holds %s, numbers gRPC defines no code for: name the codes (codes.Unavailable)", u)
+		r.bad(field, "holds %s, numbers gRPC defines no code for: name the codes (codes.Unavailable)", u)
 	}
 	for _, msg := range check.Codes(l, s.Codes()) {
-		bad(field, "%s", msg)
+		r.bad(field, "%s", msg)
 	}
 }
 
@@ -170,76 +307,76 @@ func (k Kind) describe() string {
 	return "a streaming method"
 }
 
-func positive(d time.Duration, field string, bad badFunc) {
-	fail(bad, field, check.Positive(d), "")
+func positive(d time.Duration, field string, r *reporter) {
+	r.fail(field, check.Positive(d), "")
 }
 
-func ratio(r float64, field string, bad badFunc) {
-	fail(bad, field, check.Ratio(r), "")
+func ratio(x float64, field string, r *reporter) {
+	r.fail(field, check.Ratio(x), "")
 }
 
-func (r *Retry) check(f string, bad badFunc) {
-	fail(bad, f+".MaxAttempts", check.MaxAttempts(int64(r.MaxAttempts)), "")
-	positive(r.InitialBackoff, f+".InitialBackoff", bad)
-	positive(r.MaxBackoff, f+".MaxBackoff", bad)
-	fail(bad, f+".MaxBackoff", subject("max_backoff", check.MaxBackoff(r.InitialBackoff, r.MaxBackoff, "")), "")
-	fail(bad, f+".Multiplier", check.Multiplier(r.Multiplier), "")
-	codeList(bad, f+".RetryableCodes", check.Retryable, r.RetryableCodes)
+func (p *Retry) check(f string, r *reporter) {
+	r.fail(f+".MaxAttempts", check.MaxAttempts(int64(p.MaxAttempts)), "")
+	positive(p.InitialBackoff, f+".InitialBackoff", r)
+	positive(p.MaxBackoff, f+".MaxBackoff", r)
+	r.pair(f+".MaxBackoff", "max_backoff", check.MaxBackoff(p.InitialBackoff, p.MaxBackoff, ""), "")
+	r.fail(f+".Multiplier", check.Multiplier(p.Multiplier), "")
+	codeList(r, f+".RetryableCodes", check.Retryable, p.RetryableCodes)
 }
 
-func (b *Budget) check(f string, bad badFunc) {
-	ratio(b.Ratio, f+".Ratio", bad)
+func (b *Budget) check(f string, r *reporter) {
+	ratio(b.Ratio, f+".Ratio", r)
 	if b.MinRetries < 0 {
-		bad(f+".MinRetries", "must not be negative, got %d", b.MinRetries)
+		r.bad(f+".MinRetries", "must not be negative, got %d", b.MinRetries)
 	}
-	positive(b.Window, f+".Window", bad)
+	positive(b.Window, f+".Window", r)
 }
 
-func (b *Breaker) check(f string, bad badFunc) {
-	ratio(b.FailureRatio, f+".FailureRatio", bad)
-	fail(bad, f+".MinimumCalls", check.AtLeastOne(int64(b.MinimumCalls)), "")
-	b.checkWindow(f, bad)
-	positive(b.CoolDown, f+".CoolDown", bad)
-	fail(bad, f+".HalfOpenProbes", check.Probes(int64(b.HalfOpenProbes)), "")
-	fail(bad, f+".SlowCallThreshold", check.NotNegative(b.SlowCallThreshold), "; use 0 to count no call as slow")
+func (b *Breaker) check(f string, r *reporter) {
+	ratio(b.FailureRatio, f+".FailureRatio", r)
+	r.fail(f+".MinimumCalls", check.AtLeastOne(int64(b.MinimumCalls)), "")
+	b.checkWindow(f, r)
+	positive(b.CoolDown, f+".CoolDown", r)
+	r.fail(f+".HalfOpenProbes", check.Probes(int64(b.HalfOpenProbes)), "")
+	r.noneAtZero(f+".SlowCallThreshold", b.SlowCallThreshold, "to count no call as slow")
 	if b.FailureCodes == 0 {
 		// Only in Go: an options list left empty takes the default.
-		bad(f+".FailureCodes", "is empty: the breaker could never open; list the codes that count as failures, as in [UNAVAILABLE, DEADLINE_EXCEEDED]")
+		r.bad(f+".FailureCodes", "is empty: the breaker could never open; list the codes that count as failures, as in [UNAVAILABLE, DEADLINE_EXCEEDED]")
 	}
-	codeList(bad, f+".FailureCodes", check.Failure, b.FailureCodes)
+	codeList(r, f+".FailureCodes", check.Failure, b.FailureCodes)
 }
 
-func (b *Bulkhead) check(f string, bad badFunc) {
-	fail(bad, f+".Permits", check.AtLeastOne(int64(b.Permits)), ": it is the number of calls allowed in flight at once")
-	fail(bad, f+".MaxWait", check.NotNegative(b.MaxWait), "; use 0 to refuse a call at once when every permit is taken")
+func (b *Bulkhead) check(f string, r *reporter) {
+	r.fail(f+".Permits", withHint(check.AtLeastOne(int64(b.Permits)), ": it is the number of calls allowed in flight at once"), "")
+	r.fail(f+".MaxWait", withHint(check.NotNegative(b.MaxWait), "; use 0 to refuse a call at once when every permit is taken"), "")
 }
 
 // checkPatterns checks hedging, the rate limit, the cache and generated
 // idempotency keys.
-func (m *Method) checkPatterns(f string, bad badFunc) {
+func (m *Method) checkPatterns(f string, r *reporter) {
 	name, kind := shortName(m.Name), m.Kind.describe()
 	if m.GenerateIdempotencyKey {
-		fail(bad, f+".GenerateIdempotencyKey", check.KeyTwice(m.IdempotencyKey, true), ": set one or the other")
-		fail(bad, f+".GenerateIdempotencyKey", check.StreamKey(name, kind), ": remove it")
+		m.checkKeys(f, r)
+		r.pair(f+".GenerateIdempotencyKey", "", check.StreamKey(name, kind), ": remove it")
 	}
 	if h := m.Hedging; h != nil {
-		h.check(f+".Hedging", bad)
-		fail(bad, f+".Hedging", check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
-		fail(bad, f+".Hedging", check.StreamHedging(name, kind), ": remove hedging")
-		fail(bad, f+".Hedging", check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with retry.max_attempts: 1")
-		fail(bad, f+".Hedging.Delay", check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
+		h.check(f+".Hedging", r)
+		r.pair(f+".Hedging", "", check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
+		r.pair(f+".Hedging", "", check.StreamHedging(name, kind), ": remove hedging")
+		r.pair(f+".Hedging", "", check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with retry.max_attempts: 1")
+		r.pair(f+".Hedging.Delay", "", check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
 	}
 	if m.RateLimit != nil {
-		m.RateLimit.check(f+".RateLimit", bad)
+		m.RateLimit.check(f+".RateLimit", r)
 		if m.Kind != KindUnary {
-			bad(f+".RateLimit", "opening a stream takes no token, and %s is a streaming method: remove its rate limit", name)
+			r.pair(f+".RateLimit", "", fmt.Sprintf("opening a stream takes no token, and %s is a streaming method: remove its rate limit", name), "")
 		}
 	}
 	if c := m.Cache; c != nil {
-		c.check(f+".Cache", bad)
-		fail(bad, f+".Cache", check.CacheIdempotent(name, m.Idempotent), "; remove cache")
-		fail(bad, f+".Cache", check.StreamCache(name, kind), ": remove cache")
-		fail(bad, f+".Cache", check.CacheTimeout(name, m.Timeout, m.OverallTimeout), "")
+		c.check(f+".Cache", r)
+		r.pair(f+".Cache", "", check.CacheIdempotent(name, m.Idempotent), "; remove cache")
+		r.pair(f+".Cache", "", check.StreamCache(name, kind), ": remove cache")
+		r.pair(f+".Cache", "", check.CacheTimeout(name, m.Timeout, m.OverallTimeout), "")
 	}
 }
 
@@ -249,15 +386,18 @@ func shortName(fullMethod string) string {
 }
 
 // checkWindow checks the breaker's window: a duration, or a number of calls
-// that MinimumCalls can reach.
-func (b *Breaker) checkWindow(f string, bad badFunc) {
-	if b.WindowCalls == 0 {
-		positive(b.Window, f+".Window", bad)
+// that MinimumCalls can reach. Written in the options, both are checked:
+// window_calls beside window is refused there (internal/rules).
+func (b *Breaker) checkWindow(f string, r *reporter) {
+	if b.WindowCalls == 0 || r.written {
+		positive(b.Window, f+".Window", r)
+	}
+	if !r.given(b.WindowCalls != 0) {
 		return
 	}
 	if msg := check.WindowCalls(int64(b.WindowCalls)); msg != "" {
-		fail(bad, f+".WindowCalls", msg, "; use 0 for a window in time")
+		r.report(f+".WindowCalls", "", msg, "; use 0 for a window in time", "for a window in time", false)
 		return
 	}
-	fail(bad, f+".MinimumCalls", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
+	r.pair(f+".MinimumCalls", "", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
 }

@@ -21,7 +21,7 @@ func TestValidateNamesBadFields(t *testing.T) {
 		want string
 	}{
 		{func(p *policy.Server) { p.Name = "" }, "Name: empty"},
-		{func(p *policy.Server) { p.Shedding.Limits.Low = 0 }, "Shedding.Limits.Low: must be positive, got 0"},
+		{func(p *policy.Server) { p.Shedding.Limits.Low = 0 }, "Shedding.Limits.Low: must be at least 1, got 0"},
 		{func(p *policy.Server) { p.Shedding.Limits.High = 3 }, "Shedding.Limits.High: 3 is below Limits.Normal (4)"},
 		{func(p *policy.Server) { p.Shedding.Pushback = -time.Second }, "Shedding.Pushback: must not be negative"},
 		{func(p *policy.Server) { p.Shedding.Code = codes.Internal }, `Shedding.Code: must be "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got "INTERNAL"`},
