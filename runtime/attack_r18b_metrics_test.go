@@ -1,0 +1,95 @@
+package runtime_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// r18bSeries returns, for the metric family name, the value of each
+// series whose method label is method, by the value of label.
+func r18bSeries(t *testing.T, reg *prometheus.Registry, name, method, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var by, met string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case label:
+					by = l.GetValue()
+				case "method":
+					met = l.GetValue()
+				}
+			}
+			if met == method {
+				out[by] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestAttackR18BHostileStatusCodesGrowNoSeries: a server that answers
+// each call with another status code outside the 17 canonical ones
+// (gRPC passes any uint32 through) must not grow
+// resilient_client_attempts_total by one series per call: the labels stay
+// bounded whatever the dependency sends, and the counts still agree with
+// the calls the server saw.
+func TestAttackR18BHostileStatusCodesGrowNoSeries(t *testing.T) {
+	atkNoLeak(t)
+	var n atomic.Int32
+	srv, cc := startFault(t, func(context.Context, server.Call) error {
+		return status.Error(codes.Code(1000+n.Add(1)), "a code of its own")
+	})
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg)},
+		StockReportFallback: func(context.Context, *inventoryv1.StockReportRequest, error) (*inventoryv1.StockReportResponse, error) {
+			return &inventoryv1.StockReportResponse{}, nil
+		},
+	}, func(p *policy.Service) { p.Breaker = nil })
+	const calls = 40
+	for range calls {
+		if _, err := c.StockReport(context.Background(), &inventoryv1.StockReportRequest{}); err != nil {
+			t.Fatalf("the fallback answers every call: %v", err)
+		}
+	}
+	if got := srv.Calls(atkStockReport); got != calls {
+		t.Fatalf("server saw %d calls, want %d", got, calls)
+	}
+	attempts := r18bSeries(t, reg, "resilient_client_attempts_total", "StockReport", "code")
+	total := 0.0
+	for _, v := range attempts {
+		total += v
+	}
+	if len(attempts) > 1 {
+		t.Errorf("%d attempt series for %d calls with non-canonical codes (%v): a hostile server grows the series without bound", len(attempts), calls, attempts)
+	}
+	if total != calls {
+		t.Errorf("attempts counted %v, server saw %d", total, calls)
+	}
+	if attempts["UNKNOWN"] != calls {
+		t.Errorf("attempts by code %v, want all %d under UNKNOWN", attempts, calls)
+	}
+	fb := r18bSeries(t, reg, "resilient_client_fallbacks_total", "StockReport", "cause")
+	if len(fb) != 1 || fb["unknown"] != calls {
+		t.Errorf("fallbacks by cause %v, want %d under unknown", fb, calls)
+	}
+}
