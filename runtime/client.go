@@ -255,15 +255,23 @@ func (c *Client) newBreaker(p policy.Breaker, method string) *breaker {
 
 // Policy returns a deep copy of the policy the client applies: changing
 // it changes nothing the client does (the client's policy is fixed when
-// it is built; edit it with WithPolicy or an override).
+// it is built; edit it with WithPolicy or an override). It is nil for a
+// nil Client, the Runtime() of a generated client never built.
 func (c *Client) Policy() *policy.Service {
+	if c == nil {
+		return nil
+	}
 	p := c.policy.Clone()
 	return &p
 }
 
 // BreakerState returns the state of the breaker the named method
-// ("/pkg.Service/Method") goes through, and false when it has none.
+// ("/pkg.Service/Method") goes through, and false when it has none (or
+// c is nil, the Runtime() of a generated client never built).
 func (c *Client) BreakerState(method string) (State, bool) {
+	if c == nil {
+		return StateClosed, false
+	}
 	m := c.byName[method]
 	if m == nil || m.breaker == nil {
 		return StateClosed, false
@@ -272,8 +280,11 @@ func (c *Client) BreakerState(method string) (State, bool) {
 }
 
 // BulkheadInUse returns the permits taken in the bulkhead the named method
-// goes through, and false when it has none.
+// goes through, and false when it has none (or c is nil, as BreakerState).
 func (c *Client) BulkheadInUse(method string) (int, bool) {
+	if c == nil {
+		return 0, false
+	}
 	m := c.byName[method]
 	if m == nil || m.bulkhead == nil {
 		return 0, false
