@@ -156,7 +156,8 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		m.cacheLookup(cacheHit)
 		return copyOf(val.(*Resp)), false, nil
 	}
-	m.cacheLookup(cacheMiss)
+	// Each call is counted once, by how it ends: a miss, or stale when a
+	// stale answer stands in for its failure (staleOf), never both.
 	f, leader := ch.join(ctx, key)
 	if leader {
 		go fetch(m, f, idemKey, key, req, opts, call)
@@ -174,12 +175,15 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 				return resp, true, nil
 			}
 		}
+		m.cacheLookup(cacheMiss)
 		return nil, false, err
 	}
 	if f.panicked != nil {
+		m.cacheLookup(cacheMiss)
 		panic(f.panicked)
 	}
 	if f.err == nil {
+		m.cacheLookup(cacheMiss)
 		return copyOf(f.val.(*Resp)), false, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
@@ -187,6 +191,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return resp, true, nil
 		}
 	}
+	m.cacheLookup(cacheMiss)
 	return nil, false, f.err
 }
 
