@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -91,5 +93,54 @@ func TestAttackR18BHostileStatusCodesGrowNoSeries(t *testing.T) {
 	fb := r18bSeries(t, reg, "resilient_client_fallbacks_total", "StockReport", "cause")
 	if len(fb) != 1 || fb["unknown"] != calls {
 		t.Errorf("fallbacks by cause %v, want %d under unknown", fb, calls)
+	}
+}
+
+// TestAttackR18BAttemptAndRetryCountsAgreeWithTheServer: 24 concurrent
+// callers against a server that fails every other call with UNAVAILABLE;
+// every attempt the server saw is counted once in attempts_total, by the
+// code the server gave, and each retry in retries_total{outcome="made"}.
+func TestAttackR18BAttemptAndRetryCountsAgreeWithTheServer(t *testing.T) {
+	atkNoLeak(t)
+	var n atomic.Int32
+	var failed atomic.Int32
+	srv, cc := startFault(t, func(context.Context, server.Call) error {
+		if n.Add(1)%2 == 0 {
+			failed.Add(1)
+			return status.Error(codes.Unavailable, "every other call")
+		}
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}},
+		func(p *policy.Service) {
+			p.Breaker, p.Bulkhead = nil, nil
+			p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute}
+			r := atkMethod(p, atkGetStock).Retry
+			r.MaxAttempts, r.InitialBackoff, r.MaxBackoff = 5, time.Millisecond, 2*time.Millisecond
+		})
+	const callers = 24
+	var wg sync.WaitGroup
+	var answered atomic.Int32
+	for range callers {
+		wg.Go(func() {
+			_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+			switch {
+			case err == nil:
+				answered.Add(1)
+			case status.Code(err) != codes.Unavailable:
+				t.Errorf("%v, want an answer or the last UNAVAILABLE", err)
+			}
+		})
+	}
+	wg.Wait()
+	seen := srv.Calls(atkGetStock)
+	attempts := r18bSeries(t, reg, "resilient_client_attempts_total", "GetStock", "code")
+	if attempts["OK"] != float64(answered.Load()) || attempts["UNAVAILABLE"] != float64(failed.Load()) || len(attempts) != 2 {
+		t.Errorf("attempts by code %v; server saw %d calls, %d failed, %d answered", attempts, seen, failed.Load(), answered.Load())
+	}
+	retries := r18bSeries(t, reg, "resilient_client_retries_total", "GetStock", "outcome")
+	if retries["made"] != float64(seen-callers) {
+		t.Errorf("retries made %v, want the %d calls the server saw beyond the first of each", retries["made"], seen-callers)
 	}
 }
