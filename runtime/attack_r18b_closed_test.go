@@ -55,3 +55,42 @@ func TestAttackR18BClosedConnectionIsNoAnswerOfTheDependency(t *testing.T) {
 		t.Errorf("second call after Close: %v, want CANCELLED again (its probe place was freed), not the open breaker", err)
 	}
 }
+
+// TestAttackR18BClosedConnectionStreamIsNoAnswerOfTheDependency: the same
+// for a stream whose breaker is its own (so that its streams are the
+// probes): opening it on a closed connection fails at NewStream with
+// gRPC's CANCELLED, which must neither close the breaker nor keep its
+// permit.
+func TestAttackR18BClosedConnectionStreamIsNoAnswerOfTheDependency(t *testing.T) {
+	atkNoLeak(t)
+	_, cc := startFault(t, server.Fail(codes.Unavailable))
+	clock := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clock)}},
+		func(p *policy.Service) {
+			p.Breaker = nil
+			atkMethod(p, atkWatchStock).Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 2, Window: 10 * time.Second,
+				CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+		})
+	rt := c.Runtime()
+	for range 2 {
+		st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("%v, want the server's UNAVAILABLE", err)
+		}
+	}
+	atkWantBreaker(t, rt, atkWatchStock, runtime.StateOpen, "stream breaker %v after 2 failures, want open")
+	clock.Advance(2 * time.Second)
+	cc.Close()
+	st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("after Close: %v, want gRPC's CANCELLED", err)
+	}
+	atkWantBreaker(t, rt, atkWatchStock, runtime.StateHalfOpen, "stream breaker %v after a probe on a closed connection, want half-open")
+	atkWantNoPermits(t, rt, atkWatchStock, "taken after a stream on a closed connection")
+}
