@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -159,5 +161,31 @@ func TestAttackR18BEvictionUnderConcurrentCallers(t *testing.T) {
 	}
 	if hits := keys - (srv.Calls(atkGetStock) - before); hits > 3 {
 		t.Errorf("%d of %d keys answered from the cache after the burst, want at most max_entries 3", hits, keys)
+	}
+}
+
+// TestAttackR18BCachedCallLeavesTheCallersHeaderAlone: the shared call
+// runs for every caller of the key and may outlive the one that started
+// it, so it writes into no caller's memory: a caller's grpc.Header,
+// grpc.Trailer and grpc.Peer are left as they were, on a miss as on a hit
+// (README, Cache), and the call is answered all the same.
+func TestAttackR18BCachedCallLeavesTheCallersHeaderAlone(t *testing.T) {
+	atkNoLeak(t)
+	srv, cc := startFault(t, server.Healthy)
+	c := r18bCached(t, cc, policy.Cache{FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 10}, inventoryv1.InventoryServiceResilientOptions{})
+	for i := range 2 {
+		var header, trailer metadata.MD
+		var p peer.Peer
+		resp, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"},
+			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+		if err != nil || resp.GetUnits() != 42 {
+			t.Fatalf("call %d: %v %v", i, resp, err)
+		}
+		if header != nil || trailer != nil || p.Addr != nil {
+			t.Errorf("call %d: header %v, trailer %v, peer %v written, want them left as they were", i, header, trailer, p.Addr)
+		}
+	}
+	if got := srv.Calls(atkGetStock); got != 1 {
+		t.Errorf("server saw %d calls, want 1", got)
 	}
 }
