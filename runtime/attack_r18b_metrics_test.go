@@ -2,12 +2,14 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -142,5 +144,50 @@ func TestAttackR18BAttemptAndRetryCountsAgreeWithTheServer(t *testing.T) {
 	retries := r18bSeries(t, reg, "resilient_client_retries_total", "GetStock", "outcome")
 	if retries["made"] != float64(seen-callers) {
 		t.Errorf("retries made %v, want the %d calls the server saw beyond the first of each", retries["made"], seen-callers)
+	}
+}
+
+// TestAttackR18BHostileMethodNamesGrowNoSeries: calls and streams through
+// the client's connection (Client.Conn) with method names the policy does
+// not know, as a caller that builds names from input would make, pass
+// through uncounted: the labels are the policy's methods, fixed when the
+// client is built.
+func TestAttackR18BHostileMethodNamesGrowNoSeries(t *testing.T) {
+	atkNoLeak(t)
+	_, cc := startFault(t, server.Healthy)
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, nil)
+	count := func() int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			n += len(mf.GetMetric())
+		}
+		return n
+	}
+	if _, err := c.StockReport(context.Background(), &inventoryv1.StockReportRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	before := count()
+	conn := c.Runtime().Conn(cc)
+	for i := range 30 {
+		name := fmt.Sprintf("/example.inventory.v1.InventoryService/Evil%d", i)
+		var out inventoryv1.StockReportResponse
+		if err := conn.Invoke(context.Background(), name, &inventoryv1.StockReportRequest{}, &out); status.Code(err) != codes.Unimplemented {
+			t.Fatalf("%s: %v, want the server's UNIMPLEMENTED", name, err)
+		}
+		st, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, name+"Stream")
+		if err == nil {
+			err = st.RecvMsg(&out)
+		}
+		if status.Code(err) != codes.Unimplemented {
+			t.Fatalf("%s: %v, want the server's UNIMPLEMENTED", name, err)
+		}
+	}
+	if after := count(); after != before {
+		t.Errorf("%d series after 60 calls of unknown methods, %d before", after, before)
 	}
 }
