@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -188,4 +189,40 @@ func TestAttackR18BCachedCallLeavesTheCallersHeaderAlone(t *testing.T) {
 	if got := srv.Calls(atkGetStock); got != 1 {
 		t.Errorf("server saw %d calls, want 1", got)
 	}
+}
+
+// TestAttackR18BFreshAnswerTakesNoTokenNorPermit: a fresh answer comes
+// before every other layer: a hundred hits take no rate-limit token (a
+// bucket of 2 that refills once a minute still serves another key) and
+// no bulkhead permit.
+func TestAttackR18BFreshAnswerTakesNoTokenNorPermit(t *testing.T) {
+	atkNoLeak(t)
+	srv, cc := startFault(t, server.Healthy)
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.Breaker = nil
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 1.0 / 60, Burst: 2}
+			p.Bulkhead = &policy.Bulkhead{Permits: 1}
+			m := atkMethod(p, atkGetStock)
+			m.Retry = nil
+			m.Cache.FreshTTL, m.Cache.StaleTTL = time.Hour, time.Hour
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if _, err := r18bGet(c, "apple"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r18bGet(c, "pear"); err != nil {
+		t.Errorf("another key after 99 fresh hits: %v, want the bucket's second token", err)
+	}
+	if _, err := r18bGet(c, "plum"); !errors.Is(err, runtime.ErrRateLimited) {
+		t.Errorf("a third key: %v, want ErrRateLimited: the bucket held 2", err)
+	}
+	if got := srv.Calls(atkGetStock); got != 2 {
+		t.Errorf("server saw %d calls, want 2", got)
+	}
+	atkWantNoPermits(t, c.Runtime(), atkGetStock, "taken after fresh hits")
 }
