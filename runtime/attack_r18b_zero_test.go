@@ -3,12 +3,17 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/runtime"
 )
 
 // r18bNoPanic runs f and reports its panic as an error.
@@ -61,6 +66,36 @@ func TestAttackR18BZeroValueClient(t *testing.T) {
 	} {
 		if err := r18bNoPanic("Runtime()."+what, f); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestAttackR18BNilClockOrRegistererIsRefused: WithClock and
+// WithRegisterer given nil, or a typed nil (a *prometheus.Registry never
+// made, a clock pointer never set), are refused by the constructor with
+// an error naming the option, as WithObserver(nil) and WithPolicy(nil)
+// are: never a panic deep inside client_golang, never the system clock
+// or no metrics in silence where the caller asked for its own.
+func TestAttackR18BNilClockOrRegistererIsRefused(t *testing.T) {
+	var noRegistry *prometheus.Registry
+	var noClock *fakeClock
+	for name, opt := range map[string]runtime.Option{
+		"WithClock(nil)":            runtime.WithClock(nil),
+		"WithClock(typed nil)":      runtime.WithClock(noClock),
+		"WithRegisterer(nil)":       runtime.WithRegisterer(nil),
+		"WithRegisterer(typed nil)": runtime.WithRegisterer(noRegistry),
+	} {
+		var err error
+		if p := r18Panicked(func() {
+			_, err = inventoryv1.NewInventoryServiceResilientClient(&grpc.ClientConn{}, inventoryv1.InventoryServiceResilientOptions{
+				Runtime: []runtime.Option{opt}})
+		}); p != nil {
+			t.Errorf("%s: the constructor panicked: %v", name, p)
+			continue
+		}
+		want := strings.SplitN(name, "(", 2)[0] + "(nil)"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error naming %s", name, err, want)
 		}
 	}
 }

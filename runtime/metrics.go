@@ -17,9 +17,9 @@ import (
 // The metrics, their labels and example alerts are listed in the README
 // ("Observability"). Several clients may register on the same r, even for
 // the same dependency: the second finds the first's collectors and shares
-// them.
+// them. A nil r, or a typed nil, is refused by NewClient.
 func WithRegisterer(r prometheus.Registerer) Option {
-	return func(o *options) { o.registerer = r }
+	return func(o *options) { o.registerer, o.registererGiven = r, true }
 }
 
 // attemptBuckets are the bounds, in seconds, of the attempt duration
