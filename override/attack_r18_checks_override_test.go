@@ -2,6 +2,7 @@ package override_test
 
 import (
 	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -258,5 +259,113 @@ func TestAttackR18ChecksOverrideSpeaksOptions(t *testing.T) {
 		if !strings.Contains(msg, tc.key) || strings.Contains(msg, "Breaker.") || strings.Contains(msg, "leave it 0") {
 			t.Errorf("%s: want the problem at %q in the file's words, got: %v", tc.body, tc.key, msg)
 		}
+	}
+}
+
+// TestAttackR18ChecksOverrideMixesInForce: random mixes of overrides, each
+// right alone and possibly wrong with the annotation or with each other
+// (backoffs, timeouts, count windows, adaptive bounds under permits, the
+// cache's ttls, hedging beside retries, dedup ttl and lease, shedding
+// limits), at the service, on GetStock and on ReserveStock, from the file
+// and from variables: whatever the loader accepts, NewClient builds and
+// Validate passes, and ServerOptions and NewGuard take or ServerOptions
+// refuses naming a key. A value wrong in force that each level's check
+// hid would fail here.
+func TestAttackR18ChecksOverrideMixesInForce(t *testing.T) {
+	shared := []string{
+		"retry.initial_backoff=2s", "retry.max_backoff=10ms", "retry.max_attempts=1", "retry.max_attempts=5", "timeout=2s", "timeout=10ms",
+		"overall_timeout=1s", "overall_timeout=5ms", "circuit_breaker.window_calls=10", "circuit_breaker.window_calls=50", "circuit_breaker.minimum_calls=100",
+		"circuit_breaker.minimum_calls=5", "circuit_breaker.window=5s", "bulkhead.permits=1", "bulkhead.permits=200", "adaptive_limit.min_limit=10",
+		"adaptive_limit.max_limit=5", "adaptive_limit.initial_limit=50", "adaptive_limit.tolerance=1", "rate_limit.requests_per_second=0.5",
+		"rate_limit.burst=1", "rate_limit.requests_per_second=1e9", "server.min_deadline=2s", "server.default_timeout=1s", "shedding.low=100",
+		"shedding.normal=5", "shedding.critical=1000", "client_throttle.k=1", "retry_budget.ratio=1", "retry_budget.window=1ns",
+	}
+	method := []string{
+		"hedging.delay=500ms", "hedging.delay=1ms", "retry.max_attempts=1", "retry.initial_backoff=1ms", "cache.fresh_ttl=10m", "cache.stale_ttl=500ms",
+		"cache.stale_ttl=1h", "cache.fresh_ttl=100ms", "circuit_breaker.per_method=true", "circuit_breaker.minimum_calls=3", "bulkhead.per_method=true",
+		"bulkhead.permits=1", "adaptive_limit.per_method=true", "adaptive_limit.max_limit=3", "rate_limit.per_method=true", "rate_limit.requests_per_second=2",
+		"timeout=100ms", "overall_timeout=50ms", "server.default_timeout=5ms", "server.min_deadline=1s", "server.dedup.ttl=1s", "server.dedup.lease=1h",
+		"server.dedup.lease=100ms",
+	}
+	pick := func(r *rand.Rand, pool []string, most int) []string {
+		var out []string
+		used := map[string]bool{}
+		for range r.Intn(most + 1) {
+			l := pool[r.Intn(len(pool))]
+			k, _, _ := strings.Cut(l, "=")
+			if !used[k] {
+				used[k] = true
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	r := rand.New(rand.NewSource(18))
+	accepted, refused := 0, 0
+	for range 1500 {
+		var b strings.Builder
+		b.WriteString("services:\n  example.inventory.v1.InventoryService:\n")
+		for _, l := range pick(r, shared, 3) {
+			k, v, _ := strings.Cut(l, "=")
+			b.WriteString("    " + r18Leaf(k, v, true) + "\n")
+		}
+		methods := map[string][]string{"GetStock": pick(r, method, 3), "ReserveStock": pick(r, method, 2)}
+		b.WriteString("    methods:\n")
+		for _, m := range []string{"GetStock", "ReserveStock"} {
+			b.WriteString("      " + m + ":\n")
+			if len(methods[m]) == 0 {
+				b.WriteString("        {}\n")
+			}
+			for _, l := range methods[m] {
+				k, v, _ := strings.Cut(l, "=")
+				b.WriteString("        " + r18Leaf(k, v, true) + "\n")
+			}
+		}
+		var env []string
+		for _, l := range pick(r, shared, 1) {
+			k, v, _ := strings.Cut(l, "=")
+			env = append(env, override.EnvName("example.inventory.v1.InventoryService", "", k)+"="+v)
+		}
+		body := b.String()
+		set, err := override.Parse("o.yaml", []byte(body), env, inventory)
+		if err != nil {
+			refused++
+			seen := map[string]bool{}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if seen[line] {
+					t.Errorf("%s%v: reported twice: %s", body, env, line)
+				}
+				seen[line] = true
+				if !strings.Contains(line, "o.yaml") && !strings.Contains(line, "RESILIENT__") {
+					t.Errorf("%s%v: a refusal names neither a key nor a variable: %s", body, env, line)
+				}
+			}
+			continue
+		}
+		accepted++
+		p := inventory.Clone()
+		c, err := runtime.NewClient(&p, set.Options(&p)...)
+		if err != nil {
+			t.Errorf("%s%v: accepted by the loader, refused by NewClient: %v", body, env, err)
+			continue
+		}
+		if err := c.Policy().Validate(); err != nil {
+			t.Errorf("%s%v: accepted by the loader, the policy in force refused by Validate: %v", body, env, err)
+		}
+		sv := inventoryv1.InventoryServiceServerPolicy.Clone()
+		opts, err := set.ServerOptions(&sv)
+		if err != nil {
+			if !strings.Contains(err.Error(), "o.yaml") && !strings.Contains(err.Error(), "RESILIENT__") {
+				t.Errorf("%s%v: ServerOptions refused without naming the key: %v", body, env, err)
+			}
+			continue
+		}
+		if _, err := server.NewGuard([]*policy.Server{&sv}, append(opts, server.WithStore(server.NewMemoryStore(8)))...); err != nil {
+			t.Errorf("%s%v: accepted by the loader and ServerOptions, refused by NewGuard: %v", body, env, err)
+		}
+	}
+	t.Logf("%d accepted, %d refused", accepted, refused)
+	if accepted < 50 || refused < 50 {
+		t.Fatalf("%d accepted, %d refused: the mixes try too little on one side", accepted, refused)
 	}
 }
