@@ -369,3 +369,17 @@ func TestAttackR18ChecksOverrideMixesInForce(t *testing.T) {
 		t.Fatalf("%d accepted, %d refused: the mixes try too little on one side", accepted, refused)
 	}
 }
+
+// TestAttackR18ChecksOverrideSheddingCode: an unknown shedding code in an
+// override is told the two codes the field holds, never a code list's
+// advice ("such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"") the field
+// refuses next.
+func TestAttackR18ChecksOverrideSheddingCode(t *testing.T) {
+	for _, code := range []string{"BOGUS", `""`, "deadline_exceeded", "not-found"} {
+		_, err := override.Parse("o.yaml", []byte("services:\n  example.inventory.v1.InventoryService:\n    shedding: {code: "+code+"}\n"), nil, inventory)
+		const want = `o.yaml: services."example.inventory.v1.InventoryService".shedding.code: must be "UNAVAILABLE" or "RESOURCE_EXHAUSTED", got `
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "DEADLINE_EXCEEDED") {
+			t.Errorf("shedding.code %s: want %q…, got %v", code, want, err)
+		}
+	}
+}
