@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // The attacks of round 18 on the rebuilt checks of the options: a value
@@ -260,5 +261,39 @@ func TestAttackR18ChecksEachFindingOnce(t *testing.T) {
 	}
 	if n < 500 {
 		t.Fatalf("only %d inputs tried", n)
+	}
+}
+
+// TestAttackR18ChecksEveryGroupHasItsGoCheck: a group of the options with
+// no row in groups would have its values filled nowhere and checked by
+// nobody: every value accepted, whatever it is. Every message of the
+// options under Policy, at any depth, but a Duration, has its row, and
+// each row's Go value is one GroupProblems checks (a bad value of it is
+// refused).
+func TestAttackR18ChecksEveryGroupHasItsGoCheck(t *testing.T) {
+	rows := map[string]bool{}
+	for _, g := range groups {
+		rows[g.path] = true
+	}
+	var visit func(md protoreflect.MessageDescriptor, prefix string)
+	visit = func(md protoreflect.MessageDescriptor, prefix string) {
+		for i := range md.Fields().Len() {
+			fd := md.Fields().Get(i)
+			if fd.Message() == nil || fd.Message().FullName() == "google.protobuf.Duration" {
+				continue
+			}
+			path := prefix + string(fd.Name())
+			if !rows[path] {
+				t.Errorf("the options group %s has no row in groups (values.go): its values are checked by nobody", path)
+			}
+			visit(fd.Message(), path+".")
+		}
+	}
+	visit((&resilientv1.Policy{}).ProtoReflect().Descriptor(), "")
+	for _, g := range groups {
+		_, checked := g.value()
+		if policy.GroupProblems(checked) == nil {
+			t.Errorf("group %q: GroupProblems finds nothing in its zero value, as written (every count 0): its Go value %T has no case there", g.path, checked)
+		}
 	}
 }
