@@ -359,8 +359,9 @@ func (m *methodState) leaveRefused(g gate) {
 	}
 }
 
-// leaveUnlessDone, deferred, returns what g holds for an attempt whose
-// call did not return (it panicked); the panic goes on.
+// leaveUnlessDone, deferred, returns what g holds for an attempt that was
+// not judged: the breaker refused it, or it panicked before its call
+// returned (in the breaker's admission or in the call); the panic goes on.
 func (m *methodState) leaveUnlessDone(left *bool, g gate) {
 	if !*left {
 		m.leaveRefused(g)

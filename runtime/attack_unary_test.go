@@ -491,12 +491,14 @@ func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
 		t.Errorf("got %v, want the caller's plain DEADLINE_EXCEEDED", err)
 	}
-	if took > 60*time.Millisecond+40*time.Millisecond {
-		t.Errorf("returned after %v, want within a few ms of the 60ms deadline", took)
+	// StockReport's attempt timeout is 300ms: a call that ran to it
+	// ignored the caller's deadline (the slack is for a loaded machine).
+	if took >= 250*time.Millisecond {
+		t.Errorf("returned after %v, want at the 60ms deadline, well before the 300ms attempt timeout", took)
 	}
 
-	fs.SetBehaviour(atkPushback("500"))
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	fs.SetBehaviour(atkPushback("5000"))
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
 	defer cancel2()
 	begin = time.Now()
 	_, err = c.GetStock(ctx2, &inventoryv1.GetStockRequest{Sku: "apple"})
@@ -504,8 +506,8 @@ func TestAttackDeadlineShorterThanTheAttemptTimeout(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("got %v, want the last real error, UNAVAILABLE", err)
 	}
-	if took > 100*time.Millisecond {
-		t.Errorf("returned after %v, want at once: the pushback ends after the deadline", took)
+	if took >= 500*time.Millisecond {
+		t.Errorf("returned after %v, want at once: the 5s pushback ends after the 1s deadline", took)
 	}
 	if got := fs.Calls(atkGetStock); got != 1 {
 		t.Errorf("the server saw %d calls, want 1", got)

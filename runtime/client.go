@@ -140,14 +140,18 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		if e.apply == nil && e.recorded == nil {
 			return nil, fmt.Errorf("resilient: NewClient(%s): %s(nil)", p.Name, editName(e.source))
 		}
+		// Each edit gets a copy of its own, and the client keeps a copy of
+		// what it left: an edit that keeps its pointer and writes through
+		// it later reaches nothing the client uses. And an edit may leave
+		// two methods pointing at one value (p.Methods[3].Retry =
+		// p.Methods[0].Retry): each gets its own copy, so that a later
+		// edit of one never changes the other.
+		work := c.policy.Clone()
 		var err error
-		if c.changes, err = applyEdit(&c.policy, e, c.changes); err != nil {
+		if c.changes, err = applyEdit(&work, e, c.changes); err != nil {
 			return nil, fmt.Errorf("resilient: NewClient(%s): %s: %w", p.Name, editName(e.source), err)
 		}
-		// An edit may leave two methods pointing at one value
-		// (p.Methods[3].Retry = p.Methods[0].Retry): each gets its own
-		// copy, so that a later edit of one never changes the other.
-		c.policy = c.policy.Clone()
+		c.policy = work.Clone()
 		if err := sameMethods(p, &c.policy, e.source); err != nil {
 			return nil, err
 		}

@@ -18,6 +18,8 @@ type copyResult[Resp any] struct {
 	retryAfter time.Duration // of the breaker's refusal
 	push       time.Duration // the server's pushback, when pushed
 	pushed     bool
+	local      bool      // failed on the client's side or by a size limit: no copy would fare better
+	meta       *copyMeta // what the copy's attempt learnt for the caller's options; nil without them
 }
 
 // hedged runs the call as hedged copies: the first copy at once, each
@@ -34,7 +36,13 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	c := m.client
 	copies := *in // the copies' own: in stays in its caller's frame
 	mx := m.metrics
-	m.budget.request(c.now())
+	// The caller's grpc.Header, Trailer and Peer targets get the metadata
+	// of the copy whose result is returned, and no copy writes them itself.
+	caller := callerMetaOf(in.opts)
+	var chosen *copyMeta // the last copy heard from that reached gRPC
+	if caller != nil {
+		defer func() { caller.fill(chosen) }()
+	}
 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
@@ -59,12 +67,27 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			}()
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			resp, end, err := attemptOnce(hctx, m, &copies, true)
+			own := &copies
+			var cm *copyMeta
+			if caller != nil || n == 1 {
+				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call}
+			}
+			if caller != nil {
+				cm = new(copyMeta)
+				own.opts = optsFor(copies.opts, cm)
+			}
+			if n == 1 {
+				// The call's request counts for the budget once its first
+				// copy is let through: a copy the open breaker (or an
+				// adaptive layer) refuses sent nothing, as in retried.
+				own.admitted = func() { m.budget.request(c.now()) }
+			}
+			resp, end, err := attemptOnce(hctx, m, own, true)
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
 			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
-				timedOut: end.timedOut, push: end.push, pushed: end.pushed}
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, meta: cm}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -113,6 +136,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			panic(p) // the deferred cancel cuts the other copies
 		case r := <-results:
 			pending--
+			if !r.refused {
+				chosen = r.meta
+			}
 			switch {
 			case r.refused && r.err != nil:
 				// An adaptive layer refused the copy: no further copy.
@@ -127,8 +153,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				return r.resp, nil
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
-			case !retryable(h.NonFatalCodes, r.err, r.timedOut):
-				return nil, r.err // an answer
+			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
+				return nil, r.err // an answer, or a failure every copy would meet
 			default:
 				last = r.err
 				switch {

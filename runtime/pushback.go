@@ -28,29 +28,41 @@ const (
 )
 
 // Pushback reads what a server said about retrying a failed call: the
-// grpc-retry-pushback-ms trailer, else the do-not-retry ErrorInfo detail,
-// else a google.rpc.RetryInfo detail. d < 0 means do not retry; ok is
-// false when the server said nothing. A positive d never wraps: a value
-// beyond the largest Duration (about 292 years) is that Duration. The
-// runtime applies it to every method that retries or hedges: a negative
-// pushback ends the retries, a positive one replaces the backoff (still
-// within the retry budget); one longer than the call's time left ends the
-// retries with the last error.
+// do-not-retry ErrorInfo detail (wherever it is among the details, and
+// over a trailer that says retry), else the grpc-retry-pushback-ms
+// trailer, else a google.rpc.RetryInfo detail. d < 0 means do not retry
+// (the mark, or a trailer whose value is negative or not a whole number,
+// or that holds more than one value); ok is false when the server said
+// nothing. A positive d never wraps: a value beyond the largest Duration
+// (about 292 years) is that Duration. The runtime applies it to every
+// method that retries or hedges: a negative pushback ends the retries, a
+// positive one replaces the backoff (still within the retry budget); one
+// longer than the call's time left ends the retries with the last error.
 func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 	if v := trailer.Get(PushbackHeader); len(v) > 0 {
+		if len(v) > 1 {
+			// Several values (a proxy adding its own to the server's): as
+			// gRPC's retry (A6) does, do not retry; one may say so.
+			return -1, true
+		}
 		ms, perr := strconv.ParseInt(v[0], 10, 64)
 		if errors.Is(perr, strconv.ErrRange) && ms > 0 {
 			perr = nil // beyond int64: as long as the longest pushback
 		}
-		if perr == nil && ms >= 0 {
-			return msSat(ms), true
+		if perr != nil || ms < 0 {
+			return -1, true
 		}
-		return -1, true
+		d, ok = msSat(ms), true
 	}
 	st, isStatus := status.FromError(err)
 	if !isStatus || st.Code() == codes.OK || len(st.Proto().GetDetails()) == 0 {
-		return 0, false
+		return d, ok
 	}
+	// The mark wins over every other word, wherever it is among the
+	// details: a service that passes on its dependency's marked error
+	// appends the mark after the details the error had (a RetryInfo of the
+	// dependency's included), and a trailer of its own may say "retry".
+	retryIn, hasRetryIn := time.Duration(0), false
 	for _, det := range st.Details() {
 		switch det := det.(type) {
 		case *errdetails.ErrorInfo:
@@ -58,12 +70,15 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 				return -1, true
 			}
 		case *errdetails.RetryInfo:
-			if det.GetRetryDelay() != nil {
-				return max(det.GetRetryDelay().AsDuration(), 0), true
+			if !hasRetryIn && det.GetRetryDelay() != nil {
+				retryIn, hasRetryIn = max(det.GetRetryDelay().AsDuration(), 0), true
 			}
 		}
 	}
-	return 0, false
+	if ok {
+		return d, ok // the trailer, before a RetryInfo
+	}
+	return retryIn, hasRetryIn
 }
 
 // trailerSlot collects the trailer of one attempt. Slots are pooled, so

@@ -74,7 +74,7 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		if ctx.Err() != nil {
 			return nil, ended(ctx, err)
 		}
-		if !retries || !retryable(retry.RetryableCodes, err, end.timedOut) {
+		if !retries || end.local || !retryable(retry.RetryableCodes, err, end.timedOut) {
 			return nil, err
 		}
 		if end.pushed && end.push < 0 {

@@ -109,7 +109,7 @@ func TestAnAttemptEndedByTheCallersDeadlineIsAFailure(t *testing.T) {
 		Methods: []policy.Method{{Name: getStock, Idempotent: true}},
 	})
 	for i := range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_, err := callGetStock(ctx, rt, cc)
 		cancel()
 		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
@@ -122,8 +122,11 @@ func TestAnAttemptEndedByTheCallersDeadlineIsAFailure(t *testing.T) {
 	if _, err := callGetStock(context.Background(), rt, cc); !errors.Is(err, runtime.ErrCircuitOpen) {
 		t.Errorf("next call: %v, want ErrCircuitOpen", err)
 	}
-	if got := fs.Calls(getStock); got != 3 {
-		t.Errorf("server saw %d calls, want 3", got)
+	// At most 3: none retried, and the open breaker sent nothing. Fewer
+	// when a loaded machine let a deadline pass before its call reached
+	// the server, which the breaker counts all the same.
+	if got := fs.Calls(getStock); got > 3 || got < 1 {
+		t.Errorf("server saw %d calls, want 1 to 3", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -19,8 +20,10 @@ import (
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
 // an error or io.EOF from RecvMsg, a failed SendMsg (io.EOF included: the
-// stream is over on the wire), a panic in its calls, or its context ending. Its outcome is told to the breaker once: at the
-// first message received (a success) or at the end, whichever comes first.
+// stream is over on the wire), a Header of (nil, nil) (likewise), a panic
+// in its calls, or its context ending. Its outcome is told to the breaker
+// once: at the first message received (a success) or at the end,
+// whichever comes first.
 // The method's OverallTimeout, or else its Timeout, bounds the whole
 // stream. Streams are never retried. A stream never holds a half-open probe
 // of a breaker that a unary method also goes through: opened while that
@@ -86,8 +89,19 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		}
 		s.holdsPermit = true
 	}
+	// A panic before the stream is opened, in the breaker's admission (an
+	// observer of its transition to half-open) or in opening the stream
+	// (an interceptor), gives back what the stream holds, then goes on to
+	// the caller.
+	opened := false
+	defer func() {
+		if !opened {
+			s.finish(errPanicked)
+		}
+	}()
 	t, start, retryAfter, ok := m.admitAs(w.probes[m])
 	if !ok {
+		opened = true
 		s.release()
 		m.breakerRefused(false)
 		return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
@@ -99,14 +113,6 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)
 	}
-	// A panic in opening the stream (an interceptor) gives back what the
-	// stream holds, then goes on to the caller.
-	opened := false
-	defer func() {
-		if !opened {
-			s.finish(errPanicked)
-		}
-	}()
 	cs, err := w.cc.NewStream(sctx, desc, method, opts...)
 	opened = true
 	if err != nil {
@@ -161,6 +167,22 @@ func (s *stream) SendMsg(msg any) error {
 	return err
 }
 
+// Header returns the server's header. gRPC answers (nil, nil) once the
+// stream is over without one (a server that failed it at once): the
+// permit goes back then, as for SendMsg's io.EOF, since a caller that
+// reads the header first may stop there; the outcome waits for RecvMsg,
+// which returns the status, or for the context's end.
+func (s *stream) Header() (metadata.MD, error) {
+	returned := false
+	defer s.onPanic(&returned)
+	md, err := s.ClientStream.Header()
+	returned = true
+	if md == nil || err != nil {
+		s.release()
+	}
+	return md, err
+}
+
 func (s *stream) RecvMsg(msg any) error {
 	returned := false
 	defer s.onPanic(&returned)
@@ -170,7 +192,7 @@ func (s *stream) RecvMsg(msg any) error {
 	case err == io.EOF:
 		s.finish(nil)
 	case err != nil:
-		s.finish(err)
+		s.finish(unsent(err)) // a message past a size limit says nothing, as for a unary attempt
 	case s.final:
 		// The one response of a client stream: gRPC returns nil, not
 		// io.EOF, and the stream is over.
@@ -207,14 +229,16 @@ func (s *stream) record(err error) {
 }
 
 // finish ends the stream's hold on the runtime: records its outcome if not
-// yet done, frees its permit and its context.
+// yet done, frees its permit and its context. It runs once: the permit and
+// the context are freed even when recording panics (an observer of the
+// breaker's transition), since no later ending would free them.
 func (s *stream) finish(err error) {
 	s.once.Do(func() {
-		s.record(err)
+		defer s.release()
 		if s.cancel != nil {
-			s.cancel()
+			defer s.cancel()
 		}
-		s.release()
+		s.record(err)
 	})
 }
 

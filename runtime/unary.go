@@ -133,6 +133,10 @@ type invocation[Req, Resp any] struct {
 	req  *Req
 	opts []grpc.CallOption
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
+	// admitted, when not nil, is called once the attempt is let through
+	// (by the adaptive layers and the breaker), before it is sent: a
+	// hedged call counts its request there (see hedged).
+	admitted func()
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -155,6 +159,10 @@ type attemptEnd struct {
 	// (heard) reads it.
 	push   time.Duration
 	pushed bool
+	// local: the attempt failed on the client's side, or by a size limit
+	// (see unsent): it would fail the same way again, so it is not
+	// repeated.
+	local bool
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
@@ -181,18 +189,22 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 			return nil, attemptEnd{refused: true}, gerr
 		}
 	}
+	// What the adaptive layers gave goes back however the attempt ends
+	// before it is judged: the breaker's refusal, or a panic, in the
+	// breaker's admission (an observer of its transition to half-open) as
+	// in the call.
+	left := false
+	if guarded {
+		defer m.leaveUnlessDone(&left, g)
+	}
 	var a attemptState
 	var retryAfter time.Duration
 	var ok bool
 	if a.tk, retryAfter, ok = m.admit(); !ok {
-		if guarded {
-			m.leaveRefused(g)
-		}
 		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
 	}
-	left := false
-	if guarded {
-		defer m.leaveUnlessDone(&left, g)
+	if in.admitted != nil {
+		in.admitted()
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
@@ -226,12 +238,23 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	a.settled = true
 	var end attemptEnd
 	if slot != nil {
-		if err != nil {
+		switch {
+		case err == nil:
+			slot.put()
+		case detached(actx, err):
+			// The call may have returned before gRPC did (an interceptor
+			// that gives up on its invoker when the attempt's context
+			// ends): gRPC may still write the trailer, so the slot is
+			// neither read nor given back to the pool.
+		default:
 			end.push, end.pushed = Pushback(err, slot.md)
+			slot.put()
 		}
-		slot.put()
 	}
 	seen := unsent(err) // what the breaker and the adaptive layers are told
+	if seen != nil {
+		_, end.local = seen.(*clientFault)
+	}
 	end.at = m.settle(ctx, actx, &a, seen)
 	if end.at == 0 && a.sp.known {
 		end.at = a.sp.start
@@ -244,6 +267,19 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		end.timedOut = ownTimeout(actx)
 	}
 	return resp, end, err
+}
+
+// detached reports whether an attempt's call that failed with err may
+// have returned before gRPC finished it: its context, actx, is over and
+// err is a context's code, as an interceptor that stops waiting for its
+// invoker at the context's end returns. A code of the server's
+// (UNAVAILABLE with a pushback) is only known once gRPC has finished.
+func detached(actx context.Context, err error) bool {
+	if actx.Err() == nil {
+		return false
+	}
+	c := status.Code(err)
+	return c == codes.DeadlineExceeded || c == codes.Canceled
 }
 
 // attemptState is what attemptOnce holds of its attempt for the breaker

@@ -11,8 +11,8 @@ import (
 // status of a message its codec could not marshal (rpc_util.go, encode).
 const marshalFailure = "grpc: error while marshaling"
 
-// unsent returns what the breaker is told of a unary attempt that ended
-// with err: a request that did not marshal never left the client, so it
+// unsent returns what the breaker (and the adaptive layers) are told of a
+// unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal never left the client, so it
 // is a client fault that says nothing about the dependency (a half-open
 // probe ended so frees its place instead of counting as a success); any
 // other ending is err itself. The caller still gets err. Only a failed
@@ -26,10 +26,38 @@ func unsent(err error) error {
 	return unsentFailure(err)
 }
 
-// unsentFailure is unsent of a failed attempt.
+// tooLarge are the starts of the messages grpc-go gives the
+// RESOURCE_EXHAUSTED of a message past a size limit (rpc_util.go,
+// stream.go): the client's send or receive limit, or the server's receive
+// limit, which the server answers with the same words.
+var tooLarge = [...]string{
+	"grpc: received message larger than max",
+	"grpc: received message after decompression larger than max",
+	"grpc: message after decompression larger than max",
+	"trying to send message larger than max",
+}
+
+// unsentFailure is unsent of a failed attempt. A message past a size
+// limit is counted as nothing too: the limit is the caller's or the
+// server's configuration, not a sign of overload, and counted as a drop it
+// would halve the adaptive limit and have the throttler refuse every
+// other call towards a healthy dependency.
 func unsentFailure(err error) error {
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Internal && strings.HasPrefix(st.Message(), marshalFailure) {
-		return &clientFault{err: err}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Internal:
+		if strings.HasPrefix(st.Message(), marshalFailure) {
+			return &clientFault{err: err}
+		}
+	case codes.ResourceExhausted:
+		for _, p := range tooLarge {
+			if strings.HasPrefix(st.Message(), p) {
+				return &clientFault{err: err}
+			}
+		}
 	}
 	return err
 }

@@ -40,3 +40,30 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	}
 	return context.WithTimeout(ctx, d)
 }
+
+type tapTimeoutKey struct{}
+
+// tapTimeout is the cancel of the default timeout the TapHandle gave a
+// request of m.
+type tapTimeout struct {
+	m      *method
+	cancel context.CancelFunc
+}
+
+// withTapTimeout is withDefaultTimeout in the TapHandle: the context it
+// returns becomes that of gRPC's transport stream, so the timeout also
+// ends a Send blocked on flow control (a caller that reads nothing) and a
+// Recv waiting for the caller, which wait on that context, not on the
+// handler's. The cancel travels in the context to the interceptor, which
+// calls it when the handler returns; a request that never reaches it has
+// its timer stopped when gRPC cancels the stream's context, the parent.
+func withTapTimeout(ctx context.Context, m *method) context.Context {
+	if m.defaultTimeout <= 0 {
+		return ctx
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.defaultTimeout)
+	return context.WithValue(ctx, tapTimeoutKey{}, tapTimeout{m, cancel})
+}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -69,26 +68,25 @@ func storeKey(method, scope, key string) string {
 	return method + ":" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
 }
 
-// fingerprint is the SHA-256 of req's deterministic serialization.
-func fingerprint(req any) (Fingerprint, error) {
-	msg, ok := req.(proto.Message)
-	if !ok {
-		return Fingerprint{}, nil
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-	if err != nil {
-		return Fingerprint{}, err
-	}
-	return sha256.Sum256(b), nil
-}
-
 // dedup runs the request unless a request with the same key ran or runs.
 func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.UnaryHandler) (any, error) {
 	d := m.dedup
 	md, _ := metadata.FromIncomingContext(ctx)
 	var key string
-	if v := md.Get(d.header); len(v) > 0 {
+	switch v := md.Get(d.header); len(v) {
+	case 0:
+	case 1:
 		key = v[0]
+	default:
+		// Which value is the key would be a guess: the first may be a
+		// caller's key forwarded with the incoming metadata (and then
+		// two orders of this caller would share it), or empty (and the
+		// request, which its client retries for its other value, would
+		// run on every attempt); a proxy matching the header sees them
+		// joined, "a,b", as a key.
+		return nil, status.Errorf(codes.InvalidArgument,
+			"resilient: %s: the idempotency key header %s was sent more than once (%d values): send one key per request; a client that forwards its incoming metadata must drop its own caller's %s",
+			m.name, d.header, len(v), d.header)
 	}
 	if key == "" {
 		return handler(ctx, req) // no key, nothing to deduplicate on
@@ -111,7 +109,16 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	pause := pollFirst
 	for waited := false; ; {
 		sent := time.Now()
-		c, err := g.claim(ctx, skey, token, fp, d.lease)
+		bound := claimTimeout(ctx)
+		if waited {
+			// A waiter never runs without dedup, so it need not leave
+			// the handler three quarters of its time: bounded by a
+			// quarter, its polls of a store slower than that quarter
+			// would time out, and it would answer that the store failed
+			// before its deadline.
+			bound = pollTimeout(ctx)
+		}
+		c, err := g.claim(ctx, skey, token, fp, d.lease, bound)
 		if err != nil {
 			if !errors.Is(err, errStoreTimeout) {
 				// The store may have carried the claim out and lost its
@@ -148,7 +155,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 				g.release(m, skey, token)
 				return nil, err
 			}
-			return g.runOwned(ctx, m, skey, token, sent, req, handler)
+			return g.runOwned(ctx, m, skey, token, fp, sent, req, handler)
 		case Done:
 			m.svc.replayed.Add(1)
 			return replay(ctx, m, c.Outcome)
@@ -169,10 +176,10 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	}
 }
 
-// claim is Store.Claim bounded by claimTimeout; a claim that succeeds
-// after the Guard stopped waiting is released.
-func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
-	return bounded(ctx, g.inline, claimTimeout(ctx), func(ctx context.Context) (Claim, error) {
+// claim is Store.Claim bounded by bound; a claim that succeeds after the
+// Guard stopped waiting is released.
+func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease, bound time.Duration) (Claim, error) {
+	return bounded(ctx, g.inline, bound, func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
 	}, func(c Claim, err error) {
 		if err == nil && c.State == Claimed {
@@ -215,9 +222,10 @@ func leaseLost(m *method, err error) error {
 }
 
 // runOwned runs the request whose key this request claimed (the claim sent
-// at claimed), renewing the lease meanwhile, and keeps its outcome when it
-// is final, retrying until it is kept or the lease is lost.
-func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, claimed time.Time, req any, handler grpc.UnaryHandler) (resp any, err error) {
+// at claimed, for the request of fingerprint fp), renewing the lease
+// meanwhile, and keeps its outcome when it is final, retrying until it is
+// kept or the lease is lost.
+func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp Fingerprint, claimed time.Time, req any, handler grpc.UnaryHandler) (resp any, err error) {
 	d := m.dedup
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -276,6 +284,9 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 	case kerr == nil:
 		return resp, err
 	case errors.Is(kerr, ErrNotOwner):
+		if g.rekeep(m, skey, token, fp, b) {
+			return resp, err
+		}
 		k.lose("the entry was no longer this request's when its outcome was written")
 		return nil, leaseLost(m, err)
 	case lost:
@@ -288,6 +299,43 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, cla
 		}
 		return resp, err
 	}
+}
+
+// rekeep keeps the outcome b of a request whose entry was gone when it was
+// written (a store restarted or failed over without it, or an entry that
+// lapsed): if the key is still free, no other request runs with it, so
+// this request claims it again and writes its outcome. Telling its caller
+// UNAVAILABLE instead would have its client retry with the same key, find
+// the key free and run the handler a second time. It reports whether the
+// outcome is kept; a key another request holds is left to it.
+func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) bool {
+	c, err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (Claim, error) {
+		return g.store.Claim(ctx, skey, token, fp, entryLease(m.dedup.lease))
+	}, func(c Claim, err error) {
+		if err == nil && c.State == Claimed {
+			g.release(m, skey, token)
+		}
+	})
+	if err != nil {
+		g.storeError(m, "claim", err)
+		return false
+	}
+	g.storeOK()
+	if c.State != Claimed {
+		return false
+	}
+	_, err = bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
+	}, nil)
+	if err != nil {
+		if !errors.Is(err, ErrNotOwner) {
+			g.storeError(m, "complete", err)
+		}
+		g.release(m, skey, token)
+		return false
+	}
+	g.storeOK()
+	return true
 }
 
 // complete writes the outcome, retrying while the lease is held (until

@@ -197,13 +197,19 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 // refuses, before the message is decoded, a request that is dead
 // (DEADLINE_EXCEEDED) or that the service must shed (the policy's code,
 // with a RetryInfo detail giving the pushback); otherwise it takes the
-// request's place in flight, given back when the request ends.
+// request's place in flight, given back when the request ends, and gives
+// a request without a deadline the method's DefaultTimeout on the context
+// gRPC's stream then uses.
 func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	m := g.methods[info.FullMethodName]
 	if m == nil {
 		return ctx, nil
 	}
-	return g.enter(ctx, m, info.Header)
+	ctx, err := g.enter(ctx, m, info.Header)
+	if err != nil {
+		return ctx, err
+	}
+	return withTapTimeout(ctx, m), nil
 }
 
 // enter checks the deadline, grants the priority and takes a place in
@@ -297,6 +303,9 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 		return ctx, serving{}, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, m.defaultTimeout)
+	if tt, ok := ctx.Value(tapTimeoutKey{}).(tapTimeout); ok && tt.m == m {
+		cancel = tt.cancel // the tap's: the context has its deadline already
+	}
 	return ctx, serving{a: a, cancel: cancel}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 )
@@ -18,7 +19,8 @@ import (
 var ErrLeaseLost = errors.New("resilient/server: this request lost its idempotency key's lease")
 
 // The lease arithmetic, for a policy.Dedup.Lease d:
-//   - the owner renews every d/4 (and retries a failed renewal every d/16);
+//   - the owner renews every d/4 (and retries a failed renewal every d/16),
+//     each renewal bounded by d/2, so a store slower than d/4 a reply renews;
 //   - the store keeps a pending entry for 3d/2 past each claim or renewal
 //     (entryLease);
 //   - the owner gives up, cancelling its handler, when 5d/4 have passed
@@ -28,7 +30,18 @@ var ErrLeaseLost = errors.New("resilient/server: this request lost its idempoten
 // was at most d/4 before it began), and a handler that loses the key has
 // d/4 to stop before the entry can lapse and a repeat take over. After a
 // crash, a repeat takes over within 3d/2.
-func entryLease(d time.Duration) time.Duration { return d + d/2 }
+func entryLease(d time.Duration) time.Duration { return plus(d, d/2) }
+
+// plus is d + e, both not negative, saturated at the longest Duration: a
+// lease that no check bounds from above (an override may write the longest
+// duration) must not wrap to a negative one, which would make the entry
+// expire at birth and the lease lost at once.
+func plus(d, e time.Duration) time.Duration {
+	if d > math.MaxInt64-e {
+		return math.MaxInt64
+	}
+	return d + e
+}
 
 // keeper holds the lease of one running request: it renews it, and
 // cancels the handler when it is lost.
@@ -59,7 +72,7 @@ func (g *Guard) keep(m *method, key, token string, claimed time.Time, onLost fun
 func (k *keeper) giveUp() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.renewed.Add(k.d + k.d/4)
+	return k.renewed.Add(plus(k.d, k.d/4))
 }
 
 func (k *keeper) isLost() bool {
@@ -88,7 +101,9 @@ func (k *keeper) lose(why string) {
 func (k *keeper) run() {
 	defer close(k.finished)
 	every, retry := k.d/4, k.d/16
-	next := k.giveUp().Add(-k.d) // the claim + d/4
+	k.mu.Lock()
+	next := k.renewed.Add(every) // the claim + d/4
+	k.mu.Unlock()
 	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
 	for {
@@ -103,7 +118,11 @@ func (k *keeper) run() {
 			k.lose("the store could not be reached to renew the lease for the whole lease")
 			return
 		}
-		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, every, left), func(ctx context.Context) (struct{}, error) {
+		// Half the lease, not the d/4 between renewals: a store slower
+		// than d/4 a reply still renews in time (the entry lives 3d/2
+		// past each renewal sent), and a renewal stuck on a dead
+		// connection leaves time for another before giveUp.
+		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
 		}, nil)
 		switch {

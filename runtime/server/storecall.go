@@ -12,7 +12,8 @@ import (
 // StoreTimeout bounds each operation on the idempotency store: a claim
 // gets the least of StoreTimeout and a quarter of the time the request has
 // left, so that OnStoreError still leaves the handler three quarters of
-// it; renewing gets the least of StoreTimeout, a quarter of the lease and
+// it (the polls of a request waiting for another with its key, which
+// never runs without dedup, the least of StoreTimeout and the time left); renewing gets the least of StoreTimeout, half the lease and
 // the time left on it; completing the least of StoreTimeout and the time
 // left on the lease, but at least StoreTimeout/10. A store that does not answer within it (silent,
 // paused, partitioned) counts as unreachable. The Guard stops waiting at
@@ -29,6 +30,16 @@ func claimTimeout(ctx context.Context) time.Duration {
 	d := StoreTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl)/4)
+	}
+	return max(d, time.Millisecond)
+}
+
+// pollTimeout is the bound of a claim made with ctx by a request waiting
+// for another with the same key: StoreTimeout, or the time left.
+func pollTimeout(ctx context.Context) time.Duration {
+	d := StoreTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
 	}
 	return max(d, time.Millisecond)
 }

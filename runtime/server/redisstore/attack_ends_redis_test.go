@@ -153,7 +153,7 @@ func TestAttackKeyWithNoValue(t *testing.T) {
 }
 
 // TestAttackSlowRedisWhileHandlerRuns: every Redis reply is held 50 ms
-// (half the renewal's bound of Lease/4, for a 400 ms lease) while a handler
+// (a quarter of the renewal's bound of Lease/2, for a 400 ms lease) while a handler
 // runs for three leases, and a repeat on another replica waits for it.
 // Slow renewals are renewals: no lease is lost, no store error counted,
 // the handler runs once and both callers get its answer.

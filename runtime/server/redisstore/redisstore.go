@@ -41,7 +41,11 @@ type Store struct {
 // operation by server.StoreTimeout, and stops waiting then even if the
 // client does not; give the client ContextTimeoutEnabled: true so that it
 // also abandons the operation and frees its connection at that bound
-// (without it, go-redis waits for its ReadTimeout, 3 s by default).
+// (without it, go-redis waits for its ReadTimeout, 3 s by default). Every
+// entry has a TTL, so a Redis whose maxmemory-policy evicts (volatile-* or
+// allkeys-*) drops them first when full, freeing keys whose requests still
+// run: use a Redis with maxmemory-policy noeviction, or one of the store's
+// own.
 func New(rdb redis.Scripter, prefix string) *Store {
 	return &Store{rdb: rdb, prefix: prefix}
 }

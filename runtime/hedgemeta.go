@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// callerMeta is where a hedged call's caller asked gRPC to write what an
+// attempt learns at its end: the grpc.Header, grpc.Trailer and grpc.Peer
+// options among its call options. gRPC writes them as each attempt ends;
+// hedged copies run at once, and a loser, cancelled, ends after the call
+// has returned. So each copy writes into its own copyMeta instead, and the
+// call hands the caller the one of the copy whose answer or error it
+// returns (fill). A call given none of these options (the common case)
+// has no callerMeta and copies nothing.
+type callerMeta struct {
+	header  []*metadata.MD
+	trailer []*metadata.MD
+	peer    []*peer.Peer
+}
+
+// copyMeta is what one hedged copy's attempt learnt, written by gRPC.
+type copyMeta struct {
+	header, trailer metadata.MD
+	peer            peer.Peer
+}
+
+// callerMetaOf returns the targets of the grpc.Header, grpc.Trailer and
+// grpc.Peer options in opts, nil when there are none.
+func callerMetaOf(opts []grpc.CallOption) *callerMeta {
+	var c *callerMeta
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			c = orNew(c)
+			c.header = append(c.header, o.HeaderAddr)
+		case grpc.TrailerCallOption:
+			c = orNew(c)
+			c.trailer = append(c.trailer, o.TrailerAddr)
+		case grpc.PeerCallOption:
+			c = orNew(c)
+			c.peer = append(c.peer, o.PeerAddr)
+		}
+	}
+	return c
+}
+
+func orNew(c *callerMeta) *callerMeta {
+	if c == nil {
+		return new(callerMeta)
+	}
+	return c
+}
+
+// optsFor returns opts with the caller's Header, Trailer and Peer options
+// pointed at cm.
+func optsFor(opts []grpc.CallOption, cm *copyMeta) []grpc.CallOption {
+	own := make([]grpc.CallOption, len(opts))
+	for i, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption:
+			own[i] = grpc.Header(&cm.header)
+		case grpc.TrailerCallOption:
+			own[i] = grpc.Trailer(&cm.trailer)
+		case grpc.PeerCallOption:
+			own[i] = grpc.Peer(&cm.peer)
+		default:
+			own[i] = o
+		}
+	}
+	return own
+}
+
+// fill writes cm, the metadata of the copy whose result the call returns,
+// where the caller asked for it; nothing when cm is nil (no copy was sent:
+// the caller's targets are left as they were, as for a call never made).
+func (c *callerMeta) fill(cm *copyMeta) {
+	if cm == nil {
+		return
+	}
+	for _, p := range c.header {
+		*p = cm.header
+	}
+	for _, p := range c.trailer {
+		*p = cm.trailer
+	}
+	for _, p := range c.peer {
+		*p = cm.peer
+	}
+}
