@@ -227,6 +227,11 @@ var related = map[string][]string{
 	"hedging.delay":     {"timeout", "overall_timeout"},
 	"hedging":           {"retry"},
 	"cache":             {"timeout", "overall_timeout"},
+
+	"circuit_breaker.minimum_calls": {"circuit_breaker.window_calls"},
+	"adaptive_limit.max_limit":      {"bulkhead.permits", "adaptive_limit.min_limit"},
+	"adaptive_limit.min_limit":      {"adaptive_limit.max_limit", "bulkhead.permits"},
+	"adaptive_limit.initial_limit":  {"adaptive_limit.min_limit", "adaptive_limit.max_limit", "bulkhead.permits"},
 }
 
 // refusedNear reports whether an override refused on its own set the

@@ -240,13 +240,12 @@ func TestAttackR18ChecksOverrideHostileFiles(t *testing.T) {
 
 // TestAttackR18ChecksOverrideSpeaksOptions: a problem the runtime finds
 // in the policy in force once an override is applied is told in the words
-// of the override file, at the key the operator wrote. Two are told in
-// Go's words: a count window below the breaker's minimum_calls names
+// of the override file, at the key the operator wrote. Two were told in
+// Go's words: a count window below the breaker's minimum_calls named
 // Breaker.MinimumCalls and no key of the file, and a max_limit above the
-// bulkhead's permits advises "leave it 0 for the ceiling", a value the
+// bulkhead's permits advised "leave it 0 for the ceiling", a value the
 // file refuses (max_limit: 0 is "must be at least 1").
 func TestAttackR18ChecksOverrideSpeaksOptions(t *testing.T) {
-	t.Skip("BROKEN: override/apply.go reports the runtime's Problem.Message, with Go names and Go mends, where no key is related (circuit_breaker.minimum_calls has no related window_calls) and for the pair mends of runtime/policy (\"or leave it 0 for the ceiling\"); pre-existing, not from the rebuild: the fix is in override/ (related, and a pair's subject+Core with an options mend)")
 	for _, tc := range []struct{ body, key string }{
 		{"    circuit_breaker: {window_calls: 10}\n", `o.yaml: services."example.inventory.v1.InventoryService".circuit_breaker.window_calls: `},
 		{"    adaptive_limit: {max_limit: 20}\n", `o.yaml: services."example.inventory.v1.InventoryService".adaptive_limit.max_limit: `},
