@@ -128,11 +128,15 @@ func (s *Set) ServerOptions(p *policy.Server) ([]server.Option, error) {
 		rules.SheddingLimits(u(l.Low), u(l.Normal), u(l.High), u(l.Critical), func(path, format string, args ...any) {
 			// The limit at fault, or, when it is the annotation's, the
 			// override that put it out of order.
-			lf := t.find("", path)
-			if lf == nil {
-				lf = t.find("", "shedding")
+			if lf := t.find("", path); lf != nil {
+				errs.add(lf.source, format, args...)
+				return
 			}
-			errs.add(lf.source, "%s: "+format, append([]any{path}, args...)...)
+			where := "overrides of " + t.name // none touched shedding: the policy given was wrong
+			if lf := t.find("", "shedding"); lf != nil {
+				where = lf.source
+			}
+			errs.add(where, "%s: "+format, append([]any{path}, args...)...)
 		})
 		if len(errs) > 0 {
 			return nil, errs.err()
