@@ -295,14 +295,14 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 		return ctx, serving{}, status.FromContextError(ctx.Err()).Err()
 	}
 	// Time passed since the tap: decoding, queueing for a server worker.
-	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
 		m.svc.deadlineRefused.Add(1)
 		if a != nil {
 			a.done()
 		}
 		return ctx, serving{}, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, m.defaultTimeout)
+	ctx, cancel := withDefaultTimeout(ctx, m)
 	if tt, ok := ctx.Value(tapTimeoutKey{}).(tapTimeout); ok && tt.m == m {
 		cancel = tt.cancel // the tap's: the context has its deadline already
 	}
