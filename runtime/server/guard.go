@@ -183,7 +183,8 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 // ServerOptions returns the options that install the Guard in a server:
 // its InTapHandle (refusals before a request is decoded) and its unary and
 // stream interceptors, chained before any other interceptor given to
-// grpc.NewServer after them. A server that needs its own InTapHandle
+// grpc.NewServer after them (gRPC runs a grpc.UnaryInterceptor or
+// grpc.StreamInterceptor outside every chained one). A server that needs its own InTapHandle
 // (gRPC keeps only the last one given) calls TapHandle from it instead.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
