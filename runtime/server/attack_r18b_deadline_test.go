@@ -137,3 +137,35 @@ func TestAttackR18bDeadlinePassesBetweenTapAndHandler(t *testing.T) {
 		t.Errorf("admitted %v, want the 5 by the tap", s.Admitted)
 	}
 }
+
+// TestAttackR18bHostilePath: a caller that spells the method's path
+// another way (a doubled or trailing slash, a query, an escape, another
+// case) to slip past the Guard, whose policies are keyed by the exact
+// name, finds that gRPC routes only the exact name too: every variant
+// that reaches a handler was admitted by the Guard (here, none does).
+func TestAttackR18bHostilePath(t *testing.T) {
+	srv := &inventoryServer{}
+	g, _, cc := guarded(t, srv, []*policy.Server{inventoryPolicy()})
+	variants := []string{
+		"//example.inventory.v1.InventoryService/GetStock",
+		"/example.inventory.v1.InventoryService//GetStock",
+		"/example.inventory.v1.InventoryService/GetStock/",
+		"/example.inventory.v1.InventoryService/GetStock?x=1",
+		"/example.inventory.v1.InventoryService/GetStock%2F",
+		"/example.inventory.v1.InventoryService/Get%53tock",
+		"/example.inventory.v1.InventoryService/getstock",
+		"/./example.inventory.v1.InventoryService/GetStock",
+	}
+	served := 0
+	for _, v := range variants {
+		_, code, text := rawCall(t, cc.Target(), v, &inventoryv1.GetStockRequest{}, time.Second, nil)
+		if code == codes.OK {
+			served++
+		}
+		t.Logf("%s: %s %q", v, code, text)
+	}
+	s := stats(t, g)
+	if n := srv.getCalls.Load(); int(n) != served || s.Admitted[PriorityHigh] != uint64(served) {
+		t.Errorf("%d variants served, the handler ran %d times, the Guard admitted %d: a request reached the handler past the Guard", served, n, s.Admitted[PriorityHigh])
+	}
+}
