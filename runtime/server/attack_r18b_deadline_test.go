@@ -37,7 +37,7 @@ func TestAttackR18bDefaultTimeoutIsNotTheCallersDeadline(t *testing.T) {
 				}
 			}
 			p := inventoryPolicy()
-			for i := range 2 { // GetStock, and ReserveStock, which deduplicates
+			for i := range 3 { // GetStock, ReserveStock, which deduplicates, and the stream WatchStock
 				p.Methods[i].MinDeadline = 50 * time.Millisecond
 				p.Methods[i].DefaultTimeout = 50 * time.Millisecond
 			}
@@ -50,7 +50,7 @@ func TestAttackR18bDefaultTimeoutIsNotTheCallersDeadline(t *testing.T) {
 			}
 			opts := g.ServerOptions()
 			if !tapped {
-				opts = []grpc.ServerOption{grpc.ChainUnaryInterceptor(g.UnaryInterceptor)}
+				opts = []grpc.ServerOption{grpc.ChainUnaryInterceptor(g.UnaryInterceptor), grpc.ChainStreamInterceptor(g.StreamInterceptor)}
 			}
 			cc := dial(t, serve(t, srv, opts...))
 			client := inventoryv1.NewInventoryServiceClient(cc)
@@ -66,6 +66,13 @@ func TestAttackR18bDefaultTimeoutIsNotTheCallersDeadline(t *testing.T) {
 				if _, err := client.ReserveStock(withKey(context.Background(), "k"+itoa(int64(i))), &inventoryv1.ReserveStockRequest{}); err != nil {
 					t.Fatalf("keyed request %d without a deadline: %v; want it served under the 50ms DefaultTimeout", i, err)
 				}
+				st, err := client.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{})
+				if err == nil {
+					_, err = st.Recv()
+				}
+				if err != nil {
+					t.Fatalf("stream %d without a deadline: %v; want it served under the 50ms DefaultTimeout", i, err)
+				}
 			}
 			// A caller that sends a deadline shorter than MinDeadline is still
 			// refused.
@@ -73,8 +80,8 @@ func TestAttackR18bDefaultTimeoutIsNotTheCallersDeadline(t *testing.T) {
 			if code != codes.DeadlineExceeded {
 				t.Errorf("a caller's 40ms deadline: %s, want DEADLINE_EXCEEDED (MinDeadline 50ms)", code)
 			}
-			if n, m := srv.getCalls.Load(), srv.reserveCalls.Load(); n != 5 || m != 5 {
-				t.Errorf("the handlers ran %d and %d times, want 5 and 5", n, m)
+			if n, m, w := srv.getCalls.Load(), srv.reserveCalls.Load(), srv.watchCalls.Load(); n != 5 || m != 5 || w != 5 {
+				t.Errorf("the handlers ran %d, %d and %d times, want 5 each", n, m, w)
 			}
 			if s := stats(t, g); s.DeadlineRefused != 1 || s.InFlight != 0 {
 				t.Errorf("stats: %d refused as dead, %d in flight; want 1 and 0", s.DeadlineRefused, s.InFlight)
