@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-resilient/resilient/runtime/policy"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
+)
+
+// TestAttackR18bShedPushbackHonouredByTheRuntime: the shedding refusal's
+// pushback (250ms, in a RetryInfo detail, the tap cannot send the
+// trailer) reaches the client runtime's retry loop, which waits it out
+// instead of its own 1ms backoff: the caller is refused once, not three
+// times in as many milliseconds, and its retry, after the pushback, finds
+// the place the held request gave back 100ms in.
+func TestAttackR18bShedPushbackHonouredByTheRuntime(t *testing.T) {
+	srv := &inventoryServer{}
+	release := make(chan struct{})
+	srv.onGet = func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		if req.GetSku() == "held" {
+			<-release
+		}
+		return &inventoryv1.GetStockResponse{Sku: req.GetSku()}, nil
+	}
+	p := inventoryPolicy()
+	p.Shedding.Limits = policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}
+	g, plain, _ := guarded(t, srv, []*policy.Server{p})
+	held := make(chan error, 1)
+	go func() {
+		_, err := plain.GetStock(ctxTimeout(t, 5*time.Second), &inventoryv1.GetStockRequest{Sku: "held"})
+		held <- err
+	}()
+	eventually(t, "the held request admitted", func() bool { return stats(t, g).InFlight == 1 })
+	time.AfterFunc(100*time.Millisecond, func() { close(release) })
+	client := newRuntimeClient(t, plain) // 3 attempts, 1ms backoff, UNAVAILABLE retried
+	start := time.Now()
+	resp, err := client.GetStock(ctxTimeout(t, 2*time.Second), &inventoryv1.GetStockRequest{Sku: "retried"})
+	el := time.Since(start)
+	if err != nil {
+		t.Fatalf("retried after the pushback: %v, want served (refused %v times)", err, stats(t, g).Shed)
+	}
+	if resp.GetSku() != "retried" {
+		t.Errorf("answer %v", resp)
+	}
+	if el < 250*time.Millisecond {
+		t.Errorf("served after %s, sooner than the 250ms pushback", el)
+	}
+	if s := stats(t, g); s.Shed[PriorityHigh] != 1 {
+		t.Errorf("refused %d times, want once: the retry waits for the pushback", s.Shed[PriorityHigh])
+	}
+	if err := <-held; err != nil {
+		t.Error(err)
+	}
+}
