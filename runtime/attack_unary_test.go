@@ -392,6 +392,9 @@ func TestAttackBudgetHoldsUnderConcurrentCallers(t *testing.T) {
 			m := atkMethod(p, atkGetStock)
 			m.Retry.MaxAttempts = 5
 			m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Millisecond, 2*time.Millisecond
+			// The server answers at once: a long attempt timeout keeps 200
+			// callers on a loaded machine from ending by it instead.
+			m.Timeout = 10 * time.Second
 		})
 	const n = 200
 	var budget atomic.Int32
@@ -645,7 +648,9 @@ func TestAttackHedgesHoldTheBudgetUnderConcurrentCallers(t *testing.T) {
 			p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 5, Window: 10 * time.Second}
 			m := atkMethod(p, atkGetStock)
 			m.Retry = nil
-			m.Timeout = 80 * time.Millisecond
+			// Long enough for each caller's first copy to reach the server
+			// on a loaded machine: the count below starts at one per caller.
+			m.Timeout = 400 * time.Millisecond
 			m.Hedging = &policy.Hedging{Delay: 2 * time.Millisecond, MaxCopies: 4, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 		})
 	const n = 100

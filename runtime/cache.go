@@ -115,9 +115,12 @@ func (c *cache) leave(key string, f *flight) {
 	}
 }
 
-// finish ends the flight of key with its result, keeping a success.
-func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
+// finish ends the flight of key with its result, keeping a success. It
+// reports whether a caller still waited for it (one who leaves after this
+// finds the flight done, see cached).
+func (c *cache) finish(key string, f *flight, val any, err error, now int64) (waited bool) {
 	c.mu.Lock()
+	waited = f.waiters > 0
 	if c.flights[key] == f {
 		delete(c.flights, key)
 	}
@@ -138,6 +141,7 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) {
 	c.mu.Unlock()
 	f.val, f.err = val, err
 	close(f.done)
+	return waited
 }
 
 // cached runs a call through the method's cache, as policy.Cache says; key
@@ -156,7 +160,8 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		m.cacheLookup(cacheHit)
 		return copyOf(val.(*Resp)), false, nil
 	}
-	m.cacheLookup(cacheMiss)
+	// Each call is counted once, by how it ends: a miss, or stale when a
+	// stale answer stands in for its failure (staleOf), never both.
 	f, leader := ch.join(ctx, key)
 	if leader {
 		go fetch(m, f, idemKey, key, req, opts, call)
@@ -165,6 +170,16 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	case <-f.done:
 	case <-ctx.Done():
 		ch.leave(key, f)
+		select {
+		case <-f.done:
+			// The flight ended as the caller gave up, counting on it to
+			// see its panic: a panic is never swallowed.
+			if f.panicked != nil {
+				m.cacheLookup(cacheMiss)
+				panic(f.panicked)
+			}
+		default:
+		}
 		err := statusFromContext(ctx.Err())
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The caller's own deadline ran out while the dependency had not
@@ -174,12 +189,15 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 				return resp, true, nil
 			}
 		}
+		m.cacheLookup(cacheMiss)
 		return nil, false, err
 	}
 	if f.panicked != nil {
+		m.cacheLookup(cacheMiss)
 		panic(f.panicked)
 	}
 	if f.err == nil {
+		m.cacheLookup(cacheMiss)
 		return copyOf(f.val.(*Resp)), false, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
@@ -187,6 +205,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return resp, true, nil
 		}
 	}
+	m.cacheLookup(cacheMiss)
 	return nil, false, f.err
 }
 
@@ -212,9 +231,14 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	defer func() {
 		// A panic in the call is the callers' to see, as if they had made
 		// the call themselves, not a crash of a goroutine of the runtime.
+		// With no caller left, nobody can see it: it goes on here, on the
+		// call's own goroutine, as a hedged copy's that lost (a panic is
+		// never swallowed).
 		if r := recover(); r != nil {
 			f.panicked = r
-			m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now())
+			if !m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now()) {
+				panic(r)
+			}
 		}
 	}()
 	// fctx bounds the attempts by the method's limit and is never cut by

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +62,11 @@ type options struct {
 	clock      Clock
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	observers  []func(Event)
-	edits      []policyEdit
+	// clockGiven, registererGiven: WithClock, WithRegisterer were used, so
+	// that a nil given to them is refused rather than read as "none".
+	clockGiven, registererGiven bool
+	observers                   []func(Event)
+	edits                       []policyEdit
 }
 
 // policyEdit is one change of the policy and who asked for it.
@@ -109,7 +113,8 @@ func WithRecordedPolicy(edit func(p *policy.Service) ([]Change, error)) Option {
 
 // WithClock sets the clock of the breakers and the retry budget (default:
 // the system clock). Tests use it to drive the cool-down and the windows.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+// A nil clock, or a typed nil, is refused by NewClient.
+func WithClock(c Clock) Option { return func(o *options) { o.clock, o.clockGiven = c, true } }
 
 // WithLogger sets the logger that receives the runtime's events (default:
 // none, nothing is logged): breaker transitions (warn when one opens, info
@@ -130,6 +135,12 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("resilient: NewClient(%s): option %d is nil", p.Name, i)
 		}
 		opt(&o)
+	}
+	if o.clockGiven && isNil(o.clock) {
+		return nil, fmt.Errorf("resilient: NewClient(%s): WithClock(nil): pass a Clock, or leave the option out for the system clock", p.Name)
+	}
+	if o.registererGiven && isNil(o.registerer) {
+		return nil, fmt.Errorf("resilient: NewClient(%s): WithRegisterer(nil): pass a prometheus.Registerer, or leave the option out for no metrics", p.Name)
 	}
 	if o.clock == nil {
 		o.clock = realClock{}
@@ -255,15 +266,23 @@ func (c *Client) newBreaker(p policy.Breaker, method string) *breaker {
 
 // Policy returns a deep copy of the policy the client applies: changing
 // it changes nothing the client does (the client's policy is fixed when
-// it is built; edit it with WithPolicy or an override).
+// it is built; edit it with WithPolicy or an override). It is nil for a
+// nil Client, the Runtime() of a generated client never built.
 func (c *Client) Policy() *policy.Service {
+	if c == nil {
+		return nil
+	}
 	p := c.policy.Clone()
 	return &p
 }
 
 // BreakerState returns the state of the breaker the named method
-// ("/pkg.Service/Method") goes through, and false when it has none.
+// ("/pkg.Service/Method") goes through, and false when it has none (or
+// c is nil, the Runtime() of a generated client never built).
 func (c *Client) BreakerState(method string) (State, bool) {
+	if c == nil {
+		return StateClosed, false
+	}
 	m := c.byName[method]
 	if m == nil || m.breaker == nil {
 		return StateClosed, false
@@ -272,8 +291,11 @@ func (c *Client) BreakerState(method string) (State, bool) {
 }
 
 // BulkheadInUse returns the permits taken in the bulkhead the named method
-// goes through, and false when it has none.
+// goes through, and false when it has none (or c is nil, as BreakerState).
 func (c *Client) BulkheadInUse(method string) (int, bool) {
+	if c == nil {
+		return 0, false
+	}
 	m := c.byName[method]
 	if m == nil || m.bulkhead == nil {
 		return 0, false
@@ -282,6 +304,20 @@ func (c *Client) BulkheadInUse(method string) (int, bool) {
 }
 
 func (m *methodState) dependency() string { return m.client.policy.Name }
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice, func
+// or channel (a *prometheus.Registry never made): read once, when the
+// client is built.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
 
 // nilRequestError is the error for a call or stream given a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC

@@ -80,7 +80,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
-// context or request (INVALID_ARGUMENT, nothing sent), and answers a
+// context, request or call option (INVALID_ARGUMENT, nothing sent), and answers a
 // context already done with its error, before any layer. It sends the
 // method's annotated priority (see policy.Method.Priority) and reads the
 // request's idempotency key, sent as idempotency-key metadata on every
@@ -101,6 +101,9 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	}
 	m := h.m
 	if err := refuse(m, ctx, req == nil); err != nil {
+		return nil, err
+	}
+	if err := refuseOpts(m, opts); err != nil {
 		return nil, err
 	}
 	if m.hot.prioritized {
@@ -149,14 +152,17 @@ func NewServerStream[Req, Resp any](c *Client, method string,
 	return &ServerStreamHandle[Req, Resp]{m: m, open: open}, nil
 }
 
-// Call opens the stream: it refuses a nil context or request
-// (INVALID_ARGUMENT, nothing sent) and sends the method's priority.
+// Call opens the stream: it refuses a nil context, request or call
+// option (INVALID_ARGUMENT, nothing sent) and sends the method's priority.
 func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 	opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error) {
 	if h == nil {
 		return nil, notBuiltError()
 	}
 	if err := refuse(h.m, ctx, req == nil); err != nil {
+		return nil, err
+	}
+	if err := refuseOpts(h.m, opts); err != nil {
 		return nil, err
 	}
 	return h.open(prioritize(ctx, h.m), req, opts...)
@@ -187,14 +193,18 @@ func NewStream[S any](c *Client, method string,
 	return &StreamHandle[S]{m: m, open: open}, nil
 }
 
-// Call opens the stream: it refuses a nil context (INVALID_ARGUMENT) and
-// sends the method's priority.
+// Call opens the stream: it refuses a nil context or call option
+// (INVALID_ARGUMENT) and sends the method's priority.
 func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S, error) {
 	if h == nil {
 		var none S
 		return none, notBuiltError()
 	}
-	if err := refuse(h.m, ctx, false); err != nil {
+	err := refuse(h.m, ctx, false)
+	if err == nil {
+		err = refuseOpts(h.m, opts)
+	}
+	if err != nil {
 		var none S
 		return none, err
 	}
@@ -212,6 +222,19 @@ func refuse(m *methodState, ctx context.Context, nilReq bool) error {
 		return nilContextError(m.policy.Name)
 	case nilReq:
 		return nilRequestError(m.policy.Name)
+	}
+	return nil
+}
+
+// refuseOpts refuses a nil grpc.CallOption among a call's options
+// (INVALID_ARGUMENT, naming its place), on which grpc-go would panic in
+// the call, after the layers took a token, a permit or a probe, or on the
+// goroutine of a cache's shared call.
+func refuseOpts(m *methodState, opts []grpc.CallOption) error {
+	for i, o := range opts {
+		if o == nil {
+			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d)", i))
+		}
 	}
 	return nil
 }

@@ -17,9 +17,9 @@ import (
 // The metrics, their labels and example alerts are listed in the README
 // ("Observability"). Several clients may register on the same r, even for
 // the same dependency: the second finds the first's collectors and shares
-// them.
+// them. A nil r, or a typed nil, is refused by NewClient.
 func WithRegisterer(r prometheus.Registerer) Option {
-	return func(o *options) { o.registerer = r }
+	return func(o *options) { o.registerer, o.registererGiven = r, true }
 }
 
 // attemptBuckets are the bounds, in seconds, of the attempt duration
@@ -118,8 +118,10 @@ func shortName(fullMethod string) string {
 	return fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
 }
 
-// numCodes is the number of canonical gRPC codes; a code beyond them is
-// counted under its own label, found on each use.
+// numCodes is the number of canonical gRPC codes; an attempt that ends
+// with a code beyond them (gRPC passes any number a server sends) is
+// counted under UNKNOWN, as its fallback is: a dependency cannot grow the
+// series without bound.
 const numCodes = int(codes.Unauthenticated) + 1
 
 // The fallback causes other than a status code.
@@ -275,6 +277,9 @@ func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 
 // attempt counts one attempt that ended with code after d nanoseconds.
 func (mm *methodMetrics) attempt(code codes.Code, d int64) {
+	if int(code) >= numCodes {
+		code = codes.Unknown
+	}
 	mm.attempts.get(int(code)).Inc()
 	mm.duration.Observe(float64(d) / 1e9)
 }

@@ -28,8 +28,14 @@ type Change struct {
 
 // Changes returns the values that edits changed from the annotation, in
 // the order the edits first changed them; every other value is the
-// annotation's.
-func (c *Client) Changes() []Change { return append([]Change(nil), c.changes...) }
+// annotation's. A nil Client (the Runtime() of a generated client
+// never built) has none.
+func (c *Client) Changes() []Change {
+	if c == nil {
+		return nil
+	}
+	return append([]Change(nil), c.changes...)
+}
 
 // Describe renders the policy in force for an operator, followed by every
 // value that differs from the annotation, with where it came from. Each
@@ -38,6 +44,9 @@ func (c *Client) Changes() []Change { return append([]Change(nil), c.changes...)
 // values, its retry, and for each group the service can share whether it
 // has its own, shares the service's or has none (README: Overrides).
 func (c *Client) Describe() string {
+	if c == nil {
+		return "client not built: use the generated New…ResilientClient\n"
+	}
 	var b strings.Builder
 	b.WriteString(describe(&c.policy))
 	if len(c.changes) == 0 {

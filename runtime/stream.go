@@ -116,7 +116,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	cs, err := w.cc.NewStream(sctx, desc, method, opts...)
 	opened = true
 	if err != nil {
-		s.finish(err)
+		s.finish(unsent(err)) // a closed ClientConn says nothing, as for a unary attempt
 		return nil, err
 	}
 	s.ClientStream = cs

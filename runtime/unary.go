@@ -46,14 +46,16 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 		return resp, nil
 	}
 	if fallback != nil && fallbackApplies(ctx, err) {
-		if m.metrics != nil || m.client.events != nil {
-			m.fellBack(err)
-		}
 		fresp, ferr := fallback(ctx, req, err)
 		if fresp == nil && ferr == nil {
 			// Neither an answer nor an error: the failure is not turned
-			// into a success without a response; the call's error stands.
+			// into a success without a response; the call's error stands,
+			// and the fallback, which answered nothing, is not counted
+			// (nor when it panicked).
 			return nil, err
+		}
+		if m.metrics != nil || m.client.events != nil {
+			m.fellBack(err)
 		}
 		return fresp, ferr
 	}

@@ -11,6 +11,11 @@ import (
 // status of a message its codec could not marshal (rpc_util.go, encode).
 const marshalFailure = "grpc: error while marshaling"
 
+// connClosing is the message of the CANCELLED grpc-go gives every call
+// made on a ClientConn the program closed (grpc.ErrClientConnClosing):
+// the client's own doing, with nothing sent.
+const connClosing = "grpc: the client connection is closing"
+
 // unsent returns what the breaker (and the adaptive layers) are told of a
 // unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal never left the client, so it
 // is a client fault that says nothing about the dependency (a half-open
@@ -41,13 +46,20 @@ var tooLarge = [...]string{
 // limit is counted as nothing too: the limit is the caller's or the
 // server's configuration, not a sign of overload, and counted as a drop it
 // would halve the adaptive limit and have the throttler refuse every
-// other call towards a healthy dependency.
+// other call towards a healthy dependency. So is a call on a closed
+// ClientConn, which gRPC ends with CANCELLED though the caller cancelled
+// nothing: counted as an answer, a half-open probe would close the
+// breaker.
 func unsentFailure(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
 	}
 	switch st.Code() {
+	case codes.Canceled:
+		if st.Message() == connClosing {
+			return &clientFault{err: err}
+		}
 	case codes.Internal:
 		if strings.HasPrefix(st.Message(), marshalFailure) {
 			return &clientFault{err: err}

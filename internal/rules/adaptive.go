@@ -13,21 +13,6 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// The defaults of the adaptive layers, from internal/contract,
-// which the runtime's internal/adaptive and internal/throttle read too.
-const (
-	DefaultMinLimit       = contract.AdaptiveMinLimit
-	DefaultMaxLimit       = contract.AdaptiveMaxLimit
-	DefaultInitialLimit   = contract.AdaptiveInitialLimit
-	DefaultTolerance      = contract.AdaptiveTolerance
-	DefaultSmoothing      = contract.AdaptiveSmoothing
-	DefaultBaselineWindow = contract.AdaptiveBaselineWindow
-
-	DefaultThrottleK          = contract.ThrottleK
-	DefaultThrottleWindow     = contract.ThrottleWindow
-	DefaultThrottleMaxRefusal = contract.ThrottleMaxRefusal
-)
-
 // RuleAdaptive: an adaptive_limit whose bounds do not fit together or
 // under the bulkhead's permits, one on a stream or on a method without a
 // per-attempt timeout; a count-based breaker window smaller than its
@@ -43,7 +28,7 @@ const RuleAdaptive = "RESILIENT_ADAPTIVE"
 func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff Merged, add func(Finding)) {
 	p := eff.Policy
 	if cb := p.GetCircuitBreaker(); cb != nil && cb.WindowCalls != nil && (m == nil || own.GetCircuitBreaker().GetPerMethod()) {
-		minimum := uint32(DefaultMinimumCalls)
+		minimum := defaults().GetCircuitBreaker().GetMinimumCalls()
 		if cb.MinimumCalls != nil {
 			minimum = cb.GetMinimumCalls()
 		}
@@ -73,8 +58,8 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		}
 		return def
 	}
-	lo := limit(a.MinLimit, DefaultMinLimit)
-	hi := limit(a.MaxLimit, DefaultMaxLimit)
+	lo := limit(a.MinLimit, defaults().GetAdaptiveLimit().GetMinLimit())
+	hi := limit(a.MaxLimit, contract.AdaptiveMaxLimit)
 	if bh := p.GetBulkhead(); bh != nil && bh.Permits != nil && bh.GetPermits() > 0 {
 		permits := bh.GetPermits()
 		for _, f := range []struct {
@@ -130,9 +115,11 @@ func CheckOwnAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, 
 
 // AdaptiveLimitOf is the resolved adaptive limit of merged settings a
 // under a bulkhead of permits (0 for none): every value in force, the
-// ceiling applied to the defaults of max_limit and initial_limit.
+// ceiling applied to the defaults of max_limit and initial_limit. Those
+// two follow other values, so they declare no default_value: they are
+// internal/contract's, which the runtime's limiter reads too.
 func AdaptiveLimitOf(a *resilientv1.AdaptiveLimit, permits uint32) (minLimit, maxLimit, initialLimit int) {
-	minLimit, maxLimit = DefaultMinLimit, DefaultMaxLimit
+	minLimit, maxLimit = int(defaults().GetAdaptiveLimit().GetMinLimit()), contract.AdaptiveMaxLimit
 	if a == nil {
 		a = &resilientv1.AdaptiveLimit{}
 	}
@@ -144,7 +131,7 @@ func AdaptiveLimitOf(a *resilientv1.AdaptiveLimit, permits uint32) (minLimit, ma
 	} else if permits > 0 {
 		maxLimit = min(maxLimit, int(permits))
 	}
-	initialLimit = min(max(DefaultInitialLimit, minLimit), maxLimit)
+	initialLimit = min(max(contract.AdaptiveInitialLimit, minLimit), maxLimit)
 	if a.InitialLimit != nil {
 		initialLimit = int(a.GetInitialLimit())
 	}

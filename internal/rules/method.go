@@ -115,11 +115,11 @@ func CheckStreamRetry(m protoreflect.MethodDescriptor, own *resilientv1.Policy, 
 // The caller runs it on a method that retries.
 func CheckBackoff(eff Merged, add func(Finding)) {
 	r := eff.Policy.GetRetry()
-	initial := DefaultInitialBackoff
+	initial := defaults().GetRetry().GetInitialBackoff().AsDuration()
 	if r.GetInitialBackoff() != nil {
 		initial = r.GetInitialBackoff().AsDuration()
 	}
-	maxb := DefaultMaxBackoff
+	maxb := defaults().GetRetry().GetMaxBackoff().AsDuration()
 	if r.GetMaxBackoff() != nil {
 		maxb = r.GetMaxBackoff().AsDuration()
 	}

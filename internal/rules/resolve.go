@@ -15,72 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/contract"
-	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
-
-// defaults is the options contract's defaults, as the options write them:
-// the value a group's field takes when no level sets it. A field without
-// a default here (bulkhead.permits, hedging.delay, …) is required once its
-// group is set, or means "none" unset (slow_call_threshold); a default
-// that follows another value (rate_limit.burst, cache.stale_ttl) is
-// Follow's.
-var defaults = &resilientv1.Policy{
-	Retry: &resilientv1.Retry{
-		MaxAttempts:       proto.Uint32(DefaultMaxAttempts),
-		InitialBackoff:    durationpb.New(DefaultInitialBackoff),
-		MaxBackoff:        durationpb.New(DefaultMaxBackoff),
-		BackoffMultiplier: proto.Float64(DefaultMultiplier),
-		RetryableCodes:    []string{"UNAVAILABLE"},
-	},
-	RetryBudget: &resilientv1.RetryBudget{
-		Ratio:      proto.Float64(DefaultBudgetRatio),
-		MinRetries: proto.Uint32(DefaultBudgetMinRetries),
-		Window:     durationpb.New(DefaultBudgetWindow),
-	},
-	CircuitBreaker: &resilientv1.CircuitBreaker{
-		FailureRatio:   proto.Float64(DefaultFailureRatio),
-		MinimumCalls:   proto.Uint32(DefaultMinimumCalls),
-		Window:         durationpb.New(DefaultBreakerWindow),
-		CoolDown:       durationpb.New(DefaultCoolDown),
-		HalfOpenProbes: proto.Uint32(DefaultHalfOpenProbes),
-		FailureCodes:   []string{"UNAVAILABLE", "DEADLINE_EXCEEDED"},
-	},
-	Hedging: &resilientv1.Hedging{
-		MaxCopies:     proto.Uint32(DefaultHedgingMaxCopies),
-		NonFatalCodes: []string{"UNAVAILABLE"},
-	},
-	Cache:    &resilientv1.Cache{MaxEntries: proto.Uint32(DefaultCacheMaxEntries)},
-	Server:   &resilientv1.Server{Dedup: &resilientv1.Dedup{Lease: durationpb.New(DefaultLease)}},
-	Shedding: &resilientv1.Shedding{Pushback: durationpb.New(DefaultShedPushback), Code: proto.String("UNAVAILABLE")},
-	// max_limit and initial_limit follow the bulkhead's permits, the
-	// limit's ceiling (AdaptiveLimitOf).
-	AdaptiveLimit: &resilientv1.AdaptiveLimit{
-		MinLimit:       proto.Uint32(DefaultMinLimit),
-		Tolerance:      proto.Float64(DefaultTolerance),
-		Smoothing:      proto.Float64(DefaultSmoothing),
-		BaselineWindow: durationpb.New(DefaultBaselineWindow),
-	},
-	ClientThrottle: &resilientv1.ClientThrottle{
-		K:          proto.Float64(DefaultThrottleK),
-		Window:     durationpb.New(DefaultThrottleWindow),
-		MaxRefusal: proto.Float64(DefaultThrottleMaxRefusal),
-	},
-}
-
-// DefaultOf returns the contract's defaults of a group of the options
-// ("retry", "circuit_breaker", "server.dedup"), nil for a group without
-// defaults (bulkhead, rate_limit). Callers must not change it.
-func DefaultOf(group string) proto.Message {
-	msg := defaults.ProtoReflect()
-	for _, name := range strings.Split(group, ".") {
-		fd := msg.Descriptor().Fields().ByName(protoreflect.Name(name))
-		if fd == nil || fd.Message() == nil || !msg.Has(fd) {
-			return nil
-		}
-		msg = msg.Get(fd).Message()
-	}
-	return msg.Interface()
-}
 
 // Fill writes every value set in msg, one group of the options (a Retry,
 // a CircuitBreaker, …), into the struct dst points to: each into the field

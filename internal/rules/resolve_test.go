@@ -4,7 +4,6 @@
 package rules
 
 import (
-	"github.com/go-resilient/resilient/internal/contract"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -62,7 +62,10 @@ func TestFill(t *testing.T) {
 	}
 }
 
-// The table of defaults is the contract's: what the constants say.
+// The table of defaults, read from the options' default_value, fills
+// the Go values the runtime gets: the contract's defaults as users know
+// them (a change of one here is a change of the contract), only for the
+// groups that have some.
 func TestDefaultsTable(t *testing.T) {
 	var r struct {
 		MaxAttempts    int
@@ -74,12 +77,32 @@ func TestDefaultsTable(t *testing.T) {
 	if err := Fill(&r, DefaultOf("retry")); err != nil {
 		t.Fatal(err)
 	}
-	if r.MaxAttempts != DefaultMaxAttempts || r.InitialBackoff != DefaultInitialBackoff || r.MaxBackoff != DefaultMaxBackoff ||
-		r.Multiplier != DefaultMultiplier || len(r.RetryableCodes) != 1 || r.RetryableCodes[0] != codes.Unavailable {
+	if r.MaxAttempts != 3 || r.InitialBackoff != 50*time.Millisecond || r.MaxBackoff != time.Second ||
+		r.Multiplier != 2 || len(r.RetryableCodes) != 1 || r.RetryableCodes[0] != codes.Unavailable {
 		t.Errorf("retry defaults %+v", r)
 	}
-	if len(DefaultFailureCodes) != 2 || DefaultFailureCodes[1] != codes.DeadlineExceeded || len(DefaultNonFatalCodes) != 1 {
-		t.Errorf("code defaults %v %v", DefaultFailureCodes, DefaultNonFatalCodes)
+	var cb struct {
+		FailureRatio   float64
+		MinimumCalls   int
+		Window         time.Duration
+		CoolDown       time.Duration
+		HalfOpenProbes int
+		FailureCodes   []codes.Code
+	}
+	if err := Fill(&cb, DefaultOf("circuit_breaker")); err != nil {
+		t.Fatal(err)
+	}
+	if cb.FailureRatio != 0.5 || cb.MinimumCalls != 20 || cb.Window != 10*time.Second || cb.CoolDown != 10*time.Second ||
+		cb.HalfOpenProbes != 3 || len(cb.FailureCodes) != 2 || cb.FailureCodes[0] != codes.Unavailable || cb.FailureCodes[1] != codes.DeadlineExceeded {
+		t.Errorf("breaker defaults %+v", cb)
+	}
+	var h struct {
+		Delay         time.Duration
+		MaxCopies     int
+		NonFatalCodes []codes.Code
+	}
+	if err := Fill(&h, DefaultOf("hedging")); err != nil || h.Delay != 0 || h.MaxCopies != 2 || len(h.NonFatalCodes) != 1 || h.NonFatalCodes[0] != codes.Unavailable {
+		t.Errorf("hedging defaults %+v (%v)", h, err)
 	}
 	var d struct {
 		TTL   time.Duration
@@ -89,14 +112,16 @@ func TestDefaultsTable(t *testing.T) {
 		Pushback time.Duration
 		Code     codes.Code
 	}
-	if err := Fill(&d, DefaultOf("server.dedup")); err != nil || d.Lease != DefaultLease || d.TTL != 0 {
+	if err := Fill(&d, DefaultOf("server.dedup")); err != nil || d.Lease != contract.Lease || d.TTL != 0 {
 		t.Errorf("dedup defaults %+v (%v)", d, err)
 	}
-	if err := Fill(&sh, DefaultOf("shedding")); err != nil || sh.Pushback != DefaultShedPushback || sh.Code != DefaultSheddingCode {
+	if err := Fill(&sh, DefaultOf("shedding")); err != nil || sh.Pushback != contract.ShedPushback || sh.Code != codes.Unavailable {
 		t.Errorf("shedding defaults %+v (%v)", sh, err)
 	}
-	if DefaultOf("bulkhead") != nil || DefaultOf("nonsense") != nil || DefaultOf("timeout") != nil {
-		t.Error("a default for a group that has none")
+	for _, group := range []string{"bulkhead", "rate_limit", "nonsense", "timeout", "server.dedup.ttl"} {
+		if DefaultOf(group) != nil {
+			t.Errorf("DefaultOf(%q) = %v, want none", group, DefaultOf(group))
+		}
 	}
 	if contract.GoName("cool_down") != "CoolDown" || contract.GoName("fresh_ttl") != "FreshTTL" || contract.GoName("backoff_multiplier") != "Multiplier" {
 		t.Error("GoName")

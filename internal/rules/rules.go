@@ -2,10 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package rules holds the checks of a resilient.v1.Policy and the defaults
-// of the options contract, shared by the plugin (which reports a problem at
-// its place in the .proto), the buf check plugin (which reports it as a
-// lint rule, lint.go) and the override loader (which reports it at its key
-// in the file or environment). One implementation, so that lint refuses
+// of the options contract (each field's (resilient.v1.default_value),
+// defaults.go), shared by the plugin (which reports a problem at its place
+// in the .proto), the buf check plugin (which reports it as a lint rule,
+// lint.go) and the override loader (which reports it at its key in the
+// file or environment). One implementation, so that lint refuses
 // what the plugin refuses, and an operator can never set through an
 // override what the plugin refuses in a .proto.
 //
@@ -38,32 +39,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/internal/codename"
-	"github.com/go-resilient/resilient/internal/contract"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
-)
-
-// The defaults of the options contract (options/resilient/v1/resilient.proto).
-const (
-	DefaultMaxAttempts    = 3
-	DefaultInitialBackoff = 50 * time.Millisecond
-	DefaultMaxBackoff     = time.Second
-	DefaultMultiplier     = 2.0
-
-	DefaultBudgetRatio      = contract.BudgetRatio
-	DefaultBudgetMinRetries = contract.BudgetMinRetries
-	DefaultBudgetWindow     = contract.BudgetWindow
-
-	DefaultFailureRatio   = 0.5
-	DefaultMinimumCalls   = 20
-	DefaultBreakerWindow  = 10 * time.Second
-	DefaultCoolDown       = 10 * time.Second
-	DefaultHalfOpenProbes = 3
-
-	DefaultHedgingMaxCopies = 2
-	DefaultCacheMaxEntries  = 10000
-
-	DefaultShedPushback = contract.ShedPushback
-	DefaultLease        = contract.Lease
 )
 
 // DefaultBurst is the burst of a rate limit that sets none: its rate
@@ -75,18 +51,6 @@ func DefaultBurst(requestsPerSecond float64) int {
 	}
 	return 1
 }
-
-// DefaultSheddingCode is the status code of a shedding refusal that sets
-// none.
-const DefaultSheddingCode = codes.Unavailable
-
-// The default status code lists of the options contract, from its table
-// of defaults (resolve.go). Callers must not change them.
-var (
-	DefaultRetryableCodes = CodesOf(defaults.GetRetry().GetRetryableCodes(), nil)
-	DefaultFailureCodes   = CodesOf(defaults.GetCircuitBreaker().GetFailureCodes(), nil)
-	DefaultNonFatalCodes  = CodesOf(defaults.GetHedging().GetNonFatalCodes(), nil)
-)
 
 // Report receives one problem: the field path inside the policy
 // ("retry.max_attempts") and what is wrong and how to mend it.

@@ -1709,6 +1709,14 @@ var file_resilient_v1_resilient_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,58231,opt,name=method",
 		Filename:      "resilient/v1/resilient.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         58231,
+		Name:          "resilient.v1.default_value",
+		Tag:           "bytes,58231,opt,name=default_value",
+		Filename:      "resilient/v1/resilient.proto",
+	},
 }
 
 // Extension fields to descriptorpb.FileOptions.
@@ -1760,6 +1768,27 @@ var (
 	E_Method = &file_resilient_v1_resilient_proto_extTypes[2]
 )
 
+// Extension fields to descriptorpb.FieldOptions.
+var (
+	// default_value is the value a field of this contract takes when no level
+	// sets it, written as an override file writes it: a count or a number as
+	// "3" or "0.5", a duration as Go writes one ("50ms", "10s"), a status
+	// code by its canonical name ("UNAVAILABLE"), a list of them separated by
+	// commas ("UNAVAILABLE,DEADLINE_EXCEEDED"), an enum value by its name.
+	// The plugin, the lint plugin and the override loader take their
+	// defaults from it; a field without one is required once its group is
+	// set, means none when unset, or has a default that follows another
+	// value (rate_limit.burst, cache.stale_ttl, adaptive_limit.max_limit).
+	// It is for the fields of this file: nothing reads it on others.
+	//
+	// ```proto
+	// optional uint32 half_open_probes = 5 [(resilient.v1.default_value) = "3"];
+	// ```
+	//
+	// optional string default_value = 58231;
+	E_DefaultValue = &file_resilient_v1_resilient_proto_extTypes[3]
+)
+
 var File_resilient_v1_resilient_proto protoreflect.FileDescriptor
 
 const file_resilient_v1_resilient_proto_rawDesc = "" +
@@ -1789,12 +1818,12 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"\x0fclient_throttle\x18\x11 \x01(\v2\x1c.resilient.v1.ClientThrottleR\x0eclientThrottleB\r\n" +
 	"\v_idempotentB\x12\n" +
 	"\x10_idempotency_keyB\x1b\n" +
-	"\x19_generate_idempotency_key\"\x95\x01\n" +
+	"\x19_generate_idempotency_key\"\xad\x01\n" +
 	"\aHedging\x12/\n" +
-	"\x05delay\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\"\n" +
+	"\x05delay\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12)\n" +
 	"\n" +
-	"max_copies\x18\x02 \x01(\rH\x00R\tmaxCopies\x88\x01\x01\x12&\n" +
-	"\x0fnon_fatal_codes\x18\x03 \x03(\tR\rnonFatalCodesB\r\n" +
+	"max_copies\x18\x02 \x01(\rB\x05\xba\xb7\x1c\x012H\x00R\tmaxCopies\x88\x01\x01\x127\n" +
+	"\x0fnon_fatal_codes\x18\x03 \x03(\tB\x0f\xba\xb7\x1c\vUNAVAILABLER\rnonFatalCodesB\r\n" +
 	"\v_max_copies\"\xe6\x01\n" +
 	"\tRateLimit\x123\n" +
 	"\x13requests_per_second\x18\x01 \x01(\x01H\x00R\x11requestsPerSecond\x88\x01\x01\x12\x19\n" +
@@ -1804,74 +1833,74 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"per_method\x18\x04 \x01(\bH\x02R\tperMethod\x88\x01\x01B\x16\n" +
 	"\x14_requests_per_secondB\b\n" +
 	"\x06_burstB\r\n" +
-	"\v_per_method\"\xcc\x01\n" +
+	"\v_per_method\"\xd7\x01\n" +
 	"\x05Cache\x126\n" +
 	"\tfresh_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bfreshTtl\x126\n" +
 	"\tstale_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bstaleTtl\x12\x1d\n" +
 	"\n" +
-	"key_fields\x18\x03 \x03(\tR\tkeyFields\x12$\n" +
-	"\vmax_entries\x18\x04 \x01(\rH\x00R\n" +
+	"key_fields\x18\x03 \x03(\tR\tkeyFields\x12/\n" +
+	"\vmax_entries\x18\x04 \x01(\rB\t\xba\xb7\x1c\x0510000H\x00R\n" +
 	"maxEntries\x88\x01\x01B\x0e\n" +
 	"\f_max_entries\"\xb5\x01\n" +
 	"\x06Server\x12<\n" +
 	"\fmin_deadline\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vminDeadline\x12B\n" +
 	"\x0fdefault_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0edefaultTimeout\x12)\n" +
-	"\x05dedup\x18\x03 \x01(\v2\x13.resilient.v1.DedupR\x05dedup\"\xa7\x01\n" +
+	"\x05dedup\x18\x03 \x01(\v2\x13.resilient.v1.DedupR\x05dedup\"\xb0\x01\n" +
 	"\x05Dedup\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12@\n" +
-	"\x0eon_store_error\x18\x02 \x01(\x0e2\x1a.resilient.v1.OnStoreErrorR\fonStoreError\x12/\n" +
-	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05lease\"\xfa\x01\n" +
+	"\x0eon_store_error\x18\x02 \x01(\x0e2\x1a.resilient.v1.OnStoreErrorR\fonStoreError\x128\n" +
+	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\a\xba\xb7\x1c\x0310sR\x05lease\"\x93\x02\n" +
 	"\bShedding\x12\x15\n" +
 	"\x03low\x18\x01 \x01(\rH\x00R\x03low\x88\x01\x01\x12\x1b\n" +
 	"\x06normal\x18\x02 \x01(\rH\x01R\x06normal\x88\x01\x01\x12\x17\n" +
 	"\x04high\x18\x03 \x01(\rH\x02R\x04high\x88\x01\x01\x12\x1f\n" +
-	"\bcritical\x18\x04 \x01(\rH\x03R\bcritical\x88\x01\x01\x125\n" +
-	"\bpushback\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bpushback\x12\x17\n" +
-	"\x04code\x18\x06 \x01(\tH\x04R\x04code\x88\x01\x01B\x06\n" +
+	"\bcritical\x18\x04 \x01(\rH\x03R\bcritical\x88\x01\x01\x12=\n" +
+	"\bpushback\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x06\xba\xb7\x1c\x021sR\bpushback\x12(\n" +
+	"\x04code\x18\x06 \x01(\tB\x0f\xba\xb7\x1c\vUNAVAILABLEH\x04R\x04code\x88\x01\x01B\x06\n" +
 	"\x04_lowB\t\n" +
 	"\a_normalB\a\n" +
 	"\x05_highB\v\n" +
 	"\t_criticalB\a\n" +
-	"\x05_code\"\xb4\x02\n" +
-	"\x05Retry\x12&\n" +
-	"\fmax_attempts\x18\x01 \x01(\rH\x00R\vmaxAttempts\x88\x01\x01\x12B\n" +
-	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
-	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"maxBackoff\x122\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01H\x01R\x11backoffMultiplier\x88\x01\x01\x12'\n" +
-	"\x0fretryable_codes\x18\x05 \x03(\tR\x0eretryableCodesB\x0f\n" +
+	"\x05_code\"\xe5\x02\n" +
+	"\x05Retry\x12-\n" +
+	"\fmax_attempts\x18\x01 \x01(\rB\x05\xba\xb7\x1c\x013H\x00R\vmaxAttempts\x88\x01\x01\x12L\n" +
+	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationB\b\xba\xb7\x1c\x0450msR\x0einitialBackoff\x12B\n" +
+	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x06\xba\xb7\x1c\x021sR\n" +
+	"maxBackoff\x129\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01B\x05\xba\xb7\x1c\x012H\x01R\x11backoffMultiplier\x88\x01\x01\x128\n" +
+	"\x0fretryable_codes\x18\x05 \x03(\tB\x0f\xba\xb7\x1c\vUNAVAILABLER\x0eretryableCodesB\x0f\n" +
 	"\r_max_attemptsB\x15\n" +
-	"\x13_backoff_multiplier\"\x9b\x01\n" +
-	"\vRetryBudget\x12\x19\n" +
-	"\x05ratio\x18\x01 \x01(\x01H\x00R\x05ratio\x88\x01\x01\x12$\n" +
-	"\vmin_retries\x18\x02 \x01(\rH\x01R\n" +
-	"minRetries\x88\x01\x01\x121\n" +
-	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06windowB\b\n" +
+	"\x13_backoff_multiplier\"\xb5\x01\n" +
+	"\vRetryBudget\x12\"\n" +
+	"\x05ratio\x18\x01 \x01(\x01B\a\xba\xb7\x1c\x030.1H\x00R\x05ratio\x88\x01\x01\x12,\n" +
+	"\vmin_retries\x18\x02 \x01(\rB\x06\xba\xb7\x1c\x0210H\x01R\n" +
+	"minRetries\x88\x01\x01\x12:\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\a\xba\xb7\x1c\x0310sR\x06windowB\b\n" +
 	"\x06_ratioB\x0e\n" +
-	"\f_min_retries\"\x93\x04\n" +
-	"\x0eCircuitBreaker\x12(\n" +
-	"\rfailure_ratio\x18\x01 \x01(\x01H\x00R\ffailureRatio\x88\x01\x01\x12(\n" +
-	"\rminimum_calls\x18\x02 \x01(\rH\x01R\fminimumCalls\x88\x01\x01\x121\n" +
-	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12&\n" +
-	"\fwindow_calls\x18\t \x01(\rH\x02R\vwindowCalls\x88\x01\x01\x126\n" +
-	"\tcool_down\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bcoolDown\x12-\n" +
-	"\x10half_open_probes\x18\x05 \x01(\rH\x03R\x0ehalfOpenProbes\x88\x01\x01\x12I\n" +
-	"\x13slow_call_threshold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11slowCallThreshold\x12#\n" +
-	"\rfailure_codes\x18\a \x03(\tR\ffailureCodes\x12\"\n" +
+	"\f_min_retries\"\xe0\x04\n" +
+	"\x0eCircuitBreaker\x121\n" +
+	"\rfailure_ratio\x18\x01 \x01(\x01B\a\xba\xb7\x1c\x030.5H\x00R\ffailureRatio\x88\x01\x01\x120\n" +
+	"\rminimum_calls\x18\x02 \x01(\rB\x06\xba\xb7\x1c\x0220H\x01R\fminimumCalls\x88\x01\x01\x12:\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\a\xba\xb7\x1c\x0310sR\x06window\x12&\n" +
+	"\fwindow_calls\x18\t \x01(\rH\x02R\vwindowCalls\x88\x01\x01\x12?\n" +
+	"\tcool_down\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\a\xba\xb7\x1c\x0310sR\bcoolDown\x124\n" +
+	"\x10half_open_probes\x18\x05 \x01(\rB\x05\xba\xb7\x1c\x013H\x03R\x0ehalfOpenProbes\x88\x01\x01\x12I\n" +
+	"\x13slow_call_threshold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11slowCallThreshold\x12F\n" +
+	"\rfailure_codes\x18\a \x03(\tB!\xba\xb7\x1c\x1dUNAVAILABLE,DEADLINE_EXCEEDEDR\ffailureCodes\x12\"\n" +
 	"\n" +
 	"per_method\x18\b \x01(\bH\x04R\tperMethod\x88\x01\x01B\x10\n" +
 	"\x0e_failure_ratioB\x10\n" +
 	"\x0e_minimum_callsB\x0f\n" +
 	"\r_window_callsB\x13\n" +
 	"\x11_half_open_probesB\r\n" +
-	"\v_per_method\"\x84\x03\n" +
-	"\rAdaptiveLimit\x12 \n" +
-	"\tmin_limit\x18\x01 \x01(\rH\x00R\bminLimit\x88\x01\x01\x12 \n" +
+	"\v_per_method\"\xa6\x03\n" +
+	"\rAdaptiveLimit\x12'\n" +
+	"\tmin_limit\x18\x01 \x01(\rB\x05\xba\xb7\x1c\x011H\x00R\bminLimit\x88\x01\x01\x12 \n" +
 	"\tmax_limit\x18\x02 \x01(\rH\x01R\bmaxLimit\x88\x01\x01\x12(\n" +
-	"\rinitial_limit\x18\x03 \x01(\rH\x02R\finitialLimit\x88\x01\x01\x12!\n" +
-	"\ttolerance\x18\x04 \x01(\x01H\x03R\ttolerance\x88\x01\x01\x12!\n" +
-	"\tsmoothing\x18\x05 \x01(\x01H\x04R\tsmoothing\x88\x01\x01\x12B\n" +
-	"\x0fbaseline_window\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0ebaselineWindow\x12\"\n" +
+	"\rinitial_limit\x18\x03 \x01(\rH\x02R\finitialLimit\x88\x01\x01\x12*\n" +
+	"\ttolerance\x18\x04 \x01(\x01B\a\xba\xb7\x1c\x031.5H\x03R\ttolerance\x88\x01\x01\x12*\n" +
+	"\tsmoothing\x18\x05 \x01(\x01B\a\xba\xb7\x1c\x030.5H\x04R\tsmoothing\x88\x01\x01\x12K\n" +
+	"\x0fbaseline_window\x18\x06 \x01(\v2\x19.google.protobuf.DurationB\a\xba\xb7\x1c\x0330sR\x0ebaselineWindow\x12\"\n" +
 	"\n" +
 	"per_method\x18\a \x01(\bH\x05R\tperMethod\x88\x01\x01B\f\n" +
 	"\n" +
@@ -1883,11 +1912,11 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	"_toleranceB\f\n" +
 	"\n" +
 	"_smoothingB\r\n" +
-	"\v_per_method\"\x92\x01\n" +
-	"\x0eClientThrottle\x12\x11\n" +
-	"\x01k\x18\x01 \x01(\x01H\x00R\x01k\x88\x01\x01\x121\n" +
-	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12$\n" +
-	"\vmax_refusal\x18\x03 \x01(\x01H\x01R\n" +
+	"\v_per_method\"\xaa\x01\n" +
+	"\x0eClientThrottle\x12\x18\n" +
+	"\x01k\x18\x01 \x01(\x01B\x05\xba\xb7\x1c\x012H\x00R\x01k\x88\x01\x01\x129\n" +
+	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationB\x06\xba\xb7\x1c\x025sR\x06window\x12-\n" +
+	"\vmax_refusal\x18\x03 \x01(\x01B\a\xba\xb7\x1c\x030.9H\x01R\n" +
 	"maxRefusal\x88\x01\x01B\x04\n" +
 	"\x02_kB\x0e\n" +
 	"\f_max_refusal\"\x9e\x01\n" +
@@ -1911,7 +1940,8 @@ const file_resilient_v1_resilient_proto_rawDesc = "" +
 	" ON_STORE_ERROR_RUN_WITHOUT_DEDUP\x10\x02:H\n" +
 	"\x04file\x12\x1c.google.protobuf.FileOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\x04file:Q\n" +
 	"\aservice\x12\x1f.google.protobuf.ServiceOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\aservice:N\n" +
-	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\x06methodBDZBgithub.com/go-resilient/resilient/options/resilient/v1;resilientv1b\x06proto3"
+	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\xf7\xc6\x03 \x01(\v2\x14.resilient.v1.PolicyR\x06method:G\n" +
+	"\rdefault_value\x12\x1d.google.protobuf.FieldOptions\x18\xf7\xc6\x03 \x01(\tR\fdefaultValue\x88\x01\x01BDZBgithub.com/go-resilient/resilient/options/resilient/v1;resilientv1b\x06proto3"
 
 var (
 	file_resilient_v1_resilient_proto_rawDescOnce sync.Once
@@ -1947,6 +1977,7 @@ var file_resilient_v1_resilient_proto_goTypes = []any{
 	(*descriptorpb.FileOptions)(nil),    // 16: google.protobuf.FileOptions
 	(*descriptorpb.ServiceOptions)(nil), // 17: google.protobuf.ServiceOptions
 	(*descriptorpb.MethodOptions)(nil),  // 18: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),   // 19: google.protobuf.FieldOptions
 }
 var file_resilient_v1_resilient_proto_depIdxs = []int32{
 	15, // 0: resilient.v1.Policy.timeout:type_name -> google.protobuf.Duration
@@ -1986,13 +2017,14 @@ var file_resilient_v1_resilient_proto_depIdxs = []int32{
 	16, // 34: resilient.v1.file:extendee -> google.protobuf.FileOptions
 	17, // 35: resilient.v1.service:extendee -> google.protobuf.ServiceOptions
 	18, // 36: resilient.v1.method:extendee -> google.protobuf.MethodOptions
-	2,  // 37: resilient.v1.file:type_name -> resilient.v1.Policy
-	2,  // 38: resilient.v1.service:type_name -> resilient.v1.Policy
-	2,  // 39: resilient.v1.method:type_name -> resilient.v1.Policy
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	37, // [37:40] is the sub-list for extension type_name
-	34, // [34:37] is the sub-list for extension extendee
+	19, // 37: resilient.v1.default_value:extendee -> google.protobuf.FieldOptions
+	2,  // 38: resilient.v1.file:type_name -> resilient.v1.Policy
+	2,  // 39: resilient.v1.service:type_name -> resilient.v1.Policy
+	2,  // 40: resilient.v1.method:type_name -> resilient.v1.Policy
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	38, // [38:41] is the sub-list for extension type_name
+	34, // [34:38] is the sub-list for extension extendee
 	0,  // [0:34] is the sub-list for field type_name
 }
 
@@ -2019,7 +2051,7 @@ func file_resilient_v1_resilient_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resilient_v1_resilient_proto_rawDesc), len(file_resilient_v1_resilient_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   13,
-			NumExtensions: 3,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_resilient_v1_resilient_proto_goTypes,
