@@ -191,8 +191,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 // its InTapHandle (refusals before a request is decoded) and its unary and
 // stream interceptors, chained before any other interceptor given to
 // grpc.NewServer after them (gRPC runs a grpc.UnaryInterceptor or
-// grpc.StreamInterceptor outside every chained one). A server that needs its own InTapHandle
-// (gRPC keeps only the last one given) calls TapHandle from it instead.
+// grpc.StreamInterceptor outside every chained one). A server that needs
+// its own InTapHandle (gRPC keeps only the last one given) calls TapHandle
+// from it instead.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(g.TapHandle),
