@@ -223,6 +223,11 @@ func TestSheddingShape(t *testing.T) {
 	if shed := guarded.reports.counts[outShed]; shed < guarded.reports.sent/4 || uint64(shed) > guarded.shedInTap {
 		t.Errorf("Guard: %d of %d reports shed, %d refusals counted; want the burst shed, every refusal counted", shed, guarded.reports.sent, guarded.shedInTap)
 	}
+	// The table says the refusals were all made in the InTapHandle, before
+	// decoding: none reached the Guard's interceptor.
+	if guarded.shedLate != 0 {
+		t.Errorf("Guard: %d of %d refusals made after decoding, in the interceptor; want all in the InTapHandle", guarded.shedLate, guarded.shedInTap)
+	}
 	// The orders with the Guard are about as fast as the probe's
 	// uncontended calls, made at the same time on the same machine: at most
 	// twice their p99 (the orders share their connection and server with
