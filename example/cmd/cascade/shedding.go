@@ -18,6 +18,7 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -225,5 +226,7 @@ func printShedTable(w io.Writer, runs []*shedRun) {
 			fmt.Fprintf(w, "%-26s %d refusals counted by the Guard (Guard.Stats), %s\n", "", r.shedInTap, where)
 		}
 	}
-	fmt.Fprintf(w, "(shed: refused at once with RESOURCE_EXHAUSTED and a 500ms pushback; timeout: DEADLINE_EXCEEDED, the 300ms annotated per attempt; bulkhead: refused by the order service's own bulkhead, its 8 permits taken by calls stuck on inventory; other: anything else, or still waiting when arrivals stopped; p50/p99 over completed calls)\n")
+	// The refusal as generated from the annotations, not as remembered.
+	sh := inventoryv1.InventoryServiceServerPolicy.Shedding
+	fmt.Fprintf(w, "(shed: refused at once with %s and a %s pushback; timeout: DEADLINE_EXCEEDED, the 300ms annotated per attempt; bulkhead: refused by the order service's own bulkhead, its 8 permits taken by calls stuck on inventory; other: anything else, or still waiting when arrivals stopped; p50/p99 over completed calls)\n", codename.Of(sh.Code), sh.Pushback)
 }
