@@ -193,7 +193,10 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 // grpc.NewServer after them (gRPC runs a grpc.UnaryInterceptor or
 // grpc.StreamInterceptor outside every chained one). A server that needs
 // its own InTapHandle (gRPC keeps only the last one given) calls TapHandle
-// from it instead.
+// from it instead, after its own checks, and returns TapHandle's answer:
+// gRPC does not cancel the context of a stream its tap refused, so a
+// refusal made after TapHandle admitted a request keeps the request's
+// place in flight until the connection closes.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(g.TapHandle),
