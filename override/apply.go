@@ -193,6 +193,22 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 			"is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}",
 			m.Hedging != nil && m.Hedging.Delay == 0)
 	}
+	// A time window over a breaker that counts calls would change
+	// nothing: the runtime reads window only without window_calls.
+	for _, l := range t.leaves {
+		if l.bad || l.path != "circuit_breaker.window" {
+			continue
+		}
+		b := p.Breaker
+		for i := range p.Methods {
+			if methodName(p.Methods[i].Name) == l.method && p.Methods[i].Breaker != nil {
+				b = p.Methods[i].Breaker
+			}
+		}
+		if b != nil && b.WindowCalls > 0 {
+			errs.add(l.source, "would change nothing: the breaker counts over its last %d calls (window_calls), not over a stretch of time; override window_calls instead", b.WindowCalls)
+		}
+	}
 	// Everything else the runtime's own check refuses (runtime.NewClient
 	// runs the same), in its words, at the key of the override that made
 	// it so.
@@ -227,6 +243,11 @@ var related = map[string][]string{
 	"hedging.delay":     {"timeout", "overall_timeout"},
 	"hedging":           {"retry"},
 	"cache":             {"timeout", "overall_timeout"},
+
+	"circuit_breaker.minimum_calls": {"circuit_breaker.window_calls"},
+	"adaptive_limit.max_limit":      {"bulkhead.permits", "adaptive_limit.min_limit"},
+	"adaptive_limit.min_limit":      {"adaptive_limit.max_limit", "bulkhead.permits"},
+	"adaptive_limit.initial_limit":  {"adaptive_limit.min_limit", "adaptive_limit.max_limit", "bulkhead.permits"},
 }
 
 // refusedNear reports whether an override refused on its own set the

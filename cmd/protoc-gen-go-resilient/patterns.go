@@ -40,7 +40,11 @@ func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, ef
 		// No stale_ttl means no stale answers: stale as long as fresh.
 		rules.Follow(mp.Cache, nil, "cache", rules.SetIn(ca))
 		for _, f := range mp.Cache.KeyFields {
-			rm.CacheKeys = append(rm.CacheKeys, keyFieldOf(m, f))
+			k := keyFieldOf(m, f)
+			if fd := m.Input.Desc.Fields().ByName(protoreflect.Name(f)); k != nil && fd.HasPresence() {
+				k.Number = int32(fd.Number())
+			}
+			rm.CacheKeys = append(rm.CacheKeys, k)
 		}
 	}
 }

@@ -57,6 +57,12 @@ type (
 		Getter string // "GetOrderId"
 		Func   string // the runtime function that formats it, "" for a string
 		Conv   string // the Go conversion of the getter's result, "" for none
+		// Number is the field's number when it is a cache key field with
+		// presence (proto3 optional, a oneof member, proto2): its part of
+		// the key then tells unset from a zero value (runtime.KeyIfSet).
+		// 0 otherwise, and for an idempotency key, where 0 and unset are
+		// both no key.
+		Number int32
 	}
 )
 

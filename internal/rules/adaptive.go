@@ -33,6 +33,12 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 			minimum = cb.GetMinimumCalls()
 		}
 		lvl := eff.SetBy["circuit_breaker.window_calls"]
+		// A time window written below the level of the count window
+		// would be ignored without a word: the lower level cannot take
+		// window_calls away (0 is refused), so it is refused there.
+		if at, ok := eff.SetBy["circuit_breaker.window"]; ok && at > lvl {
+			add(Finding{RuleAdaptive, at, "circuit_breaker.window", fmt.Sprintf("would be ignored: window_calls, set in %s, makes the breaker count over the last calls; remove window here, or move window_calls to the services and methods that count calls", lvl.Option())})
+		}
 		if msg := check.WindowBelowMinimum(int64(cb.GetWindowCalls()), int64(minimum), eff.Origin("circuit_breaker.minimum_calls", lvl)); msg != "" {
 			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls", msg + "; raise window_calls or lower minimum_calls"})
 		}

@@ -189,6 +189,16 @@ func CodesOf(names []string, def []codes.Code) []codes.Code {
 
 // suggestCode says how to write a code name that was not recognised.
 func suggestCode(name string) string {
+	if canon, ok := canonicalCode(name); ok {
+		return fmt.Sprintf("did you mean %q? Codes are written by their canonical upper-case name", canon)
+	}
+	return `write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`
+}
+
+// canonicalCode returns the canonical name of the code a name that was
+// not recognised is a misspelling of (case, "_", "-", spaces,
+// "CANCELLED"), false for none.
+func canonicalCode(name string) (string, bool) {
 	norm := func(s string) string {
 		s = strings.ToUpper(s)
 		s = strings.NewReplacer("_", "", "-", "", " ", "", "CANCELLED", "CANCELED").Replace(s)
@@ -196,8 +206,8 @@ func suggestCode(name string) string {
 	}
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
 		if canon := codename.Of(c); norm(name) == norm(canon) {
-			return fmt.Sprintf("did you mean %q? Codes are written by their canonical upper-case name", canon)
+			return canon, true
 		}
 	}
-	return `write a canonical upper-case gRPC code name, such as "UNAVAILABLE" or "DEADLINE_EXCEEDED"`
+	return "", false
 }

@@ -194,14 +194,15 @@ func checkPlacement(p *resilientv1.Policy, onMethod bool, add Report) map[string
 }
 
 // codeLists are the lists of status codes of the options, by what their
-// codes mean; codeFields the options that hold one status code.
+// codes mean; codeFields the options that hold one status code, with the
+// check of the codes it may hold (by name, "" for one it may).
 var (
 	codeLists = map[string]check.List{
 		"retry.retryable_codes":         check.Retryable,
 		"circuit_breaker.failure_codes": check.Failure,
 		"hedging.non_fatal_codes":       check.NonFatal,
 	}
-	codeFields = map[string]bool{"shedding.code": true}
+	codeFields = map[string]func(name string) string{"shedding.code": check.SheddingCode}
 )
 
 // walk refuses what exists only in the options, whatever the field: a
@@ -229,10 +230,18 @@ func walk(m protoreflect.Message, prefix string, skip, refused map[string]bool, 
 			if fd.Enum().Values().ByNumber(v.Enum()) == nil {
 				bad(path, "unknown value %d, perhaps of a newer version of the options than this program knows: write %s", v.Enum(), enumNames(fd.Enum()))
 			}
-		case fd.Kind() == protoreflect.StringKind && codeFields[path]:
-			if _, known := ParseCode(v.String()); !known {
-				group := strings.TrimSuffix(prefix, ".")
-				bad(path, "unknown status code %q: %s%s", v.String(), suggestCode(v.String()), mend(group, string(fd.Name()), ""))
+		case fd.Kind() == protoreflect.StringKind && codeFields[path] != nil:
+			name, allowed := v.String(), codeFields[path]
+			if _, known := ParseCode(name); !known {
+				fix := mend(strings.TrimSuffix(prefix, "."), string(fd.Name()), "")
+				// A misspelling of a code the field holds is told its
+				// spelling; any other name what the field holds, never a
+				// code the field refuses next.
+				if canon, ok := canonicalCode(name); ok && allowed(canon) == "" {
+					bad(path, "unknown status code %q: %s%s", name, suggestCode(name), fix)
+				} else {
+					bad(path, "%s%s", allowed(name), fix)
+				}
 			}
 		}
 		return true

@@ -104,7 +104,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 			field string
 			v     int
 			fix   string
-		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it 0 for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
+		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it unset for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
 			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
 				r.pair(f+"."+l.field, "", msg, l.fix)
 				return
