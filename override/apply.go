@@ -193,19 +193,23 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 			"is required: the annotation has no hedging here, and an override that adds it must set how long to wait before the next copy, about the method's p95, as in hedging: {delay: 80ms}",
 			m.Hedging != nil && m.Hedging.Delay == 0)
 	}
-	// A time window over a breaker that counts calls would change
-	// nothing: the runtime reads window only without window_calls.
+	// A new time window over a breaker that counts calls would change
+	// nothing: the runtime reads window only without window_calls. (The
+	// value in force written back, as the policy page lists it, is kept.)
+	breakerOf := func(q *policy.Service, method string) *policy.Breaker {
+		for i := range q.Methods {
+			if methodName(q.Methods[i].Name) == method && q.Methods[i].Breaker != nil {
+				return q.Methods[i].Breaker
+			}
+		}
+		return q.Breaker
+	}
 	for _, l := range t.leaves {
 		if l.bad || l.path != "circuit_breaker.window" {
 			continue
 		}
-		b := p.Breaker
-		for i := range p.Methods {
-			if methodName(p.Methods[i].Name) == l.method && p.Methods[i].Breaker != nil {
-				b = p.Methods[i].Breaker
-			}
-		}
-		if b != nil && b.WindowCalls > 0 {
+		b, was := breakerOf(&p, l.method), breakerOf(t.policy, l.method)
+		if b != nil && b.WindowCalls > 0 && (was == nil || was.Window != b.Window) {
 			errs.add(l.source, "would change nothing: the breaker counts over its last %d calls (window_calls), not over a stretch of time; override window_calls instead", b.WindowCalls)
 		}
 	}

@@ -6,6 +6,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -139,41 +140,32 @@ func (p *Service) Problems() []Problem {
 func GroupProblems(g any) []Problem {
 	var out []Problem
 	r := &reporter{add: func(pr Problem) { out = append(out, pr) }, written: true}
-	switch v := g.(type) {
-	case *Retry:
-		v.check("Retry", r)
-	case *Budget:
-		v.check("Budget", r)
-	case *Breaker:
-		v.check("Breaker", r)
-	case *Bulkhead:
-		v.check("Bulkhead", r)
-	case *RateLimit:
-		v.check("RateLimit", r)
-	case *Hedging:
-		v.check("Hedging", r)
-	case *Cache:
-		v.check("Cache", r)
-	case *AdaptiveLimit:
-		checkAdaptive("AdaptiveLimit", v, nil, r)
-	case *Throttle:
-		checkThrottle("ClientThrottle", v, r)
-	case *Shedding:
-		v.check("Shedding", r)
-	case *Dedup:
-		v.check("Dedup", r)
-	case *Method:
-		v.checkTimeouts("Method", r)
-		v.checkKeys("Method", r)
-		checkPriority(v.Priority, "Method.Priority", r)
-	case *ServerMethod:
-		v.checkDeadlines("ServerMethod", r)
+	if c, ok := g.(groupChecker); ok {
+		c.check(reflect.TypeOf(g).Elem().Name(), r)
 	}
 	for i := range out {
 		_, out[i].Key, _ = strings.Cut(out[i].Key, ".")
 	}
 	return out
 }
+
+// groupChecker is a value GroupProblems checks: each group of a policy,
+// and a method's or a server method's own values outside its groups.
+type groupChecker interface {
+	check(field string, r *reporter)
+}
+
+func (p *AdaptiveLimit) check(f string, r *reporter) { checkAdaptive(f, p, nil, r) }
+func (p *Throttle) check(f string, r *reporter)      { checkThrottle(f, p, r) }
+
+// check checks the method's own values, outside its groups.
+func (m *Method) check(f string, r *reporter) {
+	m.checkTimeouts(f, r)
+	m.checkKeys(f, r)
+	checkPriority(m.Priority, f+".Priority", r)
+}
+
+func (m *ServerMethod) check(f string, r *reporter) { m.checkDeadlines(f, r) }
 
 // reporter receives the problems of the checks below.
 type reporter struct {
