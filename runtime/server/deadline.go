@@ -30,15 +30,36 @@ func checkDeadline(ctx context.Context, method string, min time.Duration) error 
 	return nil
 }
 
-// withDefaultTimeout bounds ctx by d when the caller sent no deadline.
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
+// withDefaultTimeout bounds ctx by m's DefaultTimeout when the caller sent
+// no deadline.
+func withDefaultTimeout(ctx context.Context, m *method) (context.Context, context.CancelFunc) {
+	if m.defaultTimeout <= 0 {
 		return ctx, func() {}
 	}
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, d)
+	ctx, cancel := context.WithTimeout(ctx, m.defaultTimeout)
+	return context.WithValue(ctx, ownDeadlineKey{}, m), cancel
+}
+
+type ownDeadlineKey struct{}
+
+// minDeadlineFor is the MinDeadline that the request of ctx must still
+// have left: m's, or zero when its deadline is the DefaultTimeout the
+// Guard gave a request that came without one. That deadline is the
+// server's own bound, not what a caller left, so a request that sent none
+// is never refused for having too little of it (with a DefaultTimeout
+// equal to MinDeadline, every such request would be), only once it has
+// passed.
+func minDeadlineFor(ctx context.Context, m *method) time.Duration {
+	if own, ok := ctx.Value(ownDeadlineKey{}).(*method); ok && own == m {
+		return 0
+	}
+	if tt, ok := ctx.Value(tapTimeoutKey{}).(tapTimeout); ok && tt.m == m {
+		return 0
+	}
+	return m.minDeadline
 }
 
 type tapTimeoutKey struct{}

@@ -150,7 +150,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		case Claimed:
 			// Waiting, or the claim itself, took time: the request must
 			// still have what the method needs.
-			if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+			if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
 				m.svc.deadlineRefused.Add(1)
 				g.release(m, skey, token)
 				return nil, err
@@ -387,7 +387,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
 	if m.dedup.onErr == policy.StoreErrorRunWithoutDedup {
 		// The failed claim took up to a quarter of the time left.
-		if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+		if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
 			m.svc.deadlineRefused.Add(1)
 			return nil, err
 		}

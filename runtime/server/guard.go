@@ -60,6 +60,10 @@ type method struct {
 	minDeadline    time.Duration
 	dedup          *dedupConfig // nil without dedup
 	defaultTimeout time.Duration
+	// grants are the values the Guard puts in a request's context for
+	// each priority it may grant, one per priority so that granting
+	// allocates nothing.
+	grants [PriorityCritical + 1]grant
 }
 
 // Option configures a Guard.
@@ -162,6 +166,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 			mp := &p.Methods[j]
 			m := &method{name: mp.Name, svc: svc, priority: Priority(priority.OrNormal(uint8(mp.Priority))),
 				minDeadline: mp.MinDeadline, defaultTimeout: mp.DefaultTimeout}
+			for q := range m.grants {
+				m.grants[q] = grant{m: m, p: Priority(q)}
+			}
 			if mp.Dedup != nil {
 				if g.store == nil {
 					errs = append(errs, fmt.Errorf("resilient/server: %s deduplicates by idempotency key: give NewGuard a store with WithStore (NewMemoryStore for a single replica, redisstore.New for several)", mp.Name))
@@ -183,8 +190,13 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 // ServerOptions returns the options that install the Guard in a server:
 // its InTapHandle (refusals before a request is decoded) and its unary and
 // stream interceptors, chained before any other interceptor given to
-// grpc.NewServer after them. A server that needs its own InTapHandle
-// (gRPC keeps only the last one given) calls TapHandle from it instead.
+// grpc.NewServer after them (gRPC runs a grpc.UnaryInterceptor or
+// grpc.StreamInterceptor outside every chained one). A server that needs
+// its own InTapHandle (gRPC keeps only the last one given) calls TapHandle
+// from it instead, after its own checks, and returns TapHandle's answer:
+// gRPC does not cancel the context of a stream its tap refused, so a
+// refusal made after TapHandle admitted a request keeps the request's
+// place in flight until the connection closes.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(g.TapHandle),
@@ -220,11 +232,11 @@ func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.C
 		return ctx, err
 	}
 	p := effectivePriority(md, m.priority)
-	ctx = context.WithValue(ctx, priorityKey{}, p)
+	ctx = context.WithValue(ctx, priorityKey{}, &m.grants[p])
 	if m.svc.shed == nil {
 		return ctx, nil
 	}
-	a, err := m.svc.shed.admit(p)
+	a, err := m.svc.shed.admit(p, m)
 	if err != nil {
 		return ctx, err
 	}
@@ -281,28 +293,33 @@ func (s serving) end() {
 // begin is what both interceptors do first; the request ends with the
 // returned serving's end.
 func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving, error) {
-	if _, tapped := PriorityFrom(ctx); !tapped {
+	// Tapped for this request, not for another request whose context it
+	// was made with (an in-process channel that passes values on).
+	if gr, _ := ctx.Value(priorityKey{}).(*grant); gr == nil || gr.m != m {
 		md, _ := metadata.FromIncomingContext(ctx)
 		var err error
 		if ctx, err = g.enter(ctx, m, md); err != nil {
 			return ctx, serving{}, err
 		}
 	}
-	a := admissionFrom(ctx)
+	a := admissionFrom(ctx, m)
 	if a != nil && !a.serve() {
 		// The stream ended (its deadline, a reset) between the tap and
 		// here, and its place was given back then.
-		return ctx, serving{}, status.FromContextError(ctx.Err()).Err()
+		if err := ctx.Err(); err != nil {
+			return ctx, serving{}, status.FromContextError(err).Err()
+		}
+		return ctx, serving{}, status.Errorf(codes.Canceled, "resilient: %s ended before it was started", m.name)
 	}
 	// Time passed since the tap: decoding, queueing for a server worker.
-	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
 		m.svc.deadlineRefused.Add(1)
 		if a != nil {
 			a.done()
 		}
 		return ctx, serving{}, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, m.defaultTimeout)
+	ctx, cancel := withDefaultTimeout(ctx, m)
 	if tt, ok := ctx.Value(tapTimeoutKey{}).(tapTimeout); ok && tt.m == m {
 		cancel = tt.cancel // the tap's: the context has its deadline already
 	}

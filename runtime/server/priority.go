@@ -41,10 +41,19 @@ func effectivePriority(md metadata.MD, annotated Priority) Priority {
 
 type priorityKey struct{}
 
+// grant is the priority the Guard granted a request of m.
+type grant struct {
+	m *method
+	p Priority
+}
+
 // PriorityFrom returns the priority the Guard granted the request being
 // served with ctx, and false outside a request of a method in a policy.
 // ClientInterceptor forwards it to the services the handler calls.
 func PriorityFrom(ctx context.Context) (Priority, bool) {
-	p, ok := ctx.Value(priorityKey{}).(Priority)
-	return p, ok
+	g, ok := ctx.Value(priorityKey{}).(*grant)
+	if !ok {
+		return PriorityUnspecified, false
+	}
+	return g.p, true
 }

@@ -42,8 +42,9 @@ func newShedder(service string, p *policy.Shedding) *shedder {
 	return s
 }
 
-// admit takes a place for a request of priority p, or returns the refusal.
-func (s *shedder) admit(p Priority) (*admission, error) {
+// admit takes a place for a request of m of priority p, or returns the
+// refusal.
+func (s *shedder) admit(p Priority, m *method) (*admission, error) {
 	limit := s.limits[p]
 	for {
 		n := s.inFlight.Load()
@@ -53,7 +54,7 @@ func (s *shedder) admit(p Priority) (*admission, error) {
 		}
 		if s.inFlight.CompareAndSwap(n, n+1) {
 			s.admitted[p].Add(1)
-			return &admission{s: s}, nil
+			return &admission{s: s, m: m}, nil
 		}
 	}
 }
@@ -81,6 +82,7 @@ func (s *shedder) refusal(p Priority, n, limit int64) error {
 // outliving its caller keeps its place until it returns.
 type admission struct {
 	s     *shedder
+	m     *method       // whose request holds the place
 	state atomic.Uint32 // admitted → serving → released, or admitted → released
 	stop  func() bool
 }
@@ -122,7 +124,13 @@ func hold(ctx context.Context, a *admission) context.Context {
 	return context.WithValue(ctx, admissionKey{}, a)
 }
 
-func admissionFrom(ctx context.Context) *admission {
+// admissionFrom returns the place of ctx's request of m: nil when it holds
+// none, or when the place in ctx is another request's, whose context this
+// request was made with.
+func admissionFrom(ctx context.Context, m *method) *admission {
 	a, _ := ctx.Value(admissionKey{}).(*admission)
+	if a == nil || a.m != m {
+		return nil
+	}
 	return a
 }

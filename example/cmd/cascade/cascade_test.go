@@ -21,8 +21,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestCascadeShape runs a shortened demonstration and checks the story it
 // tells: unprotected callers queue up, a timeout alone keeps hammering the
-// dependency, the full stack spares it and answers fast, and budgeted
-// retries add a fraction of the load naive ones do.
+// dependency, the breaker opens and spares it, the full stack spares it
+// and answers fast (its breaker, its bulkhead and the adaptive limit each
+// refusing their share), and budgeted retries add a fraction of the load
+// naive ones do.
 func TestCascadeShape(t *testing.T) {
 	skipShape(t)
 	c := config{
@@ -32,7 +34,7 @@ func TestCascadeShape(t *testing.T) {
 		slowAt:      time.Second,
 		outageFrom:  time.Second,
 		outageTo:    3 * time.Second,
-		scenarios:   "none,timeout,full,adaptive",
+		scenarios:   "none,timeout,full,adaptive,breaker",
 		outage:      true,
 		parallel:    true,
 		out:         t.TempDir(),
@@ -83,6 +85,25 @@ func TestCascadeShape(t *testing.T) {
 	if adaptive := rep.slow[3]; rep.slowCalls[3] > rep.slowCalls[2] || adaptive.counts[outOK]+adaptive.counts[outFallback] != adaptive.sent {
 		t.Errorf("adaptive limit: %d calls reached the slow dependency (full stack: %d), %v of %d; want no more, every request answered",
 			rep.slowCalls[3], rep.slowCalls[2], adaptive.counts, adaptive.sent)
+	}
+	// Each layer the README credits did its part: without it the checks
+	// above still pass (the bulkhead alone keeps the full stack's calls
+	// under half of timeout-only's), so each is checked by what it refused.
+	// The breaker opened (in the full stack too), and timeout + breaker
+	// sent under half of timeout-only's calls (the calls before it opened,
+	// then its probes).
+	breaker := rep.slow[4]
+	if breaker.counts[outCircuitOpen] == 0 || rep.slowCalls[4] >= rep.slowCalls[1]/2 {
+		t.Errorf("timeout + breaker: %d refused by the open breaker, %d calls reached the slow dependency (timeout only: %d); want the breaker open, under half the calls",
+			breaker.counts[outCircuitOpen], rep.slowCalls[4], rep.slowCalls[1])
+	}
+	if c := full.causes; c[outCircuitOpen] == 0 || c[outBulkheadFull] == 0 {
+		t.Errorf("full stack: the fallback answered after %d circuit open, %d bulkhead full, %d timeout; want the breaker and the bulkhead each to refuse some",
+			c[outCircuitOpen], c[outBulkheadFull], c[outTimeout])
+	}
+	if c := rep.slow[3].causes; c[outLimited] == 0 {
+		t.Errorf("adaptive limit: the fallback answered after %d adaptive limit, %d circuit open, %d bulkhead full; want the limit to refuse some",
+			c[outLimited], c[outCircuitOpen], c[outBulkheadFull])
 	}
 	naive, resilient := rep.outageCalls[0], rep.outageCalls[1]
 	if throttled := rep.outageCalls[2]; throttled > naive/4 || rep.firstOK[2] < 0 || rep.firstOK[2] > 500*time.Millisecond {
@@ -201,6 +222,11 @@ func TestSheddingShape(t *testing.T) {
 	}
 	if shed := guarded.reports.counts[outShed]; shed < guarded.reports.sent/4 || uint64(shed) > guarded.shedInTap {
 		t.Errorf("Guard: %d of %d reports shed, %d refusals counted; want the burst shed, every refusal counted", shed, guarded.reports.sent, guarded.shedInTap)
+	}
+	// The table says the refusals were all made in the InTapHandle, before
+	// decoding: none reached the Guard's interceptor.
+	if guarded.shedLate != 0 {
+		t.Errorf("Guard: %d of %d refusals made after decoding, in the interceptor; want all in the InTapHandle", guarded.shedLate, guarded.shedInTap)
 	}
 	// The orders with the Guard are about as fast as the probe's
 	// uncontended calls, made at the same time on the same machine: at most

@@ -18,6 +18,7 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -44,6 +45,9 @@ type shedRun struct {
 	guarded         bool
 	orders, reports *result
 	shedInTap       uint64 // refusals counted by the Guard
+	// shedLate counts the refusals made after the request was decoded,
+	// by the Guard's interceptor rather than its InTapHandle.
+	shedLate uint64
 }
 
 // label names the server of the run in the table and the chart.
@@ -102,12 +106,22 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 	one := func(r *shedRun) error {
 		var opts []grpc.ServerOption
 		var stats func() uint64
+		var late atomic.Uint64
 		if r.guarded {
 			g, err := server.NewGuard()
 			if err != nil {
 				return err
 			}
-			opts = g.ServerOptions()
+			// Outside the Guard's interceptors, so it sees every request the
+			// InTapHandle let through, and counts those the Guard then shed.
+			countLate := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				resp, err := h(ctx, req)
+				if isShed(err) {
+					late.Add(1)
+				}
+				return resp, err
+			}
+			opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(countLate)}, g.ServerOptions()...)
 			stats = func() uint64 {
 				s, _ := g.Stats(inventoryv1.InventoryService_ServiceDesc.ServiceName)
 				var n uint64
@@ -167,6 +181,7 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 		wg.Wait()
 		if stats != nil {
 			r.shedInTap = stats()
+			r.shedLate = late.Load()
 		}
 		return nil
 	}
@@ -204,8 +219,14 @@ func printShedTable(w io.Writer, runs []*shedRun) {
 			label = ""
 		}
 		if r.guarded {
-			fmt.Fprintf(w, "%-26s %d refusals counted by the Guard (Guard.Stats), all in the InTapHandle, before decoding\n", "", r.shedInTap)
+			where := "all in the InTapHandle, before decoding"
+			if r.shedLate > 0 {
+				where = fmt.Sprintf("%d of them after decoding, in the interceptor", r.shedLate)
+			}
+			fmt.Fprintf(w, "%-26s %d refusals counted by the Guard (Guard.Stats), %s\n", "", r.shedInTap, where)
 		}
 	}
-	fmt.Fprintf(w, "(shed: refused at once with RESOURCE_EXHAUSTED and a 500ms pushback; timeout: DEADLINE_EXCEEDED, the 300ms annotated per attempt; bulkhead: refused by the order service's own bulkhead, its 8 permits taken by calls stuck on inventory; other: anything else, or still waiting when arrivals stopped; p50/p99 over completed calls)\n")
+	// The refusal as generated from the annotations, not as remembered.
+	sh := inventoryv1.InventoryServiceServerPolicy.Shedding
+	fmt.Fprintf(w, "(shed: refused at once with %s and a %s pushback; timeout: DEADLINE_EXCEEDED, the 300ms annotated per attempt; bulkhead: refused by the order service's own bulkhead, its 8 permits taken by calls stuck on inventory; other: anything else, or still waiting when arrivals stopped; p50/p99 over completed calls)\n", codename.Of(sh.Code), sh.Pushback)
 }
