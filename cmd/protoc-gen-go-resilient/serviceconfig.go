@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
@@ -99,6 +100,9 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 					HedgingDelay:        seconds(h.Delay),
 					NonFatalStatusCodes: codeNames(grpcRepeatable(h.NonFatalCodes)),
 				}
+				if d := hedgedBound(mp); d > 0 {
+					mc.Timeout = seconds(d)
+				}
 			}
 			if mc.Timeout == "" && mc.RetryPolicy == nil && mc.HedgingPolicy == nil {
 				continue
@@ -116,6 +120,23 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 		return nil, fmt.Errorf("protoc-gen-go-resilient: writing the service config of %s: %w", f.Desc.Path(), err)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// hedgedBound is the longest a hedged call of mp runs when gRPC sends its
+// copies (at most grpcMaxAttempts): its overall_timeout, or else the last
+// copy's start, (copies − 1) × delay, plus the copy's own timeout, which
+// the generated client gives every copy; 0 when neither timeout is set.
+// gRPC's timeout bounds the whole call, so a copy's timeout alone would
+// cut the later copies the generated client lets answer.
+func hedgedBound(mp *policy.Method) time.Duration {
+	if mp.OverallTimeout > 0 {
+		return mp.OverallTimeout
+	}
+	if mp.Timeout <= 0 {
+		return 0
+	}
+	copies := min(mp.Hedging.MaxCopies, grpcMaxAttempts)
+	return addSat(mulSat(int64(max(copies-1, 0)), mp.Hedging.Delay), mp.Timeout)
 }
 
 // throttlingOf maps a retry budget onto gRPC's retry throttling, a token
