@@ -1,0 +1,152 @@
+package override_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/faultserver"
+	"github.com/go-resilient/resilient/override"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// TestAttackR18tDescribeIsWhatRuns builds the example's InventoryService
+// client from its policy with a file, a variable over the file and a
+// WithPolicy edit after both, reads the values Describe says are in force
+// and the sources Changes names, and measures each on a loopback server:
+// the attempts StockReport makes against UNAVAILABLE, the time its
+// per-attempt timeout ends a hung call in, and how many hung calls the
+// shared bulkhead lets reach the server at once.
+func TestAttackR18tDescribeIsWhatRuns(t *testing.T) {
+	const svcEnv = "RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__"
+	file := []byte(`services:
+  example.inventory.v1.InventoryService:
+    bulkhead: {permits: 5, max_wait: 5ms}
+    methods:
+      StockReport:
+        timeout: 900ms
+        retry: {max_attempts: 4, initial_backoff: 1ms, max_backoff: 2ms}
+`)
+	env := []string{
+		svcEnv + "METHODS__STOCKREPORT__TIMEOUT=60ms", // over the file's 900ms
+		svcEnv + "METHODS__STOCKREPORT__RETRY__MAX_ATTEMPTS=3",
+	}
+	set, err := override.Parse("overrides.yaml", file, env, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := faultserver.Start(server.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	cc, err := grpc.NewClient("passthrough:///"+fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	opts := append(set.Options(inventory), runtime.WithPolicy(func(p *policy.Service) { p.Bulkhead.Permits = 2 }))
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := c.Runtime().Describe()
+
+	// What Describe says, read from its lines.
+	num := func(re string) int {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(desc)
+		if m == nil {
+			t.Fatalf("Describe has no line matching %q:\n%s", re, desc)
+		}
+		n, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	permits := num(`(?m)^  bulkhead \(shared\): permits (\d+),`)
+	para := desc[strings.Index(desc, "  /example.inventory.v1.InventoryService/StockReport\n"):]
+	if i := strings.Index(para[3:], "\n  /"); i > 0 {
+		para = para[:i+3]
+	}
+	tm := regexp.MustCompile(`timeout: (\S+?)[,\n]`).FindStringSubmatch(para)
+	am := regexp.MustCompile(`retry: max_attempts (\d+)`).FindStringSubmatch(para)
+	if tm == nil || am == nil {
+		t.Fatalf("StockReport's paragraph lacks its timeout or retry:\n%s", para)
+	}
+	timeout, err := time.ParseDuration(tm[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts, _ := strconv.Atoi(am[1])
+	if permits != 2 || timeout != 60*time.Millisecond || attempts != 3 {
+		t.Errorf("Describe says permits %d, StockReport timeout %v, max_attempts %d; the last edits set 2, 60ms, 3:\n%s", permits, timeout, attempts, desc)
+	}
+	// Every change names the last source that set it.
+	sources := map[string]string{}
+	for _, ch := range c.Runtime().Changes() {
+		sources[ch.Key] = ch.Source
+	}
+	for key, want := range map[string]string{
+		"bulkhead.permits":                       "WithPolicy",
+		"bulkhead.max_wait":                      `overrides.yaml: services."example.inventory.v1.InventoryService".bulkhead.max_wait`,
+		"methods.StockReport.timeout":            svcEnv + "METHODS__STOCKREPORT__TIMEOUT",
+		"methods.StockReport.retry.max_attempts": svcEnv + "METHODS__STOCKREPORT__RETRY__MAX_ATTEMPTS",
+	} {
+		if got := sources[key]; got != want {
+			t.Errorf("Changes: %s from %q, want %q (all: %+v)", key, got, want, c.Runtime().Changes())
+		}
+	}
+
+	ctx := context.Background()
+	// Attempts: as many as Describe says.
+	fs.SetBehaviour(server.Fail(codes.Unavailable))
+	if _, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("StockReport against UNAVAILABLE: %v", err)
+	}
+	const method = "/example.inventory.v1.InventoryService/StockReport"
+	if got := fs.Calls(method); got != attempts {
+		t.Errorf("Describe says max_attempts %d; the server saw %d attempts", attempts, got)
+	}
+
+	// Timeout: a hung call ends after max_attempts × timeout at least (the
+	// default codes do not retry an expired attempt, so one), and well
+	// before the file's 900ms.
+	fs.Reset()
+	fs.SetBehaviour(server.Hang)
+	start := time.Now()
+	_, err = c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded || took < timeout || took > timeout+400*time.Millisecond {
+		t.Errorf("a hung StockReport ended after %v with %v; Describe says its timeout is %v", took, err, timeout)
+	}
+
+	// Bulkhead: hung calls reach the server no more than permits at once.
+	fs.Reset()
+	fs.SetBehaviour(server.Hang)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.StockReport(ctx, &inventoryv1.StockReportRequest{})
+		}()
+	}
+	wg.Wait()
+	if got := fs.MaxInFlight(); got != permits {
+		t.Errorf("Describe says %d permits; %d calls were in flight at once", permits, got)
+	}
+}
