@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"net"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // r18tHedgeFile is the service config the plugin writes for r18tHedgeSrc.
@@ -125,5 +127,28 @@ func TestAttackR18tHedgedCallBound(t *testing.T) {
 	}
 	if want := 2*100*time.Millisecond + 300*time.Millisecond; exported != want {
 		t.Errorf("Get's exported timeout is %v, want (max_copies-1) × delay + timeout = %v", exported, want)
+	}
+}
+
+// TestAttackR18tHedgedBoundEdges: the exported bound of a hedged call
+// counts the copies gRPC sends (at most 5, whatever max_copies says),
+// gives way to overall_timeout, is 0 without a timeout, and saturates
+// instead of wrapping for a delay as long as a policy can say.
+func TestAttackR18tHedgedBoundEdges(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		mp   policy.Method
+		want time.Duration
+	}{
+		{"three copies", policy.Method{Timeout: 300 * ms, Hedging: &policy.Hedging{Delay: 100 * ms, MaxCopies: 3}}, 500 * ms},
+		{"eight copies, gRPC sends five", policy.Method{Timeout: 300 * ms, Hedging: &policy.Hedging{Delay: 50 * ms, MaxCopies: 8}}, 500 * ms},
+		{"overall_timeout", policy.Method{Timeout: 300 * ms, OverallTimeout: 350 * ms, Hedging: &policy.Hedging{Delay: 100 * ms, MaxCopies: 3}}, 350 * ms},
+		{"no timeout", policy.Method{Hedging: &policy.Hedging{Delay: 100 * ms, MaxCopies: 3}}, 0},
+		{"longest delay", policy.Method{Timeout: time.Duration(math.MaxInt64), Hedging: &policy.Hedging{Delay: time.Duration(math.MaxInt64), MaxCopies: 5}}, time.Duration(math.MaxInt64)},
+	} {
+		if got := hedgedBound(&tc.mp); got != tc.want {
+			t.Errorf("%s: hedgedBound = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
