@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,6 +133,16 @@ func TestAttackR18tDescribedLimitsHold(t *testing.T) {
 	}
 	if got := fs.Calls(get); got != minCalls {
 		t.Fatalf("two GetStock calls of 3 attempts: the server saw %d attempts, want %d", got, minCalls)
+	}
+	// The README's option table says what was just measured: the window
+	// counts attempts, not calls.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `circuit_breaker.minimum_calls` \\|.*$").Find(readme)
+	if !strings.Contains(string(row), "| attempts |") || !strings.Contains(string(row), "each attempt is one") {
+		t.Errorf("the README's row of minimum_calls does not say the window counts attempts (%d attempts of 2 calls opened it):\n%s", minCalls, row)
 	}
 	if st, _ := c2.Runtime().BreakerState(get); st != runtime.StateOpen {
 		t.Errorf("after minimum_calls %d failed attempts the breaker is %v, want open", minCalls, st)
