@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -57,6 +58,7 @@ func TestAttackR18tDescribeIsWhatRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
+	r18tReady(t, cc)
 	opts := append(set.Options(inventory), runtime.WithPolicy(func(p *policy.Service) { p.Bulkhead.Permits = 2 }))
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
 	if err != nil {
@@ -125,7 +127,6 @@ func TestAttackR18tDescribeIsWhatRuns(t *testing.T) {
 	// Timeout: a hung call ends after max_attempts × timeout at least (the
 	// default codes do not retry an expired attempt, so one), and well
 	// before the file's 900ms.
-	fs.Reset()
 	fs.SetBehaviour(server.Hang)
 	start := time.Now()
 	_, err = c.StockReport(ctx, &inventoryv1.StockReportRequest{})
@@ -135,7 +136,6 @@ func TestAttackR18tDescribeIsWhatRuns(t *testing.T) {
 	}
 
 	// Bulkhead: hung calls reach the server no more than permits at once.
-	fs.Reset()
 	fs.SetBehaviour(server.Hang)
 	var wg sync.WaitGroup
 	for range 6 {
@@ -148,5 +148,20 @@ func TestAttackR18tDescribeIsWhatRuns(t *testing.T) {
 	wg.Wait()
 	if got := fs.MaxInFlight(); got != permits {
 		t.Errorf("Describe says %d permits; %d calls were in flight at once", permits, got)
+	}
+}
+
+// r18tReady connects cc and waits until it is ready, so that a measured
+// call does not spend its attempt's timeout on the connection of a loaded
+// machine.
+func r18tReady(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("the connection to the loopback server is %v after 10s", s)
+		}
 	}
 }

@@ -55,6 +55,7 @@ func TestAttackR18tDescribedLimitsHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
+	r18tReady(t, cc)
 	opts := append(set.Options(inventory), runtime.WithPolicy(func(p *policy.Service) { p.RateLimit.Burst = 3 }))
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
 	if err != nil {

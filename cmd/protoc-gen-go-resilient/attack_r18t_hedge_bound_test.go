@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -96,6 +97,15 @@ func TestAttackR18tHedgedCallBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
+	// Connected first: the copies' timing is the point, not the dial's.
+	ready, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ready, s) {
+			t.Fatalf("the connection to the loopback server is %v after 10s", s)
+		}
+	}
 
 	sp := todayResolve(t, r18tHedgeSrc)
 	c, err := runtime.NewClient(&sp.Policy)
