@@ -16,7 +16,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-
 // slowReserve is a ReserveStock handler that takes d and ignores its
 // context (it commits whatever its caller does): the worst handler for
 // the at-most-once promise.
