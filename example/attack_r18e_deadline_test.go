@@ -3,6 +3,7 @@ package example_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	rserver "github.com/go-resilient/resilient/runtime/server"
@@ -112,5 +114,45 @@ func TestAttackR18eRetryWithLittleTimeLeft(t *testing.T) {
 	}
 	if n := r.srv.Calls(reserveStock); n != 1 {
 		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}
+
+// TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey: ReserveStock
+// without a client timeout, from a caller without a deadline, reaches a
+// server whose DefaultTimeout (100 ms) ends the handler (which honours
+// its context and would take 200 ms). The caller gets DEADLINE_EXCEEDED,
+// once: its own attempt did not time out, so the runtime does not retry
+// it. The key is not kept with that failure: the same order, once the
+// handler is fast, runs and gets its reservation, not a replay of the
+// timeout for the key's 24 hours.
+func TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey(t *testing.T) {
+	var slow atomic.Bool
+	slow.Store(true)
+	b := func(ctx context.Context, c server.Call) error {
+		if c.Method == reserveStock && slow.Load() {
+			return server.Wait(ctx, 200*time.Millisecond)
+		}
+		return nil
+	}
+	noTimeout := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[1].Timeout = 0
+		p.Methods[1].Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+	})
+	r := newRig(t, b, []rserver.Option{serverMethod(func(m *policy.ServerMethod) { m.DefaultTimeout = 100 * time.Millisecond })}, noTimeout)
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-default", Sku: "a", Units: 1}
+	_, err := r.client.ReserveStock(context.Background(), req)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("ReserveStock ended by the server's DefaultTimeout: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if n := r.srv.Calls(reserveStock); n != 1 {
+		t.Errorf("the handler ran %d times, want 1: the server's timeout is not the attempt's", n)
+	}
+	slow.Store(false)
+	resp, err := r.client.ReserveStock(context.Background(), req)
+	if err != nil || resp.GetReservationId() != "r-o-default" {
+		t.Errorf("the same order once the handler is fast: %v, %v; want it run", resp, err)
+	}
+	if n := r.srv.Calls(reserveStock); n != 2 {
+		t.Errorf("the handler ran %d times in all, want 2", n)
 	}
 }
