@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -228,3 +229,61 @@ func TestAttackR18eReserveStockAcrossARestart(t *testing.T) {
 }
 
 func errorsIsOpen(err error) bool { return errors.Is(err, runtime.ErrCircuitOpen) }
+
+// TestAttackR18eStreamsAcrossARestart: four WatchStock streams hold the
+// method's own bulkhead (4 permits) when the server restarts before
+// sending anything. Each stream's Recv ends with UNAVAILABLE, every
+// permit is back, and four streams open and run to their end on the new
+// server.
+func TestAttackR18eStreamsAcrossARestart(t *testing.T) {
+	release := make(chan struct{})
+	rs := newRestartable(t, held(release, watchStock))
+	c := rs.client()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var streams []grpc.ServerStreamingClient[inventoryv1.WatchStockResponse]
+	for i := range 4 {
+		st, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("w", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, st)
+	}
+	waitFor(t, "four streams held by the server", func() bool { return rs.current().MaxInFlight() == 4 })
+	if n, _ := c.Runtime().BulkheadInUse(watchStock); n != 4 {
+		t.Fatalf("%d permits in use with four streams open, want 4", n)
+	}
+	rs.current().Stop()
+	for i, st := range streams {
+		if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+			t.Errorf("stream %d across the restart: %v, want UNAVAILABLE", i, err)
+		}
+	}
+	if n, _ := c.Runtime().BulkheadInUse(watchStock); n != 0 {
+		t.Errorf("%d permits in use after every stream ended, want 0", n)
+	}
+	close(release)
+	rs.start()
+	for i := range 4 {
+		st, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("again", i)})
+		if err != nil {
+			t.Fatalf("stream %d after the restart: %v", i, err)
+		}
+		got := 0
+		for {
+			if _, err := st.Recv(); err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("stream %d after the restart ended with %v", i, err)
+				}
+				break
+			}
+			got++
+		}
+		if got != 3 {
+			t.Errorf("stream %d got %d updates, want 3", i, got)
+		}
+	}
+	if n, _ := c.Runtime().BulkheadInUse(watchStock); n != 0 {
+		t.Errorf("%d permits in use after the streams ended, want 0", n)
+	}
+}

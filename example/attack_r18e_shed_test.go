@@ -216,3 +216,24 @@ func TestAttackR18eHedgeAgainstASheddingServer(t *testing.T) {
 		t.Errorf("guard stats %+v: want the two later copies shed and no place held", s)
 	}
 }
+
+// TestAttackR18ePriorityTravelsOnEveryAttempt: GetStock lowered to low by
+// its caller and retried on UNAVAILABLE: the Guard admits each of its
+// three attempts as low, none as the annotated normal; without the
+// lowering, as normal.
+func TestAttackR18ePriorityTravelsOnEveryAttempt(t *testing.T) {
+	r := newRig(t, server.Fail(codes.Unavailable), nil)
+	low := runtime.WithPriority(context.Background(), policy.PriorityLow)
+	if _, err := r.client.GetStock(low, &inventoryv1.GetStockRequest{Sku: "low"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("GetStock against a failing server: %v", err)
+	}
+	if s := r.stats(); s.Admitted[rserver.PriorityLow] != 3 || s.Admitted[rserver.PriorityNormal] != 0 {
+		t.Errorf("admitted %v, want the three attempts as low", s.Admitted)
+	}
+	if _, err := r.client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "normal"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("GetStock against a failing server: %v", err)
+	}
+	if s := r.stats(); s.Admitted[rserver.PriorityLow] != 3 || s.Admitted[rserver.PriorityNormal] != 3 {
+		t.Errorf("admitted %v, want three low and three normal", s.Admitted)
+	}
+}
