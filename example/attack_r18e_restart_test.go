@@ -119,7 +119,14 @@ func TestAttackR18eRestartGivesEveryPermitBack(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "eight calls held by the server", func() bool { return rs.current().MaxInFlight() == 8 })
+	waitFor(t, "eight calls held by the server", func() bool {
+		select {
+		case err := <-errs:
+			t.Fatalf("a call ended before the restart: %v", err)
+		default:
+		}
+		return rs.current().MaxInFlight() == 8
+	})
 	if n, _ := c.Runtime().BulkheadInUse(getStock); n != 8 {
 		t.Fatalf("%d permits in use with eight calls held, want 8", n)
 	}
