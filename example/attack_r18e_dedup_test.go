@@ -14,6 +14,7 @@ import (
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
+	rserver "github.com/go-resilient/resilient/runtime/server"
 )
 
 // slowReserve is a ReserveStock handler that takes d and ignores its
@@ -152,5 +153,40 @@ func TestAttackR18eConcurrentRetriesOfOneOrder(t *testing.T) {
 	}
 	if s := r.stats(); s.InFlight != 0 {
 		t.Errorf("guard stats %+v: a place is still held", s)
+	}
+}
+
+// TestAttackR18eRetryShedBehindItsOwnFirstAttempt: the connection is
+// reset while ReserveStock's handler runs (it ignores its context), and
+// the service has one place for high work, which that handler keeps. The
+// client's retry, with the same key, is shed (RESOURCE_EXHAUSTED, final):
+// the caller learns that the server is shedding and when to come back,
+// not that the order failed; the handler runs once, and the order sent
+// again after the pushback gets the reservation that was made.
+func TestAttackR18eRetryShedBehindItsOwnFirstAttempt(t *testing.T) {
+	started := make(chan struct{})
+	r := newRig(t, slowReserve(150*time.Millisecond, started),
+		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 200*time.Millisecond)})
+	r.warm(t)
+	go func() {
+		<-started
+		r.proxy.Cut()
+		r.proxy.Restore()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-shedretry", Sku: "a", Units: 1}
+	_, err := r.client.ReserveStock(ctx, req)
+	d, ok := runtime.Pushback(err, nil)
+	if status.Code(err) != codes.ResourceExhausted || !ok || d <= 0 {
+		t.Fatalf("the retry shed behind its first attempt: %v (pushback %v %v); want RESOURCE_EXHAUSTED with when to come back", err, d, ok)
+	}
+	time.Sleep(d)
+	resp, err := r.client.ReserveStock(ctx, req)
+	if err != nil || resp.GetReservationId() != "r-o-shedretry" {
+		t.Errorf("the order sent again after the pushback: %v, %v; want the reservation made", resp, err)
+	}
+	if n := r.srv.Calls(reserveStock); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
 	}
 }
