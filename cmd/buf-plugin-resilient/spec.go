@@ -55,6 +55,11 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 				}
 				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s.%s: %s", d.FullName(), fi.Level.Option(), fi.Path, fi.Message))
 			})
+			if id == rules.RuleInvalidValue {
+				newerOptions(f.ProtoreflectFileDescriptor(), func(d protoreflect.Descriptor, option, path, msg string) {
+					w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s%s: %s", d.FullName(), option, path, msg))
+				})
+			}
 			return nil
 		}, checkutil.WithoutImports()),
 	}

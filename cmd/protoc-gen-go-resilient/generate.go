@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"go/token"
 	"strings"
@@ -50,6 +51,16 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 		}
 		checkOptionsVersion(f, &ps) // skew.go
 		todo = append(todo, resolvedFile{f, resolveFile(f, &ps)})
+	}
+	// A name the Go package already declares (collide.go).
+	hasServer := map[*protogen.Service]bool{}
+	for _, r := range todo {
+		for i, s := range r.file.Services {
+			hasServer[s] = i < len(r.services) && r.services[i] != nil && r.services[i].Server != nil
+		}
+	}
+	if collisions := checkGoNames(gen, hasServer); len(collisions) > 0 {
+		return errors.New(joinLines(ps.err(), collisions))
 	}
 	if err := ps.err(); err != nil {
 		return err
@@ -150,10 +161,17 @@ func serviceDataOf(g *protogen.GeneratedFile, s *protogen.Service, sp *service) 
 	// The client's own fields and accessor must not collide with the
 	// methods it implements or with each other.
 	taken := map[string]bool{"rt": true}
+	methods := map[string]bool{}
 	for _, m := range s.Methods {
-		if m.GoName == sd.RuntimeAccessor {
-			sd.RuntimeAccessor = "ResilientRuntime"
-		}
+		methods[m.GoName] = true
+	}
+	// Runtime, else ResilientRuntime, else ResilientRuntime_, … : the
+	// first that no method takes.
+	if methods[sd.RuntimeAccessor] {
+		sd.RuntimeAccessor = "ResilientRuntime"
+	}
+	for methods[sd.RuntimeAccessor] {
+		sd.RuntimeAccessor += "_"
 	}
 	for i, m := range s.Methods {
 		field := unexport(m.GoName)

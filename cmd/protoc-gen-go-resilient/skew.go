@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -43,12 +44,12 @@ func checkOptionsVersion(f *protogen.File, ps *problems) {
 		}
 		loc := at.options[lvl] // the source path of the option (problem.go)
 		if p := policyOf(opts, xt); p != nil {
-			unknownFields(p.ProtoReflect(), nil, func(path []string, num protowire.Number, parent protoreflect.FullName) {
-				name := fieldName(fd, parent, num)
-				ps.add(siteAt(f, at, loc), lvl, strings.Join(append(path, name), "."), "%s", newerMessage(fmt.Sprintf("%s has no field %s (number %d)", parent, name, num)))
+			rules.NewerFields(fd, p, func(path string, num protowire.Number, parent protoreflect.FullName) {
+				name := path[strings.LastIndex(path, ".")+1:]
+				ps.add(siteAt(f, at, loc), lvl, path, "%s", newerMessage(fmt.Sprintf("%s has no field %s (number %d)", parent, name, num)))
 			})
 		}
-		for _, x := range newerExtensions(fd, opts) {
+		for _, x := range rules.NewerExtensions(fd, opts) {
 			// At the option statement that sets the extension, else at the
 			// options of the element.
 			own := append(loc[:len(loc)-1:len(loc)-1], int32(x.Number()))
@@ -81,120 +82,4 @@ func siteAt(f *protogen.File, at site, loc protoreflect.SourcePath) site {
 		at.pos = position(f, l)
 	}
 	return at
-}
-
-// unknownFields calls found for every unknown field of m and of the
-// messages set in it, with the path of field names that leads to it and
-// the full name of the message that holds it.
-func unknownFields(m protoreflect.Message, path []string, found func(path []string, num protowire.Number, parent protoreflect.FullName)) {
-	for b := m.GetUnknown(); len(b) > 0; {
-		num, _, n := protowire.ConsumeField(b)
-		if n < 0 {
-			break
-		}
-		found(path, num, m.Descriptor().FullName())
-		b = b[n:]
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Message() == nil || fd.IsMap() {
-			return true
-		}
-		p := append(append([]string(nil), path...), string(fd.Name()))
-		if fd.IsList() {
-			for i := range v.List().Len() {
-				unknownFields(v.List().Get(i).Message(), p, found)
-			}
-			return true
-		}
-		unknownFields(v.Message(), p, found)
-		return true
-	})
-}
-
-// fieldName names field num of the message named parent as the options
-// proto f imports defines it ("jitter"), or "#num" when that copy does not
-// define it either.
-func fieldName(f protoreflect.FileDescriptor, parent protoreflect.FullName, num protowire.Number) string {
-	if md := findMessage(f, parent, map[string]bool{}); md != nil {
-		if fd := md.Fields().ByNumber(num); fd != nil {
-			return string(fd.Name())
-		}
-	}
-	return fmt.Sprintf("#%d", num)
-}
-
-// findMessage finds the message named name among the files f imports,
-// directly or not.
-func findMessage(f protoreflect.FileDescriptor, name protoreflect.FullName, seen map[string]bool) protoreflect.MessageDescriptor {
-	if seen[f.Path()] {
-		return nil
-	}
-	seen[f.Path()] = true
-	if f.Package() == name.Parent() || strings.HasPrefix(string(name), string(f.Package())+".") {
-		if md := findIn(f.Messages(), name); md != nil {
-			return md
-		}
-	}
-	for i := range f.Imports().Len() {
-		if md := findMessage(f.Imports().Get(i).FileDescriptor, name, seen); md != nil {
-			return md
-		}
-	}
-	return nil
-}
-
-func findIn(ms protoreflect.MessageDescriptors, name protoreflect.FullName) protoreflect.MessageDescriptor {
-	for i := range ms.Len() {
-		md := ms.Get(i)
-		if md.FullName() == name {
-			return md
-		}
-		if n := findIn(md.Messages(), name); n != nil {
-			return n
-		}
-	}
-	return nil
-}
-
-// newerExtensions names the resilient.v1 extensions that the imported
-// options proto defines on the options message of opts, that this plugin
-// does not know, and that opts sets (as an unknown field: the plugin could
-// not parse them).
-func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.ExtensionDescriptor {
-	unknown := map[protowire.Number]bool{}
-	for b := opts.ProtoReflect().GetUnknown(); len(b) > 0; {
-		num, _, n := protowire.ConsumeField(b)
-		if n < 0 {
-			break
-		}
-		unknown[num] = true
-		b = b[n:]
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	known := resilientv1.File_resilient_v1_resilient_proto.Extensions()
-	target := opts.ProtoReflect().Descriptor().FullName()
-	var out []protoreflect.ExtensionDescriptor
-	seen := map[string]bool{}
-	var walk func(f protoreflect.FileDescriptor)
-	walk = func(f protoreflect.FileDescriptor) {
-		if seen[f.Path()] {
-			return
-		}
-		seen[f.Path()] = true
-		if f.Package() == resilientv1.File_resilient_v1_resilient_proto.Package() {
-			for i := range f.Extensions().Len() {
-				x := f.Extensions().Get(i)
-				if x.ContainingMessage().FullName() == target && unknown[x.Number()] && known.ByName(x.Name()) == nil {
-					out = append(out, x)
-				}
-			}
-		}
-		for i := range f.Imports().Len() {
-			walk(f.Imports().Get(i).FileDescriptor)
-		}
-	}
-	walk(f)
-	return out
 }

@@ -1,0 +1,150 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package rules
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+)
+
+// NewerFields calls found for every field set in p that this program's
+// options contract does not have (an unknown field: the options proto f
+// imports is newer), with its path of field names inside the option
+// ("retry.jitter"), its number and the full name of the message that
+// holds it. A field the imported copy does not define either is named
+// "#number". Unmarshalling keeps such a value as an unknown field, and
+// resolving would silently ignore it.
+func NewerFields(f protoreflect.FileDescriptor, p *Policy, found func(path string, num protowire.Number, parent protoreflect.FullName)) {
+	if p == nil {
+		return
+	}
+	unknownFields(p.ProtoReflect(), nil, func(path []string, num protowire.Number, parent protoreflect.FullName) {
+		found(strings.Join(append(path, fieldName(f, parent, num)), "."), num, parent)
+	})
+}
+
+// Policy is the options message the three extensions hold.
+type Policy = resilientv1.Policy
+
+// unknownFields calls found for every unknown field of m and of the
+// messages set in it, with the path of field names that leads to it and
+// the full name of the message that holds it.
+func unknownFields(m protoreflect.Message, path []string, found func(path []string, num protowire.Number, parent protoreflect.FullName)) {
+	for b := m.GetUnknown(); len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			break
+		}
+		found(path, num, m.Descriptor().FullName())
+		b = b[n:]
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		p := append(append([]string(nil), path...), string(fd.Name()))
+		if fd.IsList() {
+			for i := range v.List().Len() {
+				unknownFields(v.List().Get(i).Message(), p, found)
+			}
+			return true
+		}
+		unknownFields(v.Message(), p, found)
+		return true
+	})
+}
+
+// fieldName names field num of the message named parent as the options
+// proto f imports defines it ("jitter"), or "#num" when that copy does not
+// define it either.
+func fieldName(f protoreflect.FileDescriptor, parent protoreflect.FullName, num protowire.Number) string {
+	if md := findMessage(f, parent, map[string]bool{}); md != nil {
+		if fd := md.Fields().ByNumber(num); fd != nil {
+			return string(fd.Name())
+		}
+	}
+	return fmt.Sprintf("#%d", num)
+}
+
+// findMessage finds the message named name among the files f imports,
+// directly or not.
+func findMessage(f protoreflect.FileDescriptor, name protoreflect.FullName, seen map[string]bool) protoreflect.MessageDescriptor {
+	if seen[f.Path()] {
+		return nil
+	}
+	seen[f.Path()] = true
+	if f.Package() == name.Parent() || strings.HasPrefix(string(name), string(f.Package())+".") {
+		if md := findIn(f.Messages(), name); md != nil {
+			return md
+		}
+	}
+	for i := range f.Imports().Len() {
+		if md := findMessage(f.Imports().Get(i).FileDescriptor, name, seen); md != nil {
+			return md
+		}
+	}
+	return nil
+}
+
+func findIn(ms protoreflect.MessageDescriptors, name protoreflect.FullName) protoreflect.MessageDescriptor {
+	for i := range ms.Len() {
+		md := ms.Get(i)
+		if md.FullName() == name {
+			return md
+		}
+		if n := findIn(md.Messages(), name); n != nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// NewerExtensions names the resilient.v1 extensions that the options
+// proto f imports defines on the options message of opts, that this
+// program does not know, and that opts sets (as an unknown field: it
+// could not be parsed).
+func NewerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.ExtensionDescriptor {
+	unknown := map[protowire.Number]bool{}
+	for b := opts.ProtoReflect().GetUnknown(); len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			break
+		}
+		unknown[num] = true
+		b = b[n:]
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	known := resilientv1.File_resilient_v1_resilient_proto.Extensions()
+	target := opts.ProtoReflect().Descriptor().FullName()
+	var out []protoreflect.ExtensionDescriptor
+	seen := map[string]bool{}
+	var walk func(f protoreflect.FileDescriptor)
+	walk = func(f protoreflect.FileDescriptor) {
+		if seen[f.Path()] {
+			return
+		}
+		seen[f.Path()] = true
+		if f.Package() == resilientv1.File_resilient_v1_resilient_proto.Package() {
+			for i := range f.Extensions().Len() {
+				x := f.Extensions().Get(i)
+				if x.ContainingMessage().FullName() == target && unknown[x.Number()] && known.ByName(x.Name()) == nil {
+					out = append(out, x)
+				}
+			}
+		}
+		for i := range f.Imports().Len() {
+			walk(f.Imports().Get(i).FileDescriptor)
+		}
+	}
+	walk(f)
+	return out
+}
