@@ -153,6 +153,13 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				return r.resp, nil
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
+			case !r.local && r.pushed && r.push >= 0 && pending > 0 &&
+				!retryable(h.NonFatalCodes, r.err, r.timedOut):
+				// A copy refused with a pushback while others are in
+				// flight: the server shedding the extra load it was sent,
+				// not the call's answer. No more copies; the ones it
+				// admitted answer.
+				last, stopped = r.err, true
 			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
 				return nil, r.err // an answer, or a failure every copy would meet
 			default:

@@ -72,7 +72,7 @@ service S {
 		"it does not know the option (resilient.v1.svc_audit)",
 		// An enum value the plugin does not know is refused as unknown
 		// (it does not say why: a newer options proto).
-		"skewv.proto:10:5: resilienttest.skewv.S.Urgent: (resilient.v1.method).priority: unknown value 7, perhaps of a newer version of the options than this program knows: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL",
+		"skewv.proto:10:5: resilienttest.skewv.S.Urgent: (resilient.v1.method).priority: unknown value 7, perhaps of a newer version of the options than this program knows: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL, or upgrade this program to the version of your copy of resilient.proto",
 		"skewv.proto:13:5: resilienttest.skewv.S.Adapt: (resilient.v1.method).adaptive: the options proto",
 		"resilient.v1.Policy has no field adaptive (number 98)",
 		"skewv.proto:16:5: resilienttest.skewv.S.FieldByField: (resilient.v1.method).brand_new: the options proto",

@@ -163,7 +163,7 @@ func TestRefusals(t *testing.T) {
 			"refuse/multiplier_nan.proto:11:5: resilienttest.refuse.multiplier_nan.Svc.Get: (resilient.v1.method).retry.backoff_multiplier: must be a finite number of at least 1, got NaN; remove it for the default 2",
 		}},
 		{"on_store_error_unknown", []string{
-			"refuse/on_store_error_unknown.proto:12:5: resilienttest.refuse.on_store_error_unknown.Svc.Put: (resilient.v1.method).server.dedup.on_store_error: unknown value 7, perhaps of a newer version of the options than this program knows: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP",
+			"refuse/on_store_error_unknown.proto:12:5: resilienttest.refuse.on_store_error_unknown.Svc.Put: (resilient.v1.method).server.dedup.on_store_error: unknown value 7, perhaps of a newer version of the options than this program knows: write ON_STORE_ERROR_REFUSE or ON_STORE_ERROR_RUN_WITHOUT_DEDUP, or upgrade this program to the version of your copy of resilient.proto",
 		}},
 		{"overall_below_timeout", []string{
 			"refuse/overall_below_timeout.proto:13:5: resilienttest.refuse.overall_below_timeout.Svc.Get: (resilient.v1.method).overall_timeout: 1s is shorter than timeout 2s (set in (resilient.v1.service)): one attempt cannot outlast the whole call; lengthen overall_timeout or shorten timeout",
@@ -178,7 +178,7 @@ func TestRefusals(t *testing.T) {
 			"refuse/permits_zero.proto:10:3: resilienttest.refuse.permits_zero.Svc: (resilient.v1.service).bulkhead.permits: must be at least 1, got 0: it is the number of calls allowed in flight at once",
 		}},
 		{"priority_unknown", []string{
-			"refuse/priority_unknown.proto:12:5: resilienttest.refuse.priority_unknown.Svc.Get: (resilient.v1.method).priority: unknown value 9, perhaps of a newer version of the options than this program knows: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL",
+			"refuse/priority_unknown.proto:12:5: resilienttest.refuse.priority_unknown.Svc.Get: (resilient.v1.method).priority: unknown value 9, perhaps of a newer version of the options than this program knows: write PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH or PRIORITY_CRITICAL, or upgrade this program to the version of your copy of resilient.proto",
 		}},
 		{"retry_budget_on_method", []string{
 			"refuse/retry_budget_on_method.proto:11:5: resilienttest.refuse.retry_budget_on_method.Svc.Get: (resilient.v1.method).retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file",

@@ -228,7 +228,7 @@ func walk(m protoreflect.Message, prefix string, skip, refused map[string]bool, 
 			walk(v.Message(), path+".", skip, refused, add)
 		case fd.Enum() != nil:
 			if fd.Enum().Values().ByNumber(v.Enum()) == nil {
-				bad(path, "unknown value %d, perhaps of a newer version of the options than this program knows: write %s", v.Enum(), enumNames(fd.Enum()))
+				bad(path, "unknown value %d, perhaps of a newer version of the options than this program knows: write %s, or upgrade this program to the version of your copy of resilient.proto", v.Enum(), enumNames(fd.Enum()))
 			}
 		case fd.Kind() == protoreflect.StringKind && codeFields[path] != nil:
 			name, allowed := v.String(), codeFields[path]

@@ -1,0 +1,159 @@
+package example_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	rserver "github.com/go-resilient/resilient/runtime/server"
+)
+
+// serverMethod edits ReserveStock's server policy.
+func serverMethod(edit func(m *policy.ServerMethod)) rserver.Option {
+	return rserver.WithPolicy(inventoryName, func(p *policy.Server) {
+		for i := range p.Methods {
+			if p.Methods[i].Name == reserveStock {
+				edit(&p.Methods[i])
+			}
+		}
+	})
+}
+
+// retryDeadlines lists DEADLINE_EXCEEDED among ReserveStock's retryable
+// codes (the runtime retries it only after the attempt's own timeout).
+var retryDeadlines = runtime.WithPolicy(func(p *policy.Service) {
+	p.Methods[1].Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+})
+
+// TestAttackR18eTooShortIsNotRetriedIntoTheSameRefusal: the server's
+// MinDeadline (400 ms) is longer than the client's per-attempt timeout
+// (300 ms), and the client retries DEADLINE_EXCEEDED. Every attempt would
+// be refused as too short; the refusal is the server's answer, not the
+// attempt's own timeout, so the client makes one attempt, which the server
+// refuses before the handler, and the caller gets DEADLINE_EXCEEDED at
+// once.
+func TestAttackR18eTooShortIsNotRetriedIntoTheSameRefusal(t *testing.T) {
+	r := newRig(t, nil, []rserver.Option{serverMethod(func(m *policy.ServerMethod) { m.MinDeadline = 400 * time.Millisecond })}, retryDeadlines)
+	r.warm(t)
+	start := time.Now()
+	_, err := r.client.ReserveStock(context.Background(), &inventoryv1.ReserveStockRequest{OrderId: "o-short", Sku: "a", Units: 1})
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
+		t.Errorf("ReserveStock with less than MinDeadline per attempt: %v, want the server's DEADLINE_EXCEEDED", err)
+	}
+	if s := r.stats(); s.DeadlineRefused != 1 {
+		t.Errorf("the server refused %d attempts as too short, want 1: the refusal was retried", s.DeadlineRefused)
+	}
+	if n := r.srv.Calls(reserveStock); n != 0 {
+		t.Errorf("the handler ran %d times for requests it refuses", n)
+	}
+	if took > 250*time.Millisecond {
+		t.Errorf("the refusal took %v, want it at once", took)
+	}
+}
+
+// TestAttackR18eCallerDeadlineBelowMinDeadline: a caller with 5 ms left
+// calls ReserveStock (server MinDeadline 10 ms). At most one attempt
+// reaches the server, which refuses it before the handler; the caller
+// gets DEADLINE_EXCEEDED and the key is not claimed, so the same order
+// with time enough runs.
+func TestAttackR18eCallerDeadlineBelowMinDeadline(t *testing.T) {
+	r := newRig(t, nil, nil, retryDeadlines)
+	r.warm(t)
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-late", Sku: "a", Units: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	_, err := r.client.ReserveStock(ctx, req)
+	cancel()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("ReserveStock with 5 ms left: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if s := r.stats(); s.DeadlineRefused > 1 {
+		t.Errorf("the server refused %d attempts as too short, want at most 1", s.DeadlineRefused)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if resp, err := r.client.ReserveStock(ctx, req); err != nil || resp.GetReservationId() != "r-o-late" {
+		t.Errorf("the same order with time enough: %v, %v; want it run", resp, err)
+	}
+	if n := r.srv.Calls(reserveStock); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}
+
+// TestAttackR18eRetryWithLittleTimeLeft: the first attempt times out
+// (the handler takes 400 ms, the attempt has 300 ms, and ignores its
+// context) and the caller's deadline leaves 40 ms after it. The retry,
+// if sent, waits for the first's outcome or is refused as too short; the
+// handler runs once, the server refuses at most one attempt as dead, and
+// the caller's error is DEADLINE_EXCEEDED by its deadline, not later.
+func TestAttackR18eRetryWithLittleTimeLeft(t *testing.T) {
+	r := newRig(t, slowReserve(400*time.Millisecond, nil), nil, retryDeadlines)
+	r.warm(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 340*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-tight", Sku: "a", Units: 1})
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("ReserveStock past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if took > 340*time.Millisecond+150*time.Millisecond {
+		t.Errorf("the call returned after %v, well past its 340 ms", took)
+	}
+	time.Sleep(100 * time.Millisecond) // the first handler ends at 400 ms
+	if s := r.stats(); s.DeadlineRefused > 1 {
+		t.Errorf("the server refused %d attempts as dead, want at most 1", s.DeadlineRefused)
+	}
+	if n := r.srv.Calls(reserveStock); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}
+
+// TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey: ReserveStock
+// without a client timeout, from a caller without a deadline, reaches a
+// server whose DefaultTimeout (100 ms) ends the handler (which honours
+// its context and would take 200 ms). The caller gets DEADLINE_EXCEEDED,
+// once: its own attempt did not time out, so the runtime does not retry
+// it. The key is not kept with that failure: the same order, once the
+// handler is fast, runs and gets its reservation, not a replay of the
+// timeout for the key's 24 hours.
+func TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey(t *testing.T) {
+	var slow atomic.Bool
+	slow.Store(true)
+	b := func(ctx context.Context, c server.Call) error {
+		if c.Method == reserveStock && slow.Load() {
+			return server.Wait(ctx, 200*time.Millisecond)
+		}
+		return nil
+	}
+	noTimeout := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[1].Timeout = 0
+		p.Methods[1].Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+	})
+	r := newRig(t, b, []rserver.Option{serverMethod(func(m *policy.ServerMethod) { m.DefaultTimeout = 100 * time.Millisecond })}, noTimeout)
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-default", Sku: "a", Units: 1}
+	_, err := r.client.ReserveStock(context.Background(), req)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("ReserveStock ended by the server's DefaultTimeout: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if n := r.srv.Calls(reserveStock); n != 1 {
+		t.Errorf("the handler ran %d times, want 1: the server's timeout is not the attempt's", n)
+	}
+	slow.Store(false)
+	resp, err := r.client.ReserveStock(context.Background(), req)
+	if err != nil || resp.GetReservationId() != "r-o-default" {
+		t.Errorf("the same order once the handler is fast: %v, %v; want it run", resp, err)
+	}
+	if n := r.srv.Calls(reserveStock); n != 2 {
+		t.Errorf("the handler ran %d times in all, want 2", n)
+	}
+}

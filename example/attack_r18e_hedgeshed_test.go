@@ -1,0 +1,50 @@
+package example_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	rserver "github.com/go-resilient/resilient/runtime/server"
+)
+
+// TestAttackR18eShedCopyDoesNotEndTheHedge: GetStock hedged with the
+// default non-fatal codes against a service that sheds with
+// RESOURCE_EXHAUSTED, as the example's does, and has room for one
+// request: the first copy is admitted and runs, the second is shed. The
+// shed copy is the server refusing extra load, not the call's answer: the
+// caller gets the first copy's answer, and no more copies are sent after
+// the refusal.
+func TestAttackR18eShedCopyDoesNotEndTheHedge(t *testing.T) {
+	hedge := runtime.WithPolicy(func(p *policy.Service) {
+		m := &p.Methods[0]
+		m.Retry, m.Cache = nil, nil
+		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	slow := func(ctx context.Context, c server.Call) error {
+		if c.Method == getStock {
+			return server.Wait(ctx, 150*time.Millisecond)
+		}
+		return nil
+	}
+	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 50*time.Millisecond)}, hedge)
+	r.warm(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hedged"})
+	if err != nil || resp.GetUnits() != 42 {
+		t.Errorf("hedged GetStock, a copy shed: %v, %v; want the answer of the copy the server admitted", resp, err)
+	}
+	if n, c := r.srv.Calls(getStock), r.srv.Cancelled(getStock); n != 1 || c != 0 {
+		t.Errorf("the handler ran %d times, %d of them cancelled; want 1 run to its end", n, c)
+	}
+	if s := r.stats(); s.Shed[rserver.PriorityNormal] != 1 || s.InFlight != 0 {
+		t.Errorf("guard stats %+v: want one copy shed (none sent after it) and no place held", s)
+	}
+}

@@ -1,0 +1,114 @@
+package example_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/tcpproxy"
+	"github.com/go-resilient/resilient/runtime"
+	rserver "github.com/go-resilient/resilient/runtime/server"
+	"github.com/go-resilient/resilient/runtime/server/redisstore"
+)
+
+const inventoryName = "example.inventory.v1.InventoryService"
+
+// e2eRedis starts a real redis-server on a loopback port for one test and
+// returns a go-redis client of it (no mock stands in for Redis). Without
+// the binary the test is skipped, except under CI, where it fails.
+func e2eRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not on PATH, and CI is set: .ci/run installs it")
+		}
+		t.Skip("redis-server not on PATH: these end-to-end tests need a real Redis")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(lis.Addr().(*net.TCPAddr).Port)
+	_ = lis.Close()
+	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for end := time.Now().Add(5 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("redis-server not answering")
+		}
+	}
+	return rdb
+}
+
+// rig is the example inventory service behind its Guard (Redis dedup),
+// reached by its generated resilient client through a TCP proxy that
+// injects the network's faults.
+type rig struct {
+	srv    *server.Server
+	guard  *rserver.Guard
+	proxy  *tcpproxy.Proxy
+	cc     *grpc.ClientConn
+	client *inventoryv1.InventoryServiceResilientClient
+}
+
+// newRig serves the example with behaviour b under the Guard built with
+// guardOpts (the Redis store first), and builds the generated client with
+// clientOpts, dialled through a proxy.
+func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, clientOpts ...runtime.Option) *rig {
+	t.Helper()
+	rdb := e2eRedis(t)
+	g, err := server.NewGuard(append([]rserver.Option{rserver.WithStore(redisstore.New(rdb, "e2e:"))}, guardOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start("127.0.0.1:0", b, g.ServerOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	p := tcpproxy.Start(t, srv.Addr())
+	cc, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: clientOpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}
+}
+
+// stats is the Guard's counts of the inventory service.
+func (r *rig) stats() rserver.Stats {
+	s, _ := r.guard.Stats(inventoryName)
+	return s
+}
+
+// warm makes one call so that the connection is up and the proxy's next
+// bytes from the server are a reply, not the connection's preface.
+func (r *rig) warm(t *testing.T) {
+	t.Helper()
+	if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
+		t.Fatalf("warm-up call: %v", err)
+	}
+}
