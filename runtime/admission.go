@@ -40,7 +40,7 @@ func (m *methodState) admitAs(probe bool) (t ticket, start int64, retryAfter tim
 			return t, 0, retryAfter, false
 		}
 	}
-	if m.measuresDuration() {
+	if m.hot.measures {
 		start = m.client.now()
 	}
 	return t, start, 0, true
