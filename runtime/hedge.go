@@ -80,7 +80,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// The call's request counts for the budget once its first
 				// copy is let through: a copy the open breaker (or an
 				// adaptive layer) refuses sent nothing, as in retried.
-				own.admitted = func() { m.budget.request(c.now()) }
+				own.countsRequest = true
 			}
 			resp, end, err := attemptOnce(hctx, m, own, true)
 			if end.timedOut {

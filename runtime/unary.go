@@ -135,10 +135,10 @@ type invocation[Req, Resp any] struct {
 	req  *Req
 	opts []grpc.CallOption
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
-	// admitted, when not nil, is called once the attempt is let through
-	// (by the adaptive layers and the breaker), before it is sent: a
-	// hedged call counts its request there (see hedged).
-	admitted func()
+	// countsRequest: the attempt counts the call's request for the retry
+	// budget once it is let through (by the adaptive layers and the
+	// breaker), before it is sent: a hedged call's first copy (see hedged).
+	countsRequest bool
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -205,8 +205,8 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	if a.tk, retryAfter, ok = m.admit(); !ok {
 		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
 	}
-	if in.admitted != nil {
-		in.admitted()
+	if in.countsRequest {
+		m.budget.request(m.client.now())
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller.
