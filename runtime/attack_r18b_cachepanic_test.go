@@ -39,12 +39,7 @@ func TestAttackR18BSharedCallPanicReachesEveryWaiter(t *testing.T) {
 	atkNoLeak(t)
 	var armed atomic.Bool
 	armed.Store(true)
-	srv, err := faultserver.Start(server.Slow(60*time.Millisecond), runtime.ServerOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	cc := dialFault(t, srv.Addr(), r18bPanicking(&armed))
+	srv, cc := startFault(t, server.Slow(60*time.Millisecond), r18bPanicking(&armed))
 	c := r18bCached(t, cc, policy.Cache{FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 10}, inventoryv1.InventoryServiceResilientOptions{})
 	var wg sync.WaitGroup
 	var panicked atomic.Int32
