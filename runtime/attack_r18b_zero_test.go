@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -15,17 +14,6 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/runtime"
 )
-
-// r18bNoPanic runs f and reports its panic as an error.
-func r18bNoPanic(what string, f func()) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s panicked: %v", what, r)
-		}
-	}()
-	f()
-	return nil
-}
 
 // TestAttackR18BZeroValueClient: a generated client declared and never
 // built (a struct field left zero, a missing constructor call) answers
@@ -64,8 +52,8 @@ func TestAttackR18BZeroValueClient(t *testing.T) {
 		"Changes":  func() { _ = rt.Changes() },
 		"Describe": func() { _ = rt.Describe() },
 	} {
-		if err := r18bNoPanic("Runtime()."+what, f); err != nil {
-			t.Error(err)
+		if p := r18Panicked(f); p != nil {
+			t.Errorf("Runtime().%s panicked: %v", what, p)
 		}
 	}
 }
