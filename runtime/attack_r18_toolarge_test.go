@@ -49,12 +49,7 @@ var r18TooLarge = []struct {
 
 func r18ServeSmall(t *testing.T, opts ...grpc.DialOption) (*faultserver.Server, *grpc.ClientConn) {
 	t.Helper()
-	srv, err := faultserver.Start(server.Healthy, append(runtime.ServerOptions(), grpc.MaxRecvMsgSize(128))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return srv, dialFault(t, srv.Addr(), opts...)
+	return startFaultWith(t, server.Healthy, []grpc.ServerOption{grpc.MaxRecvMsgSize(128)}, opts...)
 }
 
 func TestAttackR18MessageTooLargeDoesNotCollapseTheAdaptiveLimit(t *testing.T) {

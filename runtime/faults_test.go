@@ -48,7 +48,13 @@ func dialFault(t *testing.T, addr string, extra ...grpc.DialOption) *grpc.Client
 // that accept the recommended keep-alive) and dials them.
 func startFault(t *testing.T, b server.Behaviour, extra ...grpc.DialOption) (*faultserver.Server, *grpc.ClientConn) {
 	t.Helper()
-	srv, err := faultserver.Start(b, runtime.ServerOptions()...)
+	return startFaultWith(t, b, nil, extra...)
+}
+
+// startFaultWith is startFault with server options added to those.
+func startFaultWith(t *testing.T, b server.Behaviour, serve []grpc.ServerOption, extra ...grpc.DialOption) (*faultserver.Server, *grpc.ClientConn) {
+	t.Helper()
+	srv, err := faultserver.Start(b, append(runtime.ServerOptions(), serve...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
