@@ -125,26 +125,7 @@ func TestAttackR18ChecksOverrideNeverLooserThanCheck(t *testing.T) {
 					}
 					continue
 				}
-				pol := inventory.Clone()
-				c, err := runtime.NewClient(&pol, set.Options(&pol)...)
-				if err != nil {
-					t.Errorf("%s: accepted by the loader, refused by NewClient: %v", body, err)
-					continue
-				}
-				if err := c.Policy().Validate(); err != nil {
-					t.Errorf("%s: accepted by the loader, the policy in force refused by Validate: %v", body, err)
-				}
-				sv := inventoryv1.InventoryServiceServerPolicy.Clone()
-				opts, err := set.ServerOptions(&sv)
-				if err != nil {
-					if !strings.Contains(err.Error(), "o.yaml: ") {
-						t.Errorf("%s: ServerOptions refused without naming the key: %v", body, err)
-					}
-					continue
-				}
-				if _, err := server.NewGuard([]*policy.Server{&sv}, append(opts, server.WithStore(server.NewMemoryStore(8)))...); err != nil {
-					t.Errorf("%s: accepted by the loader and ServerOptions, refused by NewGuard: %v", body, err)
-				}
+				acceptedBuilds(t, set, body)
 			}
 		}
 	}

@@ -44,41 +44,11 @@ func TestAttackR18tDescribeIsWhatRuns(t *testing.T) {
 		svcEnv + "METHODS__STOCKREPORT__TIMEOUT=60ms", // over the file's 900ms
 		svcEnv + "METHODS__STOCKREPORT__RETRY__MAX_ATTEMPTS=3",
 	}
-	set, err := override.Parse("overrides.yaml", file, env, inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := faultserver.Start(server.Healthy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Stop()
-	cc, err := grpc.NewClient("passthrough:///"+fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	r18tReady(t, cc)
-	opts := append(set.Options(inventory), runtime.WithPolicy(func(p *policy.Service) { p.Bulkhead.Permits = 2 }))
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, fs, _ := r18tClient(t, "overrides.yaml", file, env, func(p *policy.Service) { p.Bulkhead.Permits = 2 })
 	desc := c.Runtime().Describe()
 
 	// What Describe says, read from its lines.
-	num := func(re string) int {
-		t.Helper()
-		m := regexp.MustCompile(re).FindStringSubmatch(desc)
-		if m == nil {
-			t.Fatalf("Describe has no line matching %q:\n%s", re, desc)
-		}
-		n, err := strconv.Atoi(m[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	num := func(re string) int { t.Helper(); return describedNum(t, desc, re) }
 	permits := num(`(?m)^  bulkhead \(shared\): permits (\d+),`)
 	para := desc[strings.Index(desc, "  /example.inventory.v1.InventoryService/StockReport\n"):]
 	if i := strings.Index(para[3:], "\n  /"); i > 0 {
@@ -164,4 +134,49 @@ func r18tReady(t *testing.T, cc *grpc.ClientConn) {
 			t.Fatalf("the connection to the loopback server is %v after 10s", s)
 		}
 	}
+}
+
+// r18tClient parses file (named name) and env as overrides of the example's
+// InventoryService, starts a healthy loopback server, and builds the client
+// from the overrides with edit applied after them as a WithPolicy option,
+// its connection (returned for more clients) ready. The server and
+// connection end with the test.
+func r18tClient(t *testing.T, name string, file []byte, env []string, edit func(*policy.Service)) (*inventoryv1.InventoryServiceResilientClient, *faultserver.Server, *grpc.ClientConn) {
+	t.Helper()
+	set, err := override.Parse(name, file, env, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := faultserver.Start(server.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fs.Stop)
+	cc, err := grpc.NewClient("passthrough:///"+fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	r18tReady(t, cc)
+	opts := append(set.Options(inventory), runtime.WithPolicy(edit))
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fs, cc
+}
+
+// describedNum is the number in the first submatch of re in desc, a
+// Describe text; the test fails if no line matches.
+func describedNum(t *testing.T, desc, re string) int {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(desc)
+	if m == nil {
+		t.Fatalf("Describe has no line matching %q:\n%s", re, desc)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/internal/faultserver"
 	"github.com/go-resilient/resilient/override"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -41,39 +37,9 @@ func TestAttackR18tDescribedLimitsHold(t *testing.T) {
         rate_limit: {per_method: true, burst: 2}
 `)
 	env := []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__MINIMUM_CALLS=6"}
-	set, err := override.Parse("o.yaml", file, env, inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := faultserver.Start(server.Healthy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Stop()
-	cc, err := grpc.NewClient("passthrough:///"+fs.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	r18tReady(t, cc)
-	opts := append(set.Options(inventory), runtime.WithPolicy(func(p *policy.Service) { p.RateLimit.Burst = 3 }))
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, fs, cc := r18tClient(t, "o.yaml", file, env, func(p *policy.Service) { p.RateLimit.Burst = 3 })
 	desc := c.Runtime().Describe()
-	num := func(re string) int {
-		t.Helper()
-		m := regexp.MustCompile(re).FindStringSubmatch(desc)
-		if m == nil {
-			t.Fatalf("Describe has no line matching %q:\n%s", re, desc)
-		}
-		n, err := strconv.Atoi(m[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	num := func(re string) int { t.Helper(); return describedNum(t, desc, re) }
 	burst := num(`(?m)^  rate_limit \(shared\): requests_per_second \S+, burst (\d+),`)
 	own := num(`(?m)^    rate_limit \(own\): requests_per_second \S+, burst (\d+),`)
 	minCalls := num(`(?m)^  circuit_breaker \(shared\): failure_ratio \S+, minimum_calls (\d+),`)

@@ -63,28 +63,7 @@ func TestAttackTodayOverrideAcceptedIsBuilt(t *testing.T) {
 			}
 			return
 		}
-		p := inventory.Clone()
-		c, err := runtime.NewClient(&p, set.Options(&p)...)
-		if err != nil {
-			t.Errorf("accepted by the loader, refused by NewClient:\n%s\n%v", body, err)
-			return
-		}
-		if err := c.Policy().Validate(); err != nil {
-			t.Errorf("accepted by the loader, the policy in force refused by Validate:\n%s\n%v", body, err)
-		}
-		sv := inventoryServer.Clone()
-		opts, err := set.ServerOptions(&sv)
-		if err != nil {
-			// The server keys are checked against the server policy, which
-			// Parse does not have: ServerOptions is their boundary, and
-			// names the key it refuses.
-			if !strings.Contains(err.Error(), "o.yaml: ") {
-				t.Errorf("ServerOptions refused without naming the key:\n%s\n%v", body, err)
-			}
-			return
-		}
-		if _, err := server.NewGuard([]*policy.Server{&sv}, append(opts, server.WithStore(server.NewMemoryStore(8)))...); err != nil {
-			t.Errorf("accepted by the loader, refused by NewGuard:\n%s\n%v", body, err)
+		if !acceptedBuilds(t, set, body) {
 			return
 		}
 		built++
@@ -169,4 +148,39 @@ func byHead(leaves []string) (map[string][]string, []string) {
 		groups[head] = append(groups[head], rest+"="+kv[1])
 	}
 	return groups, order
+}
+
+// acceptedBuilds checks that a set the loader accepted from body (an
+// override file named o.yaml) builds: a client from it with the example's
+// InventoryService policy, a policy in force that Validate accepts, and a
+// server guard from its ServerOptions, which may refuse a server key
+// instead, naming it. It reports each failure and says whether the client
+// and the guard were built.
+func acceptedBuilds(t *testing.T, set *override.Set, body string) bool {
+	t.Helper()
+	p := inventory.Clone()
+	c, err := runtime.NewClient(&p, set.Options(&p)...)
+	if err != nil {
+		t.Errorf("accepted by the loader, refused by NewClient:\n%s\n%v", body, err)
+		return false
+	}
+	if err := c.Policy().Validate(); err != nil {
+		t.Errorf("accepted by the loader, the policy in force refused by Validate:\n%s\n%v", body, err)
+	}
+	sv := inventoryServer.Clone()
+	opts, err := set.ServerOptions(&sv)
+	if err != nil {
+		// The server keys are checked against the server policy, which
+		// Parse does not have: ServerOptions is their boundary, and
+		// names the key it refuses.
+		if !strings.Contains(err.Error(), "o.yaml: ") {
+			t.Errorf("ServerOptions refused without naming the key:\n%s\n%v", body, err)
+		}
+		return false
+	}
+	if _, err := server.NewGuard([]*policy.Server{&sv}, append(opts, server.WithStore(server.NewMemoryStore(8)))...); err != nil {
+		t.Errorf("accepted by the loader, refused by NewGuard:\n%s\n%v", body, err)
+		return false
+	}
+	return true
 }

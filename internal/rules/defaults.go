@@ -187,13 +187,11 @@ func kindOf(fd protoreflect.FieldDescriptor) string {
 // ("retry", "circuit_breaker", "server.dedup"), nil for a group without
 // defaults (bulkhead, rate_limit). Callers must not change it.
 func DefaultOf(group string) proto.Message {
-	msg := defaults().ProtoReflect()
-	for _, name := range strings.Split(group, ".") {
-		fd := msg.Descriptor().Fields().ByName(protoreflect.Name(name))
-		if fd == nil || fd.Message() == nil || !msg.Has(fd) {
-			return nil
-		}
-		msg = msg.Get(fd).Message()
+	if group == "" {
+		return nil // the values in no group: not a group of the options
 	}
-	return msg.Interface()
+	if msg := groupAt(defaults().ProtoReflect(), group); msg != nil {
+		return msg.Interface()
+	}
+	return nil
 }

@@ -37,13 +37,8 @@ type Policy = resilientv1.Policy
 // messages set in it, with the path of field names that leads to it and
 // the full name of the message that holds it.
 func unknownFields(m protoreflect.Message, path []string, found func(path []string, num protowire.Number, parent protoreflect.FullName)) {
-	for b := m.GetUnknown(); len(b) > 0; {
-		num, _, n := protowire.ConsumeField(b)
-		if n < 0 {
-			break
-		}
+	for _, num := range unknownNumbers(m) {
 		found(path, num, m.Descriptor().FullName())
-		b = b[n:]
 	}
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if fd.Message() == nil || fd.IsMap() {
@@ -59,6 +54,21 @@ func unknownFields(m protoreflect.Message, path []string, found func(path []stri
 		unknownFields(v.Message(), p, found)
 		return true
 	})
+}
+
+// unknownNumbers is the field number of each unknown field of m, in the
+// order of its bytes, up to the first that does not parse.
+func unknownNumbers(m protoreflect.Message) []protowire.Number {
+	var out []protowire.Number
+	for b := m.GetUnknown(); len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			break
+		}
+		out = append(out, num)
+		b = b[n:]
+	}
+	return out
 }
 
 // fieldName names field num of the message named parent as the options
@@ -112,13 +122,8 @@ func findIn(ms protoreflect.MessageDescriptors, name protoreflect.FullName) prot
 // could not be parsed).
 func NewerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.ExtensionDescriptor {
 	unknown := map[protowire.Number]bool{}
-	for b := opts.ProtoReflect().GetUnknown(); len(b) > 0; {
-		num, _, n := protowire.ConsumeField(b)
-		if n < 0 {
-			break
-		}
+	for _, num := range unknownNumbers(opts.ProtoReflect()) {
 		unknown[num] = true
-		b = b[n:]
 	}
 	if len(unknown) == 0 {
 		return nil

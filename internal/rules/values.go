@@ -27,17 +27,17 @@ var groups = []struct {
 	path  string
 	value func() (dst, checked any)
 }{
-	{"", func() (any, any) { v := new(policy.Method); return v, v }},
-	{"retry", func() (any, any) { v := new(policy.Retry); return v, v }},
-	{"retry_budget", func() (any, any) { v := new(policy.Budget); return v, v }},
-	{"circuit_breaker", func() (any, any) { v := new(policy.Breaker); return v, v }},
-	{"bulkhead", func() (any, any) { v := new(policy.Bulkhead); return v, v }},
-	{"rate_limit", func() (any, any) { v := new(policy.RateLimit); return v, v }},
-	{"hedging", func() (any, any) { v := new(policy.Hedging); return v, v }},
-	{"cache", func() (any, any) { v := new(policy.Cache); return v, v }},
-	{"adaptive_limit", func() (any, any) { v := new(policy.AdaptiveLimit); return v, v }},
-	{"client_throttle", func() (any, any) { v := new(policy.Throttle); return v, v }},
-	{"server", func() (any, any) { v := new(policy.ServerMethod); return v, v }},
+	{"", same[policy.Method]},
+	{"retry", same[policy.Retry]},
+	{"retry_budget", same[policy.Budget]},
+	{"circuit_breaker", same[policy.Breaker]},
+	{"bulkhead", same[policy.Bulkhead]},
+	{"rate_limit", same[policy.RateLimit]},
+	{"hedging", same[policy.Hedging]},
+	{"cache", same[policy.Cache]},
+	{"adaptive_limit", same[policy.AdaptiveLimit]},
+	{"client_throttle", same[policy.Throttle]},
+	{"server", same[policy.ServerMethod]},
 	{"server.dedup", func() (any, any) {
 		v := new(policy.Dedup)
 		return &struct {
@@ -53,6 +53,10 @@ var groups = []struct {
 		}{&v.Limits, v}, v
 	}},
 }
+
+// same is the value of a group whose Go value is both where Fill writes
+// and what is checked: a new T.
+func same[T any]() (dst, checked any) { v := new(T); return v, v }
 
 // checkValues refuses, in p, the values its groups' Go checks refuse
 // (policy.GroupProblems), each at its key, and only where p sets it: the
