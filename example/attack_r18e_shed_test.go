@@ -44,6 +44,29 @@ func shedLimits(l policy.Limits, code codes.Code, pushback time.Duration) rserve
 	})
 }
 
+// newHedgeShedRig is the rig of the hedge-against-shedding tests: GetStock
+// hedged (copies after 20 ms, up to 3, UNAVAILABLE non-fatal, no retry or
+// cache) against a handler that holds GetStock for 150 ms, behind a Guard
+// whose normal limit is one and which sheds with code and pushback. The
+// connection is warmed.
+func newHedgeShedRig(t *testing.T, code codes.Code, pushback time.Duration) *rig {
+	t.Helper()
+	hedge := runtime.WithPolicy(func(p *policy.Service) {
+		m := &p.Methods[0]
+		m.Retry, m.Cache = nil, nil
+		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	slow := func(ctx context.Context, c server.Call) error {
+		if c.Method == getStock {
+			return server.Wait(ctx, 150*time.Millisecond)
+		}
+		return nil
+	}
+	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, code, pushback)}, hedge)
+	r.warm(t)
+	return r
+}
+
 // longTimeouts gives every unary inventory method a 5 s per-attempt
 // timeout, so that calls the test holds are not ended by the client.
 var longTimeouts = runtime.WithPolicy(func(p *policy.Service) {
@@ -190,19 +213,7 @@ func TestAttackR18eShedPushbackBoundsTheRetries(t *testing.T) {
 // and the caller gets the answer of the copy that ran, not the refusal of
 // one that the server never ran.
 func TestAttackR18eHedgeAgainstASheddingServer(t *testing.T) {
-	hedge := runtime.WithPolicy(func(p *policy.Service) {
-		m := &p.Methods[0]
-		m.Retry, m.Cache = nil, nil
-		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
-	})
-	slow := func(ctx context.Context, c server.Call) error {
-		if c.Method == getStock {
-			return server.Wait(ctx, 150*time.Millisecond)
-		}
-		return nil
-	}
-	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.Unavailable, 10*time.Millisecond)}, hedge)
-	r.warm(t)
+	r := newHedgeShedRig(t, codes.Unavailable, 10*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	resp, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hedged"})
