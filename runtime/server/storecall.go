@@ -13,12 +13,13 @@ import (
 // gets the least of StoreTimeout and a quarter of the time the request has
 // left, so that OnStoreError still leaves the handler three quarters of
 // it (the polls of a request waiting for another with its key, which
-// never runs without dedup, the least of StoreTimeout and the time left); renewing gets the least of StoreTimeout, half the lease and
-// the time left on it; completing the least of StoreTimeout and the time
-// left on the lease, but at least StoreTimeout/10. A store that does not answer within it (silent,
-// paused, partitioned) counts as unreachable. The Guard stops waiting at
-// the bound even if the store ignores its context (a go-redis client
-// without ContextTimeoutEnabled does).
+// never runs without dedup, the least of StoreTimeout and the time left);
+// renewing gets the least of StoreTimeout, half the lease and the time
+// left on it; completing the least of StoreTimeout and the time left on
+// the lease, but at least StoreTimeout/10. A store that does not answer
+// within it (silent, paused, partitioned) counts as unreachable. The
+// Guard stops waiting at the bound even if the store ignores its context
+// (a go-redis client without ContextTimeoutEnabled does).
 const StoreTimeout = 500 * time.Millisecond
 
 // errStoreTimeout is the error of an operation the store did not answer
