@@ -27,20 +27,18 @@ const StoreTimeout = 500 * time.Millisecond
 var errStoreTimeout = errors.New("did not answer in time")
 
 // claimTimeout is the bound of a claim made with ctx.
-func claimTimeout(ctx context.Context) time.Duration {
-	d := StoreTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl)/4)
-	}
-	return max(d, time.Millisecond)
-}
+func claimTimeout(ctx context.Context) time.Duration { return leftBound(ctx, 4) }
 
 // pollTimeout is the bound of a claim made with ctx by a request waiting
 // for another with the same key: StoreTimeout, or the time left.
-func pollTimeout(ctx context.Context) time.Duration {
+func pollTimeout(ctx context.Context) time.Duration { return leftBound(ctx, 1) }
+
+// leftBound is the least of StoreTimeout and 1/share of the time ctx has
+// left, but at least a millisecond.
+func leftBound(ctx context.Context, share time.Duration) time.Duration {
 	d := StoreTimeout
 	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
+		d = min(d, time.Until(dl)/share)
 	}
 	return max(d, time.Millisecond)
 }
