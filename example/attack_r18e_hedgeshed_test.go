@@ -8,9 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
-	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/runtime"
-	"github.com/go-resilient/resilient/runtime/policy"
 	rserver "github.com/go-resilient/resilient/runtime/server"
 )
 
@@ -22,19 +19,7 @@ import (
 // caller gets the first copy's answer, and no more copies are sent after
 // the refusal.
 func TestAttackR18eShedCopyDoesNotEndTheHedge(t *testing.T) {
-	hedge := runtime.WithPolicy(func(p *policy.Service) {
-		m := &p.Methods[0]
-		m.Retry, m.Cache = nil, nil
-		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
-	})
-	slow := func(ctx context.Context, c server.Call) error {
-		if c.Method == getStock {
-			return server.Wait(ctx, 150*time.Millisecond)
-		}
-		return nil
-	}
-	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 50*time.Millisecond)}, hedge)
-	r.warm(t)
+	r := newHedgeShedRig(t, codes.ResourceExhausted, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	resp, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hedged"})

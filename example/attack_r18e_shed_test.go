@@ -44,6 +44,44 @@ func shedLimits(l policy.Limits, code codes.Code, pushback time.Duration) rserve
 	})
 }
 
+// holdReport sends a StockReport with the plain client (no retries), which
+// a handler held on release keeps in flight; the returned func closes
+// release and waits for the report's end. The test's end cancels it.
+func holdReport(t *testing.T, r *rig, release chan struct{}) (end func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := inventoryv1.NewInventoryServiceClient(r.cc).StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "full"})
+		done <- err
+	}()
+	return func() { close(release); <-done }
+}
+
+// newHedgeShedRig is the rig of the hedge-against-shedding tests: GetStock
+// hedged (copies after 20 ms, up to 3, UNAVAILABLE non-fatal, no retry or
+// cache) against a handler that holds GetStock for 150 ms, behind a Guard
+// whose normal limit is one and which sheds with code and pushback. The
+// connection is warmed.
+func newHedgeShedRig(t *testing.T, code codes.Code, pushback time.Duration) *rig {
+	t.Helper()
+	hedge := runtime.WithPolicy(func(p *policy.Service) {
+		m := &p.Methods[0]
+		m.Retry, m.Cache = nil, nil
+		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	slow := func(ctx context.Context, c server.Call) error {
+		if c.Method == getStock {
+			return server.Wait(ctx, 150*time.Millisecond)
+		}
+		return nil
+	}
+	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, code, pushback)}, hedge)
+	r.warm(t)
+	return r
+}
+
 // longTimeouts gives every unary inventory method a 5 s per-attempt
 // timeout, so that calls the test holds are not ended by the client.
 var longTimeouts = runtime.WithPolicy(func(p *policy.Service) {
@@ -135,13 +173,7 @@ func TestAttackR18eShedPushbackBoundsTheRetries(t *testing.T) {
 	release := make(chan struct{})
 	r := newRig(t, held(release, stockReport),
 		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 1}, codes.Unavailable, pushback)})
-	holdCtx, stopHold := context.WithCancel(context.Background())
-	defer stopHold()
-	holder := make(chan error, 1)
-	go func() {
-		_, err := inventoryv1.NewInventoryServiceClient(r.cc).StockReport(holdCtx, &inventoryv1.StockReportRequest{Warehouse: "full"})
-		holder <- err
-	}()
+	endHold := holdReport(t, r, release)
 	waitFor(t, "the service full", func() bool { return r.stats().InFlight == 1 })
 
 	var mu sync.Mutex
@@ -166,8 +198,7 @@ func TestAttackR18eShedPushbackBoundsTheRetries(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	close(release)
-	<-holder
+	endHold()
 	requests := waves * callers
 	shed := int(r.stats().Shed[rserver.PriorityNormal])
 	budget := 10 + (requests+9)/10
@@ -190,19 +221,7 @@ func TestAttackR18eShedPushbackBoundsTheRetries(t *testing.T) {
 // and the caller gets the answer of the copy that ran, not the refusal of
 // one that the server never ran.
 func TestAttackR18eHedgeAgainstASheddingServer(t *testing.T) {
-	hedge := runtime.WithPolicy(func(p *policy.Service) {
-		m := &p.Methods[0]
-		m.Retry, m.Cache = nil, nil
-		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
-	})
-	slow := func(ctx context.Context, c server.Call) error {
-		if c.Method == getStock {
-			return server.Wait(ctx, 150*time.Millisecond)
-		}
-		return nil
-	}
-	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.Unavailable, 10*time.Millisecond)}, hedge)
-	r.warm(t)
+	r := newHedgeShedRig(t, codes.Unavailable, 10*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	resp, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hedged"})
@@ -245,14 +264,8 @@ func shedLowThenReserve(t *testing.T, code codes.Code, opts ...runtime.Option) (
 	release := make(chan struct{})
 	r := newRig(t, held(release, stockReport),
 		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 10, High: 10, Critical: 10}, code, 10*time.Millisecond)}, opts...)
-	holdCtx, stopHold := context.WithCancel(context.Background())
-	defer stopHold()
-	holder := make(chan error, 1)
-	go func() {
-		_, err := inventoryv1.NewInventoryServiceClient(r.cc).StockReport(holdCtx, &inventoryv1.StockReportRequest{Warehouse: "full"})
-		holder <- err
-	}()
-	defer func() { close(release); <-holder }()
+	endHold := holdReport(t, r, release)
+	defer endHold()
 	waitFor(t, "the low place taken", func() bool { return r.stats().InFlight == 1 })
 	for i := range 25 {
 		if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); status.Code(err) != code {

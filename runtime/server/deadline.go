@@ -30,20 +30,32 @@ func checkDeadline(ctx context.Context, method string, min time.Duration) error 
 	return nil
 }
 
-// withDefaultTimeout bounds ctx by m's DefaultTimeout when the caller sent
-// no deadline.
-func withDefaultTimeout(ctx context.Context, m *method) (context.Context, context.CancelFunc) {
-	if m.defaultTimeout <= 0 {
-		return ctx, func() {}
-	}
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	ctx, cancel := context.WithTimeout(ctx, m.defaultTimeout)
-	return context.WithValue(ctx, ownDeadlineKey{}, m), cancel
+// ownTimeoutKey marks a context whose deadline is the DefaultTimeout the
+// Guard gave a request of m that came without one; cancel stops its timer.
+type ownTimeoutKey struct{}
+
+type ownTimeout struct {
+	m      *method
+	cancel context.CancelFunc
 }
 
-type ownDeadlineKey struct{}
+// ownTimeoutOf returns the DefaultTimeout the Guard gave ctx's request of
+// m, if it gave one.
+func ownTimeoutOf(ctx context.Context, m *method) (ownTimeout, bool) {
+	ot, ok := ctx.Value(ownTimeoutKey{}).(ownTimeout)
+	return ot, ok && ot.m == m
+}
+
+// withDefaultTimeout bounds ctx by m's DefaultTimeout when the caller sent
+// no deadline; the cancel it returns is that of the TapHandle's timeout
+// when the tap gave it (withTapTimeout).
+func withDefaultTimeout(ctx context.Context, m *method) (context.Context, context.CancelFunc) {
+	ctx = withTapTimeout(ctx, m) // none when the tap gave it: ctx has its deadline
+	if ot, ok := ownTimeoutOf(ctx, m); ok {
+		return ctx, ot.cancel
+	}
+	return ctx, func() {}
+}
 
 // minDeadlineFor is the MinDeadline that the request of ctx must still
 // have left: m's, or zero when its deadline is the DefaultTimeout the
@@ -53,31 +65,20 @@ type ownDeadlineKey struct{}
 // equal to MinDeadline, every such request would be), only once it has
 // passed.
 func minDeadlineFor(ctx context.Context, m *method) time.Duration {
-	if own, ok := ctx.Value(ownDeadlineKey{}).(*method); ok && own == m {
-		return 0
-	}
-	if tt, ok := ctx.Value(tapTimeoutKey{}).(tapTimeout); ok && tt.m == m {
+	if _, ok := ownTimeoutOf(ctx, m); ok {
 		return 0
 	}
 	return m.minDeadline
 }
 
-type tapTimeoutKey struct{}
-
-// tapTimeout is the cancel of the default timeout the TapHandle gave a
-// request of m.
-type tapTimeout struct {
-	m      *method
-	cancel context.CancelFunc
-}
-
-// withTapTimeout is withDefaultTimeout in the TapHandle: the context it
-// returns becomes that of gRPC's transport stream, so the timeout also
-// ends a Send blocked on flow control (a caller that reads nothing) and a
-// Recv waiting for the caller, which wait on that context, not on the
-// handler's. The cancel travels in the context to the interceptor, which
-// calls it when the handler returns; a request that never reaches it has
-// its timer stopped when gRPC cancels the stream's context, the parent.
+// withTapTimeout bounds ctx by m's DefaultTimeout when the caller sent no
+// deadline, the cancel carried in the context. Given in the TapHandle, the
+// context it returns becomes that of gRPC's transport stream, so the
+// timeout also ends a Send blocked on flow control (a caller that reads
+// nothing) and a Recv waiting for the caller, which wait on that context,
+// not on the handler's. The interceptor calls the cancel when the handler
+// returns; a request that never reaches it has its timer stopped when
+// gRPC cancels the stream's context, the parent.
 func withTapTimeout(ctx context.Context, m *method) context.Context {
 	if m.defaultTimeout <= 0 {
 		return ctx
@@ -86,5 +87,5 @@ func withTapTimeout(ctx context.Context, m *method) context.Context {
 		return ctx
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.defaultTimeout)
-	return context.WithValue(ctx, tapTimeoutKey{}, tapTimeout{m, cancel})
+	return context.WithValue(ctx, ownTimeoutKey{}, ownTimeout{m, cancel})
 }

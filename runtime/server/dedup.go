@@ -309,13 +309,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 // the key free and run the handler a second time. It reports whether the
 // outcome is kept; a key another request holds is left to it.
 func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) bool {
-	c, err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (Claim, error) {
-		return g.store.Claim(ctx, skey, token, fp, entryLease(m.dedup.lease))
-	}, func(c Claim, err error) {
-		if err == nil && c.State == Claimed {
-			g.release(m, skey, token)
-		}
-	})
+	c, err := g.claim(context.Background(), skey, token, fp, m.dedup.lease, StoreTimeout)
 	if err != nil {
 		g.storeError(m, "claim", err)
 		return false

@@ -320,9 +320,6 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 		return ctx, serving{}, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, m)
-	if tt, ok := ctx.Value(tapTimeoutKey{}).(tapTimeout); ok && tt.m == m {
-		cancel = tt.cancel // the tap's: the context has its deadline already
-	}
 	return ctx, serving{a: a, cancel: cancel}, nil
 }
 

@@ -13,12 +13,13 @@ import (
 // gets the least of StoreTimeout and a quarter of the time the request has
 // left, so that OnStoreError still leaves the handler three quarters of
 // it (the polls of a request waiting for another with its key, which
-// never runs without dedup, the least of StoreTimeout and the time left); renewing gets the least of StoreTimeout, half the lease and
-// the time left on it; completing the least of StoreTimeout and the time
-// left on the lease, but at least StoreTimeout/10. A store that does not answer within it (silent,
-// paused, partitioned) counts as unreachable. The Guard stops waiting at
-// the bound even if the store ignores its context (a go-redis client
-// without ContextTimeoutEnabled does).
+// never runs without dedup, the least of StoreTimeout and the time left);
+// renewing gets the least of StoreTimeout, half the lease and the time
+// left on it; completing the least of StoreTimeout and the time left on
+// the lease, but at least StoreTimeout/10. A store that does not answer
+// within it (silent, paused, partitioned) counts as unreachable. The
+// Guard stops waiting at the bound even if the store ignores its context
+// (a go-redis client without ContextTimeoutEnabled does).
 const StoreTimeout = 500 * time.Millisecond
 
 // errStoreTimeout is the error of an operation the store did not answer
@@ -26,20 +27,18 @@ const StoreTimeout = 500 * time.Millisecond
 var errStoreTimeout = errors.New("did not answer in time")
 
 // claimTimeout is the bound of a claim made with ctx.
-func claimTimeout(ctx context.Context) time.Duration {
-	d := StoreTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl)/4)
-	}
-	return max(d, time.Millisecond)
-}
+func claimTimeout(ctx context.Context) time.Duration { return leftBound(ctx, 4) }
 
 // pollTimeout is the bound of a claim made with ctx by a request waiting
 // for another with the same key: StoreTimeout, or the time left.
-func pollTimeout(ctx context.Context) time.Duration {
+func pollTimeout(ctx context.Context) time.Duration { return leftBound(ctx, 1) }
+
+// leftBound is the least of StoreTimeout and 1/share of the time ctx has
+// left, but at least a millisecond.
+func leftBound(ctx context.Context, share time.Duration) time.Duration {
 	d := StoreTimeout
 	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
+		d = min(d, time.Until(dl)/share)
 	}
 	return max(d, time.Millisecond)
 }
