@@ -184,6 +184,9 @@ func (s *Server) Keys(method string) []string {
 // at once.
 func (s *Server) MaxInFlight() int { return int(s.maxFlight.Load()) }
 
+// InFlight returns how many calls the server is handling now.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
 // handle counts a call and applies the behaviour.
 func (s *Server) handle(ctx context.Context, method string) error {
 	n := s.inFlight.Add(1)

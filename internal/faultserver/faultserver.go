@@ -142,6 +142,14 @@ func (s *Server) MaxInFlight() int {
 	return m
 }
 
+// InFlight returns how many calls the server is handling now, over every
+// incarnation.
+func (s *Server) InFlight() int {
+	n := 0
+	s.each(func(p *server.Server) { n += p.InFlight() })
+	return n
+}
+
 // Accepted returns how many TCP connections the server accepted, over every
 // incarnation.
 func (s *Server) Accepted() int {
