@@ -85,25 +85,7 @@ func TestAttackTodayPluginExtremesAgreeWithGo(t *testing.T) {
 				t.Errorf("%s: the literal holds %s", name, bad)
 			}
 		}
-		sp := todayResolve(t, src)
-		if err := sp.Policy.Validate(); err != nil {
-			t.Errorf("%s: the plugin accepts, Validate refuses: %v", name, err)
-		} else if _, err := runtime.NewClient(&sp.Policy); err != nil {
-			t.Errorf("%s: the plugin accepts, NewClient refuses: %v", name, err)
-		}
-		if sp.Server != nil {
-			sv := sp.Server.Clone()
-			for i := range sv.Methods {
-				if sv.Methods[i].Dedup != nil {
-					sv.Methods[i].NewResponse = todayNewResponse
-				}
-			}
-			if err := sv.Validate(); err != nil {
-				t.Errorf("%s: the plugin accepts, Server.Validate refuses: %v", name, err)
-			} else if _, err := server.NewGuard([]*policy.Server{&sv}, server.WithStore(server.NewMemoryStore(8))); err != nil {
-				t.Errorf("%s: the plugin accepts, NewGuard refuses: %v", name, err)
-			}
-		}
+		checkInForce(t, name, "Validate refuses", todayResolve(t, src))
 	}
 	for _, s := range svc {
 		check(s, "", todayTTL)
@@ -180,3 +162,29 @@ func todayResolve(t *testing.T, src string) *service {
 }
 
 func todayNewResponse() proto.Message { return new(emptypb.Empty) }
+
+// checkInForce reports, for the input named at, a resolution sp the plugin
+// accepted that policy.Service.Validate, runtime.NewClient,
+// policy.Server.Validate or server.NewGuard refuses. refused words the
+// failure of Validate.
+func checkInForce(t *testing.T, at, refused string, sp *service) {
+	t.Helper()
+	if err := sp.Policy.Validate(); err != nil {
+		t.Errorf("%s: the plugin accepts, %s: %v", at, refused, err)
+	} else if _, err := runtime.NewClient(&sp.Policy); err != nil {
+		t.Errorf("%s: the plugin accepts, NewClient refuses: %v", at, err)
+	}
+	if sp.Server != nil {
+		sv := sp.Server.Clone()
+		for i := range sv.Methods {
+			if sv.Methods[i].Dedup != nil {
+				sv.Methods[i].NewResponse = todayNewResponse
+			}
+		}
+		if err := sv.Validate(); err != nil {
+			t.Errorf("%s: the plugin accepts, Server.Validate refuses: %v", at, err)
+		} else if _, err := server.NewGuard([]*policy.Server{&sv}, server.WithStore(server.NewMemoryStore(8))); err != nil {
+			t.Errorf("%s: the plugin accepts, NewGuard refuses: %v", at, err)
+		}
+	}
+}
