@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -147,7 +148,13 @@ func todayResolve(t *testing.T, src string) *service {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "extreme.proto"), []byte(src))
-	req := compileRequest(t, "module="+testModule, []string{dir, "../../options"}, "extreme.proto")
+	return resolveOne(t, compileRequest(t, "module="+testModule, []string{dir, "../../options"}, "extreme.proto"))
+}
+
+// resolveOne returns the plugin's resolution of the first service of the
+// file req asks to generate.
+func resolveOne(t *testing.T, req *pluginpb.CodeGeneratorRequest) *service {
+	t.Helper()
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
 		t.Fatal(err)
