@@ -10,12 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"google.golang.org/protobuf/compiler/protogen"
-
-	"github.com/go-resilient/resilient/runtime"
-	"github.com/go-resilient/resilient/runtime/policy"
-	"github.com/go-resilient/resilient/runtime/server"
 )
 
 // TestAttackR18ChecksAcceptedIsInForce: the plugin checks each level's
@@ -80,35 +74,8 @@ func TestAttackR18ChecksAcceptedIsInForce(t *testing.T) {
 			continue
 		}
 		accepted++
-		gen, err := protogen.Options{}.New(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sp *service
-		for _, f := range gen.Files {
-			if f.Generate {
-				sp = resolveFile(f, &problems{})[0]
-			}
-		}
 		at := fmt.Sprintf("file {%s} service {%s} Get {%s} Watch {%s}", file, svc, g, w)
-		if err := sp.Policy.Validate(); err != nil {
-			t.Errorf("%s: the plugin accepts, Validate refuses the policy in force: %v", at, err)
-		} else if _, err := runtime.NewClient(&sp.Policy); err != nil {
-			t.Errorf("%s: the plugin accepts, NewClient refuses: %v", at, err)
-		}
-		if sp.Server != nil {
-			sv := sp.Server.Clone()
-			for i := range sv.Methods {
-				if sv.Methods[i].Dedup != nil {
-					sv.Methods[i].NewResponse = todayNewResponse
-				}
-			}
-			if err := sv.Validate(); err != nil {
-				t.Errorf("%s: the plugin accepts, Server.Validate refuses: %v", at, err)
-			} else if _, err := server.NewGuard([]*policy.Server{&sv}, server.WithStore(server.NewMemoryStore(8))); err != nil {
-				t.Errorf("%s: the plugin accepts, NewGuard refuses: %v", at, err)
-			}
-		}
+		checkInForce(t, at, "Validate refuses the policy in force", resolveOne(t, req))
 	}
 	t.Logf("%d accepted, %d refused", accepted, refused)
 	if accepted < 50 || refused < 50 {

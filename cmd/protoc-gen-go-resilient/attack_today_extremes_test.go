@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -85,25 +86,7 @@ func TestAttackTodayPluginExtremesAgreeWithGo(t *testing.T) {
 				t.Errorf("%s: the literal holds %s", name, bad)
 			}
 		}
-		sp := todayResolve(t, src)
-		if err := sp.Policy.Validate(); err != nil {
-			t.Errorf("%s: the plugin accepts, Validate refuses: %v", name, err)
-		} else if _, err := runtime.NewClient(&sp.Policy); err != nil {
-			t.Errorf("%s: the plugin accepts, NewClient refuses: %v", name, err)
-		}
-		if sp.Server != nil {
-			sv := sp.Server.Clone()
-			for i := range sv.Methods {
-				if sv.Methods[i].Dedup != nil {
-					sv.Methods[i].NewResponse = todayNewResponse
-				}
-			}
-			if err := sv.Validate(); err != nil {
-				t.Errorf("%s: the plugin accepts, Server.Validate refuses: %v", name, err)
-			} else if _, err := server.NewGuard([]*policy.Server{&sv}, server.WithStore(server.NewMemoryStore(8))); err != nil {
-				t.Errorf("%s: the plugin accepts, NewGuard refuses: %v", name, err)
-			}
-		}
+		checkInForce(t, name, "Validate refuses", todayResolve(t, src))
 	}
 	for _, s := range svc {
 		check(s, "", todayTTL)
@@ -165,7 +148,13 @@ func todayResolve(t *testing.T, src string) *service {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "extreme.proto"), []byte(src))
-	req := compileRequest(t, "module="+testModule, []string{dir, "../../options"}, "extreme.proto")
+	return resolveOne(t, compileRequest(t, "module="+testModule, []string{dir, "../../options"}, "extreme.proto"))
+}
+
+// resolveOne returns the plugin's resolution of the first service of the
+// file req asks to generate.
+func resolveOne(t *testing.T, req *pluginpb.CodeGeneratorRequest) *service {
+	t.Helper()
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
 		t.Fatal(err)
@@ -180,3 +169,29 @@ func todayResolve(t *testing.T, src string) *service {
 }
 
 func todayNewResponse() proto.Message { return new(emptypb.Empty) }
+
+// checkInForce reports, for the input named at, a resolution sp the plugin
+// accepted that policy.Service.Validate, runtime.NewClient,
+// policy.Server.Validate or server.NewGuard refuses. refused words the
+// failure of Validate.
+func checkInForce(t *testing.T, at, refused string, sp *service) {
+	t.Helper()
+	if err := sp.Policy.Validate(); err != nil {
+		t.Errorf("%s: the plugin accepts, %s: %v", at, refused, err)
+	} else if _, err := runtime.NewClient(&sp.Policy); err != nil {
+		t.Errorf("%s: the plugin accepts, NewClient refuses: %v", at, err)
+	}
+	if sp.Server != nil {
+		sv := sp.Server.Clone()
+		for i := range sv.Methods {
+			if sv.Methods[i].Dedup != nil {
+				sv.Methods[i].NewResponse = todayNewResponse
+			}
+		}
+		if err := sv.Validate(); err != nil {
+			t.Errorf("%s: the plugin accepts, Server.Validate refuses: %v", at, err)
+		} else if _, err := server.NewGuard([]*policy.Server{&sv}, server.WithStore(server.NewMemoryStore(8))); err != nil {
+			t.Errorf("%s: the plugin accepts, NewGuard refuses: %v", at, err)
+		}
+	}
+}

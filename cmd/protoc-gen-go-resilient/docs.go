@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/internal/rules"
@@ -218,7 +217,7 @@ func methodOrigin(m *protogen.Method, rm *method, path string) string {
 	stream := streamKind(m) != ""
 	switch {
 	case path == "idempotent" && rm.Policy.Idempotent && !eff.policy.GetIdempotent():
-		level := m.Desc.Options().(*descriptorpb.MethodOptions).GetIdempotencyLevel()
+		level := rules.IdempotencyLevel(m.Desc)
 		return fmt.Sprintf("`idempotency_level = %s`", level)
 	case path == "retry" && stream:
 		return "streams are not retried"

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/go-resilient/resilient/internal/rules"
 )
@@ -36,27 +37,17 @@ func TestLintAgrees(t *testing.T) {
 				_, rest, _ := strings.Cut(line, ": ") // the position
 				want = append(want, rest)
 			}
-			var flags flag.FlagSet
-			gen, err := protogen.Options{ParamFunc: flags.Set}.New(req)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var got []string
-			for _, f := range gen.Files {
-				if !f.Generate {
-					continue
+			lintFindings(t, req, func(d protoreflect.Descriptor, fi rules.Finding) {
+				if fi.Rule == "" {
+					t.Errorf("finding without a rule: %+v", fi)
 				}
-				rules.CheckFile(f.Desc, func(d protoreflect.Descriptor, fi rules.Finding) {
-					if fi.Rule == "" {
-						t.Errorf("finding without a rule: %+v", fi)
-					}
-					if fi.Rule == rules.RuleNoTimeout {
-						return // lint only
-					}
-					fired[fi.Rule] = true
-					got = append(got, fmt.Sprintf("%s: %s.%s: %s", d.FullName(), fi.Level.Option(), fi.Path, fi.Message))
-				})
-			}
+				if fi.Rule == rules.RuleNoTimeout {
+					return // lint only
+				}
+				fired[fi.Rule] = true
+				got = append(got, fmt.Sprintf("%s: %s.%s: %s", d.FullName(), fi.Level.Option(), fi.Path, fi.Message))
+			})
 			if !slices.Equal(got, want) {
 				t.Errorf("lint finds:\n%s\nthe plugin refuses:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
@@ -70,6 +61,23 @@ func TestLintAgrees(t *testing.T) {
 	} {
 		if !fired[id] {
 			t.Errorf("no input under testdata/refuse is refused by %s", id)
+		}
+	}
+}
+
+// lintFindings runs the lint rules (rules.CheckFile) on the files req asks
+// to generate, as the buf check plugin does, calling found for each
+// finding.
+func lintFindings(t *testing.T, req *pluginpb.CodeGeneratorRequest, found func(protoreflect.Descriptor, rules.Finding)) {
+	t.Helper()
+	var flags flag.FlagSet
+	gen, err := protogen.Options{ParamFunc: flags.Set}.New(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range gen.Files {
+		if f.Generate {
+			rules.CheckFile(f.Desc, found)
 		}
 	}
 }
