@@ -80,7 +80,10 @@ func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, client
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start("127.0.0.1:0", b, g.ServerOptions()...)
+	// Stop waits for the handlers too: a keyed handler may still be
+	// writing its outcome to a store the test made slow when the test
+	// ends, and would outlive it (the package's leak check).
+	srv, err := server.Start("127.0.0.1:0", b, append(g.ServerOptions(), grpc.WaitForHandlers(true))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func newStoreRig(t *testing.T, b server.Behaviour) *storeRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start("127.0.0.1:0", b, g.ServerOptions()...)
+	srv, err := server.Start("127.0.0.1:0", b, append(g.ServerOptions(), grpc.WaitForHandlers(true))...) // Stop waits for the handlers, as in newRig
 	if err != nil {
 		t.Fatal(err)
 	}
