@@ -70,6 +70,26 @@ func methodSite(f *protogen.File, m *protogen.Method) site {
 			levelMethod: methodOptionPath(m)}}
 }
 
+// sitesOf returns the site of each element of f that a finding is
+// reported at: its services and methods, and the file for anything else.
+func sitesOf(f *protogen.File) func(protoreflect.Descriptor) site {
+	sites := map[protoreflect.FullName]site{}
+	for _, s := range f.Services {
+		sites[s.Desc.FullName()] = serviceSite(f, s)
+		for _, m := range s.Methods {
+			sites[m.Desc.FullName()] = methodSite(f, m)
+		}
+	}
+	file := fileSite(f)
+	return func(d protoreflect.Descriptor) site {
+		at, ok := sites[d.FullName()]
+		if _, isFile := d.(protoreflect.FileDescriptor); isFile || !ok {
+			return file
+		}
+		return at
+	}
+}
+
 // position formats a source location; a missing one (no source info) is
 // the start of the file.
 func position(f *protogen.File, loc protoreflect.SourceLocation) string {
