@@ -53,11 +53,7 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 				if fi.Rule != id {
 					return
 				}
-				where := fi.Level.Option()
-				if fi.Path != "" {
-					where += "." + fi.Path
-				}
-				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s: %s", d.FullName(), where, fi.Message))
+				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
 			}
 			rules.CheckFile(f.ProtoreflectFileDescriptor(), report)
 			newerOptions(f.ProtoreflectFileDescriptor(), report) // newer.go

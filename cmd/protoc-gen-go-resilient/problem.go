@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -186,11 +187,7 @@ func (p problem) String() string {
 		b.WriteString(p.at.name)
 		b.WriteString(": ")
 	}
-	b.WriteString(p.option.option())
-	if p.path != "" {
-		b.WriteString(".")
-		b.WriteString(p.path)
-	}
+	b.WriteString(rules.Level(p.option).OptionPath(p.path))
 	b.WriteString(": ")
 	b.WriteString(p.msg)
 	return b.String()
