@@ -116,7 +116,9 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 // resolved from them (the file's, service's and method's options merged
 // field by field); and RuleNoTimeout, which only lint reports (the plugin
 // drops it). Each finding comes with the descriptor it is reported at (the
-// file, a service or a method).
+// file, a service or a method). The policies are read with PolicyOf; a
+// value of a newer contract that they cannot hold is NewerOptions' to
+// find (newer.go), which each program words as its own.
 func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
 	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
 		Check(p, onMethod, func(path, format string, args ...any) {
