@@ -217,10 +217,10 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 	// runs the same), in its words, at the key of the override that made
 	// it so.
 	for _, pr := range p.Problems() {
-		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key) {
+		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key, pr.With) {
 			continue // already reported
 		}
-		l, key := t.culprit(pr.Method, pr.Key)
+		l, key := t.culprit(pr.Method, pr.Key, pr.With)
 		if l == nil {
 			// No override touched it, yet it is wrong only with them.
 			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, pr.Message)
@@ -238,31 +238,16 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 	return &p, nil
 }
 
-// related are, for a value the runtime refuses, the values that make it
-// wrong together with it: an override of either is to blame.
-var related = map[string][]string{
-	"timeout":           {"overall_timeout"},
-	"retry.max_backoff": {"retry.initial_backoff"},
-	"cache.stale_ttl":   {"cache.fresh_ttl"},
-	"hedging.delay":     {"timeout", "overall_timeout"},
-	"hedging":           {"retry"},
-	"cache":             {"timeout", "overall_timeout"},
-
-	"circuit_breaker.minimum_calls": {"circuit_breaker.window_calls"},
-	"adaptive_limit.max_limit":      {"bulkhead.permits", "adaptive_limit.min_limit"},
-	"adaptive_limit.min_limit":      {"adaptive_limit.max_limit", "bulkhead.permits"},
-	"adaptive_limit.initial_limit":  {"adaptive_limit.min_limit", "adaptive_limit.max_limit", "bulkhead.permits"},
-}
-
 // refusedNear reports whether an override refused on its own set the
-// value at key of method, or one that makes it wrong together with it:
-// the problem is then the refused value's, already reported.
-func (t *service) refusedNear(method, key string) bool {
+// value at key of method, or one of with, the values that make it wrong
+// together with it (policy.Problem.With): the problem is then the
+// refused value's, already reported.
+func (t *service) refusedNear(method, key string, with []string) bool {
 	for _, l := range t.leaves {
 		if !l.bad || (l.method != method && l.method != "") {
 			continue
 		}
-		for _, k := range append([]string{key}, related[key]...) {
+		for _, k := range append([]string{key}, with...) {
 			if l.path == k || strings.HasPrefix(l.path, k+".") || strings.HasPrefix(k, l.path+".") {
 				return true
 			}
@@ -273,17 +258,18 @@ func (t *service) refusedNear(method, key string) bool {
 
 // culprit returns the override to blame for a problem at key of method
 // ("" for the service), and the key to name it by: the override of that
-// value, else of a value that makes it wrong together with it, else one
-// inside it ("retry" for a retry.max_attempts that made the retries).
-// Nil when no override touched it.
-func (t *service) culprit(method, key string) (*leaf, string) {
+// value, else of one of with, the values that make it wrong together with
+// it (policy.Problem.With), else one inside either ("retry" for a
+// retry.max_attempts that made the retries). Nil when no override touched
+// it.
+func (t *service) culprit(method, key string, with []string) (*leaf, string) {
 	if l := t.blame(method, key); l != nil {
 		return l, key
 	}
-	if l := t.blame(method, related[key]...); l != nil {
+	if l := t.blame(method, with...); l != nil {
 		return l, l.path
 	}
-	for _, k := range append([]string{key}, related[key]...) {
+	for _, k := range append([]string{key}, with...) {
 		if l := t.find(method, k); l != nil && !l.bad {
 			return l, k
 		}
