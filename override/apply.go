@@ -215,7 +215,9 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 	}
 	// Everything else the runtime's own check refuses (runtime.NewClient
 	// runs the same), in its words, at the key of the override that made
-	// it so.
+	// it so. A value of the service wrong in the same words for several
+	// methods is one problem, at its key, naming them (atService).
+	atService := map[[2]string]*sharedProblem{}
 	for _, pr := range p.Problems() {
 		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key, pr.With) {
 			continue // already reported
@@ -227,15 +229,48 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 			continue
 		}
 		msg := pr.Message
-		if pr.Method != "" && !strings.Contains(msg, pr.Method) {
-			msg = "in " + pr.Method + ", " + msg
+		if pr.Method == "" || strings.Contains(msg, pr.Method) {
+			errs.add(l.keyFor(key), "%s", msg)
+			continue
 		}
-		errs.add(l.keyFor(key), "%s", msg)
+		if l.method != "" {
+			errs.add(l.keyFor(key), "in %s, %s", pr.Method, msg)
+			continue
+		}
+		id := [2]string{l.keyFor(key), msg}
+		sp := atService[id]
+		if sp == nil {
+			sp = &sharedProblem{at: len(errs)}
+			atService[id] = sp
+			errs.add("", "")
+		}
+		sp.methods = append(sp.methods, pr.Method)
+		errs[sp.at] = fmt.Sprintf("%s: in %s, %s", id[0], sp.where(len(p.Methods)), msg)
 	}
 	if len(errs) > 0 || t.refused() {
 		return nil, errs.err() // nil when check reported them all
 	}
 	return &p, nil
+}
+
+// sharedProblem is a problem of a value set on the service, the same for
+// each of methods: reported once, at errs[at].
+type sharedProblem struct {
+	at      int
+	methods []string
+}
+
+// where names the methods the problem holds for, of a service of n
+// methods: "GetStock", "GetStock and ListStock", "each method".
+func (sp *sharedProblem) where(n int) string {
+	m := sp.methods
+	switch {
+	case len(m) == n && n > 1:
+		return "each method"
+	case len(m) == 1:
+		return m[0]
+	}
+	return strings.Join(m[:len(m)-1], ", ") + " and " + m[len(m)-1]
 }
 
 // refusedNear reports whether an override refused on its own set the
