@@ -81,7 +81,9 @@ func TestProblemsNameTheValuesTheyRelate(t *testing.T) {
 		{"cache of a method not idempotent", func(p *policy.Service) {
 			get(p).Cache, get(p).Idempotent = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1}, false
 		}, "Get", "cache", []string{"idempotent"}},
-		{"cache of a stream", func(p *policy.Service) { watch(p).Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1} }, "Watch", "cache", nil},
+		{"cache of a stream", func(p *policy.Service) {
+			watch(p).Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1}
+		}, "Watch", "cache", nil},
 		{"cache without timeouts", func(p *policy.Service) {
 			get(p).Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 1}
 			get(p).Timeout, get(p).OverallTimeout = 0, 0
