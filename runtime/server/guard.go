@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -148,9 +150,12 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		compiled = append(compiled, p.Clone())
 	}
 	for _, e := range o.edits {
+		if e.fn == nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q, nil): the edit is nil; give a function that changes the policy", e.service)
+		}
 		i, ok := index[e.service]
-		if !ok || e.fn == nil {
-			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): no such service among the policies, or a nil edit", e.service)
+		if !ok {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): unknown service: %s", e.service, heldServices(compiled))
 		}
 		e.fn(&compiled[i])
 	}
@@ -189,6 +194,20 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// heldServices names the services of policies, for the error of an edit
+// to another one.
+func heldServices(policies []policy.Server) string {
+	if len(policies) == 0 {
+		return "the Guard was given no policy"
+	}
+	names := make([]string, len(policies))
+	for i := range policies {
+		names[i] = policies[i].Name
+	}
+	slices.Sort(names)
+	return "the Guard holds " + strings.Join(names, ", ") + " (write the full service name, as in the .proto's package and service)"
 }
 
 // ServerOptions returns the options that install the Guard in a server:
