@@ -118,7 +118,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			// before its deadline.
 			bound = pollTimeout(ctx)
 		}
-		c, err := g.claim(ctx, skey, token, fp, d.lease, bound)
+		c, err := g.claim(ctx, m, skey, token, fp, d.lease, bound)
 		if err != nil {
 			if !errors.Is(err, errStoreTimeout) {
 				// The store may have carried the claim out and lost its
@@ -126,7 +126,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 				// key, so that the caller's retry does not wait for a
 				// request that never ran. An abandoned claim is released
 				// by claim itself, when its answer arrives.
-				g.forget(ctx, skey, token)
+				g.forget(ctx, m, skey, token)
 			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
@@ -178,14 +178,17 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 
 // claim is Store.Claim bounded by bound; a claim that succeeds after the
 // Guard stopped waiting is released.
-func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease, bound time.Duration) (Claim, error) {
+func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fingerprint, lease, bound time.Duration) (Claim, error) {
 	return bounded(ctx, g.inline, bound, func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
 	}, func(c Claim, err error) {
 		if err == nil && c.State == Claimed {
 			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 			defer cancel()
-			_ = g.store.Release(rctx, key, token)
+			_, err := recovering(rctx, func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, g.store.Release(ctx, key, token)
+			})
+			g.storePanicked(m, "release", err)
 		}
 	})
 }
@@ -204,11 +207,13 @@ func (g *Guard) release(m *method, key, token string) {
 
 // forget releases a key whose claim failed, in case the store carried it
 // out, bounded like a claim (at least StoreTimeout/10, for a request whose
-// caller is gone); its failure is not counted (the claim's is).
-func (g *Guard) forget(ctx context.Context, key, token string) {
-	_, _ = bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
+// caller is gone); its failure is not counted (the claim's is), but a
+// panic is logged.
+func (g *Guard) forget(ctx context.Context, m *method, key, token string) {
+	_, err := bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, g.store.Release(ctx, key, token)
 	}, nil)
+	g.storePanicked(m, "release", err)
 }
 
 // leaseLost is the answer of a request that lost its key before its
@@ -294,7 +299,11 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	default:
 		m.svc.notKept.Add(1)
 		if g.logger != nil {
-			g.logger.ErrorContext(ctx, "outcome of a deduplicated request not kept: the idempotency store did not answer for the whole lease; a repeat after the entry lapses runs the handler again",
+			why := "the idempotency store did not answer for the whole lease"
+			if isPanic(kerr) {
+				why = "the idempotency store panicked writing it"
+			}
+			g.logger.ErrorContext(ctx, "outcome of a deduplicated request not kept: "+why+"; the key stays pending until its entry lapses, and a repeat after that runs the handler again",
 				"method", m.name, "error", kerr.Error())
 		}
 		return resp, err
@@ -307,9 +316,11 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 // this request claims it again and writes its outcome. Telling its caller
 // UNAVAILABLE instead would have its client retry with the same key, find
 // the key free and run the handler a second time. It reports whether the
-// outcome is kept; a key another request holds is left to it.
+// caller gets the handler's answer: the outcome is kept, or the write
+// panicked (the key, claimed again, stays pending until it lapses, as
+// after complete's panic); a key another request holds is left to it.
 func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) bool {
-	c, err := g.claim(context.Background(), skey, token, fp, m.dedup.lease, StoreTimeout)
+	c, err := g.claim(context.Background(), m, skey, token, fp, m.dedup.lease, StoreTimeout)
 	if err != nil {
 		g.storeError(m, "claim", err)
 		return false
@@ -325,6 +336,10 @@ func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) 
 		if !errors.Is(err, ErrNotOwner) {
 			g.storeError(m, "complete", err)
 		}
+		if isPanic(err) {
+			m.svc.notKept.Add(1)
+			return true
+		}
 		g.release(m, skey, token)
 		return false
 	}
@@ -333,7 +348,11 @@ func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) 
 }
 
 // complete writes the outcome, retrying while the lease is held (until
-// k.giveUp), at least once.
+// k.giveUp), at least once. A write that panicked is not retried: a panic
+// is the Store's bug, not an outage that ends, and retrying it for the
+// rest of the lease would hold the caller's answer back until its deadline
+// had likely passed (and its client retried, to find the key lapsed and
+// run the handler again).
 func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) error {
 	pause := pollFirst
 	for first := true; ; first = false {
@@ -349,6 +368,9 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 			return err
 		}
 		g.storeError(m, "complete", err)
+		if isPanic(err) {
+			return err
+		}
 		wait := min(pause/2+rand.N(pause/2+1), max(time.Until(k.giveUp()), 0))
 		time.Sleep(wait)
 		pause = min(2*pause, pollMax)
@@ -388,8 +410,12 @@ func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grp
 		m.svc.ranWithoutDedup.Add(1)
 		return handler(ctx, req)
 	}
+	what := "cannot be reached"
+	if isPanic(err) {
+		what = "failed (a bug of the Store: see the Guard's log for its stack)"
+	}
 	return nil, status.Errorf(codes.Unavailable,
-		"resilient: %s: the idempotency store cannot be reached, and the method refuses to run without it: %v", m.name, err)
+		"resilient: %s: the idempotency store %s, and the method refuses to run without it: %v", m.name, what, err)
 }
 
 // notKeepable logs an outcome that could not be serialized (the key is

@@ -135,6 +135,11 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 	if v := reflect.ValueOf(o.store); v.Kind() == reflect.Pointer && v.IsNil() {
 		o.store = nil // WithStore((*MemoryStore)(nil)) is no store: refused below where a method deduplicates
 	}
+	if s, ok := o.store.(interface{ Err() error }); ok {
+		if err := s.Err(); err != nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithStore: %w", err)
+		}
+	}
 	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger, scope: o.scope}
 	_, g.inline = o.store.(*MemoryStore)
 	compiled := make([]policy.Server, 0, len(policies))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
@@ -25,6 +26,34 @@ const StoreTimeout = 500 * time.Millisecond
 // errStoreTimeout is the error of an operation the store did not answer
 // in time.
 var errStoreTimeout = errors.New("did not answer in time")
+
+// storePanic is the error of a store operation that panicked: the Guard
+// recovers it (a Store's call runs on a goroutine of the Guard's, where a
+// panic would end the process) and the request goes on as after a failed
+// operation. Value is what the store panicked with, Stack where.
+type storePanic struct {
+	value any
+	stack []byte
+}
+
+func (p *storePanic) Error() string { return fmt.Sprintf("the store panicked: %v", p.value) }
+
+// recovering runs op, and returns a panic of it as a *storePanic error.
+func recovering[T any](ctx context.Context, op func(context.Context) (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, &storePanic{value: r, stack: debug.Stack()}
+		}
+	}()
+	return op(ctx)
+}
+
+// isPanic reports whether err is that of a store operation that panicked.
+func isPanic(err error) bool {
+	var p *storePanic
+	return errors.As(err, &p)
+}
 
 // claimTimeout is the bound of a claim made with ctx.
 func claimTimeout(ctx context.Context) time.Duration { return leftBound(ctx, 4) }
@@ -48,10 +77,12 @@ func leftBound(ctx context.Context, share time.Duration) time.Duration {
 // running then finishes in its goroutine, and late (if not nil) receives
 // what it returned: a claim that succeeded after the Guard stopped
 // waiting is released there. With inline (a store that never blocks, the
-// MemoryStore), op runs on the caller's goroutine.
+// MemoryStore), op runs on the caller's goroutine. A panic of op or late
+// is recovered: op's is returned as a *storePanic error, late's dropped
+// (late reports its own).
 func bounded[T any](ctx context.Context, inline bool, d time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error) {
 	if inline {
-		return op(ctx)
+		return recovering(ctx, op)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	type result struct {
@@ -67,12 +98,13 @@ func bounded[T any](ctx context.Context, inline bool, d time.Duration, op func(c
 	ch := make(chan result, 1)
 	go func() {
 		defer cancel()
-		v, err := op(ctx)
+		v, err := recovering(ctx, op)
 		if state.CompareAndSwap(waiting, delivered) {
 			ch <- result{v, err}
 			return
 		}
 		if late != nil {
+			defer func() { _ = recover() }()
 			late(v, err)
 		}
 	}()
@@ -96,13 +128,32 @@ type storeHealth struct {
 }
 
 // storeError counts a failed store operation and logs the first of an
-// episode.
+// episode; a panic is logged every time (storePanicked).
 func (g *Guard) storeError(m *method, op string, err error) {
 	m.svc.storeErrors.Add(1)
+	if g.storePanicked(m, op, err) {
+		g.health.failing.Store(true)
+		return
+	}
 	if g.health.failing.CompareAndSwap(false, true) && g.logger != nil {
 		g.logger.LogAttrs(context.Background(), slog.LevelWarn, "idempotency store failing; each method applies its OnStoreError until it answers again",
 			slog.String("method", m.name), slog.String("op", op), slog.String("error", err.Error()))
 	}
+}
+
+// storePanicked logs, as an error with its stack, a store operation that
+// panicked, each time: a panic is a bug of the Store, not an outage that
+// ends, and its stack is what mends it. It reports whether err is one.
+func (g *Guard) storePanicked(m *method, op string, err error) bool {
+	var p *storePanic
+	if !errors.As(err, &p) {
+		return false
+	}
+	if g.logger != nil {
+		g.logger.LogAttrs(context.Background(), slog.LevelError, "idempotency store panicked; the Guard recovered it and went on as after a failed operation",
+			slog.String("method", m.name), slog.String("op", op), slog.String("panic", fmt.Sprint(p.value)), slog.String("stack", string(p.stack)))
+	}
+	return true
 }
 
 // storeOK ends an episode of failures.
