@@ -109,17 +109,26 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	pause := pollFirst
 	for waited := false; ; {
 		sent := time.Now()
-		bound := claimTimeout(ctx)
-		if waited {
-			// A waiter never runs without dedup, so it need not leave
-			// the handler three quarters of its time: bounded by a
-			// quarter, its polls of a store slower than that quarter
-			// would time out, and it would answer that the store failed
-			// before its deadline.
-			bound = pollTimeout(ctx)
+		wait := StoreTimeout
+		if !waited && d.onErr == policy.StoreErrorRunWithoutDedup {
+			// Running without dedup after a claim the store did not
+			// answer must leave the handler three quarters of the time.
+			// A request that refuses to run without the store waits for
+			// the store until StoreTimeout or its own end: a store that
+			// is merely slower than a quarter of a short request's time
+			// is not unreachable, and the request's end is not the
+			// store's failure. A waiter never runs without dedup.
+			wait = claimTimeout(ctx)
 		}
-		c, err := g.claim(ctx, m, skey, token, fp, d.lease, bound)
+		c, err := g.claim(ctx, m, skey, token, fp, d.lease, wait)
 		if err != nil {
+			if errors.Is(err, errRequestEnded) {
+				// Cut by the request's own deadline or its caller: not
+				// the store's failure (claim counts the store's answer,
+				// if it fails, when it comes), and the handler did not run.
+				return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+					"resilient: %s: %v; the handler did not run", m.name, err)
+			}
 			if !errors.Is(err, errStoreTimeout) {
 				// The store may have carried the claim out and lost its
 				// answer (a connection dropped on the way back): free the
@@ -176,13 +185,23 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	}
 }
 
-// claim is Store.Claim bounded by bound; a claim that succeeds after the
-// Guard stopped waiting is released.
-func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fingerprint, lease, bound time.Duration) (Claim, error) {
-	return bounded(ctx, g.inline, bound, func(ctx context.Context) (Claim, error) {
+// claim is Store.Claim bounded by StoreTimeout, waited for until wait has
+// passed or ctx ends (see boundedBy). A claim that succeeds after the
+// Guard stopped waiting is released; one the request's end stopped waiting
+// for is counted when it comes, as the store's failure if it failed
+// (released too, in case the store carried it out) or its answer.
+func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fingerprint, lease, wait time.Duration) (Claim, error) {
+	return boundedBy(ctx, g.inline, wait, StoreTimeout, func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
-	}, func(c Claim, err error) {
-		if err == nil && c.State == Claimed {
+	}, func(c Claim, err error, cut bool) {
+		if cut {
+			if err != nil {
+				g.storeError(m, "claim", err)
+			} else {
+				g.storeOK()
+			}
+		}
+		if (err == nil && c.State == Claimed) || (cut && err != nil) {
 			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 			defer cancel()
 			_, err := recovering(rctx, func(ctx context.Context) (struct{}, error) {

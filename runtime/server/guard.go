@@ -408,7 +408,11 @@ type Stats struct {
 	// was running and waited for it.
 	Replayed, Waited uint64
 	// StoreErrors counts failed store operations (an operation the store
-	// did not answer within StoreTimeout included); RanWithoutDedup the
+	// did not answer within StoreTimeout, or within the quarter of a
+	// request's time a first claim under StoreErrorRunWithoutDedup is
+	// waited for, and one that panicked, included; a claim its request's
+	// end stopped waiting for counts only if the store then fails it or is
+	// silent for all of StoreTimeout); RanWithoutDedup the
 	// requests run without dedup because of one (OnStoreError).
 	StoreErrors, RanWithoutDedup uint64
 	// LeasesLost counts the running requests that lost their key (their
