@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -191,13 +192,19 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 // for is counted when it comes, as the store's failure if it failed
 // (released too, in case the store carried it out) or its answer.
 func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fingerprint, lease, wait time.Duration) (Claim, error) {
+	sent := time.Now()
 	return boundedBy(ctx, g.inline, wait, StoreTimeout, func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
 	}, func(c Claim, err error, cut bool) {
 		if cut {
-			if err != nil {
+			switch took := time.Since(sent); {
+			case err != nil:
 				g.storeError(m, "claim", err)
-			} else {
+			case took > StoreTimeout:
+				// A store that ignores its context answered, but later
+				// than its bound: silent for all of it.
+				g.storeError(m, "claim", fmt.Errorf("%w within %s (it answered after %s)", errStoreTimeout, StoreTimeout, took))
+			default:
 				g.storeOK()
 			}
 		}

@@ -25,16 +25,21 @@ import (
 // a goroutine of its own.
 type slowClaimStore struct {
 	Store
-	slow    atomic.Bool
-	delay   time.Duration
-	answers atomic.Int64 // slow claims answered
+	slow      atomic.Bool
+	delay     time.Duration
+	ignoreCtx bool         // answer after delay whatever the context (go-redis without ContextTimeoutEnabled)
+	answers   atomic.Int64 // slow claims answered
 }
 
 func (s *slowClaimStore) Claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
 	if s.slow.Load() {
 		defer s.answers.Add(1)
+		done := ctx.Done()
+		if s.ignoreCtx {
+			done = nil
+		}
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return Claim{}, ctx.Err()
 		case <-time.After(s.delay):
 		}
@@ -146,5 +151,28 @@ func TestClaimSlowerThanTheRequest(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "store failing") {
 		t.Errorf("a store slower than the request was logged as failing:\n%s", log)
+	}
+}
+
+// TestClaimAnsweredPastStoreTimeout: a store that ignores its context
+// answers a claim 600 ms after it was sent, past StoreTimeout, for a
+// request that ended at 50 ms. The answer comes too late to be in time:
+// it is counted as the store's failure, and the key it claimed released.
+func TestClaimAnsweredPastStoreTimeout(t *testing.T) {
+	srv := &inventoryServer{}
+	g, store, _ := slowClaimGuard(t, 600*time.Millisecond)
+	store.ignoreCtx = true
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := callGuard(g, srv, ctx, "o-1"); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("a claim slower than the request: %v, want DEADLINE_EXCEEDED", err)
+	}
+	eventually(t, "the late claim answered", func() bool { return store.answers.Load() == 1 })
+	eventually(t, "the answer past StoreTimeout counted", func() bool { return stats(t, g).StoreErrors == 1 })
+	store.slow.Store(false)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := callGuard(g, srv, ctx, "o-1"); err != nil || srv.reserveCalls.Load() != 1 {
+		t.Errorf("the key once the store is quick: %v after %d runs, want it run (the late claim released)", err, srv.reserveCalls.Load())
 	}
 }
