@@ -309,7 +309,6 @@ func TestAttackR18eShedLowWorkWaysAround(t *testing.T) {
 // without reaching the server. Low work shed by the server takes the
 // places of high work on the client's side.
 func TestAttackR18eShedLowWorkDoesNotCutOffHighWork(t *testing.T) {
-	t.Skip("BROKEN: a shed refusal of low-priority work counts as a failure of the dependency in the client's shared breaker, which opens and refuses the high-priority calls the server would admit; see the README's Priority shedding")
 	r, err := shedLowThenReserve(t, codes.Unavailable)
 	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil {
 		t.Errorf("ReserveStock (high) while only low work is shed: %v (breaker %v, server ran %d); want it served", err, st, r.srv.Calls(reserveStock))
