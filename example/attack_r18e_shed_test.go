@@ -282,11 +282,12 @@ func shedLowThenReserve(t *testing.T, code codes.Code, opts ...runtime.Option) (
 	return r, err
 }
 
-// TestAttackR18eShedLowWorkWaysAround: the two ways around the break
-// below that the README gives hold: shedding with RESOURCE_EXHAUSTED
-// (not a failure code of the breaker), or a breaker of its own for the
-// low-priority method. Either way ReserveStock (high) is served after 25
-// reports were shed.
+// TestAttackR18eShedLowWorkWaysAround: the two ways the README gives to
+// keep shedding from opening the shared breaker where the server does
+// not mark its refusals hold on their own (here beside the mark): shedding
+// with RESOURCE_EXHAUSTED (not a failure code of the example's breaker),
+// or a breaker of its own for the low-priority method. Either way
+// ReserveStock (high) is served after 25 reports were shed.
 func TestAttackR18eShedLowWorkWaysAround(t *testing.T) {
 	t.Run("RESOURCE_EXHAUSTED", func(t *testing.T) {
 		if r, err := shedLowThenReserve(t, codes.ResourceExhausted); err != nil || r.srv.Calls(reserveStock) != 1 {
@@ -305,16 +306,14 @@ func TestAttackR18eShedLowWorkWaysAround(t *testing.T) {
 }
 
 // TestAttackR18eShedLowWorkDoesNotCutOffHighWork: the service sheds with
-// UNAVAILABLE (the default code) and has room for one low request, which
-// a report holds; 25 further reports (low) are shed. The server still has
-// nine places for high work, but the client's one breaker towards the
-// dependency counted the 25 refusals as failures (UNAVAILABLE is a
-// failure code) and opened: ReserveStock (high) is refused on the client
-// without reaching the server. Low work shed by the server takes the
-// places of high work on the client's side.
+// UNAVAILABLE (the default code, a failure code of the breaker) and has
+// room for one low request, which a report holds; 25 further reports
+// (low) are shed. The server still has nine places for high work, and
+// the client's one breaker towards the dependency counted none of the
+// marked refusals: ReserveStock (high) reaches the server and is served.
 func TestAttackR18eShedLowWorkDoesNotCutOffHighWork(t *testing.T) {
 	r, err := shedLowThenReserve(t, codes.Unavailable)
-	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil {
+	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil || st != runtime.StateClosed || r.srv.Calls(reserveStock) != 1 {
 		t.Errorf("ReserveStock (high) while only low work is shed: %v (breaker %v, server ran %d); want it served", err, st, r.srv.Calls(reserveStock))
 	}
 }
