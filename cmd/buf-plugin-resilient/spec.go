@@ -49,17 +49,14 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 		Purpose:     purpose,
 		Type:        check.RuleTypeLint,
 		Handler: checkutil.NewFileRuleHandler(func(_ context.Context, w check.ResponseWriter, _ check.Request, f descriptor.FileDescriptor) error {
-			rules.CheckFile(f.ProtoreflectFileDescriptor(), func(d protoreflect.Descriptor, fi rules.Finding) {
+			report := func(d protoreflect.Descriptor, fi rules.Finding) {
 				if fi.Rule != id {
 					return
 				}
-				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s.%s: %s", d.FullName(), fi.Level.Option(), fi.Path, fi.Message))
-			})
-			if id == rules.RuleInvalidValue {
-				newerOptions(f.ProtoreflectFileDescriptor(), func(d protoreflect.Descriptor, option, path, msg string) {
-					w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s%s: %s", d.FullName(), option, path, msg))
-				})
+				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
 			}
+			rules.CheckFile(f.ProtoreflectFileDescriptor(), report)
+			newerOptions(f.ProtoreflectFileDescriptor(), report) // newer.go
 			return nil
 		}, checkutil.WithoutImports()),
 	}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/pluginpb"
 
-	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+	"github.com/go-resilient/resilient/internal/rules"
 )
 
 // FuzzAttackExports feeds FuzzPlugin's file arbitrary option blocks and
@@ -95,7 +95,7 @@ func runExportsOnce(t *testing.T, req *pluginpb.CodeGeneratorRequest) (_ *plugin
 	// The resolved policy of Put, for the checks.
 	for _, f := range gen.Files {
 		if f.Generate && len(f.Services) > 0 {
-			sp := resolveService(f.Services[0], policyOf(f.Desc.Options(), resilientv1.E_File))
+			sp := resolveService(f.Services[0], rules.PolicyOf(f.Desc))
 			putIdempotent = sp.Policy.Methods[1].Idempotent
 		}
 	}

@@ -66,15 +66,6 @@ type (
 	}
 )
 
-// policyOf returns the extension xt of a descriptor's options, or nil.
-func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Policy {
-	if opts == nil || !proto.HasExtension(opts, xt) {
-		return nil
-	}
-	p, _ := proto.GetExtension(opts, xt).(*resilientv1.Policy)
-	return p
-}
-
 // resolveFile checks and resolves the policy of every service of f,
 // adding what is wrong to ps. The checks are internal/rules' CheckFile,
 // exactly as the buf lint plugin runs them (less the lint-only
@@ -82,7 +73,7 @@ func policyOf(opts proto.Message, xt protoreflect.ExtensionType) *resilientv1.Po
 // which is only used when no check failed.
 func resolveFile(f *protogen.File, ps *problems) []*service {
 	checkFile(f, ps)
-	filePolicy := policyOf(f.Desc.Options(), resilientv1.E_File)
+	filePolicy := rules.PolicyOf(f.Desc)
 	var out []*service
 	for _, s := range f.Services {
 		out = append(out, resolveService(s, filePolicy))
@@ -93,28 +84,17 @@ func resolveFile(f *protogen.File, ps *problems) []*service {
 // checkFile reports the findings of rules.CheckFile on f at their places:
 // the option value at fault, else the file, service or method.
 func checkFile(f *protogen.File, ps *problems) {
-	sites := map[protoreflect.FullName]site{}
-	for _, s := range f.Services {
-		sites[s.Desc.FullName()] = serviceSite(f, s)
-		for _, m := range s.Methods {
-			sites[m.Desc.FullName()] = methodSite(f, m)
-		}
-	}
-	file := fileSite(f)
+	siteOf := sitesOf(f)
 	rules.CheckFile(f.Desc, func(d protoreflect.Descriptor, finding rules.Finding) {
 		if finding.Rule == rules.RuleNoTimeout {
 			return // lint only: the caller's deadline still bounds such a call
 		}
-		at, ok := sites[d.FullName()]
-		if _, isFile := d.(protoreflect.FileDescriptor); isFile || !ok {
-			at = file
-		}
-		ps.add(at, level(finding.Level), finding.Path, "%s", finding.Message)
+		ps.add(siteOf(d), level(finding.Level), finding.Path, "%s", finding.Message)
 	})
 }
 
 func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *service {
-	svcPolicy := policyOf(s.Desc.Options(), resilientv1.E_Service)
+	svcPolicy := rules.PolicyOf(s.Desc)
 	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
 	sp := &service{Policy: policy.Service{Name: string(s.Desc.FullName())}, shared: shared}
 	p := &sp.Policy
@@ -153,7 +133,7 @@ func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servic
 // resolveMethod resolves the policy of m into mp, its entry of the
 // service's policy.
 func resolveMethod(m *protogen.Method, mp *policy.Method, filePolicy, svcPolicy *resilientv1.Policy) *method {
-	own := policyOf(m.Desc.Options(), resilientv1.E_Method)
+	own := rules.PolicyOf(m.Desc)
 	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
 
 	p := eff.policy

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -68,6 +69,26 @@ func methodSite(f *protogen.File, m *protogen.Method) site {
 	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(m.Desc)), name: string(m.Desc.FullName()), file: f,
 		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath(), levelService: serviceOptionPath(m.Parent),
 			levelMethod: methodOptionPath(m)}}
+}
+
+// sitesOf returns the site of each element of f that a finding is
+// reported at: its services and methods, and the file for anything else.
+func sitesOf(f *protogen.File) func(protoreflect.Descriptor) site {
+	sites := map[protoreflect.FullName]site{}
+	for _, s := range f.Services {
+		sites[s.Desc.FullName()] = serviceSite(f, s)
+		for _, m := range s.Methods {
+			sites[m.Desc.FullName()] = methodSite(f, m)
+		}
+	}
+	file := fileSite(f)
+	return func(d protoreflect.Descriptor) site {
+		at, ok := sites[d.FullName()]
+		if _, isFile := d.(protoreflect.FileDescriptor); isFile || !ok {
+			return file
+		}
+		return at
+	}
 }
 
 // position formats a source location; a missing one (no source info) is
@@ -166,11 +187,7 @@ func (p problem) String() string {
 		b.WriteString(p.at.name)
 		b.WriteString(": ")
 	}
-	b.WriteString(p.option.option())
-	if p.path != "" {
-		b.WriteString(".")
-		b.WriteString(p.path)
-	}
+	b.WriteString(rules.Level(p.option).OptionPath(p.path))
 	b.WriteString(": ")
 	b.WriteString(p.msg)
 	return b.String()

@@ -5,11 +5,8 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/compiler/protogen"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/rules"
@@ -30,42 +27,25 @@ const (
 var optionsNumber = int32(resilientv1.E_Method.TypeDescriptor().Number())
 
 // checkOptionsVersion refuses the (resilient.v1.*) options of f that this
-// plugin cannot read because the options proto f imports is newer than the
-// plugin: a field of the Policy message, or a resilient.v1 extension, that
-// the plugin's copy of the contract does not have but f sets. Unmarshalling
-// keeps such a value as an unknown field, and resolving would silently
-// ignore it. An older options proto lacks fields the plugin knows, which
-// is no problem: they are unset.
+// plugin cannot read because the options proto f imports is newer than
+// the plugin (rules.NewerOptions): a field of the policy at the option's
+// value, an extension at the option statement that sets it.
 func checkOptionsVersion(f *protogen.File, ps *problems) {
-	fd := f.Desc
-	check := func(opts proto.Message, xt protoreflect.ExtensionType, lvl level, at site) {
-		if opts == nil {
-			return
-		}
-		loc := at.options[lvl] // the source path of the option (problem.go)
-		if p := policyOf(opts, xt); p != nil {
-			rules.NewerFields(fd, p, func(path string, num protowire.Number, parent protoreflect.FullName) {
-				name := path[strings.LastIndex(path, ".")+1:]
-				ps.add(siteAt(f, at, loc), lvl, path, "%s", newerMessage(fmt.Sprintf("%s has no field %s (number %d)", parent, name, num)))
-			})
-		}
-		for _, x := range rules.NewerExtensions(fd, opts) {
+	siteOf := sitesOf(f)
+	rules.NewerOptions(f.Desc, func(d protoreflect.Descriptor, n rules.NewerOption) {
+		at, lvl := siteOf(d), level(n.Level)
+		if n.Extension != nil {
 			// At the option statement that sets the extension, else at the
 			// options of the element.
-			own := append(loc[:len(loc)-1:len(loc)-1], int32(x.Number()))
-			if fd.SourceLocations().ByPath(own).Path == nil {
+			loc := at.options[lvl]
+			own := append(loc[:len(loc)-1:len(loc)-1], int32(n.Extension.Number()))
+			if f.Desc.SourceLocations().ByPath(own).Path == nil {
 				own = loc[:len(loc)-1]
 			}
-			ps.add(siteAt(f, at, own), lvl, "", "%s", newerMessage(fmt.Sprintf("it does not know the option (%s)", x.FullName())))
+			at = siteAt(f, at, own)
 		}
-	}
-	check(fd.Options(), resilientv1.E_File, levelFile, fileSite(f))
-	for _, s := range f.Services {
-		check(s.Desc.Options(), resilientv1.E_Service, levelService, serviceSite(f, s))
-		for _, m := range s.Methods {
-			check(m.Desc.Options(), resilientv1.E_Method, levelMethod, methodSite(f, m))
-		}
-	}
+		ps.add(at, lvl, n.Path, "%s", newerMessage(n.What))
+	})
 }
 
 // newerMessage says what an unknown option means and how to mend it.

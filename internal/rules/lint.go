@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/go-resilient/resilient/internal/check"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
@@ -119,27 +116,29 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 // resolved from them (the file's, service's and method's options merged
 // field by field); and RuleNoTimeout, which only lint reports (the plugin
 // drops it). Each finding comes with the descriptor it is reported at (the
-// file, a service or a method).
+// file, a service or a method). The policies are read with PolicyOf; a
+// value of a newer contract that they cannot hold is NewerOptions' to
+// find (newer.go), which each program words as its own.
 func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
 	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
 		Check(p, onMethod, func(path, format string, args ...any) {
 			add(d, Finding{RuleInvalidValue, lvl, path, fmt.Sprintf(format, args...)})
 		})
 	}
-	filePolicy := policyFrom(fd.Options(), &descriptorpb.FileOptions{}, resilientv1.E_File)
+	filePolicy := PolicyOf(fd)
 	if fd.Services().Len() > 0 {
 		report(fd, LevelFile, false, filePolicy)
 	}
 	for i := 0; i < fd.Services().Len(); i++ {
 		s := fd.Services().Get(i)
-		svcPolicy := policyFrom(s.Options(), &descriptorpb.ServiceOptions{}, resilientv1.E_Service)
+		svcPolicy := PolicyOf(s)
 		report(s, LevelService, false, svcPolicy)
 		shared := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy})
 		atService := func(f Finding) { add(s, f) }
 		CheckService(shared, atService)
 		for j := 0; j < s.Methods().Len(); j++ {
 			m := s.Methods().Get(j)
-			own := policyFrom(m.Options(), &descriptorpb.MethodOptions{}, resilientv1.E_Method)
+			own := PolicyOf(m)
 			report(m, LevelMethod, true, own)
 			eff := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy}, Layer{LevelMethod, own})
 			at := func(f Finding) { add(m, f) }
@@ -151,26 +150,4 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 		}
 		CheckShedding(shared, atService)
 	}
-}
-
-// policyFrom returns the extension xt of a descriptor's options, or nil.
-// Options that reach a buf plugin may hold the extension as unknown
-// fields; they are parsed again, into empty (a fresh options message of
-// the same type), with the extensions linked into this program.
-func policyFrom(opts proto.Message, empty proto.Message, xt protoreflect.ExtensionType) *resilientv1.Policy {
-	if opts == nil {
-		return nil
-	}
-	b, err := proto.Marshal(opts)
-	if err != nil {
-		return nil
-	}
-	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(b, empty); err != nil {
-		return nil
-	}
-	if !proto.HasExtension(empty, xt) {
-		return nil
-	}
-	p, _ := proto.GetExtension(empty, xt).(*resilientv1.Policy)
-	return p
 }

@@ -34,6 +34,17 @@ func (l Level) Option() string {
 	}
 }
 
+// OptionPath names the field at path inside the level's option as the
+// user writes it, "(resilient.v1.method).retry.max_attempts"; the option
+// itself for path "". The plugin's refusals and lint's findings name the
+// value at fault with it.
+func (l Level) OptionPath(path string) string {
+	if path == "" {
+		return l.Option()
+	}
+	return l.Option() + "." + path
+}
+
 // Layer is the policy written at one level; Policy is nil when the level
 // sets none.
 type Layer struct {

@@ -14,14 +14,64 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// NewerFields calls found for every field set in p that this program's
-// options contract does not have (an unknown field: the options proto f
-// imports is newer), with its path of field names inside the option
-// ("retry.jitter"), its number and the full name of the message that
-// holds it. A field the imported copy does not define either is named
-// "#number". Unmarshalling keeps such a value as an unknown field, and
-// resolving would silently ignore it.
-func NewerFields(f protoreflect.FileDescriptor, p *Policy, found func(path string, num protowire.Number, parent protoreflect.FullName)) {
+// NewerOption is a value written in a .proto file that this program
+// cannot read because the options proto the file imports is newer than
+// this program's options contract: a field of the policy (or of a message
+// in it), or a resilient.v1 extension, that the contract lacks.
+// Unmarshalling keeps such a value as an unknown field, and resolving or
+// checking would silently ignore it; the plugin refuses it and lint
+// reports it, each in its own words. An older options proto lacks fields
+// this program knows, which is no problem: they are unset.
+type NewerOption struct {
+	// Level is the level whose options hold the value.
+	Level Level
+	// Path is the field path of a field inside the level's option
+	// ("retry.jitter"); "" for an extension. A field the imported copy
+	// does not define either is named "#number".
+	Path string
+	// Extension is the extension, defined by the imported copy on the
+	// level's options message; nil for a field.
+	Extension protoreflect.ExtensionDescriptor
+	// What says what this program lacks: "resilient.v1.Retry has no field
+	// jitter (number 99)", "it does not know the option
+	// (resilient.v1.audit)".
+	What string
+}
+
+// NewerOptions calls found for every value of f that this program's
+// options contract lacks (NewerOption), with the file, service or method
+// it is written on: for each of them in the order of the file, first the
+// fields set in its policy, then its extensions.
+func NewerOptions(f protoreflect.FileDescriptor, found func(at protoreflect.Descriptor, n NewerOption)) {
+	one := func(d protoreflect.Descriptor, lvl Level) {
+		opts, p := optionsOf(d)
+		if opts == nil {
+			return
+		}
+		newerFields(f, p, func(path string, num protowire.Number, parent protoreflect.FullName) {
+			found(d, NewerOption{Level: lvl, Path: path,
+				What: fmt.Sprintf("%s has no field %s (number %d)", parent, path[strings.LastIndex(path, ".")+1:], num)})
+		})
+		for _, x := range newerExtensions(f, opts) {
+			found(d, NewerOption{Level: lvl, Extension: x, What: fmt.Sprintf("it does not know the option (%s)", x.FullName())})
+		}
+	}
+	one(f, LevelFile)
+	for i := range f.Services().Len() {
+		s := f.Services().Get(i)
+		one(s, LevelService)
+		for j := range s.Methods().Len() {
+			one(s.Methods().Get(j), LevelMethod)
+		}
+	}
+}
+
+// newerFields calls found for every field set in p that this program's
+// options contract does not have (an unknown field), with its path of
+// field names inside the option ("retry.jitter"), its number and the full
+// name of the message that holds it. A field the options proto f imports
+// does not define either is named "#number".
+func newerFields(f protoreflect.FileDescriptor, p *Policy, found func(path string, num protowire.Number, parent protoreflect.FullName)) {
 	if p == nil {
 		return
 	}
@@ -116,11 +166,11 @@ func findIn(ms protoreflect.MessageDescriptors, name protoreflect.FullName) prot
 	return nil
 }
 
-// NewerExtensions names the resilient.v1 extensions that the options
+// newerExtensions names the resilient.v1 extensions that the options
 // proto f imports defines on the options message of opts, that this
 // program does not know, and that opts sets (as an unknown field: it
 // could not be parsed).
-func NewerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.ExtensionDescriptor {
+func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protoreflect.ExtensionDescriptor {
 	unknown := map[protowire.Number]bool{}
 	for _, num := range unknownNumbers(opts.ProtoReflect()) {
 		unknown[num] = true
