@@ -56,7 +56,7 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 }
 
 // pushback is Pushback, which also reports the shed mark it met on its way
-// through the details (shedRead, or shedAbsent where it walked none), so
+// through the details (shedPresent, or shedAbsent where there was none), so
 // that the breaker's verdict on the same attempt does not walk them again.
 func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed shedMark) {
 	shed = shedAbsent
