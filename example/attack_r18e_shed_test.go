@@ -638,3 +638,34 @@ func TestAttackR18eShedRetriesWaitThePushback(t *testing.T) {
 		t.Errorf("the breaker is %v, want closed", st)
 	}
 }
+
+// TestAttackR18eShedStreamsLeaveTheBreakerClosed: WatchStock opened
+// lowered to low while the low place is held: the Guard sheds each
+// stream, whose first Recv returns the marked refusal. Thirty such streams
+// (past the breaker's twenty calls) leave the shared breaker closed and
+// the stream's permits free, and ReserveStock is served.
+func TestAttackR18eShedStreamsLeaveTheBreakerClosed(t *testing.T) {
+	r := fullLowShedding(t, nil, 10*time.Millisecond)
+	low := runtime.WithPriority(context.Background(), policy.PriorityLow)
+	for i := range 30 {
+		s, err := r.client.WatchStock(low, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("w", i)})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if status.Code(err) != codes.Unavailable || errors.Is(err, runtime.ErrCircuitOpen) {
+			t.Fatalf("stream %d: %v, want the server's shed refusal", i, err)
+		}
+	}
+	if s := r.stats(); s.Shed[rserver.PriorityLow] != 30 {
+		t.Errorf("the Guard shed %d streams, want 30", s.Shed[rserver.PriorityLow])
+	}
+	if n, _ := r.client.Runtime().BulkheadInUse(watchStock); n != 0 {
+		t.Errorf("%d stream permits still taken, want 0", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "a", Units: 1})
+	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil || st != runtime.StateClosed {
+		t.Errorf("ReserveStock after 30 shed streams: %v (breaker %v), want it served", err, st)
+	}
+}
