@@ -215,22 +215,37 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 	}
 	// Everything else the runtime's own check refuses (runtime.NewClient
 	// runs the same), in its words, at the key of the override that made
-	// it so.
+	// it so. A value of the service wrong in the same words for several
+	// methods is one problem, at its key, naming them (atService).
+	atService := map[[2]string]*sharedProblem{}
 	for _, pr := range p.Problems() {
-		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key) {
+		if required[[2]string{pr.Method, pr.Key}] || t.refusedNear(pr.Method, pr.Key, pr.With) {
 			continue // already reported
 		}
-		l, key := t.culprit(pr.Method, pr.Key)
+		l, key := t.culprit(pr.Method, pr.Key, pr.With)
 		if l == nil {
 			// No override touched it, yet it is wrong only with them.
 			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, pr.Message)
 			continue
 		}
 		msg := pr.Message
-		if pr.Method != "" && !strings.Contains(msg, pr.Method) {
-			msg = "in " + pr.Method + ", " + msg
+		if pr.Method == "" || strings.Contains(msg, pr.Method) {
+			errs.add(l.keyFor(key), "%s", msg)
+			continue
 		}
-		errs.add(l.keyFor(key), "%s", msg)
+		if l.method != "" {
+			errs.add(l.keyFor(key), "in %s, %s", pr.Method, msg)
+			continue
+		}
+		id := [2]string{l.keyFor(key), msg}
+		sp := atService[id]
+		if sp == nil {
+			sp = &sharedProblem{at: len(errs)}
+			atService[id] = sp
+			errs.add("", "")
+		}
+		sp.methods = append(sp.methods, pr.Method)
+		errs[sp.at] = fmt.Sprintf("%s: in %s, %s", id[0], sp.where(len(p.Methods)), msg)
 	}
 	if len(errs) > 0 || t.refused() {
 		return nil, errs.err() // nil when check reported them all
@@ -238,31 +253,36 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 	return &p, nil
 }
 
-// related are, for a value the runtime refuses, the values that make it
-// wrong together with it: an override of either is to blame.
-var related = map[string][]string{
-	"timeout":           {"overall_timeout"},
-	"retry.max_backoff": {"retry.initial_backoff"},
-	"cache.stale_ttl":   {"cache.fresh_ttl"},
-	"hedging.delay":     {"timeout", "overall_timeout"},
-	"hedging":           {"retry"},
-	"cache":             {"timeout", "overall_timeout"},
+// sharedProblem is a problem of a value set on the service, the same for
+// each of methods: reported once, at errs[at].
+type sharedProblem struct {
+	at      int
+	methods []string
+}
 
-	"circuit_breaker.minimum_calls": {"circuit_breaker.window_calls"},
-	"adaptive_limit.max_limit":      {"bulkhead.permits", "adaptive_limit.min_limit"},
-	"adaptive_limit.min_limit":      {"adaptive_limit.max_limit", "bulkhead.permits"},
-	"adaptive_limit.initial_limit":  {"adaptive_limit.min_limit", "adaptive_limit.max_limit", "bulkhead.permits"},
+// where names the methods the problem holds for, of a service of n
+// methods: "GetStock", "GetStock and ListStock", "each method".
+func (sp *sharedProblem) where(n int) string {
+	m := sp.methods
+	switch {
+	case len(m) == n && n > 1:
+		return "each method"
+	case len(m) == 1:
+		return m[0]
+	}
+	return strings.Join(m[:len(m)-1], ", ") + " and " + m[len(m)-1]
 }
 
 // refusedNear reports whether an override refused on its own set the
-// value at key of method, or one that makes it wrong together with it:
-// the problem is then the refused value's, already reported.
-func (t *service) refusedNear(method, key string) bool {
+// value at key of method, or one of with, the values that make it wrong
+// together with it (policy.Problem.With): the problem is then the
+// refused value's, already reported.
+func (t *service) refusedNear(method, key string, with []string) bool {
 	for _, l := range t.leaves {
 		if !l.bad || (l.method != method && l.method != "") {
 			continue
 		}
-		for _, k := range append([]string{key}, related[key]...) {
+		for _, k := range append([]string{key}, with...) {
 			if l.path == k || strings.HasPrefix(l.path, k+".") || strings.HasPrefix(k, l.path+".") {
 				return true
 			}
@@ -273,17 +293,18 @@ func (t *service) refusedNear(method, key string) bool {
 
 // culprit returns the override to blame for a problem at key of method
 // ("" for the service), and the key to name it by: the override of that
-// value, else of a value that makes it wrong together with it, else one
-// inside it ("retry" for a retry.max_attempts that made the retries).
-// Nil when no override touched it.
-func (t *service) culprit(method, key string) (*leaf, string) {
+// value, else of one of with, the values that make it wrong together with
+// it (policy.Problem.With), else one inside either ("retry" for a
+// retry.max_attempts that made the retries). Nil when no override touched
+// it.
+func (t *service) culprit(method, key string, with []string) (*leaf, string) {
 	if l := t.blame(method, key); l != nil {
 		return l, key
 	}
-	if l := t.blame(method, related[key]...); l != nil {
+	if l := t.blame(method, with...); l != nil {
 		return l, l.path
 	}
-	for _, k := range append([]string{key}, related[key]...) {
+	for _, k := range append([]string{key}, with...) {
 		if l := t.find(method, k); l != nil && !l.bad {
 			return l, k
 		}

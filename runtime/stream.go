@@ -31,6 +31,9 @@ import (
 // opens the breaker again, its success is not counted, and the unary
 // calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+	if isNil(cc) {
+		cc = nil // (*grpc.ClientConn)(nil), from a failed grpc.NewClient: each call fails FAILED_PRECONDITION
+	}
 	w := &conn{cc: cc, c: c, probes: map[*methodState]bool{}}
 	unary := map[*breaker]bool{}
 	for _, m := range c.methods {

@@ -141,3 +141,38 @@ func optionValue(fd protoreflect.FieldDescriptor, v any) (protoreflect.Value, bo
 	}
 	return protoreflect.Value{}, false
 }
+
+// TestAdaptiveMendsAsTheOptionsWriteThem: a level is checked on its own,
+// so a bulkhead set at another level may be the ceiling of the limit; the
+// mend of a refused max_limit or initial_limit holds either way: leaving
+// max_limit out gives 100, or the bulkhead's permits when fewer
+// (AdaptiveLimitOf), and initial_limit 20 held between the bounds.
+func TestAdaptiveMendsAsTheOptionsWriteThem(t *testing.T) {
+	zero := uint32(0)
+	got := map[string]string{}
+	Check(&resilientv1.Policy{AdaptiveLimit: &resilientv1.AdaptiveLimit{MaxLimit: &zero, InitialLimit: &zero}}, false, func(path, format string, args ...any) {
+		got[path] = fmt.Sprintf(format, args...)
+	})
+	for path, want := range map[string]string{
+		"adaptive_limit.max_limit":     "must be at least 1, got 0; remove it for the default 100, or the bulkhead's permits if fewer",
+		"adaptive_limit.initial_limit": "must be at least 1, got 0; remove it for the default 20 (or the nearer of min_limit and max_limit when 20 is outside them)",
+	} {
+		if got[path] != want {
+			t.Errorf("%s: %q, want %q", path, got[path], want)
+		}
+	}
+	// What the mend promises, from the resolution the plugin writes.
+	for _, tc := range []struct {
+		permits, lo, hi uint32
+		max, initial    int
+	}{{0, 1, 0, 100, 20}, {8, 1, 0, 8, 8}, {200, 1, 0, 100, 20}, {0, 30, 50, 50, 30}, {0, 1, 10, 10, 10}} {
+		a := &resilientv1.AdaptiveLimit{MinLimit: &tc.lo}
+		if tc.hi != 0 {
+			a.MaxLimit = &tc.hi
+		}
+		_, hi, initial := AdaptiveLimitOf(a, tc.permits)
+		if hi != tc.max || initial != tc.initial {
+			t.Errorf("%+v under %d permits: max %d, initial %d; the mend says %d and %d", a, tc.permits, hi, initial, tc.max, tc.initial)
+		}
+	}
+}

@@ -85,13 +85,16 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 	set := func(field string, notZero bool, problem, hint string, def any) {
 		if r.given(notZero) && problem != "" {
 			unset := fmt.Sprintf("for the default %v", def)
+			if s, ok := def.(string); ok {
+				unset = s
+			}
 			r.report(f+"."+field, "", problem+hint, "; leave it 0 "+unset, unset, false)
 			problems++
 		}
 	}
 	set("MinLimit", p.MinLimit != 0, check.AtLeastOne(int64(p.MinLimit)), "; at least one attempt must reach the dependency to see it recover", d.MinLimit)
-	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), "", d.MaxLimit)
-	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), "", d.InitialLimit)
+	set("MaxLimit", p.MaxLimit != 0, check.AdaptiveMaxLimit(int64(p.MaxLimit)), "", maxLimitUnset(b, r.written))
+	set("InitialLimit", p.InitialLimit != 0, check.AtLeastOne(int64(p.InitialLimit)), "", initialLimitUnset)
 	set("Tolerance", p.Tolerance != 0, check.Tolerance(p.Tolerance), "", d.Tolerance)
 	set("Smoothing", p.Smoothing != 0, check.Ratio(p.Smoothing), "", d.Smoothing)
 	set("BaselineWindow", p.BaselineWindow != 0, check.AdaptiveWindow(p.BaselineWindow), "", d.BaselineWindow)
@@ -106,7 +109,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 			fix   string
 		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it unset for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
 			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
-				r.pair(f+"."+l.field, "", msg, l.fix)
+				r.pair(f+"."+l.field, "", []string{"Bulkhead.Permits"}, msg, l.fix)
 				return
 			}
 		}
@@ -120,14 +123,41 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 		from = " (the default)"
 	}
 	if msg := check.MinAboveMax(int64(lo), int64(hi), from); msg != "" {
-		r.pair(f+".MinLimit", "min_limit", msg, "")
+		r.pair(f+".MinLimit", "min_limit", []string{f + ".MaxLimit"}, msg, "")
 		return
 	}
 	if p.InitialLimit != 0 {
 		// No mend in Go's terms: the override loader reports this one to
-		// the author of a file, who cannot write 0.
-		r.pair(f+".InitialLimit", "initial_limit", check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi)), "")
+		// the author of a file, who cannot write 0. It relates the bound
+		// it crosses: a high one is never the bulkhead's, which the
+		// initial limit fits under already.
+		bound := f + ".MinLimit"
+		if p.InitialLimit > lo {
+			bound = f + ".MaxLimit"
+		}
+		r.pair(f+".InitialLimit", "initial_limit", []string{bound}, check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi)), "")
 	}
+}
+
+// initialLimitUnset is what leaving an adaptive limit's InitialLimit out
+// stands for, after "use 0" or "remove it": the default is held between
+// the bounds in force, so it is not always 20.
+var initialLimitUnset = fmt.Sprintf("for the default %d (or the nearer of min_limit and max_limit when %[1]d is outside them)", DefaultAdaptiveLimit.InitialLimit)
+
+// maxLimitUnset is what leaving an adaptive limit's MaxLimit out stands
+// for under the bulkhead b (nil for none), after "use 0" or "remove it":
+// the default 100, or the bulkhead's permits when fewer (the ceiling,
+// rules.Followed). written says b is not known (GroupProblems, the options
+// boundaries that check a level on its own), so both are named.
+func maxLimitUnset(b *Bulkhead, written bool) string {
+	def := DefaultAdaptiveLimit.MaxLimit
+	switch {
+	case written:
+		return fmt.Sprintf("for the default %d, or the bulkhead's permits if fewer", def)
+	case b != nil && b.Permits > 0 && b.Permits < def:
+		return fmt.Sprintf("for the default, the bulkhead's %d permits", b.Permits)
+	}
+	return fmt.Sprintf("for the default %d", def)
 }
 
 // checkThrottle checks the values of a client-side throttler that are
@@ -155,7 +185,7 @@ func (m *Method) checkAdaptive(f string, p *Service, r *reporter) {
 		return
 	}
 	if m.Kind != KindUnary {
-		r.pair(f+".AdaptiveLimit", "", "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it", "")
+		r.pair(f+".AdaptiveLimit", "", nil, "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it", "")
 		return
 	}
 	b := m.Bulkhead

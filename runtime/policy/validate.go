@@ -55,13 +55,22 @@ type Problem struct {
 	// contract's table of defaults does not say it (a value whose zero
 	// means none, or whose default follows another value), in words that
 	// follow "use 0" or "remove it" ("for no per-attempt limit", "for the
-	// default 100"); "" otherwise.
+	// default 100, or the bulkhead's permits if fewer"); "" otherwise.
 	Unset string
 	// Pair says the problem relates the value to another one (max_backoff
 	// to initial_backoff) or to the method it is set on: the options
 	// boundaries check such problems once the levels are merged, blaming
 	// the level of either value.
 	Pair bool
+	// With names, in the form of Key ("retry.initial_backoff",
+	// "overall_timeout", "bulkhead.permits"), the other values that make
+	// the value wrong together with it: changing any of them may mend it,
+	// so the override loader blames an override of either. Empty for a
+	// problem of one value, and for one of the value and the kind of the
+	// method it is set on (a stream), which no option sets. Filled by
+	// every check of two or more values, Pair or not (a cache's stale_ttl
+	// against its fresh_ttl, checked within the group).
+	With []string
 }
 
 // Problems lists, in the order of the policy, every reason Validate
@@ -105,8 +114,8 @@ func (p *Service) Problems() []Problem {
 		if m.Retry != nil {
 			m.Retry.check(f+".Retry", r)
 			if m.Retry.MaxAttempts > 1 {
-				r.pair(f+".Retry", "", check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no retry, or retry.max_attempts: 1)")
-				r.pair(f+".Retry", "", check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
+				r.pair(f+".Retry", "", []string{f + ".Idempotent", f + ".IdempotencyKey", f + ".GenerateIdempotencyKey"}, check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no retry, or retry.max_attempts: 1)")
+				r.pair(f+".Retry", "", nil, check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
 			}
 		}
 		if m.Breaker != nil {
@@ -117,7 +126,7 @@ func (p *Service) Problems() []Problem {
 		}
 		checkPriority(m.Priority, f+".Priority", r)
 		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
-			r.pair(f+".AdaptiveLimit", "", check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout"}, check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
 		}
 		m.checkPatterns(f, r)
 		m.checkAdaptive(f, p, r)
@@ -133,7 +142,7 @@ func (p *Service) Problems() []Problem {
 // default_timeout); none for anything else. The values are read as an
 // options author writes them: a zero is a written 0, never none or a
 // default, which the options say by leaving the value out. Key is the
-// problem's path inside the group ("cool_down"). It is how the options
+// problem's path inside the group ("cool_down"), and so are the keys of With. It is how the options
 // boundaries (internal/rules: the plugin, the lint plugin, the override
 // loader) refuse a value with the very checks Validate makes, so that the
 // check of a field is written once, here.
@@ -145,6 +154,9 @@ func GroupProblems(g any) []Problem {
 	}
 	for i := range out {
 		_, out[i].Key, _ = strings.Cut(out[i].Key, ".")
+		for j := range out[i].With {
+			_, out[i].With[j], _ = strings.Cut(out[i].With[j], ".")
+		}
 	}
 	return out
 }
@@ -181,7 +193,9 @@ type reporter struct {
 // field, after subject (the option name of the value it is about, for a
 // problem of two values; "" for none) and followed by fix, how a Go
 // author mends it; nothing when core is "".
-func (r *reporter) report(field, subject, core, fix, unset string, pair bool) {
+// with names the Go paths of the other values the problem relates
+// (Problem.With), none for a problem of one value.
+func (r *reporter) report(field, subject, core, fix, unset string, pair bool, with ...string) {
 	if core == "" {
 		return
 	}
@@ -189,7 +203,11 @@ func (r *reporter) report(field, subject, core, fix, unset string, pair bool) {
 	if subject != "" {
 		msg = subject + " " + core
 	}
-	r.add(Problem{Field: field, Method: r.method, Key: optionKey(field), Message: msg + fix, Core: core, Unset: unset, Pair: pair})
+	var keys []string
+	for _, w := range with {
+		keys = append(keys, optionKey(w))
+	}
+	r.add(Problem{Field: field, Method: r.method, Key: optionKey(field), Message: msg + fix, Core: core, Unset: unset, Pair: pair, With: keys})
 }
 
 // bad reports a problem of one value with no mend apart for a Go author.
@@ -205,9 +223,11 @@ func (r *reporter) fail(field, problem, fix string) {
 
 // pair reports a problem of two values, or of a value and the method it
 // is set on, at field: subject names the value blamed ("max_backoff"),
-// so that the override loader can report it at the key of either.
-func (r *reporter) pair(field, subject, problem, fix string) {
-	r.report(field, subject, problem, fix, "", true)
+// with the Go paths of the other values it relates (nil for none but the
+// kind of the method), so that the override loader can report it at the
+// key of either.
+func (r *reporter) pair(field, subject string, with []string, problem, fix string) {
+	r.report(field, subject, problem, fix, "", true, with...)
 }
 
 // given reports whether a value whose zero means none or a default is
@@ -238,7 +258,7 @@ func (m *Method) checkTimeouts(f string, r *reporter) {
 	r.noneAtZero(f+".OverallTimeout", m.OverallTimeout, "for no limit of the whole call")
 	// The pairs name their subject: the override loader reports them
 	// at the key of either value.
-	r.pair(f+".Timeout", "timeout", check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten timeout or lengthen overall_timeout")
+	r.pair(f+".Timeout", "timeout", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten timeout or lengthen overall_timeout")
 }
 
 // checkKeys refuses a generated idempotency key beside a named one.
@@ -311,7 +331,7 @@ func (p *Retry) check(f string, r *reporter) {
 	r.fail(f+".MaxAttempts", check.MaxAttempts(int64(p.MaxAttempts)), "")
 	positive(p.InitialBackoff, f+".InitialBackoff", r)
 	positive(p.MaxBackoff, f+".MaxBackoff", r)
-	r.pair(f+".MaxBackoff", "max_backoff", check.MaxBackoff(p.InitialBackoff, p.MaxBackoff, ""), "")
+	r.pair(f+".MaxBackoff", "max_backoff", []string{f + ".InitialBackoff"}, check.MaxBackoff(p.InitialBackoff, p.MaxBackoff, ""), "")
 	r.fail(f+".Multiplier", check.Multiplier(p.Multiplier), "")
 	codeList(r, f+".RetryableCodes", check.Retryable, p.RetryableCodes)
 }
@@ -349,26 +369,26 @@ func (m *Method) checkPatterns(f string, r *reporter) {
 	name, kind := shortName(m.Name), m.Kind.describe()
 	if m.GenerateIdempotencyKey {
 		m.checkKeys(f, r)
-		r.pair(f+".GenerateIdempotencyKey", "", check.StreamKey(name, kind), ": remove it")
+		r.pair(f+".GenerateIdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
 	}
 	if h := m.Hedging; h != nil {
 		h.check(f+".Hedging", r)
-		r.pair(f+".Hedging", "", check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
-		r.pair(f+".Hedging", "", check.StreamHedging(name, kind), ": remove hedging")
-		r.pair(f+".Hedging", "", check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with retry.max_attempts: 1")
-		r.pair(f+".Hedging.Delay", "", check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
+		r.pair(f+".Hedging", "", []string{f + ".Idempotent"}, check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
+		r.pair(f+".Hedging", "", nil, check.StreamHedging(name, kind), ": remove hedging")
+		r.pair(f+".Hedging", "", []string{f + ".Retry"}, check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with retry.max_attempts: 1")
+		r.pair(f+".Hedging.Delay", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
 	}
 	if m.RateLimit != nil {
 		m.RateLimit.check(f+".RateLimit", r)
 		if m.Kind != KindUnary {
-			r.pair(f+".RateLimit", "", fmt.Sprintf("opening a stream takes no token, and %s is a streaming method: remove its rate limit", name), "")
+			r.pair(f+".RateLimit", "", nil, fmt.Sprintf("opening a stream takes no token, and %s is a streaming method: remove its rate limit", name), "")
 		}
 	}
 	if c := m.Cache; c != nil {
 		c.check(f+".Cache", r)
-		r.pair(f+".Cache", "", check.CacheIdempotent(name, m.Idempotent), "; remove cache")
-		r.pair(f+".Cache", "", check.StreamCache(name, kind), ": remove cache")
-		r.pair(f+".Cache", "", check.CacheTimeout(name, m.Timeout, m.OverallTimeout), "")
+		r.pair(f+".Cache", "", []string{f + ".Idempotent"}, check.CacheIdempotent(name, m.Idempotent), "; remove cache")
+		r.pair(f+".Cache", "", nil, check.StreamCache(name, kind), ": remove cache")
+		r.pair(f+".Cache", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.CacheTimeout(name, m.Timeout, m.OverallTimeout), "")
 	}
 }
 
@@ -391,5 +411,5 @@ func (b *Breaker) checkWindow(f string, r *reporter) {
 		r.report(f+".WindowCalls", "", msg, "; use 0 for a window in time", "for a window in time", false)
 		return
 	}
-	r.pair(f+".MinimumCalls", "", check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
+	r.pair(f+".MinimumCalls", "", []string{f + ".WindowCalls"}, check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -128,6 +129,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 			return nil, fmt.Errorf("resilient/server: NewGuard: option %d is nil", i)
 		}
 		opt(&o)
+	}
+	if v := reflect.ValueOf(o.store); v.Kind() == reflect.Pointer && v.IsNil() {
+		o.store = nil // WithStore((*MemoryStore)(nil)) is no store: refused below where a method deduplicates
 	}
 	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger, scope: o.scope}
 	_, g.inline = o.store.(*MemoryStore)
