@@ -155,3 +155,36 @@ func admissionFrom(ctx context.Context, m *method) *admission {
 	}
 	return a
 }
+
+// notShedHere returns a handler's error without the priority-shedding
+// mark (runtime.ShedReason) that a dependency's refusal carries when the
+// handler passes it on: the mark says that the server which sent it shed
+// the request at its door, and this server did not. Its callers' breakers
+// then judge the failure by its code, as any other failure of this
+// service's (the RetryInfo and the do-not-retry mark are left as they
+// are). An error without the mark is returned as it is, and an error
+// without details costs no decoding.
+func notShedHere(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	sp := st.Proto()
+	if len(sp.GetDetails()) == 0 {
+		return err
+	}
+	kept := sp.Details[:0:0]
+	for _, a := range sp.Details {
+		var ei errdetails.ErrorInfo
+		if a.MessageIs(&ei) && a.UnmarshalTo(&ei) == nil &&
+			ei.GetReason() == runtime.ShedReason && ei.GetDomain() == runtime.DoNotRetryDomain {
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if len(kept) == len(sp.Details) {
+		return err
+	}
+	sp.Details = kept
+	return status.FromProto(sp).Err()
+}
