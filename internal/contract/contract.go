@@ -33,10 +33,14 @@ const MaxHalfOpenProbes = 1<<16 - 1
 // are the least lease and result TTL a deduplicated method may set: the
 // lease is renewed every quarter of it, and a shorter one would lapse under
 // an ordinary store round trip; a result kept for less than MinTTL would be
-// gone before a client's retries of the request end.
+// gone before a client's retries of the request end. MaxLease is the
+// longest lease: the lease is the store outage a running request outlives,
+// and after a crash the key refuses its repeats for 3/2 of it, so a longer
+// one holds a crashed request's key, and every retry of it, for hours.
 const (
 	Lease    = 10 * time.Second
 	MinLease = 100 * time.Millisecond
+	MaxLease = time.Hour
 	MinTTL   = time.Second
 )
 
