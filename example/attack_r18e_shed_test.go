@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -278,11 +282,12 @@ func shedLowThenReserve(t *testing.T, code codes.Code, opts ...runtime.Option) (
 	return r, err
 }
 
-// TestAttackR18eShedLowWorkWaysAround: the two ways around the break
-// below that the README gives hold: shedding with RESOURCE_EXHAUSTED
-// (not a failure code of the breaker), or a breaker of its own for the
-// low-priority method. Either way ReserveStock (high) is served after 25
-// reports were shed.
+// TestAttackR18eShedLowWorkWaysAround: the two ways the README gives to
+// keep shedding from opening the shared breaker where the server does
+// not mark its refusals hold on their own (here beside the mark): shedding
+// with RESOURCE_EXHAUSTED (not a failure code of the example's breaker),
+// or a breaker of its own for the low-priority method. Either way
+// ReserveStock (high) is served after 25 reports were shed.
 func TestAttackR18eShedLowWorkWaysAround(t *testing.T) {
 	t.Run("RESOURCE_EXHAUSTED", func(t *testing.T) {
 		if r, err := shedLowThenReserve(t, codes.ResourceExhausted); err != nil || r.srv.Calls(reserveStock) != 1 {
@@ -301,17 +306,368 @@ func TestAttackR18eShedLowWorkWaysAround(t *testing.T) {
 }
 
 // TestAttackR18eShedLowWorkDoesNotCutOffHighWork: the service sheds with
-// UNAVAILABLE (the default code) and has room for one low request, which
-// a report holds; 25 further reports (low) are shed. The server still has
-// nine places for high work, but the client's one breaker towards the
-// dependency counted the 25 refusals as failures (UNAVAILABLE is a
-// failure code) and opened: ReserveStock (high) is refused on the client
-// without reaching the server. Low work shed by the server takes the
-// places of high work on the client's side.
+// UNAVAILABLE (the default code, a failure code of the breaker) and has
+// room for one low request, which a report holds; 25 further reports
+// (low) are shed. The server still has nine places for high work, and
+// the client's one breaker towards the dependency counted none of the
+// marked refusals: ReserveStock (high) reaches the server and is served.
 func TestAttackR18eShedLowWorkDoesNotCutOffHighWork(t *testing.T) {
-	t.Skip("BROKEN: a shed refusal of low-priority work counts as a failure of the dependency in the client's shared breaker, which opens and refuses the high-priority calls the server would admit; see the README's Priority shedding")
 	r, err := shedLowThenReserve(t, codes.Unavailable)
-	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil {
+	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil || st != runtime.StateClosed || r.srv.Calls(reserveStock) != 1 {
 		t.Errorf("ReserveStock (high) while only low work is shed: %v (breaker %v, server ran %d); want it served", err, st, r.srv.Calls(reserveStock))
+	}
+}
+
+// shedClock is a fake clock for the breaker's window and cool-down.
+type shedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *shedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *shedClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// metricSum is the sum of the values of the series of the metric name in
+// reg whose labels match.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string, match func(labels map[string]string) bool) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if !match(labels) {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// attemptsCoded matches the attempts_total series of method (its short name)
+// ending with code.
+func attemptsCoded(method, code string) func(map[string]string) bool {
+	return func(l map[string]string) bool {
+		return strings.HasSuffix(l["method"], method) && l["code"] == code
+	}
+}
+
+// fullLowShedding is the rig of the tests below: the service's one low
+// place is held by a report (the plain client's), so that every further
+// low request is shed with UNAVAILABLE and pushback, while nine places
+// are left for normal and high work. other, if not nil, answers the
+// methods other than StockReport.
+func fullLowShedding(t *testing.T, other server.Behaviour, pushback time.Duration, opts ...runtime.Option) *rig {
+	t.Helper()
+	release := make(chan struct{})
+	hold := held(release, stockReport)
+	b := func(ctx context.Context, c server.Call) error {
+		if other != nil && c.Method != stockReport {
+			return other(ctx, c)
+		}
+		return hold(ctx, c)
+	}
+	r := newRig(t, b, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 10, High: 10, Critical: 10}, codes.Unavailable, pushback)}, opts...)
+	endHold := holdReport(t, r, release)
+	t.Cleanup(endHold)
+	waitFor(t, "the low place taken", func() bool { return r.stats().InFlight == 1 })
+	return r
+}
+
+// TestAttackR18eBreakerStaysClosedUnderFullLowShedding: every low
+// request (StockReport) is shed, forty of them interleaved with forty
+// high ones (ReserveStock), far past the breaker's twenty calls at a
+// ratio of one half. The breaker counts the marked refusals as nothing:
+// it stays closed, every high call is served by the server, and the
+// metrics still count each refusal under UNAVAILABLE.
+func TestAttackR18eBreakerStaysClosedUnderFullLowShedding(t *testing.T) {
+	const rounds = 40
+	reg := prometheus.NewRegistry()
+	r := fullLowShedding(t, nil, 10*time.Millisecond, runtime.WithRegisterer(reg))
+	for i := range rounds {
+		if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); status.Code(err) != codes.Unavailable || errors.Is(err, runtime.ErrCircuitOpen) {
+			t.Fatalf("report %d: %v, want the server's shed UNAVAILABLE", i, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: fmt.Sprint("o-", i), Sku: "a", Units: 1})
+		cancel()
+		if err != nil {
+			t.Fatalf("ReserveStock %d (high) while only low work is shed: %v", i, err)
+		}
+		if st, _ := r.client.Runtime().BreakerState(reserveStock); st != runtime.StateClosed {
+			t.Fatalf("after %d shed reports the breaker is %v, want closed", i+1, st)
+		}
+	}
+	if n := r.srv.Calls(reserveStock); n != rounds {
+		t.Errorf("the server ran %d ReserveStock calls, want %d", n, rounds)
+	}
+	if s := r.stats(); s.Shed[rserver.PriorityLow] != rounds || s.Admitted[rserver.PriorityHigh] != rounds || s.Shed[rserver.PriorityHigh] != 0 {
+		t.Errorf("guard stats %+v: want %d low refusals, %d high admitted, none shed", s, rounds, rounds)
+	}
+	if n := metricSum(t, reg, "resilient_client_attempts_total", attemptsCoded("StockReport", "UNAVAILABLE")); n != rounds {
+		t.Errorf("the metrics count %v StockReport attempts under UNAVAILABLE, want %d", n, rounds)
+	}
+}
+
+// markedAs answers StockReport with code and the given details, the
+// other methods at once.
+func markedAs(code codes.Code, details ...protoadapt.MessageV1) server.Behaviour {
+	return func(_ context.Context, c server.Call) error {
+		if c.Method != stockReport {
+			return nil
+		}
+		st, err := status.New(code, "injected").WithDetails(details...)
+		if err != nil {
+			return err
+		}
+		return st.Err()
+	}
+}
+
+func shedInfo(domain string) *errdetails.ErrorInfo {
+	return &errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: domain, Metadata: map[string]string{"priority": "low"}}
+}
+
+// TestAttackR18eOnlyTheGuardsMarkKeepsTheBreakerClosed: a server without
+// a Guard (a shedding proxy, a server in another language: a Guard takes
+// the mark out of what its own handlers return, TestShedMarkIsNotPassedOn)
+// fails 25 reports. Plain UNAVAILABLE, a SHED mark of another
+// domain, or the mark on a code no Guard sheds with (DEADLINE_EXCEEDED, a
+// failure code of the example's breaker) are failures: the breaker opens
+// and ReserveStock is refused on the client. The Guard's mark on
+// UNAVAILABLE, even after five hundred other details, is nothing, and
+// ReserveStock is served.
+func TestAttackR18eOnlyTheGuardsMarkKeepsTheBreakerClosed(t *testing.T) {
+	many := make([]protoadapt.MessageV1, 0, 501)
+	for i := range 500 {
+		many = append(many, &errdetails.DebugInfo{Detail: fmt.Sprint("noise ", i)})
+	}
+	many = append(many, shedInfo(runtime.DoNotRetryDomain))
+	for _, tc := range []struct {
+		name  string
+		b     server.Behaviour
+		opens bool
+	}{
+		{"plain UNAVAILABLE", markedAs(codes.Unavailable), true},
+		{"a mark of another domain", markedAs(codes.Unavailable, shedInfo("example.com")), true},
+		{"the mark on DEADLINE_EXCEEDED", markedAs(codes.DeadlineExceeded, shedInfo(runtime.DoNotRetryDomain)), true},
+		{"the mark with another reason", markedAs(codes.Unavailable, &errdetails.ErrorInfo{Reason: "SHED ", Domain: runtime.DoNotRetryDomain}), true},
+		{"the mark after 500 details", markedAs(codes.Unavailable, many...), false},
+		{"the mark on RESOURCE_EXHAUSTED listed as a failure", markedAs(codes.ResourceExhausted, shedInfo(runtime.DoNotRetryDomain)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listed := runtime.WithPolicy(func(p *policy.Service) {
+				p.Breaker.FailureCodes = policy.CodesOf(codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted)
+			})
+			r := newBareRig(t, tc.b, listed)
+			for i := range 25 {
+				if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); err == nil {
+					t.Fatalf("report %d: served, want the injected failure", i)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "a", Units: 1})
+			st, _ := r.client.Runtime().BreakerState(reserveStock)
+			if tc.opens {
+				if !errors.Is(err, runtime.ErrCircuitOpen) || st != runtime.StateOpen || r.srv.Calls(reserveStock) != 0 {
+					t.Errorf("ReserveStock after 25 failures: %v (breaker %v, server ran %d); want it refused by the open breaker", err, st, r.srv.Calls(reserveStock))
+				}
+				return
+			}
+			if err != nil || st != runtime.StateClosed || r.srv.Calls(reserveStock) != 1 {
+				t.Errorf("ReserveStock after 25 marked refusals: %v (breaker %v, server ran %d); want it served", err, st, r.srv.Calls(reserveStock))
+			}
+		})
+	}
+}
+
+// TestAttackR18eShedProbeLeavesTheBreakerHalfOpen: the breaker opened on
+// twenty plain failures of GetStock; after its cool-down (a fake clock)
+// five reports in a row, more than its three probes, are sent as probes
+// and shed by the Guard. Each shed probe neither closes nor reopens the
+// breaker and frees its place: every report reaches the server (none is
+// refused on the client), the breaker is still half-open, and three
+// ReserveStock calls then close it.
+func TestAttackR18eShedProbeLeavesTheBreakerHalfOpen(t *testing.T) {
+	clock := &shedClock{now: time.Unix(1e9, 0)}
+	b := func(_ context.Context, c server.Call) error {
+		if c.Method == getStock {
+			return status.Error(codes.Unavailable, "injected")
+		}
+		return nil
+	}
+	plain := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
+	})
+	r := fullLowShedding(t, b, 10*time.Millisecond, runtime.WithClock(clock), plain)
+	for i := range 20 {
+		if _, err := r.client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: fmt.Sprint("s", i)}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("GetStock %d: %v, want UNAVAILABLE", i, err)
+		}
+	}
+	if st, _ := r.client.Runtime().BreakerState(reserveStock); st != runtime.StateOpen {
+		t.Fatalf("after 20 failures the breaker is %v, want open", st)
+	}
+	clock.advance(2*time.Second + time.Millisecond) // the cool-down
+	for i := range 5 {
+		_, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("p", i)})
+		if status.Code(err) != codes.Unavailable || errors.Is(err, runtime.ErrCircuitOpen) {
+			t.Fatalf("report %d in half-open: %v, want the server's shed refusal", i, err)
+		}
+		if st, _ := r.client.Runtime().BreakerState(reserveStock); st != runtime.StateHalfOpen {
+			t.Fatalf("after %d shed probes the breaker is %v, want half-open", i+1, st)
+		}
+	}
+	if s := r.stats(); s.Shed[rserver.PriorityLow] != 5 {
+		t.Errorf("the Guard shed %d reports, want the 5 probes", s.Shed[rserver.PriorityLow])
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: fmt.Sprint("o-", i), Sku: "a", Units: 1})
+		cancel()
+		if err != nil {
+			t.Fatalf("ReserveStock %d as a probe: %v", i, err)
+		}
+	}
+	if st, _ := r.client.Runtime().BreakerState(reserveStock); st != runtime.StateClosed || r.srv.Calls(reserveStock) != 3 {
+		t.Errorf("after three served probes the breaker is %v (server ran %d ReserveStock), want closed after 3", st, r.srv.Calls(reserveStock))
+	}
+}
+
+// TestAttackR18eShedRefusalsAreOverloadForTheAdaptiveLayers: the shed
+// refusals the breaker ignores are still overload for the client
+// throttle, which comes to refuse reports locally (forty sent: each was
+// shed or throttled, some throttled), and for the adaptive concurrency
+// limit, which falls from its initial twenty.
+func TestAttackR18eShedRefusalsAreOverloadForTheAdaptiveLayers(t *testing.T) {
+	const sent = 40
+	t.Run("throttle", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		throttled := runtime.WithPolicy(func(p *policy.Service) {
+			p.ClientThrottle = &policy.Throttle{K: 1.1, Window: 10 * time.Second, MaxRefusal: 0.9}
+		})
+		r := fullLowShedding(t, nil, 10*time.Millisecond, throttled, runtime.WithRegisterer(reg))
+		local := 0
+		for i := range sent {
+			_, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)})
+			switch {
+			case errors.Is(err, runtime.ErrThrottled):
+				local++
+			case status.Code(err) != codes.Unavailable:
+				t.Fatalf("report %d: %v, want shed or throttled", i, err)
+			}
+		}
+		if shed := int(r.stats().Shed[rserver.PriorityLow]); local == 0 || shed+local != sent {
+			t.Errorf("%d reports throttled, %d shed by the server, of %d; want some throttled and the rest shed", local, shed, sent)
+		}
+		if p := metricSum(t, reg, "resilient_client_throttle_refusal_probability", func(map[string]string) bool { return true }); p < 0.5 {
+			t.Errorf("the throttle's refusal probability is %v after %d shed refusals, want it above 0.5", p, sent)
+		}
+		if st, _ := r.client.Runtime().BreakerState(reserveStock); st != runtime.StateClosed {
+			t.Errorf("the breaker is %v, want closed", st)
+		}
+	})
+	t.Run("adaptive limit", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		limited := runtime.WithPolicy(func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 8, MaxLimit: 8} })
+		r := fullLowShedding(t, nil, 10*time.Millisecond, limited, runtime.WithRegisterer(reg))
+		all := func(map[string]string) bool { return true }
+		if l := metricSum(t, reg, "resilient_client_adaptive_limit", all); l != 8 {
+			t.Fatalf("the adaptive limit starts at %v, want 8", l)
+		}
+		for i := range sent {
+			if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); status.Code(err) != codes.Unavailable {
+				t.Fatalf("report %d: %v, want UNAVAILABLE", i, err)
+			}
+		}
+		if l := metricSum(t, reg, "resilient_client_adaptive_limit", all); l >= 8 {
+			t.Errorf("the adaptive limit is %v after %d shed refusals, want it fallen below 8", l, sent)
+		}
+	})
+}
+
+// TestAttackR18eShedRetriesWaitThePushback: GetStock lowered to low and
+// shed on each of its three attempts with an 80 ms pushback: the retries
+// wait it (two waits, at least 160 ms, more than the policy's jittered
+// backoff of at most 50 + 100 ms could), the Guard shed three attempts,
+// and the breaker, which counted none, is closed.
+func TestAttackR18eShedRetriesWaitThePushback(t *testing.T) {
+	const pushback = 80 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	r := fullLowShedding(t, nil, pushback, runtime.WithRegisterer(reg))
+	low := runtime.WithPriority(context.Background(), policy.PriorityLow)
+	start := time.Now()
+	_, err := r.client.GetStock(low, &inventoryv1.GetStockRequest{Sku: "low"})
+	took := time.Since(start)
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, runtime.ErrRetriesExhausted) {
+		t.Errorf("GetStock shed on every attempt: %v, want UNAVAILABLE, retries exhausted", err)
+	}
+	if took < 2*pushback {
+		t.Errorf("three shed attempts took %v, want at least two pushbacks of %v", took, pushback)
+	}
+	if s := r.stats(); s.Shed[rserver.PriorityLow] != 3 {
+		t.Errorf("the Guard shed %d attempts, want 3", s.Shed[rserver.PriorityLow])
+	}
+	if n := metricSum(t, reg, "resilient_client_attempts_total", attemptsCoded("GetStock", "UNAVAILABLE")); n != 3 {
+		t.Errorf("the metrics count %v GetStock attempts under UNAVAILABLE, want 3", n)
+	}
+	if st, _ := r.client.Runtime().BreakerState(getStock); st != runtime.StateClosed {
+		t.Errorf("the breaker is %v, want closed", st)
+	}
+}
+
+// TestAttackR18eShedStreamsLeaveTheBreakerClosed: WatchStock opened
+// lowered to low while the low place is held: the Guard sheds each
+// stream, whose first Recv returns the marked refusal. Thirty such streams
+// (past the breaker's twenty calls) leave the shared breaker closed and
+// the stream's permits free, and ReserveStock is served.
+func TestAttackR18eShedStreamsLeaveTheBreakerClosed(t *testing.T) {
+	r := fullLowShedding(t, nil, 10*time.Millisecond)
+	low := runtime.WithPriority(context.Background(), policy.PriorityLow)
+	for i := range 30 {
+		s, err := r.client.WatchStock(low, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("w", i)})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if status.Code(err) != codes.Unavailable || errors.Is(err, runtime.ErrCircuitOpen) {
+			t.Fatalf("stream %d: %v, want the server's shed refusal", i, err)
+		}
+	}
+	if s := r.stats(); s.Shed[rserver.PriorityLow] != 30 {
+		t.Errorf("the Guard shed %d streams, want 30", s.Shed[rserver.PriorityLow])
+	}
+	if n, _ := r.client.Runtime().BulkheadInUse(watchStock); n != 0 {
+		t.Errorf("%d stream permits still taken, want 0", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "a", Units: 1})
+	if st, _ := r.client.Runtime().BreakerState(reserveStock); err != nil || st != runtime.StateClosed {
+		t.Errorf("ReserveStock after 30 shed streams: %v (breaker %v), want it served", err, st)
 	}
 }

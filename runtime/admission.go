@@ -71,7 +71,7 @@ func (m *methodState) settle(ctx, actx context.Context, a *attemptState, err err
 	}
 	o, code := outcomeSuccess, codes.OK
 	if err != nil {
-		o, code = m.verdict(ctx, err)
+		o, code = m.verdict(ctx, err, a.shed)
 	}
 	if o == outcomeSuccess && m.hot.countsEarly && sp.bounded && actx.Err() == nil &&
 		m.breaker.doneEarly(t, sp.start, m.client.now) {
@@ -91,7 +91,7 @@ func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err e
 	if m.breaker == nil && m.metrics == nil {
 		return 0
 	}
-	o, code := m.verdict(ctx, err)
+	o, code := m.verdict(ctx, err, shedUnread)
 	return m.record(t, o, code, start, timed)
 }
 
@@ -129,19 +129,28 @@ func (m *methodState) settleUnlessDone(a *attemptState) {
 
 // verdict is what the end of an attempt or a stream says about the
 // dependency, for the breaker (the outcome) and the metrics (the code)
-// alike. ctx is the call's context, outside the attempt's own timeout.
+// alike. ctx is the call's context, outside the attempt's own timeout;
+// shed is what pushback has already read of err's shed mark, if anything.
 //
 //   - nil: a success, code OK;
 //   - the caller cancelled: ignored (nothing is known of the dependency),
 //     counted under CANCELLED;
 //   - a fault on the client's side (a panic in the call, a request that
 //     could not be sent): ignored, counted under its code;
-//   - a code in the breaker's FailureCodes: a failure; any other code, an
+//   - a code in the breaker's FailureCodes that runtime/server's Guard
+//     marked as priority shedding (shedMarked): ignored, counted under its
+//     code. The server refused the priority for its load; it still serves
+//     the work it admits, so the refusal says nothing of whether the
+//     dependency serves, and counted as a failure in a breaker the
+//     client's methods share, low-priority work shed in numbers would have
+//     the breaker refuse the high-priority work too. Only a failure pays
+//     for the look at the details;
+//   - any other code in FailureCodes: a failure; any other code, an
 //     answer: a success.
 //
 // A context error that is not a status (a stream's own timeout) is
 // counted under the code gRPC gives it: DEADLINE_EXCEEDED or CANCELLED.
-func (m *methodState) verdict(ctx context.Context, err error) (outcome, codes.Code) {
+func (m *methodState) verdict(ctx context.Context, err error, shed shedMark) (outcome, codes.Code) {
 	if err == nil {
 		return outcomeSuccess, codes.OK
 	}
@@ -149,12 +158,15 @@ func (m *methodState) verdict(ctx context.Context, err error) (outcome, codes.Co
 	if br := m.breaker; br != nil {
 		failures = br.p.FailureCodes
 	}
-	code := codeOf(err)
+	st, code := statusOf(err)
 	_, local := err.(*clientFault) // made by the runtime itself, never wrapped
 	switch {
 	case local, errors.Is(ctx.Err(), context.Canceled):
 		return outcomeIgnored, code
 	case failures.Has(code):
+		if st != nil && shedMarked(st, shed) {
+			return outcomeIgnored, code
+		}
 		return outcomeFailure, code
 	}
 	return outcomeSuccess, code
@@ -163,10 +175,17 @@ func (m *methodState) verdict(ctx context.Context, err error) (outcome, codes.Co
 // codeOf is the gRPC code of err: its status code, or for a bare context
 // error the code gRPC gives it.
 func codeOf(err error) codes.Code {
+	_, code := statusOf(err)
+	return code
+}
+
+// statusOf is err's status, nil for an error that is not one, and its
+// gRPC code (for a bare context error, the code gRPC gives it).
+func statusOf(err error) (*status.Status, codes.Code) {
 	if st, ok := status.FromError(err); ok {
-		return st.Code()
+		return st, st.Code()
 	}
-	return status.FromContextError(err).Code()
+	return nil, status.FromContextError(err).Code()
 }
 
 // clientFault is the end of an attempt or a stream caused on the client's

@@ -249,7 +249,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 			// ends): gRPC may still write the trailer, so the slot is
 			// neither read nor given back to the pool.
 		default:
-			end.push, end.pushed = Pushback(err, slot.md)
+			end.push, end.pushed, a.shed = pushback(err, slot.md)
 			slot.put()
 		}
 	}
@@ -286,11 +286,13 @@ func detached(actx context.Context, err error) bool {
 
 // attemptState is what attemptOnce holds of its attempt for the breaker
 // and the metrics: the breaker's ticket, the attempt's start, once known,
-// and whether the attempt was settled (its call returned).
+// whether the attempt was settled (its call returned), and what was read
+// of its failure's shed mark.
 type attemptState struct {
 	tk      ticket
 	sp      span
 	settled bool
+	shed    shedMark // what pushback read of the failure's shed mark, if it read it
 }
 
 // ownTimeout reports whether the attempt's own context, actx, has reached

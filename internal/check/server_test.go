@@ -51,6 +51,8 @@ func TestServerBoundariesShareTheCore(t *testing.T) {
 			options{get: dedup(10*time.Millisecond, time.Second)}, func(p *policy.Server) { p.Methods[0].Dedup.TTL = 10 * time.Millisecond }},
 		{"dedup lease", check.DedupLease(2 * time.Millisecond),
 			options{get: dedup(time.Hour, 2*time.Millisecond)}, func(p *policy.Server) { p.Methods[0].Dedup.Lease = 2 * time.Millisecond }},
+		{"dedup lease of centuries", check.DedupLease(2562047 * time.Hour),
+			options{get: dedup(time.Hour, 2562047*time.Hour)}, func(p *policy.Server) { p.Methods[0].Dedup.Lease = 2562047 * time.Hour }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.core == "" {

@@ -33,10 +33,14 @@ const MaxHalfOpenProbes = 1<<16 - 1
 // are the least lease and result TTL a deduplicated method may set: the
 // lease is renewed every quarter of it, and a shorter one would lapse under
 // an ordinary store round trip; a result kept for less than MinTTL would be
-// gone before a client's retries of the request end.
+// gone before a client's retries of the request end. MaxLease is the
+// longest lease: the lease is the store outage a running request outlives,
+// and after a crash the key refuses its repeats for 3/2 of it, so a longer
+// one holds a crashed request's key, and every retry of it, for hours.
 const (
 	Lease    = 10 * time.Second
 	MinLease = 100 * time.Millisecond
+	MaxLease = time.Hour
 	MinTTL   = time.Second
 )
 
@@ -48,6 +52,13 @@ const ShedPushback = time.Second
 // idempotency key, identical on every attempt: the generated clients send
 // it, the server deduplicates by it, and the plugin's exports match it.
 const IdempotencyKeyHeader = "idempotency-key"
+
+// MaxIdempotencyKeyLength is the longest idempotency key, in bytes as
+// sent, that a server's Guard keeps: it refuses a longer one with
+// INVALID_ARGUMENT, so that a caller cannot make each entry of the store as
+// large as a header may be (megabytes), and the client refuses to send one.
+// It is Stripe's limit; the generated keys are 26 bytes.
+const MaxIdempotencyKeyLength = 255
 
 // AnswerCodes are the codes by which a service answers a request it
 // understood: repeating the request cannot change them, so they are never

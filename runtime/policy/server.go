@@ -114,7 +114,8 @@ type Dedup struct {
 	// while the handler runs; the store keeps it 3/2 Lease past the last
 	// renewal; a request that could not renew for 5/4 Lease cancels its
 	// handler (ErrLeaseLost). After a crash, a waiting repeat takes over
-	// within 3/2 Lease. Zero means DefaultLease; at least MinLease.
+	// within 3/2 Lease. Zero means DefaultLease; at least MinLease, at
+	// most MaxLease (1 h).
 	Lease time.Duration
 	// OnStoreError says what happens to a request when the store cannot be
 	// reached: StoreErrorRefuse (the default) or StoreErrorRunWithoutDedup.
@@ -131,10 +132,13 @@ const DefaultLease = contract.Lease
 // MinLease and MinTTL are the least Lease and TTL a Dedup may set:
 // the lease is renewed every quarter of it, and a shorter one would lapse
 // under an ordinary store round trip; a result kept for less than MinTTL
-// would be gone before a client's retries of the request end. The plugin
-// and the override loader refuse the same values.
+// would be gone before a client's retries of the request end. MaxLease
+// is the longest Lease: a request whose server crashed keeps its key for
+// 3/2 of the lease, refusing every repeat. The plugin and the override
+// loader refuse the same values.
 const (
 	MinLease = contract.MinLease
+	MaxLease = contract.MaxLease
 	MinTTL   = contract.MinTTL
 )
 

@@ -12,17 +12,24 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
-// TestAttackR18HugeLeaseDoesNotWrap: a lease no one means but every check
-// accepts (only its minimum is checked; an override file may write
-// lease: 2562047h, the longest duration). The store keeps a pending entry
-// 3/2 of it and the request gives its key up 5/4 of it past each renewal:
-// in int64 nanoseconds both wrap to a negative duration. The entry would
-// then be born expired (a repeat runs alongside the first: two runs) and
-// the lease lost at once (the handler cancelled, its caller refused). A
-// huge lease must mean "for as long as the handler runs": the handler
-// runs once, a repeat meanwhile waits and gets its answer.
+// TestAttackR18HugeLeaseDoesNotWrap: a lease no one means (an override
+// file may write lease: 2562047h, the longest duration), whose 3/2 (the
+// pending entry's life) and 5/4 (when the request gives its key up) wrap
+// to negative durations in int64 nanoseconds: the entry would be born
+// expired (a repeat runs alongside the first) and the lease lost at once.
+// NewGuard refuses such a lease (at most policy.MaxLease); the longest it
+// accepts runs the handler once, and a repeat meanwhile waits and gets its
+// answer.
 func TestAttackR18HugeLeaseDoesNotWrap(t *testing.T) {
 	for _, lease := range []time.Duration{math.MaxInt64, 2562047 * time.Hour, 7e18} {
+		p := &policy.Server{Name: inventory, Methods: []policy.ServerMethod{{Name: reserveStock,
+			Dedup:       &policy.Dedup{TTL: time.Minute, Lease: lease},
+			NewResponse: func() proto.Message { return new(inventoryv1.ReserveStockResponse) }}}}
+		if _, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(1))); err == nil {
+			t.Errorf("NewGuard accepted a %v lease, want it refused above %v", lease, policy.MaxLease)
+		}
+	}
+	for _, lease := range []time.Duration{policy.MaxLease} {
 		t.Run(lease.String(), func(t *testing.T) {
 			p := &policy.Server{Name: inventory, Methods: []policy.ServerMethod{{Name: reserveStock,
 				Dedup:       &policy.Dedup{TTL: time.Minute, Lease: lease},

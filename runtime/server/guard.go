@@ -295,6 +295,9 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	} else {
 		resp, err = handler(ctx, req)
 	}
+	if err != nil {
+		err = notShedHere(err)
+	}
 	if err != nil && shouldMark(err, rec) {
 		m.svc.marked.Add(1)
 		err = markDoNotRetry(ctx, err)
@@ -368,6 +371,9 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
+	if err != nil {
+		err = notShedHere(err)
+	}
 	if err != nil && shouldMark(err, rec) {
 		m.svc.marked.Add(1)
 		err = markDoNotRetry(ctx, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,7 @@ func TestMinimumsAgreeWithThePlugin(t *testing.T) {
 	}{
 		{"ttl", policy.MinTTL - 1}, {"ttl", policy.MinTTL},
 		{"lease", policy.MinLease - 1}, {"lease", policy.MinLease},
+		{"lease", policy.MaxLease}, {"lease", policy.MaxLease + 1},
 	} {
 		p := inventoryPolicy()
 		if tc.field == "ttl" {
@@ -142,5 +144,11 @@ func TestMinimumsAgreeWithThePlugin(t *testing.T) {
 	p.Methods[1].Dedup.Lease = 2
 	if _, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(1))); err == nil || !strings.Contains(err.Error(), "Dedup.Lease: must be at least 100ms") {
 		t.Errorf("NewGuard with a 2ns lease: %v", err)
+	}
+	// A lease of centuries is refused too, naming the value and the bound.
+	p.Methods[1].Dedup.Lease = math.MaxInt64
+	if _, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(1))); err == nil ||
+		!strings.Contains(err.Error(), "Dedup.Lease: must be at most 1h0m0s, got 2562047h47m16.854775807s") {
+		t.Errorf("NewGuard with the longest lease: %v", err)
 	}
 }

@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -22,6 +25,7 @@ type shedder struct {
 	limits   [PriorityCritical + 1]int64
 	pushback time.Duration
 	code     codes.Code
+	details  [PriorityCritical + 1][]*anypb.Any // of each priority's refusal, made once
 
 	inFlight atomic.Int64
 	admitted [PriorityCritical + 1]atomic.Uint64
@@ -38,6 +42,18 @@ func newShedder(service string, p *policy.Shedding) *shedder {
 	}
 	if s.code == codes.OK {
 		s.code = codes.Unavailable
+	}
+	retryIn, err := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.pushback)})
+	if err != nil {
+		panic(err) // a registered message always marshals
+	}
+	for q := PriorityLow; q <= PriorityCritical; q++ {
+		shed, err := anypb.New(&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain,
+			Metadata: map[string]string{"priority": q.String()}})
+		if err != nil {
+			panic(err)
+		}
+		s.details[q] = []*anypb.Any{retryIn, shed}
 	}
 	return s
 }
@@ -61,14 +77,19 @@ func (s *shedder) admit(p Priority, m *method) (*admission, error) {
 
 // refusal is the answer to a shed request. The InTapHandle that sends it
 // can only answer a status (gRPC writes no other trailer there), so the
-// pushback travels as a google.rpc.RetryInfo detail; Pushback reads it.
+// pushback travels as a google.rpc.RetryInfo detail, which Pushback reads.
+// Beside it, an ErrorInfo (runtime.ShedReason in runtime.DoNotRetryDomain,
+// the priority under "priority") marks the refusal as priority shedding:
+// the client's breaker then counts it as nothing, since the service still
+// serves what it admits. The details are made once per priority; the
+// status copies them.
 func (s *shedder) refusal(p Priority, n, limit int64) error {
-	st := status.New(s.code, fmt.Sprintf("resilient: %s is shedding %s-priority requests: %d in flight, limit %d; retry in %s",
-		s.service, p, n, limit, s.pushback))
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.pushback)}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return status.ErrorProto(&spb.Status{
+		Code: int32(s.code),
+		Message: fmt.Sprintf("resilient: %s is shedding %s-priority requests: %d in flight, limit %d; retry in %s",
+			s.service, p, n, limit, s.pushback),
+		Details: s.details[p],
+	})
 }
 
 // admission is the place of one admitted request, given back once: when
@@ -133,4 +154,37 @@ func admissionFrom(ctx context.Context, m *method) *admission {
 		return nil
 	}
 	return a
+}
+
+// notShedHere returns a handler's error without the priority-shedding
+// mark (runtime.ShedReason) that a dependency's refusal carries when the
+// handler passes it on: the mark says that the server which sent it shed
+// the request at its door, and this server did not. Its callers' breakers
+// then judge the failure by its code, as any other failure of this
+// service's (the RetryInfo and the do-not-retry mark are left as they
+// are). An error without the mark is returned as it is, and an error
+// without details costs no decoding.
+func notShedHere(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	sp := st.Proto()
+	if len(sp.GetDetails()) == 0 {
+		return err
+	}
+	kept := sp.Details[:0:0]
+	for _, a := range sp.Details {
+		var ei errdetails.ErrorInfo
+		if a.MessageIs(&ei) && a.UnmarshalTo(&ei) == nil &&
+			ei.GetReason() == runtime.ShedReason && ei.GetDomain() == runtime.DoNotRetryDomain {
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if len(kept) == len(sp.Details) {
+		return err
+	}
+	sp.Details = kept
+	return status.FromProto(sp).Err()
 }

@@ -825,8 +825,9 @@ type Dedup struct {
 	// ```
 	OnStoreError OnStoreError `protobuf:"varint,2,opt,name=on_store_error,json=onStoreError,proto3,enum=resilient.v1.OnStoreError" json:"on_store_error,omitempty"`
 	// lease is how long a running request holds its key before another
-	// replica may take over (it is renewed while the handler runs). Default:
-	// 10 s. Must be positive.
+	// replica may take over (it is renewed while the handler runs): the
+	// longest store outage a running request outlives. Default: 10 s. Must
+	// be at least 100 ms and at most 1 h.
 	//
 	// ```proto
 	// dedup: {lease: {seconds: 30}}
@@ -1399,7 +1400,8 @@ type AdaptiveLimit struct {
 	// ```
 	MaxLimit *uint32 `protobuf:"varint,2,opt,name=max_limit,json=maxLimit,proto3,oneof" json:"max_limit,omitempty"`
 	// initial_limit is the limit before any attempt came back. Default: 20,
-	// or max_limit if lower. Must be between min_limit and max_limit.
+	// held between the bounds (max_limit if lower, min_limit if higher).
+	// Must be between min_limit and max_limit.
 	//
 	// ```proto
 	// adaptive_limit: {initial_limit: 10}

@@ -12,14 +12,15 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
-// TestAttackR18HugeLeaseOnRedis: a lease and a TTL of the longest
-// duration (an override may write lease: 2562047h), whose 3/2 would wrap
-// to a negative number of milliseconds (kept at Redis's least, 1 ms: the
-// entry lapses at once, and a repeat runs alongside the first). A request
-// runs once; a repeat sent while it runs waits and gets its answer, as
-// does one sent after.
+// TestAttackR18HugeLeaseOnRedis: the longest lease a policy may set
+// (policy.MaxLease; a longer one is refused) and a TTL of the longest
+// duration (an override may write ttl: 2562047h), which in milliseconds
+// must not wrap to a negative number (kept at Redis's least, 1 ms: the
+// entry would lapse at once, and a repeat run alongside the first). A
+// request runs once; a repeat sent while it runs waits and gets its
+// answer, as does one sent after.
 func TestAttackR18HugeLeaseOnRedis(t *testing.T) {
-	p := reserveStockPolicy(math.MaxInt64, policy.StoreErrorRefuse)
+	p := reserveStockPolicy(policy.MaxLease, policy.StoreErrorRefuse)
 	p.Methods[0].Dedup.TTL = math.MaxInt64
 	started := make(chan struct{}, 2)
 	srv := &reserver{answer: "h", hook: func(context.Context, *inventoryv1.ReserveStockRequest) error {

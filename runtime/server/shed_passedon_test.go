@@ -1,0 +1,126 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
+)
+
+// shedMarks says which of the Guard's marks a status carries: the
+// priority-shedding one, and whether a RetryInfo is there.
+func shedMarks(err error) (shed, retryInfo bool) {
+	for _, d := range status.Convert(err).Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetReason() == runtime.ShedReason && d.GetDomain() == runtime.DoNotRetryDomain {
+				shed = true
+			}
+		case *errdetails.RetryInfo:
+			retryInfo = true
+		}
+	}
+	return shed, retryInfo
+}
+
+// TestShedMarkIsNotPassedOn: C sheds a low-priority request of B's (its
+// two low places are held) and marks the refusal as priority shedding; B's
+// handler passes C's error on to its own caller. B did not shed that
+// request, so the caller gets the failure without the mark (its breaker
+// judges it by its code, UNAVAILABLE, as any failure of B's), the code
+// and the pushback kept. Asked directly, C's refusal carries the mark.
+func TestShedMarkIsNotPassedOn(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan struct{}, 2)
+	c := &inventoryServer{onGet: func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		if req.GetSku() == "hold" {
+			held <- struct{}{}
+			<-release
+		}
+		return &inventoryv1.GetStockResponse{Sku: req.GetSku()}, nil
+	}}
+	gc, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toC := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, c, gc.ServerOptions()...)))
+	defer close(release)
+	for range 2 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, _ = toC.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hold"})
+		}()
+		<-held
+	}
+	low := func() context.Context {
+		return metadata.AppendToOutgoingContext(context.Background(), runtime.PriorityHeader, "low")
+	}
+
+	_, direct := toC.GetStock(low(), &inventoryv1.GetStockRequest{Sku: "a"})
+	if shed, ri := shedMarks(direct); status.Code(direct) != codes.Unavailable || !shed || !ri {
+		t.Fatalf("C's own refusal: %v (shed mark %v, RetryInfo %v); want UNAVAILABLE with both", direct, shed, ri)
+	}
+
+	b := &inventoryServer{onGet: func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		return toC.GetStock(low(), req) // C's answer, passed on as it is
+	}}
+	bPolicy := inventoryPolicy()
+	bPolicy.Shedding = nil // B sheds nothing itself
+	gb, err := NewGuard([]*policy.Server{bPolicy}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toB := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, b, gb.ServerOptions()...)))
+	_, passed := toB.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "a"})
+	shed, ri := shedMarks(passed)
+	if status.Code(passed) != codes.Unavailable || shed || !ri {
+		t.Errorf("C's refusal passed on by B: %v (shed mark %v, RetryInfo %v); want UNAVAILABLE with the RetryInfo and without the shed mark", passed, shed, ri)
+	}
+	if c.getCalls.Load() != 2 {
+		t.Errorf("C ran GetStock %d times; want 2 (the held ones), the others shed", c.getCalls.Load())
+	}
+}
+
+// TestNotShedHereKeepsTheRest: only the Guard's shed mark is taken out of
+// a handler's error; an error that is not a status, or has no mark, is
+// returned as the same value; the other details stay, in order.
+func TestNotShedHereKeepsTheRest(t *testing.T) {
+	plain := context.DeadlineExceeded
+	if got := notShedHere(plain); got != plain {
+		t.Errorf("a bare error came back as %v", got)
+	}
+	bare := status.Error(codes.Unavailable, "down")
+	if got := notShedHere(bare); got != bare {
+		t.Errorf("a status without details came back as another value: %v", got)
+	}
+	other, _ := status.New(codes.Unavailable, "down").WithDetails(
+		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: "example.com"},
+		&errdetails.ErrorInfo{Reason: "QUOTA", Domain: runtime.DoNotRetryDomain})
+	if ds := status.Convert(notShedHere(other.Err())).Details(); len(ds) != 2 {
+		t.Errorf("marks that are not the Guard's shed mark were taken out: %v", ds)
+	}
+	marked, _ := status.New(codes.ResourceExhausted, "shed").WithDetails(
+		&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain},
+		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain},
+		&errdetails.RetryInfo{})
+	got := status.Convert(notShedHere(marked.Err()))
+	ds := got.Details()
+	if got.Code() != codes.ResourceExhausted || got.Message() != "shed" || len(ds) != 2 {
+		t.Fatalf("after taking the shed mark out: %v %q %v; want RESOURCE_EXHAUSTED, the message and two details", got.Code(), got.Message(), ds)
+	}
+	if ei, ok := ds[0].(*errdetails.ErrorInfo); !ok || ei.GetReason() != runtime.DoNotRetryReason {
+		t.Errorf("first detail %v; want the do-not-retry mark", ds[0])
+	}
+	if _, ok := ds[1].(*errdetails.RetryInfo); !ok {
+		t.Errorf("second detail %v; want the RetryInfo", ds[1])
+	}
+}
