@@ -89,7 +89,15 @@ func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, client
 	}
 	t.Cleanup(srv.Stop)
 	p := tcpproxy.Start(t, srv.Addr())
-	cc, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, c := dialInventory(t, p.Addr(), clientOpts...)
+	return &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}
+}
+
+// dialInventory dials addr and builds the generated inventory client on
+// the connection with clientOpts; both are closed when the test ends.
+func dialInventory(t *testing.T, addr string, clientOpts ...runtime.Option) (*grpc.ClientConn, *inventoryv1.InventoryServiceResilientClient) {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +106,7 @@ func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, client
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}
+	return cc, c
 }
 
 // newBareRig serves the example with behaviour b and no Guard, and builds
@@ -110,15 +118,7 @@ func newBareRig(t *testing.T, b server.Behaviour, clientOpts ...runtime.Option) 
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: clientOpts})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc, c := dialInventory(t, srv.Addr(), clientOpts...)
 	return &rig{srv: srv, cc: cc, client: c}
 }
 

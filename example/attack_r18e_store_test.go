@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -43,15 +42,7 @@ func newStoreRig(t *testing.T, b server.Behaviour) *storeRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := dialInventory(t, srv.Addr())
 	return &storeRig{srv: srv, guard: g, redis: p, client: c}
 }
 
