@@ -104,3 +104,68 @@ func TestAttack19ExhaustedRetriesIntoASheddingServerAreStillMarked(t *testing.T)
 		t.Errorf("B's Guard marked %d failures; want 1", n)
 	}
 }
+
+// TestAttack19StreamPassingOnAShedRefusalKeepsTheRest: B's WatchStock
+// handler sends one message, sets its own pushback trailer and ends with
+// C's shed refusal (UNAVAILABLE, RetryInfo 5 ms, SHED). The README (Server
+// side, priority shedding): the Guard takes the mark out of an error its
+// handler returns, unary or stream, keeping the code, the message's
+// words, the RetryInfo; the handler's trailer is its own and stays.
+func TestAttack19StreamPassingOnAShedRefusalKeepsTheRest(t *testing.T) {
+	toC, _ := shedAllLow(t)
+	_, shedErr := toC.GetStock(lowCtx(context.Background()), &inventoryv1.GetStockRequest{Sku: "a"})
+	if shed, ri := shedMarks(shedErr); !shed || !ri {
+		t.Fatalf("C's refusal %v: want the shed mark and a RetryInfo", shedErr)
+	}
+	b := &inventoryServer{onWatch: func(ctx context.Context) error {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(runtime.PushbackHeader, "40"))
+		return shedErr
+	}}
+	bPolicy := inventoryPolicy()
+	bPolicy.Shedding = nil
+	_, toB, _ := guarded(t, b, []*policy.Server{bPolicy})
+	st, err := toB.WatchStock(ctxTimeout(t, 5*time.Second), &inventoryv1.WatchStockRequest{Sku: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = st.Recv()
+	}
+	got := status.Convert(err)
+	shed, ri := shedMarks(err)
+	if got.Code() != codes.Unavailable || shed || !ri || got.Message() != status.Convert(shedErr).Message() {
+		t.Errorf("B's stream ended %v (shed mark %v, RetryInfo %v); want C's code and message, its RetryInfo, no shed mark", err, shed, ri)
+	}
+	if v := st.Trailer().Get(runtime.PushbackHeader); len(v) != 1 || v[0] != "40" {
+		t.Errorf("B's trailer %v: want the handler's own pushback 40", v)
+	}
+	if d, ok := runtime.Pushback(err, st.Trailer()); !ok || d != 40*time.Millisecond {
+		t.Errorf("pushback %v %v; want the trailer's 40ms", d, ok)
+	}
+	if IsDoNotRetry(err) {
+		t.Errorf("B's stream end is marked do-not-retry; B called C with no ClientInterceptor and returned its plain refusal")
+	}
+}
+
+// TestAttack19MethodOutsideThePoliciesPassesTheMarkOn: one gRPC server
+// behind one Guard (gRPC takes one tap per server, so the Guard holds
+// every service of the server), serving a service the Guard has no policy
+// for: its handler passes on C's shed refusal. The README: "The mark is
+// the shedding server's alone: a Guard takes it out of an error its
+// handler returns". For a method outside the Guard's policies the
+// interceptors pass the request straight to the handler, and the mark
+// reaches the callers, whose breakers then count this server's failure
+// as nothing: the server never shed it.
+func TestAttack19MethodOutsideThePoliciesPassesTheMarkOn(t *testing.T) {
+	t.Skip("BROKEN: runtime/server/guard.go's UnaryInterceptor and StreamInterceptor return handler(...) as it is for a method not in a policy (m == nil), without notShedHere; the fix is there (server2's file), not in shed.go")
+	toC, _ := shedAllLow(t)
+	b := &inventoryServer{onGet: func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		return toC.GetStock(lowCtx(ctx), req)
+	}}
+	other := &policy.Server{Name: "example.other.v1.OtherService", Shedding: &policy.Shedding{Limits: policy.Limits{Low: 1, Normal: 2, High: 3, Critical: 4}}}
+	_, toB, _ := guarded(t, b, []*policy.Server{other})
+	_, got := toB.GetStock(ctxTimeout(t, 5*time.Second), &inventoryv1.GetStockRequest{Sku: "a"})
+	if shed, _ := shedMarks(got); status.Code(got) != codes.Unavailable || shed {
+		t.Errorf("B's answer %v (shed mark %v); want UNAVAILABLE without C's shed mark", got, shed)
+	}
+}
