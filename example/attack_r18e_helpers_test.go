@@ -101,6 +101,27 @@ func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, client
 	return &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}
 }
 
+// newBareRig serves the example with behaviour b and no Guard, and builds
+// the generated client with clientOpts, dialled directly.
+func newBareRig(t *testing.T, b server.Behaviour, clientOpts ...runtime.Option) *rig {
+	t.Helper()
+	srv, err := server.Start("127.0.0.1:0", b, grpc.WaitForHandlers(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: clientOpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{srv: srv, cc: cc, client: c}
+}
+
 // stats is the Guard's counts of the inventory service.
 func (r *rig) stats() rserver.Stats {
 	s, _ := r.guard.Stats(inventoryName)

@@ -452,8 +452,10 @@ func shedInfo(domain string) *errdetails.ErrorInfo {
 	return &errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: domain, Metadata: map[string]string{"priority": "low"}}
 }
 
-// TestAttackR18eOnlyTheGuardsMarkKeepsTheBreakerClosed: a handler (not
-// the Guard) fails 25 reports. Plain UNAVAILABLE, a SHED mark of another
+// TestAttackR18eOnlyTheGuardsMarkKeepsTheBreakerClosed: a server without
+// a Guard (a shedding proxy, a server in another language: a Guard takes
+// the mark out of what its own handlers return, TestShedMarkIsNotPassedOn)
+// fails 25 reports. Plain UNAVAILABLE, a SHED mark of another
 // domain, or the mark on a code no Guard sheds with (DEADLINE_EXCEEDED, a
 // failure code of the example's breaker) are failures: the breaker opens
 // and ReserveStock is refused on the client. The Guard's mark on
@@ -481,7 +483,7 @@ func TestAttackR18eOnlyTheGuardsMarkKeepsTheBreakerClosed(t *testing.T) {
 			listed := runtime.WithPolicy(func(p *policy.Service) {
 				p.Breaker.FailureCodes = policy.CodesOf(codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted)
 			})
-			r := newRig(t, tc.b, nil, listed)
+			r := newBareRig(t, tc.b, listed)
 			for i := range 25 {
 				if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); err == nil {
 					t.Fatalf("report %d: served, want the injected failure", i)

@@ -64,7 +64,10 @@ func Load(path string, environ []string, policies ...*policy.Service) (*Set, err
 }
 
 // Parse is Load with the file's content given: name is the file's name in
-// errors and in Client.Describe; data is YAML or JSON (nil for no file).
+// errors and in Client.Describe; data is YAML or JSON (nil for no file). A
+// file that holds no value (0 bytes, only whitespace and comments, or one
+// empty document: "---", "null") overrides nothing, as no file does: an
+// operator's file with every line commented out.
 func Parse(name string, data []byte, environ []string, policies ...*policy.Service) (*Set, error) {
 	known := make(map[string]*policy.Service, len(policies))
 	for _, p := range policies {
@@ -75,7 +78,7 @@ func Parse(name string, data []byte, environ []string, policies ...*policy.Servi
 	}
 	s := &Set{targets: map[string]*service{}}
 	var errs problems
-	if len(data) > 0 {
+	if !noValue(data) {
 		s.parseFile(name, data, known, &errs)
 	}
 	s.parseEnv(environ, known, &errs)

@@ -98,6 +98,9 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 		errs.add(name, "not valid YAML or JSON: %v", err)
 		return
 	}
+	if root == nil {
+		return // one empty document ("---", "null", comments): no overrides
+	}
 	top, ok := root.(map[string]any)
 	if !ok {
 		errs.add(name, "must hold a mapping with one key, services: {<full service name>: {<annotation fields>, methods: {<Method>: {…}}}}")
@@ -153,6 +156,21 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 			t.walk(policyDesc, fields, m, "", mkey, errs)
 		}
 	}
+}
+
+// noValue reports whether a file's content is only whitespace and
+// comments (or nothing), after a byte-order mark: no overrides. YAML would
+// refuse some of it (a tab on a line of its own), which an operator would
+// not see as a mistake.
+func noValue(data []byte) bool {
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimLeft(line, " \t\r\n")
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // oneDocument says what keeps data from being read as one YAML (or JSON)

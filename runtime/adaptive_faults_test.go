@@ -53,8 +53,9 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce: the server
 // hangs; 32 callers call GetStock in a loop for 800 ms under a 100 ms
 // per-attempt timeout. With an adaptive limit of 16, halving once per
-// round trip of drops, at most 16+8+4+2+1+1+1+1 attempts reach the server
-// (the test allows 50); without it, each caller's 8 timeouts would (256).
+// round trip of drops, at most 16+8+4+2+1+1+1+1 attempts are let through,
+// each a timeout (the test allows 50); without it, each caller's 8 timeouts
+// would be (256).
 // The rest are refused at once. When the server answers again, the probe
 // in flight returns within a timeout and the limit grows back.
 func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
@@ -93,9 +94,16 @@ func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 		wg.Wait()
 	}
 	loop(time.Now().Add(800*time.Millisecond), func() { t.Error("an answer from a hung server") })
+	// The limit bounds the attempts it lets through, each of which ends in
+	// its timeout: at most 50 of them. The server counts an attempt when
+	// its handler runs; on a loaded machine an attempt's 100 ms may run out
+	// before that (its request still in the transport, or the server's
+	// goroutine not yet scheduled), so the server may count fewer than the
+	// client's timeouts (32 against 33 was seen), never more: every call
+	// it saw is one of those timeouts.
 	calls := srv.Calls(getStock)
-	if calls > 50 || int64(calls) != timeouts.Load() {
-		t.Errorf("server saw %d calls (%d timeouts), want at most 50, each a timeout", calls, timeouts.Load())
+	if n := timeouts.Load(); n > 50 || int64(calls) > n || calls == 0 {
+		t.Errorf("%d attempts timed out, the server saw %d: want at most 50 attempts let through, and each call the server saw one of them", n, calls)
 	}
 	if refused.Load() < 1000 || slow.Load()*100 > refused.Load() {
 		t.Errorf("%d refusals, %d of them slower than 20 ms: want most calls refused at once", refused.Load(), slow.Load())
@@ -105,17 +113,23 @@ func TestFaultSlowDependencyAdaptiveLimitFallsAndRefusesAtOnce(t *testing.T) {
 	}
 	t.Logf("hung for 800 ms: %d calls reached the server, %d refused locally (%d slower than 20 ms)", calls, refused.Load(), slow.Load())
 
-	srv.SetBehaviour(server.Slow(5 * time.Millisecond))
+	// The answers take 20 ms: the limit grows only after a round whose
+	// mean RTT is within 1.5 times the least seen (the tolerance), and on
+	// a loaded machine under -race the scheduler adds milliseconds to a
+	// round, half of a 5 ms answer (with 5 ms answers the limit was once
+	// seen at 2 after 600 ms) but a small part of 20 ms.
+	srv.SetBehaviour(server.Slow(20 * time.Millisecond))
 	healthy := time.Now()
 	var first atomic.Int64
 	loop(healthy.Add(600*time.Millisecond), func() { first.CompareAndSwap(0, int64(time.Since(healthy))) })
 	if f := time.Duration(first.Load()); f == 0 || f > 250*time.Millisecond {
 		t.Errorf("first answer %v after the server recovered, want within the 100 ms timeout of the probe in flight and a few rounds", f)
 	}
-	// From at most 2; how far it grows depends on how steady the round
-	// trips are, which on a loaded machine under -race they are not.
+	// From at most 2, 4 takes 3 to 5 rounds within the tolerance (each
+	// adds half the square root of the limit) of the 30 that fit in 600 ms;
+	// how far beyond it grows depends on how steady the round trips are.
 	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l < 4 {
-		t.Errorf("limit %v after 600 ms of 5 ms answers to 32 callers, want it grown back to at least 4", l)
+		t.Errorf("limit %v after 600 ms of 20 ms answers to 32 callers, want it grown back to at least 4", l)
 	}
 }
 

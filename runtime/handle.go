@@ -80,7 +80,9 @@ func NewUnary[Req, Resp any](c *Client, method string,
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
-// context, request or call option (INVALID_ARGUMENT, nothing sent), and answers a
+// context, request or call option, and an idempotency key that cannot
+// travel (a byte outside printable ASCII, or longer than the server keeps:
+// see refuseKey), with INVALID_ARGUMENT, nothing sent, and answers a
 // context already done with its error, before any layer. It sends the
 // method's annotated priority (see policy.Method.Priority) and reads the
 // request's idempotency key, sent as idempotency-key metadata on every
@@ -111,7 +113,11 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	}
 	key := ""
 	if h.hooks.IdempotencyKey != nil {
-		key = h.hooks.IdempotencyKey(req)
+		if key = h.hooks.IdempotencyKey(req); key != "" {
+			if err := refuseKey(m, key); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if h.hooks.CacheKey != nil || h.hooks.Fallback != nil {
 		return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)

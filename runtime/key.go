@@ -3,10 +3,14 @@ package runtime
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // KeyFromInt formats a signed integer key field (an idempotency key, or a
@@ -53,3 +57,33 @@ func KeyFromBytes(v []byte) string { return base64.RawURLEncoding.EncodeToString
 // base32), for a method with GenerateIdempotencyKey: one per logical call,
 // the same on each of its attempts and hedged copies.
 func newIdempotencyKey() string { return rand.Text() }
+
+// refuseKey refuses an idempotency key read from a request that cannot
+// travel as it is: a byte outside printable ASCII (0x20 to 0x7E), which
+// gRPC metadata cannot carry (grpc-go would fail every attempt with
+// INTERNAL, unsent, and a fallback would answer it), or longer than
+// contract.MaxIdempotencyKeyLength, which the server refuses after the
+// request was sent. Encoding such a key instead would change the key the
+// server, an Envoy route or a client in another language sees for the same
+// request, so it is refused: INVALID_ARGUMENT naming the method and the
+// field, before any layer. Called only for a key that is not empty; a
+// generated key, a bytes key (base64) and an integer key are printable,
+// so only a string key's bytes or any key's length can be wrong.
+func refuseKey(m *methodState, key string) error {
+	if len(key) > contract.MaxIdempotencyKeyLength {
+		return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf(
+			"the idempotency key (request field %s) is %d bytes as sent, longer than the %d a server keeps: "+
+				"use a shorter key (a bytes field is sent in base64, 4 characters for each 3 bytes)",
+			m.policy.IdempotencyKey, len(key), contract.MaxIdempotencyKeyLength))
+	}
+	for i := 0; i < len(key); i++ {
+		if b := key[i]; b < 0x20 || b > 0x7e {
+			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf(
+				"the idempotency key (request field %s) holds byte %#02x at offset %d, outside the printable ASCII "+
+					"(0x20 to 0x7E) that gRPC metadata carries: nothing was sent; make the key of printable ASCII "+
+					"(an ASCII id or a UUID), or make the field bytes, sent in base64",
+				m.policy.IdempotencyKey, b, i))
+		}
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -16,6 +17,9 @@ import (
 // Conn wraps cc so that streams opened through it get their method's
 // bulkhead, circuit breaker and timeout. Unary calls pass through unchanged:
 // their handles (UnaryHandle) apply their policy.
+//
+// SendMsg refuses a nil message (INVALID_ARGUMENT, nothing sent, the
+// stream still open), as a unary handle refuses a nil request.
 //
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
@@ -156,7 +160,17 @@ type stream struct {
 // goes back at once, since many callers return on that error without
 // reading the status, and the outcome waits for RecvMsg, which returns the
 // status, or for the context's end.
+//
+// A nil message (nil, or a nil pointer to a generated message) is refused
+// with INVALID_ARGUMENT, as a unary handle refuses a nil request: gRPC
+// would send it as an empty message, which is never what the caller
+// meant. Nothing is sent, and the stream, its permit and its ticket stay
+// as they were: the caller may send again.
 func (s *stream) SendMsg(msg any) error {
+	if nilMessage(msg) {
+		return misuseError(codes.InvalidArgument, s.m.policy.Name,
+			"nil message sent on the stream: nothing was sent and the stream stays open; send a message, or CloseSend to end the requests")
+	}
 	returned := false
 	defer s.onPanic(&returned)
 	err := s.ClientStream.SendMsg(msg)
@@ -168,6 +182,16 @@ func (s *stream) SendMsg(msg any) error {
 		s.finish(&clientFault{err: err})
 	}
 	return err
+}
+
+// nilMessage reports whether msg, given to SendMsg, is no message: nil, or
+// a nil pointer to a generated message (whose reflection is not valid).
+func nilMessage(msg any) bool {
+	if msg == nil {
+		return true
+	}
+	pm, ok := msg.(proto.Message)
+	return ok && !pm.ProtoReflect().IsValid()
 }
 
 // Header returns the server's header. gRPC answers (nil, nil) once the

@@ -53,6 +53,13 @@ const ShedPushback = time.Second
 // it, the server deduplicates by it, and the plugin's exports match it.
 const IdempotencyKeyHeader = "idempotency-key"
 
+// MaxIdempotencyKeyLength is the longest idempotency key, in bytes as
+// sent, that a server's Guard keeps: it refuses a longer one with
+// INVALID_ARGUMENT, so that a caller cannot make each entry of the store as
+// large as a header may be (megabytes), and the client refuses to send one.
+// It is Stripe's limit; the generated keys are 26 bytes.
+const MaxIdempotencyKeyLength = 255
+
 // AnswerCodes are the codes by which a service answers a request it
 // understood: repeating the request cannot change them, so they are never
 // retryable, and a server stores them as a request's outcome. Callers must

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -25,8 +26,9 @@ const ReplayedHeader = "resilient-replayed"
 // MaxKeyLength is the longest idempotency key, in bytes, that the Guard
 // accepts: a longer one is refused with INVALID_ARGUMENT, so that a caller
 // cannot make each entry of the store as large as a header may be
-// (megabytes). It is Stripe's limit; the generated keys are 26 bytes.
-const MaxKeyLength = 255
+// (megabytes). It is Stripe's limit; the generated keys are 26 bytes. The
+// client refuses to send a longer one (contract.MaxIdempotencyKeyLength).
+const MaxKeyLength = contract.MaxIdempotencyKeyLength
 
 // Waiting for a running request with the same key, or retrying to keep an
 // outcome: the store is polled with doubling, jittered pauses between these
