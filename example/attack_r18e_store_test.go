@@ -55,14 +55,16 @@ func newStoreRig(t *testing.T, b server.Behaviour) *storeRig {
 	return &storeRig{srv: srv, guard: g, redis: p, client: c}
 }
 
-// TestAttackR18eSlowStoreUnderClientRetries: Redis answers 120 ms late,
-// more than the quarter of the attempt's 300 ms the Guard gives a claim,
-// so the Guard refuses ReserveStock with UNAVAILABLE (ON_STORE_ERROR_REFUSE)
-// and the client retries it with the same key, while Redis carries out
-// every late claim. Four callers of one order at once: the handler runs
-// at most once while Redis is slow, every caller gets the reservation or
-// UNAVAILABLE naming the store, and once Redis is quick the order runs (or
-// is replayed) without waiting for a claim nobody holds.
+// TestAttackR18eSlowStoreUnderClientRetries: Redis answers 120 ms late
+// (a claim, with go-redis's script load and a new connection's handshake,
+// takes about the attempt's 300 ms), while Redis carries out every late
+// claim. Four callers of one order at once: the handler runs at most once
+// while Redis is slow, every caller gets the reservation, UNAVAILABLE
+// naming the store, or DEADLINE_EXCEEDED by its attempt's timeout (a store
+// that answers within StoreTimeout is slow, not unreachable: the Guard
+// waits for it until the request's deadline, ON_STORE_ERROR_REFUSE), and
+// once Redis is quick the order runs (or is replayed) without waiting for
+// a claim nobody holds.
 func TestAttackR18eSlowStoreUnderClientRetries(t *testing.T) {
 	r := newStoreRig(t, nil)
 	if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{}); err != nil {
@@ -81,8 +83,8 @@ func TestAttackR18eSlowStoreUnderClientRetries(t *testing.T) {
 			if err == nil && resp.GetReservationId() != "r-o-slowstore" {
 				t.Errorf("a caller got %q", resp.GetReservationId())
 			}
-			if err != nil && status.Code(err) != codes.Unavailable {
-				t.Errorf("a caller while Redis is slow: %v, want the answer or UNAVAILABLE", err)
+			if c := status.Code(err); err != nil && c != codes.Unavailable && c != codes.DeadlineExceeded {
+				t.Errorf("a caller while Redis is slow: %v, want the answer, UNAVAILABLE or DEADLINE_EXCEEDED", err)
 			}
 		}()
 	}

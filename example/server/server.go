@@ -111,7 +111,7 @@ func Start(addr string, b Behaviour, opts ...grpc.ServerOption) (*Server, error)
 // idempotency entries are kept in memory unless opts give another store
 // (rserver.WithStore(redisstore.New(…))); opts also carry the operator's
 // overrides (rserver.WithPolicy). Install it with
-// Start(addr, b, g.ServerOptions()...).
+// Start(addr, b, append(runtime.ServerOptions(), g.ServerOptions()...)...).
 func NewGuard(opts ...rserver.Option) (*rserver.Guard, error) {
 	return rserver.NewGuard(
 		[]*policy.Server{&inventoryv1.InventoryServiceServerPolicy},

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -111,24 +112,33 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	pause := pollFirst
 	for waited := false; ; {
 		sent := time.Now()
-		bound := claimTimeout(ctx)
-		if waited {
-			// A waiter never runs without dedup, so it need not leave
-			// the handler three quarters of its time: bounded by a
-			// quarter, its polls of a store slower than that quarter
-			// would time out, and it would answer that the store failed
-			// before its deadline.
-			bound = pollTimeout(ctx)
+		wait := StoreTimeout
+		if !waited && d.onErr == policy.StoreErrorRunWithoutDedup {
+			// Running without dedup after a claim the store did not
+			// answer must leave the handler three quarters of the time.
+			// A request that refuses to run without the store waits for
+			// the store until StoreTimeout or its own end: a store that
+			// is merely slower than a quarter of a short request's time
+			// is not unreachable, and the request's end is not the
+			// store's failure. A waiter never runs without dedup.
+			wait = claimTimeout(ctx)
 		}
-		c, err := g.claim(ctx, skey, token, fp, d.lease, bound)
+		c, err := g.claim(ctx, m, skey, token, fp, d.lease, wait)
 		if err != nil {
+			if errors.Is(err, errRequestEnded) {
+				// Cut by the request's own deadline or its caller: not
+				// the store's failure (claim counts the store's answer,
+				// if it fails, when it comes), and the handler did not run.
+				return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+					"resilient: %s: %v; the handler did not run", m.name, err)
+			}
 			if !errors.Is(err, errStoreTimeout) {
 				// The store may have carried the claim out and lost its
 				// answer (a connection dropped on the way back): free the
 				// key, so that the caller's retry does not wait for a
 				// request that never ran. An abandoned claim is released
 				// by claim itself, when its answer arrives.
-				g.forget(ctx, skey, token)
+				g.forget(ctx, m, skey, token)
 			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
@@ -178,16 +188,35 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	}
 }
 
-// claim is Store.Claim bounded by bound; a claim that succeeds after the
-// Guard stopped waiting is released.
-func (g *Guard) claim(ctx context.Context, key, token string, fp Fingerprint, lease, bound time.Duration) (Claim, error) {
-	return bounded(ctx, g.inline, bound, func(ctx context.Context) (Claim, error) {
+// claim is Store.Claim bounded by StoreTimeout, waited for until wait has
+// passed or ctx ends (see boundedBy). A claim that succeeds after the
+// Guard stopped waiting is released; one the request's end stopped waiting
+// for is counted when it comes, as the store's failure if it failed
+// (released too, in case the store carried it out) or its answer.
+func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fingerprint, lease, wait time.Duration) (Claim, error) {
+	sent := time.Now()
+	return boundedBy(ctx, g.inline, wait, StoreTimeout, func(ctx context.Context) (Claim, error) {
 		return g.store.Claim(ctx, key, token, fp, entryLease(lease))
-	}, func(c Claim, err error) {
-		if err == nil && c.State == Claimed {
+	}, func(c Claim, err error, cut bool) {
+		if cut {
+			switch took := time.Since(sent); {
+			case err != nil:
+				g.storeError(m, "claim", err)
+			case took > StoreTimeout:
+				// A store that ignores its context answered, but later
+				// than its bound: silent for all of it.
+				g.storeError(m, "claim", fmt.Errorf("%w within %s (it answered after %s)", errStoreTimeout, StoreTimeout, took))
+			default:
+				g.storeOK()
+			}
+		}
+		if (err == nil && c.State == Claimed) || (cut && err != nil) {
 			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 			defer cancel()
-			_ = g.store.Release(rctx, key, token)
+			_, err := recovering(rctx, func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, g.store.Release(ctx, key, token)
+			})
+			g.storePanicked(m, "release", err)
 		}
 	})
 }
@@ -206,11 +235,13 @@ func (g *Guard) release(m *method, key, token string) {
 
 // forget releases a key whose claim failed, in case the store carried it
 // out, bounded like a claim (at least StoreTimeout/10, for a request whose
-// caller is gone); its failure is not counted (the claim's is).
-func (g *Guard) forget(ctx context.Context, key, token string) {
-	_, _ = bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
+// caller is gone); its failure is not counted (the claim's is), but a
+// panic is logged.
+func (g *Guard) forget(ctx context.Context, m *method, key, token string) {
+	_, err := bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, g.store.Release(ctx, key, token)
 	}, nil)
+	g.storePanicked(m, "release", err)
 }
 
 // leaseLost is the answer of a request that lost its key before its
@@ -296,7 +327,11 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	default:
 		m.svc.notKept.Add(1)
 		if g.logger != nil {
-			g.logger.ErrorContext(ctx, "outcome of a deduplicated request not kept: the idempotency store did not answer for the whole lease; a repeat after the entry lapses runs the handler again",
+			why := "the idempotency store did not answer for the whole lease"
+			if isPanic(kerr) {
+				why = "the idempotency store panicked writing it"
+			}
+			g.logger.ErrorContext(ctx, "outcome of a deduplicated request not kept: "+why+"; the key stays pending until its entry lapses, and a repeat after that runs the handler again",
 				"method", m.name, "error", kerr.Error())
 		}
 		return resp, err
@@ -309,9 +344,11 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 // this request claims it again and writes its outcome. Telling its caller
 // UNAVAILABLE instead would have its client retry with the same key, find
 // the key free and run the handler a second time. It reports whether the
-// outcome is kept; a key another request holds is left to it.
+// caller gets the handler's answer: the outcome is kept, or the write
+// panicked (the key, claimed again, stays pending until it lapses, as
+// after complete's panic); a key another request holds is left to it.
 func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) bool {
-	c, err := g.claim(context.Background(), skey, token, fp, m.dedup.lease, StoreTimeout)
+	c, err := g.claim(context.Background(), m, skey, token, fp, m.dedup.lease, StoreTimeout)
 	if err != nil {
 		g.storeError(m, "claim", err)
 		return false
@@ -327,6 +364,10 @@ func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) 
 		if !errors.Is(err, ErrNotOwner) {
 			g.storeError(m, "complete", err)
 		}
+		if isPanic(err) {
+			m.svc.notKept.Add(1)
+			return true
+		}
 		g.release(m, skey, token)
 		return false
 	}
@@ -335,7 +376,11 @@ func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) 
 }
 
 // complete writes the outcome, retrying while the lease is held (until
-// k.giveUp), at least once.
+// k.giveUp), at least once. A write that panicked is not retried: a panic
+// is the Store's bug, not an outage that ends, and retrying it for the
+// rest of the lease would hold the caller's answer back until its deadline
+// had likely passed (and its client retried, to find the key lapsed and
+// run the handler again).
 func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) error {
 	pause := pollFirst
 	for first := true; ; first = false {
@@ -351,6 +396,9 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 			return err
 		}
 		g.storeError(m, "complete", err)
+		if isPanic(err) {
+			return err
+		}
 		wait := min(pause/2+rand.N(pause/2+1), max(time.Until(k.giveUp()), 0))
 		time.Sleep(wait)
 		pause = min(2*pause, pollMax)
@@ -390,8 +438,12 @@ func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grp
 		m.svc.ranWithoutDedup.Add(1)
 		return handler(ctx, req)
 	}
+	what := "cannot be reached"
+	if isPanic(err) {
+		what = "failed (a bug of the Store: see the Guard's log for its stack)"
+	}
 	return nil, status.Errorf(codes.Unavailable,
-		"resilient: %s: the idempotency store cannot be reached, and the method refuses to run without it: %v", m.name, err)
+		"resilient: %s: the idempotency store %s, and the method refuses to run without it: %v", m.name, what, err)
 }
 
 // notKeepable logs an outcome that could not be serialized (the key is

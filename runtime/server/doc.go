@@ -32,8 +32,10 @@
 //
 //	g, err := server.NewGuard([]*policy.Server{&inventoryv1.InventoryServiceServerPolicy},
 //		server.WithStore(redisstore.New(rdb, "inventory:")))
-//	s := grpc.NewServer(g.ServerOptions()...)
+//	s := grpc.NewServer(append(runtime.ServerOptions(), g.ServerOptions()...)...)
 //
-// and dial the service's own dependencies with ClientInterceptor, so the
-// request's priority travels on and the Guard sees their failures.
+// (runtime.ServerOptions accepts the keep-alive pings of clients dialled
+// with runtime.DialOptions), and dial the service's own dependencies with
+// ClientInterceptor, so the request's priority travels on and the Guard
+// sees their failures.
 package server

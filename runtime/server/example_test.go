@@ -45,7 +45,7 @@ func ExampleNewGuard() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	s := grpc.NewServer(g.ServerOptions()...)
+	s := grpc.NewServer(append(runtime.ServerOptions(), g.ServerOptions()...)...)
 	defer s.Stop()
 	// inventoryv1.RegisterInventoryServiceServer(s, impl); s.Serve(lis)
 	fmt.Println(len(g.ServerOptions()), "server options")

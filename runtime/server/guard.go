@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +135,11 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 	if v := reflect.ValueOf(o.store); v.Kind() == reflect.Pointer && v.IsNil() {
 		o.store = nil // WithStore((*MemoryStore)(nil)) is no store: refused below where a method deduplicates
 	}
+	if s, ok := o.store.(interface{ Err() error }); ok {
+		if err := s.Err(); err != nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithStore: %w", err)
+		}
+	}
 	g := &Guard{methods: map[string]*method{}, services: map[string]*service{}, store: o.store, logger: o.logger, scope: o.scope}
 	_, g.inline = o.store.(*MemoryStore)
 	compiled := make([]policy.Server, 0, len(policies))
@@ -148,9 +155,12 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		compiled = append(compiled, p.Clone())
 	}
 	for _, e := range o.edits {
+		if e.fn == nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q, nil): the edit is nil; give a function that changes the policy", e.service)
+		}
 		i, ok := index[e.service]
-		if !ok || e.fn == nil {
-			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): no such service among the policies, or a nil edit", e.service)
+		if !ok {
+			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): unknown service: %s", e.service, heldServices(compiled))
 		}
 		e.fn(&compiled[i])
 	}
@@ -189,6 +199,20 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// heldServices names the services of policies, for the error of an edit
+// to another one.
+func heldServices(policies []policy.Server) string {
+	if len(policies) == 0 {
+		return "the Guard was given no policy"
+	}
+	names := make([]string, len(policies))
+	for i := range policies {
+		names[i] = policies[i].Name
+	}
+	slices.Sort(names)
+	return "the Guard holds " + strings.Join(names, ", ") + " (write the full service name, as in the .proto's package and service)"
 }
 
 // ServerOptions returns the options that install the Guard in a server:
@@ -390,7 +414,11 @@ type Stats struct {
 	// was running and waited for it.
 	Replayed, Waited uint64
 	// StoreErrors counts failed store operations (an operation the store
-	// did not answer within StoreTimeout included); RanWithoutDedup the
+	// did not answer within StoreTimeout, or within the quarter of a
+	// request's time a first claim under StoreErrorRunWithoutDedup is
+	// waited for, and one that panicked, included; a claim its request's
+	// end stopped waiting for counts only if the store then fails it or is
+	// silent for all of StoreTimeout); RanWithoutDedup the
 	// requests run without dedup because of one (OnStoreError).
 	StoreErrors, RanWithoutDedup uint64
 	// LeasesLost counts the running requests that lost their key (their

@@ -17,6 +17,13 @@ import (
 // what makes "the handler runs once" hold. The Guard bounds every call by
 // its own timeout (StoreTimeout) whether or not the store honours ctx.
 //
+// A Store that also has a method Err() error is asked at NewGuard, which
+// refuses it when Err returns an error (redisstore.New's store of a nil
+// client does). A Store that panics does not take the server down: the
+// Guard recovers the panic and goes on as after a failed operation (see
+// the README's Idempotency dedup section for what that means for each
+// method), logging it with its stack each time.
+//
 // NewMemoryStore is a Store for one replica; the redisstore package holds
 // one on Redis for several.
 type Store interface {

@@ -48,13 +48,24 @@ func TestNewcomerTypedNilStore(t *testing.T) {
 // client-side override loader names the services it knows). The error
 // should name the full names the Guard holds.
 func TestNewcomerWithPolicyUnknownService(t *testing.T) {
-	t.Skip(`BROKEN: NewGuard's WithPolicy refusal says "no such service among the policies, or a nil edit" without the services it holds`)
 	_, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)),
 		WithPolicy("InventoryService", func(p *policy.Server) { p.Shedding.Limits.Low = 1 }))
 	if err == nil {
 		t.Fatal("NewGuard accepted WithPolicy of an unknown service")
 	}
-	if !strings.Contains(err.Error(), inventory) || strings.Contains(err.Error(), " or a nil edit") {
+	if !strings.Contains(err.Error(), `WithPolicy("InventoryService"): unknown service`) || !strings.Contains(err.Error(), "holds "+inventory) || strings.Contains(err.Error(), "nil edit") {
 		t.Errorf("WithPolicy(%q): %v; want the error to say the service is unknown and name %s", "InventoryService", err, inventory)
+	}
+}
+
+// TestWithPolicyNilEdit: a nil edit of a service the Guard holds is its
+// own mistake, told as such, not as an unknown service.
+func TestWithPolicyNilEdit(t *testing.T) {
+	_, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)), WithPolicy(inventory, nil))
+	if err == nil {
+		t.Fatal("NewGuard accepted WithPolicy with a nil edit")
+	}
+	if !strings.Contains(err.Error(), "the edit is nil") || strings.Contains(err.Error(), "unknown service") {
+		t.Errorf("WithPolicy(%q, nil): %v; want it to say the edit is nil", inventory, err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 
 // TestAttackR18ClaimAnswerNeverArrives: replica A's claim is carried out
 // by Redis, but its answer is held past go-redis's read timeout, so it
-// never arrives: the Guard stopped waiting at its bound (a quarter of the
-// time left) and refused the request, and its late release, which needs
-// the answer, is never sent. The key stays pending under a token nobody
+// never arrives: the Guard stopped waiting (go-redis gave up at its read
+// timeout, before StoreTimeout) and refused the request, and its late
+// release, which needs the answer, is never sent. The key stays pending under a token nobody
 // holds. A repeat on replica B, which reaches Redis directly, races it:
 // it must neither run while the dead claim may still be a live request's
 // nor wait longer than the entry's 3/2 Lease; then it runs once, and A's

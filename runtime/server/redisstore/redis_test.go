@@ -345,10 +345,11 @@ func (l *logCounter) count(s string) int {
 
 // TestSilentStoreBounded: Redis does not answer (the proxy stalls, or
 // CLIENT PAUSE), and the client has neither ContextTimeoutEnabled nor a
-// read timeout shorter than 3 s. The claim is bounded by a quarter of the
-// request's 1 s: Refuse answers UNAVAILABLE well before the deadline,
+// read timeout shorter than 3 s. The claim is bounded by StoreTimeout
+// (Refuse, within the request's 1 s) or a quarter of the 1 s
+// (RunWithoutDedup): Refuse answers UNAVAILABLE well before the deadline,
 // RunWithoutDedup runs the handler; each failure is counted, the episode
-// logged once. Once Redis answers, the next request runs at once: a claim
+// logged once. (The pause outlasts the three requests' StoreTimeouts.) Once Redis answers, the next request runs at once: a claim
 // that Redis executed after the Guard stopped waiting was released.
 func TestSilentStoreBounded(t *testing.T) {
 	for _, fault := range []string{"stall", "pause"} {
@@ -363,9 +364,11 @@ func TestSilentStoreBounded(t *testing.T) {
 				if _, err := reserve(t, c, "warm", time.Second); err != nil { // a connection in the pool
 					t.Fatal(err)
 				}
+				const pause = 2 * time.Second
+				paused := time.Now()
 				if fault == "stall" {
 					p.Stall()
-				} else if err := client(t, r.addr).Do(context.Background(), "CLIENT", "PAUSE", "800", "ALL").Err(); err != nil {
+				} else if err := client(t, r.addr).Do(context.Background(), "CLIENT", "PAUSE", fmt.Sprint(pause.Milliseconds()), "ALL").Err(); err != nil {
 					t.Fatal(err)
 				}
 				for i := range 3 {
@@ -392,7 +395,9 @@ func TestSilentStoreBounded(t *testing.T) {
 					t.Errorf("store failure logged %d times in one episode, want 1", n)
 				}
 				p.Restore()
-				time.Sleep(800 * time.Millisecond) // the pause ends, late claims run and are released
+				if fault == "pause" {
+					time.Sleep(time.Until(paused.Add(pause))) // the pause ends, late claims run and are released
+				}
 				// The refused keys are free: a repeat runs at once, and once.
 				// (4 s: a claim then gets the whole StoreTimeout, so that a
 				// Redis busy with the commands queued by the pause does not

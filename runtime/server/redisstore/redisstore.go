@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,7 @@ import (
 type Store struct {
 	rdb    redis.Scripter
 	prefix string
+	err    error // why the store cannot work (a nil client), or nil
 }
 
 // New returns a store keeping its entries in rdb (a *redis.Client, or any
@@ -46,9 +48,26 @@ type Store struct {
 // allkeys-*) drops them first when full, freeing keys whose requests still
 // run: use a Redis with maxmemory-policy noeviction, or one of the store's
 // own.
+//
+// A nil rdb (or a nil *redis.Client in it) makes a store that cannot work:
+// Err says so, server.NewGuard refuses it with that error, and each of its
+// operations returns it.
 func New(rdb redis.Scripter, prefix string) *Store {
-	return &Store{rdb: rdb, prefix: prefix}
+	s := &Store{rdb: rdb, prefix: prefix}
+	if v := reflect.ValueOf(rdb); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		arg := "nil"
+		if v.IsValid() {
+			arg = fmt.Sprintf("(%T)(nil)", rdb)
+		}
+		s.err = fmt.Errorf("resilient/server/redisstore: New(%s, %q): the Redis client is nil: give New the client of the store's Redis (redis.NewClient(&redis.Options{…}))", arg, prefix)
+	}
+	return s
 }
+
+// Err is nil for a store that can work, and otherwise says why not (New
+// was given a nil client). server.NewGuard calls it, and refuses a store
+// that reports an error.
+func (s *Store) Err() error { return s.err }
 
 var (
 	// KEYS[1] the key; ARGV[1] the pending entry, ARGV[2] the lease in ms.
@@ -103,6 +122,9 @@ func (s *Store) wrap(op, key string, err error) error {
 
 // Claim implements server.Store.
 func (s *Store) Claim(ctx context.Context, key, token string, fp server.Fingerprint, lease time.Duration) (server.Claim, error) {
+	if s.err != nil {
+		return server.Claim{}, s.err
+	}
 	v, err := claimScript.Run(ctx, s.rdb, []string{s.prefix + key}, pendingEntry(fp, token), millis(lease)).Text()
 	if errors.Is(err, redis.Nil) {
 		return server.Claim{State: server.Claimed}, nil
@@ -123,6 +145,9 @@ func (s *Store) Claim(ctx context.Context, key, token string, fp server.Fingerpr
 
 // Renew implements server.Store.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+	if s.err != nil {
+		return s.err
+	}
 	n, err := renewScript.Run(ctx, s.rdb, []string{s.prefix + key}, token, millis(lease)).Int()
 	if err != nil {
 		return s.wrap("renew", key, err)
@@ -135,6 +160,9 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 
 // Complete implements server.Store.
 func (s *Store) Complete(ctx context.Context, key, token string, outcome []byte, ttl time.Duration) error {
+	if s.err != nil {
+		return s.err
+	}
 	n, err := completeScript.Run(ctx, s.rdb, []string{s.prefix + key}, token, outcome, millis(ttl)).Int()
 	if err != nil {
 		return s.wrap("complete", key, err)
@@ -147,6 +175,9 @@ func (s *Store) Complete(ctx context.Context, key, token string, outcome []byte,
 
 // Release implements server.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := releaseScript.Run(ctx, s.rdb, []string{s.prefix + key}, token).Err(); err != nil {
 		return s.wrap("release", key, err)
 	}

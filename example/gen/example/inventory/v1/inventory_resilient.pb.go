@@ -236,11 +236,14 @@ func (c *InventoryServiceResilientClient) StockReport(
 // InventoryServiceServerPolicy is the server-side policy annotated on
 // example.inventory.v1.InventoryService, with defaults filled in: priorities, load
 // shedding, deadlines and idempotency dedup. Install it in the service's gRPC
-// server with a Guard of runtime/server:
+// server with a Guard of runtime/server, after runtime.ServerOptions, which
+// accepts the keep-alive pings of clients dialled with runtime.DialOptions
+// (without it the server closes, too_many_pings, the connections of
+// callers whose calls stay silent for long):
 //
 //	policies := []*policy.Server{&InventoryServiceServerPolicy}
 //	g, err := server.NewGuard(policies, server.WithStore(store))
-//	s := grpc.NewServer(g.ServerOptions()...)
+//	s := grpc.NewServer(append(runtime.ServerOptions(), g.ServerOptions()...)...)
 var InventoryServiceServerPolicy = policy.Server{
 	Name: "example.inventory.v1.InventoryService",
 	Shedding: &policy.Shedding{
