@@ -24,8 +24,13 @@ func (t *service) check(errs *problems) {
 	for _, method := range slices.Sorted(maps.Keys(t.values)) {
 		rules.Check(t.values[method], method != "", func(path, format string, args ...any) {
 			errs.add(t.key(method, path), "%s", inOverride(fmt.Sprintf(format, args...)))
-			if l := t.leafAt(method, path); l != nil {
-				l.bad = true
+			// Every value of a refused group is set aside, not only its
+			// first: applied on its own, another would make a group the
+			// rules refused and a second, false problem of it.
+			for _, l := range t.leaves {
+				if l.method == method && under(l.path, path) && (l.env || !t.hasEnv(method, l.path)) {
+					l.bad = true
+				}
 			}
 		})
 	}
@@ -42,7 +47,11 @@ func (t *service) check(errs *problems) {
 				index = "[" + index
 			}
 			errs.add(l.keyFor(field)+index, "%s", inOverride(fmt.Sprintf(format, args...)))
-			l.bad = true
+			for _, l := range t.leaves {
+				if !l.env && l.method == method && under(l.path, path) {
+					l.bad = true
+				}
+			}
 		})
 	}
 }
@@ -71,6 +80,13 @@ func (t *service) leafAt(method, path string) *leaf {
 		}
 	}
 	return nil
+}
+
+// under reports whether the leaf at path is the value at rule (a path of
+// the rules, an index in brackets left out) or inside it.
+func under(path, rule string) bool {
+	field, _, _ := strings.Cut(rule, "[")
+	return path == field || strings.HasPrefix(path, field+".")
 }
 
 // fileLeafAt is leafAt among the file's leaves.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // PushbackHeader is the trailer by which a gRPC server tells its client
@@ -42,10 +44,12 @@ const ShedReason = "SHED"
 // trailer, else a google.rpc.RetryInfo detail. d < 0 means do not retry
 // (the mark, or a trailer whose value is negative or not a whole number,
 // or that holds more than one value); ok is false when the server said
-// nothing. A RetryInfo whose delay is negative or not a valid duration is
-// malformed and says nothing (a later well-formed one among the details
-// still does): it never means "retry at once". A positive d never wraps:
-// a value beyond the largest Duration (about 292 years) is that Duration.
+// nothing. A RetryInfo whose delay is negative, or whose nanos lie past a
+// second or have the other sign, is malformed and says nothing (a later
+// well-formed one among the details still does): it never means "retry at
+// once". A positive d never wraps: a value beyond the largest Duration
+// (about 292 years), a RetryInfo's past protobuf's range of 10000 years
+// included, is that Duration.
 // The runtime applies it to every method that retries or hedges: a
 // negative pushback ends the retries, a positive one replaces the backoff
 // (still within the retry budget); one longer than the call's time left
@@ -124,14 +128,34 @@ func readDetails(st *status.Status) (w details) {
 				w.shed = true
 			}
 		case *errdetails.RetryInfo:
-			rd := det.GetRetryDelay()
-			if w.hasRetryIn || rd == nil || rd.CheckValid() != nil || rd.AsDuration() < 0 {
-				continue // malformed: no pushback, the runtime's backoff applies
+			if w.hasRetryIn {
+				continue
 			}
-			w.retryIn, w.hasRetryIn = rd.AsDuration(), true
+			if d, ok := retryDelay(det.GetRetryDelay()); ok {
+				w.retryIn, w.hasRetryIn = d, true
+			} // else malformed: no pushback, the runtime's backoff applies
 		}
 	}
 	return w
+}
+
+// retryDelay is the wait a RetryInfo's delay asks for, ok false when it
+// is malformed: none, negative, or nanos outside a second or of the other
+// sign. A positive delay too long for a Duration, or even for protobuf's
+// range of one (10000 years), is the longest Duration, as a trailer's
+// value beyond int64 is: a longer wait asked for never waits less.
+func retryDelay(rd *durationpb.Duration) (time.Duration, bool) {
+	if rd == nil {
+		return 0, false
+	}
+	if rd.CheckValid() == nil {
+		d := rd.AsDuration()
+		return d, d >= 0
+	}
+	if s, n := rd.GetSeconds(), rd.GetNanos(); s > 0 && n >= 0 && n < 1e9 {
+		return math.MaxInt64, true // past protobuf's range, and positive
+	}
+	return 0, false
 }
 
 // shedMark is what is known of the priority-shedding mark of an attempt's

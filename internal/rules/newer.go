@@ -5,6 +5,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -106,8 +107,11 @@ func unknownFields(m protoreflect.Message, path []string, found func(path []stri
 	})
 }
 
-// unknownNumbers is the field number of each unknown field of m, in the
-// order of its bytes, up to the first that does not parse.
+// unknownNumbers is the field number of each unknown field of m, once
+// each, in the order of its bytes, up to the first that does not parse. A
+// field is on the wire once a value of a list (each string, each message)
+// and once a piece of a message written part by part, yet it is one value
+// written in the file, found once.
 func unknownNumbers(m protoreflect.Message) []protowire.Number {
 	var out []protowire.Number
 	for b := m.GetUnknown(); len(b) > 0; {
@@ -115,7 +119,9 @@ func unknownNumbers(m protoreflect.Message) []protowire.Number {
 		if n < 0 {
 			break
 		}
-		out = append(out, num)
+		if !slices.Contains(out, num) {
+			out = append(out, num)
+		}
 		b = b[n:]
 	}
 	return out

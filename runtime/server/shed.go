@@ -163,7 +163,10 @@ func admissionFrom(ctx context.Context, m *method) *admission {
 // then judge the failure by its code, as any other failure of this
 // service's (the RetryInfo and the do-not-retry mark are left as they
 // are). An error without the mark is returned as it is, and an error
-// without details costs no decoding.
+// without details costs no decoding. The error returned still wraps err,
+// so that errors.Is finds what err matched (runtime.ErrRetriesExhausted,
+// ErrCircuitOpen, ErrBudgetExhausted, which the do-not-retry decision
+// reads after this).
 func notShedHere(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
@@ -186,5 +189,17 @@ func notShedHere(err error) error {
 		return err
 	}
 	sp.Details = kept
-	return status.FromProto(sp).Err()
+	return &unshed{err: err, st: status.FromProto(sp)}
 }
+
+// unshed is a handler's error that passed on a dependency's shed
+// refusal: gRPC sends st (the refusal's status without the shed mark),
+// and errors.Is and errors.As still see err.
+type unshed struct {
+	err error
+	st  *status.Status
+}
+
+func (u *unshed) Error() string              { return u.err.Error() }
+func (u *unshed) Unwrap() error              { return u.err }
+func (u *unshed) GRPCStatus() *status.Status { return u.st }
