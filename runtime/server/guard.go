@@ -279,7 +279,16 @@ func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.C
 // installed it also sheds (after decoding).
 func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	m := g.methods[info.FullMethod]
-	if m == nil || g.serving(ctx, m) {
+	if m == nil {
+		// Outside the policies, the Guard refuses nothing, and a marked
+		// refusal passed on is not this server's either.
+		resp, err := handler(ctx, req)
+		if err != nil {
+			err = notRefusedHere(err)
+		}
+		return resp, err
+	}
+	if g.serving(ctx, m) {
 		return handler(ctx, req)
 	}
 	ctx, sv, err := g.begin(ctx, m)
@@ -296,7 +305,7 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		resp, err = handler(ctx, req)
 	}
 	if err != nil {
-		err = notShedHere(err)
+		err = notRefusedHere(err)
 	}
 	if err != nil && shouldMark(err, rec) {
 		m.svc.marked.Add(1)
@@ -360,7 +369,13 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 // deduplicated.
 func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	m := g.methods[info.FullMethod]
-	if m == nil || g.serving(ss.Context(), m) {
+	if m == nil {
+		if err := handler(srv, ss); err != nil {
+			return notRefusedHere(err) // as UnaryInterceptor's
+		}
+		return nil
+	}
+	if g.serving(ss.Context(), m) {
 		return handler(srv, ss)
 	}
 	ctx, sv, err := g.begin(ss.Context(), m)
@@ -372,7 +387,7 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
 	if err != nil {
-		err = notShedHere(err)
+		err = notRefusedHere(err)
 	}
 	if err != nil && shouldMark(err, rec) {
 		m.svc.marked.Add(1)
