@@ -115,7 +115,7 @@ func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed re
 type details struct {
 	retryIn    time.Duration // the first well-formed RetryInfo's delay
 	hasRetryIn bool
-	doNotRetry bool // the do-not-retry mark
+	doNotRetry bool        // the do-not-retry mark
 	mark       refusalMark // the Guard's refusal mark, markAbsent for none (see refusalMarked)
 }
 
