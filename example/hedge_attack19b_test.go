@@ -1,0 +1,85 @@
+package example_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	rserver "github.com/go-resilient/resilient/runtime/server"
+)
+
+// TestAttack19bHedgeCopyTooShortEndsTheCall: GetStock hedged (a second
+// copy after 100 ms, UNAVAILABLE non-fatal) against a healthy server that
+// answers in 150 ms, whose Guard needs 200 ms left (MinDeadline). A caller
+// with 280 ms: the first copy is admitted and would answer at 150 ms; the
+// second, sent at 100 ms with 180 ms left, is refused at the door with
+// DEADLINE_EXCEEDED marked DEADLINE_TOO_SHORT and do-not-retry. That
+// refusal speaks of the copy's time, not of the call: the README has the
+// mark say "the caller's time was short and the service says nothing of
+// its health by it", and a hedge's copies are the client's own extra
+// load. The first copy, admitted with time enough, is still in flight.
+// Yet the hedging loop takes the refusal (a code outside NonFatalCodes)
+// for the call's answer and cancels the first copy: the caller gets
+// DEADLINE_EXCEEDED at 100 ms from a healthy server that was about to
+// answer.
+//
+// Where the fix goes: runtime/hedge.go (the loop's case for a fatal
+// answer): a copy refused with the Guard's DEADLINE_TOO_SHORT (or SHED)
+// mark while others are in flight stops further copies and lets those in
+// flight answer, as it does for a pushback refusal.
+func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
+	t.Skip("BROKEN: a hedge copy refused as too short to start ends the call and cancels the copy in flight (fix in runtime/hedge.go)")
+	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
+		for i := range p.Methods {
+			if p.Methods[i].Name == getStock {
+				p.Methods[i].MinDeadline = 200 * time.Millisecond
+			}
+		}
+	})
+	hedged := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
+		p.Methods[0].Timeout = time.Second
+		p.Methods[0].Hedging = &policy.Hedging{Delay: 100 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	g, err := server.NewGuard(minDeadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := func(ctx context.Context, c server.Call) error {
+		if c.Method == getStock {
+			return server.Wait(ctx, 150*time.Millisecond)
+		}
+		return nil
+	}
+	srv, err := server.Start("127.0.0.1:0", slow, g.ServerOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	_, client := dialInventory(t, srv.Addr(), hedged)
+	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+		start := time.Now()
+		resp, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+		took := time.Since(start)
+		cancel()
+		if err != nil || resp.GetUnits() != 42 {
+			failed++
+			t.Logf("GetStock after %v: %v", took.Round(time.Millisecond), err)
+		}
+	}
+	s, _ := g.Stats(inventoryName)
+	if failed > 0 {
+		t.Errorf("%d of 5 hedged GetStock failed (the Guard refused %d late copies as too short); want the first copy's answer, at 150 ms", failed, s.DeadlineRefused)
+	}
+}
