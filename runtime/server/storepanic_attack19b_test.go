@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,4 +79,69 @@ func TestAttack19bClaimThatPanicsAfterTheWait(t *testing.T) {
 	if s := stats(t, g); s.StoreErrors < 1 || s.StoreErrors > 2 {
 		t.Errorf("StoreErrors %d, want the claim's silence once (and its panic at most once)", s.StoreErrors)
 	}
+}
+
+// TestAttack19bPanicsCountedOnceEach: eight concurrent requests on
+// eight keys, each meeting a store whose Claim panics (before or after
+// carrying it out), then eight whose Complete panics, behind the Guard's
+// shedding (ReserveStock's critical limit is 8 in flight, all taken): each panic is
+// counted once in StoreErrors and logged once with its stack, a claim
+// that panicked never runs the handler (StoreErrorRefuse), a Complete
+// that panicked leaves the caller its answer (NotKept once each), and
+// every place in flight is given back.
+func TestAttack19bPanicsCountedOnceEach(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before", true: "after"}[after], func(t *testing.T) {
+			srv := &inventoryServer{}
+			g, client, store, log := panicking(t, srv, time.Second, policy.StoreErrorRefuse)
+			run := func(prefix string, want codes.Code) {
+				t.Helper()
+				var wg sync.WaitGroup
+				var wrong atomic.Int64
+				for i := range 8 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := reserve(t, client, prefix+itoa(int64(i))); status.Code(err) != want {
+							wrong.Add(1)
+							t.Logf("%s%d: %v, want %v", prefix, i, err, want)
+						}
+					}()
+				}
+				wg.Wait()
+				if n := wrong.Load(); n > 0 {
+					t.Errorf("%d of 8 requests did not answer %v", n, want)
+				}
+			}
+			store.set("claim", after)
+			run("c", codes.Unavailable)
+			if n := srv.reserveCalls.Load(); n != 0 {
+				t.Errorf("the handler ran %d times behind panicking claims, want 0", n)
+			}
+			s := stats(t, g)
+			if s.StoreErrors != 8 || panicsLogged(log) != 8 {
+				t.Errorf("claims: StoreErrors %d, %d panics logged; want 8 and 8", s.StoreErrors, panicsLogged(log))
+			}
+			store.set("complete", after)
+			run("d", codes.OK)
+			eventually(t, "every place in flight given back", func() bool { return stats(t, g).InFlight == 0 })
+			s = stats(t, g)
+			if n := srv.reserveCalls.Load(); n != 8 || s.StoreErrors != 16 || s.NotKept != 8 ||
+				panicsLogged(log) != 16 {
+				t.Errorf("completes: handler ran %d, StoreErrors %d, NotKept %d, %d panics logged; want 8, 16, 8, 16",
+					n, s.StoreErrors, s.NotKept, panicsLogged(log))
+			}
+			store.set("", false)
+			// Claims that panicked are released: their keys run at once now.
+			_, err := reserve(t, client, "c0")
+			if err != nil || srv.reserveCalls.Load() != 9 {
+				t.Errorf("a claim's key once the store is mended: %v, ran %d; want it run (the key released)", err, srv.reserveCalls.Load())
+			}
+		})
+	}
+}
+
+// panicsLogged is the number of store panics the Guard logged.
+func panicsLogged(log *logBuffer) int {
+	return strings.Count(log.String(), "msg=\"idempotency store panicked")
 }
