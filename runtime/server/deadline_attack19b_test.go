@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
+)
+
+// marks are the reasons of the do-not-retry domain's ErrorInfo details
+// err carries.
+func marks(err error) map[string]bool {
+	m := map[string]bool{}
+	for _, d := range status.Convert(err).Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == runtime.DoNotRetryDomain {
+			m[ei.GetReason()] = true
+		}
+	}
+	return m
+}
+
+// TestAttack19bLateDeadlineRefusalIsTheServersOwn: a request admitted at
+// the door with time enough, whose time then runs short inside the server
+// (its own interceptors outside the Guard's, 80 ms, unary and stream),
+// is refused DEADLINE_EXCEEDED with the do-not-retry mark but without
+// DEADLINE_TOO_SHORT, which would have its callers' breakers take the
+// server's own slowness for a caller's short deadline; a request whose
+// caller left too little at the door is still marked both ways. Neither
+// reaches the handler, and each counts once in DeadlineRefused.
+func TestAttack19bLateDeadlineRefusalIsTheServersOwn(t *testing.T) {
+	p := inventoryPolicy()
+	p.Methods[0].MinDeadline = 100 * time.Millisecond // GetStock
+	p.Methods[2].MinDeadline = 100 * time.Millisecond // WatchStock
+	srv := &inventoryServer{}
+	slowU := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		time.Sleep(80 * time.Millisecond)
+		return h(ctx, req)
+	}
+	slowS := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		time.Sleep(80 * time.Millisecond)
+		return h(srv, ss)
+	}
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(slowU), grpc.ChainStreamInterceptor(slowS)}, g.ServerOptions()...)
+	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, opts...)))
+
+	_, late := client.GetStock(ctxTimeout(t, 150*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
+	_, door := client.GetStock(ctxTimeout(t, 60*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
+	var lateStream error
+	if st, err := client.WatchStock(ctxTimeout(t, 150*time.Millisecond), &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
+		lateStream = err
+	} else {
+		_, lateStream = st.Recv()
+	}
+	for name, c := range map[string]struct {
+		err            error
+		tooShort, mark bool
+	}{
+		"unary, late": {late, false, true}, "unary, at the door": {door, true, true}, "stream, late": {lateStream, false, true},
+	} {
+		if errors.Is(c.err, io.EOF) || status.Code(c.err) != codes.DeadlineExceeded {
+			t.Errorf("%s: %v, want the Guard's DEADLINE_EXCEEDED", name, c.err)
+			continue
+		}
+		m := marks(c.err)
+		if m[runtime.DeadlineReason] != c.tooShort || m[runtime.DoNotRetryReason] != c.mark {
+			t.Errorf("%s: marks %v, want DEADLINE_TOO_SHORT %v and do-not-retry %v (%v)", name, m, c.tooShort, c.mark, c.err)
+		}
+	}
+	if n := srv.getCalls.Load() + srv.watchCalls.Load(); n != 0 {
+		t.Errorf("the handlers ran %d times, want 0", n)
+	}
+	if s := stats(t, g); s.DeadlineRefused != 3 {
+		t.Errorf("DeadlineRefused %d, want 3", s.DeadlineRefused)
+	}
+}
