@@ -415,7 +415,9 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 // failure is the one its first caller got, shed mark stripped and
 // do-not-retry mark added (the Guard settles the handler's failure before
 // keeping it); the mark's trailer, a grpc- key that is not kept, is sent
-// again whenever the kept status carries the mark.
+// again whenever the kept status carries the mark. A shed mark in a kept
+// status (an entry kept by an older Guard, which kept the handler's
+// failure as it came) is stripped: this server did not shed the request.
 func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	o, err := decodeOutcome(b)
 	if err != nil {
@@ -427,7 +429,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	trailer := metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true"))
 	var failed error
 	if o.status != nil {
-		failed = status.ErrorProto(o.status)
+		failed = notShedHere(status.ErrorProto(o.status))
 		if IsDoNotRetry(failed) {
 			m.svc.marked.Add(1)
 			trailer.Set(PushbackHeader, "-1")

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -131,5 +132,51 @@ func TestFix19LeaseLostKeepsTheHandlersMark(t *testing.T) {
 	}
 	if err := leaseLost(m, nil); status.Code(err) != codes.Unavailable || IsDoNotRetry(err) {
 		t.Errorf("lease lost after a success: %v", err)
+	}
+}
+
+// TestFix19ReplayOfAnOldEntryDropsTheShedMark: an entry kept before the
+// Guard settled failures before keeping them holds a dependency's shed
+// mark and the do-not-retry mark as the handler returned them; its replay
+// is sent without the shed mark, with the do-not-retry mark and its
+// trailer, and the handler does not run.
+func TestFix19ReplayOfAnOldEntryDropsTheShedMark(t *testing.T) {
+	st, _ := status.New(codes.ResourceExhausted, "payments sheds low").WithDetails(
+		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain},
+		&errdetails.ErrorInfo{Reason: DoNotRetryReason, Domain: DoNotRetryDomain})
+	o := outcome{status: st.Proto()}
+	b, err := o.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-old", Sku: "a", Units: 1}
+	fp, err := fingerprint(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewMemoryStore(10)
+	ctx := ctxTimeout(t, 5*time.Second)
+	key := storeKey(reserveStock, "", "o-old")
+	if c, err := store.Claim(ctx, key, "t", fp, time.Minute); err != nil || c.State != Claimed {
+		t.Fatalf("claim: %v %v", c, err)
+	}
+	if err := store.Complete(ctx, key, "t", b, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	srv := &inventoryServer{}
+	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()}, WithStore(store))
+	var trailer metadata.MD
+	_, err = client.ReserveStock(withKey(ctx, "o-old"), req, grpc.Trailer(&trailer))
+	if status.Code(err) != codes.ResourceExhausted || !IsDoNotRetry(err) || hasShedMark(err) {
+		t.Errorf("replay: %v, want RESOURCE_EXHAUSTED with the do-not-retry mark and without the shed mark", status.Convert(err).Proto())
+	}
+	if pb := trailer.Get(PushbackHeader); len(pb) != 1 || pb[0] != "-1" {
+		t.Errorf("replay: %s trailer %q, want one -1", PushbackHeader, pb)
+	}
+	if n := srv.reserveCalls.Load(); n != 0 {
+		t.Errorf("the handler ran %d times for a kept key", n)
+	}
+	if s := stats(t, g); s.Replayed != 1 || s.MarkedDoNotRetry != 1 {
+		t.Errorf("replayed %d, marked %d, want 1 and 1", s.Replayed, s.MarkedDoNotRetry)
 	}
 }
