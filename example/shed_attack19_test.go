@@ -74,7 +74,6 @@ func TestAttack19ShedAndFailingStillOpensTheBreaker(t *testing.T) {
 // breaker the generated client shares across its methods opens, and a
 // ReserveStock with two seconds to spare is refused on the client.
 func TestAttack19TightDeadlinesOfOneCallerOpenTheSharedBreaker(t *testing.T) {
-	t.Skip("BROKEN: the Guard's dead-request refusal (runtime/server/deadline.go checkDeadline) carries no mark, and runtime/admission.go verdict counts its DEADLINE_EXCEEDED as a failure of the dependency; a fix marks it as the shed refusal is (server2's file and a shared contract), then verdict ignores it")
 	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {
 			if p.Methods[i].Name == getStock {

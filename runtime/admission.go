@@ -71,7 +71,7 @@ func (m *methodState) settle(ctx, actx context.Context, a *attemptState, err err
 	}
 	o, code := outcomeSuccess, codes.OK
 	if err != nil {
-		o, code = m.verdict(ctx, err, a.shed)
+		o, code = m.verdict(ctx, err, a.mark)
 	}
 	if o == outcomeSuccess && m.hot.countsEarly && sp.bounded && actx.Err() == nil &&
 		m.breaker.doneEarly(t, sp.start, m.client.now) {
@@ -91,7 +91,7 @@ func (m *methodState) settleAs(ctx context.Context, t ticket, start int64, err e
 	if m.breaker == nil && m.metrics == nil {
 		return 0
 	}
-	o, code := m.verdict(ctx, err, shedUnread)
+	o, code := m.verdict(ctx, err, markUnread)
 	return m.record(t, o, code, start, timed)
 }
 
@@ -130,27 +130,29 @@ func (m *methodState) settleUnlessDone(a *attemptState) {
 // verdict is what the end of an attempt or a stream says about the
 // dependency, for the breaker (the outcome) and the metrics (the code)
 // alike. ctx is the call's context, outside the attempt's own timeout;
-// shed is what pushback has already read of err's shed mark, if anything.
+// mark is what pushback has already read of err's refusal mark, if anything.
 //
 //   - nil: a success, code OK;
 //   - the caller cancelled: ignored (nothing is known of the dependency),
 //     counted under CANCELLED;
 //   - a fault on the client's side (a panic in the call, a request that
 //     could not be sent): ignored, counted under its code;
-//   - a code in the breaker's FailureCodes that runtime/server's Guard
-//     marked as priority shedding (shedMarked): ignored, counted under its
-//     code. The server refused the priority for its load; it still serves
-//     the work it admits, so the refusal says nothing of whether the
-//     dependency serves, and counted as a failure in a breaker the
+//   - a code in the breaker's FailureCodes on a refusal that
+//     runtime/server's Guard marked as saying nothing of the service's
+//     health (refusalMarked): ignored, counted under its code. Priority
+//     shedding: the server refused the priority for its load and still
+//     serves the work it admits; counted as a failure in a breaker the
 //     client's methods share, low-priority work shed in numbers would have
-//     the breaker refuse the high-priority work too. Only a failure pays
-//     for the look at the details;
+//     the breaker refuse the high-priority work too. A deadline too short
+//     to start: the caller's time was short, and one caller's tight
+//     deadlines would cut off the others'. Only a failure pays for the
+//     look at the details;
 //   - any other code in FailureCodes: a failure; any other code, an
 //     answer: a success.
 //
 // A context error that is not a status (a stream's own timeout) is
 // counted under the code gRPC gives it: DEADLINE_EXCEEDED or CANCELLED.
-func (m *methodState) verdict(ctx context.Context, err error, shed shedMark) (outcome, codes.Code) {
+func (m *methodState) verdict(ctx context.Context, err error, mark refusalMark) (outcome, codes.Code) {
 	if err == nil {
 		return outcomeSuccess, codes.OK
 	}
@@ -164,7 +166,7 @@ func (m *methodState) verdict(ctx context.Context, err error, shed shedMark) (ou
 	case local, errors.Is(ctx.Err(), context.Canceled):
 		return outcomeIgnored, code
 	case failures.Has(code):
-		if st != nil && shedMarked(st, shed) {
+		if st != nil && refusalMarked(st, mark) {
 			return outcomeIgnored, code
 		}
 		return outcomeFailure, code

@@ -38,6 +38,16 @@ const (
 // it as the overload its code says.
 const ShedReason = "SHED"
 
+// DeadlineReason is the reason of the ErrorInfo detail (in
+// DoNotRetryDomain) by which runtime/server's Guard marks a request it
+// refused as DEADLINE_EXCEEDED before running it, because the caller's
+// deadline had passed or left less than the method's MinDeadline: the
+// caller's time was short, which says nothing of the service. The
+// client's circuit breaker counts such a refusal as nothing, and the
+// refusal also carries the do-not-retry mark: a retry would have less
+// time still.
+const DeadlineReason = "DEADLINE_TOO_SHORT"
+
 // Pushback reads what a server said about retrying a failed call: the
 // do-not-retry ErrorInfo detail (wherever it is among the details, and
 // over a trailer that says retry), else the grpc-retry-pushback-ms
@@ -59,11 +69,11 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 	return d, ok
 }
 
-// pushback is Pushback, which also reports the shed mark it met on its way
-// through the details (shedPresent, or shedAbsent where there was none), so
+// pushback is Pushback, which also reports the Guard's refusal mark it met
+// on its way through the details (markAbsent where there was none), so
 // that the breaker's verdict on the same attempt does not walk them again.
-func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed shedMark) {
-	shed = shedAbsent
+func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed refusalMark) {
+	shed = markAbsent
 	if v := trailer.Get(PushbackHeader); len(v) > 0 {
 		if len(v) > 1 {
 			// Several values (a proxy adding its own to the server's): as
@@ -86,9 +96,7 @@ func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed sh
 		return d, ok, shed
 	}
 	w := readDetails(st)
-	if w.shed {
-		shed = shedPresent
-	}
+	shed = w.mark
 	switch {
 	case w.doNotRetry:
 		// The mark wins over every other word, wherever it is among the
@@ -107,14 +115,15 @@ func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed sh
 type details struct {
 	retryIn    time.Duration // the first well-formed RetryInfo's delay
 	hasRetryIn bool
-	doNotRetry bool // the do-not-retry mark
-	shed       bool // the priority-shedding mark (see shedMarked)
+	doNotRetry bool        // the do-not-retry mark
+	mark       refusalMark // the Guard's refusal mark, markAbsent for none (see refusalMarked)
 }
 
 // readDetails walks st's details once, whatever their number and order;
 // a detail that does not decode (an unknown type) is passed over. A
 // status without details costs nothing.
 func readDetails(st *status.Status) (w details) {
+	w.mark = markAbsent
 	for _, det := range st.Details() {
 		switch det := det.(type) {
 		case *errdetails.ErrorInfo:
@@ -125,7 +134,9 @@ func readDetails(st *status.Status) (w details) {
 			case DoNotRetryReason:
 				w.doNotRetry = true
 			case ShedReason:
-				w.shed = true
+				w.mark = markShed
+			case DeadlineReason:
+				w.mark = markShortDeadline
 			}
 		case *errdetails.RetryInfo:
 			if w.hasRetryIn {
@@ -158,33 +169,40 @@ func retryDelay(rd *durationpb.Duration) (time.Duration, bool) {
 	return 0, false
 }
 
-// shedMark is what is known of the priority-shedding mark of an attempt's
-// error before the breaker's verdict: not yet read, or read by pushback.
-type shedMark uint8
+// refusalMark is what is known of the Guard's refusal mark of an
+// attempt's error before the breaker's verdict: not yet read, none, or
+// which one (read by pushback, or by refusalMarked itself).
+type refusalMark uint8
 
 const (
-	shedUnread shedMark = iota
-	shedAbsent
-	shedPresent
+	markUnread refusalMark = iota
+	markAbsent
+	markShed          // ShedReason: refused for its priority
+	markShortDeadline // DeadlineReason: the caller's time was too short
 )
 
-// shedMarked reports whether st is a refusal that runtime/server's Guard
-// marked as priority shedding: a code a Guard sheds with (UNAVAILABLE or
-// RESOURCE_EXHAUSTED) and the ShedReason ErrorInfo in DoNotRetryDomain. A
-// mark of another domain, or on any other code (OK included), is not the
-// Guard's and is not honoured. known is what pushback has already read of
-// the same error, if anything.
-func shedMarked(st *status.Status, known shedMark) bool {
-	if c := st.Code(); c != codes.Unavailable && c != codes.ResourceExhausted {
-		return false
+// refusalMarked reports whether st is a refusal that runtime/server's
+// Guard marked as saying nothing of the service's health: priority
+// shedding (ShedReason) on a code a Guard sheds with, UNAVAILABLE or
+// RESOURCE_EXHAUSTED; or a deadline too short to start (DeadlineReason) on
+// DEADLINE_EXCEEDED. A mark of another domain, or on any other code (OK
+// included), is not the Guard's and is not honoured. known is what
+// pushback has already read of the same error, if anything.
+func refusalMarked(st *status.Status, known refusalMark) bool {
+	c := st.Code()
+	if c != codes.Unavailable && c != codes.ResourceExhausted && c != codes.DeadlineExceeded {
+		return false // no mark to look for: the details are not read
+	}
+	if known == markUnread {
+		known = readDetails(st).mark
 	}
 	switch known {
-	case shedPresent:
-		return true
-	case shedAbsent:
-		return false
+	case markShed:
+		return c == codes.Unavailable || c == codes.ResourceExhausted
+	case markShortDeadline:
+		return c == codes.DeadlineExceeded
 	}
-	return readDetails(st).shed
+	return false
 }
 
 // trailerSlot collects the trailer of one attempt. Slots are pooled, so

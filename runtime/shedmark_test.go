@@ -28,6 +28,8 @@ func TestVerdictOfShedMarks(t *testing.T) {
 		}
 		return st.Err()
 	}
+	short := &errdetails.ErrorInfo{Reason: DeadlineReason, Domain: DoNotRetryDomain}
+	dnr := &errdetails.ErrorInfo{Reason: DoNotRetryReason, Domain: DoNotRetryDomain}
 	markAny, err := anypb.New(mark)
 	if err != nil {
 		t.Fatal(err)
@@ -37,20 +39,26 @@ func TestVerdictOfShedMarks(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		err   error
-		known shedMark
+		known refusalMark
 		want  outcome
 	}{
-		{"shed UNAVAILABLE", with(codes.Unavailable, mark), shedUnread, outcomeIgnored},
-		{"shed RESOURCE_EXHAUSTED", with(codes.ResourceExhausted, mark), shedUnread, outcomeIgnored},
-		{"shed, read by pushback", with(codes.Unavailable, mark), shedPresent, outcomeIgnored},
-		{"plain UNAVAILABLE", with(codes.Unavailable), shedUnread, outcomeFailure},
-		{"plain, read by pushback", with(codes.Unavailable), shedAbsent, outcomeFailure},
-		{"the mark on INTERNAL", with(codes.Internal, mark), shedUnread, outcomeFailure},
-		{"the mark on DEADLINE_EXCEEDED, said present", with(codes.DeadlineExceeded, mark), shedPresent, outcomeFailure},
-		{"another domain", with(codes.Unavailable, &errdetails.ErrorInfo{Reason: ShedReason, Domain: "example.com"}), shedUnread, outcomeFailure},
-		{"the mark on NOT_FOUND, an answer", with(codes.NotFound, mark), shedUnread, outcomeSuccess},
-		{"an OK status with the mark", oddOK{okMarked}, shedUnread, outcomeSuccess},
-		{"not a status", context.DeadlineExceeded, shedUnread, outcomeFailure},
+		{"shed UNAVAILABLE", with(codes.Unavailable, mark), markUnread, outcomeIgnored},
+		{"shed RESOURCE_EXHAUSTED", with(codes.ResourceExhausted, mark), markUnread, outcomeIgnored},
+		{"shed, read by pushback", with(codes.Unavailable, mark), markShed, outcomeIgnored},
+		{"plain UNAVAILABLE", with(codes.Unavailable), markUnread, outcomeFailure},
+		{"plain, read by pushback", with(codes.Unavailable), markAbsent, outcomeFailure},
+		{"the mark on INTERNAL", with(codes.Internal, mark), markUnread, outcomeFailure},
+		{"the mark on DEADLINE_EXCEEDED, said present", with(codes.DeadlineExceeded, mark), markShed, outcomeFailure},
+		{"another domain", with(codes.Unavailable, &errdetails.ErrorInfo{Reason: ShedReason, Domain: "example.com"}), markUnread, outcomeFailure},
+		{"the mark on NOT_FOUND, an answer", with(codes.NotFound, mark), markUnread, outcomeSuccess},
+		{"an OK status with the mark", oddOK{okMarked}, markUnread, outcomeSuccess},
+		{"not a status", context.DeadlineExceeded, markUnread, outcomeFailure},
+		{"too short a deadline", with(codes.DeadlineExceeded, short), markUnread, outcomeIgnored},
+		{"too short, read by pushback", with(codes.DeadlineExceeded, short), markShortDeadline, outcomeIgnored},
+		{"too short, after the do-not-retry mark", with(codes.DeadlineExceeded, dnr, short), markUnread, outcomeIgnored},
+		{"the deadline mark on UNAVAILABLE", with(codes.Unavailable, short), markUnread, outcomeFailure},
+		{"the deadline mark of another domain", with(codes.DeadlineExceeded, &errdetails.ErrorInfo{Reason: DeadlineReason, Domain: "example.com"}), markUnread, outcomeFailure},
+		{"plain DEADLINE_EXCEEDED", with(codes.DeadlineExceeded), markUnread, outcomeFailure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, code := m.verdict(context.Background(), tc.err, tc.known)
@@ -60,7 +68,7 @@ func TestVerdictOfShedMarks(t *testing.T) {
 		})
 	}
 	// Without a breaker nothing is a failure, and nothing looks.
-	if o, _ := (&methodState{}).verdict(context.Background(), with(codes.Unavailable, mark), shedUnread); o != outcomeSuccess {
+	if o, _ := (&methodState{}).verdict(context.Background(), with(codes.Unavailable, mark), markUnread); o != outcomeSuccess {
 		t.Errorf("verdict without a breaker: %v, want success", o)
 	}
 }

@@ -249,7 +249,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 			// ends): gRPC may still write the trailer, so the slot is
 			// neither read nor given back to the pool.
 		default:
-			end.push, end.pushed, a.shed = pushback(err, slot.md)
+			end.push, end.pushed, a.mark = pushback(err, slot.md)
 			slot.put()
 		}
 	}
@@ -292,7 +292,7 @@ type attemptState struct {
 	tk      ticket
 	sp      span
 	settled bool
-	shed    shedMark // what pushback read of the failure's shed mark, if it read it
+	mark    refusalMark // what pushback read of the failure's refusal mark, if it read it
 }
 
 // ownTimeout reports whether the attempt's own context, actx, has reached

@@ -3,10 +3,16 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/go-resilient/resilient/runtime"
 )
 
 // checkDeadline refuses a request whose deadline has passed or leaves less
@@ -21,13 +27,38 @@ func checkDeadline(ctx context.Context, method string, min time.Duration) error 
 	}
 	left := time.Until(dl)
 	if left <= 0 {
-		return status.Errorf(codes.DeadlineExceeded, "resilient: the deadline of %s passed before it was started", method)
+		return deadlineRefusal(fmt.Sprintf("resilient: the deadline of %s passed before it was started", method))
 	}
 	if left < min {
-		return status.Errorf(codes.DeadlineExceeded, "resilient: %s needs at least %s, the caller left %s",
-			method, min, left.Round(time.Microsecond))
+		return deadlineRefusal(fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
+			method, min, left.Round(time.Microsecond)))
 	}
 	return nil
+}
+
+// deadlineDetails mark a refusal for a deadline too short to start: the
+// caller's time was short, which says nothing of the service, so the
+// client's breaker counts it as nothing (runtime.DeadlineReason); and a
+// retry would have less time still (the do-not-retry mark). Made once.
+var deadlineDetails = func() []*anypb.Any {
+	var ds []*anypb.Any
+	for _, ei := range []*errdetails.ErrorInfo{
+		{Reason: runtime.DeadlineReason, Domain: runtime.DoNotRetryDomain},
+		{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain},
+	} {
+		a, err := anypb.New(ei)
+		if err != nil {
+			panic(err) // a registered message always marshals
+		}
+		ds = append(ds, a)
+	}
+	return ds
+}()
+
+// deadlineRefusal is the DEADLINE_EXCEEDED answer to a request refused
+// for its deadline, with msg and the marks of deadlineDetails.
+func deadlineRefusal(msg string) error {
+	return status.ErrorProto(&spb.Status{Code: int32(codes.DeadlineExceeded), Message: msg, Details: deadlineDetails})
 }
 
 // ownTimeoutKey marks a context whose deadline is the DefaultTimeout the

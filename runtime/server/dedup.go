@@ -412,12 +412,12 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 }
 
 // replay answers with a kept outcome, its headers and trailers. A kept
-// failure is the one its first caller got, shed mark stripped and
+// failure is the one its first caller got, refusal marks stripped and
 // do-not-retry mark added (the Guard settles the handler's failure before
 // keeping it); the mark's trailer, a grpc- key that is not kept, is sent
-// again whenever the kept status carries the mark. A shed mark in a kept
-// status (an entry kept by an older Guard, which kept the handler's
-// failure as it came) is stripped: this server did not shed the request.
+// again whenever the kept status carries the mark. A refusal mark in a
+// kept status (an entry kept by an older Guard, which kept the handler's
+// failure as it came) is stripped: this server did not refuse the request.
 func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	o, err := decodeOutcome(b)
 	if err != nil {
@@ -429,7 +429,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	trailer := metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true"))
 	var failed error
 	if o.status != nil {
-		failed = notShedHere(status.ErrorProto(o.status))
+		failed = notRefusedHere(status.ErrorProto(o.status))
 		if IsDoNotRetry(failed) {
 			m.svc.marked.Add(1)
 			trailer.Set(PushbackHeader, "-1")

@@ -138,7 +138,7 @@ func TestFix19LeaseLostKeepsTheHandlersMark(t *testing.T) {
 // TestFix19ReplayOfAnOldEntryDropsTheShedMark: an entry kept before the
 // Guard settled failures before keeping them holds a dependency's shed
 // mark and the do-not-retry mark as the handler returned them; its replay
-// is sent without the shed mark, with the do-not-retry mark and its
+// is sent without the shed mark (nor any refusal mark), with the do-not-retry mark and its
 // trailer, and the handler does not run.
 func TestFix19ReplayOfAnOldEntryDropsTheShedMark(t *testing.T) {
 	st, _ := status.New(codes.ResourceExhausted, "payments sheds low").WithDetails(

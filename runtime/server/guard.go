@@ -279,7 +279,16 @@ func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.C
 // installed it also sheds (after decoding).
 func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	m := g.methods[info.FullMethod]
-	if m == nil || g.serving(ctx, m) {
+	if m == nil {
+		// Outside the policies, the Guard refuses nothing, and a marked
+		// refusal passed on is not this server's either.
+		resp, err := handler(ctx, req)
+		if err != nil {
+			err = notRefusedHere(err)
+		}
+		return resp, err
+	}
+	if g.serving(ctx, m) {
 		return handler(ctx, req)
 	}
 	ctx, sv, err := g.begin(ctx, m)
@@ -290,7 +299,7 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	if m.dedup != nil {
-		// The handler's failure is settled (its shed mark stripped, the
+		// The handler's failure is settled (its refusal marks stripped, the
 		// do-not-retry mark added) before dedup keeps it, so that a
 		// repeat served from the store gets what the first caller got.
 		return g.dedup(ctx, m, req, func(ctx context.Context, req any) (any, error) {
@@ -303,13 +312,13 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 }
 
 // settle is what a handler's failure becomes on its way to the caller: a
-// dependency's shed mark is stripped (notShedHere) and the do-not-retry
+// dependency's refusal marks are stripped (notRefusedHere) and the do-not-retry
 // mark added where it is due (shouldMark), counted; nil stays nil.
 func settle(ctx context.Context, m *method, rec *downstream, err error) error {
 	if err == nil {
 		return nil
 	}
-	err = notShedHere(err)
+	err = notRefusedHere(err)
 	if shouldMark(err, rec) {
 		m.svc.marked.Add(1)
 		err = markDoNotRetry(ctx, err)
@@ -372,7 +381,13 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 // deduplicated.
 func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	m := g.methods[info.FullMethod]
-	if m == nil || g.serving(ss.Context(), m) {
+	if m == nil {
+		if err := handler(srv, ss); err != nil {
+			return notRefusedHere(err) // as UnaryInterceptor's
+		}
+		return nil
+	}
+	if g.serving(ss.Context(), m) {
 		return handler(srv, ss)
 	}
 	ctx, sv, err := g.begin(ss.Context(), m)
@@ -384,7 +399,7 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
 	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
 	if err != nil {
-		err = notShedHere(err)
+		err = notRefusedHere(err)
 	}
 	if err != nil && shouldMark(err, rec) {
 		m.svc.marked.Add(1)

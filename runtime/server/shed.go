@@ -156,18 +156,19 @@ func admissionFrom(ctx context.Context, m *method) *admission {
 	return a
 }
 
-// notShedHere returns a handler's error without the priority-shedding
-// mark (runtime.ShedReason) that a dependency's refusal carries when the
-// handler passes it on: the mark says that the server which sent it shed
-// the request at its door, and this server did not. Its callers' breakers
-// then judge the failure by its code, as any other failure of this
-// service's (the RetryInfo and the do-not-retry mark are left as they
-// are). An error without the mark is returned as it is, and an error
-// without details costs no decoding. The error returned still wraps err,
-// so that errors.Is finds what err matched (runtime.ErrRetriesExhausted,
+// notRefusedHere returns a handler's error without the Guard's refusal
+// marks (runtime.ShedReason, runtime.DeadlineReason) that a dependency's
+// refusal carries when the handler passes it on: a mark says that the
+// server which sent it refused the request at its door for a reason that
+// tells nothing of its health, and this server did not refuse it. Its
+// callers' breakers then judge the failure by its code, as any other
+// failure of this service's (the RetryInfo and the do-not-retry mark are
+// left as they are). An error without a mark is returned as it is, and an
+// error without details costs no decoding. The error returned still wraps
+// err, so that errors.Is finds what err matched (runtime.ErrRetriesExhausted,
 // ErrCircuitOpen, ErrBudgetExhausted, which the do-not-retry decision
 // reads after this).
-func notShedHere(err error) error {
+func notRefusedHere(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
@@ -179,8 +180,8 @@ func notShedHere(err error) error {
 	kept := sp.Details[:0:0]
 	for _, a := range sp.Details {
 		var ei errdetails.ErrorInfo
-		if a.MessageIs(&ei) && a.UnmarshalTo(&ei) == nil &&
-			ei.GetReason() == runtime.ShedReason && ei.GetDomain() == runtime.DoNotRetryDomain {
+		if a.MessageIs(&ei) && a.UnmarshalTo(&ei) == nil && ei.GetDomain() == runtime.DoNotRetryDomain &&
+			(ei.GetReason() == runtime.ShedReason || ei.GetReason() == runtime.DeadlineReason) {
 			continue
 		}
 		kept = append(kept, a)
@@ -189,17 +190,17 @@ func notShedHere(err error) error {
 		return err
 	}
 	sp.Details = kept
-	return &unshed{err: err, st: status.FromProto(sp)}
+	return &passedOn{err: err, st: status.FromProto(sp)}
 }
 
-// unshed is a handler's error that passed on a dependency's shed
-// refusal: gRPC sends st (the refusal's status without the shed mark),
-// and errors.Is and errors.As still see err.
-type unshed struct {
+// passedOn is a handler's error that passed on a dependency's marked
+// refusal: gRPC sends st (the refusal's status without the marks), and
+// errors.Is and errors.As still see err.
+type passedOn struct {
 	err error
 	st  *status.Status
 }
 
-func (u *unshed) Error() string              { return u.err.Error() }
-func (u *unshed) Unwrap() error              { return u.err }
-func (u *unshed) GRPCStatus() *status.Status { return u.st }
+func (u *passedOn) Error() string              { return u.err.Error() }
+func (u *passedOn) Unwrap() error              { return u.err }
+func (u *passedOn) GRPCStatus() *status.Status { return u.st }

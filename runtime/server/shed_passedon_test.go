@@ -90,37 +90,71 @@ func TestShedMarkIsNotPassedOn(t *testing.T) {
 	}
 }
 
-// TestNotShedHereKeepsTheRest: only the Guard's shed mark is taken out of
+// TestNotRefusedHereKeepsTheRest: only the Guard's refusal marks are taken out of
 // a handler's error; an error that is not a status, or has no mark, is
 // returned as the same value; the other details stay, in order.
-func TestNotShedHereKeepsTheRest(t *testing.T) {
+func TestNotRefusedHereKeepsTheRest(t *testing.T) {
 	plain := context.DeadlineExceeded
-	if got := notShedHere(plain); got != plain {
+	if got := notRefusedHere(plain); got != plain {
 		t.Errorf("a bare error came back as %v", got)
 	}
 	bare := status.Error(codes.Unavailable, "down")
-	if got := notShedHere(bare); got != bare {
+	if got := notRefusedHere(bare); got != bare {
 		t.Errorf("a status without details came back as another value: %v", got)
 	}
 	other, _ := status.New(codes.Unavailable, "down").WithDetails(
 		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: "example.com"},
 		&errdetails.ErrorInfo{Reason: "QUOTA", Domain: runtime.DoNotRetryDomain})
-	if ds := status.Convert(notShedHere(other.Err())).Details(); len(ds) != 2 {
+	if ds := status.Convert(notRefusedHere(other.Err())).Details(); len(ds) != 2 {
 		t.Errorf("marks that are not the Guard's shed mark were taken out: %v", ds)
 	}
 	marked, _ := status.New(codes.ResourceExhausted, "shed").WithDetails(
 		&errdetails.ErrorInfo{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain},
 		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain},
+		&errdetails.ErrorInfo{Reason: runtime.DeadlineReason, Domain: runtime.DoNotRetryDomain},
 		&errdetails.RetryInfo{})
-	got := status.Convert(notShedHere(marked.Err()))
+	got := status.Convert(notRefusedHere(marked.Err()))
 	ds := got.Details()
 	if got.Code() != codes.ResourceExhausted || got.Message() != "shed" || len(ds) != 2 {
-		t.Fatalf("after taking the shed mark out: %v %q %v; want RESOURCE_EXHAUSTED, the message and two details", got.Code(), got.Message(), ds)
+		t.Fatalf("after taking the refusal marks out: %v %q %v; want RESOURCE_EXHAUSTED, the message and two details", got.Code(), got.Message(), ds)
 	}
 	if ei, ok := ds[0].(*errdetails.ErrorInfo); !ok || ei.GetReason() != runtime.DoNotRetryReason {
 		t.Errorf("first detail %v; want the do-not-retry mark", ds[0])
 	}
 	if _, ok := ds[1].(*errdetails.RetryInfo); !ok {
 		t.Errorf("second detail %v; want the RetryInfo", ds[1])
+	}
+}
+
+// TestDeadlineRefusalIsMarked: a request refused for a deadline too short
+// to start (in the tap, before decoding) answers DEADLINE_EXCEEDED with
+// the Guard's deadline mark, which the client's breaker counts as
+// nothing, and the do-not-retry mark, which runtime.Pushback reads as "do
+// not retry": a retry would have less time still. The handler never ran.
+func TestDeadlineRefusalIsMarked(t *testing.T) {
+	srv := &inventoryServer{}
+	g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, g.ServerOptions()...)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond) // GetStock's MinDeadline is 50 ms
+	defer cancel()
+	_, err = client.GetStock(ctx, &inventoryv1.GetStockRequest{})
+	var short, dnr bool
+	for _, d := range status.Convert(err).Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == runtime.DoNotRetryDomain {
+			short = short || ei.GetReason() == runtime.DeadlineReason
+			dnr = dnr || ei.GetReason() == runtime.DoNotRetryReason
+		}
+	}
+	if status.Code(err) != codes.DeadlineExceeded || !short || !dnr {
+		t.Errorf("a 20 ms deadline against a 50 ms MinDeadline: %v (deadline mark %v, do-not-retry %v); want DEADLINE_EXCEEDED with both", err, short, dnr)
+	}
+	if d, ok := runtime.Pushback(err, nil); !ok || d >= 0 {
+		t.Errorf("Pushback of the refusal: %v, %v; want a negative pushback (do not retry)", d, ok)
+	}
+	if srv.getCalls.Load() != 0 {
+		t.Errorf("the handler ran %d times; want none", srv.getCalls.Load())
 	}
 }
