@@ -16,10 +16,11 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
-// hasShedMark reports whether err carries the priority-shedding mark.
+// hasShedMark reports whether err carries a Guard's refusal mark: the
+// priority-shedding one or the deadline-too-short one.
 func hasShedMark(err error) bool {
 	for _, d := range status.Convert(err).Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == runtime.ShedReason && ei.GetDomain() == runtime.DoNotRetryDomain {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && (ei.GetReason() == runtime.ShedReason || ei.GetReason() == runtime.DeadlineReason) && ei.GetDomain() == runtime.DoNotRetryDomain {
 			return true
 		}
 	}
@@ -143,6 +144,7 @@ func TestFix19LeaseLostKeepsTheHandlersMark(t *testing.T) {
 func TestFix19ReplayOfAnOldEntryDropsTheShedMark(t *testing.T) {
 	st, _ := status.New(codes.ResourceExhausted, "payments sheds low").WithDetails(
 		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain},
+		&errdetails.ErrorInfo{Reason: runtime.DeadlineReason, Domain: runtime.DoNotRetryDomain},
 		&errdetails.ErrorInfo{Reason: DoNotRetryReason, Domain: DoNotRetryDomain})
 	o := outcome{status: st.Proto()}
 	b, err := o.encode()
