@@ -397,15 +397,7 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	defer sv.end()
 	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
-	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
-	if err != nil {
-		err = notRefusedHere(err)
-	}
-	if err != nil && shouldMark(err, rec) {
-		m.svc.marked.Add(1)
-		err = markDoNotRetry(ctx, err)
-	}
-	return err
+	return settle(ctx, m, rec, handler(srv, &guardedStream{ServerStream: ss, ctx: ctx}))
 }
 
 // serving reports whether this Guard's interceptor is already serving m's
