@@ -68,14 +68,25 @@ func TestAttack19OverrideDedupLeaseBounds(t *testing.T) {
 
 // TestAttack19OverrideLongestDurationIsNamedAsWritten: the longest Go
 // Duration, 2562047h47m16.854775807s, is a valid value of the override
-// file (time.ParseDuration reads it), and as a lease it is too long; the
-// loader refuses it saying "9223372036 seconds is more than a Go
-// time.Duration holds", a number the operator did not write and a claim
-// that is not true of it (it is exactly the longest Duration).
+// file (time.ParseDuration reads it), and as a lease it is too long: the
+// loader refuses it as longer than 1h, naming the value written, not as
+// more than a Duration holds (it is exactly the longest one). So is the
+// shortest, as shorter than 100ms; a nanosecond past either is not a
+// duration at all.
 func TestAttack19OverrideLongestDurationIsNamedAsWritten(t *testing.T) {
-	t.Skip("BROKEN: internal/rules.validDuration refuses seconds > MaxInt64/1e9-1, so the longest Duration (9223372036 s + 854775807 ns) the override parsed is called more than a Duration holds; it should be refused as a lease longer than 1h (not my file: internal/rules/rules.go)")
-	err := attack19Lease("2562047h47m16.854775807s", "method", false)
-	if err == nil || !strings.Contains(err.Error(), "must be at most 1h0m0s, got 2562047h47m16.854775807s") {
-		t.Errorf("%v; want the lease refused as longer than 1h, naming the value written", err)
+	for _, tc := range []struct{ value, want string }{
+		{"2562047h47m16.854775807s", "must be at most 1h0m0s, got 2562047h47m16.854775807s"},
+		{"-2562047h47m16.854775808s", "must be at least 100ms, got -2562047h47m16.854775808s"},
+		{"2562047h47m16.854775808s", `not a duration: "2562047h47m16.854775808s"`},
+		{"-2562047h47m16.854775809s", `not a duration: "-2562047h47m16.854775809s"`},
+	} {
+		for _, level := range []string{"method", "service"} {
+			for _, env := range []bool{false, true} {
+				err := attack19Lease(tc.value, level, env)
+				if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "more than a Go time.Duration holds") {
+					t.Errorf("lease %s on the %s (env %v): %v; want it refused saying %q", tc.value, level, env, err, tc.want)
+				}
+			}
+		}
 	}
 }

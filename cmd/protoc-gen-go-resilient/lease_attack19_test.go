@@ -63,8 +63,14 @@ func TestAttack19DedupLeaseBoundsAtEveryLevel(t *testing.T) {
 		{"{seconds: -1}", "must be at least 100ms, got -1s"},
 		{"{nanos: -1}", "must be at least 100ms, got -1ns"},
 		{"{seconds: 9223372035, nanos: 999999999}", "must be at most 1h0m0s, got 2562047h47m15.999999999s"},
-		{"{seconds: 9223372036}", "is not a valid duration: 9223372036 seconds is more than a Go time.Duration holds"},
-		{"{seconds: -9223372036}", "is not a valid duration: -9223372036 seconds is more than a Go time.Duration holds"},
+		// The longest and the shortest Duration are durations, refused as leases
+		// by their values; a nanosecond past either is not.
+		{"{seconds: 9223372036}", "must be at most 1h0m0s, got 2562047h47m16s"},
+		{"{seconds: 9223372036, nanos: 854775807}", "must be at most 1h0m0s, got 2562047h47m16.854775807s"},
+		{"{seconds: 9223372036, nanos: 854775808}", "is not a valid duration: 9223372036 seconds and 854775808 nanos is more than a Go time.Duration holds"},
+		{"{seconds: -9223372036, nanos: -854775808}", "must be at least 100ms, got -2562047h47m16.854775808s"},
+		{"{seconds: -9223372036, nanos: -854775809}", "is not a valid duration: -9223372036 seconds and -854775809 nanos is more than a Go time.Duration holds"},
+		{"{seconds: -9223372037}", "is not a valid duration: -9223372037 seconds is more than a Go time.Duration holds"},
 		{"{seconds: 1, nanos: -1}", "is not a valid duration: seconds 1 and nanos -1 must have the same sign"},
 	} {
 		for _, level := range []string{"file", "service", "method"} {

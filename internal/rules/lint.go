@@ -116,11 +116,16 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 // resolved from them (the file's, service's and method's options merged
 // field by field); and RuleNoTimeout, which only lint reports (the plugin
 // drops it). Each finding comes with the descriptor it is reported at (the
-// file, a service or a method). The policies are read with PolicyOf; a
+// file, a service or a method); a value of the service or the file found
+// wrong in the same words for several methods or services is reported
+// once, naming them (once.go). The policies are read with PolicyOf; a
 // value of a newer contract that they cannot hold is NewerOptions' to
 // find (newer.go), which each program words as its own.
 func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
-	emit := add // add, or the findings of a service's methods (oncePerService)
+	// Every finding goes through the file's (oncePerFile), those of a
+	// service's methods through the service's first (oncePerService).
+	file := &oncePerFile{file: fd}
+	emit := file.add
 	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
 		Check(p, onMethod, func(path, format string, args ...any) {
 			emit(d, Finding{RuleInvalidValue, lvl, path, fmt.Sprintf(format, args...)})
@@ -135,7 +140,7 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 		svcPolicy := PolicyOf(s)
 		report(s, LevelService, false, svcPolicy)
 		shared := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy})
-		atService := func(f Finding) { add(s, f) }
+		atService := func(f Finding) { file.add(s, f) }
 		CheckService(shared, atService)
 		methods := &oncePerService{service: s}
 		emit = methods.add
@@ -151,8 +156,9 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 					fmt.Sprintf("%s has no timeout: a call waits as long as the caller's deadline allows, and for ever without one; set timeout (one attempt) or overall_timeout (the whole call) here, on the service or on the file", m.Name())})
 			}
 		}
-		methods.flush(add)
-		emit = add
+		methods.flush(file)
+		emit = file.add
 		CheckShedding(shared, atService)
 	}
+	file.flush(add)
 }

@@ -147,8 +147,13 @@ func sheddingLimits(low, normal, high, critical *uint32, missing, order Report) 
 	}
 }
 
-// maxSeconds is the longest whole number of seconds a time.Duration holds.
-const maxSeconds = math.MaxInt64/int64(time.Second) - 1
+// The longest time.Duration, 2562047h47m16.854775807s, is maxSeconds
+// whole seconds and maxNanos nanoseconds; the shortest is its negative
+// less a nanosecond (math.MinInt64 ns).
+const (
+	maxSeconds = math.MaxInt64 / int64(time.Second)
+	maxNanos   = int32(math.MaxInt64 % int64(time.Second))
+)
 
 // validDuration reports whether d is a valid Duration that fits a
 // time.Duration, refusing it at path when not.
@@ -159,12 +164,30 @@ func validDuration(path string, d *durationpb.Duration, add Report) bool {
 		add(path, "is not a valid duration: nanos %d must lie within ±999999999; carry whole seconds into seconds, as in {seconds: 1, nanos: 500000000} for 1.5s", n)
 	case (s > 0 && n < 0) || (s < 0 && n > 0):
 		add(path, "is not a valid duration: seconds %d and nanos %d must have the same sign", s, n)
-	case s > maxSeconds || s < -maxSeconds:
-		add(path, "is not a valid duration: %d seconds is more than a Go time.Duration holds (about 292 years)", s)
+	case !fitsDuration(s, n):
+		written := fmt.Sprintf("%d seconds", s)
+		if n != 0 {
+			written += fmt.Sprintf(" and %d nanos", n)
+		}
+		add(path, "is not a valid duration: %s is more than a Go time.Duration holds (about 292 years: at most %d seconds and %d nanos either way)", written, maxSeconds, maxNanos)
 	default:
 		return true
 	}
 	return false
+}
+
+// fitsDuration reports whether s seconds and n nanoseconds, of the same
+// sign, lie within a time.Duration.
+func fitsDuration(s int64, n int32) bool {
+	switch {
+	case s > maxSeconds || s < -maxSeconds:
+		return false
+	case s == maxSeconds:
+		return n <= maxNanos
+	case s == -maxSeconds:
+		return n >= -maxNanos-1
+	}
+	return true
 }
 
 // ParseCode returns the code of a canonical name, as the runtime parses it,

@@ -51,7 +51,15 @@ func TestCheckDurationLimits(t *testing.T) {
 		bad string
 	}{
 		{&durationpb.Duration{Seconds: math.MaxInt64 / 2}, "292 years"},
-		{&durationpb.Duration{Seconds: maxSeconds, Nanos: 999999999}, ""},
+		{&durationpb.Duration{Seconds: maxSeconds - 1, Nanos: 999999999}, ""},
+		// The longest and the shortest Duration fit; a nanosecond past either does not.
+		{&durationpb.Duration{Seconds: maxSeconds, Nanos: maxNanos}, ""},
+		{&durationpb.Duration{Seconds: maxSeconds}, ""},
+		{&durationpb.Duration{Seconds: maxSeconds, Nanos: maxNanos + 1}, "9223372036 seconds and 854775808 nanos is more than a Go time.Duration holds"},
+		{&durationpb.Duration{Seconds: maxSeconds + 1}, "9223372037 seconds is more than a Go time.Duration holds"},
+		{&durationpb.Duration{Seconds: -maxSeconds, Nanos: -maxNanos - 1}, "timeout: must be positive, got -2562047h47m16.854775808s"},
+		{&durationpb.Duration{Seconds: -maxSeconds, Nanos: -maxNanos - 2}, "-9223372036 seconds and -854775809 nanos is more than a Go time.Duration holds"},
+		{&durationpb.Duration{Seconds: -maxSeconds - 1}, "-9223372037 seconds is more than"},
 		{&durationpb.Duration{Nanos: 1}, ""},
 		{&durationpb.Duration{Seconds: 1, Nanos: -1}, "same sign"},
 		{&durationpb.Duration{Nanos: 1e9}, "±999999999"},

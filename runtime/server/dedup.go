@@ -251,7 +251,13 @@ func leaseLost(m *method, err error) error {
 	if err != nil {
 		msg += " (the handler returned: " + err.Error() + ")"
 	}
-	return status.Error(codes.Unavailable, msg)
+	lost := status.Error(codes.Unavailable, msg)
+	if IsDoNotRetry(err) {
+		// The handler's failure was marked, its trailer already set: the
+		// answer that replaces it keeps the mark.
+		return DoNotRetry(lost)
+	}
+	return lost
 }
 
 // runOwned runs the request whose key this request claimed (the claim sent
@@ -405,7 +411,13 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 	}
 }
 
-// replay answers with a kept outcome, its headers and trailers.
+// replay answers with a kept outcome, its headers and trailers. A kept
+// failure is the one its first caller got, refusal marks stripped and
+// do-not-retry mark added (the Guard settles the handler's failure before
+// keeping it); the mark's trailer, a grpc- key that is not kept, is sent
+// again whenever the kept status carries the mark. A refusal mark in a
+// kept status (an entry kept by an older Guard, which kept the handler's
+// failure as it came) is stripped: this server did not refuse the request.
 func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	o, err := decodeOutcome(b)
 	if err != nil {
@@ -414,9 +426,18 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	if len(o.header) > 0 {
 		_ = grpc.SetHeader(ctx, o.header)
 	}
-	_ = grpc.SetTrailer(ctx, metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true")))
+	trailer := metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true"))
+	var failed error
 	if o.status != nil {
-		return nil, status.ErrorProto(o.status)
+		failed = notRefusedHere(status.ErrorProto(o.status))
+		if IsDoNotRetry(failed) {
+			m.svc.marked.Add(1)
+			trailer.Set(PushbackHeader, "-1")
+		}
+	}
+	_ = grpc.SetTrailer(ctx, trailer)
+	if failed != nil {
+		return nil, failed
 	}
 	msg := m.dedup.newMsg()
 	if err := proto.Unmarshal(o.response, msg); err != nil {

@@ -298,20 +298,32 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	defer sv.end()
 	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
-	var resp any
 	if m.dedup != nil {
-		resp, err = g.dedup(ctx, m, req, handler)
-	} else {
-		resp, err = handler(ctx, req)
+		// The handler's failure is settled (its refusal marks stripped, the
+		// do-not-retry mark added) before dedup keeps it, so that a
+		// repeat served from the store gets what the first caller got.
+		return g.dedup(ctx, m, req, func(ctx context.Context, req any) (any, error) {
+			resp, err := handler(ctx, req)
+			return resp, settle(ctx, m, rec, err)
+		})
 	}
-	if err != nil {
-		err = notRefusedHere(err)
+	resp, err := handler(ctx, req)
+	return resp, settle(ctx, m, rec, err)
+}
+
+// settle is what a handler's failure becomes on its way to the caller: a
+// dependency's refusal marks are stripped (notRefusedHere) and the do-not-retry
+// mark added where it is due (shouldMark), counted; nil stays nil.
+func settle(ctx context.Context, m *method, rec *downstream, err error) error {
+	if err == nil {
+		return nil
 	}
-	if err != nil && shouldMark(err, rec) {
+	err = notRefusedHere(err)
+	if shouldMark(err, rec) {
 		m.svc.marked.Add(1)
 		err = markDoNotRetry(ctx, err)
 	}
-	return resp, err
+	return err
 }
 
 // serving is what a request holds while its handler runs: its place in
@@ -385,15 +397,7 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	defer sv.end()
 	rec := &downstream{guard: g, method: m}
 	ctx = context.WithValue(ctx, downstreamKey{}, rec)
-	err = handler(srv, &guardedStream{ServerStream: ss, ctx: ctx})
-	if err != nil {
-		err = notRefusedHere(err)
-	}
-	if err != nil && shouldMark(err, rec) {
-		m.svc.marked.Add(1)
-		err = markDoNotRetry(ctx, err)
-	}
-	return err
+	return settle(ctx, m, rec, handler(srv, &guardedStream{ServerStream: ss, ctx: ctx}))
 }
 
 // serving reports whether this Guard's interceptor is already serving m's
