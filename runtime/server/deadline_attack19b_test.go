@@ -87,3 +87,34 @@ func TestAttack19bLateDeadlineRefusalIsTheServersOwn(t *testing.T) {
 		t.Errorf("DeadlineRefused %d, want 3", s.DeadlineRefused)
 	}
 }
+
+// TestAttack19bSlowClaimRefusalIsTheServersOwn: the idempotency store
+// takes 80 ms to claim ReserveStock's key (MinDeadline 100 ms) for a
+// request that came with 150 ms: the door admitted it, the check after
+// the claim refuses it. That time went in the server's own store, so the
+// refusal (which dedup returns without passing through the handler's
+// settling) carries the do-not-retry mark only, never DEADLINE_TOO_SHORT,
+// and the key is freed: the retry, with the store prompt again, runs.
+func TestAttack19bSlowClaimRefusalIsTheServersOwn(t *testing.T) {
+	p := inventoryPolicy()
+	p.Methods[1].MinDeadline = 100 * time.Millisecond
+	store := &slowClaimStore{Store: NewMemoryStore(10), delay: 80 * time.Millisecond}
+	store.slow.Store(true)
+	srv := &inventoryServer{}
+	g, client, _ := guarded(t, srv, []*policy.Server{p}, WithStore(store))
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "a", Units: 1}
+	_, err := client.ReserveStock(withKey(ctxTimeout(t, 150*time.Millisecond), "o-1"), req)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a request whose claim took 80 of its 150 ms: %v, want the Guard's DEADLINE_EXCEEDED", err)
+	}
+	if m := marks(err); m[runtime.DeadlineReason] || !m[runtime.DoNotRetryReason] {
+		t.Errorf("marks %v after the server's own slow claim; want do-not-retry alone (%v)", m, err)
+	}
+	store.slow.Store(false)
+	if _, err := client.ReserveStock(withKey(ctxTimeout(t, time.Second), "o-1"), req); err != nil || srv.reserveCalls.Load() != 1 {
+		t.Errorf("the retry: %v, ran %d; want it run once (the key freed)", err, srv.reserveCalls.Load())
+	}
+	if s := stats(t, g); s.DeadlineRefused != 1 || s.StoreErrors != 0 {
+		t.Errorf("DeadlineRefused %d, StoreErrors %d; want 1 and 0", s.DeadlineRefused, s.StoreErrors)
+	}
+}
