@@ -34,7 +34,6 @@ import (
 // mark while others are in flight stops further copies and lets those in
 // flight answer, as it does for a pushback refusal.
 func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
-	t.Skip("BROKEN: a hedge copy refused as too short to start ends the call and cancels the copy in flight (fix in runtime/hedge.go)")
 	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {
 			if p.Methods[i].Name == getStock {

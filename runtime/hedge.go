@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"google.golang.org/grpc/status"
 )
 
 // maxHedgeBuffer bounds the buffer of a hedged call's results.
@@ -18,8 +20,9 @@ type copyResult[Resp any] struct {
 	retryAfter time.Duration // of the breaker's refusal
 	push       time.Duration // the server's pushback, when pushed
 	pushed     bool
-	local      bool      // failed on the client's side or by a size limit: no copy would fare better
-	meta       *copyMeta // what the copy's attempt learnt for the caller's options; nil without them
+	local      bool        // failed on the client's side or by a size limit: no copy would fare better
+	mark       refusalMark // the Guard's refusal mark of its failure, if any (see refusalMarked)
+	meta       *copyMeta   // what the copy's attempt learnt for the caller's options; nil without them
 }
 
 // hedged runs the call as hedged copies: the first copy at once, each
@@ -87,7 +90,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
 			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
-				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, meta: cm}
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, mark: end.mark, meta: cm}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -153,12 +156,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				return r.resp, nil
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
-			case !r.local && r.pushed && r.push >= 0 && pending > 0 &&
-				!retryable(h.NonFatalCodes, r.err, r.timedOut):
+			case !r.local && pending > 0 && !retryable(h.NonFatalCodes, r.err, r.timedOut) &&
+				(r.pushed && r.push >= 0 || r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)):
 				// A copy refused with a pushback while others are in
 				// flight: the server shedding the extra load it was sent,
-				// not the call's answer. No more copies; the ones it
-				// admitted answer.
+				// not the call's answer. Or refused at the server's door
+				// for a reason that is this copy's alone (the Guard's mark:
+				// shed, or sent too late to start). No more copies; the
+				// ones it admitted answer.
 				last, stopped = r.err, true
 			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
 				return nil, r.err // an answer, or a failure every copy would meet

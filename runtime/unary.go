@@ -165,6 +165,9 @@ type attemptEnd struct {
 	// (see unsent): it would fail the same way again, so it is not
 	// repeated.
 	local bool
+	// mark is the Guard's refusal mark pushback read of the failure
+	// (refusalMarked), when heard.
+	mark refusalMark
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
@@ -250,6 +253,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 			// neither read nor given back to the pool.
 		default:
 			end.push, end.pushed, a.mark = pushback(err, slot.md)
+			end.mark = a.mark
 			slot.put()
 		}
 	}
