@@ -209,8 +209,15 @@ func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fing
 			default:
 				g.storeOK()
 			}
+		} else {
+			// The wait ran out and was counted then; a panic the store
+			// met afterwards is still logged, with its stack.
+			g.storePanicked(m, "claim", err)
 		}
-		if (err == nil && c.State == Claimed) || (cut && err != nil) {
+		// A claim carried out, or one that failed once nobody waited (the
+		// store may have carried it out first, after the request's own
+		// release of it): the key is freed, so that a repeat runs.
+		if (err == nil && c.State == Claimed) || err != nil {
 			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 			defer cancel()
 			_, err := recovering(rctx, func(ctx context.Context) (struct{}, error) {
