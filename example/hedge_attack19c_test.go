@@ -1,0 +1,147 @@
+package example_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	rserver "github.com/go-resilient/resilient/runtime/server"
+)
+
+// tooShortRig serves GetStock behind a Guard that needs 200 ms left
+// (MinDeadline), the first copy's fate decided by first, and a client
+// that hedges it (a second copy after 100 ms, UNAVAILABLE non-fatal, a
+// per-attempt timeout of timeout). A caller with 280 ms: the second copy,
+// sent with 180 ms left, is refused at the Guard's door, marked
+// DEADLINE_TOO_SHORT and do-not-retry; the first is admitted.
+func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Context) error) (*inventoryv1.InventoryServiceResilientClient, *rserver.Guard, *atomic.Int64) {
+	t.Helper()
+	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
+		for i := range p.Methods {
+			if p.Methods[i].Name == getStock {
+				p.Methods[i].MinDeadline = 200 * time.Millisecond
+			}
+		}
+	})
+	hedged := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
+		p.Methods[0].Timeout = timeout
+		p.Methods[0].Hedging = &policy.Hedging{Delay: 100 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	g, err := server.NewGuard(minDeadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int64
+	b := func(ctx context.Context, c server.Call) error {
+		if c.Method != getStock {
+			return nil
+		}
+		ran.Add(1)
+		return first(ctx)
+	}
+	srv, err := server.Start("127.0.0.1:0", b, g.ServerOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	_, client := dialInventory(t, srv.Addr(), hedged)
+	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	return client, g, &ran
+}
+
+// TestAttack19cHedgeTooShortThenAdmittedCopyFails: the copy the Guard
+// admitted then fails. The refusal of the late copy must not hide it: the
+// call ends with the admitted copy's failure, never a success, as soon as
+// it comes (150 ms), with its code (a fatal INTERNAL, a non-fatal
+// UNAVAILABLE, a marked do-not-retry), not the refusal's
+// DEADLINE_EXCEEDED; the handler ran once per call (the refused copy never
+// reached it).
+func TestAttack19cHedgeTooShortThenAdmittedCopyFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"fatal", status.Error(codes.Internal, "disk on fire"), codes.Internal},
+		{"non-fatal", status.Error(codes.Unavailable, "down"), codes.Unavailable},
+		{"do-not-retry", rserver.DoNotRetry(status.Error(codes.FailedPrecondition, "no")), codes.FailedPrecondition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, g, ran := tooShortRig(t, time.Second, func(ctx context.Context) error {
+				if err := server.Wait(ctx, 150*time.Millisecond); err != nil {
+					return err
+				}
+				return tc.err
+			})
+			for i := range 4 {
+				ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+				start := time.Now()
+				resp, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+				took := time.Since(start)
+				cancel()
+				if err == nil {
+					t.Fatalf("call %d: a success (%v) from a server whose only admitted copy failed", i, resp)
+				}
+				if status.Code(err) != tc.want {
+					t.Errorf("call %d: %v after %v, want %v (the admitted copy's)", i, err, took.Round(time.Millisecond), tc.want)
+				}
+				if took < 140*time.Millisecond || took > 260*time.Millisecond {
+					t.Errorf("call %d ended after %v, want at the admitted copy's failure (150 ms)", i, took.Round(time.Millisecond))
+				}
+			}
+			s, _ := g.Stats(inventoryName)
+			if ran.Load() != 4 || s.DeadlineRefused != 4 {
+				t.Errorf("handler ran %d, Guard refused %d as too short; want 4 and 4 (one admitted and one refused copy per call)", ran.Load(), s.DeadlineRefused)
+			}
+		})
+	}
+}
+
+// TestAttack19cHedgeTooShortThenAdmittedCopyHangs: the copy the Guard
+// admitted hangs. The call ends at the caller's deadline (280 ms), or at
+// the per-attempt timeout when shorter (200 ms), with DEADLINE_EXCEEDED:
+// it never waits past either for the copy the refusal let run on.
+func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		ends    time.Duration
+	}{
+		{"caller's deadline", time.Second, 280 * time.Millisecond},
+		{"per-attempt timeout", 230 * time.Millisecond, 230 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, _, ran := tooShortRig(t, tc.timeout, func(ctx context.Context) error {
+				<-ctx.Done()
+				return status.FromContextError(ctx.Err()).Err()
+			})
+			for i := range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+				start := time.Now()
+				_, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+				took := time.Since(start)
+				cancel()
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Errorf("call %d: %v, want DEADLINE_EXCEEDED", i, err)
+				}
+				if took < tc.ends-20*time.Millisecond || took > tc.ends+80*time.Millisecond {
+					t.Errorf("call %d ended after %v, want at %v", i, took.Round(time.Millisecond), tc.ends)
+				}
+			}
+			if ran.Load() != 3 {
+				t.Errorf("handler ran %d, want 3 (the refused copies never reached it)", ran.Load())
+			}
+		})
+	}
+}
