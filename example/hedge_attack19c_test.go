@@ -2,10 +2,12 @@ package example_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,7 +24,7 @@ import (
 // per-attempt timeout of timeout). A caller with 280 ms: the second copy,
 // sent with 180 ms left, is refused at the Guard's door, marked
 // DEADLINE_TOO_SHORT and do-not-retry; the first is admitted.
-func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Context) error) (*inventoryv1.InventoryServiceResilientClient, *rserver.Guard, *atomic.Int64) {
+func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Context) error, more ...runtime.Option) (*inventoryv1.InventoryServiceResilientClient, *rserver.Guard, *atomic.Int64) {
 	t.Helper()
 	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {
@@ -53,7 +55,7 @@ func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Con
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	_, client := dialInventory(t, srv.Addr(), hedged)
+	_, client := dialInventory(t, srv.Addr(), append([]runtime.Option{hedged}, more...)...)
 	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +145,71 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
 				t.Errorf("handler ran %d, want 3 (the refused copies never reached it)", ran.Load())
 			}
 		})
+	}
+}
+
+// retriesOf is resilient_client_retries_total{outcome} of GetStock in reg.
+func retriesOf(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "resilient_client_retries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var method, out string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "method":
+					method = l.GetValue()
+				case "outcome":
+					out = l.GetValue()
+				}
+			}
+			if out == outcome && strings.Contains(method, "GetStock") {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// TestAttack19cHedgeTooShortCopyStopsAThirdCopyCounted: three copies
+// allowed, one each 100 ms, a caller with 280 ms: the second copy is
+// refused at the door (too short, with the do-not-retry mark), so the
+// third is never sent, and the admitted first answers at 150 ms. The
+// README's resilient_client_retries_total counts under pushback the
+// retries "not made: refused by ... the server's pushback (a negative
+// pushback or the do-not-retry mark, counted when the policy would have
+// retried)"; the policy would have sent the third copy at 200 ms. One
+// hedge copy sent (the second), one refused by the mark. It was not
+// counted (fixed in runtime/hedge.go).
+func TestAttack19cHedgeTooShortCopyStopsAThirdCopyCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	three := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Hedging.MaxCopies = 3
+	})
+	client, _, ran := tooShortRig(t, time.Second, func(ctx context.Context) error {
+		return server.Wait(ctx, 150*time.Millisecond)
+	}, three, runtime.WithRegisterer(reg))
+	ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+	defer cancel()
+	resp, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+	if err != nil || resp.GetUnits() != 42 {
+		t.Fatalf("%v, %v; want the admitted copy's answer", resp, err)
+	}
+	if ran.Load() != 1 {
+		t.Errorf("the handler ran %d times, want 1 (the second copy refused, no third sent)", ran.Load())
+	}
+	hedge, pushback := retriesOf(t, reg, "hedge"), retriesOf(t, reg, "pushback")
+	if hedge != 1 {
+		t.Errorf("retries{hedge} %v, want 1", hedge)
+	}
+	if pushback != 1 {
+		t.Errorf("retries{pushback} %v, want 1: the third copy, not sent for the second's do-not-retry mark", pushback)
 	}
 }
