@@ -24,15 +24,15 @@ import (
 // mark say "the caller's time was short and the service says nothing of
 // its health by it", and a hedge's copies are the client's own extra
 // load. The first copy, admitted with time enough, is still in flight.
-// Yet the hedging loop takes the refusal (a code outside NonFatalCodes)
-// for the call's answer and cancels the first copy: the caller gets
+// The hedging loop took the refusal (a code outside NonFatalCodes)
+// for the call's answer and cancelled the first copy: the caller got
 // DEADLINE_EXCEEDED at 100 ms from a healthy server that was about to
 // answer.
 //
-// Where the fix goes: runtime/hedge.go (the loop's case for a fatal
-// answer): a copy refused with the Guard's DEADLINE_TOO_SHORT (or SHED)
-// mark while others are in flight stops further copies and lets those in
-// flight answer, as it does for a pushback refusal.
+// Fixed in runtime/hedge.go (the loop's case for a fatal answer): a copy
+// refused with the Guard's DEADLINE_TOO_SHORT (or SHED) mark while others
+// are in flight stops further copies and lets those in flight answer, as
+// it does for a pushback refusal.
 func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {

@@ -43,14 +43,14 @@ func (s *slowPanicStore) Claim(ctx context.Context, key, token string, fp Finger
 // Guard "logs it each time as an error with its stack", and that "A Claim
 // that panics has an unknown outcome: the key is released (in case it was
 // claimed)". The panic of a claim the Guard no longer waits for reaches
-// only the late function of Guard.claim (dedup.go), which neither logs it
-// nor releases the key for a claim that was abandoned (not cut by the
-// request): the stack is lost, and the key stays pending for 3/2 Lease (a
-// repeat with the key waits for a request that never ran).
+// only the late function of Guard.claim (dedup.go), which neither logged
+// it nor released the key for a claim that was abandoned (not cut by the
+// request): the stack was lost, and the key stayed pending for 3/2 Lease
+// (a repeat with the key waited for a request that never ran).
 //
-// Where the fix goes: runtime/server/dedup.go, Guard.claim's late func:
-// log a panic (storePanicked) whatever cut is, and release after a
-// failed late claim whether or not the request cut the wait.
+// Fixed in runtime/server/dedup.go, Guard.claim's late func: a panic is
+// logged (storePanicked) whatever cut is, and a failed late claim is
+// released whether or not the request cut the wait.
 func TestAttack19bClaimThatPanicsAfterTheWait(t *testing.T) {
 	srv := &inventoryServer{}
 	store := &slowPanicStore{Store: NewMemoryStore(100), delay: StoreTimeout + 150*time.Millisecond}
