@@ -98,7 +98,7 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyFails(t *testing.T) {
 				if status.Code(err) != tc.want {
 					t.Errorf("call %d: %v after %v, want %v (the admitted copy's)", i, err, took.Round(time.Millisecond), tc.want)
 				}
-				if took < 140*time.Millisecond || took > 260*time.Millisecond {
+				if took < 140*time.Millisecond || took > 400*time.Millisecond {
 					t.Errorf("call %d ended after %v, want at the admitted copy's failure (150 ms)", i, took.Round(time.Millisecond))
 				}
 			}
@@ -113,7 +113,8 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyFails(t *testing.T) {
 // TestAttack19cHedgeTooShortThenAdmittedCopyHangs: the copy the Guard
 // admitted hangs. The call ends at the caller's deadline (280 ms), or at
 // the per-attempt timeout when shorter (200 ms), with DEADLINE_EXCEEDED:
-// it never waits past either for the copy the refusal let run on.
+// it never waits past either for the copy the refusal let run on (the
+// margin is the loaded machine's, well short of the 1 s timeout).
 func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -137,7 +138,8 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
 				if status.Code(err) != codes.DeadlineExceeded {
 					t.Errorf("call %d: %v, want DEADLINE_EXCEEDED", i, err)
 				}
-				if took < tc.ends-20*time.Millisecond || took > tc.ends+80*time.Millisecond {
+				t.Logf("call %d: %v", i, took.Round(time.Millisecond))
+				if took < tc.ends-20*time.Millisecond || took > tc.ends+200*time.Millisecond {
 					t.Errorf("call %d ended after %v, want at %v", i, took.Round(time.Millisecond), tc.ends)
 				}
 			}
