@@ -163,7 +163,12 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// not the call's answer. Or refused at the server's door
 				// for a reason that is this copy's alone (the Guard's mark:
 				// shed, or sent too late to start). No more copies; the
-				// ones it admitted answer.
+				// ones it admitted answer. A do-not-retry mark (a negative
+				// pushback) that stops a copy the policy would have sent
+				// is counted, as in the default case below.
+				if r.pushed && r.push < 0 && mx != nil && !stopped && sent < h.MaxCopies {
+					mx.retries[retryPushback].Inc()
+				}
 				last, stopped = r.err, true
 			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
 				return nil, r.err // an answer, or a failure every copy would meet

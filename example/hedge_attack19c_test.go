@@ -1,0 +1,217 @@
+package example_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+	rserver "github.com/go-resilient/resilient/runtime/server"
+)
+
+// tooShortRig serves GetStock behind a Guard that needs 200 ms left
+// (MinDeadline), the first copy's fate decided by first, and a client
+// that hedges it (a second copy after 100 ms, UNAVAILABLE non-fatal, a
+// per-attempt timeout of timeout). A caller with 280 ms: the second copy,
+// sent with 180 ms left, is refused at the Guard's door, marked
+// DEADLINE_TOO_SHORT and do-not-retry; the first is admitted.
+func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Context) error, more ...runtime.Option) (*inventoryv1.InventoryServiceResilientClient, *rserver.Guard, *atomic.Int64) {
+	t.Helper()
+	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
+		for i := range p.Methods {
+			if p.Methods[i].Name == getStock {
+				p.Methods[i].MinDeadline = 200 * time.Millisecond
+			}
+		}
+	})
+	hedged := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
+		p.Methods[0].Timeout = timeout
+		p.Methods[0].Hedging = &policy.Hedging{Delay: 100 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	g, err := server.NewGuard(minDeadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int64
+	b := func(ctx context.Context, c server.Call) error {
+		if c.Method != getStock {
+			return nil
+		}
+		ran.Add(1)
+		return first(ctx)
+	}
+	srv, err := server.Start("127.0.0.1:0", b, g.ServerOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	_, client := dialInventory(t, srv.Addr(), append([]runtime.Option{hedged}, more...)...)
+	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	return client, g, &ran
+}
+
+// TestAttack19cHedgeTooShortThenAdmittedCopyFails: the copy the Guard
+// admitted then fails. The refusal of the late copy must not hide it: the
+// call ends with the admitted copy's failure, never a success, as soon as
+// it comes (150 ms), with its code (a fatal INTERNAL, a non-fatal
+// UNAVAILABLE, a marked do-not-retry), not the refusal's
+// DEADLINE_EXCEEDED; the handler ran once per call (the refused copy never
+// reached it).
+func TestAttack19cHedgeTooShortThenAdmittedCopyFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"fatal", status.Error(codes.Internal, "disk on fire"), codes.Internal},
+		{"non-fatal", status.Error(codes.Unavailable, "down"), codes.Unavailable},
+		{"do-not-retry", rserver.DoNotRetry(status.Error(codes.FailedPrecondition, "no")), codes.FailedPrecondition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, g, ran := tooShortRig(t, time.Second, func(ctx context.Context) error {
+				if err := server.Wait(ctx, 150*time.Millisecond); err != nil {
+					return err
+				}
+				return tc.err
+			})
+			for i := range 4 {
+				ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+				start := time.Now()
+				resp, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+				took := time.Since(start)
+				cancel()
+				if err == nil {
+					t.Fatalf("call %d: a success (%v) from a server whose only admitted copy failed", i, resp)
+				}
+				if status.Code(err) != tc.want {
+					t.Errorf("call %d: %v after %v, want %v (the admitted copy's)", i, err, took.Round(time.Millisecond), tc.want)
+				}
+				if took < 140*time.Millisecond || took > 400*time.Millisecond {
+					t.Errorf("call %d ended after %v, want at the admitted copy's failure (150 ms)", i, took.Round(time.Millisecond))
+				}
+			}
+			s, _ := g.Stats(inventoryName)
+			if ran.Load() != 4 || s.DeadlineRefused != 4 {
+				t.Errorf("handler ran %d, Guard refused %d as too short; want 4 and 4 (one admitted and one refused copy per call)", ran.Load(), s.DeadlineRefused)
+			}
+		})
+	}
+}
+
+// TestAttack19cHedgeTooShortThenAdmittedCopyHangs: the copy the Guard
+// admitted hangs. The call ends at the caller's deadline (280 ms), or at
+// the per-attempt timeout when shorter (200 ms), with DEADLINE_EXCEEDED:
+// it never waits past either for the copy the refusal let run on (the
+// margin is the loaded machine's, well short of the 1 s timeout).
+func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		ends    time.Duration
+	}{
+		{"caller's deadline", time.Second, 280 * time.Millisecond},
+		{"per-attempt timeout", 230 * time.Millisecond, 230 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, _, ran := tooShortRig(t, tc.timeout, func(ctx context.Context) error {
+				<-ctx.Done()
+				return status.FromContextError(ctx.Err()).Err()
+			})
+			for i := range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+				start := time.Now()
+				_, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+				took := time.Since(start)
+				cancel()
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Errorf("call %d: %v, want DEADLINE_EXCEEDED", i, err)
+				}
+				t.Logf("call %d: %v", i, took.Round(time.Millisecond))
+				if took < tc.ends-20*time.Millisecond || took > tc.ends+200*time.Millisecond {
+					t.Errorf("call %d ended after %v, want at %v", i, took.Round(time.Millisecond), tc.ends)
+				}
+			}
+			if ran.Load() != 3 {
+				t.Errorf("handler ran %d, want 3 (the refused copies never reached it)", ran.Load())
+			}
+		})
+	}
+}
+
+// retriesOf is resilient_client_retries_total{outcome} of GetStock in reg.
+func retriesOf(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "resilient_client_retries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var method, out string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "method":
+					method = l.GetValue()
+				case "outcome":
+					out = l.GetValue()
+				}
+			}
+			if out == outcome && strings.Contains(method, "GetStock") {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// TestAttack19cHedgeTooShortCopyStopsAThirdCopyCounted: three copies
+// allowed, one each 100 ms, a caller with 280 ms: the second copy is
+// refused at the door (too short, with the do-not-retry mark), so the
+// third is never sent, and the admitted first answers at 150 ms. The
+// README's resilient_client_retries_total counts under pushback the
+// retries "not made: refused by ... the server's pushback (a negative
+// pushback or the do-not-retry mark, counted when the policy would have
+// retried)"; the policy would have sent the third copy at 200 ms. One
+// hedge copy sent (the second), one refused by the mark. It was not
+// counted (fixed in runtime/hedge.go).
+func TestAttack19cHedgeTooShortCopyStopsAThirdCopyCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	three := runtime.WithPolicy(func(p *policy.Service) {
+		p.Methods[0].Hedging.MaxCopies = 3
+	})
+	client, _, ran := tooShortRig(t, time.Second, func(ctx context.Context) error {
+		return server.Wait(ctx, 150*time.Millisecond)
+	}, three, runtime.WithRegisterer(reg))
+	ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+	defer cancel()
+	resp, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
+	if err != nil || resp.GetUnits() != 42 {
+		t.Fatalf("%v, %v; want the admitted copy's answer", resp, err)
+	}
+	if ran.Load() != 1 {
+		t.Errorf("the handler ran %d times, want 1 (the second copy refused, no third sent)", ran.Load())
+	}
+	hedge, pushback := retriesOf(t, reg, "hedge"), retriesOf(t, reg, "pushback")
+	if hedge != 1 {
+		t.Errorf("retries{hedge} %v, want 1", hedge)
+	}
+	if pushback != 1 {
+		t.Errorf("retries{pushback} %v, want 1: the third copy, not sent for the second's do-not-retry mark", pushback)
+	}
+}
