@@ -58,6 +58,6 @@ func TestAttack19cInterceptorsAloneOuterDelayIsMarkedTooShort(t *testing.T) {
 		t.Errorf("marks %v: no do-not-retry mark", m)
 	}
 	if m[runtime.DeadlineReason] {
-		t.Skip("BROKEN: with the Guard's interceptors alone, a refusal for time the server's own outer interceptor took is marked DEADLINE_TOO_SHORT (fix in README.md's Dead requests paragraph: the door is the tap)")
+		t.Skip("BROKEN (known limit, in the README's Dead requests): with the Guard's interceptors alone, a refusal for time the server's own outer interceptor took is marked DEADLINE_TOO_SHORT; the interceptor cannot know the request's arrival, only the tap can")
 	}
 }
