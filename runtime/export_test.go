@@ -26,7 +26,7 @@ func (m *methodState) Policy() *policy.Method { return m.policy }
 func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	if err := refuse(m, ctx, req == nil); err != nil {
+	if err := refuse(m, ctx, req == nil, nil); err != nil {
 		return nil, err
 	}
 	return callUnary(ctx, m, key, nil, req, opts, call, fallback)
@@ -37,7 +37,7 @@ func Unary[Req, Resp any](ctx context.Context, m *Method, key string, req *Req, 
 func UnaryCached[Req, Resp any](ctx context.Context, m *Method, idemKey string, key func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	if err := refuse(m, ctx, req == nil); err != nil {
+	if err := refuse(m, ctx, req == nil, nil); err != nil {
 		return nil, err
 	}
 	return callUnary(ctx, m, idemKey, key, req, opts, call, fallback)

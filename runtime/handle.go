@@ -102,10 +102,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 		return nil, notBuiltError()
 	}
 	m := h.m
-	if err := refuse(m, ctx, req == nil); err != nil {
-		return nil, err
-	}
-	if err := refuseOpts(m, opts); err != nil {
+	if err := refuse(m, ctx, req == nil, opts); err != nil {
 		return nil, err
 	}
 	if m.hot.prioritized {
@@ -165,10 +162,7 @@ func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 	if h == nil {
 		return nil, notBuiltError()
 	}
-	if err := refuse(h.m, ctx, req == nil); err != nil {
-		return nil, err
-	}
-	if err := refuseOpts(h.m, opts); err != nil {
+	if err := refuse(h.m, ctx, req == nil, opts); err != nil {
 		return nil, err
 	}
 	return h.open(prioritize(ctx, h.m), req, opts...)
@@ -206,11 +200,7 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 		var none S
 		return none, notBuiltError()
 	}
-	err := refuse(h.m, ctx, false)
-	if err == nil {
-		err = refuseOpts(h.m, opts)
-	}
-	if err != nil {
+	if err := refuse(h.m, ctx, false, opts); err != nil {
 		var none S
 		return none, err
 	}
@@ -218,9 +208,13 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 }
 
 // refuse is what every handle checks before any layer: that it was built
-// (m not nil), that ctx is not nil, and, for a call given a request, that
-// the request is not nil (nilReq).
-func refuse(m *methodState, ctx context.Context, nilReq bool) error {
+// (m not nil), that ctx is not nil, for a call given a request that the
+// request is not nil (nilReq), and that no call option is nil: grpc-go
+// would panic on one in the call, after the layers took a token, a permit
+// or a probe, or on the goroutine of a cache's shared call. Nothing is
+// sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
+// handle never built, FAILED_PRECONDITION.
+func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
 	switch {
 	case m == nil:
 		return notBuiltError()
@@ -229,14 +223,6 @@ func refuse(m *methodState, ctx context.Context, nilReq bool) error {
 	case nilReq:
 		return nilRequestError(m.policy.Name)
 	}
-	return nil
-}
-
-// refuseOpts refuses a nil grpc.CallOption among a call's options
-// (INVALID_ARGUMENT, naming its place), on which grpc-go would panic in
-// the call, after the layers took a token, a permit or a probe, or on the
-// goroutine of a cache's shared call.
-func refuseOpts(m *methodState, opts []grpc.CallOption) error {
 	for i, o := range opts {
 		if o == nil {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d)", i))
