@@ -188,6 +188,7 @@ type lazyCounters struct {
 	vec      *prometheus.CounterVec
 	dep, met string
 	name     func(int) string
+	other    int // the value counted for one beyond the children (UNKNOWN's)
 	children []atomic.Pointer[counterBox]
 }
 
@@ -225,14 +226,17 @@ func (m *methodState) cacheLookup(result int) {
 	}
 }
 
-func newLazy(vec *prometheus.CounterVec, dep, method string, n int, name func(int) string) lazyCounters {
-	return lazyCounters{vec: vec, dep: dep, met: method, name: name, children: make([]atomic.Pointer[counterBox], n)}
+func newLazy(vec *prometheus.CounterVec, dep, method string, n, other int, name func(int) string) lazyCounters {
+	return lazyCounters{vec: vec, dep: dep, met: method, name: name, other: other, children: make([]atomic.Pointer[counterBox], n)}
 }
 
-// get returns the child for label value i, making it on first use.
+// get returns the child for label value i, making it on first use. A
+// value beyond the children (a code past the canonical ones: gRPC passes
+// any number a server sends) is counted under other, so that a dependency
+// cannot grow the series without bound.
 func (l *lazyCounters) get(i int) prometheus.Counter {
 	if i < 0 || i >= len(l.children) {
-		return l.vec.WithLabelValues(l.dep, l.met, l.name(i))
+		i = l.other
 	}
 	if b := l.children[i].Load(); b != nil {
 		return b.Counter
@@ -247,11 +251,11 @@ func codeLabel(i int) string { return codename.Of(codes.Code(i)) }
 func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 	name := shortName(m.policy.Name)
 	mm := &methodMetrics{
-		attempts:           newLazy(cs.attempts, dep, name, numCodes, codeLabel),
+		attempts:           newLazy(cs.attempts, dep, name, numCodes, int(codes.Unknown), codeLabel),
 		duration:           cs.attemptDuration.WithLabelValues(dep, name),
 		breakerRejections:  cs.breakerRejections.WithLabelValues(dep, name),
 		bulkheadRejections: cs.bulkheadRejections.WithLabelValues(dep, name),
-		fallbacks:          newLazy(cs.fallbacks, dep, name, numCauses, causeName),
+		fallbacks:          newLazy(cs.fallbacks, dep, name, numCauses, causeCode+int(codes.Unknown), causeName),
 	}
 	for i := range mm.retries {
 		mm.retries[i] = cs.retries.WithLabelValues(dep, name, retryOutcomes[i])
@@ -277,9 +281,6 @@ func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 
 // attempt counts one attempt that ended with code after d nanoseconds.
 func (mm *methodMetrics) attempt(code codes.Code, d int64) {
-	if int(code) >= numCodes {
-		code = codes.Unknown
-	}
 	mm.attempts.get(int(code)).Inc()
 	mm.duration.Observe(float64(d) / 1e9)
 }
