@@ -160,8 +160,14 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		m.cacheLookup(cacheHit)
 		return copyOf(val.(*Resp)), false, nil
 	}
-	// Each call is counted once, by how it ends: a miss, or stale when a
-	// stale answer stands in for its failure (staleOf), never both.
+	// Each call is counted once, by how it ends: stale when a stale answer
+	// stands in for its failure (staleOf counts it), else a miss, its
+	// panic included; never both.
+	defer func() {
+		if !stale {
+			m.cacheLookup(cacheMiss)
+		}
+	}()
 	f, leader := ch.join(ctx, key)
 	if leader {
 		go fetch(m, f, idemKey, key, req, opts, call)
@@ -175,7 +181,6 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			// The flight ended as the caller gave up, counting on it to
 			// see its panic: a panic is never swallowed.
 			if f.panicked != nil {
-				m.cacheLookup(cacheMiss)
 				panic(f.panicked)
 			}
 		default:
@@ -189,15 +194,12 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 				return resp, true, nil
 			}
 		}
-		m.cacheLookup(cacheMiss)
 		return nil, false, err
 	}
 	if f.panicked != nil {
-		m.cacheLookup(cacheMiss)
 		panic(f.panicked)
 	}
 	if f.err == nil {
-		m.cacheLookup(cacheMiss)
 		return copyOf(f.val.(*Resp)), false, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
@@ -205,7 +207,6 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return resp, true, nil
 		}
 	}
-	m.cacheLookup(cacheMiss)
 	return nil, false, f.err
 }
 
