@@ -75,21 +75,7 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed refusalMark) {
 	shed = markAbsent
 	if v := trailer.Get(PushbackHeader); len(v) > 0 {
-		if len(v) > 1 {
-			// Several values (a proxy adding its own to the server's): as
-			// gRPC's retry (A6) does, do not retry; one may say so.
-			d, ok = -1, true
-		} else {
-			ms, perr := strconv.ParseInt(v[0], 10, 64)
-			if errors.Is(perr, strconv.ErrRange) && ms > 0 {
-				perr = nil // beyond int64: as long as the longest pushback
-			}
-			if perr != nil || ms < 0 {
-				d, ok = -1, true
-			} else {
-				d, ok = msSat(ms), true
-			}
-		}
+		d, ok = trailerPushback(v), true
 	}
 	st, isStatus := status.FromError(err)
 	if !isStatus || st.Code() == codes.OK {
@@ -109,6 +95,26 @@ func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed re
 		return d, ok, shed // the trailer, before a RetryInfo
 	}
 	return w.retryIn, w.hasRetryIn, shed
+}
+
+// trailerPushback is the pushback the values of a grpc-retry-pushback-ms
+// trailer say: -1 (do not retry) for several values, a negative one or
+// one that is not a whole number; else the value in milliseconds,
+// saturated (see msSat).
+func trailerPushback(v []string) time.Duration {
+	if len(v) > 1 {
+		// Several values (a proxy adding its own to the server's): as
+		// gRPC's retry (A6) does, do not retry; one may say so.
+		return -1
+	}
+	ms, err := strconv.ParseInt(v[0], 10, 64)
+	if errors.Is(err, strconv.ErrRange) && ms > 0 {
+		err = nil // beyond int64: as long as the longest pushback
+	}
+	if err != nil || ms < 0 {
+		return -1
+	}
+	return msSat(ms)
 }
 
 // details is what the details of a failed status say to the runtime.
