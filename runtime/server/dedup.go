@@ -217,7 +217,7 @@ func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fing
 		// A claim carried out, or one that failed once nobody waited (the
 		// store may have carried it out first, after the request's own
 		// release of it): the key is freed, so that a repeat runs.
-		if (err == nil && c.State == Claimed) || err != nil {
+		if err != nil || c.State == Claimed {
 			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 			defer cancel()
 			_, err := recovering(rctx, func(ctx context.Context) (struct{}, error) {
