@@ -30,19 +30,21 @@ func checkDeadline(ctx context.Context, method string, min time.Duration) error 
 	if !ok {
 		return nil
 	}
+	left := time.Until(dl)
+	if left >= min && left > 0 {
+		return nil
+	}
+	// Which refusal is looked up only for a refusal: a request with time
+	// enough walks no context for it.
 	refuse := deadlineRefusal
 	if admittedAtTheDoor(ctx, method) {
 		refuse = lateDeadlineRefusal
 	}
-	left := time.Until(dl)
 	if left <= 0 {
 		return refuse(fmt.Sprintf("resilient: the deadline of %s passed before it was started", method))
 	}
-	if left < min {
-		return refuse(fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
-			method, min, left.Round(time.Microsecond)))
-	}
-	return nil
+	return refuse(fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
+		method, min, left.Round(time.Microsecond)))
 }
 
 // admittedAtTheDoor reports whether the request of ctx to method passed
