@@ -113,9 +113,9 @@ func (k *keeper) run() {
 		// than d/4 a reply still renews in time (the entry lives 3d/2
 		// past each renewal sent), and a renewal stuck on a dead
 		// connection leaves time for another before giveUp.
-		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
-		}, nil)
+		err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) error {
+			return k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
+		})
 		switch {
 		case err == nil:
 			k.g.storeOK()
