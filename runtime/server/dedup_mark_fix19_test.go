@@ -19,12 +19,8 @@ import (
 // hasShedMark reports whether err carries a Guard's refusal mark: the
 // priority-shedding one or the deadline-too-short one.
 func hasShedMark(err error) bool {
-	for _, d := range status.Convert(err).Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && (ei.GetReason() == runtime.ShedReason || ei.GetReason() == runtime.DeadlineReason) && ei.GetDomain() == runtime.DoNotRetryDomain {
-			return true
-		}
-	}
-	return false
+	m := marks(err)
+	return m[runtime.ShedReason] || m[runtime.DeadlineReason]
 }
 
 // TestFix19ReplayedFailureKeepsTheMark: a keyed request whose handler fails

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime"
@@ -38,32 +37,8 @@ func shedMarks(err error) (shed, retryInfo bool) {
 // judges it by its code, UNAVAILABLE, as any failure of B's), the code
 // and the pushback kept. Asked directly, C's refusal carries the mark.
 func TestShedMarkIsNotPassedOn(t *testing.T) {
-	release := make(chan struct{})
-	held := make(chan struct{}, 2)
-	c := &inventoryServer{onGet: func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
-		if req.GetSku() == "hold" {
-			held <- struct{}{}
-			<-release
-		}
-		return &inventoryv1.GetStockResponse{Sku: req.GetSku()}, nil
-	}}
-	gc, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	toC := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, c, gc.ServerOptions()...)))
-	defer close(release)
-	for range 2 {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, _ = toC.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hold"})
-		}()
-		<-held
-	}
-	low := func() context.Context {
-		return metadata.AppendToOutgoingContext(context.Background(), runtime.PriorityHeader, "low")
-	}
+	toC, c := shedAllLow(t)
+	low := func() context.Context { return lowCtx(context.Background()) }
 
 	_, direct := toC.GetStock(low(), &inventoryv1.GetStockRequest{Sku: "a"})
 	if shed, ri := shedMarks(direct); status.Code(direct) != codes.Unavailable || !shed || !ri {
@@ -141,13 +116,8 @@ func TestDeadlineRefusalIsMarked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond) // GetStock's MinDeadline is 50 ms
 	defer cancel()
 	_, err = client.GetStock(ctx, &inventoryv1.GetStockRequest{})
-	var short, dnr bool
-	for _, d := range status.Convert(err).Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == runtime.DoNotRetryDomain {
-			short = short || ei.GetReason() == runtime.DeadlineReason
-			dnr = dnr || ei.GetReason() == runtime.DoNotRetryReason
-		}
-	}
+	m := marks(err)
+	short, dnr := m[runtime.DeadlineReason], m[runtime.DoNotRetryReason]
 	if status.Code(err) != codes.DeadlineExceeded || !short || !dnr {
 		t.Errorf("a 20 ms deadline against a 50 ms MinDeadline: %v (deadline mark %v, do-not-retry %v); want DEADLINE_EXCEEDED with both", err, short, dnr)
 	}

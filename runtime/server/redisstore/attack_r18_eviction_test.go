@@ -2,14 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -17,45 +14,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/server"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
-
-// startRedisWith starts a redis-server (as startRedis does) with extra
-// arguments, and returns its address.
-func startRedisWith(t *testing.T, args ...string) string {
-	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not on PATH")
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(lis.Addr().(*net.TCPAddr).Port)
-	_ = lis.Close()
-	cmd := exec.Command(path, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--loglevel", "warning"}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	addr := "127.0.0.1:" + port
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	for end := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("redis-server on %s not answering", addr)
-		}
-	}
-	return addr
-}
 
 // TestAttackR18RedisEvictsPendingEntry: Redis is shared with a cache and
 // runs out of memory while a request holds its key. Every entry of the
@@ -74,7 +32,7 @@ func TestAttackR18RedisEvictsPendingEntry(t *testing.T) {
 		{"noeviction", 1},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
-			addr := startRedisWith(t, "--maxmemory", "4mb", "--maxmemory-policy", tc.policy)
+			addr := startRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", tc.policy).addr
 			release := make(chan struct{})
 			started := make(chan struct{}, 2)
 			srv := &reserver{answer: "a", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {

@@ -44,10 +44,11 @@ type redisServer struct {
 	once sync.Once
 }
 
-// startRedis starts redis-server without persistence. Without the binary
+// startRedis starts redis-server without persistence, with args added to
+// its command line (e.g. "--maxmemory", "4mb"). Without the binary
 // the test is skipped, except under CI (CI set), where it fails: .ci/run
 // installs it.
-func startRedis(t *testing.T) *redisServer {
+func startRedis(t *testing.T, args ...string) *redisServer {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -62,7 +63,7 @@ func startRedis(t *testing.T) *redisServer {
 	}
 	port := lis.Addr().(*net.TCPAddr).Port
 	_ = lis.Close()
-	r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), kill: execRedis(t, path, strconv.Itoa(port))}
+	r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), kill: execRedis(t, path, strconv.Itoa(port), args...)}
 	t.Cleanup(r.stop)
 	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
 	defer c.Close()
@@ -81,12 +82,12 @@ func startRedis(t *testing.T) *redisServer {
 func (r *redisServer) stop() { r.once.Do(r.kill) }
 
 // execRedis runs the redis-server at path on port of 127.0.0.1, without
-// persistence, in a temporary directory, and returns a func that kills it
-// and waits for it to exit.
-func execRedis(t *testing.T, path, port string) (kill func()) {
+// persistence, in a temporary directory, with args added, and returns a
+// func that kills it and waits for it to exit.
+func execRedis(t *testing.T, path, port string, args ...string) (kill func()) {
 	t.Helper()
-	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	cmd := exec.Command(path, append([]string{"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning"}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server on port %s: %v", port, err)
 	}
