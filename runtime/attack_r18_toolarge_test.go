@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -49,7 +50,18 @@ var r18TooLarge = []struct {
 
 func r18ServeSmall(t *testing.T, opts ...grpc.DialOption) (*faultserver.Server, *grpc.ClientConn) {
 	t.Helper()
-	return startFaultWith(t, server.Healthy, []grpc.ServerOption{grpc.MaxRecvMsgSize(128)}, opts...)
+	fs, cc := startFaultWith(t, server.Healthy, []grpc.ServerOption{grpc.MaxRecvMsgSize(128)}, opts...)
+	// Connected before the first call, so that a loaded machine's slow
+	// connection set-up is not taken out of that call's attempt timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cc.Connect()
+	for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, st) {
+			t.Fatalf("the connection to the small-message server is %v after 5s, want READY", st)
+		}
+	}
+	return fs, cc
 }
 
 func TestAttackR18MessageTooLargeDoesNotCollapseTheAdaptiveLimit(t *testing.T) {
