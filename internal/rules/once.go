@@ -4,8 +4,6 @@
 package rules
 
 import (
-	"strings"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -137,7 +135,7 @@ func (o *oncePerFile) flush(add func(protoreflect.Descriptor, Finding)) {
 				continue
 			}
 			f := ff.f
-			f.Message = "in " + methodList(s.methods, s.service.Methods().Len()) + ", " + f.Message
+			f.Message = "in " + MethodList(s.methods, s.service.Methods().Len()) + ", " + f.Message
 			add(s.service, f)
 		default:
 			f := ff.f
@@ -145,15 +143,6 @@ func (o *oncePerFile) flush(add func(protoreflect.Descriptor, Finding)) {
 			add(o.file, f)
 		}
 	}
-}
-
-// methodList names several methods of a service of n: "Get and List",
-// "Get, List and Put", "each method".
-func methodList(names []string, n int) string {
-	if len(names) == n {
-		return "each method"
-	}
-	return andList(names)
 }
 
 // serviceList names where a finding of the file's value holds, in several
@@ -176,10 +165,5 @@ func serviceList(in []scope, n int) string {
 	if whole == n {
 		return "each service"
 	}
-	return andList(names)
-}
-
-// andList names several things: "a and b", "a, b and c".
-func andList(names []string) string {
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return AndList(names)
 }
