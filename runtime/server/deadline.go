@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,19 +30,21 @@ func checkDeadline(ctx context.Context, method string, min time.Duration) error 
 	if !ok {
 		return nil
 	}
+	left := time.Until(dl)
+	if left >= min && left > 0 {
+		return nil
+	}
+	// Which refusal is looked up only for a refusal: a request with time
+	// enough walks no context for it.
 	refuse := deadlineRefusal
 	if admittedAtTheDoor(ctx, method) {
 		refuse = lateDeadlineRefusal
 	}
-	left := time.Until(dl)
 	if left <= 0 {
 		return refuse(fmt.Sprintf("resilient: the deadline of %s passed before it was started", method))
 	}
-	if left < min {
-		return refuse(fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
-			method, min, left.Round(time.Microsecond)))
-	}
-	return nil
+	return refuse(fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
+		method, min, left.Round(time.Microsecond)))
 }
 
 // admittedAtTheDoor reports whether the request of ctx to method passed
@@ -57,21 +58,8 @@ func admittedAtTheDoor(ctx context.Context, method string) bool {
 // deadlineDetails mark a refusal for a deadline too short to start: the
 // caller's time was short, which says nothing of the service, so the
 // client's breaker counts it as nothing (runtime.DeadlineReason); and a
-// retry would have less time still (the do-not-retry mark). Made once.
-var deadlineDetails = func() []*anypb.Any {
-	var ds []*anypb.Any
-	for _, ei := range []*errdetails.ErrorInfo{
-		{Reason: runtime.DeadlineReason, Domain: runtime.DoNotRetryDomain},
-		{Reason: runtime.DoNotRetryReason, Domain: runtime.DoNotRetryDomain},
-	} {
-		a, err := anypb.New(ei)
-		if err != nil {
-			panic(err) // a registered message always marshals
-		}
-		ds = append(ds, a)
-	}
-	return ds
-}()
+// retry would have less time still (the do-not-retry mark).
+var deadlineDetails = []*anypb.Any{markDetail(runtime.DeadlineReason, nil), doNotRetryDetail}
 
 // deadlineRefusal is the DEADLINE_EXCEEDED answer to a request refused
 // for its deadline, with msg and the marks of deadlineDetails.
@@ -82,7 +70,7 @@ func deadlineRefusal(msg string) error {
 // lateDetails mark a refusal for a deadline that became too short inside
 // this server: do-not-retry only (a retry would have less time still);
 // the breaker counts it by its code, as this server's failure.
-var lateDetails = deadlineDetails[1:]
+var lateDetails = []*anypb.Any{doNotRetryDetail}
 
 // lateDeadlineRefusal is the DEADLINE_EXCEEDED answer to a request the
 // door admitted whose deadline this server's own delay made too short,

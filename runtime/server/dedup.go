@@ -217,7 +217,7 @@ func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fing
 		// A claim carried out, or one that failed once nobody waited (the
 		// store may have carried it out first, after the request's own
 		// release of it): the key is freed, so that a repeat runs.
-		if (err == nil && c.State == Claimed) || err != nil {
+		if err != nil || c.State == Claimed {
 			rctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 			defer cancel()
 			_, err := recovering(rctx, func(ctx context.Context) (struct{}, error) {
@@ -230,9 +230,9 @@ func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fing
 
 // release frees a key this request holds, bounded by StoreTimeout.
 func (g *Guard) release(m *method, key, token string) {
-	_, err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, g.store.Release(ctx, key, token)
-	}, nil)
+	err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) error {
+		return g.store.Release(ctx, key, token)
+	})
 	if err != nil {
 		g.storeError(m, "release", err)
 	} else {
@@ -245,9 +245,9 @@ func (g *Guard) release(m *method, key, token string) {
 // caller is gone); its failure is not counted (the claim's is), but a
 // panic is logged.
 func (g *Guard) forget(ctx context.Context, m *method, key, token string) {
-	_, err := bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, g.store.Release(ctx, key, token)
-	}, nil)
+	err := bounded(context.WithoutCancel(ctx), g.inline, max(claimTimeout(ctx), StoreTimeout/10), func(ctx context.Context) error {
+		return g.store.Release(ctx, key, token)
+	})
 	g.storePanicked(m, "release", err)
 }
 
@@ -370,9 +370,9 @@ func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) 
 	if c.State != Claimed {
 		return false
 	}
-	_, err = bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
-	}, nil)
+	err = bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) error {
+		return g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
+	})
 	if err != nil {
 		if !errors.Is(err, ErrNotOwner) {
 			g.storeError(m, "complete", err)
@@ -401,9 +401,9 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 		if !first && left <= 0 {
 			return errors.New("resilient/server: the outcome could not be written before the lease lapsed")
 		}
-		_, err := bounded(context.Background(), g.inline, max(min(StoreTimeout, left), StoreTimeout/10), func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
-		}, nil)
+		err := bounded(context.Background(), g.inline, max(min(StoreTimeout, left), StoreTimeout/10), func(ctx context.Context) error {
+			return g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
+		})
 		if err == nil || errors.Is(err, ErrNotOwner) {
 			g.storeOK()
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 )
@@ -30,18 +29,10 @@ var ErrLeaseLost = errors.New("resilient/server: this request lost its idempoten
 // was at most d/4 before it began), and a handler that loses the key has
 // d/4 to stop before the entry can lapse and a repeat take over. After a
 // crash, a repeat takes over within 3d/2.
-func entryLease(d time.Duration) time.Duration { return plus(d, d/2) }
-
-// plus is d + e, both not negative, saturated at the longest Duration: a
-// lease that no check bounds from above (an override may write the longest
-// duration) must not wrap to a negative one, which would make the entry
-// expire at birth and the lease lost at once.
-func plus(d, e time.Duration) time.Duration {
-	if d > math.MaxInt64-e {
-		return math.MaxInt64
-	}
-	return d + e
-}
+//
+// A lease is at most policy.MaxLease (NewGuard refuses a longer one), so
+// none of these sums comes near wrapping.
+func entryLease(d time.Duration) time.Duration { return d + d/2 }
 
 // keeper holds the lease of one running request: it renews it, and
 // cancels the handler when it is lost.
@@ -72,7 +63,7 @@ func (g *Guard) keep(m *method, key, token string, claimed time.Time, onLost fun
 func (k *keeper) giveUp() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.renewed.Add(plus(k.d, k.d/4))
+	return k.renewed.Add(k.d + k.d/4)
 }
 
 func (k *keeper) isLost() bool {
@@ -122,9 +113,9 @@ func (k *keeper) run() {
 		// than d/4 a reply still renews in time (the entry lives 3d/2
 		// past each renewal sent), and a renewal stuck on a dead
 		// connection leaves time for another before giveUp.
-		_, err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
-		}, nil)
+		err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) error {
+			return k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
+		})
 		switch {
 		case err == nil:
 			k.g.storeOK()

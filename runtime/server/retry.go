@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/internal/priority"
@@ -45,12 +46,24 @@ func DoNotRetry(err error) error {
 	if st.Code() == codes.OK {
 		return err
 	}
-	marked, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: DoNotRetryReason, Domain: DoNotRetryDomain})
-	if derr != nil {
-		return err
-	}
-	return marked.Err()
+	sp := st.Proto() // a copy
+	sp.Details = append(sp.Details, doNotRetryDetail)
+	return status.ErrorProto(sp)
 }
+
+// markDetail is the ErrorInfo detail of a mark of the Guard's: reason in
+// DoNotRetryDomain, with md (nil for none). The marks are made once, when
+// the package or a shedder is set up, and each answer shares them.
+func markDetail(reason string, md map[string]string) *anypb.Any {
+	a, err := anypb.New(&errdetails.ErrorInfo{Reason: reason, Domain: DoNotRetryDomain, Metadata: md})
+	if err != nil {
+		panic(err) // a registered message always marshals
+	}
+	return a
+}
+
+// doNotRetryDetail is the do-not-retry mark's detail.
+var doNotRetryDetail = markDetail(DoNotRetryReason, nil)
 
 // IsDoNotRetry reports whether err carries the do-not-retry detail, as an
 // error returned by DoNotRetry or received from a service that sent it.

@@ -48,12 +48,7 @@ func newShedder(service string, p *policy.Shedding) *shedder {
 		panic(err) // a registered message always marshals
 	}
 	for q := PriorityLow; q <= PriorityCritical; q++ {
-		shed, err := anypb.New(&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain,
-			Metadata: map[string]string{"priority": q.String()}})
-		if err != nil {
-			panic(err)
-		}
-		s.details[q] = []*anypb.Any{retryIn, shed}
+		s.details[q] = []*anypb.Any{retryIn, markDetail(runtime.ShedReason, map[string]string{"priority": q.String()})}
 	}
 	return s
 }

@@ -78,20 +78,17 @@ func leftBound(ctx context.Context, share time.Duration) time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// bounded runs op with a context bounded by d, and returns its result, or
-// errStoreTimeout once d has passed, whichever comes first. An op still
-// running then finishes in its goroutine, and late (if not nil) receives
-// what it returned: a claim that succeeded after the Guard stopped
-// waiting is released there. With inline (a store that never blocks, the
-// MemoryStore), op runs on the caller's goroutine. A panic of op or late
-// is recovered: op's is returned as a *storePanic error, late's dropped
-// (late reports its own).
-func bounded[T any](ctx context.Context, inline bool, d time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error) {
-	var l func(T, error, bool)
-	if late != nil {
-		l = func(v T, err error, _ bool) { late(v, err) }
-	}
-	return boundedBy(ctx, inline, d, d, op, l)
+// bounded runs op, a store operation the Guard makes on its own (not a
+// request's claim), with a context bounded by d, and returns its error,
+// or errStoreTimeout once d has passed, whichever comes first. An op
+// still running then finishes in its goroutine, its result dropped. With
+// inline (a store that never blocks, the MemoryStore), op runs on the
+// caller's goroutine. A panic of op is returned as a *storePanic error.
+func bounded(ctx context.Context, inline bool, d time.Duration, op func(context.Context) error) error {
+	_, err := boundedBy(ctx, inline, d, d, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, op(ctx)
+	}, nil)
+	return err
 }
 
 // boundedBy is bounded for a request's store call: op's context is ctx's
