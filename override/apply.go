@@ -261,7 +261,7 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 			errs.add("", "")
 		}
 		sp.methods = append(sp.methods, pr.Method)
-		errs[sp.at] = fmt.Sprintf("%s: in %s, %s", id[0], sp.where(len(p.Methods)), msg)
+		errs[sp.at] = fmt.Sprintf("%s: in %s, %s", id[0], rules.MethodList(sp.methods, len(p.Methods)), msg)
 	}
 	if len(errs) > 0 || t.refused() {
 		return nil, errs.err() // nil when check reported them all
@@ -274,19 +274,6 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 type sharedProblem struct {
 	at      int
 	methods []string
-}
-
-// where names the methods the problem holds for, of a service of n
-// methods: "GetStock", "GetStock and ListStock", "each method".
-func (sp *sharedProblem) where(n int) string {
-	m := sp.methods
-	switch {
-	case len(m) == n && n > 1:
-		return "each method"
-	case len(m) == 1:
-		return m[0]
-	}
-	return strings.Join(m[:len(m)-1], ", ") + " and " + m[len(m)-1]
 }
 
 // refusedNear reports whether an override refused on its own set the

@@ -146,11 +146,11 @@ func methodSentence(m *protogen.Method, rm *method, sp *policy.Service) string {
 	own, shared := groupsOf(mp, sp)
 	switch {
 	case len(own) > 0 && len(shared) > 0:
-		out += fmt.Sprintf(" It has its own %s and shares the service's %s.", and(own), and(shared))
+		out += fmt.Sprintf(" It has its own %s and shares the service's %s.", rules.AndList(own), rules.AndList(shared))
 	case len(own) > 0:
-		out += fmt.Sprintf(" It has its own %s.", and(own))
+		out += fmt.Sprintf(" It has its own %s.", rules.AndList(own))
 	case len(shared) > 0:
-		out += fmt.Sprintf(" It shares the service's %s.", and(shared))
+		out += fmt.Sprintf(" It shares the service's %s.", rules.AndList(shared))
 	}
 	if c := mp.Cache; c != nil {
 		out += " Its cache is keyed by `" + strings.Join(c.KeyFields, "`, `") + "`."
@@ -190,14 +190,6 @@ func groupsOf(mp *policy.Method, sp *policy.Service) (own, shared []string) {
 		}
 	}
 	return own, shared
-}
-
-// and joins words as a list in prose: "a", "a and b", "a, b and c".
-func and(words []string) string {
-	if len(words) == 1 {
-		return words[0]
-	}
-	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // kindWord names the kind of a method: "unary", "server-streaming", …

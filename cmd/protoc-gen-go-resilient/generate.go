@@ -56,7 +56,7 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 	hasServer := map[*protogen.Service]bool{}
 	for _, r := range todo {
 		for i, s := range r.file.Services {
-			hasServer[s] = i < len(r.services) && r.services[i] != nil && r.services[i].Server != nil
+			hasServer[s] = r.services[i].Server != nil // resolveFile resolves every service, in order
 		}
 	}
 	if collisions := checkGoNames(gen, hasServer); len(collisions) > 0 {

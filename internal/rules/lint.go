@@ -122,13 +122,12 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 // value of a newer contract that they cannot hold is NewerOptions' to
 // find (newer.go), which each program words as its own.
 func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, Finding)) {
-	// Every finding goes through the file's (oncePerFile), those of a
-	// service's methods through the service's first (oncePerService).
-	file := &oncePerFile{file: fd}
-	emit := file.add
+	// Every finding goes through once, which groups those of a value
+	// found wrong for several of the elements that inherit it.
+	found := &once{file: fd}
 	report := func(d protoreflect.Descriptor, lvl Level, onMethod bool, p *resilientv1.Policy) {
 		Check(p, onMethod, func(path, format string, args ...any) {
-			emit(d, Finding{RuleInvalidValue, lvl, path, fmt.Sprintf(format, args...)})
+			found.add(d, Finding{RuleInvalidValue, lvl, path, fmt.Sprintf(format, args...)})
 		})
 	}
 	filePolicy := PolicyOf(fd)
@@ -140,25 +139,21 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 		svcPolicy := PolicyOf(s)
 		report(s, LevelService, false, svcPolicy)
 		shared := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy})
-		atService := func(f Finding) { file.add(s, f) }
+		atService := func(f Finding) { found.add(s, f) }
 		CheckService(shared, atService)
-		methods := &oncePerService{service: s}
-		emit = methods.add
 		for j := 0; j < s.Methods().Len(); j++ {
 			m := s.Methods().Get(j)
 			own := PolicyOf(m)
 			report(m, LevelMethod, true, own)
 			eff := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy}, Layer{LevelMethod, own})
-			at := func(f Finding) { methods.add(m, f) }
+			at := func(f Finding) { found.add(m, f) }
 			CheckMethod(m, own, eff, at)
 			if p := eff.Policy; p.GetTimeout() == nil && p.GetOverallTimeout() == nil {
 				at(Finding{RuleNoTimeout, LevelMethod, "timeout",
 					fmt.Sprintf("%s has no timeout: a call waits as long as the caller's deadline allows, and for ever without one; set timeout (one attempt) or overall_timeout (the whole call) here, on the service or on the file", m.Name())})
 			}
 		}
-		methods.flush(file)
-		emit = file.add
 		CheckShedding(shared, atService)
 	}
-	file.flush(add)
+	found.flush(add)
 }

@@ -4,156 +4,112 @@
 package rules
 
 import (
-	"strings"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// oncePerService holds the findings of the methods of one service, in
-// order, so that a value of the service or the file found wrong in the
-// same words for several of its methods (a service's timeout above its
-// overall_timeout, for each method that inherits both) is reported once,
-// at the service, naming them, rather than once a method at the same
-// option. A finding of a method's own option, or one for a single method,
-// is reported as it came.
-type oncePerService struct {
+// once holds the findings of a file, in order, so that a value found
+// wrong in the same words where several elements inherit it is reported
+// once, naming them, rather than once an element at the same option: a
+// value of a service, for several of its methods (a service's timeout
+// above its overall_timeout, for each method that inherits both), at the
+// service; a value of the file, for several services or methods of
+// different services, at the file's option. A finding of a method's own
+// option, or one that holds for a single method, is reported as it came.
+type once struct {
+	file  protoreflect.FileDescriptor
+	found []onceFinding
+	seen  map[onceKey]int // → the finding's index in found
+}
+
+// onceKey is a finding of a value above the level it was found at: of
+// the file's value (service nil), or of service's value.
+type onceKey struct {
+	f       Finding
 	service protoreflect.ServiceDescriptor
-	found   []onceFinding
-	seen    map[Finding]int // a finding of a method above its own level → its index in found
 }
 
 type onceFinding struct {
-	d       protoreflect.Descriptor
-	f       Finding
-	methods []string // the methods a finding above their own level holds for
-}
-
-// add records a finding at d, a method of the service.
-func (o *oncePerService) add(d protoreflect.Descriptor, f Finding) {
-	m, isMethod := d.(protoreflect.MethodDescriptor)
-	if !isMethod || f.Level == LevelMethod {
-		o.found = append(o.found, onceFinding{d: d, f: f})
-		return
-	}
-	if i, ok := o.seen[f]; ok {
-		o.found[i].methods = append(o.found[i].methods, string(m.Name()))
-		return
-	}
-	if o.seen == nil {
-		o.seen = map[Finding]int{}
-	}
-	o.seen[f] = len(o.found)
-	o.found = append(o.found, onceFinding{d: d, f: f, methods: []string{string(m.Name())}})
-}
-
-// flush hands the findings to file, in the order they came.
-func (o *oncePerService) flush(file *oncePerFile) {
-	for _, of := range o.found {
-		file.addIn(o.service, of)
-	}
-}
-
-// oncePerFile holds the findings of a file, in order, so that a value of
-// the file found wrong in the same words for several of its services (a
-// file's timeout above its overall_timeout, for each service that
-// inherits both) is reported once, at the file's option, naming them,
-// rather than once a service at the same option. A finding for one service
-// is reported as oncePerService words it.
-type oncePerFile struct {
-	file  protoreflect.FileDescriptor
-	found []fileFinding
-	seen  map[Finding]int // a finding of the file's value, at a service or method → its index in found
-}
-
-type fileFinding struct {
 	d  protoreflect.Descriptor
 	f  Finding
-	in []scope // the services (and methods) a finding of the file's value holds for
+	in []scope // where a finding of a value above its own level holds
 }
 
-// scope is where a finding of the file's value holds: a service, with the
-// methods it holds for (the whole service: all of them, or a finding of
-// the service's own checks).
+// scope is where a finding of a value above its own level holds: a
+// service, with the methods it holds for (nil: the whole service, a
+// finding of the service's own checks).
 type scope struct {
 	service protoreflect.ServiceDescriptor
-	methods []string // nil: the whole service
+	methods []string
 }
 
 // whole reports whether the finding holds for every method of the service.
 func (s scope) whole() bool { return s.methods == nil || len(s.methods) == s.service.Methods().Len() }
 
-// add records a finding at d: the file, or a service found wrong as a
-// whole (its own checks, CheckService and CheckShedding).
-func (o *oncePerFile) add(d protoreflect.Descriptor, f Finding) {
-	s, isService := d.(protoreflect.ServiceDescriptor)
-	if !isService {
-		o.found = append(o.found, fileFinding{d: d, f: f})
-		return
-	}
-	o.addIn(s, onceFinding{d: d, f: f})
-}
-
-// addIn records a finding of service s's methods (or of s itself).
-func (o *oncePerFile) addIn(s protoreflect.ServiceDescriptor, of onceFinding) {
-	if of.f.Level != LevelFile {
-		o.found = append(o.found, fileFinding{d: of.d, f: of.f, in: []scope{{s, of.methods}}})
-		return
-	}
-	where := scope{s, of.methods}
-	if _, isService := of.d.(protoreflect.ServiceDescriptor); isService {
-		where.methods = nil
-	}
-	if i, ok := o.seen[of.f]; ok {
-		ff := &o.found[i]
-		if last := &ff.in[len(ff.in)-1]; last.service == s {
-			// Found for the service as a whole and for its methods.
-			if where.methods == nil || last.methods == nil {
-				last.methods = nil
-			} else {
-				last.methods = append(last.methods, where.methods...)
-			}
+// add records a finding at d: the file, a service (found wrong as a
+// whole: its own checks, CheckService and CheckShedding) or a method.
+func (o *once) add(d protoreflect.Descriptor, f Finding) {
+	var where scope
+	key := onceKey{f: f}
+	switch d := d.(type) {
+	case protoreflect.MethodDescriptor:
+		if f.Level == LevelMethod {
+			o.found = append(o.found, onceFinding{d: d, f: f})
 			return
 		}
-		ff.in = append(ff.in, where)
+		s := d.Parent().(protoreflect.ServiceDescriptor)
+		where = scope{s, []string{string(d.Name())}}
+		if f.Level == LevelService {
+			key.service = s
+		}
+	case protoreflect.ServiceDescriptor:
+		if f.Level != LevelFile {
+			o.found = append(o.found, onceFinding{d: d, f: f})
+			return
+		}
+		where = scope{service: d}
+	default:
+		o.found = append(o.found, onceFinding{d: d, f: f})
 		return
 	}
-	if o.seen == nil {
-		o.seen = map[Finding]int{}
+	i, ok := o.seen[key]
+	if !ok {
+		if o.seen == nil {
+			o.seen = map[onceKey]int{}
+		}
+		o.seen[key] = len(o.found)
+		o.found = append(o.found, onceFinding{d: d, f: f, in: []scope{where}})
+		return
 	}
-	o.seen[of.f] = len(o.found)
-	o.found = append(o.found, fileFinding{d: of.d, f: of.f, in: []scope{where}})
+	of := &o.found[i]
+	last := &of.in[len(of.in)-1]
+	switch {
+	case last.service != where.service:
+		of.in = append(of.in, where)
+	case last.methods == nil || where.methods == nil:
+		last.methods = nil // found for the service as a whole and for its methods
+	default:
+		last.methods = append(last.methods, where.methods...)
+	}
 }
 
 // flush reports the findings to add, in the order they came.
-func (o *oncePerFile) flush(add func(protoreflect.Descriptor, Finding)) {
-	for _, ff := range o.found {
+func (o *once) flush(add func(protoreflect.Descriptor, Finding)) {
+	for _, of := range o.found {
 		switch {
-		case len(ff.in) == 0:
-			add(ff.d, ff.f)
-		case len(ff.in) == 1:
-			s := ff.in[0]
-			if len(s.methods) < 2 {
-				add(ff.d, ff.f)
+		case len(of.in) <= 1:
+			if len(of.in) == 0 || len(of.in[0].methods) < 2 {
+				add(of.d, of.f)
 				continue
 			}
-			f := ff.f
-			f.Message = "in " + methodList(s.methods, s.service.Methods().Len()) + ", " + f.Message
+			s, f := of.in[0], of.f
+			f.Message = "in " + MethodList(s.methods, s.service.Methods().Len()) + ", " + f.Message
 			add(s.service, f)
 		default:
-			f := ff.f
-			f.Message = "in " + serviceList(ff.in, o.file.Services().Len()) + ", " + f.Message
+			f := of.f
+			f.Message = "in " + serviceList(of.in, o.file.Services().Len()) + ", " + f.Message
 			add(o.file, f)
 		}
 	}
-}
-
-// methodList names several methods of a service of n: "Get and List",
-// "Get, List and Put", "each method".
-func methodList(names []string, n int) string {
-	if len(names) == n {
-		return "each method"
-	}
-	return andList(names)
 }
 
 // serviceList names where a finding of the file's value holds, in several
@@ -176,10 +132,5 @@ func serviceList(in []scope, n int) string {
 	if whole == n {
 		return "each service"
 	}
-	return andList(names)
-}
-
-// andList names several things: "a and b", "a, b and c".
-func andList(names []string) string {
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return AndList(names)
 }

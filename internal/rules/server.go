@@ -13,10 +13,11 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// DedupMinimum returns the problem of a dedup ttl or lease below its
-// minimum ("" when d is not positive, or fine), in the words Check
-// refuses it with, for the override loader, which sets a server method's
-// values one by one.
+// DedupMinimum returns the problem of a dedup ttl below its minimum, or
+// of a lease outside its bounds (below the minimum or above the maximum),
+// "" when d is not positive, or fine, in the words Check refuses it with,
+// for the override loader, which sets a server method's values one by
+// one.
 func DedupMinimum(field string, d time.Duration) string {
 	if d <= 0 || (field != "ttl" && field != "lease") {
 		return ""
