@@ -162,7 +162,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		case Claimed:
 			// Waiting, or the claim itself, took time: the request must
 			// still have what the method needs.
-			if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
+			if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
 				m.svc.deadlineRefused.Add(1)
 				g.release(m, skey, token)
 				return nil, err
@@ -436,7 +436,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	trailer := metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true"))
 	var failed error
 	if o.status != nil {
-		failed = notRefusedHere(status.ErrorProto(o.status))
+		failed = notRefusedHere(status.ErrorProto(o.status), m.name)
 		if IsDoNotRetry(failed) {
 			m.svc.marked.Add(1)
 			trailer.Set(PushbackHeader, "-1")
@@ -459,7 +459,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
 	if m.dedup.onErr == policy.StoreErrorRunWithoutDedup {
 		// The failed claim took up to a quarter of the time left.
-		if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
+		if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
 			m.svc.deadlineRefused.Add(1)
 			return nil, err
 		}
