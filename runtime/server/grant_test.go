@@ -242,3 +242,46 @@ func TestGrantRefusalPassedOnByMethod(t *testing.T) {
 		t.Errorf("a refusal received from a dependency passed on with its mark: %v", r)
 	}
 }
+
+// ctxStream is a grpc.ServerStream of which only the context is used.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
+// TestGrantNotPassedToAnotherStream: TestGrantNotPassedToAnotherMethod
+// for a stream: a stream of a method no policy holds, opened in-process
+// with GetStock's context, is granted nothing; GetStock's own handler
+// still has its grant after it.
+func TestGrantNotPassedToAnotherStream(t *testing.T) {
+	const other = "/example.other.v1.OtherService/Watch"
+	srv := &inventoryServer{}
+	g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inner, after atomic.Bool // granted in the stream's handler; in GetStock's after it
+	srv.onGet = func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		err := g.StreamInterceptor(nil, ctxStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: other, IsServerStream: true},
+			func(_ any, ss grpc.ServerStream) error {
+				_, ok := PriorityFrom(ss.Context())
+				inner.Store(ok)
+				return nil
+			})
+		_, ok := PriorityFrom(ctx)
+		after.Store(ok)
+		return &inventoryv1.GetStockResponse{}, err
+	}
+	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, g.ServerOptions()...)))
+	if _, err := client.GetStock(ctxTimeout(t, time.Second), &inventoryv1.GetStockRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if inner.Load() {
+		t.Error("the other method's stream was granted GetStock's priority")
+	}
+	if !after.Load() {
+		t.Error("GetStock's handler lost its own grant")
+	}
+}
