@@ -65,7 +65,8 @@ type method struct {
 	defaultTimeout time.Duration
 	// grants are the values the Guard puts in a request's context for
 	// each priority it may grant, one per priority so that granting
-	// allocates nothing.
+	// allocates nothing where the service does not shed and no other
+	// Guard granted the request (withGrant).
 	grants [PriorityCritical + 1]grant
 }
 
