@@ -81,3 +81,57 @@ func TestGrantClaimAnsweredAfterTheLease(t *testing.T) {
 		t.Errorf("the repeat: %q %v after %d runs, want the replay of late-1 after one run", resp.GetReservationId(), err, srv.runs.Load())
 	}
 }
+
+// TestGrantSlowClaimCutThenRepeat: Redis answers every command 300 ms
+// late (carrying it out at once). The first request, with a 200 ms
+// deadline, is cut waiting for its claim, which Redis carried out; a
+// repeat with the same key sent 100 ms later, with a second, finds the
+// first's pending entry, waits, takes the key once the first's late claim
+// is released, and runs the handler: once, answered within its deadline.
+// A third request replays that answer. The first never ran the handler,
+// and the cut claim is not counted as the store's failure.
+func TestGrantSlowClaimCutThenRepeat(t *testing.T) {
+	r := startRedis(t)
+	p := tcpproxy.Start(t, r.addr)
+	srv := &reserver{answer: "cut"}
+	// Connections opened before Redis slows down: a new one's handshake
+	// would cost round trips of its own, slower than StoreTimeout here.
+	// (go-redis sends its handshake at a connection's first command: six
+	// commands that block together open six and send it on each.)
+	rc := client(t, p.Addr())
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() { _ = rc.BLPop(context.Background(), 50*time.Millisecond, "slowcut:none").Err() })
+	}
+	wg.Wait()
+	s := New(rc, "slowcut:")
+	g, c := guarded(t, srv, reserveStockPolicy(2*time.Second, policy.StoreErrorRefuse), server.WithStore(s))
+	loadScripts(t, s)
+	p.DelayReplies(300 * time.Millisecond)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := reserve(t, c, "cut-1", 200*time.Millisecond)
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	resp, err := reserve(t, c, "cut-1", time.Second)
+	took := time.Since(start)
+	if err := <-first; status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("the first request: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if err != nil || resp.GetReservationId() != "cut-1" {
+		t.Fatalf("the repeat: %q %v after %v, want cut-1 within its second", resp.GetReservationId(), err, took)
+	}
+	if n := srv.runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+	again, err := reserve(t, c, "cut-1", 2*time.Second)
+	if err != nil || again.GetReservationId() != "cut-1" || srv.runs.Load() != 1 {
+		t.Errorf("the third: %q %v after %d runs, want the replay of cut-1", again.GetReservationId(), err, srv.runs.Load())
+	}
+	if st := stats(t, g); st.StoreErrors != 0 || st.LeasesLost != 0 || st.Replayed != 1 {
+		t.Errorf("stats %+v: want no store error, no lease lost, one replay", st)
+	}
+}
