@@ -131,14 +131,25 @@ func within(t *testing.T, what string, took, lo, hi time.Duration) {
 
 // --- a slow dependency -----------------------------------------------------
 
+// TestFaultSlowWithinTimeoutAnswers: a server 50 ms slow under a 1 s
+// timeout answers, once, when it answers: the call takes the 50 ms and
+// no more than twice what the scheduler alone made a bare wait for them
+// late, plus 150 ms. The connection is made beforehand and the timeout
+// leaves 950 ms, so that a loaded machine neither spends the call's time
+// dialling nor stretches the 50 ms past the timeout (a fixed 250 ms bound
+// under a 300 ms timeout was exceeded at load 8).
 func TestFaultSlowWithinTimeoutAnswers(t *testing.T) {
-	srv, cc := startFault(t, server.Slow(50*time.Millisecond))
-	c := invClient(t, cc, nil, getStockPolicy(300*time.Millisecond, 3))
+	const slow = 50 * time.Millisecond
+	srv, cc := startFault(t, server.Slow(slow))
+	readyConn(t, cc)
+	c := invClient(t, cc, nil, getStockPolicy(time.Second, 3))
+	late := bareWait(slow)
 	took, err := getStockOf(context.Background(), c)
 	if err != nil {
 		t.Fatalf("err = %v, want an answer", err)
 	}
-	within(t, "a 50ms call under a 300ms timeout", took, 50*time.Millisecond, 250*time.Millisecond)
+	bare := late()
+	within(t, fmt.Sprintf("a 50ms call under a 1s timeout (a bare wait of 50ms woke %v late)", bare), took, slow, slow+2*bare+150*time.Millisecond)
 	if got := srv.Calls(getStock); got != 1 {
 		t.Errorf("server saw %d calls, want 1", got)
 	}
