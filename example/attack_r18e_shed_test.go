@@ -615,11 +615,15 @@ func TestAttackR18eShedRefusalsAreOverloadForTheAdaptiveLayers(t *testing.T) {
 // shed on each of its three attempts with an 80 ms pushback: the retries
 // wait it (two waits, at least 160 ms, more than the policy's jittered
 // backoff of at most 50 + 100 ms could), the Guard shed three attempts,
-// and the breaker, which counted none, is closed.
+// and the breaker, which counted none, is closed. GetStock's timeout is
+// 5 s (longTimeouts): its cache's shared call, which all three attempts
+// and both waits share, is bounded by it, and the annotated 300 ms left a
+// loaded machine 140 ms for three attempts (at load 8 the third could not
+// start in time).
 func TestAttackR18eShedRetriesWaitThePushback(t *testing.T) {
 	const pushback = 80 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	r := fullLowShedding(t, nil, pushback, runtime.WithRegisterer(reg))
+	r := fullLowShedding(t, nil, pushback, longTimeouts, runtime.WithRegisterer(reg))
 	low := runtime.WithPriority(context.Background(), policy.PriorityLow)
 	start := time.Now()
 	_, err := r.client.GetStock(low, &inventoryv1.GetStockRequest{Sku: "low"})

@@ -102,7 +102,7 @@ func TestAttack19cLateClaimsOnRedisNeverRunTwice(t *testing.T) {
 	for _, k := range keys {
 		resp, err := reserve(t, c, k, 2500*time.Millisecond)
 		if err != nil || srv.count(k) != 1 {
-			t.Fatalf("key %s once Redis is prompt: %v, handler ran %d; want it run once in all", k, err, srv.count(k))
+			t.Fatalf("key %s once Redis is prompt: %v, handler ran %d; want it run once in all (stats %+v)", k, err, srv.count(k), stats(t, g))
 		}
 		answered(k, resp.GetReservationId())
 	}
