@@ -155,14 +155,24 @@ func TestFaultSlowWithinTimeoutAnswers(t *testing.T) {
 	}
 }
 
+// TestFaultSlowBeyondTimeoutIsCutAndNotRetried: a 2 s call under a
+// 300 ms timeout is cut at the timeout (within twice what a bare wait for
+// it woke late, plus 150 ms) and not retried. The connection is made
+// beforehand and the timeout leaves the request 300 ms to reach the
+// server, which must see it cancelled (100 ms, with a fixed 250 ms bound,
+// is what the hung-server test failed by at load 8).
 func TestFaultSlowBeyondTimeoutIsCutAndNotRetried(t *testing.T) {
+	const timeout = 300 * time.Millisecond
 	srv, cc := startFault(t, server.Slow(2*time.Second))
-	c := invClient(t, cc, nil, getStockPolicy(100*time.Millisecond, 3))
+	readyConn(t, cc)
+	c := invClient(t, cc, nil, getStockPolicy(timeout, 3))
+	late := bareWait(timeout)
 	took, err := getStockOf(context.Background(), c)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("code = %v (%v), want DEADLINE_EXCEEDED", status.Code(err), err)
 	}
-	within(t, "a 2s call under a 100ms timeout", took, 100*time.Millisecond, 250*time.Millisecond)
+	bare := late()
+	within(t, fmt.Sprintf("a 2s call under a 300ms timeout (a bare wait for it woke %v late)", bare), took, timeout, timeout+2*bare+150*time.Millisecond)
 	eventually(t, "server saw the call cancelled", func() bool { return srv.Cancelled(getStock) == 1 })
 	if got := srv.Calls(getStock); got != 1 {
 		t.Errorf("server saw %d calls, want 1: DEADLINE_EXCEEDED is not retried by default", got)
