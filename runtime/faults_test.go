@@ -263,10 +263,19 @@ func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
 	}
 }
 
+// TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit: a stream to a
+// hung server ends DEADLINE_EXCEEDED at its 300 ms timeout (within twice
+// what a bare wait for it woke late, plus 150 ms), its permit given back,
+// and the server sees it cancelled. The connection is made beforehand
+// and the timeout leaves the stream 300 ms to reach the server (100 ms
+// with a fixed 250 ms bound is what load 8 broke in the unary tests).
 func TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit(t *testing.T) {
+	const timeout = 300 * time.Millisecond
 	srv, cc := startFault(t, server.Hang)
-	c := invClient(t, cc, nil, func(p *policy.Service) { p.Methods[2].Timeout = 100 * time.Millisecond })
+	readyConn(t, cc)
+	c := invClient(t, cc, nil, func(p *policy.Service) { p.Methods[2].Timeout = timeout })
 	begin := time.Now()
+	late := bareWait(timeout)
 	st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +284,9 @@ func TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("recv: %v, want DEADLINE_EXCEEDED", err)
 	}
-	within(t, "a hung stream under a 100ms timeout", time.Since(begin), 100*time.Millisecond, 250*time.Millisecond)
+	took := time.Since(begin)
+	bare := late()
+	within(t, fmt.Sprintf("a hung stream under a 300ms timeout (a bare wait for it woke %v late)", bare), took, timeout, timeout+2*bare+150*time.Millisecond)
 	if n, _ := c.Runtime().BulkheadInUse(watchStock); n != 0 {
 		t.Errorf("%d permits still taken after the stream ended", n)
 	}
