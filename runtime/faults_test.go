@@ -222,24 +222,36 @@ func TestFaultSlowFillsTheBulkheadWhichRefusesTheRest(t *testing.T) {
 
 // --- a hung dependency -----------------------------------------------------
 
+// TestFaultHangTimesOutThenOpensTheBreaker: five calls to a hung server
+// each end at their 150 ms timeout (within twice what a bare wait for it
+// woke late, plus 150 ms), the server sees all five cancelled, and the
+// breaker opens: the next calls are refused without reaching it, and a
+// probe after the cool-down (a fake clock) hangs too and opens it again.
+// The connection is made beforehand, and each request has 150 ms to
+// reach the server before it is cut (50 ms was the slack, on a loaded
+// machine, of a request the server must see).
 func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
+	const timeout = 150 * time.Millisecond
 	srv, cc := startFault(t, server.Hang)
+	readyConn(t, cc)
 	clock := newFakeClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{
 		runtime.WithClock(clock), runtime.WithPolicy(func(p *policy.Service) {
 			withoutCacheAndRateLimit(p)
-			getStockPolicy(50*time.Millisecond, 3)(p)
+			getStockPolicy(timeout, 3)(p)
 			p.Breaker = breakerPolicy(5, 1)
 		})}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
+		late := bareWait(timeout)
 		took, err := getStockOf(context.Background(), c)
 		if status.Code(err) != codes.DeadlineExceeded {
 			t.Fatalf("call %d: %v, want DEADLINE_EXCEEDED", i, err)
 		}
-		within(t, fmt.Sprintf("call %d", i), took, 50*time.Millisecond, 200*time.Millisecond)
+		bare := late()
+		within(t, fmt.Sprintf("call %d (a bare wait for its timeout woke %v late)", i, bare), took, timeout, timeout+2*bare+150*time.Millisecond)
 	}
 	for range 10 {
 		took, err := getStockOf(context.Background(), c)
