@@ -1,0 +1,105 @@
+package runtime_test
+
+import (
+	"context"
+		"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// attack20bCachedRetrying is the generated inventory client whose GetStock
+// keeps its cache and retries UNAVAILABLE (2 attempts, 5-20ms backoff),
+// without breaker, bulkhead or rate limit.
+func attack20bCachedRetrying(t *testing.T, cc grpc.ClientConnInterface, opts ...runtime.Option) *inventoryv1.InventoryServiceResilientClient {
+	t.Helper()
+	opts = append(opts, runtime.WithPolicy(func(p *policy.Service) {
+		p.Breaker, p.RateLimit, p.Bulkhead = nil, nil, nil
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute}
+		m := atkMethod(p, atkGetStock)
+		m.RateLimit, m.Bulkhead, m.Breaker = nil, nil, nil
+		m.Retry = retryPolicy(2)
+		m.Timeout = 2 * time.Second
+		m.Cache = &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: m.Cache.KeyFields}
+	}))
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestAttack20bSharedCallNeverReadsTheLeadersRequestAfterItLeft: the
+// shared call of a cached key outlives the caller who started it, and that
+// caller, once its GetStock returned (Canceled), owns its request again: it
+// may reuse it for another sku, as pooled requests are. The shared call's
+// retry must still ask for the key it is cached under, "apple": the other
+// caller of "apple" must get apple's answer, and the cache must not keep
+// banana's answer under apple's key.
+func TestAttack20bSharedCallNeverReadsTheLeadersRequestAfterItLeft(t *testing.T) {
+	atkNoLeak(t)
+	var n atomic.Int32
+	srv, cc := startFault(t, func(ctx context.Context, c server.Call) error {
+		if c.Method == atkGetStock && n.Add(1) == 1 {
+			// The first attempt fails late, after the leader left.
+			if err := server.Wait(ctx, 300*time.Millisecond); err != nil {
+				return err
+			}
+			return status.Error(codes.Unavailable, "injected first attempt")
+		}
+		return nil
+	})
+	c := attack20bCachedRetrying(t, cc)
+
+	leaderReq := &inventoryv1.GetStockRequest{Sku: "apple"}
+	lctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := c.GetStock(lctx, leaderReq)
+		leaderDone <- err
+	}()
+	atkWaitFor(t, "the first attempt reaches the server", func() bool { return srv.Calls(atkGetStock) == 1 })
+
+	type result struct {
+		resp *inventoryv1.GetStockResponse
+		err  error
+	}
+	other := make(chan result, 1)
+	go func() {
+		resp, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+		other <- result{resp, err}
+	}()
+	time.Sleep(50 * time.Millisecond) // the other caller joins the shared call
+
+	cancel()
+	if err := <-leaderDone; status.Code(err) != codes.Canceled {
+		t.Fatalf("leader: %v, want Canceled", err)
+	}
+	leaderReq.Sku = "banana" // the leader's request is its own again
+
+	r := <-other
+	if r.err != nil {
+		t.Fatalf("other caller of apple: %v", r.err)
+	}
+	if r.resp.GetSku() != "apple" {
+		t.Errorf("other caller of apple got the answer for sku %q: the shared call read the leader's request after the leader left", r.resp.GetSku())
+	}
+	// The cache keeps, under apple's key, apple's answer.
+	resp, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+	if err != nil || resp.GetSku() != "apple" {
+		t.Errorf("apple from the cache: %v, %v, want sku apple", resp, err)
+	}
+	if got := srv.Calls(atkGetStock); got != 2 {
+		t.Errorf("server saw %d GetStock calls, want 2 (the failed attempt and its retry)", got)
+	}
+}
+
