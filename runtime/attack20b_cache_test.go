@@ -2,7 +2,7 @@ package runtime_test
 
 import (
 	"context"
-		"sync/atomic"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +102,3 @@ func TestAttack20bSharedCallNeverReadsTheLeadersRequestAfterItLeft(t *testing.T)
 		t.Errorf("server saw %d GetStock calls, want 2 (the failed attempt and its retry)", got)
 	}
 }
-

@@ -170,7 +170,10 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}()
 	f, leader := ch.join(ctx, key)
 	if leader {
-		go fetch(m, f, idemKey, key, req, opts, call)
+		// The shared call may outlive this caller, who owns its request
+		// again once it returns and may reuse it for another key: the
+		// call sends a copy, taken here, before the caller can return.
+		go fetch(m, f, idemKey, key, copyOf(req), opts, call)
 	}
 	select {
 	case <-f.done:
@@ -285,8 +288,8 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 }
 
 // copyOf returns a copy of a protobuf message, so that no caller can change
-// what another caller or the cache holds; other types are returned as
-// they are.
+// what another caller, the cache or a shared call holds; other types are
+// returned as they are.
 func copyOf[Resp any](v *Resp) *Resp {
 	if pm, ok := any(v).(proto.Message); ok {
 		return any(proto.Clone(pm)).(*Resp)
