@@ -1,0 +1,86 @@
+package runtime_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+const attack20bDep = "example.inventory.v1.InventoryService"
+
+// TestAttack20bSecondClientLeavesTheBulkheadGaugeAlone: the README lets
+// several clients of one dependency register on one registerer, sharing
+// the series. A second client built while the first has calls in flight
+// must not reset resilient_client_bulkhead_in_use: it reads the permits
+// taken while those calls run, and 0, never a negative number, once they
+// ended.
+func TestAttack20bSecondClientLeavesTheBulkheadGaugeAlone(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	srv, cc := startFault(t, atkHold(release))
+	reg := prometheus.NewRegistry()
+	edit := func(p *policy.Service) {
+		p.Breaker = nil
+		p.Bulkhead = &policy.Bulkhead{Permits: 4}
+		atkMethod(p, atkGetStock).Retry = nil
+	}
+	first := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, edit)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := first.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+				t.Errorf("held call: %v", err)
+			}
+		}()
+	}
+	atkWaitFor(t, "two calls in flight", func() bool { return srv.InFlight() == 2 })
+	wantMetric(t, reg, 2, "resilient_client_bulkhead_in_use", "dependency", attack20bDep, "bulkhead", "shared")
+
+	atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, edit)
+	wantMetric(t, reg, 2, "resilient_client_bulkhead_in_use", "dependency", attack20bDep, "bulkhead", "shared")
+
+	close(release)
+	wg.Wait()
+	wantMetric(t, reg, 0, "resilient_client_bulkhead_in_use", "dependency", attack20bDep, "bulkhead", "shared")
+}
+
+// TestAttack20bSecondClientLeavesAnOpenBreakerGaugeOpen: the breaker of the
+// first client is open; building a second client of the same dependency
+// on the same registerer must not report it closed
+// (resilient_client_breaker_state is the state "as of the last
+// transition", and ResilientBreakerOpen alerts on it).
+func TestAttack20bSecondClientLeavesAnOpenBreakerGaugeOpen(t *testing.T) {
+	atkNoLeak(t)
+	srv, cc := startFault(t, server.Fail(codes.Unavailable))
+	reg := prometheus.NewRegistry()
+	edit := func(p *policy.Service) {
+		p.Bulkhead = nil
+		p.Breaker = breakerPolicy(4, 1)
+		atkMethod(p, atkGetStock).Retry = nil
+	}
+	first := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, edit)
+	for range 4 {
+		first.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+	}
+	if s, _ := first.Runtime().BreakerState(atkGetStock); s != runtime.StateOpen {
+		t.Fatalf("first client's breaker %v after 4 failures (server saw %d), want open", s, srv.Calls(atkGetStock))
+	}
+	wantMetric(t, reg, 2, "resilient_client_breaker_state", "dependency", attack20bDep, "breaker", "shared")
+
+	atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, edit)
+	wantMetric(t, reg, 2, "resilient_client_breaker_state", "dependency", attack20bDep, "breaker", "shared")
+	wantMetric(t, reg, 1, "resilient_client_breaker_transitions_total", "dependency", attack20bDep, "breaker", "shared", "state", "open")
+}
