@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,5 +101,54 @@ func TestAttack20bSharedCallNeverReadsTheLeadersRequestAfterItLeft(t *testing.T)
 	}
 	if got := srv.Calls(atkGetStock); got != 2 {
 		t.Errorf("server saw %d GetStock calls, want 2 (the failed attempt and its retry)", got)
+	}
+}
+
+// TestAttack20bFreshHitOfAnotherKeyDoesNotRestartTheStaleEpisode: the
+// dependency is down; key "pear" is answered stale, call after call, while
+// key "apple" is still fresh and answered from the cache. A fallback event
+// is reported once per episode, "when a method is first answered by it for
+// a cause since the method last succeeded": a fresh hit is the cache's
+// answer, not the dependency's, so it ends no episode. Five stale answers
+// between five hits are one event, not five (the WARN line of the logs,
+// once per call, is what the README promises it never is).
+func TestAttack20bFreshHitOfAnotherKeyDoesNotRestartTheStaleEpisode(t *testing.T) {
+	atkNoLeak(t)
+	srv, cc := startFault(t, server.Healthy)
+	clock := newAtkClock()
+	var mu sync.Mutex
+	var fallbackEvents []string
+	c := r18bCached(t, cc, policy.Cache{FreshTTL: time.Second, StaleTTL: time.Minute, MaxEntries: 10},
+		inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clock),
+			runtime.WithObserver(func(ev runtime.Event) {
+				if ev.Kind == runtime.EventFallback {
+					mu.Lock()
+					fallbackEvents = append(fallbackEvents, ev.Cause)
+					mu.Unlock()
+				}
+			})}})
+	if _, err := r18bGet(c, "pear"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second) // pear's answer is stale now
+	if _, err := r18bGet(c, "apple"); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+	for i := range 5 {
+		if resp, err := r18bGet(c, "apple"); err != nil || resp.GetSku() != "apple" {
+			t.Fatalf("round %d: apple: %v, %v, want the fresh answer", i, resp, err)
+		}
+		if resp, err := r18bGet(c, "pear"); err != nil || resp.GetSku() != "pear" {
+			t.Fatalf("round %d: pear: %v, %v, want the stale answer", i, resp, err)
+		}
+	}
+	if got := srv.Calls(atkGetStock); got != 2+5 {
+		t.Errorf("server saw %d calls, want 7 (two fills, five failed calls for pear)", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fallbackEvents) != 1 {
+		t.Errorf("fallback events %v over one episode of stale answers, want one (stale_cache)", fallbackEvents)
 	}
 }
