@@ -152,3 +152,54 @@ func TestAttack20bFreshHitOfAnotherKeyDoesNotRestartTheStaleEpisode(t *testing.T
 		t.Errorf("fallback events %v over one episode of stale answers, want one (stale_cache)", fallbackEvents)
 	}
 }
+
+// TestAttack20bAbandonedSharedCallTakesNoPermitFreedLater: the shared call
+// of GetStock waits for the service's one bulkhead permit, held by a
+// StockReport; its only caller gives up. When the permit frees, the
+// abandoned call must not take it nor send anything: the server sees no
+// GetStock, and the bulkhead is free again.
+func TestAttack20bAbandonedSharedCallTakesNoPermitFreedLater(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	hold := atkHold(release)
+	srv, cc := startFault(t, func(ctx context.Context, c server.Call) error {
+		if c.Method == atkStockReport {
+			return hold(ctx, c)
+		}
+		return nil
+	})
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{
+		runtime.WithPolicy(func(p *policy.Service) {
+			p.Breaker, p.RateLimit = nil, nil
+			p.Bulkhead = &policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second}
+			for i := range p.Methods {
+				p.Methods[i].Retry, p.Methods[i].RateLimit, p.Methods[i].Bulkhead = nil, nil, nil
+			}
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportDone := make(chan error, 1)
+	go func() {
+		_, err := c.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "w"})
+		reportDone <- err
+	}()
+	atkWaitFor(t, "StockReport holds the permit", func() bool { return srv.InFlight() == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("GetStock waiting for the permit past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	close(release)
+	if err := <-reportDone; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // an abandoned call that took the freed permit would have sent by now
+	if n := srv.Calls(atkGetStock); n != 0 {
+		t.Errorf("server saw %d GetStock calls from a shared call nobody waits for", n)
+	}
+	if n, _ := c.Runtime().BulkheadInUse(atkGetStock); n != 0 {
+		t.Errorf("%d permits in use after every call ended", n)
+	}
+}
