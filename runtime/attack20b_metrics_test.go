@@ -3,11 +3,13 @@ package runtime_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -83,4 +85,51 @@ func TestAttack20bSecondClientLeavesAnOpenBreakerGaugeOpen(t *testing.T) {
 	atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, edit)
 	wantMetric(t, reg, 2, "resilient_client_breaker_state", "dependency", attack20bDep, "breaker", "shared")
 	wantMetric(t, reg, 1, "resilient_client_breaker_transitions_total", "dependency", attack20bDep, "breaker", "shared", "state", "open")
+}
+
+// TestAttack20bSharedCallCountsOnceForItsCallers: ten callers of one key
+// share one call, which fails once and is retried. The server sees two
+// attempts, and the metrics count two attempts (one UNAVAILABLE, one OK)
+// and one retry made, not ten of each, and ten misses.
+func TestAttack20bSharedCallCountsOnceForItsCallers(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	hold := atkHold(release)
+	var n atomic.Int32
+	srv, cc := startFault(t, func(ctx context.Context, c server.Call) error {
+		if n.Add(1) == 1 {
+			if err := hold(ctx, c); err != nil {
+				return err
+			}
+			return status.Error(codes.Unavailable, "injected once")
+		}
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	c := attack20bCachedRetrying(t, cc, runtime.WithRegisterer(reg))
+	var wg sync.WaitGroup
+	var joined atomic.Int32
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			joined.Add(1)
+			if resp, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil || resp.GetUnits() != 42 {
+				t.Errorf("caller: %v, %v", resp, err)
+			}
+		}()
+	}
+	atkWaitFor(t, "the first attempt reaches the server", func() bool { return srv.Calls(atkGetStock) == 1 })
+	atkWaitFor(t, "every caller started", func() bool { return joined.Load() == 10 })
+	time.Sleep(20 * time.Millisecond) // they join the shared call
+	close(release)
+	wg.Wait()
+	if got := srv.Calls(atkGetStock); got != 2 {
+		t.Fatalf("server saw %d GetStock calls, want 2", got)
+	}
+	wantMetric(t, reg, 1, "resilient_client_attempts_total", "method", "GetStock", "code", "UNAVAILABLE")
+	wantMetric(t, reg, 1, "resilient_client_attempts_total", "method", "GetStock", "code", "OK")
+	wantMetric(t, reg, 1, "resilient_client_retries_total", "method", "GetStock", "outcome", "made")
+	wantMetric(t, reg, 10, "resilient_client_cache_lookups_total", "method", "GetStock", "result", "miss")
+	wantMetric(t, reg, 0, "resilient_client_cache_lookups_total", "method", "GetStock", "result", "hit")
 }
