@@ -92,10 +92,20 @@ func NewExplicitServiceResilientClient(
 	c.find, err = runtime.NewUnary(rt, ExplicitService_Find_FullMethodName,
 		inner.Find, runtime.UnaryHooks[FindRequest, FindResponse]{
 			CacheKey: func(in *FindRequest) string {
+				var namePart, shardPart, tokenPart string
+				if in.Name != nil {
+					namePart = "=" + in.GetName()
+				}
+				if in.Shard != nil {
+					shardPart = "=" + runtime.KeyFromInt(int64(in.GetShard()))
+				}
+				if _, ok := in.By.(*FindRequest_Token); ok {
+					tokenPart = "=" + runtime.KeyFromBytes(in.GetToken())
+				}
 				return runtime.JoinKey(
-					runtime.KeyIfSet(in, 1, in.GetName()),
-					runtime.KeyIfSet(in, 2, runtime.KeyFromInt(int64(in.GetShard()))),
-					runtime.KeyIfSet(in, 3, runtime.KeyFromBytes(in.GetToken())),
+					namePart,
+					shardPart,
+					tokenPart,
 				)
 			},
 			Fallback: opts.FindFallback,

@@ -91,9 +91,16 @@ func NewLegacyServiceResilientClient(
 	c.fetch, err = runtime.NewUnary(rt, LegacyService_Fetch_FullMethodName,
 		inner.Fetch, runtime.UnaryHooks[FetchRequest, FetchResponse]{
 			CacheKey: func(in *FetchRequest) string {
+				var namePart, shardPart string
+				if in.Name != nil {
+					namePart = "=" + in.GetName()
+				}
+				if in.Shard != nil {
+					shardPart = "=" + runtime.KeyFromUint(uint64(in.GetShard()))
+				}
 				return runtime.JoinKey(
-					runtime.KeyIfSet(in, 1, in.GetName()),
-					runtime.KeyIfSet(in, 2, runtime.KeyFromUint(uint64(in.GetShard()))),
+					namePart,
+					shardPart,
 				)
 			},
 			Fallback: opts.FetchFallback,

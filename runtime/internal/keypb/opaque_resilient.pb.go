@@ -92,10 +92,20 @@ func NewOpaqueServiceResilientClient(
 	c.query, err = runtime.NewUnary(rt, OpaqueService_Query_FullMethodName,
 		inner.Query, runtime.UnaryHooks[QueryRequest, QueryResponse]{
 			CacheKey: func(in *QueryRequest) string {
+				var namePart, shardPart, tokenPart string
+				if in.HasName() {
+					namePart = "=" + in.GetName()
+				}
+				if in.HasShard() {
+					shardPart = "=" + runtime.KeyFromUint(in.GetShard())
+				}
+				if in.HasToken() {
+					tokenPart = "=" + runtime.KeyFromBytes(in.GetToken())
+				}
 				return runtime.JoinKey(
-					runtime.KeyIfSet(in, 1, in.GetName()),
-					runtime.KeyIfSet(in, 2, runtime.KeyFromUint(in.GetShard())),
-					runtime.KeyIfSet(in, 3, runtime.KeyFromBytes(in.GetToken())),
+					namePart,
+					shardPart,
+					tokenPart,
 					in.GetPlain(),
 				)
 			},

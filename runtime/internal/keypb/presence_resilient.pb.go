@@ -108,11 +108,24 @@ func NewPresenceServiceResilientClient(
 	c.lookup, err = runtime.NewUnary(rt, PresenceService_Lookup_FullMethodName,
 		inner.Lookup, runtime.UnaryHooks[LookupRequest, LookupResponse]{
 			CacheKey: func(in *LookupRequest) string {
+				var accountPart, dayPart, blobPart, branchPart string
+				if in.Account != nil {
+					accountPart = "=" + in.GetAccount()
+				}
+				if in.Day != nil {
+					dayPart = "=" + runtime.KeyFromInt(in.GetDay())
+				}
+				if in.Blob != nil {
+					blobPart = "=" + runtime.KeyFromBytes(in.GetBlob())
+				}
+				if _, ok := in.At.(*LookupRequest_Branch); ok {
+					branchPart = "=" + in.GetBranch()
+				}
 				return runtime.JoinKey(
-					runtime.KeyIfSet(in, 1, in.GetAccount()),
-					runtime.KeyIfSet(in, 2, runtime.KeyFromInt(in.GetDay())),
-					runtime.KeyIfSet(in, 3, runtime.KeyFromBytes(in.GetBlob())),
-					runtime.KeyIfSet(in, 4, in.GetBranch()),
+					accountPart,
+					dayPart,
+					blobPart,
+					branchPart,
 					in.GetCurrency(),
 				)
 			},
@@ -124,7 +137,10 @@ func NewPresenceServiceResilientClient(
 	c.lookupOne, err = runtime.NewUnary(rt, PresenceService_LookupOne_FullMethodName,
 		inner.LookupOne, runtime.UnaryHooks[LookupOneRequest, LookupOneResponse]{
 			CacheKey: func(in *LookupOneRequest) string {
-				return runtime.KeyIfSet(in, 1, in.GetAccount())
+				if in.Account != nil {
+					return "=" + in.GetAccount()
+				}
+				return ""
 			},
 			Fallback: opts.LookupOneFallback,
 		})
