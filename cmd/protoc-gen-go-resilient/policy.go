@@ -232,7 +232,7 @@ func keyFieldOf(m *protogen.Method, name string) *keyField {
 	return nil
 }
 
-// fieldOf is the top-level field name of the request of m; nil when the
+// fieldOf is the top-level field called name of the request of m; nil when the
 // request has none.
 func fieldOf(m *protogen.Method, name string) *protogen.Field {
 	for _, fl := range m.Input.Fields {
