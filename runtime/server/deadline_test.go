@@ -72,12 +72,12 @@ func TestDeadlineExpiredRefusedBeforeHandler(t *testing.T) {
 func TestCheckDeadline(t *testing.T) {
 	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	if err := checkDeadline(past, "/s/M", 0); status.Code(err) != codes.DeadlineExceeded {
+	if err := checkDeadline(past, "/s/M", 0, true); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("passed deadline: %v", err)
 	}
 	short, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel2()
-	err := checkDeadline(short, "/s/M", time.Second)
+	err := checkDeadline(short, "/s/M", time.Second, true)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("short deadline: %v", err)
 	}
@@ -85,7 +85,7 @@ func TestCheckDeadline(t *testing.T) {
 	if got := status.Convert(err).Message(); len(got) < len(want) || got[:len(want)] != want {
 		t.Errorf("message %q, want it to start with %q", got, want)
 	}
-	if err := checkDeadline(context.Background(), "/s/M", time.Second); err != nil {
+	if err := checkDeadline(context.Background(), "/s/M", time.Second, true); err != nil {
 		t.Errorf("no deadline: %v", err)
 	}
 }
