@@ -127,6 +127,10 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		return nil, err
 	}
 	s.ClientStream = cs
+	s.ctx = sctx
+	if s.holdsPermit {
+		m.bulkhead.streams.add(s)
+	}
 	// Whatever the caller does with the stream, the end of its context frees
 	// the permit (finish runs once; a later call is a no-op).
 	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
@@ -146,6 +150,7 @@ type stream struct {
 	ticket      ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
+	ctx         context.Context // the stream's own, set once it is open
 
 	once     sync.Once
 	mu       sync.Mutex
@@ -273,6 +278,9 @@ func (s *stream) finish(err error) {
 // first (a SendMsg's io.EOF may race with the context's end).
 func (s *stream) release() {
 	if s.holdsPermit && s.released.CompareAndSwap(false, true) {
+		if s.ctx != nil {
+			s.m.bulkhead.streams.remove(s)
+		}
 		s.m.releasePermit()
 	}
 }
