@@ -1,0 +1,101 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// TestAttack20AdaptiveBeatsAStaticBulkheadAndRecovers attacks the promise
+// no test compared head to head: that the adaptive limit sends a slowed
+// dependency less than the static bulkhead it sits in, and comes back.
+// Two clients of the same policy (8 permits, 100 ms attempts, no breaker,
+// no retries), one with an adaptive limit, each against its own hung
+// server, 16 callers each for 600 ms. The bulkhead alone keeps 8 attempts
+// on the hung server all along (about 48); the limit halves per round
+// trip of timeouts (8+4+2+1+1+1+1 = 18, the test allows 28), and its
+// refusals come at once while the bulkhead's waiters wait max_wait. When
+// both servers answer in 10 ms again, the adaptive client's answers come
+// within a few round trips and it serves at least half what the static
+// one does over 600 ms.
+func TestAttack20AdaptiveBeatsAStaticBulkheadAndRecovers(t *testing.T) {
+	build := func(adaptive bool) (*fakeSrv, func() (time.Duration, error)) {
+		srv, cc := startFault(t, server.Hang)
+		c := adaptiveClient(t, cc, func(p *policy.Service) {
+			p.Breaker = nil
+			p.Bulkhead = &policy.Bulkhead{Permits: 8, MaxWait: 20 * time.Millisecond}
+			if adaptive {
+				p.AdaptiveLimit = &policy.AdaptiveLimit{}
+			}
+			p.Methods[0].Timeout, p.Methods[0].Retry = 100*time.Millisecond, nil
+		})
+		return &fakeSrv{srv.Calls, srv.SetBehaviour}, func() (time.Duration, error) { return getStockOf(context.Background(), c) }
+	}
+	staticSrv, static := build(false)
+	adaptSrv, adapt := build(true)
+
+	type tally struct{ ok, refused, slowRefusals atomic.Int64 }
+	run := func(call func() (time.Duration, error), d time.Duration, tl *tally) {
+		until := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for time.Now().Before(until) {
+					took, err := call()
+					switch {
+					case err == nil:
+						tl.ok.Add(1)
+					case errors.Is(err, runtime.ErrConcurrencyLimited), errors.Is(err, runtime.ErrBulkheadFull):
+						tl.refused.Add(1)
+						if took > 15*time.Millisecond {
+							tl.slowRefusals.Add(1)
+						}
+						time.Sleep(time.Millisecond)
+					case errors.Is(err, runtime.ErrAttemptTimeout):
+					default:
+						t.Errorf("unexpected %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var st, at tally
+	var wg sync.WaitGroup
+	wg.Go(func() { run(static, 600*time.Millisecond, &st) })
+	wg.Go(func() { run(adapt, 600*time.Millisecond, &at) })
+	wg.Wait()
+	sc, ac := staticSrv.calls(getStock), adaptSrv.calls(getStock)
+	t.Logf("hung 600 ms: the static bulkhead sent %d attempts (%d refusals, %d after waiting), the adaptive limit %d (%d refusals, %d slower than 15 ms)",
+		sc, st.refused.Load(), st.slowRefusals.Load(), ac, at.refused.Load(), at.slowRefusals.Load())
+	if ac > 28 || ac*2 > sc {
+		t.Errorf("hung server: the adaptive client sent %d attempts, the static bulkhead %d: want at most 28 and at most half", ac, sc)
+	}
+	if at.refused.Load() == 0 || at.slowRefusals.Load()*10 > at.refused.Load() {
+		t.Errorf("adaptive: %d refusals, %d of them slower than 15 ms: want them at once", at.refused.Load(), at.slowRefusals.Load())
+	}
+
+	staticSrv.set(server.Slow(10 * time.Millisecond))
+	adaptSrv.set(server.Slow(10 * time.Millisecond))
+	var sr, ar tally
+	wg.Go(func() { run(static, 600*time.Millisecond, &sr) })
+	wg.Go(func() { run(adapt, 600*time.Millisecond, &ar) })
+	wg.Wait()
+	t.Logf("recovered 600 ms: static %d answers, adaptive %d", sr.ok.Load(), ar.ok.Load())
+	if ar.ok.Load()*2 < sr.ok.Load() {
+		t.Errorf("after the recovery the adaptive client had %d answers against the static bulkhead's %d: want at least half", ar.ok.Load(), sr.ok.Load())
+	}
+}
+
+// fakeSrv is what the test reads of a fault server and changes on it.
+type fakeSrv struct {
+	calls func(string) int
+	set   func(server.Behaviour)
+}
