@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
@@ -85,5 +89,51 @@ func TestAttack20CancelledStreamPermitIsBackForAUnaryCall(t *testing.T) {
 	}
 	if n := srv.Calls(atkGetStock); n != rounds-full {
 		t.Errorf("server saw %d GetStock, want %d", n, rounds-full)
+	}
+}
+
+// TestAttack20CancelledStreamProbeIsFreeWhenCancelReturns: the README
+// says a half-open probe "cancelled by its caller ... frees its place for
+// the next call". On a breaker only streams go through (so streams take
+// its probes), with a bulkhead that is not full, a probe stream its
+// caller cancels must leave its place to a stream opened at once after.
+func TestAttack20CancelledStreamProbeIsFreeWhenCancelReturns(t *testing.T) {
+	atkNoLeak(t)
+	clk := newAtkClock()
+	_, rt, h := atkChatClient(t, 5*time.Second, 2, runtime.WithClock(clk),
+		runtime.WithPolicy(func(p *policy.Service) { p.Bulkhead.Permits = 4 }))
+	ctx := context.Background()
+	atkFailChats(t, h, 2)
+	refused := 0
+	const rounds = 50
+	for range rounds {
+		if s, _ := rt.BreakerState(atkChat); s != runtime.StateOpen {
+			t.Fatalf("breaker %v, want open", s)
+		}
+		clk.Advance(time.Second + time.Millisecond)
+		cctx, cancel := context.WithCancel(ctx)
+		if _, err := h.Call(cctx); err != nil { // the one probe
+			cancel()
+			t.Fatalf("probe: %v", err)
+		}
+		cancel()
+		st, err := h.Call(ctx)
+		if errors.Is(err, runtime.ErrCircuitOpen) {
+			refused++
+			atkWantFree(t, rt, atkChat, "a cancelled probe")
+			if st, err = h.Call(ctx); err != nil {
+				t.Fatalf("after the probe's place was freed: %v", err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		// This stream is the probe: its failure opens the breaker again.
+		_ = st.Send(wrapperspb.String("fail"))
+		if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("got %v, want UNAVAILABLE", err)
+		}
+	}
+	if refused > 0 {
+		t.Errorf("%d of %d streams opened right after the half-open probe was cancelled were refused ErrCircuitOpen: the probe's place was not free when cancel returned", refused, rounds)
 	}
 }
