@@ -107,6 +107,11 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		}
 	}()
 	t, start, retryAfter, ok := m.admitAs(w.probes[m])
+	if !ok && retryAfter == 0 && w.probes[m] && m.breaker.streams.reap() {
+		// The probes were out, and a stream holding one had its context
+		// ended just now (see streamSet): its place is free.
+		t, start, retryAfter, ok = m.admitAs(true)
+	}
 	if !ok {
 		opened = true
 		s.release()
@@ -131,6 +136,10 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if s.holdsPermit {
 		m.bulkhead.streams.add(s)
 	}
+	if s.ticket.probe {
+		s.probing = true
+		m.breaker.streams.add(s)
+	}
 	// Whatever the caller does with the stream, the end of its context frees
 	// the permit (finish runs once; a later call is a no-op).
 	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
@@ -151,6 +160,7 @@ type stream struct {
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
 	ctx         context.Context // the stream's own, set once it is open
+	probing     bool            // counted in m.breaker.streams, as holding a probe
 
 	once     sync.Once
 	mu       sync.Mutex
@@ -267,6 +277,9 @@ func (s *stream) record(err error) {
 func (s *stream) finish(err error) {
 	s.once.Do(func() {
 		defer s.release()
+		if s.probing {
+			defer s.m.breaker.streams.remove(s)
+		}
 		if s.cancel != nil {
 			defer s.cancel()
 		}
