@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -98,4 +100,47 @@ func TestAttack20AdaptiveBeatsAStaticBulkheadAndRecovers(t *testing.T) {
 type fakeSrv struct {
 	calls func(string) int
 	set   func(server.Behaviour)
+}
+
+// TestAttack20ABurstThatTimesOutTogetherHalvesTheLimitOnce: the README
+// says a drop halves the limit "once per round trip, as TCP does, not once
+// per attempt of a burst that timed out together". 16 attempts admitted
+// together under a limit of 16 all time out on a hung server: the limit is
+// 8 after them, not 1; the next 8 admitted together and timing out take
+// it to 4. The server saw the 24 attempts.
+func TestAttack20ABurstThatTimesOutTogetherHalvesTheLimitOnce(t *testing.T) {
+	srv, cc := startFault(t, server.Hang)
+	reg := prometheus.NewRegistry()
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
+		p.Breaker, p.Bulkhead = nil, nil
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 16}
+		p.Methods[0].Timeout, p.Methods[0].Retry = 200*time.Millisecond, nil
+	}, runtime.WithRegisterer(reg))
+	burst := func(n int) {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				<-start
+				if _, err := getStockOf(context.Background(), c); !errors.Is(err, runtime.ErrAttemptTimeout) {
+					t.Errorf("attempt on a hung server: %v, want its timeout", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	burst(16)
+	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l != 8 {
+		t.Errorf("limit %v after a burst of 16 timing out together, want 8 (halved once)", l)
+	}
+	burst(8)
+	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l != 4 {
+		t.Errorf("limit %v after the next burst of 8, want 4", l)
+	}
+	// A loaded machine may time an attempt out before the server's
+	// handler counted it; never more than the 24 admitted.
+	if n := srv.Calls(getStock); n > 24 || n < 20 {
+		t.Errorf("server saw %d attempts, want the 24 admitted (at least 20 on a loaded machine)", n)
+	}
 }
