@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,4 +137,56 @@ func TestAttack20CancelledStreamProbeIsFreeWhenCancelReturns(t *testing.T) {
 	if refused > 0 {
 		t.Errorf("%d of %d streams opened right after the half-open probe was cancelled were refused ErrCircuitOpen: the probe's place was not free when cancel returned", refused, rounds)
 	}
+}
+
+// TestAttack20ReapingRacesTheStreamsOwnEndingsWithoutADoublePermit: a
+// stream whose context ended is ended by whichever comes first, its
+// AfterFunc, a call that finds the bulkhead full, its own Recv. Eight
+// watchers open, read or not, and cancel streams on a bulkhead of 2
+// without max_wait for a while; then every permit is free, and exactly
+// two held streams fit again, the third refused: no permit was given
+// back twice, none kept.
+func TestAttack20ReapingRacesTheStreamsOwnEndingsWithoutADoublePermit(t *testing.T) {
+	atkNoLeak(t)
+	_, cc := startFault(t, server.Hang)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		m := atkMethod(p, atkWatchStock)
+		m.Timeout = 5 * time.Second
+		m.Bulkhead.Permits, m.Bulkhead.MaxWait = 2, 0
+	})
+	rt := c.Runtime()
+	req := &inventoryv1.WatchStockRequest{Sku: "apple"}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 40 {
+				ctx, cancel := context.WithCancel(context.Background())
+				st, err := c.WatchStock(ctx, req)
+				if err != nil && !errors.Is(err, runtime.ErrBulkheadFull) {
+					t.Errorf("stream: %v", err)
+				}
+				if n := atkInUse(t, rt, atkWatchStock); n > 2 {
+					t.Errorf("%d permits of 2 taken", n)
+				}
+				cancel()
+				if err == nil && (g+i)%2 == 0 {
+					_, _ = st.Recv() // the stream's own ending, racing the others
+				}
+			}
+		})
+	}
+	wg.Wait()
+	atkWantFree(t, rt, atkWatchStock, "every stream was cancelled")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 2 {
+		if _, err := c.WatchStock(ctx, req); err != nil {
+			t.Fatalf("held stream %d of 2: %v", i+1, err)
+		}
+	}
+	if _, err := c.WatchStock(ctx, req); !errors.Is(err, runtime.ErrBulkheadFull) {
+		t.Fatalf("a third stream with two held: %v, want ErrBulkheadFull (a permit given back twice?)", err)
+	}
+	cancel()
+	atkWantFree(t, rt, atkWatchStock, "the held streams were cancelled")
 }
