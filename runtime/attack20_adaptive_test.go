@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
@@ -142,5 +144,40 @@ func TestAttack20ABurstThatTimesOutTogetherHalvesTheLimitOnce(t *testing.T) {
 	// handler counted it; never more than the 24 admitted.
 	if n := srv.Calls(getStock); n > 24 || n < 20 {
 		t.Errorf("server saw %d attempts, want the 24 admitted (at least 20 on a loaded machine)", n)
+	}
+}
+
+// TestAttack20CallersDeadlineOnlyGivesTheLimitsPlaceBack: the README's
+// adaptive limit takes "an attempt that says nothing about the dependency
+// (… its call's deadline or overall_timeout passed …)" as giving its place
+// back only, so the limit does not move. 16 callers with a 30 ms deadline
+// against a hung server, whose attempts' 300 ms timeout the deadline cuts
+// first: the limit must still be 16 after them, each time. gRPC reports
+// DEADLINE_EXCEEDED a little before the context is marked done, and an
+// attempt judged in that moment was taken for a drop, halving the limit
+// or not by chance.
+func TestAttack20CallersDeadlineOnlyGivesTheLimitsPlaceBack(t *testing.T) {
+	srv, cc := startFault(t, server.Hang)
+	reg := prometheus.NewRegistry()
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
+		p.Breaker, p.Bulkhead = nil, nil
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 16}
+		p.Methods[0].Timeout, p.Methods[0].Retry = 300*time.Millisecond, nil
+	}, runtime.WithRegisterer(reg))
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+				defer cancel()
+				if _, err := getStockOf(ctx, c); status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
+					t.Errorf("call on a hung server: %v, want the caller's DEADLINE_EXCEEDED", err)
+				}
+			})
+		}
+		wg.Wait()
+		if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l != 16 {
+			t.Fatalf("round %d: limit %v after 16 attempts the callers' deadlines ended (the server saw %d), want 16: a caller's deadline says nothing of the dependency", round+1, l, srv.Calls(getStock))
+		}
 	}
 }

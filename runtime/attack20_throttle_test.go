@@ -3,10 +3,13 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
@@ -65,5 +68,48 @@ func TestAttack20ThrottlerForgetsTheOutageOnTheClientsClock(t *testing.T) {
 	}
 	if n := srv.Calls(getStock) - outage; n != 50 {
 		t.Errorf("after the recovery the server saw %d of 50 calls", n)
+	}
+}
+
+// TestAttack20ThrottlerCountsAttemptsTheCallersDeadlineEnded: the
+// README's throttler counts as accepts the attempts the dependency
+// answered, "any code but DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
+// UNAVAILABLE", and leaves out only "an attempt the caller cancelled".
+// Against a hung server, callers whose own deadline (30 ms) is shorter
+// than the attempt's timeout (300 ms, so no context of the attempt's own
+// is made) end every attempt with DEADLINE_EXCEEDED: the breaker counts
+// each as a failure ("the dependency did not answer in the time it had"),
+// and the throttler must count each as a request not accepted and, after
+// about ten, refuse most of the rest (at most 1 in 10 goes out). 10
+// callers × 12 calls: at most 10 + 0.1 × 110 + room for the draw reach
+// the hung server, instead of all 120.
+func TestAttack20ThrottlerCountsAttemptsTheCallersDeadlineEnded(t *testing.T) {
+	srv, cc := startFault(t, server.Hang)
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
+		p.Breaker, p.Bulkhead = nil, nil
+		p.ClientThrottle = &policy.Throttle{Window: time.Minute}
+		p.Methods[0].Timeout, p.Methods[0].Retry = 300*time.Millisecond, nil
+	})
+	var throttled atomic.Int64
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			for range 12 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+				_, err := getStockOf(ctx, c)
+				cancel()
+				switch {
+				case errors.Is(err, runtime.ErrThrottled):
+					throttled.Add(1)
+				case status.Code(err) != codes.DeadlineExceeded:
+					t.Errorf("call on a hung server: %v, want DEADLINE_EXCEEDED or ErrThrottled", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("server saw %d, throttled %d", srv.Calls(getStock), throttled.Load())
+	if n := srv.Calls(getStock); n > 40 {
+		t.Errorf("%d of 120 calls reached the hung server (%d throttled): the throttler did not count the attempts the callers' deadlines ended", n, throttled.Load())
 	}
 }
