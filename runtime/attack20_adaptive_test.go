@@ -191,3 +191,34 @@ func TestAttack20CallersDeadlineOnlyGivesTheLimitsPlaceBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack20TimeoutEqualToOverallTimeoutStillDrops: the README says a
+// method under an adaptive limit needs a per-attempt timeout ("without
+// one, a dependency that hangs produces no drop"), and the plugin and
+// Validate refuse one without. A method whose timeout equals its
+// overall_timeout (100 ms each, one attempt: a common way to write "100
+// ms, no retries") passes that check, but no attempt ever gets a context
+// of its own (the call's is as short), so every attempt on a hung server
+// ends by the overall_timeout, which the limit ignores: the limit never
+// falls, and the adaptive layer protects nothing.
+func TestAttack20TimeoutEqualToOverallTimeoutStillDrops(t *testing.T) {
+	t.Skip("BROKEN: with timeout == overall_timeout no attempt has a timeout of its own, so a hung dependency produces no drop and the adaptive limit never falls; Validate and the plugin accept the policy (the check belongs in internal/check's adaptive-timeout rule, or the runtime should take an attempt cut by overall_timeout for a drop)")
+	_, cc := startFault(t, server.Hang)
+	reg := prometheus.NewRegistry()
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
+		p.Breaker, p.Bulkhead = nil, nil
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 16}
+		m := &p.Methods[0]
+		m.Timeout, m.OverallTimeout, m.Retry = 100*time.Millisecond, 100*time.Millisecond, nil
+	}, runtime.WithRegisterer(reg))
+	for range 3 {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() { _, _ = getStockOf(context.Background(), c) })
+		}
+		wg.Wait()
+	}
+	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l > 4 {
+		t.Errorf("limit %v after three bursts of 16 attempts timing out on a hung server, want it halved per burst (at most 4)", l)
+	}
+}
