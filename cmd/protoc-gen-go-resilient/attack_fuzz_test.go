@@ -15,8 +15,6 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/pluginpb"
-
-	"github.com/go-resilient/resilient/internal/rules"
 )
 
 // FuzzAttackExports feeds FuzzPlugin's file arbitrary option blocks and
@@ -95,7 +93,7 @@ func runExportsOnce(t *testing.T, req *pluginpb.CodeGeneratorRequest) (_ *plugin
 	// The resolved policy of Put, for the checks.
 	for _, f := range gen.Files {
 		if f.Generate && len(f.Services) > 0 {
-			sp := resolveService(f.Services[0], rules.PolicyOf(f.Desc))
+			sp := resolveService(f.Services[0])
 			putIdempotent = sp.Policy.Methods[1].Idempotent
 		}
 	}

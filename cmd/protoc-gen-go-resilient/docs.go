@@ -25,7 +25,7 @@ import (
 // policies the generated code holds (policy.Service.Settings and
 // policy.Server.Settings, by reflection over the types, so that a new
 // field is on the page without a line here); the origins are the layers
-// they were merged from (merge.go).
+// they were merged from (rules.ServicePolicy, rules.MethodPolicy).
 func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -72,7 +72,7 @@ func policyMarkdown(gen *protogen.Plugin, f *protogen.File, services []*service)
 			origin := from(rs.shared, st.Key)
 			switch {
 			case origin != "default":
-			case strings.HasPrefix(st.Key, "retry_budget.") && !rs.shared.has("retry_budget"):
+			case strings.HasPrefix(st.Key, "retry_budget.") && !rs.shared.Has("retry_budget"):
 				origin = "default: a method retries or hedges, and no annotation sets `retry_budget`"
 			default:
 				origin = follows(st.Key, "", in)
@@ -208,30 +208,30 @@ func methodOrigin(m *protogen.Method, rm *method, path string) string {
 	eff := rm.eff
 	stream := streamKind(m) != ""
 	switch {
-	case path == "idempotent" && rm.Policy.Idempotent && !eff.policy.GetIdempotent():
+	case path == "idempotent" && rm.Policy.Idempotent && !eff.Policy.GetIdempotent():
 		level := rules.IdempotencyLevel(m.Desc)
 		return fmt.Sprintf("`idempotency_level = %s`", level)
 	case path == "retry" && stream:
 		return "streams are not retried"
 	case path == "idempotency_key" && stream:
 		return "streams send none"
-	case path == "retry" && eff.has("retry"):
+	case path == "retry" && eff.Has("retry"):
 		// max_attempts: 1, the only way to write a retry that does not retry
-		return fmt.Sprintf("%s (`max_attempts: %d`)", from(eff, "retry.max_attempts"), eff.policy.GetRetry().GetMaxAttempts())
+		return fmt.Sprintf("%s (`max_attempts: %d`)", from(eff, "retry.max_attempts"), eff.Policy.GetRetry().GetMaxAttempts())
 	}
 	return from(eff, path)
 }
 
 // from says which level set the field at path, or that it is the default.
-func from(m merged, path string) string {
-	lvl, ok := m.setBy(path)
+func from(m rules.Merged, path string) string {
+	lvl, ok := m.SetBy[path]
 	if !ok {
 		return "default"
 	}
 	switch lvl {
-	case levelFile:
+	case rules.LevelFile:
 		return "file"
-	case levelService:
+	case rules.LevelService:
 		return "service"
 	default:
 		return "method"

@@ -15,8 +15,8 @@ import (
 // resolvePatterns resolves hedging, the method's own rate limit, the cache
 // and generated idempotency keys of one method, once its idempotency,
 // retries and timeouts are known. The rules check them (rules.CheckMethod).
-func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, eff merged) {
-	p, mp := eff.policy, rm.Policy
+func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, eff rules.Merged) {
+	p, mp := eff.Policy, rm.Policy
 	unary := streamKind(m) == ""
 
 	// A generated key replaces none named; a stream ignores what its
@@ -24,7 +24,7 @@ func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, ef
 	mp.GenerateIdempotencyKey = p.GetGenerateIdempotencyKey() && unary && mp.IdempotencyKey == ""
 
 	// Hedging, written on the method.
-	if h := p.GetHedging(); h != nil && eff.rules.SetBy["hedging"] == rules.LevelMethod {
+	if h := p.GetHedging(); h != nil && eff.SetBy["hedging"] == rules.LevelMethod {
 		mp.Hedging = resolved[policy.Hedging]("hedging", h)
 	}
 
@@ -35,7 +35,7 @@ func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, ef
 	}
 
 	// The cache, written on the method.
-	if ca := p.GetCache(); ca != nil && eff.rules.SetBy["cache"] == rules.LevelMethod {
+	if ca := p.GetCache(); ca != nil && eff.SetBy["cache"] == rules.LevelMethod {
 		mp.Cache = resolved[policy.Cache]("cache", ca)
 		// No stale_ttl means no stale answers: stale as long as fresh.
 		rules.Follow(mp.Cache, nil, "cache", rules.SetIn(ca))

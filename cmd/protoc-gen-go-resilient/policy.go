@@ -33,8 +33,9 @@ type (
 		methods []*method
 		// shared is the record of the resolution: the file's and the
 		// service's options merged, with the level that set each value,
-		// which the exports read to say where a value came from.
-		shared merged
+		// which the exports read to say where a value came from
+		// (rules.ServicePolicy).
+		shared rules.Merged
 	}
 	// method is the resolution of one method.
 	method struct {
@@ -48,8 +49,8 @@ type (
 		CacheKeys []*keyField
 		// eff is the record of the method's resolution: the file's,
 		// service's and method's options merged, with the level that set
-		// each value.
-		eff merged
+		// each value (rules.MethodPolicy).
+		eff rules.Merged
 	}
 	// keyField is a request field that holds a key: the idempotency key,
 	// or one of the cache's key fields.
@@ -73,10 +74,9 @@ type (
 // which is only used when no check failed.
 func resolveFile(f *protogen.File, ps *problems) []*service {
 	checkFile(f, ps)
-	filePolicy := rules.PolicyOf(f.Desc)
 	var out []*service
 	for _, s := range f.Services {
-		out = append(out, resolveService(s, filePolicy))
+		out = append(out, resolveService(s))
 	}
 	return out
 }
@@ -89,34 +89,35 @@ func checkFile(f *protogen.File, ps *problems) {
 		if finding.Rule == rules.RuleNoTimeout {
 			return // lint only: the caller's deadline still bounds such a call
 		}
-		ps.add(siteOf(d), level(finding.Level), finding.Path, "%s", finding.Message)
+		ps.add(siteOf(d), finding.Level, finding.Path, "%s", finding.Message)
 	})
 }
 
-func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *service {
-	svcPolicy := rules.PolicyOf(s.Desc)
-	shared := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy})
+// resolveService resolves the policy of s: the settings its methods share,
+// from the file's and the service's options, and each method's.
+func resolveService(s *protogen.Service) *service {
+	_, shared := rules.ServicePolicy(s.Desc)
 	sp := &service{Policy: policy.Service{Name: string(s.Desc.FullName())}, shared: shared}
 	p := &sp.Policy
-	if cb := shared.policy.GetCircuitBreaker(); cb != nil {
+	if cb := shared.Policy.GetCircuitBreaker(); cb != nil {
 		p.Breaker = resolved[policy.Breaker]("circuit_breaker", cb)
 	}
-	if bh := shared.policy.GetBulkhead(); bh != nil {
+	if bh := shared.Policy.GetBulkhead(); bh != nil {
 		p.Bulkhead = resolved[policy.Bulkhead]("bulkhead", bh)
 	}
-	if rl := shared.policy.GetRateLimit(); rl != nil {
+	if rl := shared.Policy.GetRateLimit(); rl != nil {
 		p.RateLimit = rateLimitOf(rl)
 	}
-	if al := shared.policy.GetAdaptiveLimit(); al != nil {
-		p.AdaptiveLimit = adaptiveLimitOf(al, shared.policy.GetBulkhead())
+	if al := shared.Policy.GetAdaptiveLimit(); al != nil {
+		p.AdaptiveLimit = adaptiveLimitOf(al, shared.Policy.GetBulkhead())
 	}
-	if th := shared.policy.GetClientThrottle(); th != nil {
+	if th := shared.Policy.GetClientThrottle(); th != nil {
 		p.ClientThrottle = resolved[policy.Throttle]("client_throttle", th)
 	}
 	p.Methods = make([]policy.Method, len(s.Methods))
 	retries := false
 	for i, m := range s.Methods {
-		mp := resolveMethod(m, &p.Methods[i], filePolicy, svcPolicy)
+		mp := resolveMethod(m, &p.Methods[i])
 		retries = retries || mp.Policy.Retry != nil || mp.Policy.Hedging != nil
 		sp.methods = append(sp.methods, mp)
 	}
@@ -125,22 +126,21 @@ func resolveService(s *protogen.Service, filePolicy *resilientv1.Policy) *servic
 	// pays for too, policy.Service.BudgetInForce); a service that does
 	// neither has none, whatever its annotation says.
 	if retries {
-		p.Budget = resolved[policy.Budget]("retry_budget", shared.policy.GetRetryBudget())
+		p.Budget = resolved[policy.Budget]("retry_budget", shared.Policy.GetRetryBudget())
 	}
 	return sp
 }
 
 // resolveMethod resolves the policy of m into mp, its entry of the
 // service's policy.
-func resolveMethod(m *protogen.Method, mp *policy.Method, filePolicy, svcPolicy *resilientv1.Policy) *method {
-	own := rules.PolicyOf(m.Desc)
-	eff := mergeLayers(layer{levelFile, filePolicy}, layer{levelService, svcPolicy}, layer{levelMethod, own})
+func resolveMethod(m *protogen.Method, mp *policy.Method) *method {
+	own, eff := rules.MethodPolicy(m.Desc)
 
-	p := eff.policy
+	p := eff.Policy
 	*mp = policy.Method{
 		Name:           fmt.Sprintf("/%s/%s", m.Parent.Desc.FullName(), m.Desc.Name()),
 		Kind:           kindOf(m),
-		Idempotent:     rules.Idempotent(m.Desc, eff.rules),
+		Idempotent:     rules.Idempotent(m.Desc, eff),
 		Timeout:        durationOf(p.GetTimeout(), 0),
 		OverallTimeout: durationOf(p.GetOverallTimeout(), 0),
 	}
@@ -152,10 +152,10 @@ func resolveMethod(m *protogen.Method, mp *policy.Method, filePolicy, svcPolicy 
 		mp.IdempotencyKey = name
 		rm.Key = keyFieldOf(m, name)
 	}
-	if rules.Retries(m.Desc, eff.rules) {
+	if rules.Retries(m.Desc, eff) {
 		mp.Retry = resolved[policy.Retry]("retry", p.GetRetry())
 	}
-	if eff.has("priority") {
+	if eff.Has("priority") {
 		mp.Priority = priorityOf(p.GetPriority())
 	}
 

@@ -25,7 +25,7 @@ type site struct {
 	// options holds, for each level whose option concerns the site, the
 	// source path of that option: the file's, the service's, the
 	// method's (resilient.v1.*) extension.
-	options map[level]protoreflect.SourcePath
+	options map[rules.Level]protoreflect.SourcePath
 }
 
 // The source paths of the options use the field numbers of
@@ -57,18 +57,18 @@ func fileSite(f *protogen.File) site {
 		loc = locs.ByPath(protoreflect.SourcePath{editionField})
 	}
 	return site{pos: position(f, loc), name: string(f.Desc.Package()), file: f,
-		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath()}}
+		options: map[rules.Level]protoreflect.SourcePath{rules.LevelFile: fileOptionPath()}}
 }
 
 func serviceSite(f *protogen.File, s *protogen.Service) site {
 	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(s.Desc)), name: string(s.Desc.FullName()), file: f,
-		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath(), levelService: serviceOptionPath(s)}}
+		options: map[rules.Level]protoreflect.SourcePath{rules.LevelFile: fileOptionPath(), rules.LevelService: serviceOptionPath(s)}}
 }
 
 func methodSite(f *protogen.File, m *protogen.Method) site {
 	return site{pos: position(f, f.Desc.SourceLocations().ByDescriptor(m.Desc)), name: string(m.Desc.FullName()), file: f,
-		options: map[level]protoreflect.SourcePath{levelFile: fileOptionPath(), levelService: serviceOptionPath(m.Parent),
-			levelMethod: methodOptionPath(m)}}
+		options: map[rules.Level]protoreflect.SourcePath{rules.LevelFile: fileOptionPath(), rules.LevelService: serviceOptionPath(m.Parent),
+			rules.LevelMethod: methodOptionPath(m)}}
 }
 
 // sitesOf returns the site of each element of f that a finding is
@@ -106,7 +106,7 @@ func position(f *protogen.File, loc protoreflect.SourceLocation) string {
 // written as one message ({...}) and the field itself for one written
 // field by field (option (resilient.v1.method).retry.max_attempts = 0);
 // the site's own position when the source info has neither.
-func (at site) valuePosition(lvl level, path string) string {
+func (at site) valuePosition(lvl rules.Level, path string) string {
 	base, ok := at.options[lvl]
 	if !ok || at.file == nil {
 		return at.pos
@@ -174,9 +174,9 @@ func fieldNumbers(path string) protoreflect.SourcePath {
 // problem is one reason a policy is refused.
 type problem struct {
 	at     site
-	option level  // the option where the offending value was written
-	path   string // the field inside the option: "retry.max_attempts"
-	msg    string // what is wrong and how to mend it
+	option rules.Level // the option where the offending value was written
+	path   string      // the field inside the option: "retry.max_attempts"
+	msg    string      // what is wrong and how to mend it
 }
 
 func (p problem) String() string {
@@ -187,7 +187,7 @@ func (p problem) String() string {
 		b.WriteString(p.at.name)
 		b.WriteString(": ")
 	}
-	b.WriteString(rules.Level(p.option).OptionPath(p.path))
+	b.WriteString(p.option.OptionPath(p.path))
 	b.WriteString(": ")
 	b.WriteString(p.msg)
 	return b.String()
@@ -197,7 +197,7 @@ func (p problem) String() string {
 // are reported together.
 type problems []problem
 
-func (ps *problems) add(at site, option level, path, format string, args ...any) {
+func (ps *problems) add(at site, option rules.Level, path, format string, args ...any) {
 	at.pos = at.valuePosition(option, path)
 	*ps = append(*ps, problem{at: at, option: option, path: path, msg: fmt.Sprintf(format, args...)})
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-resilient/resilient/internal/rules"
@@ -262,59 +261,6 @@ func TestRefusalsTogether(t *testing.T) {
 	}
 }
 
-// TestMerge checks the merge rules on the options contract: field by field,
-// sub-messages recursively, repeated fields and durations replaced whole.
-func TestMerge(t *testing.T) {
-	file := &resilientv1.Policy{
-		Idempotent: proto.Bool(true),
-		Timeout:    &durationpb.Duration{Seconds: 1},
-		Retry: &resilientv1.Retry{
-			MaxAttempts:    proto.Uint32(4),
-			MaxBackoff:     &durationpb.Duration{Nanos: 5},
-			RetryableCodes: []string{"UNAVAILABLE", "RESOURCE_EXHAUSTED"},
-		},
-	}
-	service := &resilientv1.Policy{
-		Retry: &resilientv1.Retry{MaxBackoff: &durationpb.Duration{Seconds: 2}},
-	}
-	method := &resilientv1.Policy{
-		Idempotent: proto.Bool(false),
-		Retry:      &resilientv1.Retry{RetryableCodes: []string{"DEADLINE_EXCEEDED"}},
-	}
-	m := mergeLayers(layer{levelFile, file}, layer{levelService, service}, layer{levelMethod, nil}, layer{levelMethod, method})
-	want := &resilientv1.Policy{
-		Idempotent: proto.Bool(false),
-		Timeout:    &durationpb.Duration{Seconds: 1},
-		Retry: &resilientv1.Retry{
-			MaxAttempts:    proto.Uint32(4),
-			MaxBackoff:     &durationpb.Duration{Seconds: 2},
-			RetryableCodes: []string{"DEADLINE_EXCEEDED"},
-		},
-	}
-	if !proto.Equal(m.policy, want) {
-		t.Errorf("merged\n%v\nwant\n%v", m.policy, want)
-	}
-	for path, lvl := range map[string]level{
-		"idempotent":            levelMethod,
-		"timeout":               levelFile,
-		"retry":                 levelMethod,
-		"retry.max_attempts":    levelFile,
-		"retry.max_backoff":     levelService,
-		"retry.retryable_codes": levelMethod,
-	} {
-		if got, ok := m.setBy(path); !ok || got != lvl {
-			t.Errorf("%s set by %v (%v), want %v", path, got.option(), ok, lvl.option())
-		}
-	}
-	if m.has("retry.max_backoff.seconds") {
-		t.Error("a duration was merged field by field")
-	}
-	// The layers are left as they were.
-	if file.GetRetry().GetMaxBackoff().GetNanos() != 5 || len(file.GetRetry().GetRetryableCodes()) != 2 {
-		t.Errorf("merging changed a layer: %v", file)
-	}
-}
-
 func TestDefaults(t *testing.T) {
 	r := resolved[policy.Retry]("retry", &resilientv1.Retry{})
 	if r.MaxAttempts != 3 || r.InitialBackoff != 50*time.Millisecond || r.MaxBackoff != time.Second || r.Multiplier != 2 ||
@@ -341,7 +287,7 @@ func TestDurationLimits(t *testing.T) {
 		{Nanos: 1},
 	} {
 		rules.Check(&resilientv1.Policy{Timeout: d}, true, func(path, format string, args ...any) {
-			ps.add(at, levelMethod, path, format, args...)
+			ps.add(at, rules.LevelMethod, path, format, args...)
 		})
 	}
 	if len(ps) != 1 || !strings.Contains(ps[0].msg, "292 years") {

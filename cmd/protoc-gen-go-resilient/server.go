@@ -21,9 +21,9 @@ func resolveServer(sp *service) *policy.Server {
 	annotated := false
 	for _, m := range sp.methods {
 		out.Methods = append(out.Methods, resolveServerMethod(m))
-		annotated = annotated || m.eff.has("server")
+		annotated = annotated || m.eff.Has("server")
 	}
-	if sh := sp.shared.policy.GetShedding(); sh != nil {
+	if sh := sp.shared.Policy.GetShedding(); sh != nil {
 		annotated = true
 		out.Shedding = &policy.Shedding{}
 		// The four limits go to Limits, pushback and code to the Shedding.
@@ -41,7 +41,7 @@ func resolveServer(sp *service) *policy.Server {
 // resolveServerMethod resolves the server settings of a method, once its
 // priority is known: the annotated one, else normal.
 func resolveServerMethod(m *method) policy.ServerMethod {
-	p := m.eff.policy
+	p := m.eff.Policy
 	sm := policy.ServerMethod{Name: m.Policy.Name, Kind: m.Policy.Kind, Priority: m.Policy.Priority}
 	if sm.Priority == policy.PriorityUnspecified {
 		sm.Priority = policy.PriorityNormal

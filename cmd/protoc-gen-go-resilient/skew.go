@@ -33,7 +33,7 @@ var optionsNumber = int32(resilientv1.E_Method.TypeDescriptor().Number())
 func checkOptionsVersion(f *protogen.File, ps *problems) {
 	siteOf := sitesOf(f)
 	rules.NewerOptions(f.Desc, func(d protoreflect.Descriptor, n rules.NewerOption) {
-		at, lvl := siteOf(d), level(n.Level)
+		at, lvl := siteOf(d), n.Level
 		if n.Extension != nil {
 			// At the option statement that sets the extension, else at the
 			// options of the element.

@@ -114,7 +114,8 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 // pass both the plugin and the buf check plugin make: Check on every
 // option; CheckService, CheckMethod and CheckShedding on the policies
 // resolved from them (the file's, service's and method's options merged
-// field by field); and RuleNoTimeout, which only lint reports (the plugin
+// field by field: ServicePolicy, MethodPolicy, as the plugin resolves
+// them); and RuleNoTimeout, which only lint reports (the plugin
 // drops it). Each finding comes with the descriptor it is reported at (the
 // file, a service or a method); a value of the service or the file found
 // wrong in the same words for several methods or services is reported
@@ -130,22 +131,19 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 			found.add(d, Finding{RuleInvalidValue, lvl, path, fmt.Sprintf(format, args...)})
 		})
 	}
-	filePolicy := PolicyOf(fd)
 	if fd.Services().Len() > 0 {
-		report(fd, LevelFile, false, filePolicy)
+		report(fd, LevelFile, false, PolicyOf(fd))
 	}
 	for i := 0; i < fd.Services().Len(); i++ {
 		s := fd.Services().Get(i)
-		svcPolicy := PolicyOf(s)
+		svcPolicy, shared := ServicePolicy(s)
 		report(s, LevelService, false, svcPolicy)
-		shared := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy})
 		atService := func(f Finding) { found.add(s, f) }
 		CheckService(shared, atService)
 		for j := 0; j < s.Methods().Len(); j++ {
 			m := s.Methods().Get(j)
-			own := PolicyOf(m)
+			own, eff := MethodPolicy(m)
 			report(m, LevelMethod, true, own)
-			eff := Merge(Layer{LevelFile, filePolicy}, Layer{LevelService, svcPolicy}, Layer{LevelMethod, own})
 			at := func(f Finding) { found.add(m, f) }
 			CheckMethod(m, own, eff, at)
 			if p := eff.Policy; p.GetTimeout() == nil && p.GetOverallTimeout() == nil {

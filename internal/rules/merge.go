@@ -83,6 +83,25 @@ func (m Merged) Origin(path string, blamed Level) string {
 	}
 }
 
+// ServicePolicy returns the options written on service s (nil for none)
+// and the policy its methods share: the file's and the service's options
+// merged (Merge), with the level that set each value. The plugin resolves
+// the service's shared settings from it, and CheckFile checks them.
+func ServicePolicy(s protoreflect.ServiceDescriptor) (own *Policy, shared Merged) {
+	own = PolicyOf(s)
+	return own, Merge(Layer{LevelFile, PolicyOf(s.ParentFile())}, Layer{LevelService, own})
+}
+
+// MethodPolicy returns the options written on method m (nil for none) and
+// the policy in force on it: the file's, its service's and its own options
+// merged (Merge), with the level that set each value. The plugin resolves
+// the method from it, and CheckFile checks it.
+func MethodPolicy(m protoreflect.MethodDescriptor) (own *Policy, eff Merged) {
+	s := m.Parent().(protoreflect.ServiceDescriptor)
+	own = PolicyOf(m)
+	return own, Merge(Layer{LevelFile, PolicyOf(s.ParentFile())}, Layer{LevelService, PolicyOf(s)}, Layer{LevelMethod, own})
+}
+
 // Merge merges the layers in order, each overriding the ones before it
 // field by field: a scalar or a repeated field set in a later layer replaces
 // the earlier value whole; a sub-message is merged recursively, except the

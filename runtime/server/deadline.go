@@ -15,14 +15,14 @@ import (
 )
 
 // checkDeadline refuses a request whose deadline has passed or leaves less
-// than min: nobody would read its answer. The first check of a request (at
-// the Guard's door: the tap, or the interceptor without it) refuses for
+// than min: nobody would read its answer. The first check of a request by
+// a Guard (atDoor: its tap, or its interceptor without it) refuses for
 // the time the caller left, marked DEADLINE_TOO_SHORT (deadlineRefusal);
 // a later one (before the handler, after a claim or a wait) refuses for
 // time this server spent since the door let the request in (a slow outer
 // interceptor, decoding, the store), which is this server's failure, so
 // the refusal is judged by its code (lateDeadlineRefusal).
-func checkDeadline(ctx context.Context, method string, min time.Duration) error {
+func checkDeadline(ctx context.Context, method string, min time.Duration, atDoor bool) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return status.Errorf(codes.Canceled, "resilient: the caller of %s cancelled it before it was started", method)
 	}
@@ -34,25 +34,15 @@ func checkDeadline(ctx context.Context, method string, min time.Duration) error 
 	if left >= min && left > 0 {
 		return nil
 	}
-	// Which refusal is looked up only for a refusal: a request with time
-	// enough walks no context for it.
-	refuse := deadlineRefusal
-	if admittedAtTheDoor(ctx, method) {
-		refuse = lateDeadlineRefusal
+	refusal := lateDeadlineRefusal
+	if atDoor {
+		refusal = deadlineRefusal
 	}
 	if left <= 0 {
-		return refuse(fmt.Sprintf("resilient: the deadline of %s passed before it was started", method))
+		return refusal(method, fmt.Sprintf("resilient: the deadline of %s passed before it was started", method))
 	}
-	return refuse(fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
+	return refusal(method, fmt.Sprintf("resilient: %s needs at least %s, the caller left %s",
 		method, min, left.Round(time.Microsecond)))
-}
-
-// admittedAtTheDoor reports whether the request of ctx to method passed
-// the Guard's first deadline check already (enter grants its priority
-// after it): a later refusal is for time spent in this server.
-func admittedAtTheDoor(ctx context.Context, method string) bool {
-	gr, _ := ctx.Value(priorityKey{}).(*grant)
-	return gr != nil && gr.m != nil && gr.m.name == method
 }
 
 // deadlineDetails mark a refusal for a deadline too short to start: the
@@ -63,8 +53,8 @@ var deadlineDetails = []*anypb.Any{markDetail(runtime.DeadlineReason, nil), doNo
 
 // deadlineRefusal is the DEADLINE_EXCEEDED answer to a request refused
 // for its deadline, with msg and the marks of deadlineDetails.
-func deadlineRefusal(msg string) error {
-	return status.ErrorProto(&spb.Status{Code: int32(codes.DeadlineExceeded), Message: msg, Details: deadlineDetails})
+func deadlineRefusal(method, msg string) error {
+	return refuse(method, &spb.Status{Code: int32(codes.DeadlineExceeded), Message: msg, Details: deadlineDetails})
 }
 
 // lateDetails mark a refusal for a deadline that became too short inside
@@ -75,8 +65,8 @@ var lateDetails = []*anypb.Any{doNotRetryDetail}
 // lateDeadlineRefusal is the DEADLINE_EXCEEDED answer to a request the
 // door admitted whose deadline this server's own delay made too short,
 // with msg and lateDetails.
-func lateDeadlineRefusal(msg string) error {
-	return status.ErrorProto(&spb.Status{Code: int32(codes.DeadlineExceeded), Message: msg + " (it had enough when it arrived: the time went in this server)", Details: lateDetails})
+func lateDeadlineRefusal(method, msg string) error {
+	return refuse(method, &spb.Status{Code: int32(codes.DeadlineExceeded), Message: msg + " (it had enough when it arrived: the time went in this server)", Details: lateDetails})
 }
 
 // ownTimeoutKey marks a context whose deadline is the DefaultTimeout the

@@ -31,23 +31,28 @@ func marks(err error) map[string]bool {
 
 // TestAttack19bLateDeadlineRefusalIsTheServersOwn: a request admitted at
 // the door with time enough, whose time then runs short inside the server
-// (its own interceptors outside the Guard's, 80 ms, unary and stream),
+// (its own interceptors outside the Guard's, 400 ms, unary and stream),
 // is refused DEADLINE_EXCEEDED with the do-not-retry mark but without
 // DEADLINE_TOO_SHORT, which would have its callers' breakers take the
 // server's own slowness for a caller's short deadline; a request whose
 // caller left too little at the door is still marked both ways. Neither
 // reaches the handler, and each counts once in DeadlineRefused.
+//
+// The times leave a loaded machine room: a request late by 400 ms in the
+// server came with 1.3s, so it may take 300 ms to arrive and still pass
+// the door (MinDeadline 1s); one refused at the door came with 500 ms,
+// its answer's time to come back (60 ms of 100 were not enough, at load 8).
 func TestAttack19bLateDeadlineRefusalIsTheServersOwn(t *testing.T) {
 	p := inventoryPolicy()
-	p.Methods[0].MinDeadline = 100 * time.Millisecond // GetStock
-	p.Methods[2].MinDeadline = 100 * time.Millisecond // WatchStock
+	p.Methods[0].MinDeadline, p.Methods[0].DefaultTimeout = time.Second, 2*time.Second // GetStock
+	p.Methods[2].MinDeadline, p.Methods[2].DefaultTimeout = time.Second, 2*time.Second // WatchStock
 	srv := &inventoryServer{}
 	slowU := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		time.Sleep(80 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond)
 		return h(ctx, req)
 	}
 	slowS := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		time.Sleep(80 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond)
 		return h(srv, ss)
 	}
 	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
@@ -57,10 +62,10 @@ func TestAttack19bLateDeadlineRefusalIsTheServersOwn(t *testing.T) {
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(slowU), grpc.ChainStreamInterceptor(slowS)}, g.ServerOptions()...)
 	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, opts...)))
 
-	_, late := client.GetStock(ctxTimeout(t, 150*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
-	_, door := client.GetStock(ctxTimeout(t, 60*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
+	_, late := client.GetStock(ctxTimeout(t, 1300*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
+	_, door := client.GetStock(ctxTimeout(t, 500*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
 	var lateStream error
-	if st, err := client.WatchStock(ctxTimeout(t, 150*time.Millisecond), &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
+	if st, err := client.WatchStock(ctxTimeout(t, 1300*time.Millisecond), &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
 		lateStream = err
 	} else {
 		_, lateStream = st.Recv()

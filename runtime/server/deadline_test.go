@@ -19,13 +19,18 @@ import (
 
 func TestDeadlineTooShortRefusedBeforeHandler(t *testing.T) {
 	srv := &inventoryServer{}
-	g, client, _ := guarded(t, srv, []*policy.Server{inventoryPolicy()})
+	// GetStock needs 10s here, and the short call brings 2s: a deadline
+	// short enough to refuse, long enough that a loaded machine does not
+	// expire it on the client's side before it is sent (a 20ms one did, in
+	// a run beside other tests, and the server counted nothing).
+	p := inventoryPolicy()
+	p.Methods[0].MinDeadline, p.Methods[0].DefaultTimeout = 10*time.Second, 10*time.Second
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 
-	// GetStock needs 50 ms; 20 ms is refused by the server (counted
-	// below), without the handler.
-	_, err := client.GetStock(ctxTimeout(t, 20*time.Millisecond), &inventoryv1.GetStockRequest{Sku: "a"})
+	// Refused by the server (counted below), without the handler.
+	_, err := client.GetStock(ctxTimeout(t, 2*time.Second), &inventoryv1.GetStockRequest{Sku: "a"})
 	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("GetStock with 20ms left: %v, want DEADLINE_EXCEEDED", err)
+		t.Fatalf("GetStock with 2s left: %v, want DEADLINE_EXCEEDED", err)
 	}
 	if n := srv.getCalls.Load(); n != 0 {
 		t.Errorf("handler ran %d times, want 0", n)
@@ -34,7 +39,7 @@ func TestDeadlineTooShortRefusedBeforeHandler(t *testing.T) {
 		t.Errorf("stats %+v, want 1 refused, 0 in flight", s)
 	}
 	// With enough time it runs.
-	if _, err := client.GetStock(ctxTimeout(t, time.Second), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+	if _, err := client.GetStock(ctxTimeout(t, 30*time.Second), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.getCalls.Load(); n != 1 {
@@ -67,12 +72,12 @@ func TestDeadlineExpiredRefusedBeforeHandler(t *testing.T) {
 func TestCheckDeadline(t *testing.T) {
 	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	if err := checkDeadline(past, "/s/M", 0); status.Code(err) != codes.DeadlineExceeded {
+	if err := checkDeadline(past, "/s/M", 0, true); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("passed deadline: %v", err)
 	}
 	short, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel2()
-	err := checkDeadline(short, "/s/M", time.Second)
+	err := checkDeadline(short, "/s/M", time.Second, true)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("short deadline: %v", err)
 	}
@@ -80,7 +85,7 @@ func TestCheckDeadline(t *testing.T) {
 	if got := status.Convert(err).Message(); len(got) < len(want) || got[:len(want)] != want {
 		t.Errorf("message %q, want it to start with %q", got, want)
 	}
-	if err := checkDeadline(context.Background(), "/s/M", time.Second); err != nil {
+	if err := checkDeadline(context.Background(), "/s/M", time.Second, true); err != nil {
 		t.Errorf("no deadline: %v", err)
 	}
 }

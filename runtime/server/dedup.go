@@ -160,9 +160,25 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		}
 		switch c.State {
 		case Claimed:
+			if took := time.Since(sent); took >= d.lease {
+				// Answered later than the lease: the keeper would give
+				// the key up at once (5/4 Lease after the claim was sent)
+				// and the entry lapses 3/2 Lease after, so a handler
+				// started now would run without a hold on its key, and a
+				// repeat run alongside. A store that slow cannot hold the
+				// lease: it is failing, and OnStoreError decides.
+				g.release(m, skey, token)
+				err := fmt.Errorf("it answered the claim after %s, later than the lease (%s), which it cannot hold at that speed", took.Round(time.Millisecond), d.lease)
+				g.storeError(m, "claim", err)
+				if waited {
+					return nil, status.Errorf(codes.Unavailable,
+						"resilient: %s: a request with the same idempotency key was running, and the idempotency store became too slow to take the key over: %v", m.name, err)
+				}
+				return g.storeFailed(ctx, m, req, handler, err)
+			}
 			// Waiting, or the claim itself, took time: the request must
 			// still have what the method needs.
-			if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
+			if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
 				m.svc.deadlineRefused.Add(1)
 				g.release(m, skey, token)
 				return nil, err
@@ -436,7 +452,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	trailer := metadata.Join(o.trailer, metadata.Pairs(ReplayedHeader, "true"))
 	var failed error
 	if o.status != nil {
-		failed = notRefusedHere(status.ErrorProto(o.status))
+		failed = notRefusedHere(status.ErrorProto(o.status), m.name)
 		if IsDoNotRetry(failed) {
 			m.svc.marked.Add(1)
 			trailer.Set(PushbackHeader, "-1")
@@ -459,7 +475,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, err error) (any, error) {
 	if m.dedup.onErr == policy.StoreErrorRunWithoutDedup {
 		// The failed claim took up to a quarter of the time left.
-		if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
+		if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
 			m.svc.deadlineRefused.Add(1)
 			return nil, err
 		}

@@ -65,7 +65,8 @@ type method struct {
 	defaultTimeout time.Duration
 	// grants are the values the Guard puts in a request's context for
 	// each priority it may grant, one per priority so that granting
-	// allocates nothing.
+	// allocates nothing where the service does not shed and no other
+	// Guard granted the request (withGrant).
 	grants [PriorityCritical + 1]grant
 }
 
@@ -255,20 +256,20 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 // enter checks the deadline, grants the priority and takes a place in
 // flight.
 func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, error) {
-	if err := checkDeadline(ctx, m.name, m.minDeadline); err != nil {
+	if err := checkDeadline(ctx, m.name, m.minDeadline, true); err != nil {
 		m.svc.deadlineRefused.Add(1)
 		return ctx, err
 	}
 	p := effectivePriority(md, m.priority)
-	ctx = context.WithValue(ctx, priorityKey{}, &m.grants[p])
 	if m.svc.shed == nil {
-		return ctx, nil
+		return withGrant(ctx, m, p, nil), nil
 	}
-	a, err := m.svc.shed.admit(p, m)
+	a, err := m.svc.shed.admit(m.name, p)
 	if err != nil {
 		return ctx, err
 	}
-	return hold(ctx, a), nil
+	hold(ctx, a)
+	return withGrant(ctx, m, p, a), nil
 }
 
 // UnaryInterceptor is the Guard's unary interceptor. For a method in a
@@ -282,9 +283,9 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	if m == nil {
 		// Outside the policies, the Guard refuses nothing, and a marked
 		// refusal passed on is not this server's either.
-		resp, err := handler(ctx, req)
+		resp, err := handler(forRequestOf(ctx, info.FullMethod), req)
 		if err != nil {
-			err = notRefusedHere(err)
+			err = notRefusedHere(err, info.FullMethod)
 		}
 		return resp, err
 	}
@@ -318,7 +319,7 @@ func settle(ctx context.Context, m *method, rec *downstream, err error) error {
 	if err == nil {
 		return nil
 	}
-	err = notRefusedHere(err)
+	err = notRefusedHere(err, m.name)
 	if shouldMark(err, rec) {
 		m.svc.marked.Add(1)
 		err = markDoNotRetry(ctx, err)
@@ -345,16 +346,19 @@ func (s serving) end() {
 // begin is what both interceptors do first; the request ends with the
 // returned serving's end.
 func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving, error) {
-	// Tapped for this request, not for another request whose context it
-	// was made with (an in-process channel that passes values on).
-	if gr, _ := ctx.Value(priorityKey{}).(*grant); gr == nil || gr.m != m {
+	// Tapped by this Guard for this request, not by another Guard, nor for
+	// another request whose context it was made with (an in-process
+	// channel that passes values on).
+	gr := grantOf(ctx, m)
+	if gr == nil {
 		md, _ := metadata.FromIncomingContext(ctx)
 		var err error
 		if ctx, err = g.enter(ctx, m, md); err != nil {
 			return ctx, serving{}, err
 		}
+		gr = grantOf(ctx, m)
 	}
-	a := admissionFrom(ctx, m)
+	a := gr.a
 	if a != nil && !a.serve() {
 		// The stream ended (its deadline, a reset) between the tap and
 		// here, and its place was given back then.
@@ -364,7 +368,7 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 		return ctx, serving{}, status.Errorf(codes.Canceled, "resilient: %s ended before it was started", m.name)
 	}
 	// Time passed since the tap: decoding, queueing for a server worker.
-	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m)); err != nil {
+	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
 		m.svc.deadlineRefused.Add(1)
 		if a != nil {
 			a.done()
@@ -382,8 +386,11 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	m := g.methods[info.FullMethod]
 	if m == nil {
+		if ctx := forRequestOf(ss.Context(), info.FullMethod); ctx != ss.Context() {
+			ss = &guardedStream{ServerStream: ss, ctx: ctx}
+		}
 		if err := handler(srv, ss); err != nil {
-			return notRefusedHere(err) // as UnaryInterceptor's
+			return notRefusedHere(err, info.FullMethod) // as UnaryInterceptor's
 		}
 		return nil
 	}

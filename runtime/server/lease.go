@@ -47,6 +47,8 @@ type keeper struct {
 	renewed time.Time // when the last successful claim or renewal was sent
 	lost    bool
 
+	panicLogged bool // a renewal's panic was logged (run's alone)
+
 	done, finished chan struct{}
 }
 
@@ -128,7 +130,7 @@ func (k *keeper) run() {
 			k.lose("the key is no longer pending under this request: its entry lapsed or another request took it")
 			return
 		default:
-			k.g.storeError(k.m, "renew", err)
+			k.g.storeErrorLogged(k.m, "renew", err, &k.panicLogged)
 			t.Reset(min(retry, time.Until(k.giveUp())))
 		}
 	}

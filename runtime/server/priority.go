@@ -39,21 +39,80 @@ func effectivePriority(md metadata.MD, annotated Priority) Priority {
 	return Priority(priority.Lowest(md[PriorityHeader], uint8(annotated)))
 }
 
-type priorityKey struct{}
+type grantKey struct{}
 
-// grant is the priority the Guard granted a request of m.
+// grant is what one Guard's door gave one request of one of its methods:
+// m (a method belongs to one Guard), the priority p, and a, the place in
+// flight (nil where the service does not shed). Outer is the grant
+// another Guard gave the same request before this one (a request of the
+// same method: two Guards on one server, each with a policy for it), so
+// that each Guard finds its own; a grant of another method's request,
+// whose context this one was made with (an in-process call), is never
+// an outer. A grant with neither a nor outer is one of m's grants, made
+// once, so that granting allocates nothing.
 type grant struct {
-	m *method
-	p Priority
+	m     *method
+	p     Priority
+	a     *admission
+	outer *grant
 }
 
-// PriorityFrom returns the priority the Guard granted the request being
-// served with ctx, and false outside a request of a method in a policy.
-// ClientInterceptor forwards it to the services the handler calls.
+// grantOf is the one reader of the grants in ctx. With m, it returns the
+// grant m's door gave ctx's request, among those of every Guard the
+// request passed; with m nil, the last grant given, whichever Guard's.
+// It returns nil where ctx holds none, or where a Guard's interceptor hid
+// those of another method's request (forRequestOf).
+func grantOf(ctx context.Context, m *method) *grant {
+	gr, _ := ctx.Value(grantKey{}).(*grant)
+	if m == nil {
+		return gr
+	}
+	for ; gr != nil; gr = gr.outer {
+		if gr.m == m {
+			return gr
+		}
+	}
+	return nil
+}
+
+// withGrant returns ctx holding m's grant of priority p and place a to
+// its request, above the grants other Guards gave the same request.
+func withGrant(ctx context.Context, m *method, p Priority, a *admission) context.Context {
+	outer := grantOf(ctx, nil)
+	if outer != nil && outer.m.name != m.name {
+		outer = nil // another request's, whose context this one was made with
+	}
+	gr := &m.grants[p]
+	if a != nil || outer != nil {
+		gr = &grant{m: m, p: p, a: a, outer: outer}
+	}
+	return context.WithValue(ctx, grantKey{}, gr)
+}
+
+// forRequestOf returns ctx without the grants of another method's request
+// (one whose context a request of fullMethod was made with, through an
+// in-process channel that passes values on), for a request of a method
+// this Guard does not hold: the grants of that request are not this
+// one's, and PriorityFrom in its handler reports none.
+func forRequestOf(ctx context.Context, fullMethod string) context.Context {
+	if gr := grantOf(ctx, nil); gr != nil && gr.m.name != fullMethod {
+		return context.WithValue(ctx, grantKey{}, (*grant)(nil))
+	}
+	return ctx
+}
+
+// PriorityFrom returns the priority a Guard granted the request being
+// served with ctx, and false outside a request of a method in a policy
+// (a request to another method made with the context of one being served,
+// in-process, is not that request: it reports the priority the Guard
+// granted it, or false). With two Guards on one server, each with a
+// policy for the method, it is the priority of the Guard whose
+// interceptor runs innermost. ClientInterceptor forwards it to the
+// services the handler calls.
 func PriorityFrom(ctx context.Context) (Priority, bool) {
-	g, ok := ctx.Value(priorityKey{}).(*grant)
-	if !ok {
+	gr := grantOf(ctx, nil)
+	if gr == nil {
 		return PriorityUnspecified, false
 	}
-	return g.p, true
+	return gr.p, true
 }

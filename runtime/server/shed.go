@@ -9,7 +9,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -53,19 +52,19 @@ func newShedder(service string, p *policy.Shedding) *shedder {
 	return s
 }
 
-// admit takes a place for a request of m of priority p, or returns the
-// refusal.
-func (s *shedder) admit(p Priority, m *method) (*admission, error) {
+// admit takes a place for a request of method of priority p, or returns
+// the refusal.
+func (s *shedder) admit(method string, p Priority) (*admission, error) {
 	limit := s.limits[p]
 	for {
 		n := s.inFlight.Load()
 		if n >= limit {
 			s.shed[p].Add(1)
-			return nil, s.refusal(p, n, limit)
+			return nil, s.refusal(method, p, n, limit)
 		}
 		if s.inFlight.CompareAndSwap(n, n+1) {
 			s.admitted[p].Add(1)
-			return &admission{s: s, m: m}, nil
+			return &admission{s: s}, nil
 		}
 	}
 }
@@ -77,9 +76,9 @@ func (s *shedder) admit(p Priority, m *method) (*admission, error) {
 // the priority under "priority") marks the refusal as priority shedding:
 // the client's breaker then counts it as nothing, since the service still
 // serves what it admits. The details are made once per priority; the
-// status copies them.
-func (s *shedder) refusal(p Priority, n, limit int64) error {
-	return status.ErrorProto(&spb.Status{
+// status copies them. It is a refusal of method's request (refuse).
+func (s *shedder) refusal(method string, p Priority, n, limit int64) error {
+	return refuse(method, &spb.Status{
 		Code: int32(s.code),
 		Message: fmt.Sprintf("resilient: %s is shedding %s-priority requests: %d in flight, limit %d; retry in %s",
 			s.service, p, n, limit, s.pushback),
@@ -98,7 +97,6 @@ func (s *shedder) refusal(p Priority, n, limit int64) error {
 // outliving its caller keeps its place until it returns.
 type admission struct {
 	s     *shedder
-	m     *method       // whose request holds the place
 	state atomic.Uint32 // admitted → serving → released, or admitted → released
 	stop  func() bool
 }
@@ -130,72 +128,9 @@ func (a *admission) done() {
 	}
 }
 
-type admissionKey struct{}
-
 // hold ties a to the stream's context: gRPC cancels it whenever the stream
 // ends, however it ends, which a stats.Handler's End does not cover (gRPC
-// sends no End for an unknown method).
-func hold(ctx context.Context, a *admission) context.Context {
+// sends no End for an unknown method). The request's grant carries a.
+func hold(ctx context.Context, a *admission) {
 	a.stop = context.AfterFunc(ctx, a.unserved)
-	return context.WithValue(ctx, admissionKey{}, a)
 }
-
-// admissionFrom returns the place of ctx's request of m: nil when it holds
-// none, or when the place in ctx is another request's, whose context this
-// request was made with.
-func admissionFrom(ctx context.Context, m *method) *admission {
-	a, _ := ctx.Value(admissionKey{}).(*admission)
-	if a == nil || a.m != m {
-		return nil
-	}
-	return a
-}
-
-// notRefusedHere returns a handler's error without the Guard's refusal
-// marks (runtime.ShedReason, runtime.DeadlineReason) that a dependency's
-// refusal carries when the handler passes it on: a mark says that the
-// server which sent it refused the request at its door for a reason that
-// tells nothing of its health, and this server did not refuse it. Its
-// callers' breakers then judge the failure by its code, as any other
-// failure of this service's (the RetryInfo and the do-not-retry mark are
-// left as they are). An error without a mark is returned as it is, and an
-// error without details costs no decoding. The error returned still wraps
-// err, so that errors.Is finds what err matched (runtime.ErrRetriesExhausted,
-// ErrCircuitOpen, ErrBudgetExhausted, which the do-not-retry decision
-// reads after this).
-func notRefusedHere(err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	sp := st.Proto()
-	if len(sp.GetDetails()) == 0 {
-		return err
-	}
-	kept := sp.Details[:0:0]
-	for _, a := range sp.Details {
-		var ei errdetails.ErrorInfo
-		if a.MessageIs(&ei) && a.UnmarshalTo(&ei) == nil && ei.GetDomain() == runtime.DoNotRetryDomain &&
-			(ei.GetReason() == runtime.ShedReason || ei.GetReason() == runtime.DeadlineReason) {
-			continue
-		}
-		kept = append(kept, a)
-	}
-	if len(kept) == len(sp.Details) {
-		return err
-	}
-	sp.Details = kept
-	return &passedOn{err: err, st: status.FromProto(sp)}
-}
-
-// passedOn is a handler's error that passed on a dependency's marked
-// refusal: gRPC sends st (the refusal's status without the marks), and
-// errors.Is and errors.As still see err.
-type passedOn struct {
-	err error
-	st  *status.Status
-}
-
-func (u *passedOn) Error() string              { return u.err.Error() }
-func (u *passedOn) Unwrap() error              { return u.err }
-func (u *passedOn) GRPCStatus() *status.Status { return u.st }

@@ -70,17 +70,17 @@ func TestShedMarkIsNotPassedOn(t *testing.T) {
 // returned as the same value; the other details stay, in order.
 func TestNotRefusedHereKeepsTheRest(t *testing.T) {
 	plain := context.DeadlineExceeded
-	if got := notRefusedHere(plain); got != plain {
+	if got := notRefusedHere(plain, getStock); got != plain {
 		t.Errorf("a bare error came back as %v", got)
 	}
 	bare := status.Error(codes.Unavailable, "down")
-	if got := notRefusedHere(bare); got != bare {
+	if got := notRefusedHere(bare, getStock); got != bare {
 		t.Errorf("a status without details came back as another value: %v", got)
 	}
 	other, _ := status.New(codes.Unavailable, "down").WithDetails(
 		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: "example.com"},
 		&errdetails.ErrorInfo{Reason: "QUOTA", Domain: runtime.DoNotRetryDomain})
-	if ds := status.Convert(notRefusedHere(other.Err())).Details(); len(ds) != 2 {
+	if ds := status.Convert(notRefusedHere(other.Err(), getStock)).Details(); len(ds) != 2 {
 		t.Errorf("marks that are not the Guard's shed mark were taken out: %v", ds)
 	}
 	marked, _ := status.New(codes.ResourceExhausted, "shed").WithDetails(
@@ -88,7 +88,7 @@ func TestNotRefusedHereKeepsTheRest(t *testing.T) {
 		&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain},
 		&errdetails.ErrorInfo{Reason: runtime.DeadlineReason, Domain: runtime.DoNotRetryDomain},
 		&errdetails.RetryInfo{})
-	got := status.Convert(notRefusedHere(marked.Err()))
+	got := status.Convert(notRefusedHere(marked.Err(), getStock))
 	ds := got.Details()
 	if got.Code() != codes.ResourceExhausted || got.Message() != "shed" || len(ds) != 2 {
 		t.Fatalf("after taking the refusal marks out: %v %q %v; want RESOURCE_EXHAUSTED, the message and two details", got.Code(), got.Message(), ds)

@@ -300,3 +300,31 @@ func TestStorePanicInRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestStorePanicInRenewLoggedOncePerLease: a Store whose Renew always
+// panics is retried every Lease/16 until the lease is given up, and every
+// retry is counted in StoreErrors, but its stack is logged once per
+// lease, not once per retry: two requests whose leases are lost that way
+// leave two logged panics, each with its stack, and more than ten counted.
+func TestStorePanicInRenewLoggedOncePerLease(t *testing.T) {
+	const lease = 200 * time.Millisecond // renewed at 50 ms, retried every 12.5 ms, given up at 250 ms
+	srv := &inventoryServer{}
+	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	g, client, store, log := panicking(t, srv, lease, policy.StoreErrorRefuse)
+	store.set("renew", false)
+	for i, key := range []string{"o-1", "o-2"} {
+		if _, err := reserve(t, client, key); status.Code(err) != codes.Unavailable {
+			t.Fatalf("request %d: %v, want UNAVAILABLE, its lease lost", i, err)
+		}
+		if n := strings.Count(log.String(), "idempotency store panicked"); n != i+1 {
+			t.Errorf("after request %d: %d panics logged, want %d (one per lease)", i, n, i+1)
+		}
+	}
+	loggedPanic(t, log, "renew")
+	if s := stats(t, g); s.StoreErrors < 10 || s.LeasesLost != 2 {
+		t.Errorf("stats %+v: want every panicking renewal counted (more than ten) and two leases lost", s)
+	}
+}

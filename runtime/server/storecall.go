@@ -167,8 +167,24 @@ type storeHealth struct {
 // storeError counts a failed store operation and logs the first of an
 // episode; a panic is logged every time (storePanicked).
 func (g *Guard) storeError(m *method, op string, err error) {
+	g.storeErrorLogged(m, op, err, nil)
+}
+
+// storeErrorLogged is storeError for an operation retried for one key (a
+// lease's renewals): a panic is counted every time but logged only while
+// *panicLogged is false, which it then sets, so that a Store whose Renew
+// panics logs one stack per lease rather than one per retry (every
+// Lease/16 until the lease is given up). A nil panicLogged logs every
+// panic.
+func (g *Guard) storeErrorLogged(m *method, op string, err error, panicLogged *bool) {
 	m.svc.storeErrors.Add(1)
-	if g.storePanicked(m, op, err) {
+	if isPanic(err) {
+		if panicLogged == nil || !*panicLogged {
+			g.storePanicked(m, op, err)
+			if panicLogged != nil {
+				*panicLogged = true
+			}
+		}
 		g.health.failing.Store(true)
 		return
 	}
