@@ -330,10 +330,12 @@ func (m *methodState) throttled(th *clientThrottle, n int64) error {
 //   - the call's own end (its caller cancelled, its deadline passed, a
 //     hedged copy lost) or a fault on the client's side: nothing is known
 //     of the dependency; the limit's permit is returned, the throttler
-//     counts nothing.
+//     counts nothing, except for the call's deadline: the dependency did
+//     not answer in the time it had, a request not accepted for the
+//     throttler as it is a failure for the breaker.
 func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
 	c := m.client
-	o := judgeAdaptive(ctx, err)
+	o, ot := judgeAdaptive(ctx, err)
 	if n == 0 || m.concurrency != nil {
 		n = c.now()
 	}
@@ -343,8 +345,8 @@ func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
 			cl.gauge.Set(float64(cl.l.Limit()))
 		}
 	}
-	if th := m.throttle; th != nil && g.allowed && o != adaptive.Ignored {
-		th.t.RecordAt(n, o == adaptive.Success)
+	if th := m.throttle; th != nil && g.allowed && ot != adaptive.Ignored {
+		th.t.RecordAt(n, ot == adaptive.Success)
 		if th.gauge != nil {
 			th.gauge.Set(th.t.RefusalProbabilityAt(n))
 		}
@@ -373,18 +375,38 @@ func (m *methodState) leaveUnlessDone(left *bool, g gate) {
 var overloadCodes = policy.CodesOf(contract.OverloadCodes...)
 
 // judgeAdaptive is what an attempt's end tells the adaptive layers (see
-// leave).
-func judgeAdaptive(ctx context.Context, err error) adaptive.Outcome {
+// leave): limit is the concurrency limit's outcome, throttle the
+// throttler's. The call's deadline counts as passed once its time is up,
+// whether or not its context is yet marked done: gRPC reports
+// DEADLINE_EXCEEDED a little before the context's timer fires, and an
+// attempt judged in that moment must not be taken for a drop by chance.
+func judgeAdaptive(ctx context.Context, err error) (limit, throttle adaptive.Outcome) {
 	if err == nil {
-		return adaptive.Success
+		return adaptive.Success, adaptive.Success
 	}
-	if _, local := err.(*clientFault); local || ctx.Err() != nil {
-		return adaptive.Ignored
+	if _, local := err.(*clientFault); local {
+		return adaptive.Ignored, adaptive.Ignored
 	}
-	if overloadCodes.Has(codeOf(err)) {
-		return adaptive.Dropped
+	over := overloadCodes.Has(codeOf(err))
+	switch cerr := ctx.Err(); {
+	case errors.Is(cerr, context.Canceled):
+		return adaptive.Ignored, adaptive.Ignored
+	case cerr != nil || codeOf(err) == codes.DeadlineExceeded && deadlinePassed(ctx):
+		if over {
+			return adaptive.Ignored, adaptive.Dropped
+		}
+		return adaptive.Ignored, adaptive.Success
+	case over:
+		return adaptive.Dropped, adaptive.Dropped
 	}
-	return adaptive.Success
+	return adaptive.Success, adaptive.Success
+}
+
+// deadlinePassed reports whether ctx has a deadline and it is not in the
+// future.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // withCause gives a refusal the last real error of the call, if any.

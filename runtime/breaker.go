@@ -92,6 +92,8 @@ type breaker struct {
 
 	mu           sync.Mutex // serialises state changes
 	onTransition func(from, to State)
+
+	streams streamSet // the open streams holding a half-open probe
 }
 
 // maxProbes is the largest HalfOpenProbes the packed counters hold.

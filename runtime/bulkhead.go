@@ -24,6 +24,8 @@ type bulkhead struct {
 	waiting atomic.Int64
 	mu      sync.Mutex
 	queue   []chan struct{} // FIFO; a closed channel has been handed a permit
+
+	streams streamSet // the open streams holding a permit
 }
 
 // newBulkhead returns a bulkhead with every permit free.
@@ -128,6 +130,14 @@ func (b *bulkhead) handOver() {
 func (m *methodState) acquirePermit(ctx context.Context) error {
 	bh, mx := m.bulkhead, m.metrics
 	if bh.tryAcquire() { // acquire's first step, without its call
+		if mx != nil {
+			mx.bulkheadInUse.Inc()
+		}
+		return nil
+	}
+	// Streams whose context ended just now may not have given their
+	// permits back yet (see streamSet).
+	if bh.streams.reap() && bh.tryAcquire() {
 		if mx != nil {
 			mx.bulkheadInUse.Inc()
 		}

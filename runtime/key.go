@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/contract"
 )
@@ -32,20 +30,6 @@ func KeyFromUint(v uint64) string {
 		return ""
 	}
 	return strconv.FormatUint(v, 10)
-}
-
-// KeyIfSet is the part of a cache key read from a request field with
-// presence (a proto3 optional field, a oneof member, a proto2 field),
-// given the number of the field and the part its value gives: "" when
-// the field is unset, the part after "=" when it is set, so that a field
-// set to its zero value (0, "") and one left unset, which the server can
-// tell apart, are cached under two keys. Generated code calls it.
-func KeyIfSet(m proto.Message, field protoreflect.FieldNumber, part string) string {
-	r := m.ProtoReflect()
-	if fd := r.Descriptor().Fields().ByNumber(field); fd == nil || !r.Has(fd) {
-		return ""
-	}
-	return "=" + part
 }
 
 // KeyFromBytes formats a bytes idempotency key field as unpadded URL-safe

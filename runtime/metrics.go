@@ -266,7 +266,10 @@ func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 			label = scopeLabel(m.policy.Name)
 		}
 		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, label)
-		mm.bulkheadInUse.Set(0) // the series exists before the first call
+		// The series exists before the first call. Add, not Set: another
+		// client of the dependency on the same registerer may share it,
+		// with calls in flight that its Dec will count out.
+		mm.bulkheadInUse.Add(0)
 	}
 	if m.limiter != nil {
 		mm.rateLimited = cs.rateLimited.WithLabelValues(dep, name)

@@ -107,6 +107,11 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		}
 	}()
 	t, start, retryAfter, ok := m.admitAs(w.probes[m])
+	if !ok && retryAfter == 0 && w.probes[m] && m.breaker.streams.reap() {
+		// The probes were out, and a stream holding one had its context
+		// ended just now (see streamSet): its place is free.
+		t, start, retryAfter, ok = m.admitAs(true)
+	}
 	if !ok {
 		opened = true
 		s.release()
@@ -127,6 +132,14 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		return nil, err
 	}
 	s.ClientStream = cs
+	s.ctx = sctx
+	if s.holdsPermit {
+		m.bulkhead.streams.add(s)
+	}
+	if s.ticket.probe {
+		s.probing = true
+		m.breaker.streams.add(s)
+	}
 	// Whatever the caller does with the stream, the end of its context frees
 	// the permit (finish runs once; a later call is a no-op).
 	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
@@ -146,6 +159,8 @@ type stream struct {
 	ticket      ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
+	ctx         context.Context // the stream's own, set once it is open
+	probing     bool            // counted in m.breaker.streams, as holding a probe
 
 	once     sync.Once
 	mu       sync.Mutex
@@ -262,6 +277,9 @@ func (s *stream) record(err error) {
 func (s *stream) finish(err error) {
 	s.once.Do(func() {
 		defer s.release()
+		if s.probing {
+			defer s.m.breaker.streams.remove(s)
+		}
 		if s.cancel != nil {
 			defer s.cancel()
 		}
@@ -273,6 +291,9 @@ func (s *stream) finish(err error) {
 // first (a SendMsg's io.EOF may race with the context's end).
 func (s *stream) release() {
 	if s.holdsPermit && s.released.CompareAndSwap(false, true) {
+		if s.ctx != nil {
+			s.m.bulkhead.streams.remove(s)
+		}
 		s.m.releasePermit()
 	}
 }

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"strings"
+
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -40,11 +42,7 @@ func resolvePatterns(m *protogen.Method, rm *method, own *resilientv1.Policy, ef
 		// No stale_ttl means no stale answers: stale as long as fresh.
 		rules.Follow(mp.Cache, nil, "cache", rules.SetIn(ca))
 		for _, f := range mp.Cache.KeyFields {
-			k := keyFieldOf(m, f)
-			if fd := m.Input.Desc.Fields().ByName(protoreflect.Name(f)); k != nil && fd.HasPresence() {
-				k.Number = int32(fd.Number())
-			}
-			rm.CacheKeys = append(rm.CacheKeys, k)
+			rm.CacheKeys = append(rm.CacheKeys, cacheKeyOf(m, f))
 		}
 	}
 }
@@ -56,6 +54,47 @@ func rateLimitOf(r *resilientv1.RateLimit) *policy.RateLimit {
 	return rp
 }
 
+// cacheKeyOf says how generated code reads the cache key field name of the
+// request, telling set from unset when the field has presence; nil when
+// the request has no such key field (which the rules refuse).
+func cacheKeyOf(m *protogen.Method, name string) *keyField {
+	fl := fieldOf(m, name)
+	if fl == nil {
+		return nil
+	}
+	k := scalarKey(fl)
+	if k != nil && fl.Desc.HasPresence() {
+		k.Presence = presenceOf(fl)
+	}
+	return k
+}
+
+// PresenceVars lists the local variables of the generated cache key
+// function that hold the parts of its key fields with presence,
+// "accountPart, dayPart"; "" for none.
+func (m *method) PresenceVars() string {
+	var vars []string
+	for _, k := range m.CacheKeys {
+		if k != nil && k.Presence != nil {
+			vars = append(vars, k.Presence.Var)
+		}
+	}
+	return strings.Join(vars, ", ")
+}
+
+// presenceOf says how generated code tells field, which has presence, set.
+func presenceOf(field *protogen.Field) *presence {
+	p := &presence{Var: strings.ToLower(field.GoName[:1]) + field.GoName[1:] + "Part"}
+	if has, _ := field.MethodName("Has"); has != "" {
+		p.Has = has
+	} else if o := field.Oneof; o != nil && !o.Desc.IsSynthetic() {
+		p.Field, p.Wrapper = o.GoName, field.GoIdent
+	} else {
+		p.Field = field.GoName
+	}
+	return p
+}
+
 // scalarKey says how generated code reads a field as text, or nil when the
 // field cannot be a key (rules.IsKeyField).
 func scalarKey(field *protogen.Field) *keyField {
@@ -63,7 +102,8 @@ func scalarKey(field *protogen.Field) *keyField {
 	if !rules.IsKeyField(fd) {
 		return nil
 	}
-	k := &keyField{Getter: "Get" + field.GoName}
+	getter, _ := field.MethodName("Get") // "Get" and the field's name, as the message's Go API has it
+	k := &keyField{Getter: getter}
 	switch fd.Kind() {
 	case protoreflect.BytesKind:
 		k.Func = "KeyFromBytes"

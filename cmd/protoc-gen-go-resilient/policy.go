@@ -58,12 +58,27 @@ type (
 		Getter string // "GetOrderId"
 		Func   string // the runtime function that formats it, "" for a string
 		Conv   string // the Go conversion of the getter's result, "" for none
-		// Number is the field's number when it is a cache key field with
-		// presence (proto3 optional, a oneof member, proto2): its part of
-		// the key then tells unset from a zero value (runtime.KeyIfSet).
-		// 0 otherwise, and for an idempotency key, where 0 and unset are
-		// both no key.
-		Number int32
+		// Presence says how generated code tells a cache key field with
+		// presence (proto3 optional, a oneof member, proto2, an editions
+		// field with explicit presence) set from unset: its part of the
+		// key is then "" unset and "=" and its value set, so that unset and
+		// a zero value are two keys. nil without presence, and for an
+		// idempotency key, where 0 and unset are both no key.
+		Presence *presence
+	}
+	// presence is how generated code tells a key field set on the request
+	// "in", read from the Go API protoc-gen-go gives the message: the Has
+	// method of the hybrid and opaque APIs, else (open API) the field's
+	// pointer, slice or oneof wrapper.
+	presence struct {
+		Var string // the local variable holding the field's part of the key: "accountPart"
+		Has string // the method that tells, "HasAccount"; "" under the open API
+		// Field is the struct field compared with nil under the open API,
+		// "Account", or for a oneof member the oneof's field, "At".
+		Field string
+		// Wrapper is the oneof member's wrapper type, asserted on Field
+		// under the open API; empty for a field outside a oneof.
+		Wrapper protogen.GoIdent
 	}
 )
 
@@ -211,9 +226,18 @@ func streamKind(m *protogen.Method) string { return rules.StreamKind(m.Desc) }
 // request; nil when the request has no such key field (which the rules
 // refuse).
 func keyFieldOf(m *protogen.Method, name string) *keyField {
+	if fl := fieldOf(m, name); fl != nil {
+		return scalarKey(fl)
+	}
+	return nil
+}
+
+// fieldOf is the top-level field called name of the request of m; nil when the
+// request has none.
+func fieldOf(m *protogen.Method, name string) *protogen.Field {
 	for _, fl := range m.Input.Fields {
 		if string(fl.Desc.Name()) == name {
-			return scalarKey(fl)
+			return fl
 		}
 	}
 	return nil
