@@ -291,6 +291,9 @@ func TestAttackR18eStreamsAcrossARestart(t *testing.T) {
 	}
 	close(release)
 	rs.start()
+	// Once the connection is ready again: at load 8 a stream was opened
+	// while the old connection was still being torn down, and failed.
+	rs.ready()
 	for i := range 4 {
 		st, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("again", i)})
 		if err != nil {
