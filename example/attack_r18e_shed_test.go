@@ -403,11 +403,13 @@ func fullLowShedding(t *testing.T, other server.Behaviour, pushback time.Duratio
 // high ones (ReserveStock), far past the breaker's twenty calls at a
 // ratio of one half. The breaker counts the marked refusals as nothing:
 // it stays closed, every high call is served by the server, and the
-// metrics still count each refusal under UNAVAILABLE.
+// metrics still count each refusal under UNAVAILABLE. The unary calls
+// have 5 s (longTimeouts): under the annotated 300 ms, a ReserveStock's
+// claim on Redis and run took longer at load 10 and the attempt timed out.
 func TestAttackR18eBreakerStaysClosedUnderFullLowShedding(t *testing.T) {
 	const rounds = 40
 	reg := prometheus.NewRegistry()
-	r := fullLowShedding(t, nil, 10*time.Millisecond, runtime.WithRegisterer(reg))
+	r := fullLowShedding(t, nil, 10*time.Millisecond, longTimeouts, runtime.WithRegisterer(reg))
 	for i := range rounds {
 		if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); status.Code(err) != codes.Unavailable || errors.Is(err, runtime.ErrCircuitOpen) {
 			t.Fatalf("report %d: %v, want the server's shed UNAVAILABLE", i, err)
