@@ -11,6 +11,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -173,14 +174,14 @@ func TestRetriedCallReadsNoRequestAfterItReturned(t *testing.T) {
 		p.Breaker = nil
 		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1e6, Window: time.Second}
 		m := atkMethod(p, atkGetStock)
-		m.Timeout = 5 * time.Millisecond
+		m.Timeout = 10 * time.Millisecond
 		m.Retry.MaxAttempts = 3
 		m.Retry.InitialBackoff, m.Retry.MaxBackoff = time.Microsecond, time.Microsecond
 		m.Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
 	})
-	const calls = 50
+	const calls = 40
 	req := &inventoryv1.GetStockRequest{}
-	stillRunning := 0
+	stillRunning, failed := 0, 0
 	for i := range calls {
 		req.Sku = fmt.Sprintf("call-%d-%s", i, pad)
 		_, err := c.GetStock(metadata.AppendToOutgoingContext(context.Background(), callHeader, fmt.Sprint(i)), req)
@@ -188,9 +189,17 @@ func TestRetriedCallReadsNoRequestAfterItReturned(t *testing.T) {
 			stillRunning++
 		}
 		req.Sku = "changed after the call returned " + pad
+		// A loaded machine may have every attempt of a call cut: what is
+		// under test holds however the call ends.
 		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
+			if !errors.Is(err, runtime.ErrRetriesExhausted) {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			failed++
 		}
+	}
+	if failed == calls {
+		t.Fatalf("every call failed, the last attempts cut by their timeout too: no answer to judge")
 	}
 	if stillRunning != 0 {
 		t.Errorf("%d of %d calls returned while an attempt was still in gRPC", stillRunning, calls)
@@ -345,4 +354,38 @@ func BenchmarkHedgedCallEndLoopback(b *testing.B) {
 		after += time.Since(start) - time.Duration(answered.Load())
 	}
 	b.ReportMetric(float64(after.Nanoseconds())/float64(b.N), "answer-to-return-ns")
+}
+
+// The same when the caller's deadline ends the call with every copy in
+// flight, and when the caller cancels: the copies are cut by the caller's
+// context and have ended when Call returns.
+func TestHedgedCallEndedByItsContextReadsNoRequestAfterItReturned(t *testing.T) {
+	atkNoLeak(t)
+	var running atomic.Int32
+	_, cc := startFault(t, server.Hang, attemptsRunning(&running))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		p.Breaker = nil
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1e6, Window: time.Second}
+		m := atkMethod(p, atkGetStock)
+		m.Retry = nil
+		m.Hedging = &policy.Hedging{Delay: time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	req := &inventoryv1.GetStockRequest{}
+	for i := range 40 {
+		req.Sku = fmt.Sprintf("call-%d-%s", i, pad)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%4)*time.Millisecond)
+		if i%2 == 1 {
+			time.AfterFunc(time.Duration(i%3)*time.Millisecond, cancel)
+		}
+		_, err := c.GetStock(ctx, req)
+		n := running.Load()
+		req.Sku = "changed after the call returned " + pad
+		cancel()
+		if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Canceled {
+			t.Fatalf("call %d: %v, want DEADLINE_EXCEEDED or CANCELLED", i, err)
+		}
+		if n != 0 {
+			t.Fatalf("call %d returned with %d copies still in gRPC", i, n)
+		}
+	}
 }
