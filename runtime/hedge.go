@@ -38,11 +38,12 @@ type hedgedCall[Req, Resp any] struct {
 // failed with a non-fatal code), up to MaxCopies. Every copy goes through
 // the breaker and its own per-attempt timeout; every copy after the first
 // takes a retry from the budget. The first success or fatal answer wins
-// and the other copies are cancelled; hedged returns once they have ended,
-// so that no copy reads the request after the call returned. An open breaker, a spent budget or a
-// server's negative pushback stops further copies; a positive pushback
-// delays the next one. wait is nil for a call; for a cache's shared call,
-// see unary: once it is cut, no further copy is sent.
+// and the other copies are cancelled; hedged returns once they have
+// ended, so that no copy reads the request after the call returned. An
+// open breaker, a spent budget or a server's negative pushback stops
+// further copies; a positive pushback delays the next one. wait is nil
+// for a call; for a cache's shared call, see unary: once it is cut, no
+// further copy is sent.
 func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
