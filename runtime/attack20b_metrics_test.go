@@ -141,11 +141,9 @@ func TestAttack20bSharedCallCountsOnceForItsCallers(t *testing.T) {
 // buf's style) with a breaker of its own then writes the same series as
 // the service's: its breaker opening reads as the service's shared
 // breaker open, the ResilientBreakerOpen alert names the wrong breaker,
-// and the transitions of both are added up.
+// and the transitions of both are added up. Fixed: such a method is
+// labelled by its full name.
 func TestAttack20bAMethodNamedSharedHasItsOwnBreakerSeries(t *testing.T) {
-	t.Skip("BROKEN: a method named \"shared\" with its own breaker (or bulkhead, or adaptive limit) is labelled like " +
-		"the service's shared one (scopeLabel), so both write one series; NewClient accepts the policy. A fix changes " +
-		"the label scheme or refuses the name in the plugin and Validate: not small, reported")
 	reg := prometheus.NewRegistry()
 	const svc = "atk20b.Svc"
 	breaker := func() *policy.Breaker {

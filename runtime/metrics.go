@@ -290,10 +290,18 @@ func (mm *methodMetrics) attempt(code codes.Code, d int64) {
 
 // scopeLabel is the value of the breaker and bulkhead labels in metrics and
 // logs, saying whose breaker or bulkhead it is: "shared" for the
-// service's, the method's name for a method's own.
+// service's, the method's name for a method's own. A method whose name is
+// "shared" itself (legal in a .proto) is labelled by its full name
+// ("/pkg.Service/shared"), so that its series is never the service's.
 func scopeLabel(method string) string {
 	if method == "" {
-		return "shared"
+		return sharedScope
 	}
-	return shortName(method)
+	if name := shortName(method); name != sharedScope {
+		return name
+	}
+	return method
 }
+
+// sharedScope labels the service's own breaker and bulkhead.
+const sharedScope = "shared"
