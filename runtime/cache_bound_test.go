@@ -159,3 +159,28 @@ func TestCacheSharedCallOfHedgedMethodLetsTheLastCopyAnswer(t *testing.T) {
 		t.Errorf("answered after %v, within one copy's timeout: the test proves nothing", took)
 	}
 }
+
+// TestCacheSharedCallOfOneAttemptIsCutByItsTimeout: a call of one attempt
+// is bounded by the shorter of timeout and overall_timeout; the shared call
+// cut there against a hung server is the attempt's timeout, and says so,
+// as the same call without the cache does (not a plain DEADLINE_EXCEEDED,
+// which is the caller's own deadline's).
+func TestCacheSharedCallOfOneAttemptIsCutByItsTimeout(t *testing.T) {
+	srv, err := faultserver.Start(server.Hang, runtime.ServerOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c := boundedGetStock(t, srv, 100*time.Millisecond, 1, func(m *policy.Method) { m.OverallTimeout = 5 * time.Second })
+
+	took, err := getStockOf(context.Background(), c)
+	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) || !strings.Contains(err.Error(), "per-attempt timeout of 100ms") {
+		t.Fatalf("%v after %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout and naming the 100ms timeout", err, took)
+	}
+	if took > 600*time.Millisecond {
+		t.Errorf("the shared call ended after %v, want its one attempt's 100 ms", took)
+	}
+	if got := srv.Calls(getStock); got != 1 {
+		t.Errorf("the server saw %d attempts, want 1", got)
+	}
+}
