@@ -157,10 +157,12 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) (wa
 
 // cached runs a call through the method's cache, as policy.Cache says; key
 // is the request's cache key (made by generated code from the method's
-// key_fields, no reflection), idemKey its idempotency key. stale reports an
-// answer served stale after a failure.
+// key_fields, no reflection), idemKey its idempotency key. fromDependency
+// reports an answer the dependency gave this call (the shared call's
+// success), not the cache (a fresh hit, or a stale answer after a
+// failure): only that one ends an episode of fallbacks.
 func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key string, req *Req, opts []grpc.CallOption,
-	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, stale bool, err error) {
+	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) (resp *Resp, fromDependency bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// Nobody to answer: no lookup, and above all no call.
 		return nil, false, statusFromContext(err)
@@ -174,6 +176,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	// Each call is counted once, by how it ends: stale when a stale answer
 	// stands in for its failure (staleOf counts it), else a miss, its
 	// panic included; never both.
+	stale := false
 	defer func() {
 		if !stale {
 			m.cacheLookup(cacheMiss)
@@ -181,7 +184,10 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}()
 	f, leader := ch.join(ctx, key)
 	if leader {
-		go fetch(m, f, idemKey, key, req, opts, call)
+		// The shared call may outlive this caller, who owns its request
+		// again once it returns and may reuse it for another key: the
+		// call sends a copy, taken here, before the caller can return.
+		go fetch(m, f, idemKey, key, copyOf(req), opts, call)
 	}
 	select {
 	case <-f.done:
@@ -202,7 +208,8 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			// answered: for this caller the call failed, and a stale answer
 			// is better than none. A caller who cancelled wants nothing.
 			if resp, ok := staleOf[Resp](m, key, err); ok {
-				return resp, true, nil
+				stale = true
+				return resp, false, nil
 			}
 		}
 		return nil, false, err
@@ -211,11 +218,12 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		panic(f.panicked)
 	}
 	if f.err == nil {
-		return copyOf(f.val.(*Resp)), false, nil
+		return copyOf(f.val.(*Resp)), true, nil
 	}
 	if !isAnswer(status.Code(f.err)) {
 		if resp, ok := staleOf[Resp](m, key, f.err); ok {
-			return resp, true, nil
+			stale = true
+			return resp, false, nil
 		}
 	}
 	return nil, false, f.err
@@ -306,8 +314,8 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 }
 
 // copyOf returns a copy of a protobuf message, so that no caller can change
-// what another caller or the cache holds; other types are returned as
-// they are.
+// what another caller, the cache or a shared call holds; other types are
+// returned as they are.
 func copyOf[Resp any](v *Resp) *Resp {
 	if pm, ok := any(v).(proto.Message); ok {
 		return any(proto.Clone(pm)).(*Resp)

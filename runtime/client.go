@@ -244,7 +244,10 @@ func (c *Client) newBreaker(p policy.Breaker, method string) *breaker {
 	if c.metrics != nil {
 		label := scopeLabel(method)
 		state = c.metrics.breakerState.WithLabelValues(dep, label)
-		state.Set(float64(StateClosed))
+		// Closed (0) for a new series; a series another client of the
+		// dependency shares on this registerer keeps its last transition
+		// (an open breaker is not reported closed by a client built later).
+		state.Add(float64(StateClosed))
 		for s := range entered {
 			entered[s] = c.metrics.breakerTransitions.WithLabelValues(dep, label, State(s).String())
 		}

@@ -266,7 +266,10 @@ func (cs *collectors) forMethod(dep string, m *methodState) *methodMetrics {
 			label = scopeLabel(m.policy.Name)
 		}
 		mm.bulkheadInUse = cs.bulkheadInUse.WithLabelValues(dep, label)
-		mm.bulkheadInUse.Set(0) // the series exists before the first call
+		// The series exists before the first call. Add, not Set: another
+		// client of the dependency on the same registerer may share it,
+		// with calls in flight that its Dec will count out.
+		mm.bulkheadInUse.Add(0)
 	}
 	if m.limiter != nil {
 		mm.rateLimited = cs.rateLimited.WithLabelValues(dep, name)
@@ -287,10 +290,18 @@ func (mm *methodMetrics) attempt(code codes.Code, d int64) {
 
 // scopeLabel is the value of the breaker and bulkhead labels in metrics and
 // logs, saying whose breaker or bulkhead it is: "shared" for the
-// service's, the method's name for a method's own.
+// service's, the method's name for a method's own. A method whose name is
+// "shared" itself (legal in a .proto) is labelled by its full name
+// ("/pkg.Service/shared"), so that its series is never the service's.
 func scopeLabel(method string) string {
 	if method == "" {
-		return "shared"
+		return sharedScope
 	}
-	return shortName(method)
+	if name := shortName(method); name != sharedScope {
+		return name
+	}
+	return method
 }
+
+// sharedScope labels the service's own breaker and bulkhead.
+const sharedScope = "shared"

@@ -33,14 +33,17 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 	}
 	var resp *Resp
 	var err error
-	stale := false
+	fromDependency := true
 	if m.cache != nil && cacheKey != nil {
-		resp, stale, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
+		resp, fromDependency, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
 		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call})
 	}
 	if err == nil {
-		if !stale && m.client.events != nil && m.fallbackSeen.Load() != 0 {
+		// Only the dependency's answer ends the episode of fallbacks: a
+		// fresh hit of one key says nothing of it, and would have every
+		// stale answer of another key reported again.
+		if fromDependency && m.client.events != nil && m.fallbackSeen.Load() != 0 {
 			m.fallbackSeen.Store(0) // the episode of fallbacks is over
 		}
 		return resp, nil
