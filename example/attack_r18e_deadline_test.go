@@ -120,18 +120,21 @@ func TestAttackR18eRetryWithLittleTimeLeft(t *testing.T) {
 
 // TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey: ReserveStock
 // without a client timeout, from a caller without a deadline, reaches a
-// server whose DefaultTimeout (100 ms) ends the handler (which honours
-// its context and would take 200 ms). The caller gets DEADLINE_EXCEEDED,
+// server whose DefaultTimeout (400 ms) ends the handler (which honours
+// its context and would take 800 ms). The caller gets DEADLINE_EXCEEDED,
 // once: its own attempt did not time out, so the runtime does not retry
 // it. The key is not kept with that failure: the same order, once the
 // handler is fast, runs and gets its reservation, not a replay of the
-// timeout for the key's 24 hours.
+// timeout for the key's 24 hours. The DefaultTimeout leaves the Guard's
+// claim on Redis 400 ms before the handler: at 100 ms a loaded machine
+// spent it all in the claim, and the Guard refused the request before
+// its handler ran (load 8).
 func TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey(t *testing.T) {
 	var slow atomic.Bool
 	slow.Store(true)
 	b := func(ctx context.Context, c server.Call) error {
 		if c.Method == reserveStock && slow.Load() {
-			return server.Wait(ctx, 200*time.Millisecond)
+			return server.Wait(ctx, 800*time.Millisecond)
 		}
 		return nil
 	}
@@ -139,7 +142,7 @@ func TestAttackR18eServerDefaultTimeoutDoesNotPoisonTheKey(t *testing.T) {
 		p.Methods[1].Timeout = 0
 		p.Methods[1].Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
 	})
-	r := newRig(t, b, []rserver.Option{serverMethod(func(m *policy.ServerMethod) { m.DefaultTimeout = 100 * time.Millisecond })}, noTimeout)
+	r := newRig(t, b, []rserver.Option{serverMethod(func(m *policy.ServerMethod) { m.DefaultTimeout = 400 * time.Millisecond })}, noTimeout)
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-default", Sku: "a", Units: 1}
 	_, err := r.client.ReserveStock(context.Background(), req)
 	if status.Code(err) != codes.DeadlineExceeded {

@@ -162,11 +162,14 @@ func TestAttackR18eConcurrentRetriesOfOneOrder(t *testing.T) {
 // client's retry, with the same key, is shed (RESOURCE_EXHAUSTED, final):
 // the caller learns that the server is shedding and when to come back,
 // not that the order failed; the handler runs once, and the order sent
-// again after the pushback gets the reservation that was made.
+// again after the pushback gets the reservation that was made. The
+// pushback (600 ms) leaves the first attempt 450 ms past its handler's
+// 150 ms to keep its outcome and free its place: 200 ms left 50 ms, and
+// at load 8 the order sent again was shed behind it.
 func TestAttackR18eRetryShedBehindItsOwnFirstAttempt(t *testing.T) {
 	started := make(chan struct{})
 	r := newRig(t, slowReserve(150*time.Millisecond, started),
-		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 200*time.Millisecond)})
+		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 600*time.Millisecond)})
 	r.warm(t)
 	go func() {
 		<-started

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -34,6 +35,7 @@ type restartable struct {
 	b     server.Behaviour
 	mu    sync.Mutex
 	srvs  []*server.Server
+	cc    *grpc.ClientConn // the connection of the last client made
 }
 
 func newRestartable(t *testing.T, b server.Behaviour) *restartable {
@@ -58,6 +60,21 @@ func (rs *restartable) start() {
 	rs.mu.Lock()
 	rs.srvs = append(rs.srvs, srv)
 	rs.mu.Unlock()
+}
+
+// ready waits, up to 3 s, until the last client's connection is ready
+// again (after a restart: a loaded machine may take longer to reconnect
+// than a call to fail fast on a connection still down).
+func (rs *restartable) ready() {
+	rs.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	rs.cc.Connect()
+	for st := rs.cc.GetState(); st != connectivity.Ready; st = rs.cc.GetState() {
+		if !rs.cc.WaitForStateChange(ctx, st) {
+			rs.t.Fatalf("the connection to the restarted server is %v after 3s", st)
+		}
+	}
 }
 
 func (rs *restartable) current() *server.Server {
@@ -87,6 +104,7 @@ func (rs *restartable) client(opts ...runtime.Option) *inventoryv1.InventoryServ
 		rs.t.Fatal(err)
 	}
 	rs.t.Cleanup(func() { _ = cc.Close() })
+	rs.cc = cc
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: opts})
 	if err != nil {
 		rs.t.Fatal(err)
@@ -99,7 +117,8 @@ func (rs *restartable) client(opts ...runtime.Option) *inventoryv1.InventoryServ
 // with its answer (a retry that reached the new server) or UNAVAILABLE;
 // afterwards every permit is back, the breaker is closed (16 failures at
 // most, under minimum_calls 20), and eight calls at once get through the
-// bulkhead again.
+// bulkhead again, once the connection is ready (at load 8 they were sent
+// while it was still reconnecting, failed fast, and opened the breaker).
 func TestAttackR18eRestartGivesEveryPermitBack(t *testing.T) {
 	release := make(chan struct{})
 	rs := newRestartable(t, held(release, getStock, stockReport))
@@ -146,6 +165,7 @@ func TestAttackR18eRestartGivesEveryPermitBack(t *testing.T) {
 	if st, _ := c.Runtime().BreakerState(getStock); st != runtime.StateClosed {
 		t.Errorf("breaker %v after at most 16 failures, want closed (minimum_calls 20)", st)
 	}
+	rs.ready()
 	var again sync.WaitGroup
 	for i := range 8 {
 		again.Add(1)
@@ -271,6 +291,9 @@ func TestAttackR18eStreamsAcrossARestart(t *testing.T) {
 	}
 	close(release)
 	rs.start()
+	// Once the connection is ready again: at load 8 a stream was opened
+	// while the old connection was still being torn down, and failed.
+	rs.ready()
 	for i := range 4 {
 		st, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("again", i)})
 		if err != nil {

@@ -403,11 +403,13 @@ func fullLowShedding(t *testing.T, other server.Behaviour, pushback time.Duratio
 // high ones (ReserveStock), far past the breaker's twenty calls at a
 // ratio of one half. The breaker counts the marked refusals as nothing:
 // it stays closed, every high call is served by the server, and the
-// metrics still count each refusal under UNAVAILABLE.
+// metrics still count each refusal under UNAVAILABLE. The unary calls
+// have 5 s (longTimeouts): under the annotated 300 ms, a ReserveStock's
+// claim on Redis and run took longer at load 10 and the attempt timed out.
 func TestAttackR18eBreakerStaysClosedUnderFullLowShedding(t *testing.T) {
 	const rounds = 40
 	reg := prometheus.NewRegistry()
-	r := fullLowShedding(t, nil, 10*time.Millisecond, runtime.WithRegisterer(reg))
+	r := fullLowShedding(t, nil, 10*time.Millisecond, longTimeouts, runtime.WithRegisterer(reg))
 	for i := range rounds {
 		if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: fmt.Sprint("r", i)}); status.Code(err) != codes.Unavailable || errors.Is(err, runtime.ErrCircuitOpen) {
 			t.Fatalf("report %d: %v, want the server's shed UNAVAILABLE", i, err)
@@ -615,11 +617,15 @@ func TestAttackR18eShedRefusalsAreOverloadForTheAdaptiveLayers(t *testing.T) {
 // shed on each of its three attempts with an 80 ms pushback: the retries
 // wait it (two waits, at least 160 ms, more than the policy's jittered
 // backoff of at most 50 + 100 ms could), the Guard shed three attempts,
-// and the breaker, which counted none, is closed.
+// and the breaker, which counted none, is closed. GetStock's timeout is
+// 5 s (longTimeouts): its cache's shared call, which all three attempts
+// and both waits share, is bounded by it, and the annotated 300 ms left a
+// loaded machine 140 ms for three attempts (at load 8 the third could not
+// start in time).
 func TestAttackR18eShedRetriesWaitThePushback(t *testing.T) {
 	const pushback = 80 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	r := fullLowShedding(t, nil, pushback, runtime.WithRegisterer(reg))
+	r := fullLowShedding(t, nil, pushback, longTimeouts, runtime.WithRegisterer(reg))
 	low := runtime.WithPriority(context.Background(), policy.PriorityLow)
 	start := time.Now()
 	_, err := r.client.GetStock(low, &inventoryv1.GetStockRequest{Sku: "low"})

@@ -15,10 +15,11 @@ import (
 )
 
 // TestAttack19bHedgeCopyTooShortEndsTheCall: GetStock hedged (a second
-// copy after 100 ms, UNAVAILABLE non-fatal) against a healthy server that
-// answers in 150 ms, whose Guard needs 200 ms left (MinDeadline). A caller
-// with 280 ms: the first copy is admitted and would answer at 150 ms; the
-// second, sent at 100 ms with 180 ms left, is refused at the door with
+// copy after hedgeDelay, 350 ms, UNAVAILABLE non-fatal) against a healthy
+// server that answers in answerAfter (450 ms), whose Guard needs minLeft
+// (500 ms) left (MinDeadline). A caller with callerTime (800 ms): the
+// first copy is admitted and would answer at 450 ms; the second, sent at
+// 350 ms with 450 ms left, is refused at the door with
 // DEADLINE_EXCEEDED marked DEADLINE_TOO_SHORT and do-not-retry. That
 // refusal speaks of the copy's time, not of the call: the README has the
 // mark say "the caller's time was short and the service says nothing of
@@ -33,18 +34,22 @@ import (
 // refused with the Guard's DEADLINE_TOO_SHORT (or SHED) mark while others
 // are in flight stops further copies and lets those in flight answer, as
 // it does for a pushback refusal.
+//
+// The times are tooShortRig's (hedge_attack19c_test.go): the first copy
+// has 300 ms to arrive and be admitted. With a caller of 280 ms against
+// 200 ms it had 80 ms, and at load 8 it arrived too late.
 func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {
 			if p.Methods[i].Name == getStock {
-				p.Methods[i].MinDeadline = 200 * time.Millisecond
+				p.Methods[i].MinDeadline = minLeft
 			}
 		}
 	})
 	hedged := runtime.WithPolicy(func(p *policy.Service) {
 		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
-		p.Methods[0].Timeout = time.Second
-		p.Methods[0].Hedging = &policy.Hedging{Delay: 100 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		p.Methods[0].Timeout = 2 * time.Second
+		p.Methods[0].Hedging = &policy.Hedging{Delay: hedgeDelay, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 	g, err := server.NewGuard(minDeadline)
 	if err != nil {
@@ -52,7 +57,7 @@ func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 	}
 	slow := func(ctx context.Context, c server.Call) error {
 		if c.Method == getStock {
-			return server.Wait(ctx, 150*time.Millisecond)
+			return server.Wait(ctx, answerAfter)
 		}
 		return nil
 	}
@@ -66,8 +71,9 @@ func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := 0
-	for range 5 {
-		ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)
+	const calls = 3
+	for range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), callerTime)
 		start := time.Now()
 		resp, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
 		took := time.Since(start)
@@ -79,6 +85,6 @@ func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 	}
 	s, _ := g.Stats(inventoryName)
 	if failed > 0 {
-		t.Errorf("%d of 5 hedged GetStock failed (the Guard refused %d late copies as too short); want the first copy's answer, at 150 ms", failed, s.DeadlineRefused)
+		t.Errorf("%d of %d hedged GetStock failed (the Guard refused %d late copies as too short); want the first copy's answer, at %v", failed, calls, s.DeadlineRefused, answerAfter)
 	}
 }

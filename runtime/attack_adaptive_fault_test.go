@@ -153,6 +153,9 @@ func TestAttackFaultAdaptiveTokensComeBackFromEveryEnding(t *testing.T) {
 // of the attempts are refused: some always reach the server.
 func TestAttackFaultThrottlerNotFoundIsAnAcceptAndRefusalsReachTheFallback(t *testing.T) {
 	srv, cc := startFault(t, server.Fail(codes.NotFound))
+	// Connected first: at load 8 the first call's attempt timed out (the
+	// annotated 300 ms) while the connection was dialled.
+	readyConn(t, cc)
 	var fellBack, throttled atomic.Int64
 	o := inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(func(p *policy.Service) {

@@ -36,6 +36,9 @@ func TestAttackR18AnEditsKeptPointerChangesNothingOnceBuilt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			atkNoLeak(t)
 			fs, cc := startFault(t, server.Fail(codes.Unavailable))
+			// Connected first: at load 8 the first call's attempt timed
+			// out (the annotated 300 ms) while the connection was dialled.
+			readyConn(t, cc)
 			var kept *policy.Service
 			for _, opt := range []func(func(*policy.Service)) runtime.Option{
 				runtime.WithPolicy,

@@ -131,27 +131,48 @@ func within(t *testing.T, what string, took, lo, hi time.Duration) {
 
 // --- a slow dependency -----------------------------------------------------
 
+// TestFaultSlowWithinTimeoutAnswers: a server 50 ms slow under a 1 s
+// timeout answers, once, when it answers: the call takes the 50 ms and
+// no more than twice what the scheduler alone made a bare wait for them
+// late, plus 150 ms. The connection is made beforehand and the timeout
+// leaves 950 ms, so that a loaded machine neither spends the call's time
+// dialling nor stretches the 50 ms past the timeout (a fixed 250 ms bound
+// under a 300 ms timeout was exceeded at load 8).
 func TestFaultSlowWithinTimeoutAnswers(t *testing.T) {
-	srv, cc := startFault(t, server.Slow(50*time.Millisecond))
-	c := invClient(t, cc, nil, getStockPolicy(300*time.Millisecond, 3))
+	const slow = 50 * time.Millisecond
+	srv, cc := startFault(t, server.Slow(slow))
+	readyConn(t, cc)
+	c := invClient(t, cc, nil, getStockPolicy(time.Second, 3))
+	late := bareWait(slow)
 	took, err := getStockOf(context.Background(), c)
 	if err != nil {
 		t.Fatalf("err = %v, want an answer", err)
 	}
-	within(t, "a 50ms call under a 300ms timeout", took, 50*time.Millisecond, 250*time.Millisecond)
+	bare := late()
+	within(t, fmt.Sprintf("a 50ms call under a 1s timeout (a bare wait of 50ms woke %v late)", bare), took, slow, slow+2*bare+150*time.Millisecond)
 	if got := srv.Calls(getStock); got != 1 {
 		t.Errorf("server saw %d calls, want 1", got)
 	}
 }
 
+// TestFaultSlowBeyondTimeoutIsCutAndNotRetried: a 2 s call under a
+// 300 ms timeout is cut at the timeout (within twice what a bare wait for
+// it woke late, plus 150 ms) and not retried. The connection is made
+// beforehand and the timeout leaves the request 300 ms to reach the
+// server, which must see it cancelled (100 ms, with a fixed 250 ms bound,
+// is what the hung-server test failed by at load 8).
 func TestFaultSlowBeyondTimeoutIsCutAndNotRetried(t *testing.T) {
+	const timeout = 300 * time.Millisecond
 	srv, cc := startFault(t, server.Slow(2*time.Second))
-	c := invClient(t, cc, nil, getStockPolicy(100*time.Millisecond, 3))
+	readyConn(t, cc)
+	c := invClient(t, cc, nil, getStockPolicy(timeout, 3))
+	late := bareWait(timeout)
 	took, err := getStockOf(context.Background(), c)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("code = %v (%v), want DEADLINE_EXCEEDED", status.Code(err), err)
 	}
-	within(t, "a 2s call under a 100ms timeout", took, 100*time.Millisecond, 250*time.Millisecond)
+	bare := late()
+	within(t, fmt.Sprintf("a 2s call under a 300ms timeout (a bare wait for it woke %v late)", bare), took, timeout, timeout+2*bare+150*time.Millisecond)
 	eventually(t, "server saw the call cancelled", func() bool { return srv.Cancelled(getStock) == 1 })
 	if got := srv.Calls(getStock); got != 1 {
 		t.Errorf("server saw %d calls, want 1: DEADLINE_EXCEEDED is not retried by default", got)
@@ -201,24 +222,36 @@ func TestFaultSlowFillsTheBulkheadWhichRefusesTheRest(t *testing.T) {
 
 // --- a hung dependency -----------------------------------------------------
 
+// TestFaultHangTimesOutThenOpensTheBreaker: five calls to a hung server
+// each end at their 150 ms timeout (within twice what a bare wait for it
+// woke late, plus 150 ms), the server sees all five cancelled, and the
+// breaker opens: the next calls are refused without reaching it, and a
+// probe after the cool-down (a fake clock) hangs too and opens it again.
+// The connection is made beforehand, and each request has 150 ms to
+// reach the server before it is cut (50 ms was the slack, on a loaded
+// machine, of a request the server must see).
 func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
+	const timeout = 150 * time.Millisecond
 	srv, cc := startFault(t, server.Hang)
+	readyConn(t, cc)
 	clock := newFakeClock()
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{
 		runtime.WithClock(clock), runtime.WithPolicy(func(p *policy.Service) {
 			withoutCacheAndRateLimit(p)
-			getStockPolicy(50*time.Millisecond, 3)(p)
+			getStockPolicy(timeout, 3)(p)
 			p.Breaker = breakerPolicy(5, 1)
 		})}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
+		late := bareWait(timeout)
 		took, err := getStockOf(context.Background(), c)
 		if status.Code(err) != codes.DeadlineExceeded {
 			t.Fatalf("call %d: %v, want DEADLINE_EXCEEDED", i, err)
 		}
-		within(t, fmt.Sprintf("call %d", i), took, 50*time.Millisecond, 200*time.Millisecond)
+		bare := late()
+		within(t, fmt.Sprintf("call %d (a bare wait for its timeout woke %v late)", i, bare), took, timeout, timeout+2*bare+150*time.Millisecond)
 	}
 	for range 10 {
 		took, err := getStockOf(context.Background(), c)
@@ -242,10 +275,19 @@ func TestFaultHangTimesOutThenOpensTheBreaker(t *testing.T) {
 	}
 }
 
+// TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit: a stream to a
+// hung server ends DEADLINE_EXCEEDED at its 300 ms timeout (within twice
+// what a bare wait for it woke late, plus 150 ms), its permit given back,
+// and the server sees it cancelled. The connection is made beforehand
+// and the timeout leaves the stream 300 ms to reach the server (100 ms
+// with a fixed 250 ms bound is what load 8 broke in the unary tests).
 func TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit(t *testing.T) {
+	const timeout = 300 * time.Millisecond
 	srv, cc := startFault(t, server.Hang)
-	c := invClient(t, cc, nil, func(p *policy.Service) { p.Methods[2].Timeout = 100 * time.Millisecond })
+	readyConn(t, cc)
+	c := invClient(t, cc, nil, func(p *policy.Service) { p.Methods[2].Timeout = timeout })
 	begin := time.Now()
+	late := bareWait(timeout)
 	st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +296,9 @@ func TestFaultHangEndsTheStreamAtItsTimeoutAndFreesThePermit(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("recv: %v, want DEADLINE_EXCEEDED", err)
 	}
-	within(t, "a hung stream under a 100ms timeout", time.Since(begin), 100*time.Millisecond, 250*time.Millisecond)
+	took := time.Since(begin)
+	bare := late()
+	within(t, fmt.Sprintf("a hung stream under a 300ms timeout (a bare wait for it woke %v late)", bare), took, timeout, timeout+2*bare+150*time.Millisecond)
 	if n, _ := c.Runtime().BulkheadInUse(watchStock); n != 0 {
 		t.Errorf("%d permits still taken after the stream ended", n)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -68,6 +69,22 @@ func start(t *testing.T, b server.Behaviour) (*server.Server, *grpc.ClientConn) 
 		srv.Stop()
 	})
 	return srv, cc
+}
+
+// readyConn connects cc and waits, up to 10s, until it is ready: a test
+// that times a call starts it on a connection made, so that a loaded
+// machine's slow dial does not use up the call's time before the request
+// is sent.
+func readyConn(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("the connection to %s is %v after 10s", cc.Target(), s)
+		}
+	}
 }
 
 // inventory builds a runtime client for the inventory service with the
@@ -130,19 +147,29 @@ func bareWait(d time.Duration) (late func() time.Duration) {
 	return func() time.Duration { return <-ch }
 }
 
+// TestHungServerTimesOutWithinAttemptTimeout: a call to a server that
+// never answers ends DEADLINE_EXCEEDED at its attempt timeout, and the
+// server sees it cancelled. The timeout is 300 ms, on a connection made
+// beforehand, so that on a loaded machine the request reaches the hung
+// handler before it is cut; the call's end is bounded by the timeout plus
+// twice what the scheduler alone made a bare wait for it late, plus
+// 150 ms (a fixed 250 ms for a 100 ms timeout was exceeded at load 8).
 func TestHungServerTimesOutWithinAttemptTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
 	srv, cc := start(t, server.Hang)
+	readyConn(t, cc)
 	rt := inventory(t, policy.Service{Methods: []policy.Method{
-		{Name: getStock, Idempotent: true, Timeout: 100 * time.Millisecond},
+		{Name: getStock, Idempotent: true, Timeout: timeout},
 	}})
 	begin := time.Now()
+	late := bareWait(timeout)
 	_, err := callGetStock(context.Background(), rt, cc)
 	took := time.Since(begin)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("code = %v (%v), want DEADLINE_EXCEEDED", status.Code(err), err)
 	}
-	if took < 100*time.Millisecond || took > 250*time.Millisecond {
-		t.Errorf("took %v, want the 100ms attempt timeout (plus a small margin)", took)
+	if bare := late(); took < timeout || took > timeout+2*bare+150*time.Millisecond {
+		t.Errorf("took %v, want the %v attempt timeout (a bare wait for it woke %v late)", took, timeout, bare)
 	}
 	eventually(t, "server saw the call cancelled", func() bool { return srv.Cancelled(getStock) == 1 })
 }

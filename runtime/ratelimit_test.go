@@ -57,10 +57,17 @@ func TestRateLimitRefusesAtOnceBeyondTheBurst(t *testing.T) {
 
 // TestRateLimitWaitsWithinMaxWaitAndTheDeadline: a call waits for its
 // token when it comes within max_wait, and is refused at once when it would
-// come after the call's deadline.
+// come after the call's deadline. A token every 250 ms (4/s), on a
+// connection made beforehand: the second call ends a token's time after
+// the first began, whatever the first's call cost (at 20/s, measured from
+// the second's own start, a loaded machine made the first call take half
+// a token's time, and the next token was nearer than the 10 ms deadline).
 func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
+	const token = 250 * time.Millisecond
 	srv, cc := start(t, server.Healthy)
-	rt := inventory(t, policy.Service{RateLimit: &policy.RateLimit{RequestsPerSecond: 20, Burst: 1, MaxWait: time.Second}})
+	readyConn(t, cc)
+	rt := inventory(t, policy.Service{RateLimit: &policy.RateLimit{RequestsPerSecond: 4, Burst: 1, MaxWait: time.Second}})
+	first := time.Now()
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
 	}
@@ -68,27 +75,28 @@ func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(begin); took < 30*time.Millisecond || took > 200*time.Millisecond {
-		t.Errorf("second call took %v, want about the 50ms a token takes at 20/s", took)
+	if since, took := time.Since(first), time.Since(begin); since < token-5*time.Millisecond || took > token+150*time.Millisecond {
+		t.Errorf("second call ended %v after the first began (took %v), want about the %v a token takes at 4/s", since, took, token)
 	}
-	// The next token is ~50ms away; a 10ms deadline cannot wait for it.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	// The next token is about 250ms away; a 60ms deadline cannot wait
+	// for it, and is refused without waiting it out.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
 	defer cancel()
 	begin = time.Now()
 	_, err := callGetStock(ctx, rt, cc)
 	if !errors.Is(err, runtime.ErrRateLimited) {
 		t.Fatalf("%v, want ErrRateLimited: the token comes after the deadline", err)
 	}
-	if took := time.Since(begin); took > 5*time.Millisecond {
+	if took := time.Since(begin); took > 50*time.Millisecond {
 		t.Errorf("the refusal took %v, want at once", took)
 	}
 	// The refused call gave its token back: the next call waits no longer
-	// than one token's time.
+	// than one token's time (two, had the refused call kept its own).
 	begin = time.Now()
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(begin); took > 120*time.Millisecond {
+	if took := time.Since(begin); took > token+150*time.Millisecond {
 		t.Errorf("took %v after a refusal: the refused reservation was not cancelled", took)
 	}
 	if got := srv.Calls(getStock); got != 3 {

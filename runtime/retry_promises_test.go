@@ -364,8 +364,12 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 		}
 	})
 	t.Run("the attempt's own timeout", func(t *testing.T) {
+		// 150 ms, on a connection made beforehand: each attempt reaches
+		// the hung server before it is cut, on a loaded machine too (with
+		// 50 ms, the server once saw only the first).
 		srv, cc := start(t, server.Hang)
-		_, err := callGetStock(context.Background(), inventory(t, withTimeout(50*time.Millisecond)), cc)
+		readyConn(t, cc)
+		_, err := callGetStock(context.Background(), inventory(t, withTimeout(150*time.Millisecond)), cc)
 		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) || !errors.Is(err, runtime.ErrRetriesExhausted) {
 			t.Errorf("err = %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout and ErrRetriesExhausted", err)
 		}

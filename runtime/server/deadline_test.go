@@ -75,7 +75,9 @@ func TestCheckDeadline(t *testing.T) {
 	if err := checkDeadline(past, "/s/M", 0, true); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("passed deadline: %v", err)
 	}
-	short, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	// 500 ms, short of the 1 s needed, and long enough that a loaded
+	// machine does not let it pass (another message) before the check.
+	short, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel2()
 	err := checkDeadline(short, "/s/M", time.Second, true)
 	if status.Code(err) != codes.DeadlineExceeded {

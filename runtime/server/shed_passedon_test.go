@@ -106,20 +106,30 @@ func TestNotRefusedHereKeepsTheRest(t *testing.T) {
 // the Guard's deadline mark, which the client's breaker counts as
 // nothing, and the do-not-retry mark, which runtime.Pushback reads as "do
 // not retry": a retry would have less time still. The handler never ran.
+// The deadline is 2 s against a MinDeadline of 10 s, so that a loaded
+// machine cannot expire it on the client's side (without the marks)
+// before the Guard's refusal comes back, as a 20 ms one against 50 ms
+// could.
 func TestDeadlineRefusalIsMarked(t *testing.T) {
 	srv := &inventoryServer{}
-	g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)))
+	p := inventoryPolicy()
+	for i := range p.Methods {
+		if p.Methods[i].Name == getStock {
+			p.Methods[i].MinDeadline, p.Methods[i].DefaultTimeout = 10*time.Second, 20*time.Second
+		}
+	}
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, g.ServerOptions()...)))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond) // GetStock's MinDeadline is 50 ms
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err = client.GetStock(ctx, &inventoryv1.GetStockRequest{})
 	m := marks(err)
 	short, dnr := m[runtime.DeadlineReason], m[runtime.DoNotRetryReason]
 	if status.Code(err) != codes.DeadlineExceeded || !short || !dnr {
-		t.Errorf("a 20 ms deadline against a 50 ms MinDeadline: %v (deadline mark %v, do-not-retry %v); want DEADLINE_EXCEEDED with both", err, short, dnr)
+		t.Errorf("a 2 s deadline against a 10 s MinDeadline: %v (deadline mark %v, do-not-retry %v); want DEADLINE_EXCEEDED with both", err, short, dnr)
 	}
 	if d, ok := runtime.Pushback(err, nil); !ok || d >= 0 {
 		t.Errorf("Pushback of the refusal: %v, %v; want a negative pushback (do not retry)", d, ok)

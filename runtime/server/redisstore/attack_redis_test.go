@@ -315,23 +315,27 @@ func TestAttackMismatchAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestAttackRenewalRacesCompletion: 40 requests with a 400 ms lease
-// (renewed every 100 ms) whose handlers end at times spread over three
-// renewal periods, through a proxy that holds each reply 3 ms, so that
+// TestAttackRenewalRacesCompletion: 40 requests with a 1.2 s lease
+// (renewed every 300 ms) whose handlers end at times spread over three
+// renewal periods, through a proxy that holds each reply 9 ms, so that
 // completions fall before, during and after renewals in flight. Every
-// caller gets its answer, no lease is lost, every repeat replays it.
+// caller gets its answer, no lease is lost, every repeat replays it. The
+// times are those of a 400 ms lease scaled by three (the spread, the
+// reply's hold), so that the renewals' and the completions' relations
+// stay while a renewal has 1.5 s, not 500 ms, before its lease is lost:
+// at load 15 under -race, 40 keepers renewing every 100 ms lost 8 leases.
 func TestAttackRenewalRacesCompletion(t *testing.T) {
 	r := startRedis(t)
 	p := tcpproxy.Start(t, r.addr)
-	p.DelayReplies(3 * time.Millisecond)
+	p.DelayReplies(9 * time.Millisecond)
 	srv := &reserver{answer: "r", hook: func(_ context.Context, req *inventoryv1.ReserveStockRequest) error {
 		n, _ := strconv.Atoi(strings.TrimPrefix(req.GetOrderId(), "race-"))
-		time.Sleep(time.Duration(80+n*6) * time.Millisecond) // ends spread across the renewals
+		time.Sleep(time.Duration(240+n*18) * time.Millisecond) // ends spread across the renewals
 		return nil
 	}}
-	// A 400 ms lease is renewed every 100 ms and lost after 500 ms without a
+	// A 1.2 s lease is renewed every 300 ms and lost after 1.5 s without a
 	// renewal: slack a loaded machine's timers keep.
-	g, c := guarded(t, srv, reserveStockPolicy(400*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "race:")))
+	g, c := guarded(t, srv, reserveStockPolicy(1200*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, p.Addr()), "race:")))
 	const n = 40
 	answers := make([]string, n)
 	var wg sync.WaitGroup

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -50,11 +51,18 @@ func (s *countingReserver) count(key string) int {
 // store error is counted (Redis answered well within StoreTimeout). Every
 // late claim that won the key is released, so once Redis answers promptly
 // again each key runs its handler exactly once, and a repeat replays.
+// The Redis client has a connection for each of the 48 requests and its
+// late release (go-redis's default is 20 on two cores): with 20, each
+// connection's replies queued behind one another at 90 ms each, and at
+// load 10 claims and releases waited past StoreTimeout for a connection,
+// counted as store errors of a Redis that answers each in 90 ms.
 func TestAttack19bClaimsAnsweredJustAfterTheirRequests(t *testing.T) {
 	r := startRedis(t)
 	p := tcpproxy.Start(t, r.addr)
 	srv := &countingReserver{runs: map[string]int{}}
-	s := New(client(t, p.Addr()), "cut19b:")
+	rc := redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1, PoolSize: 100})
+	t.Cleanup(func() { _ = rc.Close() })
+	s := New(rc, "cut19b:")
 	g, c := guarded(t, srv, reserveStockPolicy(time.Second, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
 	p.DelayReplies(90 * time.Millisecond)
