@@ -268,6 +268,13 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	// for a token, a permit, a backoff, the next attempt or copy.
 	fctx := context.WithoutCancel(f.ctx)
 	limit := bound.Call(m.policy)
+	if p := m.policy; limit == p.Timeout && (p.Retry == nil || p.Retry.MaxAttempts <= 1) && p.Hedging == nil {
+		// A call of one attempt is bounded by that attempt's own timeout:
+		// a limit of the same length here would leave the attempt no
+		// context of its own, and its end would be taken for the call's
+		// deadline, which the adaptive limit does not count as a drop.
+		limit = 0
+	}
 	if limit > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(fctx, limit)
@@ -292,12 +299,7 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: kept, call: call})
 		if p := m.policy; err != nil && limit > 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
-			switch {
-			case limit == p.Timeout:
-				// The limit was one attempt's timeout, so that attempt's
-				// own timeout never made a context of its own: say so.
-				err = sharedCallTimeoutError(m.dependency(), p.Name, p.Timeout, err)
-			case p.OverallTimeout == 0:
+			if p.OverallTimeout == 0 {
 				// The limit is made of the attempts' (or copies') own
 				// timeouts, and cut the one that ran when it expired,
 				// which the same call without the cache ends by its

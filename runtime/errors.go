@@ -141,14 +141,6 @@ func attemptTimeoutError(dep, method string, attempt int, timeout time.Duration,
 		Cause: last, Detail: fmt.Sprintf("attempt %d towards %s cut by its per-attempt timeout of %s", attempt, dep, timeout)}
 }
 
-// sharedCallTimeoutError is the DEADLINE_EXCEEDED of a cache's shared call
-// cut by its limit when that limit is the method's per-attempt timeout (a
-// call of one attempt): the attempt had no context of its own.
-func sharedCallTimeoutError(dep, method string, timeout time.Duration, last error) error {
-	return &Error{Code: codes.DeadlineExceeded, Dependency: dep, Method: method, Reason: ErrAttemptTimeout,
-		Cause: last, Detail: fmt.Sprintf("shared call of the cache towards %s cut by its per-attempt timeout of %s", dep, timeout)}
-}
-
 // sharedCallBoundError is the DEADLINE_EXCEEDED of a cache's shared call
 // of a retried or hedged method without OverallTimeout cut by its limit,
 // the bound of its attempts' (or copies') timeouts and the waits between

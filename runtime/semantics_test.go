@@ -465,8 +465,9 @@ func (b *badResponses) GetStock(context.Context, *inventoryv1.GetStockRequest) (
 }
 
 // TestACachesSharedCallCutByItsTimeoutSaysSo: a cached read's shared call
-// runs under the method's timeout; cut by it, the error matches
-// ErrAttemptTimeout and names the shared call and the timeout.
+// of one attempt runs under that attempt's own timeout; cut by it, the
+// error matches ErrAttemptTimeout and names the attempt and the timeout,
+// as the same call without the cache does.
 func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
 	fs, cc := startFault(t, server.Hang)
 	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 50 * time.Millisecond,
@@ -476,8 +477,8 @@ func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
 		t.Fatalf("%v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "shared call of the cache") || !strings.Contains(msg, "50ms") {
-		t.Errorf("message %q, want it to name the cache's shared call and its 50ms timeout", msg)
+	if msg := err.Error(); !strings.Contains(msg, "attempt 1") || !strings.Contains(msg, "per-attempt timeout of 50ms") {
+		t.Errorf("message %q, want it to name the attempt and its 50ms timeout", msg)
 	}
 	if took := time.Since(begin); took > 500*time.Millisecond {
 		t.Errorf("took %v, want about the 50ms timeout", took)
