@@ -16,9 +16,10 @@ import (
 // the stream's context, derived from the caller's, is already over when
 // cancel returns.
 type streamSet struct {
-	n  atomic.Int64 // len(m), read without the lock
-	mu sync.Mutex
-	m  map[*stream]struct{}
+	n       atomic.Int64 // len(m), read without the lock
+	reaping atomic.Bool  // a reap is scanning m: another finds what it finds
+	mu      sync.Mutex
+	m       map[*stream]struct{}
 }
 
 // add counts s among the streams holding a permit (or a probe).
@@ -42,11 +43,15 @@ func (ss *streamSet) remove(s *stream) {
 
 // reap ends the streams whose context is over and that still hold what
 // they were counted for, as their AfterFunc would; it reports whether it
-// ended any.
+// ended any. It scans every stream of the set, so while one call scans,
+// another refused at the same moment does not scan it again: under a
+// storm of refusals on a bulkhead full of streams, the scans would hold
+// the set's mutex (which opening and closing streams take) back to back.
 func (ss *streamSet) reap() bool {
-	if ss.n.Load() == 0 {
+	if ss.n.Load() == 0 || !ss.reaping.CompareAndSwap(false, true) {
 		return false
 	}
+	defer ss.reaping.Store(false)
 	var over []*stream
 	ss.mu.Lock()
 	for s := range ss.m {

@@ -10,7 +10,8 @@ import (
 
 // BenchmarkFullBulkheadRefusal measures what a call refused by a full
 // bulkhead costs when the permits are held by open streams whose contexts
-// are all alive: the refusal's reap looks for an ended one among them.
+// are all alive: the refusal's reap looks for an ended one among them
+// (serial: the search's own cost; parallel: a storm of refusals).
 func BenchmarkFullBulkheadRefusal(b *testing.B) {
 	for _, n := range []int{0, 10, 1000} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
@@ -25,12 +26,21 @@ func BenchmarkFullBulkheadRefusal(b *testing.B) {
 				bh.streams.add(&stream{ctx: ctx})
 			}
 			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
+			b.Run("serial", func(b *testing.B) {
+				for b.Loop() {
 					if bh.tryAcquire() || bh.streams.reap() {
 						b.Fatal("a permit of a full bulkhead")
 					}
 				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if bh.tryAcquire() || bh.streams.reap() {
+							b.Fatal("a permit of a full bulkhead")
+						}
+					}
+				})
 			})
 		})
 	}
