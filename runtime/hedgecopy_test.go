@@ -389,3 +389,49 @@ func TestHedgedCallEndedByItsContextReadsNoRequestAfterItReturned(t *testing.T) 
 		}
 	}
 }
+
+// The wait for the losers is bounded by their honouring their context, as
+// an unhedged call is: a client interceptor that ignores its context (here
+// the first copy's, which sleeps 200 ms before it calls gRPC) holds the
+// call until it returns, though the second copy answered at once; and it
+// has returned when the call does.
+func TestHedgedCallWaitsForALoserWhoseInterceptorIgnoresItsContext(t *testing.T) {
+	atkNoLeak(t)
+	const stall = 200 * time.Millisecond
+	var copies, running atomic.Int32
+	stalls := grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		running.Add(1)
+		defer running.Add(-1)
+		if copies.Add(1) == 1 {
+			time.Sleep(stall) // deaf to ctx
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	srv, cc := startFaultWith(t, server.Healthy, nil, stalls)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		p.Breaker = nil
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 1e6, Window: time.Second}
+		m := atkMethod(p, atkGetStock)
+		m.Retry = nil
+		m.Timeout = 5 * time.Second
+		m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 2}
+	})
+	begin := time.Now()
+	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	took := time.Since(begin)
+	if n := running.Load(); n != 0 {
+		t.Errorf("the call returned with %d copies still in their interceptor", n)
+	}
+	if took < stall {
+		t.Errorf("the call returned after %v, before its stalled loser's %v", took, stall)
+	}
+	if n := copies.Load(); n != 2 {
+		t.Errorf("%d copies sent, want 2", n)
+	}
+	if n := srv.Calls(getStock); n != 1 {
+		t.Errorf("server saw %d calls, want 1: the stalled copy calls gRPC with its context cut", n)
+	}
+}
