@@ -509,15 +509,15 @@ func TestAttemptTimeoutErrorNamesDependencyMethodAttemptAndTimeout(t *testing.T)
 		})
 	}
 	t.Run("a cache's shared call", func(t *testing.T) {
-		// Its limit is the method's timeout: the attempt makes no context
-		// of its own, and the shared call's end says what cut it.
+		// A call of one attempt: the attempt's own timeout cuts it, and
+		// says so as it does without the cache.
 		get := cachedStock(t, cc, 80*time.Millisecond, nil)
 		_, err := get(context.Background(), "apple")
 		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
 			t.Fatalf("err = %v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
 		}
 		msg := status.Convert(err).Message()
-		for _, want := range []string{"example.inventory.v1.InventoryService ", getStock, "shared call", "per-attempt timeout of 80ms"} {
+		for _, want := range []string{"example.inventory.v1.InventoryService ", getStock, "attempt 1 ", "per-attempt timeout of 80ms"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("message %q does not say %q", msg, want)
 			}
