@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -217,33 +219,73 @@ func TestAttack20CallersDeadlineOnlyGivesTheLimitsPlaceBack(t *testing.T) {
 	}
 }
 
-// TestAttack20TimeoutEqualToOverallTimeoutStillDrops: the README says a
+// TestAttack20TimeoutEqualToOverallTimeoutIsRefused: the README says a
 // method under an adaptive limit needs a per-attempt timeout ("without
-// one, a dependency that hangs produces no drop"), and the plugin and
-// Validate refuse one without. A method whose timeout equals its
-// overall_timeout (100 ms each, one attempt: a common way to write "100
-// ms, no retries") passes that check, but no attempt ever gets a context
-// of its own (the call's is as short), so every attempt on a hung server
-// ends by the overall_timeout, which the limit ignores: the limit never
-// falls, and the adaptive layer protects nothing.
-func TestAttack20TimeoutEqualToOverallTimeoutStillDrops(t *testing.T) {
-	t.Skip("BROKEN: with timeout == overall_timeout no attempt has a timeout of its own, so a hung dependency produces no drop and the adaptive limit never falls; Validate and the plugin accept the policy (the check belongs in internal/check's adaptive-timeout rule, or the runtime should take an attempt cut by overall_timeout for a drop)")
+// one, a dependency that hangs produces no drop"). A method whose timeout
+// equals its overall_timeout (100 ms each, one attempt: a common way to
+// write "100 ms, no retries") has none in effect: no attempt ever gets a
+// context of its own (the call's is as short), so every attempt on a hung
+// server ends by the overall_timeout, which the limit rightly ignores, and
+// the limit never falls. Such a policy was accepted; it is now refused at
+// construction like one without a timeout, under the service's limit and
+// under a method's own, naming both values and how to mend it. The mend
+// works: with the timeout below overall_timeout the attempts time out on
+// their own and the limit halves per burst.
+func TestAttack20TimeoutEqualToOverallTimeoutIsRefused(t *testing.T) {
 	_, cc := startFault(t, server.Hang)
+	build := func(edit func(*policy.Service), opts ...runtime.Option) (*inventoryv1.InventoryServiceResilientClient, error) {
+		o := inventoryv1.InventoryServiceResilientOptions{Runtime: append([]runtime.Option{
+			runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(edit)}, opts...)}
+		return inventoryv1.NewInventoryServiceResilientClient(cc, o)
+	}
+	const want = "Methods[0] (/example.inventory.v1.InventoryService/GetStock).AdaptiveLimit: GetStock's timeout 100ms is as long as its overall_timeout 100ms: " +
+		"no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, " +
+		"so a dependency that hangs never makes it fall; shorten timeout below overall_timeout or lengthen overall_timeout, or remove the adaptive limit"
+	for _, tc := range []struct {
+		name string
+		edit func(*policy.Service)
+	}{
+		{"the service's limit", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{} }},
+		{"the method's own limit", func(p *policy.Service) { p.AdaptiveLimit, p.Methods[0].AdaptiveLimit = nil, &policy.AdaptiveLimit{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := build(func(p *policy.Service) {
+				p.Breaker, p.Bulkhead = nil, nil
+				tc.edit(p)
+				m := &p.Methods[0]
+				m.Timeout, m.OverallTimeout, m.Retry = 100*time.Millisecond, 100*time.Millisecond, nil
+			})
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("client %v, error %v: want it refused with %q", c != nil, err, want)
+			}
+			if n := strings.Count(err.Error(), "\n") + 1; n != 1 {
+				t.Errorf("%d problems, want the one: %v", n, err)
+			}
+		})
+	}
+
 	reg := prometheus.NewRegistry()
-	c := adaptiveClient(t, cc, func(p *policy.Service) {
+	c, err := build(func(p *policy.Service) {
 		p.Breaker, p.Bulkhead = nil, nil
 		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 16}
 		m := &p.Methods[0]
-		m.Timeout, m.OverallTimeout, m.Retry = 100*time.Millisecond, 100*time.Millisecond, nil
+		m.Timeout, m.OverallTimeout, m.Retry = 50*time.Millisecond, 100*time.Millisecond, nil
 	}, runtime.WithRegisterer(reg))
+	if err != nil {
+		t.Fatalf("timeout 50ms below overall_timeout 100ms refused: %v", err)
+	}
 	for range 3 {
 		var wg sync.WaitGroup
 		for range 16 {
-			wg.Go(func() { _, _ = getStockOf(context.Background(), c) })
+			wg.Go(func() {
+				if _, err := getStockOf(context.Background(), c); err != nil && !errors.Is(err, runtime.ErrAttemptTimeout) && !errors.Is(err, runtime.ErrConcurrencyLimited) {
+					t.Errorf("call on a hung server: %v, want its attempt's timeout or a refusal", err)
+				}
+			})
 		}
 		wg.Wait()
 	}
 	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l > 4 {
-		t.Errorf("limit %v after three bursts of 16 attempts timing out on a hung server, want it halved per burst (at most 4)", l)
+		t.Errorf("limit %v after three bursts of 16 calls on a hung server with timeout 50ms below overall_timeout 100ms, want it halved per burst (at most 4)", l)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/bound"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -266,7 +267,15 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	// caller leaves, bounds what would start work for nobody: waiting
 	// for a token, a permit, a backoff, the next attempt or copy.
 	fctx := context.WithoutCancel(f.ctx)
-	if limit := callLimit(m.policy); limit > 0 {
+	limit := bound.Call(m.policy)
+	if p := m.policy; limit == p.Timeout && (p.Retry == nil || p.Retry.MaxAttempts <= 1) && p.Hedging == nil {
+		// A call of one attempt is bounded by that attempt's own timeout:
+		// a limit of the same length here would leave the attempt no
+		// context of its own, and its end would be taken for the call's
+		// deadline, which the adaptive limit does not count as a drop.
+		limit = 0
+	}
+	if limit > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(fctx, limit)
 		defer cancel()
@@ -288,11 +297,15 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 		err = statusFromContext(err) // every caller left before it began
 	} else {
 		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: kept, call: call})
-		if p := m.policy; err != nil && p.OverallTimeout == 0 && p.Timeout > 0 && status.Code(err) == codes.DeadlineExceeded &&
+		if p := m.policy; err != nil && limit > 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
-			// The limit was the method's timeout, so the attempt's own
-			// timeout never made a context of its own: say so.
-			err = sharedCallTimeoutError(m.dependency(), p.Name, p.Timeout, err)
+			if p.OverallTimeout == 0 {
+				// The limit is made of the attempts' (or copies') own
+				// timeouts, and cut the one that ran when it expired,
+				// which the same call without the cache ends by its
+				// timeout: it matches ErrAttemptTimeout as that does.
+				err = sharedCallBoundError(m.dependency(), p.Name, limit, p.Timeout, err)
+			}
 		}
 	}
 	var val any

@@ -35,9 +35,10 @@ var (
 	// dependency was called, as often as the policy allows, so a caller
 	// above (a server handling its own request) should not retry in turn.
 	ErrRetriesExhausted = errors.New("retries exhausted")
-	// ErrAttemptTimeout: an attempt (or hedged copy, or a cache's shared
-	// call limited to one attempt's time) was cut by the method's own
-	// per-attempt timeout while the call still had time. Code
+	// ErrAttemptTimeout: an attempt (or hedged copy) was cut by the
+	// method's own per-attempt timeout while the call still had time, or
+	// a cache's shared call of a method without OverallTimeout by its
+	// limit, which is made of those timeouts. Code
 	// DEADLINE_EXCEEDED, like the caller's own deadline, which does not
 	// match it: that one is the plain context error gRPC returns.
 	ErrAttemptTimeout = errors.New("per-attempt timeout")
@@ -140,12 +141,13 @@ func attemptTimeoutError(dep, method string, attempt int, timeout time.Duration,
 		Cause: last, Detail: fmt.Sprintf("attempt %d towards %s cut by its per-attempt timeout of %s", attempt, dep, timeout)}
 }
 
-// sharedCallTimeoutError is the DEADLINE_EXCEEDED of a cache's shared call
-// cut by its limit when that limit is the method's per-attempt timeout (no
-// OverallTimeout): the call's attempts had no more time than one attempt.
-func sharedCallTimeoutError(dep, method string, timeout time.Duration, last error) error {
+// sharedCallBoundError is the DEADLINE_EXCEEDED of a cache's shared call
+// of a retried or hedged method without OverallTimeout cut by its limit,
+// the bound of its attempts' (or copies') timeouts and the waits between
+// them (see bound.Call).
+func sharedCallBoundError(dep, method string, limit, timeout time.Duration, last error) error {
 	return &Error{Code: codes.DeadlineExceeded, Dependency: dep, Method: method, Reason: ErrAttemptTimeout,
-		Cause: last, Detail: fmt.Sprintf("shared call of the cache towards %s cut by its per-attempt timeout of %s", dep, timeout)}
+		Cause: last, Detail: fmt.Sprintf("shared call of the cache towards %s cut at its limit of %s, the bound of its attempts of %s each and the waits between them", dep, limit, timeout)}
 }
 
 func misuseError(code codes.Code, method, detail string) error {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -25,19 +26,31 @@ type copyResult[Resp any] struct {
 	meta       *copyMeta   // what the copy's attempt learnt for the caller's options; nil without them
 }
 
+// hedgedCall is what a hedged call's copies share: the invocation they
+// repeat and the count of those still running.
+type hedgedCall[Req, Resp any] struct {
+	copies  invocation[Req, Resp]
+	running sync.WaitGroup
+}
+
 // hedged runs the call as hedged copies: the first copy at once, each
 // further one after Delay without an answer (or at once after a copy
 // failed with a non-fatal code), up to MaxCopies. Every copy goes through
 // the breaker and its own per-attempt timeout; every copy after the first
 // takes a retry from the budget. The first success or fatal answer wins
-// and the other copies are cancelled. An open breaker, a spent budget or a
-// server's negative pushback stops further copies; a positive pushback
-// delays the next one. wait is nil for a call; for a cache's shared call,
-// see unary: once it is cut, no further copy is sent.
+// and the other copies are cancelled; hedged returns once they have
+// ended, so that no copy reads the request after the call returned. An
+// open breaker, a spent budget or a server's negative pushback stops
+// further copies; a positive pushback delays the next one. wait is nil
+// for a call; for a cache's shared call, see unary: once it is cut, no
+// further copy is sent.
 func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
 	h := m.policy.Hedging
 	c := m.client
-	copies := *in // the copies' own: in stays in its caller's frame
+	// The copies' own (in stays in its caller's frame), and the count of
+	// those running: one allocation.
+	hc := &hedgedCall[Req, Resp]{copies: *in}
+	copies := &hc.copies
 	mx := m.metrics
 	// The caller's grpc.Header, Trailer and Peer targets get the metadata
 	// of the copy whose result is returned, and no copy writes them itself.
@@ -47,6 +60,13 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		defer func() { caller.fill(chosen) }()
 	}
 
+	// The call returns once every copy it sent has ended: a copy still in
+	// gRPC may be marshalling the caller's request, which is the caller's
+	// to reuse once the call returned. The losers are cut first (the
+	// deferred cancel runs before the wait); gRPC gives up on a cancelled
+	// call at once, so the wait is one wake-up per loser.
+	running := &hc.running
+	defer running.Wait()
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
 	// The buffer is not sized by MaxCopies, which an operator may set as
@@ -55,11 +75,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
 	panics := make(chan any)
 	launch := func(n int) {
+		running.Add(1)
 		go func() {
+			defer running.Done()
 			defer func() {
 				// A panic in a copy (an interceptor, a codec) is the caller's to
-				// see, as if it had made the call itself. Once the call is over
-				// nobody reads it, and it goes on here: never hidden.
+				// see, as if it had made the call itself. Once the call has its
+				// answer (the copy is a loser, cut) nobody reads it, and it goes
+				// on here: never hidden.
 				if p := recover(); p != nil {
 					select {
 					case panics <- p: // unbuffered: taken only by a caller still waiting
@@ -70,7 +93,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			}()
 			// The copy is classified against hctx: a loser cancelled here
 			// says nothing about the dependency.
-			own := &copies
+			own := copies
 			var cm *copyMeta
 			if caller != nil || n == 1 {
 				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call}

@@ -9,8 +9,8 @@ import (
 // callerMeta is where a hedged call's caller asked gRPC to write what an
 // attempt learns at its end: the grpc.Header, grpc.Trailer and grpc.Peer
 // options among its call options. gRPC writes them as each attempt ends;
-// hedged copies run at once, and a loser, cancelled, ends after the call
-// has returned. So each copy writes into its own copyMeta instead, and the
+// hedged copies run at once, and a loser, cancelled, ends after the copy
+// that answered. So each copy writes into its own copyMeta instead, and the
 // call hands the caller the one of the copy whose answer or error it
 // returns (fill). A call given none of these options (the common case)
 // has no callerMeta and copies nothing.

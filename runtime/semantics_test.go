@@ -465,12 +465,13 @@ func (b *badResponses) GetStock(context.Context, *inventoryv1.GetStockRequest) (
 }
 
 // TestACachesSharedCallCutByItsTimeoutSaysSo: a cached read's shared call
-// runs under the method's timeout; cut by it, the error matches
-// ErrAttemptTimeout and names the shared call and the timeout. The call
-// starts on a connection made first, with 300 ms, so that on a loaded
-// machine its request reaches the server before it is cut (with 50 ms and
-// a dial inside it, at load 8 the server saw none); its end is bounded by
-// the timeout plus twice what the scheduler alone made a bare wait for it
+// of one attempt runs under that attempt's own timeout; cut by it, the
+// error matches ErrAttemptTimeout and names the attempt and the timeout,
+// as the same call without the cache does. The call starts on a
+// connection made first, with 300 ms, so that on a loaded machine its
+// request reaches the server before it is cut (with 50 ms and a dial
+// inside it, at load 8 the server saw none); its end is bounded by the
+// timeout plus twice what the scheduler alone made a bare wait for it
 // late, plus 150 ms.
 func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
 	fs, cc := startFault(t, server.Hang)
@@ -484,8 +485,8 @@ func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
 		t.Fatalf("%v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "shared call of the cache") || !strings.Contains(msg, "300ms") {
-		t.Errorf("message %q, want it to name the cache's shared call and its 300ms timeout", msg)
+	if msg := err.Error(); !strings.Contains(msg, "attempt 1") || !strings.Contains(msg, "per-attempt timeout of 300ms") {
+		t.Errorf("message %q, want it to name the attempt and its 300ms timeout", msg)
 	}
 	if took, bare := time.Since(begin), late(); took > timeout+2*bare+150*time.Millisecond {
 		t.Errorf("took %v, want about the %v timeout (a bare wait for it woke %v late)", took, timeout, bare)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/bound"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -120,7 +121,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	}
 	s.ticket, s.start, s.admitted = t, start, true
 	var sctx context.Context
-	if limit := callLimit(m.policy); limit > 0 {
+	if limit := bound.Call(m.policy); limit > 0 {
 		sctx, s.cancel = context.WithTimeout(ctx, limit)
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)

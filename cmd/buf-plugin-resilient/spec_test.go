@@ -139,6 +139,10 @@ func TestCrossFieldRules(t *testing.T) {
 			{16, 2, 24, 3, "lint.v1.Stock.Get: (resilient.v1.method).cache: Get has neither timeout nor overall_timeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set timeout or overall_timeout"},
 			{27, 2, 35, 3, "lint.v1.Stock.Reserve: (resilient.v1.method).cache: Reserve is not idempotent: only reads are cached, since a cached answer means the call is not made; mark the method idempotent (option idempotency_level = NO_SIDE_EFFECTS) if it is a read, or remove cache"},
 		}},
+		{rules.RuleAdaptive, "adaptive", []annotation{
+			{20, 2, 20, 30, "lint.v1.Stock.Get: (resilient.v1.service).adaptive_limit: Get has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall; set timeout on the method, the service or the file"},
+			{23, 2, 27, 3, "lint.v1.Stock.Put: (resilient.v1.service).adaptive_limit: Put's timeout 200ms is as long as its overall_timeout 200ms: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall; shorten timeout below overall_timeout, or lengthen overall_timeout"},
+		}},
 		{rules.RuleServer, "server", []annotation{
 			{14, 0, 41, 1, "lint.v1.Orders: (resilient.v1.service).shedding.normal: 40 is below low (50): the limits are cumulative, and a more important request may never be refused before a less important one; raise normal or lower low"},
 			{23, 2, 29, 3, "lint.v1.Orders.Get: (resilient.v1.method).server.default_timeout: 500ms is shorter than min_deadline 1s (set in (resilient.v1.service)): a request without deadline would be refused as dead; lengthen default_timeout or shorten min_deadline"},

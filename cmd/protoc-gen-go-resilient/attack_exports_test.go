@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/go-resilient/resilient/internal/bound"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -127,8 +128,8 @@ func TestAttackExportOneAttemptBound(t *testing.T) {
 			Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: ms, MaxBackoff: 5 * ms, Multiplier: 2}}), 200 * ms},
 		{"overall only", policy.Method{OverallTimeout: time.Second}, time.Second},
 	} {
-		if got := callBound(&tc.mp); got != tc.want {
-			t.Errorf("%s: callBound = %v, want %v", tc.name, got, tc.want)
+		if got := bound.Call(&tc.mp); got != tc.want {
+			t.Errorf("%s: bound.Call = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 
@@ -339,12 +340,12 @@ func TestAttackCallBoundHuge(t *testing.T) {
 			1000*ms + ms + 2*ms + 997*4*ms},
 	} {
 		start := time.Now()
-		got := callBound(&tc.mp)
+		got := bound.Call(&tc.mp)
 		if took := time.Since(start); took > 100*ms {
-			t.Errorf("%s: callBound took %v", tc.name, took)
+			t.Errorf("%s: bound.Call took %v", tc.name, took)
 		}
 		if got != tc.want {
-			t.Errorf("%s: callBound = %v, want %v", tc.name, got, tc.want)
+			t.Errorf("%s: bound.Call = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 
+	"github.com/go-resilient/resilient/internal/bound"
 	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -97,6 +98,17 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*service, retr
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// unhedged is mp without its hedging: what one copy of a hedged call is
+// (a request through Envoy, which does not hedge), bounded as one attempt.
+func unhedged(mp *policy.Method) *policy.Method {
+	if mp.Hedging == nil {
+		return mp
+	}
+	c := *mp
+	c.Hedging = nil
+	return &c
+}
+
 // envoyRoute writes the route of one method: by its path, and with keyed
 // by the presence of the idempotency-key header too.
 func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Method, retries string, keyed bool) {
@@ -118,25 +130,26 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	w(3, "route:")
 	w(4, "cluster: %s", cluster)
 	// Envoy retrying, a request through it is the whole call; the callers
-	// retrying, it is one attempt.
-	bound := callBound(mp)
+	// retrying, it is one attempt. Envoy does not hedge: each copy the
+	// generated client sends of a hedged method is a request of its own.
+	limit := bound.Call(unhedged(mp))
 	if retries == retriesAtClient && mp.Timeout > 0 {
-		bound = mp.Timeout
+		limit = mp.Timeout
 	}
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
-		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(bound))
-	case mp.OverallTimeout > 0 && bound == mp.OverallTimeout:
-		w(4, "timeout: %s # overall_timeout", seconds(bound))
-	case bound > 0 && mp.Retry != nil:
-		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(bound), mp.Retry.MaxAttempts, mp.Timeout)
-	case bound > 0:
-		w(4, "timeout: %s # timeout", seconds(bound))
+		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(limit))
+	case mp.OverallTimeout > 0 && limit == mp.OverallTimeout:
+		w(4, "timeout: %s # overall_timeout", seconds(limit))
+	case limit > 0 && mp.Retry != nil:
+		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(limit), mp.Retry.MaxAttempts, mp.Timeout)
+	case limit > 0:
+		w(4, "timeout: %s # timeout", seconds(limit))
 	default:
 		w(4, "timeout: 0s # no limit but the caller's deadline (Envoy's default would be 15 s)")
 	}
 	w(4, "max_stream_duration:")
-	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(bound))
+	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(limit))
 	if mp.Retry != nil && retries == retriesAtEnvoy {
 		envoyRetryPolicy(w, mp)
 	}

@@ -6,7 +6,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -135,73 +134,6 @@ func oneAttempt(mp *policy.Method) *policy.Method {
 	c := *mp
 	c.Retry, c.Hedging = nil, nil
 	return &c
-}
-
-// callBound is the longest the generated client lets one call of the
-// method run: a unary call of one attempt (no retry, no hedging), the
-// shorter of its timeout and overall_timeout, since the attempt's own
-// timeout cuts it; otherwise its overall_timeout, or else, when every
-// attempt has a timeout, every attempt's timeout plus the bound of every
-// backoff between them; 0 when nothing bounds the call but the caller's
-// deadline. A stream is bounded by its overall_timeout, else its timeout.
-// It is what an exporter writes where the target has one limit for the
-// whole call (gRPC's and Envoy's route timeout).
-func callBound(mp *policy.Method) time.Duration {
-	oneAttempt := mp.Retry == nil && mp.Hedging == nil && mp.Kind == policy.KindUnary
-	if oneAttempt && mp.Timeout > 0 && mp.OverallTimeout > 0 {
-		return min(mp.Timeout, mp.OverallTimeout)
-	}
-	if mp.OverallTimeout > 0 {
-		return mp.OverallTimeout
-	}
-	if mp.Timeout <= 0 {
-		return 0
-	}
-	if mp.Retry == nil {
-		return mp.Timeout
-	}
-	r := mp.Retry
-	total := mulSat(int64(r.MaxAttempts), mp.Timeout)
-	bound := float64(r.InitialBackoff)
-	for i := 1; i < r.MaxAttempts; i++ {
-		wait := r.MaxBackoff
-		if bound < float64(r.MaxBackoff) {
-			wait = time.Duration(bound)
-		}
-		next := bound * r.Multiplier
-		// Once the bound is capped, stops growing, or after
-		// maxBoundSteps waits, every later wait is counted at this one's
-		// bound (or the cap): max_attempts may be in the billions, and
-		// the sum saturates instead of wrapping.
-		if wait == r.MaxBackoff || next == bound || i >= maxBoundSteps {
-			if i >= maxBoundSteps {
-				wait = r.MaxBackoff
-			}
-			return addSat(total, mulSat(int64(r.MaxAttempts-i), wait))
-		}
-		total = addSat(total, wait)
-		bound = next
-	}
-	return total
-}
-
-// maxBoundSteps is how many backoffs callBound adds one by one.
-const maxBoundSteps = 10000
-
-// addSat is a + b for durations ≥ 0, saturating at the longest Duration.
-func addSat(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
-// mulSat is n × d for n, d ≥ 0, saturating at the longest Duration.
-func mulSat(n int64, d time.Duration) time.Duration {
-	if n != 0 && d > time.Duration(math.MaxInt64/n) {
-		return math.MaxInt64
-	}
-	return time.Duration(n) * d
 }
 
 // seconds writes a duration as protobuf's JSON form of a Duration does

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/pluginpb"
 
+	"github.com/go-resilient/resilient/internal/bound"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -374,8 +375,8 @@ func TestCallBound(t *testing.T) {
 		{policy.Method{Timeout: 100 * ms, Retry: &policy.Retry{MaxAttempts: 4, InitialBackoff: 50 * ms, MaxBackoff: 80 * ms, Multiplier: 2}}, 400*ms + 50*ms + 80*ms + 80*ms},
 		{policy.Method{Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: 50 * ms, MaxBackoff: 200 * ms, Multiplier: 2}}, 0},
 	} {
-		if got := callBound(&tc.mp); got != tc.want {
-			t.Errorf("callBound(%+v) = %v, want %v", tc.mp, got, tc.want)
+		if got := bound.Call(&tc.mp); got != tc.want {
+			t.Errorf("bound.Call(%+v) = %v, want %v", tc.mp, got, tc.want)
 		}
 	}
 }
@@ -425,7 +426,7 @@ func TestExportsRepeatKeyedOnlyWithKey(t *testing.T) {
 	if one.Retry != nil || one.Hedging != nil || mp.Retry == nil || mp.Hedging == nil {
 		t.Errorf("oneAttempt gave retry %v hedging %v and left the original with %v, %v", one.Retry, one.Hedging, mp.Retry, mp.Hedging)
 	}
-	if got := callBound(one); got != 100*ms {
+	if got := bound.Call(one); got != 100*ms {
 		t.Errorf("the bound of one attempt is %v, want the attempt's timeout 100ms", got)
 	}
 

@@ -30,6 +30,9 @@ func TestRefusals(t *testing.T) {
 		{"adaptive_no_timeout", []string{
 			"refuse/adaptive_no_timeout.proto:10:3: resilienttest.refuse.adaptive_no_timeout.Svc.Get: (resilient.v1.service).adaptive_limit: Get has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall; set timeout on the method, the service or the file",
 		}},
+		{"adaptive_timeout_as_overall", []string{
+			"refuse/adaptive_timeout_as_overall.proto:10:3: resilienttest.refuse.adaptive_timeout_as_overall.Svc.Get: (resilient.v1.service).adaptive_limit: Get's timeout 100ms is as long as its overall_timeout 100ms: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall; shorten timeout below overall_timeout, or lengthen overall_timeout",
+		}},
 		{"adaptive_stream", []string{
 			"refuse/adaptive_stream.proto:13:5: resilienttest.refuse.adaptive_stream.Svc.Watch: (resilient.v1.method).adaptive_limit: streams take no part in the adaptive limit, and Watch is a server-streaming method: a stream's lifetime says nothing of the dependency's latency; remove it",
 		}},

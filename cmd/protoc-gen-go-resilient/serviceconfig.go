@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
 
+	"github.com/go-resilient/resilient/internal/bound"
 	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -79,7 +80,7 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 			if !repeatableWithoutKey(mp) {
 				mp = oneAttempt(mp)
 			}
-			if d := callBound(mp); d > 0 {
+			if d := bound.Call(mp); d > 0 {
 				mc.Timeout = seconds(d)
 			}
 			if r := mp.Retry; r != nil && grpcRepeatable(r.RetryableCodes) != 0 {
@@ -122,21 +123,16 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// hedgedBound is the longest a hedged call of mp runs when gRPC sends its
-// copies (at most grpcMaxAttempts): its overall_timeout, or else the last
-// copy's start, (copies − 1) × delay, plus the copy's own timeout, which
-// the generated client gives every copy; 0 when neither timeout is set.
+// hedgedBound is the longest a hedged call of mp runs when a gRPC client
+// sends its copies by the exported hedgingPolicy: the generated client's
+// bound (bound.Call) of the copies gRPC sends, at most grpcMaxAttempts.
 // gRPC's timeout bounds the whole call, so a copy's timeout alone would
 // cut the later copies the generated client lets answer.
 func hedgedBound(mp *policy.Method) time.Duration {
-	if mp.OverallTimeout > 0 {
-		return mp.OverallTimeout
-	}
-	if mp.Timeout <= 0 {
-		return 0
-	}
-	copies := min(mp.Hedging.MaxCopies, grpcMaxAttempts)
-	return addSat(mulSat(int64(max(copies-1, 0)), mp.Hedging.Delay), mp.Timeout)
+	c, h := *mp, *mp.Hedging
+	h.MaxCopies = min(h.MaxCopies, grpcMaxAttempts)
+	c.Hedging = &h
+	return bound.Call(&c)
 }
 
 // throttlingOf maps a retry budget onto gRPC's retry throttling, a token

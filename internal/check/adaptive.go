@@ -85,6 +85,21 @@ func AdaptiveTimeout(method string, timeout time.Duration) string {
 	return fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall", method)
 }
 
+// AdaptiveOverall refuses an adaptive limit in force on a unary method
+// whose timeout is as long as its overall_timeout (0 for none of either;
+// a longer timeout is Timeout's to refuse): no attempt then gets a timeout
+// of its own, since the whole call's limit is already as short, and an
+// attempt cut by that limit does not halve the limit (late in a call it
+// may have had a few milliseconds, which says little of the dependency),
+// so a dependency that hangs never makes it fall, as without a timeout.
+// AdaptiveTimeout is asked about a method without one.
+func AdaptiveOverall(method string, timeout, overall time.Duration) string {
+	if timeout <= 0 || timeout != overall {
+		return ""
+	}
+	return fmt.Sprintf("%s's timeout %v is as long as its overall_timeout %v: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall", method, timeout, overall)
+}
+
 // InitialOutside refuses an adaptive limit's initial_limit outside
 // [min_limit, max_limit], the values in force, blaming initial_limit. The
 // caller adds how else to mend it (", or remove it").

@@ -151,6 +151,14 @@ var goMistakes = map[string]goMistake{
 	"adaptive without timeout": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.AdaptiveLimit = &policy.AdaptiveLimit{}
 	}},
+	"adaptive with timeout as long as overall_timeout": {set: func(s *policy.Service, get, _ *policy.Method) {
+		s.AdaptiveLimit = &policy.AdaptiveLimit{}
+		get.Timeout, get.OverallTimeout = 100*time.Millisecond, 100*time.Millisecond
+	}},
+	"a method's own adaptive limit with timeout as long as overall_timeout": {set: func(_ *policy.Service, get, _ *policy.Method) {
+		get.AdaptiveLimit = &policy.AdaptiveLimit{}
+		get.Timeout, get.OverallTimeout = time.Second, time.Second
+	}},
 	"adaptive min above max": {set: func(s *policy.Service, _, _ *policy.Method) {
 		s.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5}
 	}},

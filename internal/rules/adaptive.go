@@ -15,14 +15,15 @@ import (
 
 // RuleAdaptive: an adaptive_limit whose bounds do not fit together or
 // under the bulkhead's permits, one on a stream or on a method without a
-// per-attempt timeout; a count-based breaker window smaller than its
-// minimum_calls.
+// per-attempt timeout shorter than its overall_timeout; a count-based
+// breaker window smaller than its minimum_calls.
 const RuleAdaptive = "RESILIENT_ADAPTIVE"
 
 // CheckAdaptive checks the adaptive layers once the levels are merged: the
 // limit's bounds together and under the bulkhead's permits (its ceiling),
 // the count window against minimum_calls, and, on a unary method, that a
-// limit has a per-attempt timeout to halve on. m and own are nil for the
+// limit has a per-attempt timeout to halve on, shorter than the method's
+// overall_timeout (else the call's limit cuts every attempt first). m and own are nil for the
 // service's shared settings; a method's bounds and window are checked
 // where it has its own limit or breaker, the shared ones on the service.
 func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff Merged, add func(Finding)) {
@@ -53,6 +54,9 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		}
 		if msg := check.AdaptiveTimeout(string(m.Name()), p.GetTimeout().AsDuration()); msg != "" {
 			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit", msg + "; set timeout on the method, the service or the file"})
+		}
+		if msg := check.AdaptiveOverall(string(m.Name()), p.GetTimeout().AsDuration(), p.GetOverallTimeout().AsDuration()); msg != "" {
+			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit", msg + "; shorten timeout below overall_timeout, or lengthen overall_timeout"})
 		}
 		if !own.GetAdaptiveLimit().GetPerMethod() {
 			return // the shared limit's bounds are the service's

@@ -56,8 +56,10 @@ func (p *RateLimit) check(f string, r *reporter) {
 // idempotent read. Before any other layer, a fresh answer for the
 // request's key is returned without calling. Otherwise the callers of one
 // key share one call, which runs detached from any one caller's
-// cancellation, with its own limit (the method's OverallTimeout, else its
-// Timeout), through the rate limit, bulkhead, retries and breaker; a
+// cancellation, with its own limit (the longest the method's policy lets
+// a call run: its OverallTimeout, else its attempts' Timeout and the
+// backoffs between them, or its hedged copies' bound, as the exports
+// bound it), through the rate limit, bulkhead, retries and breaker; a
 // caller who gives up stops waiting; when the last one has given up, the
 // call starts nothing more, and only an attempt already sent runs on, its
 // answer kept. A caller whose context is already done gets its error and

@@ -127,6 +127,7 @@ func (p *Service) Problems() []Problem {
 		checkPriority(m.Priority, f+".Priority", r)
 		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
 			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout"}, check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten timeout below overall_timeout or lengthen overall_timeout, or remove the adaptive limit")
 		}
 		m.checkPatterns(f, r)
 		m.checkAdaptive(f, p, r)

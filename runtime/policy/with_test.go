@@ -68,6 +68,9 @@ func TestProblemsNameTheValuesTheyRelate(t *testing.T) {
 		{"adaptive limit without timeout", func(p *policy.Service) {
 			p.AdaptiveLimit, get(p).Timeout = &policy.AdaptiveLimit{}, 0
 		}, "Get", "adaptive_limit", []string{"timeout"}},
+		{"adaptive limit with timeout as long as overall_timeout", func(p *policy.Service) {
+			p.AdaptiveLimit, get(p).Timeout, get(p).OverallTimeout = &policy.AdaptiveLimit{}, time.Second, time.Second
+		}, "Get", "adaptive_limit", []string{"timeout", "overall_timeout"}},
 		{"generated key on a stream", func(p *policy.Service) { watch(p).GenerateIdempotencyKey = true }, "Watch", "generate_idempotency_key", nil},
 		{"hedging a method not idempotent", func(p *policy.Service) {
 			get(p).Hedging, get(p).Idempotent = &policy.Hedging{Delay: time.Millisecond, MaxCopies: 2}, false
