@@ -65,8 +65,9 @@ type method struct {
 	defaultTimeout time.Duration
 	// grants are the values the Guard puts in a request's context for
 	// each priority it may grant, one per priority so that granting
-	// allocates nothing where the service does not shed and no other
-	// Guard granted the request (withGrant).
+	// allocates nothing where the service does not shed (a shed request's
+	// grant is its admission's own) and no other Guard granted the
+	// request (withGrant).
 	grants [PriorityCritical + 1]grant
 }
 
