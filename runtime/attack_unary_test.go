@@ -132,29 +132,39 @@ var (
 // Charge is neither idempotent nor keyed: whatever the server or the
 // network does, it reaches the server once, and no edit of the policy can
 // make the runtime repeat it.
+//
+// Each call starts on a connection made first, with a 500 ms timeout, so
+// that on a loaded machine the request reaches the server before it is
+// cut (with 100 ms and a dial inside it, at load 8 the server saw none).
+// The restart the server starts mid-call is waited for before the server
+// is stopped: left running, it came up again after the test's Stop, and
+// the goroutine-leak check found that incarnation's accept loop.
 func TestAttackChargeIsNeverRepeated(t *testing.T) {
 	atkNoLeak(t)
 	for _, tc := range []struct {
 		name string
-		b    func(fs *faultserver.Server) server.Behaviour
+		b    func(fs *faultserver.Server, bg *sync.WaitGroup) server.Behaviour
 	}{
-		{"unavailable", func(*faultserver.Server) server.Behaviour { return server.Fail(codes.Unavailable) }},
-		{"unavailable with pushback 0", func(*faultserver.Server) server.Behaviour { return atkPushback("0") }},
-		{"connection reset mid-call", func(fs *faultserver.Server) server.Behaviour { return fs.Reset() }},
-		{"hung past the timeout", func(*faultserver.Server) server.Behaviour { return server.Hang }},
-		{"server restarting mid-call", func(fs *faultserver.Server) server.Behaviour {
+		{"unavailable", func(*faultserver.Server, *sync.WaitGroup) server.Behaviour { return server.Fail(codes.Unavailable) }},
+		{"unavailable with pushback 0", func(*faultserver.Server, *sync.WaitGroup) server.Behaviour { return atkPushback("0") }},
+		{"connection reset mid-call", func(fs *faultserver.Server, _ *sync.WaitGroup) server.Behaviour { return fs.Reset() }},
+		{"hung past the timeout", func(*faultserver.Server, *sync.WaitGroup) server.Behaviour { return server.Hang }},
+		{"server restarting mid-call", func(fs *faultserver.Server, bg *sync.WaitGroup) server.Behaviour {
 			return func(ctx context.Context, c server.Call) error {
-				go func() { _ = fs.Restart(20 * time.Millisecond) }()
+				bg.Go(func() { _ = fs.Restart(20 * time.Millisecond) })
 				return server.Hang(ctx, c)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, cc := startFault(t, server.Healthy)
-			fs.SetBehaviour(tc.b(fs))
+			readyConn(t, cc)
+			var bg sync.WaitGroup // what the behaviour started: done before the server stops
+			t.Cleanup(bg.Wait)
+			fs.SetBehaviour(tc.b(fs, &bg))
 			c, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
-					p.Methods[0].Timeout = 100 * time.Millisecond
+					p.Methods[0].Timeout = 500 * time.Millisecond
 				})}})
 			if err != nil {
 				t.Fatal(err)

@@ -165,6 +165,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			if !r.refused {
 				chosen = r.meta
 			}
+			// Refused at the server's door for this copy's own reason (the
+			// Guard's mark), read only where the attempt read a mark.
+			marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
 			switch {
 			case r.refused && r.err != nil:
 				// An adaptive layer refused the copy: no further copy.
@@ -179,20 +182,26 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				return r.resp, nil
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
-			case !r.local && pending > 0 && !retryable(h.NonFatalCodes, r.err, r.timedOut) &&
-				(r.pushed && r.push >= 0 || r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)):
+			case !r.local && !retryable(h.NonFatalCodes, r.err, r.timedOut) &&
+				(pending > 0 && (r.pushed && r.push >= 0 || marked) || last != nil && marked):
 				// A copy refused with a pushback while others are in
 				// flight: the server shedding the extra load it was sent,
 				// not the call's answer. Or refused at the server's door
 				// for a reason that is this copy's alone (the Guard's mark:
-				// shed, or sent too late to start). No more copies; the
-				// ones it admitted answer. A do-not-retry mark (a negative
-				// pushback) that stops a copy the policy would have sent
-				// is counted, as in the default case below.
+				// shed, or sent too late to start), while others are in
+				// flight or one already failed. No more copies; the ones
+				// it admitted answer, and the failure of one it admitted
+				// stays the call's answer whichever came back first. A
+				// do-not-retry mark (a negative pushback) that stops a
+				// copy the policy would have sent is counted, as in the
+				// default case below.
 				if r.pushed && r.push < 0 && mx != nil && !stopped && sent < h.MaxCopies {
 					mx.retries[retryPushback].Inc()
 				}
-				last, stopped = r.err, true
+				if last == nil || !marked {
+					last = r.err
+				}
+				stopped = true
 			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
 				return nil, r.err // an answer, or a failure every copy would meet
 			default:

@@ -509,8 +509,8 @@ func TestAttemptTimeoutErrorNamesDependencyMethodAttemptAndTimeout(t *testing.T)
 		})
 	}
 	t.Run("a cache's shared call", func(t *testing.T) {
-		// A shared call of one attempt is cut by that attempt's own
-		// timeout, and says so as the same call without the cache does.
+		// A call of one attempt: the attempt's own timeout cuts it, and
+		// says so as it does without the cache.
 		get := cachedStock(t, cc, 80*time.Millisecond, nil)
 		_, err := get(context.Background(), "apple")
 		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {

@@ -467,21 +467,29 @@ func (b *badResponses) GetStock(context.Context, *inventoryv1.GetStockRequest) (
 // TestACachesSharedCallCutByItsTimeoutSaysSo: a cached read's shared call
 // of one attempt runs under that attempt's own timeout; cut by it, the
 // error matches ErrAttemptTimeout and names the attempt and the timeout,
-// as the same call without the cache does.
+// as the same call without the cache does. The call starts on a
+// connection made first, with 300 ms, so that on a loaded machine its
+// request reaches the server before it is cut (with 50 ms and a dial
+// inside it, at load 8 the server saw none); its end is bounded by the
+// timeout plus twice what the scheduler alone made a bare wait for it
+// late, plus 150 ms.
 func TestACachesSharedCallCutByItsTimeoutSaysSo(t *testing.T) {
 	fs, cc := startFault(t, server.Hang)
-	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 50 * time.Millisecond,
+	readyConn(t, cc)
+	const timeout = 300 * time.Millisecond
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: timeout,
 		Cache: &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10}}}})
 	begin := time.Now()
+	late := bareWait(timeout)
 	_, err := cachedGetStock(context.Background(), rt, cc, "apple")
 	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, runtime.ErrAttemptTimeout) {
 		t.Fatalf("%v, want DEADLINE_EXCEEDED matching ErrAttemptTimeout", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "attempt 1") || !strings.Contains(msg, "per-attempt timeout of 50ms") {
-		t.Errorf("message %q, want it to name the attempt and its 50ms timeout", msg)
+	if msg := err.Error(); !strings.Contains(msg, "attempt 1") || !strings.Contains(msg, "per-attempt timeout of 300ms") {
+		t.Errorf("message %q, want it to name the attempt and its 300ms timeout", msg)
 	}
-	if took := time.Since(begin); took > 500*time.Millisecond {
-		t.Errorf("took %v, want about the 50ms timeout", took)
+	if took, bare := time.Since(begin), late(); took > timeout+2*bare+150*time.Millisecond {
+		t.Errorf("took %v, want about the %v timeout (a bare wait for it woke %v late)", took, timeout, bare)
 	}
 	if got := fs.Calls(getStock); got != 1 {
 		t.Errorf("server saw %d calls, want 1", got)

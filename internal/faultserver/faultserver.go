@@ -37,6 +37,7 @@ type Server struct {
 	mu       sync.Mutex
 	cur      *server.Server   // nil while down
 	past     []*server.Server // stopped incarnations, for their counts
+	stopped  bool             // Stop was called: no Up after it
 	conns    map[*conn]struct{}
 	accepted int
 }
@@ -50,7 +51,9 @@ func Start(b server.Behaviour, opts ...grpc.ServerOption) (*Server, error) {
 	}
 	s := &Server{addr: lis.Addr().String(), opts: opts, conns: map[*conn]struct{}{}}
 	s.SetBehaviour(b)
-	s.serve(lis)
+	if err := s.serve(lis); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -66,9 +69,18 @@ func (s *Server) SetBehaviour(b server.Behaviour) {
 	s.behaviour.Store(&b)
 }
 
-func (s *Server) serve(lis net.Listener) {
+// errStopped is Up's error after Stop: a restart still running when its
+// test stopped the server must not bring it up again, left serving past
+// the test.
+var errStopped = errors.New("faultserver: the server was stopped for good (Stop), and does not come up again")
+
+func (s *Server) serve(lis net.Listener) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stopped {
+		_ = lis.Close()
+		return errStopped
+	}
 	past := s.past
 	// Call.N counts across incarnations, so that PerCall holds over a restart.
 	b := func(ctx context.Context, c server.Call) error {
@@ -78,6 +90,7 @@ func (s *Server) serve(lis net.Listener) {
 		return (*s.behaviour.Load())(ctx, c)
 	}
 	s.cur = server.Serve(&listener{Listener: lis, s: s}, b, s.opts...)
+	return nil
 }
 
 // Down stops serving: the calls in flight end, every connection is closed
@@ -96,11 +109,15 @@ func (s *Server) Down() {
 }
 
 // Up listens again on the same port and serves. The port is bound with
-// SO_REUSEADDR (Go's default), so it is free again at once.
+// SO_REUSEADDR (Go's default), so it is free again at once. After Stop it
+// fails.
 func (s *Server) Up() error {
 	s.mu.Lock()
-	up := s.cur != nil
+	up, stopped := s.cur != nil, s.stopped
 	s.mu.Unlock()
+	if stopped {
+		return errStopped
+	}
 	if up {
 		return nil
 	}
@@ -108,8 +125,7 @@ func (s *Server) Up() error {
 	if err != nil {
 		return fmt.Errorf("faultserver: listen again on %s: %w", s.addr, err)
 	}
-	s.serve(lis)
-	return nil
+	return s.serve(lis)
 }
 
 // Restart goes Down, stays down for d, and comes Up on the same port.
@@ -119,8 +135,14 @@ func (s *Server) Restart(d time.Duration) error {
 	return s.Up()
 }
 
-// Stop stops the server for good.
-func (s *Server) Stop() { s.Down() }
+// Stop stops the server for good: an Up after it (a Restart still
+// running) fails rather than serve again.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.Down()
+}
 
 // Calls returns how many calls to method (a full method name) arrived, over
 // every incarnation.

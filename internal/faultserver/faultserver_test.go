@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -163,5 +164,28 @@ func TestPushbackTrailer(t *testing.T) {
 	}
 	if got := trailer.Get(faultserver.PushbackHeader); len(got) != 1 || got[0] != "250" {
 		t.Errorf("trailer %s = %q, want [250]", faultserver.PushbackHeader, got)
+	}
+}
+
+// A restart still running when the server is stopped does not bring it up
+// again: nothing listens on its port after Stop, whatever came first.
+func TestStopIsForGood(t *testing.T) {
+	s, err := faultserver.Start(server.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() { restarted <- s.Restart(100 * time.Millisecond) }()
+	time.Sleep(20 * time.Millisecond) // the restart is down, sleeping
+	s.Stop()
+	if err := <-restarted; err == nil || !strings.Contains(err.Error(), "stopped for good") {
+		t.Errorf("a restart across Stop: %v, want it refused as stopped for good", err)
+	}
+	if err := s.Up(); err == nil {
+		t.Error("Up after Stop served again")
+	}
+	if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s accepts connections after Stop", s.Addr())
 	}
 }

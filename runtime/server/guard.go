@@ -65,8 +65,9 @@ type method struct {
 	defaultTimeout time.Duration
 	// grants are the values the Guard puts in a request's context for
 	// each priority it may grant, one per priority so that granting
-	// allocates nothing where the service does not shed and no other
-	// Guard granted the request (withGrant).
+	// allocates nothing where the service does not shed (a shed request's
+	// grant is its admission's own) and no other Guard granted the
+	// request (withGrant).
 	grants [PriorityCritical + 1]grant
 }
 
@@ -350,7 +351,8 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 	// another request whose context it was made with (an in-process
 	// channel that passes values on).
 	gr := grantOf(ctx, m)
-	if gr == nil {
+	tapped := gr != nil
+	if !tapped {
 		md, _ := metadata.FromIncomingContext(ctx)
 		var err error
 		if ctx, err = g.enter(ctx, m, md); err != nil {
@@ -368,12 +370,15 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 		return ctx, serving{}, status.Errorf(codes.Canceled, "resilient: %s ended before it was started", m.name)
 	}
 	// Time passed since the tap: decoding, queueing for a server worker.
-	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
-		m.svc.deadlineRefused.Add(1)
-		if a != nil {
-			a.done()
+	// Without the tap, enter has just checked it.
+	if tapped {
+		if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
+			m.svc.deadlineRefused.Add(1)
+			if a != nil {
+				a.done()
+			}
+			return ctx, serving{}, err
 		}
-		return ctx, serving{}, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, m)
 	return ctx, serving{a: a, cancel: cancel}, nil

@@ -49,7 +49,8 @@ type grantKey struct{}
 // that each Guard finds its own; a grant of another method's request,
 // whose context this one was made with (an in-process call), is never
 // an outer. A grant with neither a nor outer is one of m's grants, made
-// once, so that granting allocates nothing.
+// once, and one with a is a's own, so that granting allocates nothing
+// more than a place in flight.
 type grant struct {
 	m     *method
 	p     Priority
@@ -82,9 +83,16 @@ func withGrant(ctx context.Context, m *method, p Priority, a *admission) context
 	if outer != nil && outer.m.name != m.name {
 		outer = nil // another request's, whose context this one was made with
 	}
-	gr := &m.grants[p]
-	if a != nil || outer != nil {
-		gr = &grant{m: m, p: p, a: a, outer: outer}
+	var gr *grant
+	switch {
+	case a != nil:
+		// Allocated with the place: a shed request's grant costs nothing more.
+		a.gr = grant{m: m, p: p, a: a, outer: outer}
+		gr = &a.gr
+	case outer != nil:
+		gr = &grant{m: m, p: p, outer: outer}
+	default:
+		gr = &m.grants[p]
 	}
 	return context.WithValue(ctx, grantKey{}, gr)
 }

@@ -99,6 +99,7 @@ type admission struct {
 	s     *shedder
 	state atomic.Uint32 // admitted → serving → released, or admitted → released
 	stop  func() bool
+	gr    grant // the request's grant, made with the place (withGrant)
 }
 
 const (

@@ -82,15 +82,23 @@ func TestGrantClaimAnsweredAfterTheLease(t *testing.T) {
 	}
 }
 
-// TestGrantSlowClaimCutThenRepeat: Redis answers every command 300 ms
-// late (carrying it out at once). The first request, with a 200 ms
+// TestGrantSlowClaimCutThenRepeat: Redis answers every command 150 ms
+// late (carrying it out at once). The first request, with a 100 ms
 // deadline, is cut waiting for its claim, which Redis carried out; a
 // repeat with the same key sent 100 ms later, with two seconds, finds the
 // first's pending entry, waits, takes the key once the first's late claim
 // is released, and runs the handler: once, answered within its deadline.
 // A third request replays that answer. The first never ran the handler,
 // and the cut claim is not counted as the store's failure.
+//
+// Each reply has 350 ms to spare within StoreTimeout (500 ms), past which
+// the Guard counts even a cut claim's late answer as the store's failure:
+// with 300 ms replies, 200 ms, and under load one store error was counted.
+// The first request's deadline stays shorter than a reply, so that it is
+// cut waiting for its claim however fast the machine is, and it is sent on
+// a connection made first, so that its time goes to the claim.
 func TestGrantSlowClaimCutThenRepeat(t *testing.T) {
+	const delay, firstDeadline = 150 * time.Millisecond, 100 * time.Millisecond
 	r := startRedis(t)
 	p := tcpproxy.Start(t, r.addr)
 	srv := &reserver{answer: "cut"}
@@ -107,11 +115,18 @@ func TestGrantSlowClaimCutThenRepeat(t *testing.T) {
 	s := New(rc, "slowcut:")
 	g, c := guarded(t, srv, reserveStockPolicy(2*time.Second, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
-	p.DelayReplies(300 * time.Millisecond)
+	// The gRPC connection made first, by a method the handler does not
+	// count, so that the first request's time goes to its claim.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("GetStock to connect: %v, want UNIMPLEMENTED", err)
+	}
+	p.DelayReplies(delay)
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := reserve(t, c, "cut-1", 200*time.Millisecond)
+		_, err := reserve(t, c, "cut-1", firstDeadline)
 		first <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
