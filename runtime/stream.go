@@ -108,9 +108,12 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		}
 	}()
 	t, start, retryAfter, ok := m.admitAs(w.probes[m])
-	if !ok && retryAfter == 0 && w.probes[m] && m.breaker.streams.reap() {
-		// The probes were out, and a stream holding one had its context
-		// ended just now (see streamSet): its place is free.
+	if !ok && retryAfter == 0 && w.probes[m] {
+		// The probes were out: a stream holding one may have had its
+		// context ended just now (see streamSet), and reap frees its
+		// place; or its AfterFunc freed it since admitAs looked, and reap
+		// finds nothing. Either way, the place may be free: ask again.
+		m.breaker.streams.reap()
 		t, start, retryAfter, ok = m.admitAs(true)
 	}
 	if !ok {
