@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/internal/contract"
@@ -145,7 +146,9 @@ func (c *Client) newAdaptive(r prometheus.Registerer) (*adaptiveLayers, error) {
 		a.throttle = &clientThrottle{t: t}
 		if a.mx != nil {
 			a.throttle.gauge = a.mx.refusal.WithLabelValues(p.Name)
-			a.throttle.gauge.Set(0)
+			// The series exists before the first call; Add, not Set, for
+			// another client of the dependency may share it, refusing.
+			a.throttle.gauge.Add(0)
 		}
 	}
 	return a, nil
@@ -178,9 +181,21 @@ func (a *adaptiveLayers) limit(pl policy.AdaptiveLimit, b *policy.Bulkhead, meth
 	cl := &concurrencyLimit{l: l, label: scopeLabel(method)}
 	if a.mx != nil {
 		cl.gauge = a.mx.limit.WithLabelValues(a.c.policy.Name, cl.label)
-		cl.gauge.Set(float64(l.Limit()))
+		// A new series reads 0, which no limit is (min_limit is at least
+		// 1); another client of the dependency on the same registerer may
+		// share it, holding its own limit, which this one does not reset.
+		if gaugeIsNew(cl.gauge) {
+			cl.gauge.Set(float64(l.Limit()))
+		}
 	}
 	return cl, nil
+}
+
+// gaugeIsNew reports whether g still reads 0, the value of a series no
+// client has set yet.
+func gaugeIsNew(g prometheus.Gauge) bool {
+	var m dto.Metric
+	return g.Write(&m) == nil && m.GetGauge().GetValue() == 0
 }
 
 // bind gives m its adaptive layers: its own limit or the service's, and
