@@ -106,3 +106,28 @@ func TestAttack20cSharedCallSendsTheRequestsUnknownFields(t *testing.T) {
 		t.Fatalf("a 1 MiB cached request: %v", err)
 	}
 }
+
+// TestAttack20cCachedNilRequestIsRefusedWithoutACall: a nil request, and a
+// typed nil one, to a cached method fail INVALID_ARGUMENT before the cache
+// (no key is made of it, no shared call copies it) and send nothing.
+func TestAttack20cCachedNilRequestIsRefusedWithoutACall(t *testing.T) {
+	atkNoLeak(t)
+	srv, cc := startFault(t, server.Healthy)
+	c := attack20bCachedRetrying(t, cc)
+	var typed *inventoryv1.GetStockRequest
+	for _, req := range []*inventoryv1.GetStockRequest{nil, typed} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("nil request to a cached method panicked: %v", p)
+				}
+			}()
+			if _, err := c.GetStock(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("nil request: %v, want INVALID_ARGUMENT", err)
+			}
+		}()
+	}
+	if n := srv.Calls(atkGetStock); n != 0 {
+		t.Errorf("server saw %d GetStock, want 0", n)
+	}
+}
