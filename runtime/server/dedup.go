@@ -143,14 +143,8 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
-			g.storeError(m, "claim", err)
-			if waited {
-				// A request with the key was running when last seen:
-				// running without dedup would run it twice.
-				return nil, status.Errorf(codes.Unavailable,
-					"resilient: %s: a request with the same idempotency key is running, and the idempotency store stopped answering while this one waited for it: %v", m.name, err)
-			}
-			return g.storeFailed(ctx, m, req, handler, err)
+			return g.claimFailed(ctx, m, req, handler, waited,
+				"is running, and the idempotency store stopped answering while this one waited for it", err)
 		}
 		g.storeOK()
 		if c.State != Claimed && c.Fingerprint != fp {
@@ -169,12 +163,8 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 				// lease: it is failing, and OnStoreError decides.
 				g.release(m, skey, token)
 				err := fmt.Errorf("it answered the claim after %s, later than the lease (%s), which it cannot hold at that speed", took.Round(time.Millisecond), d.lease)
-				g.storeError(m, "claim", err)
-				if waited {
-					return nil, status.Errorf(codes.Unavailable,
-						"resilient: %s: a request with the same idempotency key was running, and the idempotency store became too slow to take the key over: %v", m.name, err)
-				}
-				return g.storeFailed(ctx, m, req, handler, err)
+				return g.claimFailed(ctx, m, req, handler, waited,
+					"was running, and the idempotency store became too slow to take the key over", err)
 			}
 			// Waiting, or the claim itself, took time: the request must
 			// still have what the method needs.
@@ -202,6 +192,20 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		}
 		pause = min(2*pause, pollMax)
 	}
+}
+
+// claimFailed counts a claim the store failed (err) and answers it. A
+// waiter saw a request with the key running when last seen, and running
+// without dedup would run it twice: it is refused with UNAVAILABLE, its
+// message saying what the request with the key was doing (running). Any
+// other request is answered as OnStoreError decides.
+func (g *Guard) claimFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, waited bool, running string, err error) (any, error) {
+	g.storeError(m, "claim", err)
+	if waited {
+		return nil, status.Errorf(codes.Unavailable,
+			"resilient: %s: a request with the same idempotency key %s: %v", m.name, running, err)
+	}
+	return g.storeFailed(ctx, m, req, handler, err)
 }
 
 // claim is Store.Claim bounded by StoreTimeout, waited for until wait has
