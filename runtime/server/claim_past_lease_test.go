@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// TestClaimAnsweredPastTheLease: a store that answers a claim later than
+// the lease (here 150 ms for a lease of MinLease, within StoreTimeout)
+// cannot hold the key for the handler. The Guard counts it as the store's
+// failure, releases the key, and OnStoreError decides: under
+// StoreErrorRefuse the handler does not run (UNAVAILABLE); under
+// StoreErrorRunWithoutDedup it runs, counted in RanWithoutDedup. Either
+// way the key is free afterwards: once the store is quick, the same key
+// runs.
+func TestClaimAnsweredPastTheLease(t *testing.T) {
+	for _, mode := range []policy.StoreErrorMode{policy.StoreErrorRefuse, policy.StoreErrorRunWithoutDedup} {
+		t.Run(mode.String(), func(t *testing.T) {
+			store := &slowClaimStore{Store: NewMemoryStore(100), delay: 150 * time.Millisecond}
+			store.slow.Store(true)
+			p := inventoryPolicy()
+			for i := range p.Methods {
+				if p.Methods[i].Name == reserveStock {
+					p.Methods[i].Dedup.Lease = policy.MinLease
+					p.Methods[i].Dedup.OnStoreError = mode
+				}
+			}
+			var log logBuffer
+			g, err := NewGuard([]*policy.Server{p}, WithStore(store), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &inventoryServer{}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err = callGuard(g, srv, ctx, "o-1")
+			st := stats(t, g)
+			if mode == policy.StoreErrorRefuse {
+				if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "later than the lease") {
+					t.Errorf("a claim answered past the lease: %v, want UNAVAILABLE saying so", err)
+				}
+				if n := srv.reserveCalls.Load(); n != 0 {
+					t.Errorf("the handler ran %d times, want 0", n)
+				}
+			} else {
+				if err != nil || srv.reserveCalls.Load() != 1 || st.RanWithoutDedup != 1 {
+					t.Errorf("a claim answered past the lease: %v, %d runs, RanWithoutDedup %d; want it run once without dedup",
+						err, srv.reserveCalls.Load(), st.RanWithoutDedup)
+				}
+			}
+			if st.StoreErrors != 1 {
+				t.Errorf("StoreErrors = %d, want 1", st.StoreErrors)
+			}
+			store.slow.Store(false)
+			runs := srv.reserveCalls.Load()
+			if err := callGuard(g, srv, ctx, "o-1"); err != nil || srv.reserveCalls.Load() != runs+1 {
+				t.Errorf("the key once the store is quick: %v after %d runs, want it run (the slow claim released)", err, srv.reserveCalls.Load()-runs)
+			}
+		})
+	}
+}
