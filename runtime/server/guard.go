@@ -254,8 +254,8 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 	return withTapTimeout(ctx, m), nil
 }
 
-// enter checks the deadline, grants the priority and takes a place in
-// flight.
+// enter checks the deadline, takes a place in flight (where the service
+// sheds) and grants the priority, the grant carrying the place.
 func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, error) {
 	if err := checkDeadline(ctx, m.name, m.minDeadline, true); err != nil {
 		m.svc.deadlineRefused.Add(1)
@@ -447,7 +447,8 @@ type Stats struct {
 	// StoreErrors counts failed store operations (an operation the store
 	// did not answer within StoreTimeout, or within the quarter of a
 	// request's time a first claim under StoreErrorRunWithoutDedup is
-	// waited for, and one that panicked, included; a claim its request's
+	// waited for, a claim answered later than the method's Lease, and one
+	// that panicked, included; a claim its request's
 	// end stopped waiting for counts only if the store then fails it or is
 	// silent for all of StoreTimeout); RanWithoutDedup the
 	// requests run without dedup because of one (OnStoreError).
