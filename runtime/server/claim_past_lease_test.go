@@ -67,3 +67,39 @@ func TestClaimAnsweredPastTheLease(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimPastTheLeaseLoggedOncePerEpisode: a store that answers every
+// claim later than the lease is failing for as long as it does: three
+// requests log its failure once, and never that it answers again (each
+// event is reported once, never once per call), though each claim and
+// each release of its key was answered.
+func TestClaimPastTheLeaseLoggedOncePerEpisode(t *testing.T) {
+	store := &slowClaimStore{Store: NewMemoryStore(100), delay: 150 * time.Millisecond}
+	store.slow.Store(true)
+	p := inventoryPolicy()
+	for i := range p.Methods {
+		if p.Methods[i].Name == reserveStock {
+			p.Methods[i].Dedup.Lease = policy.MinLease
+		}
+	}
+	var log logBuffer
+	g, err := NewGuard([]*policy.Server{p}, WithStore(store), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &inventoryServer{}
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := callGuard(g, srv, ctx, "o-1"); status.Code(err) != codes.Unavailable {
+			t.Errorf("a claim answered past the lease: %v, want UNAVAILABLE", err)
+		}
+		cancel()
+	}
+	if n := stats(t, g).StoreErrors; n != 3 {
+		t.Errorf("StoreErrors = %d, want 3", n)
+	}
+	failing, again := strings.Count(log.String(), "idempotency store failing"), strings.Count(log.String(), "idempotency store answering again")
+	if failing != 1 || again != 0 {
+		t.Errorf("logged the store failing %d times and answering again %d times over three claims past the lease, want 1 and 0:\n%s", failing, again, log.String())
+	}
+}

@@ -146,6 +146,20 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			return g.claimFailed(ctx, m, req, handler, waited,
 				"is running, and the idempotency store stopped answering while this one waited for it", err)
 		}
+		if took := time.Since(sent); c.State == Claimed && took >= d.lease {
+			// Answered later than the lease: the keeper would give
+			// the key up at once (5/4 Lease after the claim was sent)
+			// and the entry lapses 3/2 Lease after, so a handler
+			// started now would run without a hold on its key, and a
+			// repeat run alongside. A store that slow cannot hold the
+			// lease: it is failing, and OnStoreError decides.
+			g.releaseKey(m, skey, token)
+			err := fmt.Errorf("it answered the claim after %s, later than the lease (%s), which it cannot hold at that speed", took.Round(time.Millisecond), d.lease)
+			return g.claimFailed(ctx, m, req, handler, waited,
+				"was running, and the idempotency store became too slow to take the key over", err)
+		}
+		// Not before: a claim answered past the lease is the store failing,
+		// and ending an episode for it would log one twice per request.
 		g.storeOK()
 		if c.State != Claimed && c.Fingerprint != fp {
 			m.svc.mismatched.Add(1)
@@ -154,18 +168,6 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		}
 		switch c.State {
 		case Claimed:
-			if took := time.Since(sent); took >= d.lease {
-				// Answered later than the lease: the keeper would give
-				// the key up at once (5/4 Lease after the claim was sent)
-				// and the entry lapses 3/2 Lease after, so a handler
-				// started now would run without a hold on its key, and a
-				// repeat run alongside. A store that slow cannot hold the
-				// lease: it is failing, and OnStoreError decides.
-				g.release(m, skey, token)
-				err := fmt.Errorf("it answered the claim after %s, later than the lease (%s), which it cannot hold at that speed", took.Round(time.Millisecond), d.lease)
-				return g.claimFailed(ctx, m, req, handler, waited,
-					"was running, and the idempotency store became too slow to take the key over", err)
-			}
 			// Waiting, or the claim itself, took time: the request must
 			// still have what the method needs.
 			if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), false); err != nil {
@@ -248,16 +250,25 @@ func (g *Guard) claim(ctx context.Context, m *method, key, token string, fp Fing
 	})
 }
 
-// release frees a key this request holds, bounded by StoreTimeout.
+// release frees a key this request holds, bounded by StoreTimeout; the
+// store's answer ends an episode of failures.
 func (g *Guard) release(m *method, key, token string) {
+	if g.releaseKey(m, key, token) == nil {
+		g.storeOK()
+	}
+}
+
+// releaseKey is release without ending an episode: for the key of a claim
+// the store failed by answering it too late, whose release, quick or not,
+// says nothing of a store that is failing.
+func (g *Guard) releaseKey(m *method, key, token string) error {
 	err := bounded(context.Background(), g.inline, StoreTimeout, func(ctx context.Context) error {
 		return g.store.Release(ctx, key, token)
 	})
 	if err != nil {
 		g.storeError(m, "release", err)
-	} else {
-		g.storeOK()
 	}
+	return err
 }
 
 // forget releases a key whose claim failed, in case the store carried it
