@@ -402,11 +402,12 @@ func judgeAdaptive(ctx context.Context, err error) (limit, throttle adaptive.Out
 	if _, local := err.(*clientFault); local {
 		return adaptive.Ignored, adaptive.Ignored
 	}
-	over := overloadCodes.Has(codeOf(err))
+	code := codeOf(err)
+	over := overloadCodes.Has(code)
 	switch cerr := ctx.Err(); {
 	case errors.Is(cerr, context.Canceled):
 		return adaptive.Ignored, adaptive.Ignored
-	case cerr != nil || codeOf(err) == codes.DeadlineExceeded && ownTimeout(ctx):
+	case cerr != nil || code == codes.DeadlineExceeded && ownTimeout(ctx):
 		if over {
 			return adaptive.Ignored, adaptive.Dropped
 		}
