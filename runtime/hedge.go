@@ -166,7 +166,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				chosen = r.meta
 			}
 			// Refused at the server's door for this copy's own reason (the
-			// Guard's mark), read only where the attempt read a mark.
+			// Guard's mark): the mark the attempt read, or, where it read
+			// none (markUnread), the details read here; never where it
+			// found there was none.
 			marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
 			switch {
 			case r.refused && r.err != nil:
