@@ -156,6 +156,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			timer.Reset(h.Delay)
 		}
 	}
+	// told stops further copies on a negative pushback, counting it when
+	// it stops a copy the policy would have sent.
+	told := func() {
+		if mx != nil && !stopped && sent < h.MaxCopies {
+			mx.retries[retryPushback].Inc()
+		}
+		stopped = true
+	}
 	for {
 		select {
 		case p := <-panics:
@@ -197,11 +205,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// do-not-retry mark (a negative pushback) that stops a
 				// copy the policy would have sent is counted, as in the
 				// default case below.
-				if r.pushed && r.push < 0 && mx != nil && !stopped && sent < h.MaxCopies {
-					mx.retries[retryPushback].Inc()
-				}
 				if last == nil || !marked {
 					last = r.err
+				}
+				if r.pushed && r.push < 0 {
+					told()
 				}
 				stopped = true
 			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
@@ -210,10 +218,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				last = r.err
 				switch {
 				case r.pushed && r.push < 0:
-					if mx != nil && !stopped && sent < h.MaxCopies {
-						mx.retries[retryPushback].Inc()
-					}
-					stopped = true
+					told()
 				case r.pushed:
 					if endsInTime(ctx, r.push) {
 						timer.Reset(r.push)
