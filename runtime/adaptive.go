@@ -402,11 +402,12 @@ func judgeAdaptive(ctx context.Context, err error) (limit, throttle adaptive.Out
 	if _, local := err.(*clientFault); local {
 		return adaptive.Ignored, adaptive.Ignored
 	}
-	over := overloadCodes.Has(codeOf(err))
+	code := codeOf(err)
+	over := overloadCodes.Has(code)
 	switch cerr := ctx.Err(); {
 	case errors.Is(cerr, context.Canceled):
 		return adaptive.Ignored, adaptive.Ignored
-	case cerr != nil || codeOf(err) == codes.DeadlineExceeded && deadlinePassed(ctx):
+	case cerr != nil || code == codes.DeadlineExceeded && ownTimeout(ctx):
 		if over {
 			return adaptive.Ignored, adaptive.Dropped
 		}
@@ -415,13 +416,6 @@ func judgeAdaptive(ctx context.Context, err error) (limit, throttle adaptive.Out
 		return adaptive.Dropped, adaptive.Dropped
 	}
 	return adaptive.Success, adaptive.Success
-}
-
-// deadlinePassed reports whether ctx has a deadline and it is not in the
-// future.
-func deadlinePassed(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }
 
 // withCause gives a refusal the last real error of the call, if any.

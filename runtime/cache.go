@@ -297,15 +297,13 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 		err = statusFromContext(err) // every caller left before it began
 	} else {
 		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: kept, call: call})
-		if p := m.policy; err != nil && limit > 0 && status.Code(err) == codes.DeadlineExceeded &&
+		if p := m.policy; err != nil && limit > 0 && p.OverallTimeout == 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
-			if p.OverallTimeout == 0 {
-				// The limit is made of the attempts' (or copies') own
-				// timeouts, and cut the one that ran when it expired,
-				// which the same call without the cache ends by its
-				// timeout: it matches ErrAttemptTimeout as that does.
-				err = sharedCallBoundError(m.dependency(), p.Name, limit, p.Timeout, err)
-			}
+			// The limit is made of the attempts' (or copies') own
+			// timeouts, and cut the one that ran when it expired, which
+			// the same call without the cache ends by its timeout: it
+			// matches ErrAttemptTimeout as that does.
+			err = sharedCallBoundError(m.dependency(), p.Name, limit, p.Timeout, err)
 		}
 	}
 	var val any

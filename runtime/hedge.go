@@ -156,6 +156,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			timer.Reset(h.Delay)
 		}
 	}
+	// told stops further copies on a negative pushback, counting it when
+	// it stops a copy the policy would have sent.
+	told := func() {
+		if mx != nil && !stopped && sent < h.MaxCopies {
+			mx.retries[retryPushback].Inc()
+		}
+		stopped = true
+	}
 	for {
 		select {
 		case p := <-panics:
@@ -166,7 +174,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				chosen = r.meta
 			}
 			// Refused at the server's door for this copy's own reason (the
-			// Guard's mark), read only where the attempt read a mark.
+			// Guard's mark): the mark the attempt read, or, where it read
+			// none (markUnread), the details read here; never where it
+			// found there was none.
 			marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
 			switch {
 			case r.refused && r.err != nil:
@@ -195,11 +205,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// do-not-retry mark (a negative pushback) that stops a
 				// copy the policy would have sent is counted, as in the
 				// default case below.
-				if r.pushed && r.push < 0 && mx != nil && !stopped && sent < h.MaxCopies {
-					mx.retries[retryPushback].Inc()
-				}
 				if last == nil || !marked {
 					last = r.err
+				}
+				if r.pushed && r.push < 0 {
+					told()
 				}
 				stopped = true
 			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
@@ -208,10 +218,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				last = r.err
 				switch {
 				case r.pushed && r.push < 0:
-					if mx != nil && !stopped && sent < h.MaxCopies {
-						mx.retries[retryPushback].Inc()
-					}
-					stopped = true
+					told()
 				case r.pushed:
 					if endsInTime(ctx, r.push) {
 						timer.Reset(r.push)

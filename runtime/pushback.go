@@ -72,17 +72,17 @@ func Pushback(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 // pushback is Pushback, which also reports the Guard's refusal mark it met
 // on its way through the details (markAbsent where there was none), so
 // that the breaker's verdict on the same attempt does not walk them again.
-func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed refusalMark) {
-	shed = markAbsent
+func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, mark refusalMark) {
+	mark = markAbsent
 	if v := trailer.Get(PushbackHeader); len(v) > 0 {
 		d, ok = trailerPushback(v), true
 	}
 	st, isStatus := status.FromError(err)
 	if !isStatus || st.Code() == codes.OK {
-		return d, ok, shed
+		return d, ok, mark
 	}
 	w := readDetails(st)
-	shed = w.mark
+	mark = w.mark
 	switch {
 	case w.doNotRetry:
 		// The mark wins over every other word, wherever it is among the
@@ -90,11 +90,11 @@ func pushback(err error, trailer metadata.MD) (d time.Duration, ok bool, shed re
 		// appends the mark after the details the error had (a RetryInfo of
 		// the dependency's included), and a trailer of its own may say
 		// "retry".
-		return -1, true, shed
+		return -1, true, mark
 	case ok:
-		return d, ok, shed // the trailer, before a RetryInfo
+		return d, ok, mark // the trailer, before a RetryInfo
 	}
-	return w.retryIn, w.hasRetryIn, shed
+	return w.retryIn, w.hasRetryIn, mark
 }
 
 // trailerPushback is the pushback the values of a grpc-retry-pushback-ms

@@ -302,8 +302,8 @@ type attemptState struct {
 	mark    refusalMark // what pushback read of the failure's refusal mark, if it read it
 }
 
-// ownTimeout reports whether the attempt's own context, actx, has reached
-// its deadline. gRPC may report DEADLINE_EXCEEDED a little before the
+// ownTimeout reports whether actx (an attempt's own context, or a call's:
+// see judgeAdaptive) has reached its deadline. gRPC may report DEADLINE_EXCEEDED a little before the
 // context's timer has marked it done, so the deadline is compared too.
 func ownTimeout(actx context.Context) bool {
 	if actx.Err() == context.DeadlineExceeded {
