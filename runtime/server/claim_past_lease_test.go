@@ -15,16 +15,27 @@ import (
 
 // TestClaimAnsweredPastTheLease: a store that answers a claim later than
 // the lease (here 150 ms for a lease of MinLease, within StoreTimeout)
-// cannot hold the key for the handler. The Guard counts it as the store's
+// cannot hold the key for the handler, nor one that answers it no faster
+// than a renewal is waited for (70 ms: half the lease is 50 ms), which
+// would never renew. The Guard counts it as the store's
 // failure, releases the key, and OnStoreError decides: under
 // StoreErrorRefuse the handler does not run (UNAVAILABLE); under
 // StoreErrorRunWithoutDedup it runs, counted in RanWithoutDedup. Either
 // way the key is free afterwards: once the store is quick, the same key
 // runs.
 func TestClaimAnsweredPastTheLease(t *testing.T) {
-	for _, mode := range []policy.StoreErrorMode{policy.StoreErrorRefuse, policy.StoreErrorRunWithoutDedup} {
-		t.Run(mode.String(), func(t *testing.T) {
-			store := &slowClaimStore{Store: NewMemoryStore(100), delay: 150 * time.Millisecond}
+	for _, tc := range []struct {
+		delay time.Duration
+		mode  policy.StoreErrorMode
+	}{
+		{150 * time.Millisecond, policy.StoreErrorRefuse},
+		{150 * time.Millisecond, policy.StoreErrorRunWithoutDedup},
+		{70 * time.Millisecond, policy.StoreErrorRefuse},
+		{70 * time.Millisecond, policy.StoreErrorRunWithoutDedup},
+	} {
+		mode := tc.mode
+		t.Run(tc.delay.String()+"/"+mode.String(), func(t *testing.T) {
+			store := &slowClaimStore{Store: NewMemoryStore(100), delay: tc.delay}
 			store.slow.Store(true)
 			p := inventoryPolicy()
 			for i := range p.Methods {
@@ -44,7 +55,7 @@ func TestClaimAnsweredPastTheLease(t *testing.T) {
 			err = callGuard(g, srv, ctx, "o-1")
 			st := stats(t, g)
 			if mode == policy.StoreErrorRefuse {
-				if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "later than the lease") {
+				if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no faster than the 50ms a renewal") {
 					t.Errorf("a claim answered past the lease: %v, want UNAVAILABLE saying so", err)
 				}
 				if n := srv.reserveCalls.Load(); n != 0 {
