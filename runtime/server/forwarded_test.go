@@ -193,3 +193,42 @@ func TestServedContextCostsNoAllocation(t *testing.T) {
 		t.Error("the handler's stream is not the Guard's markless: the test measured nothing")
 	}
 }
+
+// TestForwardedTrailerOfADeduplicatedRequestLosesTheMark: B's
+// ReserveStock, deduplicated (its stream wrapped twice: to record what
+// the handler sets, and to take the marks out), forwards C's trailer and
+// answers UNAVAILABLE of its own, without details (C's code: gRPC's
+// client answers INTERNAL for a forwarded status whose code is not the
+// one sent). Twice with one key, as a transient failure is not kept: each
+// answer is B's UNAVAILABLE without C's SHED mark, the RetryInfo it
+// forwarded kept, the handler run each time.
+func TestForwardedTrailerOfADeduplicatedRequestLosesTheMark(t *testing.T) {
+	toC, _ := shedAllLow(t)
+	var forwarded atomic.Int64
+	b := &inventoryServer{onReserve: func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+		var md metadata.MD
+		_, err := toC.GetStock(lowCtx(ctx), &inventoryv1.GetStockRequest{Sku: req.GetSku()}, grpc.Trailer(&md))
+		forwarded.Store(int64(len(md.Get(statusDetailsKey))))
+		_ = grpc.SetTrailer(ctx, md)
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, "B: no stock to reserve")
+		}
+		return &inventoryv1.ReserveStockResponse{}, nil
+	}}
+	bPolicy := inventoryPolicy()
+	bPolicy.Shedding = nil
+	_, toB, _ := guarded(t, b, []*policy.Server{bPolicy})
+	for i := range 2 {
+		ctx := metadata.AppendToOutgoingContext(ctxTimeout(t, 5*time.Second), runtime.IdempotencyKeyHeader, "fw-1")
+		_, got := toB.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "fw-1", Sku: "a", Units: 1})
+		if shed, retryInfo := shedMarks(got); status.Code(got) != codes.Unavailable || shed || !retryInfo {
+			t.Errorf("answer %d: %v (shed mark %v, RetryInfo %v); want B's UNAVAILABLE with the RetryInfo it forwarded, without C's mark", i, got, shed, retryInfo)
+		}
+	}
+	if forwarded.Load() == 0 {
+		t.Error("B forwarded no grpc-status-details-bin: C's refusal was not marked, the test proves nothing")
+	}
+	if n := b.reserveCalls.Load(); n != 2 {
+		t.Errorf("the handler ran %d times, want twice (a transient failure is not kept)", n)
+	}
+}
