@@ -34,7 +34,8 @@ func detailsBin(t *testing.T, st *status.Status) string {
 // TestForwardedDetailsLoseOnlyTheMarks: withoutForwardedMarks takes the
 // Guard's SHED and DEADLINE_TOO_SHORT marks out of each
 // grpc-status-details-bin value, keeping the code, the message, the other
-// details (the RetryInfo, another domain's SHED) and the other keys; a
+// details (the RetryInfo, another domain's SHED) and the other keys,
+// whatever the key's case; a
 // value that does not decode as a status, or that carries no mark, is
 // kept byte for byte; the metadata given is never changed, and one
 // without a mark is returned as it is, with no allocation.
@@ -66,6 +67,12 @@ func TestForwardedDetailsLoseOnlyTheMarks(t *testing.T) {
 	}
 	if _, ok := st.Details()[0].(*errdetails.RetryInfo); !ok || st.Details()[1].(*errdetails.ErrorInfo).GetDomain() != "example.com" {
 		t.Errorf("kept details %v, want the RetryInfo and example.com's SHED, in order", st.Details())
+	}
+
+	// A key spelt in capitals, which gRPC sends lower-cased.
+	upper := withoutForwardedMarks(metadata.MD{"Grpc-Status-Details-Bin": {detailsBin(t, marked)}})
+	if err := proto.Unmarshal([]byte(upper["Grpc-Status-Details-Bin"][0]), sp); err != nil || len(sp.Details) != 2 {
+		t.Errorf("a key in capitals: %v details (%v), want the two that are not marks", len(sp.Details), err)
 	}
 
 	unmarked := metadata.Pairs(statusDetailsKey, detailsBin(t, plain), "x-trace", "t-1")
