@@ -440,7 +440,8 @@ type Stats struct {
 	// StoreErrors counts failed store operations (an operation the store
 	// did not answer within StoreTimeout, or within the quarter of a
 	// request's time a first claim under StoreErrorRunWithoutDedup is
-	// waited for, a claim answered later than the method's Lease, and one
+	// waited for, a claim answered no faster than half the method's Lease
+	// (the longest a renewal is waited for), and one
 	// that panicked, included; a claim its request's
 	// end stopped waiting for counts only if the store then fails it or is
 	// silent for all of StoreTimeout); RanWithoutDedup the
