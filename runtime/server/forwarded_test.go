@@ -239,3 +239,40 @@ func TestForwardedTrailerOfADeduplicatedRequestLosesTheMark(t *testing.T) {
 		t.Errorf("the handler ran %d times, want twice (a transient failure is not kept)", n)
 	}
 }
+
+// TestSendCompressorNeedsGRPCsOwnStream: the README's consequence of the
+// wrapped stream, as stated: grpc.SetSendCompressor and
+// grpc.ClientSupportedCompressors, which need gRPC's own stream in the
+// context, return an error in a handler of a method in the Guard's
+// policies, and work in one of a method outside them, whose stream the
+// Guard leaves as it is. The request itself is served either way.
+func TestSendCompressorNeedsGRPCsOwnStream(t *testing.T) {
+	var inPolicy, outside atomic.Value
+	srv := &inventoryServer{
+		onGet: func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+			_, err := grpc.ClientSupportedCompressors(ctx)
+			inPolicy.Store([]error{grpc.SetSendCompressor(ctx, "identity"), err})
+			return &inventoryv1.GetStockResponse{}, nil
+		},
+		onReserve: func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+			_, err := grpc.ClientSupportedCompressors(ctx)
+			outside.Store([]error{grpc.SetSendCompressor(ctx, "identity"), err})
+			return &inventoryv1.ReserveStockResponse{}, nil
+		},
+	}
+	p := inventoryPolicy()
+	p.Methods = p.Methods[:1] // GetStock alone: ReserveStock is outside the policies
+	_, client, _ := guarded(t, srv, []*policy.Server{p})
+	if _, err := client.GetStock(ctxTimeout(t, 5*time.Second), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ReserveStock(ctxTimeout(t, 5*time.Second), &inventoryv1.ReserveStockRequest{OrderId: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := inPolicy.Load().([]error); errs[0] == nil || errs[1] == nil {
+		t.Errorf("in the policies: SetSendCompressor %v, ClientSupportedCompressors %v; want both to fail, as the README says", errs[0], errs[1])
+	}
+	if errs := outside.Load().([]error); errs[0] != nil || errs[1] != nil {
+		t.Errorf("outside the policies: SetSendCompressor %v, ClientSupportedCompressors %v; want both to work", errs[0], errs[1])
+	}
+}
