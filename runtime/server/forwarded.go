@@ -29,7 +29,7 @@ const statusDetailsKey = "grpc-status-details-bin"
 // that a grpc-status-details-bin the handler sets (grpc.SetHeader,
 // grpc.SendHeader, grpc.SetTrailer) loses the Guard's refusal marks, as
 // the handler's error does (notRefusedHere). One allocation holds the
-// three: the handler's context costs no more than the record alone did.
+// three, where the record and its context value took two.
 type served struct {
 	context.Context
 	rec downstream
