@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -75,6 +76,12 @@ func TestCallAgainstAHungServerEndsAtItsBound(t *testing.T) {
 				took, err := getStockOf(context.Background(), c)
 				if status.Code(err) != codes.DeadlineExceeded {
 					t.Fatalf("%v after %v, want DEADLINE_EXCEEDED", err, took)
+				}
+				// Cut by an attempt's own timeout, it says so, cached or
+				// not; cut by the overall_timeout (one as short as the timeout
+				// leaves the attempt no context of its own), it does not.
+				if own := tc.timeout > 0 && (tc.overall == 0 || tc.timeout < tc.overall); errors.Is(err, runtime.ErrAttemptTimeout) != own {
+					t.Errorf("%v: matches ErrAttemptTimeout %v, want %v", err, !own, own)
 				}
 				within(t, "the call (bound.Call "+limit.String()+")", took, limit-tc.jitter, limit+300*ms)
 				if limit != tc.wantBound {
