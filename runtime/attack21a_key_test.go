@@ -54,8 +54,8 @@ func (k *attack21aKeys) calls() [][]string {
 // attempt included, and a server that reads the first value dedups two
 // orders of that caller under the caller's key.
 func TestAttack21aForwardedKeyIsNotSentBesideTheRequestsOwn(t *testing.T) {
-	attack21aBroken(t, "runtime/unary.go unary: metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key) appends the request's key " +
-		"to an idempotency-key the caller's context already carries (forwarded incoming metadata): the server gets two values, " +
+	attack21aBroken(t, "runtime/unary.go unary: metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key) appends the request's key "+
+		"to an idempotency-key the caller's context already carries (forwarded incoming metadata): the server gets two values, "+
 		"and runtime/server refuses every such request INVALID_ARGUMENT; the request's key should replace the header's values")
 	atkNoLeak(t)
 	keys := &attack21aKeys{}
@@ -89,7 +89,7 @@ func TestAttack21aForwardedKeyIsNotSentBesideTheRequestsOwn(t *testing.T) {
 // refused INVALID_ARGUMENT for another body, or replayed the first's
 // answer for the same body), where the runtime promised no key at all.
 func TestAttack21aKeylessCallFromAForwardingContextSendsNoKey(t *testing.T) {
-	attack21aBroken(t, "runtime/unary.go unary: a call without a key value leaves an idempotency-key the caller's context " +
+	attack21aBroken(t, "runtime/unary.go unary: a call without a key value leaves an idempotency-key the caller's context "+
 		"forwards in the outgoing metadata; the README promises such a call is sent without the header")
 	atkNoLeak(t)
 	keys := &attack21aKeys{}
