@@ -3,6 +3,8 @@ package runtime_test
 import (
 	"os"
 	"testing"
+
+	"google.golang.org/grpc"
 )
 
 // attack21aBroken skips a test that shows a break not yet mended, with
@@ -14,3 +16,7 @@ func attack21aBroken(t *testing.T, what string) {
 		t.Skip("BROKEN: " + what)
 	}
 }
+
+// waitForReady is the call option of a call or stream that waits for the
+// connection to be ready instead of failing while gRPC reconnects.
+func waitForReady() grpc.CallOption { return grpc.WaitForReady(true) }
