@@ -10,10 +10,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -207,4 +209,66 @@ func TestAttack21aStreamsThroughConnectionResets(t *testing.T) {
 	wantMetric(t, reg, 6, "resilient_client_attempts_total", "dependency", attack20bDep, "method", "WatchStock", "code", "UNAVAILABLE")
 	wantMetric(t, reg, 6, "resilient_client_attempts_total", "dependency", attack20bDep, "method", "WatchStock", "code", "CANCELLED")
 	wantMetric(t, reg, 3, "resilient_client_attempts_total", "dependency", attack20bDep, "method", "WatchStock", "code", "OK")
+}
+
+// attack21aCloseSendPanics is a client stream whose CloseSend panics while
+// armed, as an interceptor's wrapped stream (or a tracing library's) may.
+type attack21aCloseSendPanics struct {
+	grpc.ClientStream
+	armed *atomic.Bool
+}
+
+func (s *attack21aCloseSendPanics) CloseSend() error {
+	if s.armed.Load() {
+		panic("attack21a: CloseSend panicked")
+	}
+	return s.ClientStream.CloseSend()
+}
+
+// TestAttack21aPanicInCloseSendGivesThePermitBack: the README says a
+// stream gives its permit back at once on "a panic in the stream's calls
+// (an interceptor, a codec); the panic goes on to the caller". The
+// generated WatchStock calls CloseSend on the stream after sending the
+// request, before it returns the stream: a CloseSend that panics there
+// leaves the caller with a panic and no stream to cancel or read. The
+// permit must be back when the panic reaches the caller; the runtime
+// wraps SendMsg, RecvMsg and Header but not CloseSend, so the permit
+// stays taken until the stream's timeout (a minute here; for good for a
+// method without one), and the next stream on a bulkhead of one is
+// refused.
+func TestAttack21aPanicInCloseSendGivesThePermitBack(t *testing.T) {
+	attack21aBroken(t, "runtime/stream.go: (*stream) does not guard CloseSend (nor Trailer) with onPanic as it does SendMsg, "+
+		"RecvMsg and Header: a panic in an interceptor's CloseSend, which the generated server-streaming method calls before "+
+		"returning the stream, keeps the stream's permit (and breaker ticket) until its context ends")
+	atkNoLeak(t)
+	var armed atomic.Bool
+	_, cc := startFault(t, server.Hang, grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
+		method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &attack21aCloseSendPanics{ClientStream: cs, armed: &armed}, nil
+	}))
+	readyConn(t, cc)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		w := atkMethod(p, atkWatchStock)
+		w.Timeout = time.Minute
+		w.Bulkhead = &policy.Bulkhead{Permits: 1}
+	})
+	rt := c.Runtime()
+	armed.Store(true)
+	p := r18Panicked(func() { _, _ = c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"}) })
+	armed.Store(false)
+	if p == nil {
+		t.Fatal("CloseSend's panic did not reach the caller")
+	}
+	if n := atkInUse(t, rt, atkWatchStock); n != 0 {
+		t.Errorf("%d permits of 1 held once CloseSend's panic reached the caller, who has no stream to cancel", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "apple"}); err != nil {
+		t.Errorf("the next stream on the bulkhead of 1: %v", err)
+	}
 }
