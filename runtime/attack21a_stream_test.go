@@ -216,13 +216,38 @@ func TestAttack21aStreamsThroughConnectionResets(t *testing.T) {
 type attack21aCloseSendPanics struct {
 	grpc.ClientStream
 	armed *atomic.Bool
+	fails bool // CloseSend returns an error instead of panicking
 }
 
 func (s *attack21aCloseSendPanics) CloseSend() error {
 	if s.armed.Load() {
+		if s.fails {
+			return status.Error(codes.Internal, "attack21a: CloseSend failed")
+		}
 		panic("attack21a: CloseSend panicked")
 	}
 	return s.ClientStream.CloseSend()
+}
+
+// attack21aCloseSendClient is the inventory client over an interceptor
+// whose streams' CloseSend panics (or fails, with fails) while armed,
+// WatchStock on a bulkhead of one permit and a minute's timeout.
+func attack21aCloseSendClient(t *testing.T, armed *atomic.Bool, fails bool) *inventoryv1.InventoryServiceResilientClient {
+	t.Helper()
+	_, cc := startFault(t, server.Hang, grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
+		method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &attack21aCloseSendPanics{ClientStream: cs, armed: armed, fails: fails}, nil
+	}))
+	readyConn(t, cc)
+	return atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		w := atkMethod(p, atkWatchStock)
+		w.Timeout = time.Minute
+		w.Bulkhead = &policy.Bulkhead{Permits: 1}
+	})
 }
 
 // TestAttack21aPanicInCloseSendGivesThePermitBack: the README says a
@@ -242,20 +267,7 @@ func TestAttack21aPanicInCloseSendGivesThePermitBack(t *testing.T) {
 		"returning the stream, keeps the stream's permit (and breaker ticket) until its context ends")
 	atkNoLeak(t)
 	var armed atomic.Bool
-	_, cc := startFault(t, server.Hang, grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
-		method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		cs, err := streamer(ctx, desc, cc, method, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return &attack21aCloseSendPanics{ClientStream: cs, armed: &armed}, nil
-	}))
-	readyConn(t, cc)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
-		w := atkMethod(p, atkWatchStock)
-		w.Timeout = time.Minute
-		w.Bulkhead = &policy.Bulkhead{Permits: 1}
-	})
+	c := attack21aCloseSendClient(t, &armed, false)
 	rt := c.Runtime()
 	armed.Store(true)
 	p := r18Panicked(func() { _, _ = c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"}) })
@@ -265,6 +277,33 @@ func TestAttack21aPanicInCloseSendGivesThePermitBack(t *testing.T) {
 	}
 	if n := atkInUse(t, rt, atkWatchStock); n != 0 {
 		t.Errorf("%d permits of 1 held once CloseSend's panic reached the caller, who has no stream to cancel", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "apple"}); err != nil {
+		t.Errorf("the next stream on the bulkhead of 1: %v", err)
+	}
+}
+
+// TestAttack21aFailedCloseSendGivesThePermitBack: the same with a
+// CloseSend that returns an error: the generated WatchStock returns (nil,
+// err), and the caller again has no stream. As for a request that does
+// not marshal ("a server stream whose request fails so is never returned
+// to the caller"), the permit must be back when the error is returned.
+func TestAttack21aFailedCloseSendGivesThePermitBack(t *testing.T) {
+	attack21aBroken(t, "runtime/stream.go: an error from CloseSend, which the generated server-streaming method returns "+
+		"without the stream, does not end the stream's hold: the permit stays taken until the stream's context ends")
+	atkNoLeak(t)
+	var armed atomic.Bool
+	c := attack21aCloseSendClient(t, &armed, true)
+	rt := c.Runtime()
+	armed.Store(true)
+	if st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"}); err == nil || st != nil {
+		t.Fatalf("WatchStock with a failing CloseSend: %v, %v, want no stream and the error", st, err)
+	}
+	armed.Store(false)
+	if n := atkInUse(t, rt, atkWatchStock); n != 0 {
+		t.Errorf("%d permits of 1 held once WatchStock returned CloseSend's error without a stream", n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
