@@ -225,7 +225,8 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // (m not nil), that ctx is not nil, for a call given a request that the
 // request is not nil (nilReq), and that no call option is nil: grpc-go
 // would panic on one in the call, after the layers took a token, a permit
-// or a probe, or on the goroutine of a cache's shared call. Nothing is
+// or a probe, or on the goroutine of a cache's shared call; a nil pointer
+// to an option type is refused alike. Nothing is
 // sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
 // handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
@@ -238,8 +239,15 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		return nilRequestError(m.policy.Name)
 	}
 	for i, o := range opts {
+		// A nil pointer to an option type (a *grpc.HeaderCallOption never
+		// set) is as nil to grpc-go, which calls its value methods
+		// through it. isNil costs a look at the option's type, no
+		// allocation: only a call given options pays it.
 		if o == nil {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d)", i))
+		}
+		if isNil(o) {
+			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
 	}
 	return nil
