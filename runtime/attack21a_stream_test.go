@@ -262,9 +262,6 @@ func attack21aCloseSendClient(t *testing.T, armed *atomic.Bool, fails bool) *inv
 // method without one), and the next stream on a bulkhead of one is
 // refused.
 func TestAttack21aPanicInCloseSendGivesThePermitBack(t *testing.T) {
-	attack21aBroken(t, "runtime/stream.go: (*stream) does not guard CloseSend (nor Trailer) with onPanic as it does SendMsg, "+
-		"RecvMsg and Header: a panic in an interceptor's CloseSend, which the generated server-streaming method calls before "+
-		"returning the stream, keeps the stream's permit (and breaker ticket) until its context ends")
 	atkNoLeak(t)
 	var armed atomic.Bool
 	c := attack21aCloseSendClient(t, &armed, false)
@@ -291,8 +288,6 @@ func TestAttack21aPanicInCloseSendGivesThePermitBack(t *testing.T) {
 // not marshal ("a server stream whose request fails so is never returned
 // to the caller"), the permit must be back when the error is returned.
 func TestAttack21aFailedCloseSendGivesThePermitBack(t *testing.T) {
-	attack21aBroken(t, "runtime/stream.go: an error from CloseSend, which the generated server-streaming method returns "+
-		"without the stream, does not end the stream's hold: the permit stays taken until the stream's context ends")
 	atkNoLeak(t)
 	var armed atomic.Bool
 	c := attack21aCloseSendClient(t, &armed, true)

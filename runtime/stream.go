@@ -247,6 +247,34 @@ func (s *stream) RecvMsg(msg any) error {
 	return err
 }
 
+// CloseSend closes the sending side. gRPC's own never fails; an error
+// comes from an interceptor's stream, which gRPC then considers closed, so
+// it ends the stream's hold at once as a failure of the client's side (it
+// says nothing about the dependency): the generated server-streaming
+// method returns that error without the stream, and its caller has nothing
+// left to cancel or read.
+func (s *stream) CloseSend() error {
+	returned := false
+	defer s.onPanic(&returned)
+	err := s.ClientStream.CloseSend()
+	returned = true
+	if err != nil {
+		s.finish(&clientFault{err: err})
+	}
+	return err
+}
+
+// Trailer returns the server's trailer. gRPC allows it only once the
+// stream is over, so the hold has ended already; a panic in it (an
+// interceptor's) ends the hold all the same, as in the other calls.
+func (s *stream) Trailer() metadata.MD {
+	returned := false
+	defer s.onPanic(&returned)
+	md := s.ClientStream.Trailer()
+	returned = true
+	return md
+}
+
 // onPanic, deferred, ends the stream's hold when the call it guards did
 // not return (it panicked: a codec, an interceptor); the panic goes on to
 // the caller, unrecovered.
