@@ -41,10 +41,6 @@ func TestAttack21aObserverPanicAtAStreamsTimeoutReachesItsReader(t *testing.T) {
 		attack21aChildStreamTimeout(t)
 		return
 	}
-	attack21aBroken(t, "runtime/stream.go NewStream: the stream's ending at its context's end runs on the context.AfterFunc goroutine "+
-		"(context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })): when that ending opens the breaker, a panicking observer "+
-		"(or slog handler) panics on a goroutine of the runtime and ends the program, even while the caller is blocked in Recv, "+
-		"where the README says the panic goes")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAttack21aObserverPanicAtAStreamsTimeoutReachesItsReader$", "-test.v")
 	cmd.Env = append(os.Environ(), "ATTACK21A_CHILD=stream-timeout")
 	out, err := cmd.CombinedOutput()

@@ -145,7 +145,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	}
 	// Whatever the caller does with the stream, the end of its context frees
 	// the permit (finish runs once; a later call is a no-op).
-	context.AfterFunc(sctx, func() { s.finish(sctx.Err()) })
+	context.AfterFunc(sctx, s.contextEnded)
 	return s, nil
 }
 
@@ -168,7 +168,16 @@ type stream struct {
 	mu       sync.Mutex
 	recorded bool        // guarded by mu
 	settled  atomic.Bool // set once recorded's settle has run
+	// busy counts the stream's calls in progress (SendMsg, RecvMsg,
+	// Header, CloseSend, Trailer), plus endPending once the context
+	// ended while one was: the ending is then theirs (see contextEnded
+	// and leave).
+	busy atomic.Int64
 }
+
+// endPending, in stream.busy, says the stream's context ended while one of
+// its calls was in progress; the count of calls is in the bits below.
+const endPending = 1 << 40
 
 // SendMsg sends a message. A failure of its own making (a message that
 // does not marshal; grpc ends the stream) ends the stream's hold at once
@@ -188,8 +197,9 @@ func (s *stream) SendMsg(msg any) error {
 		return misuseError(codes.InvalidArgument, s.m.policy.Name,
 			"nil message sent on the stream: nothing was sent and the stream stays open; send a message, or CloseSend to end the requests")
 	}
+	s.busy.Add(1)
 	returned := false
-	defer s.onPanic(&returned)
+	defer s.leave(&returned)
 	err := s.ClientStream.SendMsg(msg)
 	returned = true
 	switch {
@@ -217,8 +227,9 @@ func nilMessage(msg any) bool {
 // reads the header first may stop there; the outcome waits for RecvMsg,
 // which returns the status, or for the context's end.
 func (s *stream) Header() (metadata.MD, error) {
+	s.busy.Add(1)
 	returned := false
-	defer s.onPanic(&returned)
+	defer s.leave(&returned)
 	md, err := s.ClientStream.Header()
 	returned = true
 	if md == nil || err != nil {
@@ -228,8 +239,9 @@ func (s *stream) Header() (metadata.MD, error) {
 }
 
 func (s *stream) RecvMsg(msg any) error {
+	s.busy.Add(1)
 	returned := false
-	defer s.onPanic(&returned)
+	defer s.leave(&returned)
 	err := s.ClientStream.RecvMsg(msg)
 	returned = true
 	switch {
@@ -254,8 +266,9 @@ func (s *stream) RecvMsg(msg any) error {
 // method returns that error without the stream, and its caller has nothing
 // left to cancel or read.
 func (s *stream) CloseSend() error {
+	s.busy.Add(1)
 	returned := false
-	defer s.onPanic(&returned)
+	defer s.leave(&returned)
 	err := s.ClientStream.CloseSend()
 	returned = true
 	if err != nil {
@@ -268,20 +281,80 @@ func (s *stream) CloseSend() error {
 // stream is over, so the hold has ended already; a panic in it (an
 // interceptor's) ends the hold all the same, as in the other calls.
 func (s *stream) Trailer() metadata.MD {
+	s.busy.Add(1)
 	returned := false
-	defer s.onPanic(&returned)
+	defer s.leave(&returned)
 	md := s.ClientStream.Trailer()
 	returned = true
 	return md
 }
 
-// onPanic, deferred, ends the stream's hold when the call it guards did
-// not return (it panicked: a codec, an interceptor); the panic goes on to
-// the caller, unrecovered.
-func (s *stream) onPanic(returned *bool) {
+// leave, deferred by each of the stream's calls after it added itself to
+// s.busy, ends the stream's hold when the call did not return (it
+// panicked: a codec, an interceptor; the panic goes on to the caller,
+// unrecovered), and ends the stream when its context is over: the context
+// may end during the call without the call ending the stream (a header,
+// a message already received, Send's io.EOF), before or after the
+// AfterFunc has run. The call stays counted in s.busy until then, so that
+// contextEnded leaves the ending to it; and when contextEnded found it
+// counted (endPending), it ends the stream however its context looked.
+func (s *stream) leave(returned *bool) {
 	if !*returned {
 		s.finish(errPanicked)
 	}
+	if err := s.ctx.Err(); err != nil {
+		s.finish(err)
+	}
+	if s.busy.Add(-1) == endPending {
+		s.finish(s.ctx.Err())
+	}
+}
+
+// contextEnded is the stream's ending at the end of its context, run by
+// context.AfterFunc on a goroutine of its own. An ending that tells the
+// breaker an outcome may move it, and an observer (or the logger's
+// handler) of the transition runs there; a panic in it must reach the
+// stream's caller, not end the program from a goroutine of the runtime.
+// So while one of the stream's calls is in progress (a Recv waiting on
+// the server, which gRPC wakes with the context's error), that call ends
+// the stream as it returns, and only the permit goes back here, at once.
+// With no call in progress the ending runs here, and a panic in it, with
+// no caller to go to, ends the program as a panic on any goroutine does.
+// An ending that can run no observer runs here in any case: the probe it
+// holds is then free at once too.
+func (s *stream) contextEnded() {
+	err := s.ctx.Err()
+	if s.endingObserved(err) && s.busy.Or(endPending) != 0 {
+		s.release()
+		return
+	}
+	s.finish(err)
+}
+
+// reaped ends s, whose context is over, for a call of the same bulkhead or
+// breaker on another goroutine (see streamSet): the whole ending when it
+// can run no observer, else only the permit, the rest left to the
+// stream's own call or its AfterFunc (contextEnded), so that a panic in an
+// observer never reaches a caller that has nothing to do with the stream.
+func (s *stream) reaped() {
+	if err := s.ctx.Err(); !s.endingObserved(err) {
+		s.finish(err)
+		return
+	}
+	s.release()
+}
+
+// endingObserved reports whether ending the stream with err may run an
+// observer or the logger: only a transition of the breaker does, and only
+// an outcome still to be told that is not ignored (a stream its caller
+// cancelled, or that failed on the client's side, tells none) can make
+// one.
+func (s *stream) endingObserved(err error) bool {
+	if s.m.client.events == nil || s.m.breaker == nil || !s.admitted || s.settled.Load() {
+		return false
+	}
+	o, _ := s.m.verdict(s.callerCtx, err, markUnread)
+	return o != outcomeIgnored
 }
 
 // record tells the breaker the stream's outcome, and counts it as an

@@ -42,8 +42,10 @@ func (ss *streamSet) remove(s *stream) {
 }
 
 // reap ends the streams whose context is over and that still hold what
-// they were counted for, as their AfterFunc would; it reports whether it
-// ended any. It scans every stream of the set, so while one call scans,
+// they were counted for, as their AfterFunc would, except an ending that
+// may run an observer, which is left to the stream's own goroutines (only
+// the permit goes back here: see stream.reaped); it reports whether it
+// found any. It scans every stream of the set, so while one call scans,
 // another refused at the same moment does not scan it again: under a
 // storm of refusals on a bulkhead full of streams, the scans would hold
 // the set's mutex (which opening and closing streams take) back to back.
@@ -61,7 +63,7 @@ func (ss *streamSet) reap() bool {
 	}
 	ss.mu.Unlock()
 	for _, s := range over {
-		s.finish(s.ctx.Err())
+		s.reaped()
 	}
 	return len(over) > 0
 }
