@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -256,15 +257,25 @@ func (c *Client) newBreaker(p policy.Breaker, method string) *breaker {
 	if state == nil && ev == nil {
 		return newBreaker(p, c.base, nil)
 	}
-	return newBreaker(p, c.base, func(from, to State) {
+	// The transitions' calls come after the breaker's lock is released, so
+	// two of them in a row may come in the other order: each sets the
+	// gauge to the state the breaker is in when it does, under a lock of
+	// the gauge's, so that the last to set it leaves the breaker's state
+	// (not the state the earlier transition entered).
+	var gauge sync.Mutex
+	var b *breaker
+	b = newBreaker(p, c.base, func(from, to State) {
 		if state != nil {
-			state.Set(float64(to))
+			gauge.Lock()
+			state.Set(float64(b.state.Load()))
+			gauge.Unlock()
 			entered[to].Inc()
 		}
 		if ev != nil {
 			ev.emit(Event{Kind: EventBreakerTransition, Dependency: dep, Method: method, From: from, To: to, Cause: transitionCause(from, to)})
 		}
 	})
+	return b
 }
 
 // Policy returns a deep copy of the policy the client applies: changing
