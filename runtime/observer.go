@@ -79,8 +79,12 @@ type Event struct {
 // for tests or to forward them to a tracing or event system such as
 // OpenTelemetry. observe is called synchronously on the goroutine of the
 // call that caused the event, outside any lock of the runtime; it must be
-// quick and safe for concurrent use. The logger set with WithLogger
-// receives the same events.
+// quick and safe for concurrent use. A panic in it goes on to that
+// caller. For a stream whose context ends, the caller is the stream's call
+// in progress then (a Recv waiting on the server); with none in progress,
+// the stream is ended on a goroutine of the runtime, and a panic there
+// ends the program. The logger set with WithLogger receives the same
+// events.
 func WithObserver(observe func(Event)) Option {
 	return func(o *options) { o.observers = append(o.observers, observe) }
 }
