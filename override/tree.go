@@ -1,0 +1,93 @@
+package override
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	yamlv2 "go.yaml.in/yaml/v2"
+)
+
+// yamlNumber is a number of the file as it is written ("3", "0x10",
+// "1e1"), not as YAML reads it: the number's text is read by the same
+// functions as a variable's (number.go), so that the file and the
+// variables have one notation.
+type yamlNumber string
+
+// yamlNode decodes one node of a YAML (or JSON) document into the tree the
+// loader walks: map[string]any, []any, string, bool, nil, and yamlNumber
+// for a number.
+type yamlNode struct{ v any }
+
+// UnmarshalYAML decodes the node as YAML does, then, for a mapping or a
+// list, decodes its items again as yamlNodes, and for a number keeps its
+// text.
+func (n *yamlNode) UnmarshalYAML(unmarshal func(any) error) error {
+	var v any
+	if err := unmarshal(&v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case map[any]any:
+		var m map[any]yamlNode
+		if err := unmarshal(&m); err != nil {
+			return err
+		}
+		out := make(map[string]any, len(m))
+		for k, item := range m {
+			key := keyText(k)
+			if _, twice := out[key]; twice {
+				// 1 and "1", or true and "true": one key once read.
+				return fmt.Errorf("the key %q is written twice in one mapping", key)
+			}
+			out[key] = item.v
+		}
+		n.v = out
+	case []any:
+		var items []yamlNode
+		if err := unmarshal(&items); err != nil {
+			return err
+		}
+		list := make([]any, len(items))
+		for i, item := range items {
+			list[i] = item.v
+		}
+		n.v = list
+	case int, int64, uint64, float64:
+		var text string
+		if err := unmarshal(&text); err != nil {
+			return err
+		}
+		n.v = yamlNumber(text)
+	default: // string, bool, nil
+		n.v = v
+	}
+	return nil
+}
+
+// keyText is a mapping's key as the loader names it.
+func keyText(k any) string {
+	switch k := k.(type) {
+	case string:
+		return k
+	case float64:
+		if math.IsInf(k, 0) || math.IsNaN(k) {
+			return fmt.Sprint(k)
+		}
+		return strconv.FormatFloat(k, 'g', -1, 64)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(k)
+}
+
+// decodeTree reads the first document of data into the loader's tree; a
+// key written twice in one mapping is refused, not decided silently by
+// whichever comes last.
+func decodeTree(data []byte) (any, error) {
+	var root yamlNode
+	if err := yamlv2.UnmarshalStrict(data, &root); err != nil {
+		return nil, err
+	}
+	return root.v, nil
+}
