@@ -199,3 +199,25 @@ func TestNumberNotationOfEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberNotationREADMELines holds the README's examples of the
+// number rule (section Overrides) to what the loader says.
+func TestNumberNotationREADMELines(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		env  []string
+		want string
+	}{
+		{"services:\n  example.inventory.v1.InventoryService:\n    methods:\n      GetStock:\n        retry: {max_attempts: 3.0}\n", nil,
+			`overrides.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.retry.max_attempts: must be a whole number from 0 to 4294967295, written in decimal digits as 3 (no sign, point, exponent, "_", leading zero or 0x), got "3.0"`},
+		{"", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY_BUDGET__RATIO=1e-1"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY_BUDGET__RATIO: must be a finite number written in decimal as 2 or 0.25 (no "+", exponent, "_", leading zero or 0x), got "1e-1"`},
+		{"", []string{"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN=5"},
+			`RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN: not a duration: "5"; write a decimal number with its unit (ns, us, ms, s, m, h), as "200ms", "0.2s" or "1m30s" (no "+", exponent, "_" or leading zero)`},
+	} {
+		_, err := override.Parse("overrides.yaml", []byte(tc.file), tc.env, inventory, payments)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("got\n%v\nwant\n%s", err, tc.want)
+		}
+	}
+}
