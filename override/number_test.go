@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-resilient/resilient/override"
 )
@@ -66,6 +67,9 @@ func TestNumberNotationIsOneForFileAndVariables(t *testing.T) {
 			notCount(".inf"), notCount(".nan"), notCount("3s"), notCount("٣"), notCount("３"),
 			{text: "", refusal: countWords + `""`, notBare: true},
 			{text: " 3", refusal: countWords + `" 3"`, notBare: true},
+			// Bare, YAML reads them as nothing; quoted, they are text.
+			{text: "~", refusal: countWords + `"~"`, notBare: true},
+			{text: "null", refusal: countWords + `"null"`, notBare: true},
 			{text: "4294967296", refusal: `must be a whole number from 0 to 4294967295, got "4294967296"`},
 			{text: "99999999999999999999999", refusal: `must be a whole number from 0 to 4294967295, got "99999999999999999999999"`},
 		},
@@ -220,4 +224,43 @@ func TestNumberNotationREADMELines(t *testing.T) {
 			t.Errorf("got\n%v\nwant\n%s", err, tc.want)
 		}
 	}
+}
+
+// FuzzNumberNotation: whatever the text, a value quoted in the file and
+// the same text in a variable are read alike: both accepted as the same
+// value, or both refused in the same words after the key.
+func FuzzNumberNotation(f *testing.F) {
+	for _, s := range []string{"3", "3.0", "1e1", "0x10", "+3", "010", "1_0", "-1", "4294967296", "0.5", ".5", "NaN",
+		"5s", "1m30s", "1h05m", "0", "0.5ns", "9999999999h", "-5s", "", "٣", "1µs"} {
+		for kind := range uint8(3) {
+			f.Add(s, kind)
+		}
+	}
+	paths := []string{"retry_budget.min_retries", "retry_budget.ratio", "circuit_breaker.cool_down"}
+	f.Fuzz(func(t *testing.T, text string, kind uint8) {
+		if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+			t.Skip("a variable holds no NUL, and YAML's \\x escape is a code point, not a byte")
+		}
+		path := paths[int(kind)%len(paths)]
+		group, leaf, _ := strings.Cut(path, ".")
+		file := svcYAML(fmt.Sprintf("    %s:\n      %s: %s\n", group, leaf, strconv.Quote(text)))
+		fs, ferr := override.Parse("o.yaml", []byte(file), nil, inventory)
+		env := override.EnvName("example.inventory.v1.InventoryService", "", path)
+		es, eerr := override.Parse("o.yaml", nil, []string{env + "=" + text}, inventory)
+		switch {
+		case (ferr == nil) != (eerr == nil):
+			t.Fatalf("%s %q: the file says %v, the variable %v", path, text, ferr, eerr)
+		case ferr != nil:
+			fileWords := strings.TrimPrefix(ferr.Error(), "o.yaml: "+inv+"."+path+": ")
+			envWords := strings.TrimPrefix(eerr.Error(), env+": ")
+			if fileWords != envWords || fileWords == ferr.Error() {
+				t.Fatalf("%s %q: refused in other words:\n%v\n%v", path, text, ferr, eerr)
+			}
+		default:
+			fp, ep := build(t, fs).Policy(), build(t, es).Policy()
+			if fp.Budget.MinRetries != ep.Budget.MinRetries || fp.Budget.Ratio != ep.Budget.Ratio || fp.Breaker.CoolDown != ep.Breaker.CoolDown {
+				t.Fatalf("%s %q: read as %+v %+v from the file, %+v %+v from the variable", path, text, fp.Budget, fp.Breaker.CoolDown, ep.Budget, ep.Breaker.CoolDown)
+			}
+		}
+	})
 }

@@ -65,6 +65,14 @@ func (n *yamlNode) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// UnmarshalText receives the text "null" and "~" in quotes: the decoder
+// takes them for a null before it looks at the quotes, and so hands them
+// to no UnmarshalYAML, then, seeing text, hands them here. They are text.
+func (n *yamlNode) UnmarshalText(text []byte) error {
+	n.v = string(text)
+	return nil
+}
+
 // keyText is a mapping's key as the loader names it.
 func keyText(k any) string {
 	switch k := k.(type) {
