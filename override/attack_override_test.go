@@ -100,7 +100,7 @@ func TestAttackOverrideFileShapes(t *testing.T) {
 		{"just over uint32", svcYAML("    retry_budget: {min_retries: 4294967296}\n"), inv + ".retry_budget.min_retries: must be a whole number from 0 to 4294967295, got \"4294967296\""},
 		{"fractional count", svcYAML("    retry_budget: {min_retries: 1.5}\n"), ".retry_budget.min_retries: must be a whole number"},
 		{"negative count", svcYAML("    retry_budget: {min_retries: -1}\n"), ".retry_budget.min_retries: must be a whole number"},
-		{"bool for a count", svcYAML("    methods:\n      GetStock:\n        retry: {max_attempts: true}\n"), ".methods.GetStock.retry.max_attempts: must be a whole number from 0 to 4294967295, written in decimal digits as 3 (no sign, point, exponent, \"_\", leading zero or 0x), got true"},
+		{"bool for a count", svcYAML("    methods:\n      GetStock:\n        retry: {max_attempts: true}\n"), ".methods.GetStock.retry.max_attempts: must be a whole number from 0 to 4294967295, written in decimal digits as 3 (no sign, point, exponent, \"_\", leading zero or 0x), got \"true\""},
 		{"a code as text", svcYAML("    methods:\n      GetStock:\n        retry: {retryable_codes: UNAVAILABLE}\n"), `.retry.retryable_codes: must be a list of status code names`},
 		{"a code in lower case", svcYAML("    methods:\n      GetStock:\n        retry: {retryable_codes: [unavailable]}\n"), `retryable_codes[0]: unknown status code "unavailable": did you mean "UNAVAILABLE"?`},
 		{"method in lower case", svcYAML("    methods:\n      getStock: {timeout: 1s}\n"), inv + ".methods.getStock: unknown method of example.inventory.v1.InventoryService: its methods are GetStock"},

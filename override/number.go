@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// The one notation of numbers in overrides. A value of the file (bare or
-// in quotes) and a variable's text are read by the same three functions
-// below, so that what one accepts the other accepts, and what one refuses
+// The one notation of numbers (and bools) in overrides. A value of the
+// file (bare or in quotes) and a variable's text are read by the same
+// functions below, so that what one accepts the other accepts, and what one refuses
 // the other refuses in the same words:
 //
 //   - a count (max_attempts, permits, burst, …) is decimal digits with no
@@ -23,7 +23,8 @@ import (
 //   - a duration is one or more such numbers, each followed by its unit
 //     (ns, us or µs, ms, s, m, h): 200ms, 0.2s, 1m30s; a minus sign is
 //     read as for a fractional value; a duration always has its unit, 0s
-//     included.
+//     included;
+//   - a bool is true or false.
 //
 // Everything else is refused: a sign "+", a fraction in a count (3.0), an
 // exponent (1e1), a base prefix (0x10, 0o10, 0b10), a leading zero (010:
@@ -31,9 +32,22 @@ import (
 // point without a digit on each side (.5, 5.), spaces, and a value that
 // does not fit: a count above 4294967295, a fractional value beyond a
 // float64 or too small for one to hold, a duration longer than about 292
-// years or finer than a nanosecond. YAML and JSON accept some of these
+// years or finer than a nanosecond, and for a bool yes, no, on, off, 1, 0,
+// True or any other spelling. YAML and JSON accept some of these
 // forms and Go's parsers others; an operator reading a file or an
 // environment sees one number, so it has one notation here.
+
+// parseBool reads a bool: true or false, nothing else; got is how the
+// error shows the value.
+func parseBool(text, got string) (bool, error) {
+	switch text {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("must be true or false, got %s", got)
+}
 
 // countNotation says what a count must be, for its errors.
 var countNotation = fmt.Sprintf("must be a whole number from 0 to %d, written in decimal digits as 3 (no sign, point, exponent, \"_\", leading zero or 0x)", uint32(math.MaxUint32))

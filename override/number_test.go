@@ -37,12 +37,16 @@ func notReal(text string) numberForm {
 	return numberForm{text: text, refusal: realWords + strconv.Quote(text)}
 }
 
+func notBool(text string) numberForm {
+	return numberForm{text: text, refusal: "must be true or false, got " + strconv.Quote(text)}
+}
+
 func notDuration(text string) numberForm {
 	return numberForm{text: text, refusal: "not a duration: " + strconv.Quote(text) + durationWords}
 }
 
 // TestNumberNotationIsOneForFileAndVariables: every form of a count, a
-// fractional value and a duration is read the same from the file (bare,
+// fractional value, a duration and a bool is read the same from the file (bare,
 // as YAML or JSON types it, and quoted) and from a variable: accepted as
 // the same value, or refused in the same words, naming the key or the
 // variable and the value as written.
@@ -118,15 +122,48 @@ func TestNumberNotationIsOneForFileAndVariables(t *testing.T) {
 			{text: "9999999999h", refusal: `not a duration: "9999999999h" is longer than a duration holds (2562047h47m16.854775807s, about 292 years)`},
 			{text: "2562047h47m16.854775808s", refusal: `not a duration: "2562047h47m16.854775808s" is longer than a duration holds (2562047h47m16.854775807s, about 292 years)`},
 		},
+	}, {
+		path: "methods.GetStock.bulkhead.per_method",
+		read: func(t *testing.T, s *override.Set) any {
+			p := build(t, s).Policy()
+			return p.Methods[0].Bulkhead != nil // its own, from per_method
+		},
+		forms: []numberForm{
+			{text: "true", want: true},
+			{text: "false", want: false},
+			notBool("yes"), notBool("no"), notBool("on"), notBool("off"), notBool("y"), notBool("n"), notBool("1"),
+			notBool("0"), notBool("t"), notBool("f"), notBool("True"), notBool("TRUE"), notBool("False"),
+			{text: "", refusal: `must be true or false, got ""`, notBare: true},
+			{text: " true", refusal: `must be true or false, got " true"`, notBare: true},
+		},
 	}}
 	for _, f := range fields {
-		group, leaf, _ := strings.Cut(f.path, ".")
+		path, method, indent := f.path, "", "    "
+		if rest, ok := strings.CutPrefix(path, "methods."); ok {
+			method, path, _ = strings.Cut(rest, ".")
+			indent = "        "
+		}
+		group, leaf, _ := strings.Cut(path, ".")
 		fileKey := `o.yaml: ` + inv + "." + f.path + ": "
-		envName := override.EnvName("example.inventory.v1.InventoryService", "", f.path)
+		envName := override.EnvName("example.inventory.v1.InventoryService", method, path)
+		yamlOf := func(value string) string {
+			body := fmt.Sprintf("%s%s:\n%s  %s: %s\n", indent, group, indent, leaf, value)
+			if method != "" {
+				body = "    methods:\n      " + method + ":\n" + body
+			}
+			return svcYAML(body)
+		}
+		jsonOf := func(value string) string {
+			body := fmt.Sprintf(`{%q: {%q: %s}}`, group, leaf, value)
+			if method != "" {
+				body = fmt.Sprintf(`{"methods": {%q: %s}}`, method, body)
+			}
+			return `{"services": {"example.inventory.v1.InventoryService": ` + body + `}}`
+		}
 		for _, form := range f.forms {
 			ways := map[string]func() (*override.Set, error){
 				"quoted in the file": func() (*override.Set, error) {
-					return override.Parse("o.yaml", []byte(svcYAML(fmt.Sprintf("    %s:\n      %s: %s\n", group, leaf, strconv.Quote(form.text)))), nil, inventory)
+					return override.Parse("o.yaml", []byte(yamlOf(strconv.Quote(form.text))), nil, inventory)
 				},
 				"a variable": func() (*override.Set, error) {
 					return override.Parse("o.yaml", nil, []string{envName + "=" + form.text}, inventory)
@@ -134,12 +171,12 @@ func TestNumberNotationIsOneForFileAndVariables(t *testing.T) {
 			}
 			if !form.notBare {
 				ways["bare in the file"] = func() (*override.Set, error) {
-					return override.Parse("o.yaml", []byte(svcYAML(fmt.Sprintf("    %s:\n      %s: %s\n", group, leaf, form.text))), nil, inventory)
+					return override.Parse("o.yaml", []byte(yamlOf(form.text)), nil, inventory)
 				}
 			}
 			if !form.notBare && !form.notFlow {
 				ways["bare in JSON"] = func() (*override.Set, error) {
-					return override.Parse("o.yaml", []byte(fmt.Sprintf(`{"services": {"example.inventory.v1.InventoryService": {%q: {%q: %s}}}}`, group, leaf, form.text)), nil, inventory)
+					return override.Parse("o.yaml", []byte(jsonOf(form.text)), nil, inventory)
 				}
 			}
 			for way, parse := range ways {

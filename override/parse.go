@@ -336,10 +336,8 @@ func convert(fd protoreflect.FieldDescriptor, raw any) (any, error) {
 		}
 		return nil, fmt.Errorf("must be a duration with its unit, such as \"200ms\", \"0.2s\" or \"1m30s\", got %s", show(raw))
 	case fd.Kind() == protoreflect.BoolKind:
-		if b, ok := raw.(bool); ok {
-			return b, nil
-		}
-		return nil, fmt.Errorf("must be true or false, got %s", show(raw))
+		text, _ := numberText(raw)
+		return parseBool(text, show(raw))
 	case fd.Kind() == protoreflect.Uint32Kind:
 		text, _ := numberText(raw)
 		return parseCount(text, show(raw))
@@ -363,13 +361,15 @@ func emptyCodes(fd protoreflect.FieldDescriptor) error {
 	return fmt.Errorf("names no status code, which would change nothing: %s", hint)
 }
 
-// numberText returns the text of a number, a duration or a variable's
-// value: a number of the file as written, or text (quoted in the file, or
+// numberText returns the text of a number, a bool, a duration or a
+// variable's value: a number or bool of the file as written, or text (quoted in the file, or
 // a variable's); ok is false for anything else (a mapping, a list, a
-// bool, nothing), which no number notation reads.
+// nothing), which no notation reads.
 func numberText(raw any) (text string, ok bool) {
 	switch v := raw.(type) {
 	case yamlNumber:
+		return string(v), true
+	case yamlBool:
 		return string(v), true
 	case string:
 		return v, true
@@ -378,10 +378,10 @@ func numberText(raw any) (text string, ok bool) {
 }
 
 // envValue puts a variable's text in the form the file's tree holds the
-// same value in, for convert: a list of codes is comma-separated, a bool
-// is any form strconv.ParseBool reads; anything else stays text, which
-// convert reads as it reads the file's (a number by the notation of
-// number.go) or says what is wrong with.
+// same value in, for convert: a list of codes is comma-separated;
+// anything else stays text, which convert reads as it reads the file's
+// (a number or a bool by the notation of number.go) or says what is
+// wrong with.
 func envValue(fd protoreflect.FieldDescriptor, text string) any {
 	switch {
 	case fd.IsList():
@@ -392,10 +392,6 @@ func envValue(fd protoreflect.FieldDescriptor, text string) any {
 			}
 		}
 		return items
-	case fd.Kind() == protoreflect.BoolKind:
-		if b, err := strconv.ParseBool(text); err == nil {
-			return b
-		}
 	}
 	return text
 }
@@ -405,6 +401,8 @@ func show(raw any) string {
 	case string:
 		return strconv.Quote(v)
 	case yamlNumber:
+		return strconv.Quote(string(v))
+	case yamlBool:
 		return strconv.Quote(string(v))
 	case nil:
 		return "nothing"

@@ -14,9 +14,15 @@ import (
 // variables have one notation.
 type yamlNumber string
 
+// yamlBool is a bool of the file as it is written ("true", "yes", "on"):
+// read, like a variable's text, by parseBool, which takes true and false
+// only (YAML 1.1 reads yes, no, on, off, y and n as bools too, Go's
+// strconv.ParseBool 1, 0, t and f, and neither reads the other's).
+type yamlBool string
+
 // yamlNode decodes one node of a YAML (or JSON) document into the tree the
-// loader walks: map[string]any, []any, string, bool, nil, and yamlNumber
-// for a number.
+// loader walks: map[string]any, []any, string, nil, yamlNumber for a
+// number and yamlBool for a bool.
 type yamlNode struct{ v any }
 
 // UnmarshalYAML decodes the node as YAML does, then, for a mapping or a
@@ -53,13 +59,16 @@ func (n *yamlNode) UnmarshalYAML(unmarshal func(any) error) error {
 			list[i] = item.v
 		}
 		n.v = list
-	case int, int64, uint64, float64:
+	case int, int64, uint64, float64, bool:
 		var text string
 		if err := unmarshal(&text); err != nil {
 			return err
 		}
 		n.v = yamlNumber(text)
-	default: // string, bool, nil
+		if _, ok := v.(bool); ok {
+			n.v = yamlBool(text)
+		}
+	default: // string, nil
 		n.v = v
 	}
 	return nil
