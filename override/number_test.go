@@ -301,3 +301,30 @@ func FuzzNumberNotation(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyServiceOrMethodIsRefused: a service, its methods or a method
+// written with nothing in it would change nothing, silently, as retry: {}
+// would: refused, naming the key. A file with no service overrides
+// nothing, as an empty file does.
+func TestEmptyServiceOrMethodIsRefused(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"services: {example.inventory.v1.InventoryService: {}}\n",
+			`o.yaml: ` + inv + `: sets nothing: name the annotation fields to change (timeout, retry, circuit_breaker, …) or methods, or remove it`},
+		{"services: {example.inventory.v1.InventoryService: {methods: {}}}\n",
+			`o.yaml: ` + inv + `.methods: sets nothing: name the methods to change (as in the .proto: GetStock, ReserveStock, WatchStock, StockReport), or remove it`},
+		{"services: {example.inventory.v1.InventoryService: {timeout: 1s, methods: null}}\n",
+			`o.yaml: ` + inv + `.methods: must be a mapping of method names (as in the .proto: GetStock) to their overrides`},
+		{"services: {example.inventory.v1.InventoryService: {methods: {GetStock: {}}}}\n",
+			`o.yaml: ` + inv + `.methods.GetStock: sets nothing: name the annotation fields to change (timeout, retry, …), or remove it`},
+	} {
+		got := refused(t, tc.file)
+		if got != tc.want {
+			t.Errorf("%q:\n got %s\nwant %s", tc.file, got, tc.want)
+		}
+	}
+	for _, file := range []string{"services:\n", "services: {}\n", "services: null\n"} {
+		if _, err := override.Parse("o.yaml", []byte(file), nil, inventory); err != nil {
+			t.Errorf("%q, no service, was refused: %v", file, err)
+		}
+	}
+}

@@ -118,16 +118,25 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 			errs.add(key, "must be a mapping of annotation fields (timeout, retry, circuit_breaker, …) and methods")
 			continue
 		}
+		if len(obj) == 0 {
+			// As retry: {}, it would change nothing, silently.
+			errs.add(key, "sets nothing: name the annotation fields to change (timeout, retry, circuit_breaker, …) or methods, or remove it")
+			continue
+		}
 		t := s.target(svc, known)
-		methods := obj["methods"]
+		methods, hasMethods := obj["methods"]
 		delete(obj, "methods")
 		t.walk(policyDesc, obj, "", "", key, errs)
-		if methods == nil {
+		if !hasMethods {
 			continue
 		}
 		mobj, ok := methods.(map[string]any)
 		if !ok {
 			errs.add(key+".methods", "must be a mapping of method names (as in the .proto: GetStock) to their overrides")
+			continue
+		}
+		if len(mobj) == 0 {
+			errs.add(key+".methods", "sets nothing: name the methods to change (as in the .proto: %s), or remove it", strings.TrimPrefix(knownMethods(p), "its methods are "))
 			continue
 		}
 		for _, m := range slices.Sorted(maps.Keys(mobj)) {
@@ -139,6 +148,10 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 			fields, ok := mobj[m].(map[string]any)
 			if !ok {
 				errs.add(mkey, "must be a mapping of annotation fields (timeout, retry, …)")
+				continue
+			}
+			if len(fields) == 0 {
+				errs.add(mkey, "sets nothing: name the annotation fields to change (timeout, retry, …), or remove it")
 				continue
 			}
 			t.walk(policyDesc, fields, m, "", mkey, errs)
