@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 )
@@ -25,20 +26,32 @@ type yamlBool string
 // number and yamlBool for a bool.
 type yamlNode struct{ v any }
 
-// UnmarshalYAML decodes the node as YAML does, then, for a mapping or a
-// list, decodes its items again as yamlNodes, and for a number keeps its
-// text.
+// UnmarshalYAML decodes the node once: a scalar as YAML reads it, but a
+// number or a bool as its text; a mapping or a list item by item, each
+// item a yamlNode. The node's kind is found by decoding it into what fails
+// at once, without reading further, unless the node is of that kind (a
+// scalar into a string, a list into a map), so that a document is read in
+// time linear in its size, however deeply nested.
 func (n *yamlNode) UnmarshalYAML(unmarshal func(any) error) error {
-	var v any
-	if err := unmarshal(&v); err != nil {
-		return err
-	}
-	switch v := v.(type) {
-	case map[any]any:
-		var m map[any]yamlNode
-		if err := unmarshal(&m); err != nil {
+	var text string
+	if unmarshal(&text) == nil {
+		var v any
+		if err := unmarshal(&v); err != nil {
 			return err
 		}
+		switch v.(type) {
+		case int, int64, uint64, float64:
+			n.v = yamlNumber(text)
+		case bool:
+			n.v = yamlBool(text)
+		default: // string, nil
+			n.v = v
+		}
+		return nil
+	}
+	var m map[any]yamlNode
+	err := unmarshal(&m)
+	if err == nil {
 		out := make(map[string]any, len(m))
 		for k, item := range m {
 			key := keyText(k)
@@ -49,29 +62,29 @@ func (n *yamlNode) UnmarshalYAML(unmarshal func(any) error) error {
 			out[key] = item.v
 		}
 		n.v = out
-	case []any:
-		var items []yamlNode
-		if err := unmarshal(&items); err != nil {
-			return err
-		}
-		list := make([]any, len(items))
-		for i, item := range items {
-			list[i] = item.v
-		}
-		n.v = list
-	case int, int64, uint64, float64, bool:
-		var text string
-		if err := unmarshal(&text); err != nil {
-			return err
-		}
-		n.v = yamlNumber(text)
-		if _, ok := v.(bool); ok {
-			n.v = yamlBool(text)
-		}
-	default: // string, nil
-		n.v = v
+		return nil
 	}
+	if !notOfKind(err, m) {
+		return err // a mapping, with something wrong inside
+	}
+	var items []yamlNode
+	if err := unmarshal(&items); err != nil {
+		return err
+	}
+	list := make([]any, len(items))
+	for i, item := range items {
+		list[i] = item.v
+	}
+	n.v = list
 	return nil
+}
+
+// notOfKind reports whether err says only that the node is not of the
+// kind of target (the decoder's one error for it, naming target's type):
+// not what is wrong inside a node of that kind.
+func notOfKind(err error, target any) bool {
+	te, ok := err.(*yamlv2.TypeError)
+	return ok && len(te.Errors) == 1 && strings.HasSuffix(te.Errors[0], fmt.Sprintf(" into %T", target))
 }
 
 // UnmarshalText receives the text "null" and "~" in quotes: the decoder
