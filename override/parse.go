@@ -398,11 +398,18 @@ func numberText(raw any) (text string, ok bool) {
 func envValue(fd protoreflect.FieldDescriptor, text string) any {
 	switch {
 	case fd.IsList():
+		// An item left empty ("UNAVAILABLE,,DEADLINE_EXCEEDED", a comma
+		// at the end) is kept, and refused as the file's [""] is; only a
+		// value with no code at all is an empty list.
 		var items []any
+		empty := true
 		for _, s := range strings.Split(text, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				items = append(items, s)
-			}
+			s = strings.TrimSpace(s)
+			items = append(items, s)
+			empty = empty && s == ""
+		}
+		if empty {
+			return []any{}
 		}
 		return items
 	}
