@@ -1,9 +1,8 @@
 package override
 
 import (
+	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -49,17 +48,12 @@ func (n *yamlNode) UnmarshalYAML(unmarshal func(any) error) error {
 		}
 		return nil
 	}
-	var m map[any]yamlNode
+	var m map[yamlKey]yamlNode
 	err := unmarshal(&m)
 	if err == nil {
 		out := make(map[string]any, len(m))
 		for k, item := range m {
-			key := keyText(k)
-			if _, twice := out[key]; twice {
-				// 1 and "1", or true and "true": one key once read.
-				return fmt.Errorf("the key %q is written twice in one mapping", key)
-			}
-			out[key] = item.v
+			out[string(k)] = item.v
 		}
 		n.v = out
 		return nil
@@ -95,20 +89,20 @@ func (n *yamlNode) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// keyText is a mapping's key as the loader names it.
-func keyText(k any) string {
-	switch k := k.(type) {
-	case string:
-		return k
-	case float64:
-		if math.IsInf(k, 0) || math.IsNaN(k) {
-			return fmt.Sprint(k)
-		}
-		return strconv.FormatFloat(k, 'g', -1, 64)
-	case nil:
-		return "null"
+// yamlKey is a mapping's key as written: a method named On or No is
+// "On" or "No", not the bool YAML 1.1 reads. Two keys of one text (1 and
+// "1") are one key, refused as a key written twice.
+type yamlKey string
+
+// UnmarshalYAML reads a key's text; a mapping or a list as a key is
+// refused.
+func (k *yamlKey) UnmarshalYAML(unmarshal func(any) error) error {
+	var text string
+	if err := unmarshal(&text); err != nil {
+		return errors.New("a key must be a name, not a mapping or a list")
 	}
-	return fmt.Sprint(k)
+	*k = yamlKey(text)
+	return nil
 }
 
 // decodeTree reads the first document of data into the loader's tree; a

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-resilient/resilient/override"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestFileReadInLinearTime: a file nested as deep as YAML allows is read
@@ -31,10 +33,11 @@ func TestFileReadInLinearTime(t *testing.T) {
 }
 
 // TestKeyWrittenTwiceAsNumberAndText: 1 and "1" are two keys to YAML and
-// one once read: refused, not decided by whichever comes last.
+// one once read (a key is its text): refused as a key written twice, not
+// decided by whichever comes last.
 func TestKeyWrittenTwiceAsNumberAndText(t *testing.T) {
 	got := refused(t, "services: {example.inventory.v1.InventoryService: {methods: {GetStock: {timeout: 1s}}, 1: {}, \"1\": {}}}\n")
-	if want := `o.yaml: not valid YAML or JSON: the key "1" is written twice in one mapping`; got != want {
+	if want := `o.yaml: not valid YAML or JSON: yaml: unmarshal errors: line 1: key "1" already set in map`; got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
 }
@@ -77,5 +80,29 @@ func TestEmptyCodeInAVariable(t *testing.T) {
 	}
 	if _, err := override.Parse("", nil, []string{env + "=UNAVAILABLE, DEADLINE_EXCEEDED"}, inventory); err != nil {
 		t.Errorf("codes with a space after the comma: %v", err)
+	}
+}
+
+// TestMethodNamedLikeABool: a key is read as written, so methods named
+// On, Off, No or Y (YAML 1.1 reads them as bools) are overridden by
+// name, not refused as unknown methods "true" and "false".
+func TestMethodNamedLikeABool(t *testing.T) {
+	var methods []policy.Method
+	for _, name := range []string{"On", "Off", "No", "Y"} {
+		methods = append(methods, policy.Method{Name: "/dev.v1.Switch/" + name, Kind: policy.KindUnary, Idempotent: true, Timeout: time.Second})
+	}
+	p := &policy.Service{Name: "dev.v1.Switch", Methods: methods}
+	s, err := override.Parse("o.yaml", []byte("services:\n  dev.v1.Switch:\n    methods:\n      On: {timeout: 2s}\n      Off: {timeout: 3s}\n      No: {timeout: 4s}\n      Y: {timeout: 5s}\n"), nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := runtime.NewClient(p, s.Options(p)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second} {
+		if got := c.Policy().Methods[i].Timeout; got != want {
+			t.Errorf("%s: timeout %v, want %v", methods[i].Name, got, want)
+		}
 	}
 }
