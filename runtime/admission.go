@@ -68,17 +68,22 @@ func (m *methodState) settledEarly(actx context.Context, a *attemptState) bool {
 
 // settle tells the breaker, if any, the outcome of a unary attempt that
 // admit let through with a.tk and that began at a.sp, and counts it in the
-// metrics, both as verdict says, where settledEarly did not. ctx is the
-// call's context, outside the attempt's own timeout. It returns the
-// clock reading at the end for the caller to reuse, 0 when neither needed
-// the clock.
-func (m *methodState) settle(ctx context.Context, a *attemptState, err error) int64 {
+// metrics, both as verdict says, where settledEarly did not count a
+// success. An answer (NOT_FOUND, …) is a success too, and settledEarly
+// counts it where it can. ctx is the call's context, outside the
+// attempt's own timeout; actx the attempt's. It returns a clock reading
+// for the caller to reuse (the end, or the start where that was enough), 0
+// when neither needed the clock.
+func (m *methodState) settle(ctx, actx context.Context, a *attemptState, err error) int64 {
 	if !m.hot.counted {
 		return 0
 	}
 	o, code := outcomeSuccess, codes.OK
 	if err != nil {
 		o, code = m.verdict(ctx, err, a.mark)
+		if o == outcomeSuccess && m.settledEarly(actx, a) {
+			return a.sp.start
+		}
 	}
 	return m.record(a.tk, o, code, a.sp.start, true)
 }
@@ -113,6 +118,15 @@ func (m *methodState) record(t ticket, o outcome, code codes.Code, start int64, 
 		mx.attempt(code, n-start)
 	}
 	return n
+}
+
+// panicHeld reports whether an attempt admitted with t must be settled
+// if its call panics: a probe's or a bystander's ticket holds a place in
+// the half-open breaker, and the metrics count every attempt. A panic is
+// a client fault, an ignored outcome, which a closed breaker's ticket
+// records nowhere: for it, without metrics, settling would change nothing.
+func (m *methodState) panicHeld(t ticket) bool {
+	return m.metrics != nil || t.probe || t.bystander
 }
 
 // settleUnlessDone, deferred, settles an attempt whose call did not return

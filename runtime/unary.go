@@ -230,8 +230,9 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		m.budget.request(m.client.now())
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
-	// ticket and is counted, then goes on to the caller.
-	if counted {
+	// ticket and is counted, then goes on to the caller; where that
+	// changes nothing (panicHeld), the guard is not set.
+	if counted && m.panicHeld(a.tk) {
 		defer m.settleUnlessDone(&a)
 	}
 	actx := ctx
@@ -280,7 +281,7 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	if seen == nil && m.hot.countsEarly && m.settledEarly(actx, &a) {
 		end.at = a.sp.start
 	} else {
-		end.at = m.settle(ctx, &a, seen)
+		end.at = m.settle(ctx, actx, &a, seen)
 	}
 	if end.at == 0 && a.sp.known {
 		end.at = a.sp.start
