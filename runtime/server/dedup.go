@@ -146,15 +146,17 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			return g.claimFailed(ctx, m, req, handler, waited,
 				"is running, and the idempotency store stopped answering while this one waited for it", err)
 		}
-		if took := time.Since(sent); c.State == Claimed && took >= d.lease {
-			// Answered later than the lease: the keeper would give
-			// the key up at once (5/4 Lease after the claim was sent)
-			// and the entry lapses 3/2 Lease after, so a handler
-			// started now would run without a hold on its key, and a
-			// repeat run alongside. A store that slow cannot hold the
+		if took := time.Since(sent); c.State == Claimed && took >= renewBound(d.lease) {
+			// Answered no faster than a renewal is waited for: at that
+			// speed no renewal succeeds, and the keeper would give the
+			// key up 5/4 Lease after the claim was sent, cancelling a
+			// handler started now for a store that only answers slowly
+			// (past the lease, the entry would even lapse under it, and a
+			// repeat run alongside). A store that slow cannot hold the
 			// lease: it is failing, and OnStoreError decides.
 			g.releaseKey(m, skey, token)
-			err := fmt.Errorf("it answered the claim after %s, later than the lease (%s), which it cannot hold at that speed", took.Round(time.Millisecond), d.lease)
+			err := fmt.Errorf("it answered the claim after %s, no faster than the %s a renewal of the lease (%s) is waited for: it cannot hold the lease at that speed",
+				took.Round(time.Millisecond), renewBound(d.lease), d.lease)
 			return g.claimFailed(ctx, m, req, handler, waited,
 				"was running, and the idempotency store became too slow to take the key over", err)
 		}

@@ -298,8 +298,9 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	defer sv.end()
-	rec := &downstream{guard: g, method: m}
-	ctx = context.WithValue(ctx, downstreamKey{}, rec)
+	sc := newServed(ctx, g, m)
+	rec := &sc.rec
+	ctx = sc
 	if m.dedup != nil {
 		// The handler's failure is settled (its refusal marks stripped, the
 		// do-not-retry mark added) before dedup keeps it, so that a
@@ -407,9 +408,8 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 		return err
 	}
 	defer sv.end()
-	rec := &downstream{guard: g, method: m}
-	ctx = context.WithValue(ctx, downstreamKey{}, rec)
-	return settle(ctx, m, rec, handler(srv, &guardedStream{ServerStream: ss, ctx: ctx}))
+	sc := newServed(ctx, g, m)
+	return settle(sc, m, &sc.rec, handler(srv, &guardedStream{ServerStream: ss, ctx: sc}))
 }
 
 // serving reports whether this Guard's interceptor is already serving m's
@@ -422,13 +422,6 @@ func (g *Guard) serving(ctx context.Context, m *method) bool {
 	d, ok := ctx.Value(downstreamKey{}).(*downstream)
 	return ok && d.guard == g && d.method == m
 }
-
-type guardedStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *guardedStream) Context() context.Context { return s.ctx }
 
 // Stats counts what the Guard did for one service since it was built.
 type Stats struct {
@@ -447,7 +440,8 @@ type Stats struct {
 	// StoreErrors counts failed store operations (an operation the store
 	// did not answer within StoreTimeout, or within the quarter of a
 	// request's time a first claim under StoreErrorRunWithoutDedup is
-	// waited for, a claim answered later than the method's Lease, and one
+	// waited for, a claim answered no faster than half the method's Lease
+	// (the longest a renewal is waited for), and one
 	// that panicked, included; a claim its request's
 	// end stopped waiting for counts only if the store then fails it or is
 	// silent for all of StoreTimeout); RanWithoutDedup the

@@ -13,11 +13,17 @@ import (
 // benchUnary measures one request of method through the Guard's unary
 // interceptor alone (no tap, no network): the Guard's own cost per call.
 func benchUnary(b *testing.B, p *policy.Server, method string) {
+	benchUnaryIn(b, context.Background(), p, method)
+}
+
+// benchUnaryIn is benchUnary with the request's context made from base:
+// one holding a gRPC stream has the Guard wrap it for the handler.
+func benchUnaryIn(b *testing.B, base context.Context, p *policy.Server, method string) {
 	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	ctx, cancel := context.WithTimeout(base, time.Hour)
 	defer cancel()
 	info := &grpc.UnaryServerInfo{FullMethod: method}
 	handler := func(ctx context.Context, req any) (any, error) { return req, nil }
@@ -36,6 +42,16 @@ func BenchmarkGuardUnaryNoShed(b *testing.B) {
 	p := inventoryPolicy()
 	p.Shedding = nil
 	benchUnary(b, p, getStock)
+}
+
+// BenchmarkGuardUnaryNoShedStream is BenchmarkGuardUnaryNoShed with a
+// gRPC stream in the context, as a server gives one: the Guard hands the
+// handler the stream wrapped (markless), in the allocation of the
+// handler's context.
+func BenchmarkGuardUnaryNoShedStream(b *testing.B) {
+	p := inventoryPolicy()
+	p.Shedding = nil
+	benchUnaryIn(b, grpc.NewContextWithServerTransportStream(context.Background(), fakeTransportStream{}), p, getStock)
 }
 
 func BenchmarkGuardUnaryUnheld(b *testing.B) {

@@ -19,7 +19,10 @@ var ErrLeaseLost = errors.New("resilient/server: this request lost its idempoten
 
 // The lease arithmetic, for a policy.Dedup.Lease d:
 //   - the owner renews every d/4 (and retries a failed renewal every d/16),
-//     each renewal bounded by d/2, so a store slower than d/4 a reply renews;
+//     each renewal bounded by renewBound(d), d/2 (StoreTimeout at most), so
+//     a store slower than d/4 a reply renews; a claim answered no faster
+//     than renewBound(d) is the store failing (dedup), since no renewal
+//     would succeed at that speed;
 //   - the store keeps a pending entry for 3d/2 past each claim or renewal
 //     (entryLease);
 //   - the owner gives up, cancelling its handler, when 5d/4 have passed
@@ -33,6 +36,12 @@ var ErrLeaseLost = errors.New("resilient/server: this request lost its idempoten
 // A lease is at most policy.MaxLease (NewGuard refuses a longer one), so
 // none of these sums comes near wrapping.
 func entryLease(d time.Duration) time.Duration { return d + d/2 }
+
+// renewBound is the longest a renewal of a lease d is waited for (less
+// when the lease has less left): half the lease, so that a renewal stuck
+// on a dead connection leaves time for another before the lease is given
+// up, and at most StoreTimeout.
+func renewBound(d time.Duration) time.Duration { return min(StoreTimeout, d/2) }
 
 // keeper holds the lease of one running request: it renews it, and
 // cancels the handler when it is lost.
@@ -114,8 +123,9 @@ func (k *keeper) run() {
 		// Half the lease, not the d/4 between renewals: a store slower
 		// than d/4 a reply still renews in time (the entry lives 3d/2
 		// past each renewal sent), and a renewal stuck on a dead
-		// connection leaves time for another before giveUp.
-		err := bounded(context.Background(), k.g.inline, min(StoreTimeout, k.d/2, left), func(ctx context.Context) error {
+		// connection leaves time for another before giveUp. The claim
+		// was answered faster than that (dedup refuses a slower one).
+		err := bounded(context.Background(), k.g.inline, min(renewBound(k.d), left), func(ctx context.Context) error {
 			return k.g.store.Renew(ctx, k.key, k.token, entryLease(k.d))
 		})
 		switch {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/status"
@@ -41,13 +43,19 @@ func (r *refusal) GRPCStatus() *status.Status { return r.st }
 // ErrCircuitOpen, ErrBudgetExhausted, which the do-not-retry decision
 // reads after this).
 //
-// A refusal of a Guard of this process for a request of method (refuse)
-// is passed on as it is: it is this server's refusal of this request, by
-// a Guard whose interceptor runs inside this one's (two Guards on one
-// server); a refusal of another method's request, which the handler
-// called in-process, is not.
+// A refusal of a Guard of this process for a request of method (refuse),
+// or an error that wraps one (errors.As), is passed on as it is: it is
+// this server's refusal of this request, by a Guard whose interceptor
+// runs inside this one's (two Guards on one server), whatever an
+// interceptor between them wrapped it in; a refusal of another method's
+// request, which the handler called in-process, is not.
 func notRefusedHere(err error, method string) error {
-	if r, ok := err.(*refusal); ok && r.method == method {
+	// errors.As, not a type assertion: an interceptor of the server's
+	// own between the two Guards may wrap the refusal (fmt.Errorf with
+	// %w, an error with a status of its own that unwraps to it), and it
+	// is still this server's.
+	var r *refusal
+	if errors.As(err, &r) && r.method == method {
 		return err
 	}
 	st, ok := status.FromError(err)

@@ -66,6 +66,7 @@ func TestAttack19bClaimsAnsweredJustAfterTheirRequests(t *testing.T) {
 	g, c := guarded(t, srv, reserveStockPolicy(time.Second, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
 	p.DelayReplies(90 * time.Millisecond)
+	worst := watchLateness(t, r.addr)
 	keys := []string{"k1", "k2", "k3", "k4"}
 	var other atomic.Int64
 	for round := range 3 {
@@ -97,7 +98,15 @@ func TestAttack19bClaimsAnsweredJustAfterTheirRequests(t *testing.T) {
 	// The late claims' releases are on their way (one reply delay each).
 	time.Sleep(300 * time.Millisecond)
 	if st := stats(t, g); st.StoreErrors != 0 {
-		t.Errorf("StoreErrors %d for a Redis answering within 90 ms; want 0", st.StoreErrors)
+		// A machine that left a bare timer, or a PING straight to Redis,
+		// late by most of StoreTimeout made Redis slow for real: at load
+		// 15 (CI beside six agents' race tests) 47 claims were seen to
+		// take past StoreTimeout. Only then is the count not judged.
+		if late := worst(); late+90*time.Millisecond < server.StoreTimeout {
+			t.Errorf("StoreErrors %d for a Redis answering within 90 ms (the machine's worst lateness %s); want 0", st.StoreErrors, late)
+		} else {
+			t.Logf("StoreErrors %d not judged: a bare wait or a direct PING was %s late, so Redis did not answer within StoreTimeout", st.StoreErrors, late)
+		}
 	}
 	for _, k := range keys {
 		resp, err := reserve(t, c, k, 2*time.Second)
@@ -109,6 +118,43 @@ func TestAttack19bClaimsAnsweredJustAfterTheirRequests(t *testing.T) {
 			t.Errorf("key %s repeat: %v %v (ran %d); want the replay of %q", k, again, err, srv.count(k), resp.GetReservationId())
 		}
 	}
+}
+
+// watchLateness samples, until the test ends or the returned func is
+// called, how late the machine runs: a 5 ms sleep's overshoot and the
+// round trip of a PING straight to Redis (no proxy). The func returns the
+// worst seen.
+func watchLateness(t *testing.T, addr string) (worst func() time.Duration) {
+	direct := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	stop := make(chan struct{})
+	done := make(chan time.Duration, 1)
+	go func() {
+		var w time.Duration
+		defer func() { done <- w }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			begin := time.Now()
+			time.Sleep(5 * time.Millisecond)
+			w = max(w, time.Since(begin)-5*time.Millisecond)
+			begin = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = direct.Ping(ctx).Err()
+			cancel()
+			w = max(w, time.Since(begin))
+		}
+	}()
+	var once sync.Once
+	var w time.Duration
+	worst = func() time.Duration {
+		once.Do(func() { close(stop); w = <-done; _ = direct.Close() })
+		return w
+	}
+	t.Cleanup(func() { worst() })
+	return worst
 }
 
 // TestAttack19bSameKeyShortDeadlinesRunOnce: Redis replies held 30 ms,
