@@ -268,11 +268,12 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	// for a token, a permit, a backoff, the next attempt or copy.
 	fctx := context.WithoutCancel(f.ctx)
 	limit := bound.Call(m.policy)
-	if p := m.policy; limit == p.Timeout && (p.Retry == nil || p.Retry.MaxAttempts <= 1) && p.Hedging == nil {
-		// A call of one attempt is bounded by that attempt's own timeout:
-		// a limit of the same length here would leave the attempt no
-		// context of its own, and its end would be taken for the call's
-		// deadline, which the adaptive limit does not count as a drop.
+	if p := m.policy; limit == p.Timeout && bound.OneAttempt(p) {
+		// A call of one attempt whose bound is its timeout is cut by that
+		// attempt's own timeout: a limit of the same length here would
+		// leave the attempt no context of its own, and its end would be
+		// taken for the call's deadline, which the adaptive limit does not
+		// count as a drop.
 		limit = 0
 	}
 	if limit > 0 {

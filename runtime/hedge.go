@@ -173,11 +173,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			if !r.refused {
 				chosen = r.meta
 			}
-			// Refused at the server's door for this copy's own reason (the
-			// Guard's mark): the mark the attempt read, or, where it read
-			// none (markUnread), the details read here; never where it
-			// found there was none.
-			marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
 			switch {
 			case r.refused && r.err != nil:
 				// An adaptive layer refused the copy: no further copy.
@@ -192,8 +187,18 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				return r.resp, nil
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
-			case !r.local && !retryable(h.NonFatalCodes, r.err, r.timedOut) &&
-				(pending > 0 && (r.pushed && r.push >= 0 || marked) || last != nil && marked):
+			case r.local:
+				return nil, r.err // a failure every copy would meet
+			case !retryable(h.NonFatalCodes, r.err, r.timedOut):
+				// Refused at the server's door for this copy's own reason
+				// (the Guard's mark): the mark the attempt read, or, where
+				// it read none (markUnread), the details read here; never
+				// where it found there was none. Read for a fatal failure
+				// only, the one answer it changes.
+				marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
+				if !(pending > 0 && (r.pushed && r.push >= 0 || marked) || last != nil && marked) {
+					return nil, r.err // the call's answer
+				}
 				// A copy refused with a pushback while others are in
 				// flight: the server shedding the extra load it was sent,
 				// not the call's answer. Or refused at the server's door
@@ -212,8 +217,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					told()
 				}
 				stopped = true
-			case r.local || !retryable(h.NonFatalCodes, r.err, r.timedOut):
-				return nil, r.err // an answer, or a failure every copy would meet
 			default:
 				last = r.err
 				switch {

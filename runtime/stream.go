@@ -140,8 +140,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if s.holdsPermit {
 		m.bulkhead.streams.add(s)
 	}
-	if s.ticket.probe {
-		s.probing = true
+	if s.probing() {
 		m.breaker.streams.add(s)
 	}
 	// Whatever the caller does with the stream, the end of its context frees
@@ -164,7 +163,6 @@ type stream struct {
 	start       int64  // nanoseconds since the client's base, when admit read it
 	cancel      context.CancelFunc
 	ctx         context.Context // the stream's own, set once it is open
-	probing     bool            // counted in m.breaker.streams, as holding a probe
 
 	once     sync.Once
 	mu       sync.Mutex
@@ -281,7 +279,7 @@ func (s *stream) record(err error) {
 func (s *stream) finish(err error) {
 	s.once.Do(func() {
 		defer s.release()
-		if s.probing {
+		if s.probing() {
 			defer s.m.breaker.streams.remove(s)
 		}
 		if s.cancel != nil {
@@ -289,6 +287,13 @@ func (s *stream) finish(err error) {
 		}
 		s.record(err)
 	})
+}
+
+// probing reports whether s is counted in m.breaker.streams, as holding
+// a half-open probe: its ticket is a probe's, and it was opened (a stream
+// that failed to open, or whose opening panicked, was never counted).
+func (s *stream) probing() bool {
+	return s.ticket.probe && s.ctx != nil
 }
 
 // release gives back the stream's permit, once, whichever ending comes

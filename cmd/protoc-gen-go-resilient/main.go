@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/protobuf/compiler/protogen"
 )
@@ -67,9 +68,13 @@ func main() {
 	// refused with the list of valid ones.
 	var flags flag.FlagSet
 	exports := newExportOptions(&flags)
-	protogen.Options{ParamFunc: paramFunc(&flags)}.Run(func(gen *protogen.Plugin) error {
+	// protogen.Options.Run, but naming where an option does not parse.
+	if err := run(protogen.Options{ParamFunc: paramFunc(&flags)}, flag.Args(), os.Stdin, os.Stdout, func(gen *protogen.Plugin) error {
 		return generateWith(gen, exports)
-	})
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+		os.Exit(1)
+	}
 }
 
 func printVersion(w io.Writer) {

@@ -22,8 +22,9 @@ import (
 //
 //   - A stream: its OverallTimeout, else its Timeout (it is never retried
 //     or hedged).
-//   - A unary call of one attempt (no retry, no hedging): the shorter of
-//     Timeout and OverallTimeout, since the attempt's own timeout cuts it.
+//   - A unary call of one attempt (OneAttempt: no hedging, and no retry or
+//     one of MaxAttempts ≤ 1): the shorter of Timeout and OverallTimeout
+//     that are set, since the attempt's own timeout cuts it.
 //   - Otherwise its OverallTimeout when it has one, else, when every
 //     attempt has a Timeout: for a hedged call, (MaxCopies − 1) × Delay +
 //     Timeout, the last copy being sent then and running its own timeout;
@@ -39,8 +40,14 @@ func Call(m *policy.Method) time.Duration {
 		}
 		return max(m.Timeout, 0)
 	}
-	if m.Retry == nil && m.Hedging == nil && m.Timeout > 0 && m.OverallTimeout > 0 {
-		return min(m.Timeout, m.OverallTimeout)
+	if OneAttempt(m) {
+		switch {
+		case m.Timeout > 0 && m.OverallTimeout > 0:
+			return min(m.Timeout, m.OverallTimeout)
+		case m.OverallTimeout > 0:
+			return m.OverallTimeout
+		}
+		return max(m.Timeout, 0)
 	}
 	if m.OverallTimeout > 0 {
 		return m.OverallTimeout
@@ -51,10 +58,15 @@ func Call(m *policy.Method) time.Duration {
 	if h := m.Hedging; h != nil {
 		return addSat(mulSat(int64(max(h.MaxCopies-1, 0)), h.Delay), m.Timeout)
 	}
-	if m.Retry == nil {
-		return m.Timeout
-	}
 	return retried(m.Retry, m.Timeout)
+}
+
+// OneAttempt reports whether a unary call of m makes one attempt: it is
+// not hedged, and has no retry or one of MaxAttempts ≤ 1, which the runtime
+// makes as it makes a call with none (an override writes
+// retry.max_attempts: 1 to turn retries off).
+func OneAttempt(m *policy.Method) bool {
+	return m.Hedging == nil && (m.Retry == nil || m.Retry.MaxAttempts <= 1)
 }
 
 // retried is r.MaxAttempts attempts of timeout each and the bound of every

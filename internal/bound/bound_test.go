@@ -32,6 +32,14 @@ func TestCall(t *testing.T) {
 		{"retried, overall", policy.Method{Timeout: 300 * ms, OverallTimeout: 500 * ms, Retry: retry(3)}, 500 * ms},
 		{"retried, no timeout", policy.Method{Retry: retry(3)}, 0},
 		{"retry of one attempt", policy.Method{Timeout: 300 * ms, Retry: retry(1)}, 300 * ms},
+		// One attempt is one attempt: a retry of max_attempts 1 (an
+		// override's way to turn retries off) is bounded as no retry.
+		{"retry of one attempt, overall longer", policy.Method{Timeout: 300 * ms, OverallTimeout: time.Second, Retry: retry(1)}, 300 * ms},
+		{"retry of one attempt, overall shorter", policy.Method{Timeout: 300 * ms, OverallTimeout: 200 * ms, Retry: retry(1)}, 200 * ms},
+		{"retry of one attempt, overall only", policy.Method{OverallTimeout: time.Second, Retry: retry(1)}, time.Second},
+		{"retry of one attempt, nothing", policy.Method{Retry: retry(1)}, 0},
+		{"retry of no attempts", policy.Method{Timeout: 300 * ms, OverallTimeout: time.Second, Retry: retry(0)}, 300 * ms},
+		{"retried twice, overall longer", policy.Method{Timeout: 300 * ms, OverallTimeout: time.Second, Retry: retry(2)}, time.Second},
 		{"multiplier 1", policy.Method{Timeout: 10 * ms, Retry: &policy.Retry{MaxAttempts: 4, InitialBackoff: 5 * ms, MaxBackoff: time.Second, Multiplier: 1}}, 40*ms + 15*ms},
 		// Every copy the generated client sends, not gRPC's five.
 		{"hedged", policy.Method{Timeout: 300 * ms, Hedging: hedge(3)}, 500 * ms},
@@ -50,6 +58,40 @@ func TestCall(t *testing.T) {
 	} {
 		if got := Call(&tc.m); got != tc.want {
 			t.Errorf("%s: Call = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCallOneAttemptIsNoRetry: for every combination of timeouts, a
+// unary call whose retry makes at most one attempt is bounded exactly as
+// the same call with no retry, and OneAttempt says so; a retry of two
+// attempts or a hedge is not one attempt.
+func TestCallOneAttemptIsNoRetry(t *testing.T) {
+	durations := []time.Duration{0, 1, 200 * ms, 300 * ms, math.MaxInt64}
+	for _, timeout := range durations {
+		for _, overall := range durations {
+			plain := policy.Method{Timeout: timeout, OverallTimeout: overall}
+			want := Call(&plain)
+			if !OneAttempt(&plain) {
+				t.Errorf("OneAttempt(%+v) = false, want true", plain)
+			}
+			for _, attempts := range []int{-1, 0, 1} {
+				m := plain
+				m.Retry = &policy.Retry{MaxAttempts: attempts, InitialBackoff: 50 * ms, MaxBackoff: time.Second, Multiplier: 2}
+				if got := Call(&m); got != want || !OneAttempt(&m) {
+					t.Errorf("timeout %v, overall %v, max_attempts %d: Call = %v (OneAttempt %v), want %v as with no retry",
+						timeout, overall, attempts, got, OneAttempt(&m), want)
+				}
+			}
+		}
+	}
+	for _, m := range []policy.Method{
+		{Retry: &policy.Retry{MaxAttempts: 2}},
+		{Hedging: &policy.Hedging{Delay: ms, MaxCopies: 2}},
+		{Retry: &policy.Retry{MaxAttempts: 1}, Hedging: &policy.Hedging{Delay: ms, MaxCopies: 2}},
+	} {
+		if OneAttempt(&m) {
+			t.Errorf("OneAttempt(retry %+v, hedging %+v) = true, want false", m.Retry, m.Hedging)
 		}
 	}
 }

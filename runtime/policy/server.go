@@ -104,7 +104,11 @@ type Dedup struct {
 	// Header is the metadata key that carries the idempotency key. Empty
 	// means runtime.IdempotencyKeyHeader ("idempotency-key"), which the
 	// generated clients send. A request without the header is not
-	// deduplicated.
+	// deduplicated. It must be a text metadata key of its own: lower-case
+	// letters, digits, '-', '_' and '.', not grpc-… nor …-bin, and not a
+	// key every request carries (content-type, user-agent, te, a
+	// pseudo-header, the priority header), which would make every request
+	// share one key; Validate refuses any other.
 	Header string
 	// TTL is how long the outcome of a request is kept and returned to
 	// repeats. Required, at least MinTTL.
@@ -275,7 +279,9 @@ func (d *Dedup) check(f string, r *reporter) {
 	if d.FinalCodes.Has(codes.OK) {
 		r.bad(f+".FinalCodes", "OK is not an error code")
 	}
-	if d.Header != "" && (d.Header != strings.ToLower(d.Header) || strings.HasPrefix(d.Header, "grpc-") || strings.HasSuffix(d.Header, "-bin")) {
-		r.bad(f+".Header", "%q is not a valid text metadata key: lower case, not grpc-…, not …-bin", d.Header)
+	if d.Header != "" {
+		if why := dedupHeaderProblem(d.Header); why != "" {
+			r.bad(f+".Header", "%q %s", d.Header, why)
+		}
 	}
 }
