@@ -18,6 +18,9 @@ type UnaryHandle[Req, Resp any] struct {
 	m     *methodState
 	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 	hooks UnaryHooks[Req, Resp]
+	// generatesKey: the policy in force has every call send a key of the
+	// runtime's (GenerateIdempotencyKey).
+	generatesKey bool
 }
 
 // UnaryHooks are what generated code knows of a unary method besides its
@@ -76,7 +79,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 	if p.Cache == nil {
 		hooks.CacheKey = nil
 	}
-	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks}, nil
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, generatesKey: p.GenerateIdempotencyKey}, nil
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
@@ -87,6 +90,11 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // method's annotated priority (see policy.Method.Priority) and reads the
 // request's idempotency key, sent as idempotency-key metadata on every
 // attempt (without it a method that is not idempotent is never retried).
+// A call that sends a key, read or generated, writes its request
+// deterministically (see withKeyedCodec): the same bytes on every attempt
+// and hedged copy, and on every call of the same request, so that a
+// server hashing fields it does not know as sent (a map the schema it
+// runs lacks) sees one request, not several.
 //
 // The layers, outside in: the cache, when the method has one (a fresh
 // answer is returned without calling; the callers of one key share one
@@ -115,6 +123,9 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 				return nil, err
 			}
 		}
+	}
+	if key != "" || h.generatesKey {
+		opts = withKeyedCodec(opts)
 	}
 	if h.hooks.CacheKey != nil || h.hooks.Fallback != nil {
 		return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
