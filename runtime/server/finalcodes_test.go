@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // TestNewGuardRefusesTheCallersEndingAsAFinalCode: NewGuard refuses a
