@@ -269,10 +269,12 @@ func TestAttack20TimeoutEqualToOverallTimeoutIsRefused(t *testing.T) {
 		p.Breaker, p.Bulkhead = nil, nil
 		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16, MaxLimit: 16}
 		m := &p.Methods[0]
-		m.Timeout, m.OverallTimeout, m.Retry = 50*time.Millisecond, 100*time.Millisecond, nil
+		// 300 ms, not 100: with both timers 50 ms late at load 7 the
+		// overall one could fire first and take the attempt's end.
+		m.Timeout, m.OverallTimeout, m.Retry = 50*time.Millisecond, 300*time.Millisecond, nil
 	}, runtime.WithRegisterer(reg))
 	if err != nil {
-		t.Fatalf("timeout 50ms below overall_timeout 100ms refused: %v", err)
+		t.Fatalf("timeout 50ms below overall_timeout 300ms refused: %v", err)
 	}
 	for range 3 {
 		var wg sync.WaitGroup
@@ -286,6 +288,6 @@ func TestAttack20TimeoutEqualToOverallTimeoutIsRefused(t *testing.T) {
 		wg.Wait()
 	}
 	if l := gaugeValue(t, reg, "resilient_client_adaptive_limit"); l > 4 {
-		t.Errorf("limit %v after three bursts of 16 calls on a hung server with timeout 50ms below overall_timeout 100ms, want it halved per burst (at most 4)", l)
+		t.Errorf("limit %v after three bursts of 16 calls on a hung server with timeout 50ms below overall_timeout 300ms, want it halved per burst (at most 4)", l)
 	}
 }

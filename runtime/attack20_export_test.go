@@ -36,7 +36,8 @@ func slowUnavailable(d time.Duration) server.Behaviour {
 // the calls the generated Go client makes. GetStock is cached, and the
 // cache's shared call ran under "the method's own limit (overall_timeout,
 // else timeout)": 300 ms for all its attempts. Against a dependency that
-// answers UNAVAILABLE after 200 ms, the plain grpc-go channel loading the
+// answers UNAVAILABLE after 150 ms (200 ms left too little slack at load
+// 16), the plain grpc-go channel, connected first, loading the
 // checked-in file sends 3 attempts within its 1.05 s; the generated client
 // (cache on, as annotated) sent 2 and gave up at 300 ms; without the
 // cache it sends 3, as the file says. The shared call is now bounded by
@@ -49,20 +50,22 @@ func TestAttack20CachedMethodExportedBoundIsTheGoClients(t *testing.T) {
 	req := &inventoryv1.GetStockRequest{Sku: "apple"}
 
 	// The plain channel, with the checked-in service config.
-	plainSrv, _ := startFault(t, slowUnavailable(200*time.Millisecond))
+	plainSrv, _ := startFault(t, slowUnavailable(150*time.Millisecond))
 	pc, err := grpc.NewClient("passthrough:///"+plainSrv.Addr(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(string(sc)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
+	readyConn(t, pc)
 	if _, err := inventoryv1.NewInventoryServiceClient(pc).GetStock(context.Background(), req); status.Code(err) != codes.Unavailable {
 		t.Fatalf("plain channel: %v, want UNAVAILABLE", err)
 	}
 	want := plainSrv.Calls(getStock)
 
 	// The generated client without its cache: the control.
-	uncachedSrv, ucc := startFault(t, slowUnavailable(200*time.Millisecond))
+	uncachedSrv, ucc := startFault(t, slowUnavailable(150*time.Millisecond))
+	readyConn(t, ucc)
 	if _, err := getStockOf(context.Background(), invClient(t, ucc, nil, nil)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("generated client without cache: %v, want UNAVAILABLE", err)
 	}
@@ -72,7 +75,8 @@ func TestAttack20CachedMethodExportedBoundIsTheGoClients(t *testing.T) {
 
 	// The generated client as annotated (its cache kept; the rate limit
 	// and the breaker, which do not act on one call, taken out).
-	cachedSrv, ccc := startFault(t, slowUnavailable(200*time.Millisecond))
+	cachedSrv, ccc := startFault(t, slowUnavailable(150*time.Millisecond))
+	readyConn(t, ccc)
 	c, err := inventoryv1.NewInventoryServiceResilientClient(ccc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { p.RateLimit, p.Breaker = nil, nil })}})
 	if err != nil {

@@ -18,6 +18,10 @@ type UnaryHandle[Req, Resp any] struct {
 	m     *methodState
 	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 	hooks UnaryHooks[Req, Resp]
+	// ownsKey: the policy in force has the runtime send the call's
+	// idempotency key (a key field, or a generated key), so that the
+	// header is the runtime's alone (see withoutForwardedKey).
+	ownsKey bool
 	// generatesKey: the policy in force has every call send a key of the
 	// runtime's (GenerateIdempotencyKey).
 	generatesKey bool
@@ -79,7 +83,8 @@ func NewUnary[Req, Resp any](c *Client, method string,
 	if p.Cache == nil {
 		hooks.CacheKey = nil
 	}
-	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, generatesKey: p.GenerateIdempotencyKey}, nil
+	ownsKey := p.IdempotencyKey != "" || p.GenerateIdempotencyKey
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, ownsKey: ownsKey, generatesKey: p.GenerateIdempotencyKey}, nil
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
@@ -89,12 +94,15 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // context already done with its error, before any layer. It sends the
 // method's annotated priority (see policy.Method.Priority) and reads the
 // request's idempotency key, sent as idempotency-key metadata on every
-// attempt (without it a method that is not idempotent is never retried).
-// A call that sends a key, read or generated, writes its request
-// deterministically (see withKeyedCodec): the same bytes on every attempt
-// and hedged copy, and on every call of the same request, so that a
-// server hashing fields it does not know as sent (a map the schema it
-// runs lacks) sees one request, not several.
+// attempt (without it a method that is not idempotent is never retried);
+// for a method whose policy sends a key (a key field, or a generated key),
+// an idempotency-key the caller's outgoing metadata already carries (its
+// own incoming metadata, forwarded) is not sent. A call that sends a key,
+// read or generated, writes its request deterministically (see
+// withKeyedCodec): the same bytes on every attempt and hedged copy, and on
+// every call of the same request, so that a server hashing fields it does
+// not know as sent (a map the schema it runs lacks) sees one request, not
+// several.
 //
 // The layers, outside in: the cache, when the method has one (a fresh
 // answer is returned without calling; the callers of one key share one
@@ -112,6 +120,12 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	m := h.m
 	if err := refuse(m, ctx, req == nil, opts); err != nil {
 		return nil, err
+	}
+	if h.ownsKey {
+		// The call's key is the request's (or generated): an
+		// idempotency-key forwarded with the caller's metadata is not
+		// sent beside it, nor in its place.
+		ctx = withoutForwardedKey(ctx)
 	}
 	if m.hot.prioritized {
 		ctx = prioritize(ctx, m)
@@ -222,7 +236,8 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // (m not nil), that ctx is not nil, for a call given a request that the
 // request is not nil (nilReq), and that no call option is nil: grpc-go
 // would panic on one in the call, after the layers took a token, a permit
-// or a probe, or on the goroutine of a cache's shared call. Nothing is
+// or a probe, or on the goroutine of a cache's shared call; a nil pointer
+// to an option type is refused alike. Nothing is
 // sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
 // handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
@@ -235,8 +250,15 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		return nilRequestError(m.policy.Name)
 	}
 	for i, o := range opts {
+		// A nil pointer to an option type (a *grpc.HeaderCallOption never
+		// set) is as nil to grpc-go, which calls its value methods
+		// through it. isNil costs a look at the option's type, no
+		// allocation: only a call given options pays it.
 		if o == nil {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d)", i))
+		}
+		if isNil(o) {
+			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
 	}
 	return nil

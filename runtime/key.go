@@ -1,12 +1,14 @@
 package runtime
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"strconv"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/go-resilient/resilient/internal/contract"
 )
@@ -70,4 +72,21 @@ func refuseKey(m *methodState, key string) error {
 		}
 	}
 	return nil
+}
+
+// withoutForwardedKey returns ctx without the idempotency-key values its
+// outgoing metadata carries, for a call whose key the runtime sends
+// itself (the request's key field, or a generated key): a service that
+// forwards its incoming metadata to the services it calls would send its
+// own caller's key beside the request's (runtime/server refuses a request
+// with two values), or, for a call without a key value, in its place
+// (two orders of that caller would share it). A context that carries no
+// such header is returned as it is, at the cost of one look-up.
+func withoutForwardedKey(ctx context.Context) context.Context {
+	if metadata.ValueFromOutgoingContext(ctx, IdempotencyKeyHeader) == nil {
+		return ctx
+	}
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	md.Delete(IdempotencyKeyHeader)
+	return metadata.NewOutgoingContext(ctx, md)
 }

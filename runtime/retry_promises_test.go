@@ -247,10 +247,16 @@ func TestCacheLetsAnAttemptOnTheWireFinishForTheNextCaller(t *testing.T) {
 	}
 }
 
+// TestCacheKeepsTheSharedCallWhileAWaiterRemains: a caller of 400 ms
+// starts the shared call of a key (900 ms); a second caller joins it while
+// the first is still there and outlives it: the shared call goes on for
+// the one left and is never cut. (With 100 ms and 300 ms, at load 19 the
+// first caller had gone before the second joined: two calls.)
 func TestCacheKeepsTheSharedCallWhileAWaiterRemains(t *testing.T) {
-	srv, cc := start(t, server.Slow(300*time.Millisecond))
+	srv, cc := start(t, server.Slow(900*time.Millisecond))
+	readyConn(t, cc)
 	get := cachedStock(t, cc, 2*time.Second, nil)
-	impatient, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	impatient, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
 	first := make(chan error, 1)
 	go func() {

@@ -24,6 +24,7 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *memEntry
 	order   list.List                // front: most recently written
+	looked  int                      // entries evict has looked at: its cost, for the tests
 }
 
 type memEntry struct {
@@ -98,6 +99,7 @@ func (s *MemoryStore) Claim(_ context.Context, key, token string, fp Fingerprint
 func (s *MemoryStore) evict(now time.Time) bool {
 	var victim *list.Element
 	for el := s.order.Back(); el != nil; el = el.Prev() {
+		s.looked++
 		if e := el.Value.(*memEntry); !e.pending || !now.Before(e.expires) {
 			victim = el
 			break
