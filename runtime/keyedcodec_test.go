@@ -355,7 +355,7 @@ func TestKeyedCodecAndTheCallersCodec(t *testing.T) {
 // TestUnkeyedCallAddsNoAllocation: the runtime's codec costs a call that
 // sends no key nothing, and a keyed call given no options no allocation
 // of its own: the same number of allocations as an unkeyed call, but for
-// the key's metadata.
+// the key's metadata; one given options, one.
 func TestUnkeyedCallAddsNoAllocation(t *testing.T) {
 	s := newKeyedSchema(t)
 	var seen []grpc.CallOption
@@ -399,5 +399,15 @@ func TestUnkeyedCallAddsNoAllocation(t *testing.T) {
 	})
 	if a := testing.AllocsPerRun(200, func() { keyed.Call(ctx, req) }); a != withMD { //nolint:errcheck // a noop
 		t.Errorf("a keyed call allocates %v times, the key's metadata %v: the codec costs %v", a, withMD, a-withMD)
+	}
+	// Given options of its own, a keyed call copies them beside the
+	// codec's: one slice.
+	wait := grpc.WaitForReady(true)
+	plain := testing.AllocsPerRun(200, func() { unkeyed.Call(ctx, req, wait) }) //nolint:errcheck // a noop
+	if a := testing.AllocsPerRun(200, func() { keyed.Call(ctx, req, wait) }); a != plain+withMD+1 { //nolint:errcheck // a noop
+		t.Errorf("a keyed call given an option allocates %v times, an unkeyed one %v and the key's metadata %v: want one more", a, plain, withMD)
+	}
+	if len(seen) != 3 {
+		t.Errorf("a keyed call given an option sent %d options, want it and the codec's two", len(seen))
 	}
 }
