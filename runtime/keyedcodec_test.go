@@ -403,7 +403,7 @@ func TestUnkeyedCallAddsNoAllocation(t *testing.T) {
 	// Given options of its own, a keyed call copies them beside the
 	// codec's: one slice.
 	wait := grpc.WaitForReady(true)
-	plain := testing.AllocsPerRun(200, func() { unkeyed.Call(ctx, req, wait) }) //nolint:errcheck // a noop
+	plain := testing.AllocsPerRun(200, func() { unkeyed.Call(ctx, req, wait) })                     //nolint:errcheck // a noop
 	if a := testing.AllocsPerRun(200, func() { keyed.Call(ctx, req, wait) }); a != plain+withMD+1 { //nolint:errcheck // a noop
 		t.Errorf("a keyed call given an option allocates %v times, an unkeyed one %v and the key's metadata %v: want one more", a, plain, withMD)
 	}
