@@ -118,8 +118,12 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 		return nil, notBuiltError()
 	}
 	m := h.m
-	if err := refuse(m, ctx, req == nil, opts); err != nil {
-		return nil, err
+	// refuse's checks, the common call (no option of the caller's) made
+	// here without a call.
+	if m == nil || ctx == nil || req == nil || len(opts) != 0 {
+		if err := refuse(m, ctx, req == nil, opts); err != nil {
+			return nil, err
+		}
 	}
 	if h.ownsKey {
 		// The call's key is the request's (or generated): an

@@ -127,7 +127,7 @@ func (p *Service) Problems() []Problem {
 		checkPriority(m.Priority, f+".Priority", r)
 		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
 			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout"}, check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
-			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten timeout below overall_timeout or lengthen overall_timeout, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten Timeout below OverallTimeout or lengthen OverallTimeout, or remove the adaptive limit")
 		}
 		m.checkPatterns(f, r)
 		m.checkAdaptive(f, p, r)
@@ -259,7 +259,7 @@ func (m *Method) checkTimeouts(f string, r *reporter) {
 	r.noneAtZero(f+".OverallTimeout", m.OverallTimeout, "for no limit of the whole call")
 	// The pairs name their subject: the override loader reports them
 	// at the key of either value.
-	r.pair(f+".Timeout", "timeout", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten timeout or lengthen overall_timeout")
+	r.pair(f+".Timeout", "timeout", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten Timeout or lengthen OverallTimeout")
 }
 
 // checkKeys refuses a generated idempotency key beside a named one.
