@@ -364,13 +364,18 @@ func (b *Bulkhead) check(f string, r *reporter) {
 	r.fail(f+".MaxWait", withHint(check.NotNegative(b.MaxWait), "; use 0 to refuse a call at once when every permit is taken"), "")
 }
 
-// checkPatterns checks hedging, the rate limit, the cache and generated
-// idempotency keys.
+// checkPatterns checks hedging, the rate limit, the cache and
+// idempotency keys, generated or named.
 func (m *Method) checkPatterns(f string, r *reporter) {
 	name, kind := shortName(m.Name), m.Kind.describe()
 	if m.GenerateIdempotencyKey {
 		m.checkKeys(f, r)
 		r.pair(f+".GenerateIdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
+	}
+	if m.IdempotencyKey != "" {
+		// A stream's handle reads no key: one named here would silently
+		// never be sent.
+		r.pair(f+".IdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
 	}
 	if h := m.Hedging; h != nil {
 		h.check(f+".Hedging", r)
