@@ -22,6 +22,9 @@ type UnaryHandle[Req, Resp any] struct {
 	// idempotency key (a key field, or a generated key), so that the
 	// header is the runtime's alone (see withoutForwardedKey).
 	ownsKey bool
+	// generatesKey: the policy in force has every call send a key of the
+	// runtime's (GenerateIdempotencyKey).
+	generatesKey bool
 }
 
 // UnaryHooks are what generated code knows of a unary method besides its
@@ -81,7 +84,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 		hooks.CacheKey = nil
 	}
 	ownsKey := p.IdempotencyKey != "" || p.GenerateIdempotencyKey
-	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, ownsKey: ownsKey}, nil
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, ownsKey: ownsKey, generatesKey: p.GenerateIdempotencyKey}, nil
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
@@ -94,7 +97,12 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // attempt (without it a method that is not idempotent is never retried);
 // for a method whose policy sends a key (a key field, or a generated key),
 // an idempotency-key the caller's outgoing metadata already carries (its
-// own incoming metadata, forwarded) is not sent.
+// own incoming metadata, forwarded) is not sent. A call that sends a key,
+// read or generated, writes its request deterministically (see
+// withKeyedCodec): the same bytes on every attempt and hedged copy, and on
+// every call of the same request, so that a server hashing fields it does
+// not know as sent (a map the schema it runs lacks) sees one request, not
+// several.
 //
 // The layers, outside in: the cache, when the method has one (a fresh
 // answer is returned without calling; the callers of one key share one
@@ -110,8 +118,12 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 		return nil, notBuiltError()
 	}
 	m := h.m
-	if err := refuse(m, ctx, req == nil, opts); err != nil {
-		return nil, err
+	// refuse's checks, the common call (no option of the caller's) made
+	// here without a call.
+	if m == nil || ctx == nil || req == nil || len(opts) != 0 {
+		if err := refuse(m, ctx, req == nil, opts); err != nil {
+			return nil, err
+		}
 	}
 	if h.ownsKey {
 		// The call's key is the request's (or generated): an
@@ -129,6 +141,9 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 				return nil, err
 			}
 		}
+	}
+	if key != "" || h.generatesKey {
+		opts = withKeyedCodec(opts)
 	}
 	if h.hooks.CacheKey != nil || h.hooks.Fallback != nil {
 		return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
