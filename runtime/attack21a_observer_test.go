@@ -30,12 +30,13 @@ const attack21aStreamRounds = 5
 // the stream's own timeout (100 ms) ends it, DEADLINE_EXCEEDED, a
 // failure, which opens the breaker (minimum_calls 1), and the observer
 // panics at that transition. The README says the panic goes on to the
-// caller, from its Recv. The stream's ending runs either in Recv or in
+// caller, from its Recv. The stream's ending ran either in Recv or in
 // the context.AfterFunc the runtime registers on the stream's context, on
-// a goroutine of its own, whichever comes first; the AfterFunc usually
-// does (the timer fires before gRPC wakes the reader), and a panic on that
-// goroutine ends the program: the reader never sees it. The program is a
-// child process of this test.
+// a goroutine of its own, whichever came first; the AfterFunc usually
+// did (the timer fires before gRPC wakes the reader), and a panic on that
+// goroutine ended the program: the reader never saw it. Now the AfterFunc
+// leaves the ending to the Recv in progress. The program is a child
+// process of this test.
 func TestAttack21aObserverPanicAtAStreamsTimeoutReachesItsReader(t *testing.T) {
 	if os.Getenv("ATTACK21A_CHILD") == "stream-timeout" {
 		attack21aChildStreamTimeout(t)

@@ -256,10 +256,10 @@ func attack21aCloseSendClient(t *testing.T, armed *atomic.Bool, fails bool) *inv
 // generated WatchStock calls CloseSend on the stream after sending the
 // request, before it returns the stream: a CloseSend that panics there
 // leaves the caller with a panic and no stream to cancel or read. The
-// permit must be back when the panic reaches the caller; the runtime
-// wraps SendMsg, RecvMsg and Header but not CloseSend, so the permit
-// stays taken until the stream's timeout (a minute here; for good for a
-// method without one), and the next stream on a bulkhead of one is
+// permit must be back when the panic reaches the caller. The runtime
+// wrapped SendMsg, RecvMsg and Header but not CloseSend, so the permit
+// stayed taken until the stream's timeout (a minute here; for good for a
+// method without one), and the next stream on a bulkhead of one was
 // refused.
 func TestAttack21aPanicInCloseSendGivesThePermitBack(t *testing.T) {
 	atkNoLeak(t)
