@@ -157,7 +157,8 @@ type stream struct {
 	callerCtx   context.Context
 	final       bool // the stream answers with one message (not server-streaming): it ends with it
 	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
-	released    atomic.Bool
+	releasing   sync.Mutex
+	released    bool   // guarded by releasing
 	admitted    bool   // ticket is to be given back
 	ticket      ticket // of m.breaker, if any
 	start       int64  // nanoseconds since the client's base, when admit read it
@@ -197,9 +198,9 @@ func (s *stream) SendMsg(msg any) error {
 		return misuseError(codes.InvalidArgument, s.m.policy.Name,
 			"nil message sent on the stream: nothing was sent and the stream stays open; send a message, or CloseSend to end the requests")
 	}
-	s.busy.Add(1)
+	counted := s.enter()
 	returned := false
-	defer s.leave(&returned)
+	defer s.leave(&returned, counted)
 	err := s.ClientStream.SendMsg(msg)
 	returned = true
 	switch {
@@ -227,9 +228,9 @@ func nilMessage(msg any) bool {
 // reads the header first may stop there; the outcome waits for RecvMsg,
 // which returns the status, or for the context's end.
 func (s *stream) Header() (metadata.MD, error) {
-	s.busy.Add(1)
+	counted := s.enter()
 	returned := false
-	defer s.leave(&returned)
+	defer s.leave(&returned, counted)
 	md, err := s.ClientStream.Header()
 	returned = true
 	if md == nil || err != nil {
@@ -239,9 +240,9 @@ func (s *stream) Header() (metadata.MD, error) {
 }
 
 func (s *stream) RecvMsg(msg any) error {
-	s.busy.Add(1)
+	counted := s.enter()
 	returned := false
-	defer s.leave(&returned)
+	defer s.leave(&returned, counted)
 	err := s.ClientStream.RecvMsg(msg)
 	returned = true
 	switch {
@@ -266,9 +267,9 @@ func (s *stream) RecvMsg(msg any) error {
 // method returns that error without the stream, and its caller has nothing
 // left to cancel or read.
 func (s *stream) CloseSend() error {
-	s.busy.Add(1)
+	counted := s.enter()
 	returned := false
-	defer s.leave(&returned)
+	defer s.leave(&returned, counted)
 	err := s.ClientStream.CloseSend()
 	returned = true
 	if err != nil {
@@ -281,26 +282,43 @@ func (s *stream) CloseSend() error {
 // stream is over, so the hold has ended already; a panic in it (an
 // interceptor's) ends the hold all the same, as in the other calls.
 func (s *stream) Trailer() metadata.MD {
-	s.busy.Add(1)
+	counted := s.enter()
 	returned := false
-	defer s.leave(&returned)
+	defer s.leave(&returned, counted)
 	md := s.ClientStream.Trailer()
 	returned = true
 	return md
 }
 
-// leave, deferred by each of the stream's calls after it added itself to
-// s.busy, ends the stream's hold when the call did not return (it
-// panicked: a codec, an interceptor; the panic goes on to the caller,
-// unrecovered), and ends the stream when its context is over: the context
-// may end during the call without the call ending the stream (a header,
-// a message already received, Send's io.EOF), before or after the
-// AfterFunc has run. The call stays counted in s.busy until then, so that
-// contextEnded leaves the ending to it; and when contextEnded found it
-// counted (endPending), it ends the stream however its context looked.
-func (s *stream) leave(returned *bool) {
+// enter counts a call of the stream in progress in s.busy, while the
+// stream's ending may still run an observer (see contextEnded); it reports
+// whether it counted the call, for leave. Past the stream's first message
+// (its outcome told) or without an observer or a logger, a call is not
+// counted: nothing in the ending can panic then, and the context's end
+// ends the stream wherever it is noticed.
+func (s *stream) enter() bool {
+	if s.settled.Load() || !s.observable() {
+		return false
+	}
+	s.busy.Add(1)
+	return true
+}
+
+// leave, deferred by each of the stream's calls, ends the stream's hold
+// when the call did not return (it panicked: a codec, an interceptor; the
+// panic goes on to the caller, unrecovered). For a call enter counted, it
+// also ends the stream when its context is over: the context may end
+// during the call without the call ending the stream (a header, a message
+// already received, Send's io.EOF), before or after the AfterFunc has run.
+// The call stays counted until then, so that contextEnded leaves the
+// ending to it; and when contextEnded found it counted (endPending), it
+// ends the stream however its context looked.
+func (s *stream) leave(returned *bool, counted bool) {
 	if !*returned {
 		s.finish(errPanicked)
+	}
+	if !counted {
+		return
 	}
 	if err := s.ctx.Err(); err != nil {
 		s.finish(err)
@@ -350,7 +368,7 @@ func (s *stream) reaped() {
 // cancelled, or that failed on the client's side, tells none) can make
 // one.
 func (s *stream) endingObserved(err error) bool {
-	if s.m.client.events == nil || s.m.breaker == nil || !s.admitted || s.settled.Load() {
+	if s.settled.Load() || !s.observable() {
 		return false
 	}
 	o, _ := s.m.verdict(s.callerCtx, err, markUnread)
@@ -390,6 +408,13 @@ func (s *stream) finish(err error) {
 	})
 }
 
+// observable reports whether telling the stream's outcome can run an
+// observer or the logger at all: it has a breaker's ticket, and the client
+// reports events.
+func (s *stream) observable() bool {
+	return s.admitted && s.m.breaker != nil && s.m.client.events != nil
+}
+
 // probing reports whether s is counted in m.breaker.streams, as holding
 // a half-open probe: its ticket is a probe's, and it was opened (a stream
 // that failed to open, or whose opening panicked, was never counted).
@@ -398,12 +423,22 @@ func (s *stream) probing() bool {
 }
 
 // release gives back the stream's permit, once, whichever ending comes
-// first (a SendMsg's io.EOF may race with the context's end).
+// first (a SendMsg's io.EOF may race with the context's end). When it
+// returns the permit is back, whoever gave it: an ending that comes while
+// another gives it back (the AfterFunc's, at a Recv's error) waits for
+// that, so that its caller never finds the permit still taken.
 func (s *stream) release() {
-	if s.holdsPermit && s.released.CompareAndSwap(false, true) {
-		if s.ctx != nil {
-			s.m.bulkhead.streams.remove(s)
-		}
-		s.m.releasePermit()
+	if !s.holdsPermit {
+		return
 	}
+	s.releasing.Lock()
+	defer s.releasing.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	if s.ctx != nil {
+		s.m.bulkhead.streams.remove(s)
+	}
+	s.m.releasePermit()
 }
