@@ -1,10 +1,15 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -52,5 +57,33 @@ func TestKeyedCallOfALargeRequestSendsOneBody(t *testing.T) {
 	}
 	if string(want) != string(bodies[0]) {
 		t.Fatal("the body is not the request's deterministic serialization")
+	}
+}
+
+// TestKeyedRequestThatDoesNotMarshalIsNotRetried: a keyed request the
+// runtime's codec cannot write (a proto3 string that is not UTF-8) fails
+// on the client's side, INTERNAL as with gRPC's codec, and is not
+// repeated: the server sees nothing.
+func TestKeyedRequestThatDoesNotMarshalIsNotRetried(t *testing.T) {
+	s := newKeyedSchema(t)
+	w := serveWire(t, s)
+	var attempts atomic.Int64
+	count := grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		attempts.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	h := placeHandle(t, s, dialWire(t, w, count), policy.Method{IdempotencyKey: "order_id", Retry: keyedRetry(3)})
+	req := s.request("o-bad")
+	req.Mutable(s.req.Fields().ByNumber(4)).Map().Set(protoreflect.ValueOfString("bad").MapKey(), protoreflect.ValueOfString("\xff\xfe"))
+	_, err := h.Call(ctxWithin(t, 5*time.Second), req)
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("call: %v, want INTERNAL", err)
+	}
+	if n := attempts.Load(); n != 1 {
+		t.Fatalf("%d attempts, want 1: a request that cannot be written is not repeated", n)
+	}
+	if bodies, _ := w.seen(); len(bodies) != 0 {
+		t.Fatalf("the server saw %d requests, want none", len(bodies))
 	}
 }
