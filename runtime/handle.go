@@ -241,7 +241,8 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // request is not nil (nilReq), and that no call option is nil: grpc-go
 // would panic on one in the call, after the layers took a token, a permit
 // or a probe, or on the goroutine of a cache's shared call; a nil pointer
-// to an option type is refused alike. Nothing is
+// to an option type is refused alike, and so is an option of grpc-go's
+// given a nil address or function (nilTarget). Nothing is
 // sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
 // handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
@@ -264,8 +265,31 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		if isNil(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
+		if nilTarget(o) {
+			return misuseError(codes.InvalidArgument, m.policy.Name,
+				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (for OnFinish, a function)", i, o))
+		}
 	}
 	return nil
+}
+
+// nilTarget reports whether o is one of grpc-go's options that write
+// through an address or call a function once the call ends, given nil
+// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil)):
+// grpc-go dereferences it then and panics, on the goroutine that ends a
+// stream when the stream's context ends, which ends the program.
+func nilTarget(o grpc.CallOption) bool {
+	switch o := o.(type) {
+	case grpc.HeaderCallOption:
+		return o.HeaderAddr == nil
+	case grpc.TrailerCallOption:
+		return o.TrailerAddr == nil
+	case grpc.PeerCallOption:
+		return o.PeerAddr == nil
+	case grpc.OnFinishCallOption:
+		return o.OnFinish == nil
+	}
+	return false
 }
 
 // notBuiltError is returned by a handle that was never built (nil, as in
