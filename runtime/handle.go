@@ -267,7 +267,7 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		}
 		if nilTarget(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name,
-				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (for OnFinish, a function)", i, o))
+				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (a function, a codec)", i, o))
 		}
 	}
 	return nil
@@ -276,8 +276,11 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 // nilTarget reports whether o is one of grpc-go's options that write
 // through an address or call a function once the call ends, given nil
 // (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil)):
-// grpc-go dereferences it then and panics, on the goroutine that ends a
-// stream when the stream's context ends, which ends the program.
+// grpc-go dereferences it then and panics, for a stream on the goroutine
+// that ends it when its context ends, which ends the program; or a codec
+// option given a nil codec (grpc.ForceCodec(nil), grpc.CallCustomCodec(nil)),
+// which panics as the request is written. grpc.ForceCodecV2(nil) is
+// harmless: grpc-go then uses the connection's codec.
 func nilTarget(o grpc.CallOption) bool {
 	switch o := o.(type) {
 	case grpc.HeaderCallOption:
@@ -288,6 +291,10 @@ func nilTarget(o grpc.CallOption) bool {
 		return o.PeerAddr == nil
 	case grpc.OnFinishCallOption:
 		return o.OnFinish == nil
+	case grpc.ForceCodecCallOption:
+		return o.Codec == nil
+	case grpc.CustomCodecCallOption:
+		return o.Codec == nil
 	}
 	return false
 }

@@ -16,7 +16,9 @@ import (
 // TestCallOptionWithANilAddressIsRefused: grpc.Header(nil),
 // grpc.Trailer(nil), grpc.Peer(nil) and grpc.OnFinish(nil) are options
 // grpc-go panics on inside the call (it writes through the address, or
-// calls the function, once the attempt ends), after the layers took a
+// calls the function, once the attempt ends; a stream's on gRPC's own
+// goroutine, which ended the test binary), and grpc.ForceCodec(nil) and
+// grpc.CallCustomCodec(nil) as it writes the request: after the layers took a
 // token, a permit or a probe, or on a cache's shared goroutine; as a nil
 // option, each is refused INVALID_ARGUMENT naming its place, nothing sent,
 // on every handle.
@@ -28,7 +30,7 @@ func TestCallOptionWithANilAddressIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, bad := range []grpc.CallOption{grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil)} {
+	for _, bad := range []grpc.CallOption{grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil), grpc.ForceCodec(nil), grpc.CallCustomCodec(nil)} {
 		hole := []grpc.CallOption{grpc.WaitForReady(false), bad}
 		for what, call := range map[string]func() error{
 			"GetStock (cached)": func() error {
