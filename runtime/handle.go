@@ -18,12 +18,9 @@ type UnaryHandle[Req, Resp any] struct {
 	m     *methodState
 	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 	hooks UnaryHooks[Req, Resp]
-	// ownsKey: the policy in force has the runtime send the call's
-	// idempotency key (a key field, or a generated key), so that the
-	// header is the runtime's alone (see withoutForwardedKey).
-	ownsKey bool
 	// generatesKey: the policy in force has every call send a key of the
-	// runtime's (GenerateIdempotencyKey).
+	// runtime's (GenerateIdempotencyKey). With hooks.IdempotencyKey (a key
+	// field), the header is the runtime's alone (see withoutForwardedKey).
 	generatesKey bool
 }
 
@@ -83,8 +80,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 	if p.Cache == nil {
 		hooks.CacheKey = nil
 	}
-	ownsKey := p.IdempotencyKey != "" || p.GenerateIdempotencyKey
-	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, ownsKey: ownsKey, generatesKey: p.GenerateIdempotencyKey}, nil
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, generatesKey: p.GenerateIdempotencyKey}, nil
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
@@ -125,7 +121,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 			return nil, err
 		}
 	}
-	if h.ownsKey {
+	if h.hooks.IdempotencyKey != nil || h.generatesKey {
 		// The call's key is the request's (or generated): an
 		// idempotency-key forwarded with the caller's metadata is not
 		// sent beside it, nor in its place.
