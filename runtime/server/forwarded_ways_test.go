@@ -85,3 +85,57 @@ func TestForwardedTrailerLosesTheMarkEveryWay(t *testing.T) {
 		})
 	}
 }
+
+// sliceStream is a grpc.ServerTransportStream of a type that cannot be
+// compared.
+type sliceStream []string
+
+func (sliceStream) Method() string               { return getStock }
+func (sliceStream) SetHeader(metadata.MD) error  { return nil }
+func (sliceStream) SendHeader(metadata.MD) error { return nil }
+func (sliceStream) SetTrailer(metadata.MD) error { return nil }
+
+// boxedStream is a grpc.ServerTransportStream of a type that can be
+// compared, holding one that cannot: comparing two of them panics.
+type boxedStream struct{ grpc.ServerTransportStream }
+
+// TestServedContextWithAStreamThatCannotBeCompared: a stream in the
+// request's context whose values cannot be compared (a type that cannot,
+// or a value type holding one that cannot) is no panic of the Guard's:
+// the handler is served, and finds the stream as it was given, its other
+// values too.
+func TestServedContextWithAStreamThatCannotBeCompared(t *testing.T) {
+	p := inventoryPolicy()
+	p.Shedding = nil
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ctxKey struct{}
+	info := &grpc.UnaryServerInfo{FullMethod: getStock}
+	for _, tc := range []struct {
+		name string
+		s    grpc.ServerTransportStream
+	}{
+		{"a slice", sliceStream{"a"}},
+		{"a value holding a slice", boxedStream{sliceStream{"a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			ctx := context.WithValue(grpc.NewContextWithServerTransportStream(base, tc.s), ctxKey{}, tc.s)
+			var seen, other grpc.ServerTransportStream
+			_, err := g.UnaryInterceptor(ctx, nil, info, func(ctx context.Context, req any) (any, error) {
+				seen = grpc.ServerTransportStreamFromContext(ctx)
+				other, _ = ctx.Value(ctxKey{}).(grpc.ServerTransportStream)
+				return req, grpc.SetTrailer(ctx, metadata.Pairs("x-trace", "t-1"))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen == nil || other == nil || seen.Method() != getStock || other.Method() != getStock {
+				t.Errorf("the handler found the stream %T and the other value %T; want both as given", seen, other)
+			}
+		})
+	}
+}
