@@ -2,15 +2,21 @@ package server
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -138,4 +144,127 @@ func TestServedContextWithAStreamThatCannotBeCompared(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordingStream is gRPC's side of a request for the Guard's
+// interceptors called without a server: it keeps every header and trailer
+// set on it, each under the name of the way it was set.
+type recordingStream struct {
+	grpc.ServerStream // nil: only the methods below are called
+	mu                sync.Mutex
+	got               map[string]metadata.MD
+	ctx               context.Context
+}
+
+func (s *recordingStream) keep(way string, md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got[way] = md
+	return nil
+}
+
+func (s *recordingStream) Method() string                  { return getStock }
+func (s *recordingStream) SetHeader(md metadata.MD) error  { return s.keep("SetHeader", md) }
+func (s *recordingStream) SendHeader(md metadata.MD) error { return s.keep("SendHeader", md) }
+func (s *recordingStream) SetTrailer(md metadata.MD) error { return s.keep("SetTrailer", md) }
+func (s *recordingStream) Context() context.Context        { return s.ctx }
+func (s *recordingStream) streamSetTrailer(md metadata.MD) { _ = s.keep("SetTrailer", md) }
+func (s *recordingStream) marked(t *testing.T, way string) bool {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md, ok := s.got[way]
+	if !ok {
+		t.Fatalf("nothing was set by %s", way)
+	}
+	for _, v := range md.Get(statusDetailsKey) {
+		sp := new(spb.Status)
+		if err := proto.Unmarshal([]byte(v), sp); err != nil {
+			t.Fatal(err)
+		}
+		if shed, _ := shedMarks(status.FromProto(sp).Err()); shed {
+			return true
+		}
+	}
+	return false
+}
+
+// streamRecorder is a recordingStream seen as a grpc.ServerStream, whose
+// SetTrailer returns nothing.
+type streamRecorder struct{ *recordingStream }
+
+func (s streamRecorder) SetTrailer(md metadata.MD) { s.streamSetTrailer(md) }
+
+// TestEveryWayToSetMetadataLosesTheMarks: a grpc-status-details-bin
+// holding the Guard's SHED mark loses it by each of the six ways a
+// handler has to set headers and trailers: grpc.SetHeader, grpc.SendHeader
+// and grpc.SetTrailer on its context, for a unary and for a stream
+// method, and the stream's own SetHeader, SendHeader and SetTrailer. What
+// reaches gRPC's stream has no mark; x-trace beside it is kept.
+func TestEveryWayToSetMetadataLosesTheMarks(t *testing.T) {
+	shed, _ := anypb.New(&errdetails.ErrorInfo{Reason: runtime.ShedReason, Domain: runtime.DoNotRetryDomain})
+	md := metadata.Pairs(statusDetailsKey, detailsBin(t, status.FromProto(&spb.Status{Code: int32(codes.Unavailable), Details: []*anypb.Any{shed}})), "x-trace", "t-1")
+	p := inventoryPolicy()
+	p.Shedding = nil
+	g, err := NewGuard([]*policy.Server{p}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaContext := func(ctx context.Context) {
+		_ = grpc.SetHeader(ctx, md)
+		_ = grpc.SendHeader(ctx, md)
+		_ = grpc.SetTrailer(ctx, md)
+	}
+	check := func(t *testing.T, rs *recordingStream) {
+		for _, way := range []string{"SetHeader", "SendHeader", "SetTrailer"} {
+			if rs.marked(t, way) {
+				t.Errorf("%s: the SHED mark reached gRPC's stream", way)
+			}
+			if v := rs.got[way].Get("x-trace"); len(v) != 1 || v[0] != "t-1" {
+				t.Errorf("%s: x-trace %v, want kept", way, v)
+			}
+		}
+	}
+	newRecording := func() *recordingStream {
+		rs := &recordingStream{got: map[string]metadata.MD{}}
+		base, cancel := context.WithTimeout(context.Background(), time.Hour)
+		t.Cleanup(cancel)
+		rs.ctx = grpc.NewContextWithServerTransportStream(base, rs)
+		return rs
+	}
+	t.Run("unary, through the context", func(t *testing.T) {
+		rs := newRecording()
+		_, err := g.UnaryInterceptor(rs.ctx, nil, &grpc.UnaryServerInfo{FullMethod: getStock}, func(ctx context.Context, req any) (any, error) {
+			viaContext(ctx)
+			return req, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, rs)
+	})
+	t.Run("stream, through the context", func(t *testing.T) {
+		rs := newRecording()
+		err := g.StreamInterceptor(nil, streamRecorder{rs}, &grpc.StreamServerInfo{FullMethod: watchStock, IsServerStream: true}, func(_ any, ss grpc.ServerStream) error {
+			viaContext(ss.Context())
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, rs)
+	})
+	t.Run("stream, on the stream", func(t *testing.T) {
+		rs := newRecording()
+		err := g.StreamInterceptor(nil, streamRecorder{rs}, &grpc.StreamServerInfo{FullMethod: watchStock, IsServerStream: true}, func(_ any, ss grpc.ServerStream) error {
+			_ = ss.SetHeader(md)
+			_ = ss.SendHeader(md)
+			ss.SetTrailer(md)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, rs)
+	})
 }
