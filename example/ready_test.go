@@ -1,0 +1,26 @@
+package example_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// readyConn connects cc and waits, up to 10 s, until it is ready: a test
+// that times a call starts it on a connection made, so that a loaded
+// machine's slow dial does not use up the call's time before the request
+// is sent.
+func readyConn(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("the connection to %s is %v after 10s", cc.Target(), s)
+		}
+	}
+}
