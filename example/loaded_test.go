@@ -24,3 +24,19 @@ func readyConn(t *testing.T, cc *grpc.ClientConn) {
 		}
 	}
 }
+
+// bareWait starts, beside a call under test, a goroutine that waits for a
+// deadline d from now with nothing else to do; late returns how late past
+// it that goroutine woke. It is the baseline of a timing bound: what the
+// scheduler alone adds, at that moment, on a machine that may be loaded.
+func bareWait(d time.Duration) (late func() time.Duration) {
+	ch := make(chan time.Duration, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		defer cancel()
+		dl, _ := ctx.Deadline()
+		<-ctx.Done()
+		ch <- max(time.Since(dl), 0)
+	}()
+	return func() time.Duration { return <-ch }
+}
