@@ -241,10 +241,10 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 		l, key := t.culprit(pr.Method, pr.Key, pr.With)
 		if l == nil {
 			// No override touched it, yet it is wrong only with them.
-			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, pr.Message)
+			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, optionWords(pr))
 			continue
 		}
-		msg := pr.Message
+		msg := optionWords(pr)
 		if pr.Method == "" || strings.Contains(msg, pr.Method) {
 			errs.add(l.keyFor(key), "%s", msg)
 			continue

@@ -21,15 +21,15 @@ func TestAttackR18HostileServerValues(t *testing.T) {
 		want      []string
 	}{
 		{"limit beyond uint32", `{shedding: {low: 4294967296}}`,
-			[]string{inv + ".shedding.low: must be a whole number from 0 to 4294967295, got 4294967296"}},
+			[]string{inv + ".shedding.low: must be a whole number from 0 to 4294967295, got \"4294967296\""}},
 		{"fractional limit", `{shedding: {low: 1.5}}`, []string{inv + ".shedding.low: must be a whole number"}},
-		{"quoted limit", `{shedding: {low: "4"}}`, []string{inv + ".shedding.low: must be a whole number", `got "4"`}},
+		{"quoted limit with a leading zero", `{shedding: {low: "04"}}`, []string{inv + ".shedding.low: must be a whole number", `got "04"`}},
 		{"duration beyond time.Duration", `{server: {min_deadline: 3000000h}}`,
 			[]string{inv + ".server.min_deadline: not a duration"}},
 		{"a duration as protojson's mapping", `{server: {dedup: {ttl: {seconds: 9223372037}}}}`,
 			[]string{inv + ".server.dedup.ttl: must be a duration with its unit"}},
 		{"the enum's number", `{server: {dedup: {on_store_error: 1}}}`,
-			[]string{inv + ".server.dedup.on_store_error: must be one of ON_STORE_ERROR_REFUSE, ON_STORE_ERROR_RUN_WITHOUT_DEDUP, got 1"}},
+			[]string{inv + ".server.dedup.on_store_error: must be one of ON_STORE_ERROR_REFUSE, ON_STORE_ERROR_RUN_WITHOUT_DEDUP, got \"1\""}},
 		{"the enum's unspecified value", `{server: {dedup: {on_store_error: ON_STORE_ERROR_UNSPECIFIED}}}`,
 			[]string{inv + ".server.dedup.on_store_error: must be one of", `got "ON_STORE_ERROR_UNSPECIFIED"`}},
 		{"the key's header", `{server: {dedup: {header: x-key}}}`,

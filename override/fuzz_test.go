@@ -39,6 +39,18 @@ services:
 	f.Add([]byte("services:\n  example.inventory.v1.InventoryService:\n    timeout: &a 1s\n    overall_timeout: *a\n"), "RESILIENT__=\nRESILIENT__X")
 	f.Add([]byte(`{services: {example.inventory.v1.InventoryService: {timeout: 9223372036s, retry: {backoff_multiplier: .nan, initial_backoff: 0s}}}}`), "")
 	f.Add([]byte(""), "resilient_example_inventory_v1_inventoryservice__timeout=1s\nRESILIENT_X=1\nRESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GetStock__RETRY_MAX_ATTEMPTS=2")
+	// The number notation: each form the file and a variable must read
+	// alike (number.go), the accepted and the refused.
+	f.Add([]byte(`{services: {example.inventory.v1.InventoryService: {retry_budget: {min_retries: 0x10, ratio: 1e-1}, circuit_breaker: {cool_down: "1h05m", minimum_calls: 010}}}}`),
+		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY_BUDGET__MIN_RETRIES=1_0\n"+
+			"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__RETRY_BUDGET__RATIO=+0.5\n"+
+			"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN=0")
+	f.Add([]byte("services:\n  example.inventory.v1.InventoryService:\n    retry_budget: {min_retries: \"3\", ratio: 0.50}\n    methods:\n      GetStock: {retry: {max_attempts: 3.0, backoff_multiplier: 1.5}}\n"),
+		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__METHODS__GETSTOCK__RETRY__MAX_ATTEMPTS=2\n"+
+			"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__CIRCUIT_BREAKER__COOL_DOWN=0.5ns")
+	f.Add([]byte(`{"services": {"example.inventory.v1.InventoryService": {"timeout": "2562047h47m16.854775808s", "bulkhead": {"permits": 4294967296}, "retry_budget": {"ratio": 0.`+strings.Repeat("0", 400)+`1}}}}`),
+		"RESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__TIMEOUT=-1s\nRESILIENT__EXAMPLE_INVENTORY_V1_INVENTORYSERVICE__BULKHEAD__PERMITS=")
+	f.Add([]byte("services:\n  example.inventory.v1.InventoryService:\n    1: {}\n    \"1\": {}\n"), "")
 	f.Fuzz(func(t *testing.T, data []byte, env string) {
 		var environ []string
 		if env != "" {

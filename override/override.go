@@ -74,6 +74,10 @@ func Parse(name string, data []byte, environ []string, policies ...*policy.Servi
 		if p == nil {
 			return nil, errors.New("overrides: nil policy: pass the generated XxxResilientPolicy of each client")
 		}
+		if other := known[p.Name]; other != nil && other != p {
+			// The overrides would be checked against one of them only.
+			return nil, fmt.Errorf("overrides: two policies of %s were given: pass each service's generated XxxResilientPolicy once", p.Name)
+		}
 		known[p.Name] = p
 	}
 	s := &Set{targets: map[string]*service{}}

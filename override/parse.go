@@ -2,11 +2,9 @@ package override
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"sigs.k8s.io/yaml"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -84,18 +81,9 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 		errs.add(name, "%s", problem)
 		return
 	}
-	// Strict: a key written twice in one mapping is refused, not decided
-	// silently by whichever comes last.
-	js, err := yaml.YAMLToJSONStrict(data)
+	root, err := decodeTree(data)
 	if err != nil {
 		errs.add(name, "not valid YAML or JSON: %s", oneLine(err.Error()))
-		return
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber()
-	var root any
-	if err := dec.Decode(&root); err != nil {
-		errs.add(name, "not valid YAML or JSON: %v", err)
 		return
 	}
 	if root == nil {
@@ -130,16 +118,25 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 			errs.add(key, "must be a mapping of annotation fields (timeout, retry, circuit_breaker, …) and methods")
 			continue
 		}
+		if len(obj) == 0 {
+			// As retry: {}, it would change nothing, silently.
+			errs.add(key, "sets nothing: name the annotation fields to change (timeout, retry, circuit_breaker, …) or methods, or remove it")
+			continue
+		}
 		t := s.target(svc, known)
-		methods := obj["methods"]
+		methods, hasMethods := obj["methods"]
 		delete(obj, "methods")
 		t.walk(policyDesc, obj, "", "", key, errs)
-		if methods == nil {
+		if !hasMethods {
 			continue
 		}
 		mobj, ok := methods.(map[string]any)
 		if !ok {
 			errs.add(key+".methods", "must be a mapping of method names (as in the .proto: GetStock) to their overrides")
+			continue
+		}
+		if len(mobj) == 0 {
+			errs.add(key+".methods", "sets nothing: name the methods to change (as in the .proto: %s), or remove it", strings.TrimPrefix(knownMethods(p), "its methods are "))
 			continue
 		}
 		for _, m := range slices.Sorted(maps.Keys(mobj)) {
@@ -151,6 +148,10 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 			fields, ok := mobj[m].(map[string]any)
 			if !ok {
 				errs.add(mkey, "must be a mapping of annotation fields (timeout, retry, …)")
+				continue
+			}
+			if len(fields) == 0 {
+				errs.add(mkey, "sets nothing: name the annotation fields to change (timeout, retry, …), or remove it")
 				continue
 			}
 			t.walk(policyDesc, fields, m, "", mkey, errs)
@@ -175,9 +176,8 @@ func noValue(data []byte) bool {
 
 // oneDocument says what keeps data from being read as one YAML (or JSON)
 // document of overrides: text after it that does not parse (JSON with
-// trailing garbage), a second document (after "---") that would be
-// ignored, or a number that is not finite (.nan, .inf), named by its key;
-// "" when none.
+// trailing garbage) or a second document (after "---") that would be
+// ignored; "" when none.
 func oneDocument(data []byte) string {
 	dec := yamlv2.NewDecoder(bytes.NewReader(data))
 	for i := 0; ; i++ {
@@ -192,44 +192,7 @@ func oneDocument(data []byte) string {
 		if i > 0 && doc != nil {
 			return "holds more than one YAML document (separated by ---), and only the first would be read: put every override in one document"
 		}
-		if i == 0 {
-			if key, v := nonFinite(doc, ""); key != "" {
-				return fmt.Sprintf("%s: must be a finite number, got %v", key, v)
-			}
-		}
 	}
-}
-
-// nonFinite finds a NaN or infinite number in a decoded YAML tree and
-// returns its key as the loader names keys (services."S".retry.…).
-func nonFinite(v any, key string) (string, float64) {
-	switch v := v.(type) {
-	case float64:
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return key, v
-		}
-	case map[any]any:
-		for _, k := range slices.SortedFunc(maps.Keys(v), func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) }) {
-			part := fmt.Sprint(k)
-			if key == "services" {
-				part = strconv.Quote(part)
-			}
-			sub := part
-			if key != "" {
-				sub = key + "." + part
-			}
-			if found, f := nonFinite(v[k], sub); found != "" {
-				return found, f
-			}
-		}
-	case []any:
-		for i, it := range v {
-			if found, f := nonFinite(it, fmt.Sprintf("%s[%d]", key, i)); found != "" {
-				return found, f
-			}
-		}
-	}
-	return "", 0
 }
 
 // oneLine joins the lines of a YAML error, so that each problem of the
@@ -364,7 +327,6 @@ func put(msg protoreflect.Message, path string, v any) {
 // convert reads a value for fd from the file's tree (a variable's text
 // is first put in the same form, envValue).
 func convert(fd protoreflect.FieldDescriptor, raw any) (any, error) {
-	text, isText := raw.(string)
 	switch {
 	case fd.IsList():
 		items, ok := raw.([]any)
@@ -382,31 +344,19 @@ func convert(fd protoreflect.FieldDescriptor, raw any) (any, error) {
 		}
 		return out, nil
 	case fd.Message() != nil: // google.protobuf.Duration
-		if !isText {
-			return nil, fmt.Errorf("must be a duration with its unit, such as \"200ms\", \"0.2s\" or \"1m30s\", got %s", show(raw))
+		if text, ok := numberText(raw); ok {
+			return parseDuration(text, show(raw))
 		}
-		d, err := time.ParseDuration(text)
-		if err != nil {
-			return nil, fmt.Errorf("not a duration: %q; write a number with its unit, such as \"200ms\", \"0.2s\" or \"1m30s\"", text)
-		}
-		return d, nil
+		return nil, fmt.Errorf("must be a duration with its unit, such as \"200ms\", \"0.2s\" or \"1m30s\", got %s", show(raw))
 	case fd.Kind() == protoreflect.BoolKind:
-		if b, ok := raw.(bool); ok {
-			return b, nil
-		}
-		return nil, fmt.Errorf("must be true or false, got %s", show(raw))
+		text, _ := numberText(raw)
+		return parseBool(text, show(raw))
 	case fd.Kind() == protoreflect.Uint32Kind:
-		n, err := strconv.ParseUint(number(raw), 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("must be a whole number from 0 to %d, got %s", uint32(1<<32-1), show(raw))
-		}
-		return uint32(n), nil
+		text, _ := numberText(raw)
+		return parseCount(text, show(raw))
 	case fd.Kind() == protoreflect.DoubleKind:
-		f, err := strconv.ParseFloat(number(raw), 64)
-		if err != nil {
-			return nil, fmt.Errorf("must be a number, got %s", show(raw))
-		}
-		return f, nil
+		text, _ := numberText(raw)
+		return parseReal(text, show(raw))
 	}
 	if v, ok, err := convertServer(fd, raw); ok {
 		return v, err
@@ -424,37 +374,44 @@ func emptyCodes(fd protoreflect.FieldDescriptor) error {
 	return fmt.Errorf("names no status code, which would change nothing: %s", hint)
 }
 
-// number returns the text of a number of the tree.
-func number(raw any) string {
-	if v, ok := raw.(json.Number); ok {
-		return v.String()
+// numberText returns the text of a number, a bool, a duration or a
+// variable's value: a number or bool of the file as written, or text (quoted in the file, or
+// a variable's); ok is false for anything else (a mapping, a list, a
+// nothing), which no notation reads.
+func numberText(raw any) (text string, ok bool) {
+	switch v := raw.(type) {
+	case yamlNumber:
+		return string(v), true
+	case yamlBool:
+		return string(v), true
+	case string:
+		return v, true
 	}
-	return "not a number"
+	return "", false
 }
 
 // envValue puts a variable's text in the form the file's tree holds the
-// same value in, for convert: a list of codes is comma-separated, a bool
-// is any form strconv.ParseBool reads, a number its text; anything else,
-// and text that is none of these, stays text (and convert says what is
-// wrong with it).
+// same value in, for convert: a list of codes is comma-separated;
+// anything else stays text, which convert reads as it reads the file's
+// (a number or a bool by the notation of number.go) or says what is
+// wrong with.
 func envValue(fd protoreflect.FieldDescriptor, text string) any {
 	switch {
 	case fd.IsList():
+		// An item left empty ("UNAVAILABLE,,DEADLINE_EXCEEDED", a comma
+		// at the end) is kept, and refused as the file's [""] is; only a
+		// value with no code at all is an empty list.
 		var items []any
+		empty := true
 		for _, s := range strings.Split(text, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				items = append(items, s)
-			}
+			s = strings.TrimSpace(s)
+			items = append(items, s)
+			empty = empty && s == ""
+		}
+		if empty {
+			return []any{}
 		}
 		return items
-	case fd.Kind() == protoreflect.BoolKind:
-		if b, err := strconv.ParseBool(text); err == nil {
-			return b
-		}
-	case fd.Kind() == protoreflect.Uint32Kind || fd.Kind() == protoreflect.DoubleKind:
-		if _, err := strconv.ParseFloat(text, 64); err == nil {
-			return json.Number(text)
-		}
 	}
 	return text
 }
@@ -463,6 +420,10 @@ func show(raw any) string {
 	switch v := raw.(type) {
 	case string:
 		return strconv.Quote(v)
+	case yamlNumber:
+		return strconv.Quote(string(v))
+	case yamlBool:
+		return strconv.Quote(string(v))
 	case nil:
 		return "nothing"
 	case map[string]any:

@@ -52,32 +52,40 @@ func (m *methodState) measuresDuration() bool {
 	return m.metrics != nil || m.breaker != nil && m.breaker.p.SlowCallThreshold > 0
 }
 
+// settledEarly is the common end of a unary attempt, a success on a
+// closed breaker without metrics or slow-call threshold (countsEarly): it
+// counts the success at the start of the attempt a, and reports whether it
+// did; when it did not, settle must. actx is the attempt's context.
+//
+// The clock is not read: the breaker only needs to know which bucket of its
+// window to count the success in, and an attempt whose timeout is no
+// longer than a bucket (Window/10), and which ended before its deadline,
+// ended at most one bucket after its start.
+func (m *methodState) settledEarly(actx context.Context, a *attemptState) bool {
+	return m.hot.countsEarly && a.sp.bounded && actx.Err() == nil &&
+		m.breaker.doneEarly(a.tk, a.sp.start, m.client.now)
+}
+
 // settle tells the breaker, if any, the outcome of a unary attempt that
-// admit let through with t and that began at sp, and counts it in the
-// metrics, both as verdict says. ctx is the call's context, outside the
+// admit let through with a.tk and that began at a.sp, and counts it in the
+// metrics, both as verdict says, where settledEarly did not count a
+// success. An answer (NOT_FOUND, …) is a success too, and settledEarly
+// counts it where it can. ctx is the call's context, outside the
 // attempt's own timeout; actx the attempt's. It returns a clock reading
 // for the caller to reuse (the end, or the start where that was enough), 0
 // when neither needed the clock.
-//
-// The clock is not read at the end of the common case, a success on a
-// closed breaker without metrics or slow-call threshold: the breaker only
-// needs to know which bucket of its window to count it in, and an attempt
-// whose timeout is no longer than a bucket (Window/10), and which ended
-// before its deadline, ended at most one bucket after its start.
 func (m *methodState) settle(ctx, actx context.Context, a *attemptState, err error) int64 {
-	t, sp := a.tk, a.sp
 	if !m.hot.counted {
 		return 0
 	}
 	o, code := outcomeSuccess, codes.OK
 	if err != nil {
 		o, code = m.verdict(ctx, err, a.mark)
+		if o == outcomeSuccess && m.settledEarly(actx, a) {
+			return a.sp.start
+		}
 	}
-	if o == outcomeSuccess && m.hot.countsEarly && sp.bounded && actx.Err() == nil &&
-		m.breaker.doneEarly(t, sp.start, m.client.now) {
-		return sp.start
-	}
-	return m.record(t, o, code, sp.start, true)
+	return m.record(a.tk, o, code, a.sp.start, true)
 }
 
 // settleAs tells the breaker, if any, the outcome of what was admitted
@@ -110,6 +118,15 @@ func (m *methodState) record(t ticket, o outcome, code codes.Code, start int64, 
 		mx.attempt(code, n-start)
 	}
 	return n
+}
+
+// panicHeld reports whether an attempt admitted with t must be settled
+// if its call panics: a probe's or a bystander's ticket holds a place in
+// the half-open breaker, and the metrics count every attempt. A panic is
+// a client fault, an ignored outcome, which a closed breaker's ticket
+// records nowhere: for it, without metrics, settling would change nothing.
+func (m *methodState) panicHeld(t ticket) bool {
+	return m.metrics != nil || t.probe || t.bystander
 }
 
 // settleUnlessDone, deferred, settles an attempt whose call did not return

@@ -48,6 +48,14 @@ func (b *bulkhead) tryAcquire() bool {
 	}
 }
 
+// takeFree takes a free permit in one compare-and-swap, small enough to
+// be inlined: false when none is free or another call took or returned
+// one meanwhile (tryAcquire then decides).
+func (b *bulkhead) takeFree() bool {
+	n := b.inUse.Load()
+	return n < b.permits && b.inUse.CompareAndSwap(n, n+1)
+}
+
 // acquire takes a permit, waiting up to MaxWait for one. It returns false
 // when none could be had in that time or before ctx ended, and how long it
 // waited. A successful acquire must be paired with one release.

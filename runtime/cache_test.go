@@ -93,10 +93,14 @@ func TestCacheSingleFlight(t *testing.T) {
 
 // TestCacheCallerGivingUpDoesNotFailTheOthers: the shared call runs with
 // its own deadline; the first caller's short deadline ends only its wait.
+// The second caller must join while the first is still there (300 ms of
+// an 800 ms call: with 60 ms of 250, at load 14 the first had gone before
+// the second joined, so the second made a call of its own).
 func TestCacheCallerGivingUpDoesNotFailTheOthers(t *testing.T) {
-	srv, cc := start(t, server.Slow(250*time.Millisecond))
+	srv, cc := start(t, server.Slow(800*time.Millisecond))
+	readyConn(t, cc)
 	rt := cachedInventory(t, &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}, nil)
-	short, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	firstErr := make(chan error, 1)
 	go func() {

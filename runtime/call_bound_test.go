@@ -40,14 +40,15 @@ func TestCallAgainstAHungServerEndsAtItsBound(t *testing.T) {
 		{"retry of one attempt, overall the same", 100 * ms, 100 * ms, once, 1, 100 * ms, 0},
 		{"retry of one attempt, overall only", 0, 150 * ms, once, 1, 150 * ms, 0},
 		{"retry of one attempt, no overall", 100 * ms, 0, once, 1, 100 * ms, 0},
-		// The control: three attempts of 60 ms cut by their own timeouts,
-		// with waits below 1 ms and 2 ms between them.
-		{"retried", 60 * ms, 0, func() *policy.Retry {
+		// The control: three attempts of 150 ms cut by their own
+		// timeouts, with waits below 1 ms and 2 ms between them (of 60 ms,
+		// at load 20 only the first reached the server in time).
+		{"retried", 150 * ms, 0, func() *policy.Retry {
 			r := retryPolicy(3)
 			r.InitialBackoff, r.MaxBackoff = ms, 2*ms
 			r.RetryableCodes = policy.CodesOf(codes.DeadlineExceeded)
 			return r
-		}, 3, 183 * ms, 3 * ms},
+		}, 3, 453 * ms, 3 * ms},
 	} {
 		for _, cached := range []bool{false, true} {
 			name := tc.name
@@ -56,6 +57,7 @@ func TestCallAgainstAHungServerEndsAtItsBound(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				srv, cc := startFault(t, server.Hang)
+				readyConn(t, cc) // each attempt reaches the server in its time
 				var limit time.Duration
 				edit := func(p *policy.Service) {
 					getStockPolicy(tc.timeout, 1)(p)

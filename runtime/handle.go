@@ -18,10 +18,10 @@ type UnaryHandle[Req, Resp any] struct {
 	m     *methodState
 	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 	hooks UnaryHooks[Req, Resp]
-	// ownsKey: the policy in force has the runtime send the call's
-	// idempotency key (a key field, or a generated key), so that the
-	// header is the runtime's alone (see withoutForwardedKey).
-	ownsKey bool
+	// generatesKey: the policy in force has every call send a key of the
+	// runtime's (GenerateIdempotencyKey). With hooks.IdempotencyKey (a key
+	// field), the header is the runtime's alone (see withoutForwardedKey).
+	generatesKey bool
 }
 
 // UnaryHooks are what generated code knows of a unary method besides its
@@ -80,8 +80,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 	if p.Cache == nil {
 		hooks.CacheKey = nil
 	}
-	ownsKey := p.IdempotencyKey != "" || p.GenerateIdempotencyKey
-	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, ownsKey: ownsKey}, nil
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, generatesKey: p.GenerateIdempotencyKey}, nil
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
@@ -94,7 +93,12 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // attempt (without it a method that is not idempotent is never retried);
 // for a method whose policy sends a key (a key field, or a generated key),
 // an idempotency-key the caller's outgoing metadata already carries (its
-// own incoming metadata, forwarded) is not sent.
+// own incoming metadata, forwarded) is not sent. A call that sends a key,
+// read or generated, writes its request deterministically (see
+// withKeyedCodec): the same bytes on every attempt and hedged copy, and on
+// every call of the same request, so that a server hashing fields it does
+// not know as sent (a map the schema it runs lacks) sees one request, not
+// several.
 //
 // The layers, outside in: the cache, when the method has one (a fresh
 // answer is returned without calling; the callers of one key share one
@@ -110,10 +114,14 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 		return nil, notBuiltError()
 	}
 	m := h.m
-	if err := refuse(m, ctx, req == nil, opts); err != nil {
-		return nil, err
+	// refuse's checks, the common call (no option of the caller's) made
+	// here without a call.
+	if m == nil || ctx == nil || req == nil || len(opts) != 0 {
+		if err := refuse(m, ctx, req == nil, opts); err != nil {
+			return nil, err
+		}
 	}
-	if h.ownsKey {
+	if h.hooks.IdempotencyKey != nil || h.generatesKey {
 		// The call's key is the request's (or generated): an
 		// idempotency-key forwarded with the caller's metadata is not
 		// sent beside it, nor in its place.
@@ -129,6 +137,9 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 				return nil, err
 			}
 		}
+	}
+	if key != "" || h.generatesKey {
+		opts = withKeyedCodec(opts)
 	}
 	if h.hooks.CacheKey != nil || h.hooks.Fallback != nil {
 		return callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
@@ -226,7 +237,8 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // request is not nil (nilReq), and that no call option is nil: grpc-go
 // would panic on one in the call, after the layers took a token, a permit
 // or a probe, or on the goroutine of a cache's shared call; a nil pointer
-// to an option type is refused alike. Nothing is
+// to an option type is refused alike, and so is an option of grpc-go's
+// given a nil address or function (nilTarget). Nothing is
 // sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
 // handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
@@ -249,8 +261,38 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		if isNil(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
+		if nilTarget(o) {
+			return misuseError(codes.InvalidArgument, m.policy.Name,
+				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (a function, a codec)", i, o))
+		}
 	}
 	return nil
+}
+
+// nilTarget reports whether o is one of grpc-go's options that write
+// through an address or call a function once the call ends, given nil
+// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil)):
+// grpc-go dereferences it then and panics, for a stream on the goroutine
+// that ends it when its context ends, which ends the program; or a codec
+// option given a nil codec (grpc.ForceCodec(nil), grpc.CallCustomCodec(nil)),
+// which panics as the request is written. grpc.ForceCodecV2(nil) is
+// harmless: grpc-go then uses the connection's codec.
+func nilTarget(o grpc.CallOption) bool {
+	switch o := o.(type) {
+	case grpc.HeaderCallOption:
+		return o.HeaderAddr == nil
+	case grpc.TrailerCallOption:
+		return o.TrailerAddr == nil
+	case grpc.PeerCallOption:
+		return o.PeerAddr == nil
+	case grpc.OnFinishCallOption:
+		return o.OnFinish == nil
+	case grpc.ForceCodecCallOption:
+		return o.Codec == nil
+	case grpc.CustomCodecCallOption:
+		return o.Codec == nil
+	}
+	return false
 }
 
 // notBuiltError is returned by a handle that was never built (nil, as in

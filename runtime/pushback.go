@@ -214,41 +214,42 @@ func refusalMarked(st *status.Status, known refusalMark) bool {
 // trailerSlot collects the trailer of one attempt. Slots are pooled, so
 // that asking for the trailer costs a method that retries no allocation,
 // and each keeps its grpc.Trailer option, made once: an attempt given no
-// options of the caller's (the common case) copies no option at all.
+// options of the caller's (the common case) copies no option at all, and
+// writes no pointer into the slot.
 type trailerSlot struct {
 	md   metadata.MD
-	opts []grpc.CallOption // the attempt's options: own, after the caller's if any
-	own  [1]grpc.CallOption
+	own  []grpc.CallOption // the slot's grpc.Trailer option alone
 	more []grpc.CallOption // room for the caller's options and own
 }
 
 var trailerSlots = sync.Pool{New: func() any {
 	s := new(trailerSlot)
-	s.own[0] = grpc.Trailer(&s.md)
+	s.own = []grpc.CallOption{grpc.Trailer(&s.md)}
 	return s
 }}
 
-// withTrailer returns a slot whose opts are opts and a grpc.Trailer option
-// that fills slot.md. Give it back with put once the attempt is judged.
-func withTrailer(opts []grpc.CallOption) *trailerSlot {
+// withTrailer returns a slot and the attempt's options: opts and a
+// grpc.Trailer option that fills slot.md. Give the slot back with put once
+// the attempt is judged.
+func withTrailer(opts []grpc.CallOption) (*trailerSlot, []grpc.CallOption) {
 	s := trailerSlots.Get().(*trailerSlot)
 	if len(opts) == 0 {
-		s.opts = s.own[:]
-	} else {
-		s.more = append(append(s.more[:0], opts...), s.own[0])
-		s.opts = s.more
+		return s, s.own
 	}
-	return s
+	s.more = append(append(s.more[:0], opts...), s.own[0])
+	return s, s.more
 }
 
 // put gives the slot back, holding neither the trailer nor the caller's
-// options.
+// options. A field already clear is not written again: each pointer
+// written costs a write barrier while the garbage collector runs.
 func (s *trailerSlot) put() {
 	if len(s.more) > 0 {
 		clear(s.more)
 		s.more = s.more[:0]
 	}
-	s.opts = nil
-	s.md = nil
+	if s.md != nil {
+		s.md = nil
+	}
 	trailerSlots.Put(s)
 }

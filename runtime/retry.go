@@ -12,7 +12,7 @@ import (
 )
 
 // retried is the retry loop of a unary call that does not hedge: one
-// attempt through the breaker and its own timeout (attemptOnce), then,
+// attempt through the breaker and its own timeout (attemptInto), then,
 // while the method may be retried (it retries, and is idempotent or the
 // call is keyed) and the failure is retryable, a wait (backoff with full
 // jitter, or the server's pushback) and another attempt, within the
@@ -41,7 +41,8 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		}
 		// The server's pushback travels in the trailer: asked for only
 		// where it can change what happens next.
-		resp, end, err := attemptOnce(ctx, m, in, retries)
+		var end attemptEnd
+		resp, err := attemptInto(ctx, m, in, retries, &end)
 		if retries && attempt == 1 && !end.refused {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.

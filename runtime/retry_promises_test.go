@@ -385,7 +385,8 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 	})
 	t.Run("the caller's deadline", func(t *testing.T) {
 		srv, cc := start(t, server.Hang)
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		readyConn(t, cc) // so that the one call reaches the server in its 300 ms
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		_, err := callGetStock(ctx, inventory(t, withTimeout(time.Second)), cc)
 		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrAttemptTimeout) {
@@ -399,6 +400,7 @@ func TestOnlyTheAttemptsOwnTimeoutMakesDeadlineExceededRetryable(t *testing.T) {
 		// Both copies hang; each is cut by its own 200ms timeout, which
 		// is non-fatal when listed: the hedge waits for the second copy.
 		srv, cc := start(t, server.Hang)
+		readyConn(t, cc) // each copy reaches the server before its 200 ms
 		h := hedging(100*time.Millisecond, 2)
 		h.NonFatalCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
 		rt := inventory(t, policy.Service{Methods: []policy.Method{

@@ -105,9 +105,13 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 			return nil, err
 		}
 	}
-	if m.bulkhead != nil {
-		if err := m.acquirePermit(admit); err != nil {
-			return nil, err
+	if bh := m.bulkhead; bh != nil {
+		// A free permit of a bulkhead nobody counts is taken here, without
+		// a call; acquirePermit does the rest.
+		if m.metrics != nil || !bh.takeFree() {
+			if err := m.acquirePermit(admit); err != nil {
+				return nil, err
+			}
 		}
 		defer m.releasePermit()
 	}
@@ -180,12 +184,21 @@ type attemptEnd struct {
 // attempt's trailer and reads the server's pushback of a failure into
 // end.push.
 func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocation[Req, Resp], heard bool) (*Resp, attemptEnd, error) {
+	var end attemptEnd
+	resp, err := attemptInto(ctx, m, in, heard, &end)
+	return resp, end, err
+}
+
+// attemptInto is attemptOnce writing how the attempt ended into *end, which
+// must be zero: the retry loop's own, where a result of that size would be
+// copied out of every return.
+func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocation[Req, Resp], heard bool, end *attemptEnd) (*Resp, error) {
 	// Without a breaker, metrics or adaptive layer an attempt holds nothing
 	// and counts nowhere, and the check below has nothing to protect.
 	counted, guarded := m.hot.counted, m.hot.guarded
 	if counted || guarded {
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, attemptEnd{}, statusFromContext(cerr) // never sent: counts for nothing
+			return nil, statusFromContext(cerr) // never sent: counts for nothing
 		}
 	}
 	// The adaptive layers, in front of the breaker: their refusal is final
@@ -194,7 +207,8 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	if guarded {
 		var gerr error
 		if g, gerr = m.enter(); gerr != nil {
-			return nil, attemptEnd{refused: true}, gerr
+			end.refused = true
+			return nil, gerr
 		}
 	}
 	// What the adaptive layers gave goes back however the attempt ends
@@ -209,14 +223,16 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	var retryAfter time.Duration
 	var ok bool
 	if a.tk, retryAfter, ok = m.admit(); !ok {
-		return nil, attemptEnd{refused: true, retryAfter: retryAfter}, nil
+		end.refused, end.retryAfter = true, retryAfter
+		return nil, nil
 	}
 	if in.countsRequest {
 		m.budget.request(m.client.now())
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
-	// ticket and is counted, then goes on to the caller.
-	if counted {
+	// ticket and is counted, then goes on to the caller; where that
+	// changes nothing (panicHeld), the guard is not set.
+	if counted && m.panicHeld(a.tk) {
 		defer m.settleUnlessDone(&a)
 	}
 	actx := ctx
@@ -239,12 +255,10 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	opts := in.opts
 	var slot *trailerSlot
 	if heard {
-		slot = withTrailer(opts)
-		opts = slot.opts
+		slot, opts = withTrailer(opts)
 	}
 	resp, err := in.call(actx, in.req, opts...)
 	a.settled = true
-	var end attemptEnd
 	if slot != nil {
 		switch {
 		case err == nil:
@@ -264,7 +278,11 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	if seen != nil {
 		_, end.local = seen.(*clientFault)
 	}
-	end.at = m.settle(ctx, actx, &a, seen)
+	if seen == nil && m.hot.countsEarly && m.settledEarly(actx, &a) {
+		end.at = a.sp.start
+	} else {
+		end.at = m.settle(ctx, actx, &a, seen)
+	}
 	if end.at == 0 && a.sp.known {
 		end.at = a.sp.start
 	}
@@ -275,7 +293,7 @@ func attemptOnce[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		end.timedOut = ownTimeout(actx)
 	}
-	return resp, end, err
+	return resp, err
 }
 
 // detached reports whether an attempt's call that failed with err may

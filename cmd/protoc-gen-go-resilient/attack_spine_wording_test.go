@@ -102,7 +102,7 @@ var spineCases = []spineCase{{
 		p.Budget = &policy.Budget{Ratio: math.NaN(), MinRetries: 10, Window: time.Second}
 	},
 	core:    []string{"must be in (0, 1], got NaN"},
-	differs: `the plugin and Go say "must be in (0, 1], got NaN", the override loader "must be a finite number, got NaN" (its check of the YAML, before the rules)`,
+	differs: `the plugin and Go say "must be in (0, 1], got NaN", the override loader "must be a finite number written in decimal as 2 or 0.25 (…), got ".nan"" (its number notation, before the rules)`,
 }, {
 	name: "negative timeout", method: `idempotent: true, timeout: {seconds: -1}`, bare: true,
 	yaml:    `methods: {M: {timeout: -1s}}`,

@@ -54,7 +54,12 @@ func (l *cutListener) cut() {
 func TestAttackExampleRetryAcrossCut(t *testing.T) {
 	for _, honours := range []bool{true, false} {
 		t.Run(fmt.Sprint("honours context ", honours), func(t *testing.T) {
-			started := make(chan struct{})
+			// The first run lasts until the cut, not a fixed time: one
+			// that honours its context is cancelled by it; one that
+			// ignores it completes 50 ms after it, well inside the
+			// retry's 300 ms attempt, which waits for it (a fixed 200 ms
+			// sleep left the waiting attempt 100 ms: cut at load 15).
+			started, cutDone := make(chan struct{}), make(chan struct{})
 			var once sync.Once
 			behaviour := func(ctx context.Context, c exserver.Call) error {
 				if c.Method != inventoryv1.InventoryService_ReserveStock_FullMethodName || c.N > 1 {
@@ -62,9 +67,10 @@ func TestAttackExampleRetryAcrossCut(t *testing.T) {
 				}
 				once.Do(func() { close(started) })
 				if honours {
-					return exserver.Wait(ctx, 200*time.Millisecond)
+					return exserver.Wait(ctx, 2*time.Second)
 				}
-				time.Sleep(200 * time.Millisecond)
+				<-cutDone
+				time.Sleep(50 * time.Millisecond)
 				return nil
 			}
 			g, err := exserver.NewGuard()
@@ -90,6 +96,7 @@ func TestAttackExampleRetryAcrossCut(t *testing.T) {
 			go func() {
 				<-started
 				lis.cut()
+				close(cutDone)
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()

@@ -5,8 +5,12 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/go-resilient/resilient/internal/codename"
 	"github.com/go-resilient/resilient/internal/contract"
 )
 
@@ -36,6 +40,34 @@ func DedupLease(d time.Duration) string {
 		return fmt.Sprintf("must be at most %v, got %v: a request whose server crashed keeps its key for 3/2 of the lease, refusing every repeat; a store down for longer is on_store_error's case", contract.MaxLease, d)
 	}
 	return ""
+}
+
+// DedupFinalCodes refuses, among the codes a dedup keeps as a request's
+// outcome (cs), CANCELLED and DEADLINE_EXCEEDED: gRPC ends a request with
+// them when its caller cancels it or its deadline passes (the client's, or
+// the server's default timeout), which says nothing of what the request
+// would do. Kept, that ending would be replayed to every repeat of the
+// key for the whole TTL, the handler never run again: the caller's own
+// retry, with a deadline long enough this time, would get the first
+// attempt's timeout, and the order would never be placed.
+func DedupFinalCodes(cs []codes.Code) string {
+	var bad []string
+	for _, c := range cs {
+		if c == codes.Canceled || c == codes.DeadlineExceeded {
+			bad = append(bad, codename.Of(c))
+		}
+	}
+	switch len(bad) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("holds %s, which ends a request whose caller cancelled it or whose deadline passed, "+
+			"not an answer to it: kept, it would be replayed to every retry of the key for the whole TTL, "+
+			"and the handler never run again", bad[0])
+	}
+	return fmt.Sprintf("holds [%s], which end a request whose caller cancelled it or whose deadline passed, "+
+		"not answers to it: kept, they would be replayed to every retry of the key for the whole TTL, "+
+		"and the handler never run again", strings.Join(bad, " "))
 }
 
 // SheddingBelow refuses a shedding limit below the limit of a less

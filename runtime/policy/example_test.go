@@ -29,7 +29,7 @@ func ExampleService_Validate() {
 	}
 	fmt.Println(p.Validate())
 	// Output:
-	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Timeout: timeout 2s is longer than overall_timeout 1s: one attempt cannot outlast the whole call; shorten timeout or lengthen overall_timeout
+	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Timeout: timeout 2s is longer than overall_timeout 1s: one attempt cannot outlast the whole call; shorten Timeout or lengthen OverallTimeout
 	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no retry, or retry.max_attempts: 1)
 }
 

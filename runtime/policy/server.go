@@ -126,7 +126,12 @@ type Dedup struct {
 	OnStoreError StoreErrorMode
 	// FinalCodes are the error codes that are answers, stored and replayed
 	// to repeats like a response. Other errors (UNAVAILABLE, …) free the key
-	// so that a repeat runs again. Zero means DefaultFinalCodes.
+	// so that a repeat runs again. Zero means DefaultFinalCodes. Validate
+	// refuses OK, numbers gRPC defines no code for, and CANCELLED and
+	// DEADLINE_EXCEEDED: a request ends with them when its caller cancels
+	// it or its deadline passes, and kept, that ending would be replayed to
+	// every retry of the key for the whole TTL without the handler running
+	// again.
 	FinalCodes CodeSet
 }
 
@@ -278,6 +283,12 @@ func (d *Dedup) check(f string, r *reporter) {
 	}
 	if d.FinalCodes.Has(codes.OK) {
 		r.bad(f+".FinalCodes", "OK is not an error code")
+	}
+	if u := d.FinalCodes &^ CodeSet(1<<(codes.Unauthenticated+1)-1); u != 0 {
+		r.bad(f+".FinalCodes", "holds %s, numbers gRPC defines no code for: name the codes (codes.NotFound)", u)
+	}
+	if msg := check.DedupFinalCodes(d.FinalCodes.Codes()); msg != "" {
+		r.bad(f+".FinalCodes", "%s; list only answers of the service (zero means DefaultFinalCodes)", msg)
 	}
 	if d.Header != "" {
 		if why := dedupHeaderProblem(d.Header); why != "" {

@@ -127,7 +127,7 @@ func (p *Service) Problems() []Problem {
 		checkPriority(m.Priority, f+".Priority", r)
 		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
 			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout"}, check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
-			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten timeout below overall_timeout or lengthen overall_timeout, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten Timeout below OverallTimeout or lengthen OverallTimeout, or remove the adaptive limit")
 		}
 		m.checkPatterns(f, r)
 		m.checkAdaptive(f, p, r)
@@ -259,7 +259,7 @@ func (m *Method) checkTimeouts(f string, r *reporter) {
 	r.noneAtZero(f+".OverallTimeout", m.OverallTimeout, "for no limit of the whole call")
 	// The pairs name their subject: the override loader reports them
 	// at the key of either value.
-	r.pair(f+".Timeout", "timeout", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten timeout or lengthen overall_timeout")
+	r.pair(f+".Timeout", "timeout", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten Timeout or lengthen OverallTimeout")
 }
 
 // checkKeys refuses a generated idempotency key beside a named one.
@@ -364,13 +364,18 @@ func (b *Bulkhead) check(f string, r *reporter) {
 	r.fail(f+".MaxWait", withHint(check.NotNegative(b.MaxWait), "; use 0 to refuse a call at once when every permit is taken"), "")
 }
 
-// checkPatterns checks hedging, the rate limit, the cache and generated
-// idempotency keys.
+// checkPatterns checks hedging, the rate limit, the cache and
+// idempotency keys, generated or named.
 func (m *Method) checkPatterns(f string, r *reporter) {
 	name, kind := shortName(m.Name), m.Kind.describe()
 	if m.GenerateIdempotencyKey {
 		m.checkKeys(f, r)
 		r.pair(f+".GenerateIdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
+	}
+	if m.IdempotencyKey != "" {
+		// A stream's handle reads no key: one named here would silently
+		// never be sent.
+		r.pair(f+".IdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
 	}
 	if h := m.Hedging; h != nil {
 		h.check(f+".Hedging", r)

@@ -172,6 +172,7 @@ func TestAttack19bSameKeyShortDeadlinesRunOnce(t *testing.T) {
 	g, c := guarded(t, srv, reserveStockPolicy(time.Second, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
 	p.DelayReplies(30 * time.Millisecond)
+	worst := watchLateness(t, r.addr)
 	keys := []string{"a", "b", "c"}
 	var wg sync.WaitGroup
 	var ok, unavailable atomic.Int64
@@ -205,6 +206,13 @@ func TestAttack19bSameKeyShortDeadlinesRunOnce(t *testing.T) {
 	st := stats(t, g)
 	t.Logf("ok %d, unavailable %d; stats %+v", ok.Load(), unavailable.Load(), st)
 	if unavailable.Load() != 0 || st.StoreErrors != 0 {
-		t.Errorf("%d UNAVAILABLE, %d store errors, for a Redis answering within 30 ms; want none", unavailable.Load(), st.StoreErrors)
+		// As in TestAttack19bClaimsAnsweredJustAfterTheirRequests: only
+		// a machine that made Redis itself slower than StoreTimeout
+		// excuses them (seen at load 16).
+		if late := worst(); late+30*time.Millisecond < server.StoreTimeout {
+			t.Errorf("%d UNAVAILABLE, %d store errors, for a Redis answering within 30 ms (the machine's worst lateness %s); want none", unavailable.Load(), st.StoreErrors, late)
+		} else {
+			t.Logf("%d UNAVAILABLE, %d store errors not judged: a bare wait or a direct PING was %s late", unavailable.Load(), st.StoreErrors, late)
+		}
 	}
 }
