@@ -129,9 +129,12 @@ func (r *rig) stats() rserver.Stats {
 }
 
 // warm makes one call so that the connection is up and the proxy's next
-// bytes from the server are a reply, not the connection's preface.
+// bytes from the server are a reply, not the connection's preface. The
+// connection is made first: a loaded machine's dial may use up the call's
+// 300 ms timeout.
 func (r *rig) warm(t *testing.T) {
 	t.Helper()
+	readyConn(t, r.cc)
 	if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatalf("warm-up call: %v", err)
 	}

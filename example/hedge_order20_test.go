@@ -27,15 +27,19 @@ import (
 // admitted copy's UNAVAILABLE, not the refusal's DEADLINE_EXCEEDED (which
 // it was: the refusal was taken for a failure every copy would meet).
 //
-// The second copy is held by a client interceptor until 500 ms into the
-// call, so it reaches the Guard with at most 400 of the caller's 900 ms,
-// under the 500 ms MinDeadline, well after the first copy's failure at
-// 200 ms; the first copy may take 400 ms to arrive and still be admitted.
+// The second copy is held by a client interceptor until 700 ms into the
+// call, so it reaches the Guard with at most 500 of the caller's 1200 ms,
+// under the 600 ms MinDeadline, and 500 ms after the first copy's failure
+// at 200 ms; the first copy may take 600 ms to arrive and still be
+// admitted, and the refusal has 500 ms to come back before the caller's
+// deadline. (With 900, 500 and 500 ms, at load 12 the caller's deadline
+// passed before the held copy reached the Guard.)
 func TestHedgeAdmittedFailureBeforeTheTooShortRefusalIsTheAnswer(t *testing.T) {
+	const deadline, minDeadline, release = 1200 * time.Millisecond, 600 * time.Millisecond, 700 * time.Millisecond
 	g, err := server.NewGuard(rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {
 			if p.Methods[i].Name == getStock {
-				p.Methods[i].MinDeadline = 500 * time.Millisecond
+				p.Methods[i].MinDeadline = minDeadline
 			}
 		}
 	}))
@@ -62,7 +66,7 @@ func TestHedgeAdmittedFailureBeforeTheTooShortRefusalIsTheAnswer(t *testing.T) {
 	var copies atomic.Int64
 	holdSecond := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if method == getStock && copies.Add(1)%2 == 0 {
-			until := time.Unix(0, begin.Load()).Add(500 * time.Millisecond)
+			until := time.Unix(0, begin.Load()).Add(release)
 			select {
 			case <-time.After(time.Until(until)):
 			case <-ctx.Done():
@@ -86,11 +90,11 @@ func TestHedgeAdmittedFailureBeforeTheTooShortRefusalIsTheAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
-		t.Fatal(err) // the connection is ready before the timed part
-	}
+	// The connection is ready before the timed part (a warm-up call,
+	// under its 300 ms timeout, could itself fail on a loaded machine).
+	readyConn(t, cc)
 	for i := range 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		begin.Store(time.Now().UnixNano())
 		_, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
 		cancel()

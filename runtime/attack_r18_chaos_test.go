@@ -48,6 +48,7 @@ func TestAttackR18TransitionsUnderManyGoroutinesKeepNothing(t *testing.T) {
 	atkNoLeak(t)
 	var healthy atomic.Bool
 	fs, cc := startFault(t, r18Chaos(&healthy))
+	readyConn(t, cc)
 	clock := newAtkClock()
 	const coolDown = time.Second
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clock)}},
@@ -56,7 +57,10 @@ func TestAttackR18TransitionsUnderManyGoroutinesKeepNothing(t *testing.T) {
 				HalfOpenProbes: 2, FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
 			p.Bulkhead = &policy.Bulkhead{Permits: 6, MaxWait: time.Millisecond}
 			g := atkMethod(p, atkGetStock)
-			g.Timeout = 200 * time.Millisecond
+			// 500 ms: a hung call is cut by it in the chaos, and a call to
+			// the healthy server afterwards must end inside it (at load 15,
+			// one took more than 200 ms).
+			g.Timeout = 500 * time.Millisecond
 			g.Retry.InitialBackoff, g.Retry.MaxBackoff = time.Millisecond, 2*time.Millisecond
 			w := atkMethod(p, atkWatchStock)
 			w.Timeout = 300 * time.Millisecond
@@ -67,6 +71,7 @@ func TestAttackR18TransitionsUnderManyGoroutinesKeepNothing(t *testing.T) {
 	// whatever state the last goroutines left it.
 	for cycle := range 4 {
 		healthy.Store(false)
+		before := fs.Calls(atkGetStock)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() { // the clock: a cool-down every few milliseconds
@@ -127,11 +132,17 @@ func TestAttackR18TransitionsUnderManyGoroutinesKeepNothing(t *testing.T) {
 				}
 			})
 		}
+		// At least 100 ms of chaos, and until this cycle's calls reached
+		// the server and a stream was opened (on a loaded machine 100 ms
+		// was not always enough for both), for at most 10 s.
 		time.Sleep(100 * time.Millisecond)
+		for end := time.Now().Add(10 * time.Second); (fs.Calls(atkGetStock) == before || opened.Load() == 0) && time.Now().Before(end); {
+			time.Sleep(2 * time.Millisecond)
+		}
 		close(stop)
 		wg.Wait()
-		if fs.Calls(atkGetStock) == 0 || opened.Load() == 0 {
-			t.Fatalf("cycle %d: the server saw %d calls, %d streams were opened: the chaos did not run", cycle, fs.Calls(atkGetStock), opened.Load())
+		if calls := fs.Calls(atkGetStock) - before; calls == 0 || opened.Load() == 0 {
+			t.Fatalf("cycle %d: the server saw %d calls, %d streams were opened: the chaos did not run", cycle, calls, opened.Load())
 		}
 
 		// Healthy now: within a few cool-downs the breaker closes and stays so.

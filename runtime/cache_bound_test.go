@@ -21,10 +21,12 @@ import (
 // boundedGetStock builds the generated inventory client with GetStock's
 // cache kept and its timeout and retries set (see getStockPolicy), the
 // rate limits out; edit, if not nil, changes GetStock's policy further.
+// Its connection is ready before it returns: a loaded machine's dial does
+// not use up the first attempt's timeout.
 func boundedGetStock(t *testing.T, srv *faultserver.Server, timeout time.Duration, attempts int, edit func(m *policy.Method)) *inventoryv1.InventoryServiceResilientClient {
 	t.Helper()
 	cc := dialFault(t, srv.Addr())
-	readyConn(t, cc) // the attempts' timing is the point, not the dial's
+	readyConn(t, cc)
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			getStockPolicy(timeout, attempts)(p)
@@ -57,31 +59,42 @@ func failAfter(d time.Duration, code codes.Code) server.Behaviour {
 // TestCacheSharedCallMakesEveryAnnotatedAttempt: the shared call of a
 // cached, retried method is bounded as the exports bound the method
 // (attempts × timeout plus the backoffs), not by one attempt's timeout. A
-// dependency answers UNAVAILABLE after 60 ms, inside the 200 ms timeout;
-// the five attempts take about 355 ms in all, past one timeout: the server
-// sees all five, once for the three callers sharing the call.
+// dependency answers UNAVAILABLE after 100 ms, 300 ms inside the 400 ms
+// timeout; the five attempts take 500 ms of answers alone, more than one
+// timeout: the server sees all five, once for the three callers sharing
+// the call. (With 60 ms and 200 ms, an attempt on a loaded machine reached
+// its timeout, and a caller woken late could find the call gone.)
 func TestCacheSharedCallMakesEveryAnnotatedAttempt(t *testing.T) {
-	const attempts = 5
-	srv, err := faultserver.Start(failAfter(60*time.Millisecond, codes.Unavailable), runtime.ServerOptions()...)
+	const attempts, answer, timeout = 5, 100 * time.Millisecond, 400 * time.Millisecond
+	if attempts*answer <= timeout {
+		t.Fatalf("%d answers of %v end within one %v timeout: the test proves nothing", attempts, answer, timeout)
+	}
+	srv, err := faultserver.Start(failAfter(answer, codes.Unavailable), runtime.ServerOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	c := boundedGetStock(t, srv, 200*time.Millisecond, attempts, nil)
+	c := boundedGetStock(t, srv, timeout, attempts, nil)
 
 	const callers = 3
 	var wg sync.WaitGroup
 	errs := make([]error, callers)
 	took := make([]time.Duration, callers)
+	// took is from the callers' release, not from each one's call: a
+	// caller woken late joins the shared call later, and its answer still
+	// comes at the shared call's end.
 	start := make(chan struct{})
+	var released time.Time
 	for i := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			took[i], errs[i] = getStockOf(context.Background(), c)
+			_, errs[i] = getStockOf(context.Background(), c)
+			took[i] = time.Since(released)
 		}()
 	}
+	released = time.Now()
 	close(start)
 	wg.Wait()
 	if got := srv.Calls(getStock); got != attempts {
@@ -91,8 +104,8 @@ func TestCacheSharedCallMakesEveryAnnotatedAttempt(t *testing.T) {
 		if status.Code(err) != codes.Unavailable || !errors.Is(err, runtime.ErrRetriesExhausted) {
 			t.Errorf("caller %d: %v after %v, want UNAVAILABLE matching ErrRetriesExhausted", i, err, took[i])
 		}
-		if took[i] < attempts*60*time.Millisecond {
-			t.Errorf("caller %d answered after %v, before %d attempts of 60 ms could end", i, took[i], attempts)
+		if took[i] < attempts*answer {
+			t.Errorf("caller %d answered after %v, before %d attempts of %v could end", i, took[i], attempts, answer)
 		}
 	}
 }
@@ -134,21 +147,22 @@ func TestCacheSharedCallEndsByItsBound(t *testing.T) {
 
 // TestCacheSharedCallOfHedgedMethodLetsTheLastCopyAnswer: a cached hedged
 // method's shared call is bounded by (copies − 1) × delay + timeout
-// (650 ms), as the exported service config bounds it, not by one copy's
-// 450 ms timeout. Each copy is answered after 300 ms, the first two with
-// UNAVAILABLE (non-fatal); the third, sent at 200 ms, answers OK at about
-// 500 ms, inside its own timeout (150 ms of slack: 100 ms failed at load
-// 20 under -race) and the call's bound.
+// (1250 ms), as the exported service config bounds it, not by one copy's
+// 750 ms timeout. Each copy is answered after 500 ms, the first two with
+// UNAVAILABLE (non-fatal); the third, sent at 500 ms, answers OK at about
+// 1000 ms: 250 ms inside its own timeout and the call's bound, 250 ms past
+// one timeout. (With a 100 ms delay, 300 ms answers and a 400 ms timeout,
+// at load 22 the third copy's answer came after the 600 ms bound.)
 func TestCacheSharedCallOfHedgedMethodLetsTheLastCopyAnswer(t *testing.T) {
-	const answer = 300 * time.Millisecond
+	const answer, delay, timeout = 500 * time.Millisecond, 250 * time.Millisecond, 750 * time.Millisecond
 	srv, err := faultserver.Start(faultserver.PerCall(failAfter(answer, codes.Unavailable), failAfter(answer, codes.Unavailable), server.Slow(answer)),
 		runtime.ServerOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	c := boundedGetStock(t, srv, 450*time.Millisecond, 1, func(m *policy.Method) {
-		m.Hedging = &policy.Hedging{Delay: 100 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+	c := boundedGetStock(t, srv, timeout, 1, func(m *policy.Method) {
+		m.Hedging = &policy.Hedging{Delay: delay, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 
 	took, err := getStockOf(context.Background(), c)
@@ -158,7 +172,7 @@ func TestCacheSharedCallOfHedgedMethodLetsTheLastCopyAnswer(t *testing.T) {
 	if got := srv.Calls(getStock); got != 3 {
 		t.Errorf("the server saw %d copies, want 3", got)
 	}
-	if took <= 450*time.Millisecond {
+	if took <= timeout {
 		t.Errorf("answered after %v, within one copy's timeout: the test proves nothing", took)
 	}
 }

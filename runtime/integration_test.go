@@ -380,14 +380,23 @@ func TestOpenBreakerEndsTheRetryLoop(t *testing.T) {
 	}
 }
 
+// TestBulkheadRefusesWithinMaxWaitWhileOtherDependencyProceeds: two slow
+// calls (held 800 ms by the server) take both of inventory's permits; a
+// third is refused RESOURCE_EXHAUSTED at the 50 ms max wait, bounded by
+// it plus twice what a bare 50 ms wait beside it woke late plus 100 ms
+// (a fixed 150 ms was exceeded at load 18). A payments call meanwhile is
+// answered while both inventory permits are still taken: it waited for
+// none of them, and took at most 100 ms plus twice that lateness.
 func TestBulkheadRefusesWithinMaxWaitWhileOtherDependencyProceeds(t *testing.T) {
+	const hold, maxWait = 800 * time.Millisecond, 50 * time.Millisecond
 	srv, cc := start(t, func(ctx context.Context, c server.Call) error {
 		if c.Method == getStock {
-			return server.Wait(ctx, 400*time.Millisecond)
+			return server.Wait(ctx, hold)
 		}
 		return nil
 	})
-	rt := inventory(t, policy.Service{Bulkhead: &policy.Bulkhead{Permits: 2, MaxWait: 50 * time.Millisecond}})
+	readyConn(t, cc)
+	rt := inventory(t, policy.Service{Bulkhead: &policy.Bulkhead{Permits: 2, MaxWait: maxWait}})
 	payments, err := runtime.NewClient(&policy.Service{
 		Name:     "example.payments.v1.PaymentsService",
 		Bulkhead: &policy.Bulkhead{Permits: 2},
@@ -408,20 +417,27 @@ func TestBulkheadRefusesWithinMaxWaitWhileOtherDependencyProceeds(t *testing.T) 
 	eventually(t, "both permits taken", func() bool { n, _ := rt.BulkheadInUse(getStock); return n == 2 })
 
 	begin := time.Now()
+	late := bareWait(maxWait)
 	_, err = callGetStock(ctx, rt, cc)
 	took := time.Since(begin)
 	if !errors.Is(err, runtime.ErrBulkheadFull) || status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("err = %v, want ErrBulkheadFull with RESOURCE_EXHAUSTED", err)
 	}
-	if took < 50*time.Millisecond || took > 150*time.Millisecond {
-		t.Errorf("refused after %v, want the 50ms max wait", took)
+	if bare := late(); took < maxWait || took > maxWait+2*bare+100*time.Millisecond {
+		t.Errorf("refused after %v, want the %v max wait (a bare wait for it woke %v late)", took, maxWait, bare)
 	}
 
 	begin = time.Now()
+	late = bareWait(100 * time.Millisecond)
 	_, err = runtime.Unary(ctx, payments.Method(0), "", &paymentsv1.ChargeRequest{OrderId: "o"}, nil,
 		paymentsv1.NewPaymentsServiceClient(cc).Charge, nil)
-	if err != nil || time.Since(begin) > 100*time.Millisecond {
-		t.Errorf("payments call: err %v after %v; another dependency must not wait for inventory's bulkhead", err, time.Since(begin))
+	took = time.Since(begin)
+	inUse, _ := rt.BulkheadInUse(getStock)
+	if err != nil || inUse != 2 {
+		t.Errorf("payments call: err %v after %v, with %d of inventory's permits taken at its end, want 2: another dependency must not wait for inventory's bulkhead", err, took, inUse)
+	}
+	if bare := late(); took > 100*time.Millisecond+2*bare {
+		t.Errorf("payments call took %v, want at most 100ms (a bare wait beside it woke %v late)", took, bare)
 	}
 	wg.Wait()
 	if got := srv.Calls(getStock); got != 2 {

@@ -391,12 +391,19 @@ func wantPanic(t *testing.T, want any, f func()) {
 	f()
 }
 
+// TestAStreamThatTimesOutIsAFailure: a stream cut by its own timeout
+// (400 ms) or by its caller's sooner deadline (200 ms) is a failure of
+// the breaker's; two open it, and a half-open probe that times out opens
+// it again. The times leave hundreds of ms for each stream to reach the
+// hung server on a connection made beforehand (with 50 and 20 ms, at load
+// 10 one never reached it).
 func TestAStreamThatTimesOutIsAFailure(t *testing.T) {
 	srv, cc := start(t, server.Hang)
+	readyConn(t, cc)
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
 	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: watchStock, Kind: policy.KindServerStreaming,
-		Timeout: 50 * time.Millisecond, Breaker: breakerPolicy(2, 1)}}}, runtime.WithClock(clock), runtime.WithRegisterer(reg))
+		Timeout: 400 * time.Millisecond, Breaker: breakerPolicy(2, 1)}}}, runtime.WithClock(clock), runtime.WithRegisterer(reg))
 	client := inventoryv1.NewInventoryServiceClient(rt.Conn(cc))
 	timeout := func(ctx context.Context) {
 		t.Helper()
@@ -411,7 +418,7 @@ func TestAStreamThatTimesOutIsAFailure(t *testing.T) {
 	// One ends at the stream's own timeout; the other at the caller's
 	// deadline, sooner, and unread: its context ends it.
 	timeout(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "a"}); err != nil {
 		t.Fatal(err)
