@@ -7,10 +7,13 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,10 +22,13 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestAttack21cForwardedKeyInOddShapes: a forwarded idempotency-key that
@@ -187,4 +193,44 @@ func TestAttack21cCallersCodecByPointerIsKept(t *testing.T) {
 	if n.Load() != 1 {
 		t.Errorf("the caller's codec given by pointer wrote %d requests, want 1: the runtime's codec replaced it", n.Load())
 	}
+}
+
+// TestAttack21cLargeKeyedRequestFromManyCallersIsOneBody: a keyed request
+// far above gRPC's buffer-pooling threshold (a map of 2,000 tags, about
+// 60 KB: the codec's pooled path), retried
+// by eight callers at once (16 attempts lost among them) sharing the one request value, arrives as one
+// body every time: a buffer given back to the pool by one attempt is not
+// the bytes of another.
+func TestAttack21cLargeKeyedRequestFromManyCallersIsOneBody(t *testing.T) {
+	atkNoLeak(t)
+	s := newKeyedSchema(t)
+	w := serveWire(t, s)
+	h := placeHandle(t, s, dialWire(t, w), policy.Method{IdempotencyKey: "order_id", Retry: keyedRetry(20)})
+	req := s.request("o-big")
+	tags := req.Mutable(s.req.Fields().ByNumber(4)).Map()
+	for i := range 2000 {
+		k := fmt.Sprintf("tag-%04d", i)
+		tags.Set(protoreflect.ValueOfString(k).MapKey(), protoreflect.ValueOfString(strings.Repeat("v", 20)+k))
+	}
+	if n := proto.Size(req); n < 50_000 {
+		t.Fatalf("request of %d bytes, want one far above the pooling threshold", n)
+	}
+	// Connect first.
+	if _, err := h.Call(ctxWithin(t, 5*time.Second), req); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	w.fail.Store(2 * 8)
+	for range 8 {
+		wg.Go(func() {
+			if _, err := h.Call(ctxWithin(t, 10*time.Second), req); err != nil {
+				t.Errorf("call: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	// The 16 losses fall on the callers as they come: every caller
+	// answered, 8 answers and 16 losses reached the server.
+	bodies, _ := w.seen()
+	oneBody(t, bodies, 1+8+16)
 }
