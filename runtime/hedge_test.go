@@ -76,7 +76,9 @@ func TestHedgeFastAnswerSendsNoCopy(t *testing.T) {
 }
 
 // TestHedgeFatalAnswerEndsTheCall: NOT_FOUND from any copy is the answer,
-// and ends the call without waiting for the others.
+// and ends the call without waiting for the others. The second copy's
+// answer has a whole delay (200 ms) to come back before a third would be
+// sent (30 ms was not enough at load 16).
 func TestHedgeFatalAnswerEndsTheCall(t *testing.T) {
 	srv, cc := start(t, func(ctx context.Context, c server.Call) error {
 		if c.N == 1 {
@@ -84,8 +86,9 @@ func TestHedgeFatalAnswerEndsTheCall(t *testing.T) {
 		}
 		return status.Error(codes.NotFound, "no such sku")
 	})
+	readyConn(t, cc)
 	rt := inventory(t, policy.Service{Methods: []policy.Method{
-		{Name: getStock, Idempotent: true, Hedging: hedging(30*time.Millisecond, 3)},
+		{Name: getStock, Idempotent: true, Hedging: hedging(200*time.Millisecond, 3)},
 	}})
 	_, err := callGetStock(context.Background(), rt, cc)
 	if status.Code(err) != codes.NotFound {

@@ -94,23 +94,25 @@ func TestAttack19bLateDeadlineRefusalIsTheServersOwn(t *testing.T) {
 }
 
 // TestAttack19bSlowClaimRefusalIsTheServersOwn: the idempotency store
-// takes 80 ms to claim ReserveStock's key (MinDeadline 100 ms) for a
-// request that came with 150 ms: the door admitted it, the check after
+// takes 300 ms to claim ReserveStock's key (MinDeadline 400 ms) for a
+// request that came with 600 ms (80, 100 and 150 ms left the refusal too
+// little time to reach the caller before its own deadline at load 16):
+// the door admitted it, the check after
 // the claim refuses it. That time went in the server's own store, so the
 // refusal (which dedup returns without passing through the handler's
 // settling) carries the do-not-retry mark only, never DEADLINE_TOO_SHORT,
 // and the key is freed: the retry, with the store prompt again, runs.
 func TestAttack19bSlowClaimRefusalIsTheServersOwn(t *testing.T) {
 	p := inventoryPolicy()
-	p.Methods[1].MinDeadline = 100 * time.Millisecond
-	store := &slowClaimStore{Store: NewMemoryStore(10), delay: 80 * time.Millisecond}
+	p.Methods[1].MinDeadline = 400 * time.Millisecond
+	store := &slowClaimStore{Store: NewMemoryStore(10), delay: 300 * time.Millisecond}
 	store.slow.Store(true)
 	srv := &inventoryServer{}
 	g, client, _ := guarded(t, srv, []*policy.Server{p}, WithStore(store))
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-1", Sku: "a", Units: 1}
-	_, err := client.ReserveStock(withKey(ctxTimeout(t, 150*time.Millisecond), "o-1"), req)
+	_, err := client.ReserveStock(withKey(ctxTimeout(t, 600*time.Millisecond), "o-1"), req)
 	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("a request whose claim took 80 of its 150 ms: %v, want the Guard's DEADLINE_EXCEEDED", err)
+		t.Fatalf("a request whose claim took 300 of its 600 ms: %v, want the Guard's DEADLINE_EXCEEDED", err)
 	}
 	if m := marks(err); m[runtime.DeadlineReason] || !m[runtime.DoNotRetryReason] {
 		t.Errorf("marks %v after the server's own slow claim; want do-not-retry alone (%v)", m, err)
