@@ -109,13 +109,16 @@ func TestAttack21cForwardedKeyInOddShapes(t *testing.T) {
 
 // TestAttack21cOptionHoldingANilIsNoCrash: options that are not nil
 // themselves but hold a nil grpc-go writes through or calls
-// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil))
-// must neither crash the program (a cache's shared call runs on a
-// goroutine of its own) nor keep a permit: each call is refused, or its
-// panic reaches its caller, and the bulkhead is free afterwards.
+// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil),
+// an option of the program's embedding a nil grpc.CallOption) panicked in
+// every uncached call, after the layers took a permit; on a stream the
+// panic came while grpc-go held the stream's lock, and grpc-go's goroutine
+// that ends the stream blocked on it for ever (the leak check caught it).
+// They are now refused as a nil option is: INVALID_ARGUMENT naming the
+// option, nothing sent, no permit kept.
 func TestAttack21cOptionHoldingANilIsNoCrash(t *testing.T) {
 	atkNoLeak(t)
-	_, cc := startFault(t, server.Healthy)
+	srv, cc := startFault(t, server.Healthy)
 	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +129,8 @@ func TestAttack21cOptionHoldingANilIsNoCrash(t *testing.T) {
 		"Trailer(nil)":  grpc.Trailer(nil),
 		"Peer(nil)":     grpc.Peer(nil),
 		"OnFinish(nil)": grpc.OnFinish(nil),
+		// An option of the program's embedding grpc.CallOption, left nil.
+		"a struct embedding a nil option": attack21cWrapped{},
 	}
 	for name, o := range holes {
 		for what, call := range map[string]func() error{
@@ -141,20 +146,44 @@ func TestAttack21cOptionHoldingANilIsNoCrash(t *testing.T) {
 				_, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{}, o)
 				return err
 			},
+			"WatchStock": func() error {
+				sctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				st, err := c.WatchStock(sctx, &inventoryv1.WatchStockRequest{Sku: "a"}, o)
+				if err != nil {
+					return err
+				}
+				for {
+					if _, err := st.Recv(); err != nil {
+						return nil
+					}
+				}
+			},
 		} {
 			var err error
-			p := r18Panicked(func() { err = call() })
-			t.Logf("%s with %s: panic %v, error %v", what, name, p, err)
-			if p == nil && err != nil && status.Code(err) != codes.InvalidArgument {
-				t.Errorf("%s with %s: %v, want a refusal (INVALID_ARGUMENT) or the panic", what, name, err)
+			if p := r18Panicked(func() { err = call() }); p != nil {
+				t.Errorf("%s with %s panicked: %v", what, name, p)
+			} else if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "option 0") {
+				t.Errorf("%s with %s: %v, want INVALID_ARGUMENT naming option 0", what, name, err)
 			}
 		}
 	}
-	atkWaitFor(t, "permits free", func() bool {
-		n, _ := c.Runtime().BulkheadInUse(atkGetStock)
-		return n == 0
-	})
+	for _, m := range []string{atkGetStock, atkStockReport, atkWatchStock, inventoryv1.InventoryService_ReserveStock_FullMethodName} {
+		if n := srv.Calls(m); n != 0 {
+			t.Errorf("the server saw %d calls of %s, want none", n, m)
+		}
+	}
+	for _, m := range []string{atkGetStock, atkWatchStock} {
+		atkWaitFor(t, "permits of "+m+" free", func() bool {
+			n, _ := c.Runtime().BulkheadInUse(m)
+			return n == 0
+		})
+	}
 }
+
+// attack21cWrapped is a call option of a program's own, made by embedding
+// grpc.CallOption (whose methods are unexported), left nil.
+type attack21cWrapped struct{ grpc.CallOption }
 
 // attack21cCodec is a codec of the caller's: it counts its marshals.
 type attack21cCodec struct{ n *atomic.Int32 }

@@ -264,6 +264,10 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		if isNil(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
+		if holdsNil(o) {
+			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf(
+				"grpc.CallOption holding a nil (option %d, a %T): grpc-go would write through it or call it inside the call; give it a value", i, o))
+		}
 	}
 	return nil
 }
