@@ -18,12 +18,9 @@ type UnaryHandle[Req, Resp any] struct {
 	m     *methodState
 	call  func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
 	hooks UnaryHooks[Req, Resp]
-	// ownsKey: the policy in force has the runtime send the call's
-	// idempotency key (a key field, or a generated key), so that the
-	// header is the runtime's alone (see withoutForwardedKey).
-	ownsKey bool
 	// generatesKey: the policy in force has every call send a key of the
-	// runtime's (GenerateIdempotencyKey).
+	// runtime's (GenerateIdempotencyKey). With hooks.IdempotencyKey (a key
+	// field), the header is the runtime's alone (see withoutForwardedKey).
 	generatesKey bool
 }
 
@@ -83,8 +80,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 	if p.Cache == nil {
 		hooks.CacheKey = nil
 	}
-	ownsKey := p.IdempotencyKey != "" || p.GenerateIdempotencyKey
-	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, ownsKey: ownsKey, generatesKey: p.GenerateIdempotencyKey}, nil
+	return &UnaryHandle[Req, Resp]{m: m, call: call, hooks: hooks, generatesKey: p.GenerateIdempotencyKey}, nil
 }
 
 // Call runs one call of the method under its policy. It refuses a nil
@@ -125,7 +121,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 			return nil, err
 		}
 	}
-	if h.ownsKey {
+	if h.hooks.IdempotencyKey != nil || h.generatesKey {
 		// The call's key is the request's (or generated): an
 		// idempotency-key forwarded with the caller's metadata is not
 		// sent beside it, nor in its place.
@@ -241,7 +237,9 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // request is not nil (nilReq), and that no call option is nil: grpc-go
 // would panic on one in the call, after the layers took a token, a permit
 // or a probe, or on the goroutine of a cache's shared call; a nil pointer
-// to an option type is refused alike. Nothing is
+// to an option type is refused alike, and so is an option of grpc-go's
+// given a nil address or function (nilTarget), a pointer to one, or an
+// option embedding a nil grpc.CallOption (holdsNil). Nothing is
 // sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
 // handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
@@ -264,12 +262,38 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		if isNil(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
-		if holdsNil(o) {
-			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf(
-				"grpc.CallOption holding a nil (option %d, a %T): grpc-go would write through it or call it inside the call; give it a value", i, o))
+		if nilTarget(o) || holdsNil(o) {
+			return misuseError(codes.InvalidArgument, m.policy.Name,
+				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (a function, a codec)", i, o))
 		}
 	}
 	return nil
+}
+
+// nilTarget reports whether o is one of grpc-go's options that write
+// through an address or call a function once the call ends, given nil
+// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil)):
+// grpc-go dereferences it then and panics, for a stream on the goroutine
+// that ends it when its context ends, which ends the program; or a codec
+// option given a nil codec (grpc.ForceCodec(nil), grpc.CallCustomCodec(nil)),
+// which panics as the request is written. grpc.ForceCodecV2(nil) is
+// harmless: grpc-go then uses the connection's codec.
+func nilTarget(o grpc.CallOption) bool {
+	switch o := o.(type) {
+	case grpc.HeaderCallOption:
+		return o.HeaderAddr == nil
+	case grpc.TrailerCallOption:
+		return o.TrailerAddr == nil
+	case grpc.PeerCallOption:
+		return o.PeerAddr == nil
+	case grpc.OnFinishCallOption:
+		return o.OnFinish == nil
+	case grpc.ForceCodecCallOption:
+		return o.Codec == nil
+	case grpc.CustomCodecCallOption:
+		return o.Codec == nil
+	}
+	return false
 }
 
 // notBuiltError is returned by a handle that was never built (nil, as in

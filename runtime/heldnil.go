@@ -7,42 +7,20 @@ import (
 )
 
 // holdsNil reports whether o, a call option that is not nil itself, holds
-// a nil that grpc-go writes through or calls inside the call, and so
-// panics on: grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil),
-// grpc.OnFinish(nil), grpc.ForceCodec(nil), grpc.CallCustomCodec(nil) (or
-// a pointer to one of those), or an option of the program's that embeds a
-// nil grpc.CallOption. On a stream, that panic comes while grpc-go holds
-// the stream's lock, and its goroutine that ends the stream blocks on it
-// for ever. Only a call given options pays the look.
+// a nil grpc-go would panic on that nilTarget does not see: a pointer to
+// one of the options nilTarget reads, given nil (&grpc.HeaderCallOption{}),
+// or an option of the program's that embeds a grpc.CallOption left nil
+// (grpc-go calls the embedded option's methods). Only a call given options
+// pays the look.
 func holdsNil(o grpc.CallOption) bool {
-	switch o := o.(type) {
-	case grpc.HeaderCallOption:
-		return o.HeaderAddr == nil
-	case *grpc.HeaderCallOption:
-		return o.HeaderAddr == nil
-	case grpc.TrailerCallOption:
-		return o.TrailerAddr == nil
-	case *grpc.TrailerCallOption:
-		return o.TrailerAddr == nil
-	case grpc.PeerCallOption:
-		return o.PeerAddr == nil
-	case *grpc.PeerCallOption:
-		return o.PeerAddr == nil
-	case grpc.OnFinishCallOption:
-		return o.OnFinish == nil
-	case *grpc.OnFinishCallOption:
-		return o.OnFinish == nil
-	case grpc.ForceCodecCallOption:
-		return isNil(o.Codec)
-	case *grpc.ForceCodecCallOption:
-		return isNil(o.Codec)
-	case grpc.CustomCodecCallOption:
-		return isNil(o.Codec)
-	case *grpc.CustomCodecCallOption:
-		return isNil(o.Codec)
-	}
 	v := reflect.ValueOf(o)
 	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return false // isNil's
+		}
+		if inner, ok := v.Elem().Interface().(grpc.CallOption); ok && nilTarget(inner) {
+			return true
+		}
 		v = v.Elem()
 	}
 	if v.Kind() != reflect.Struct {
@@ -57,4 +35,5 @@ func holdsNil(o grpc.CallOption) bool {
 	return false
 }
 
+// callOptionType is the type grpc.CallOption, for holdsNil.
 var callOptionType = reflect.TypeFor[grpc.CallOption]()

@@ -40,12 +40,34 @@ type served struct {
 // ctx.
 func newServed(ctx context.Context, g *Guard, m *method) *served {
 	c := &served{Context: ctx, rec: downstream{guard: g, method: m}}
-	// A stream of a type that cannot be compared (no gRPC stream is one)
-	// is left as it is: Value could not tell it from another value.
-	if s := grpc.ServerTransportStreamFromContext(ctx); s != nil && reflect.TypeOf(s).Comparable() {
+	// A stream whose values cannot be compared without a panic (a slice,
+	// or a value holding an interface, which may hold one; no gRPC stream
+	// is one) is left as it is: Value could not tell it from another value.
+	if s := grpc.ServerTransportStreamFromContext(ctx); s != nil && comparesSafely(reflect.TypeOf(s)) {
 		c.out.ServerTransportStream = s
 	}
 	return c
+}
+
+// comparesSafely reports whether values of t can be compared with == and
+// never panic: t is comparable and holds no interface (whose dynamic value
+// may not be). A pointer, gRPC's stream, is answered at once.
+func comparesSafely(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Chan, reflect.UnsafePointer:
+		return true
+	case reflect.Interface, reflect.Slice, reflect.Map, reflect.Func:
+		return false
+	case reflect.Array:
+		return comparesSafely(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !comparesSafely(t.Field(i).Type) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Value is the parent's, but for the record and gRPC's stream, which is

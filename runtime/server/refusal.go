@@ -50,12 +50,7 @@ func (r *refusal) GRPCStatus() *status.Status { return r.st }
 // interceptor between them wrapped it in; a refusal of another method's
 // request, which the handler called in-process, is not.
 func notRefusedHere(err error, method string) error {
-	// errors.As, not a type assertion: an interceptor of the server's
-	// own between the two Guards may wrap the refusal (fmt.Errorf with
-	// %w, an error with a status of its own that unwraps to it), and it
-	// is still this server's.
-	var r *refusal
-	if errors.As(err, &r) && r.method == method {
+	if r := refusalIn(err); r != nil && r.method == method {
 		return err
 	}
 	st, ok := status.FromError(err)
@@ -85,6 +80,27 @@ func notRefusedHere(err error, method string) error {
 	}
 	sp.Details = kept
 	return &passedOn{err: err, st: status.FromProto(sp)}
+}
+
+// refusalIn returns the refusal err is or wraps, as errors.As finds it,
+// nil when there is none. errors.As, not a type assertion alone: an
+// interceptor of the server's own between two Guards may wrap the refusal
+// (fmt.Errorf with %w, an error with a status of its own that unwraps to
+// it), and it is still this server's. errors.As is called only for an
+// error it could look into (one that unwraps or has an As method), whose
+// target then costs an allocation: a handler's plain status error costs
+// none.
+func refusalIn(err error) *refusal {
+	switch e := err.(type) {
+	case *refusal:
+		return e
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }, interface{ As(any) bool }:
+		var r *refusal
+		if errors.As(e, &r) {
+			return r
+		}
+	}
+	return nil
 }
 
 // isRefusalMark reports whether d, a decoded status detail, is one of the
