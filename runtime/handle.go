@@ -238,7 +238,8 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // would panic on one in the call, after the layers took a token, a permit
 // or a probe, or on the goroutine of a cache's shared call; a nil pointer
 // to an option type is refused alike, and so is an option of grpc-go's
-// given a nil address or function (nilTarget). Nothing is
+// given a nil address or function (nilTarget), a pointer to one, or an
+// option embedding a nil grpc.CallOption (holdsNil). Nothing is
 // sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
 // handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
@@ -261,7 +262,7 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 		if isNil(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
 		}
-		if nilTarget(o) {
+		if nilTarget(o) || holdsNil(o) {
 			return misuseError(codes.InvalidArgument, m.policy.Name,
 				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (a function, a codec)", i, o))
 		}

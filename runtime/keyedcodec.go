@@ -32,7 +32,8 @@ var keyedOptions = []grpc.CallOption{grpc.ForceCodecV2(keyedCodec{}), grpc.CallC
 // key: opts and keyedOptions, after them so that they replace the codec
 // and subtype a connection sets by default. A caller that gives the call a
 // codec or a content subtype of its own (grpc.ForceCodec, ForceCodecV2,
-// CallContentSubtype, CallCustomCodec) chose how the request is written:
+// CallContentSubtype, CallCustomCodec, or a pointer to the option one of
+// them returns) chose how the request is written:
 // its options are returned as they are, and the same bytes on each attempt
 // are then its codec's to give. No options cost no allocation.
 func withKeyedCodec(opts []grpc.CallOption) []grpc.CallOption {
@@ -41,7 +42,10 @@ func withKeyedCodec(opts []grpc.CallOption) []grpc.CallOption {
 	}
 	for _, o := range opts {
 		switch o.(type) {
-		case grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, grpc.ContentSubtypeCallOption:
+		case grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, grpc.ContentSubtypeCallOption,
+			// A pointer to one is a grpc.CallOption too (its methods have
+			// value receivers), and the caller's choice as much.
+			*grpc.ForceCodecV2CallOption, *grpc.ForceCodecCallOption, *grpc.CustomCodecCallOption, *grpc.ContentSubtypeCallOption:
 			return opts
 		}
 	}
