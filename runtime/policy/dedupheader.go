@@ -10,14 +10,21 @@ import (
 )
 
 // sharedHeaders are metadata keys that every request carries, set by the
-// transport, the client library or the runtime, with one value for every
-// request of a caller or of every caller: an idempotency key read from
-// one would make every request one request.
+// transport, the client library, a proxy or the runtime, with one value
+// for every request of a caller (its credentials, its session, its
+// address) or of every caller: an idempotency key read from one would
+// make every request of a caller one request, and refuse its second order
+// as "a different request".
 var sharedHeaders = map[string]bool{
-	"content-type":  true,
-	"user-agent":    true,
-	"te":            true,
-	priority.Header: true,
+	"content-type":    true,
+	"user-agent":      true,
+	"te":              true,
+	"authorization":   true,
+	"cookie":          true,
+	"x-forwarded-for": true,
+	"x-real-ip":       true,
+	"forwarded":       true,
+	priority.Header:   true,
 }
 
 // dedupHeaderProblem says what is wrong with h as Dedup.Header, "" when
