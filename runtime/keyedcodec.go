@@ -33,7 +33,8 @@ var keyedOptions = []grpc.CallOption{grpc.ForceCodecV2(keyedCodec{}), grpc.CallC
 // and subtype a connection sets by default. A caller that gives the call a
 // codec or a content subtype of its own (grpc.ForceCodec, ForceCodecV2,
 // CallContentSubtype, CallCustomCodec, or a pointer to the option one of
-// them returns) chose how the request is written:
+// them returns; not ForceCodecV2(nil), which leaves the connection's
+// codec) chose how the request is written:
 // its options are returned as they are, and the same bytes on each attempt
 // are then its codec's to give. No options cost no allocation.
 func withKeyedCodec(opts []grpc.CallOption) []grpc.CallOption {
@@ -41,11 +42,21 @@ func withKeyedCodec(opts []grpc.CallOption) []grpc.CallOption {
 		return keyedOptions
 	}
 	for _, o := range opts {
-		switch o.(type) {
-		case grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, grpc.ContentSubtypeCallOption,
+		switch o := o.(type) {
+		case grpc.ForceCodecV2CallOption:
+			if o.CodecV2 == nil {
+				continue // gRPC then uses the connection's codec: no choice made
+			}
+			return opts
+		case *grpc.ForceCodecV2CallOption:
+			if o.CodecV2 == nil {
+				continue
+			}
+			return opts
+		case grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, grpc.ContentSubtypeCallOption,
 			// A pointer to one is a grpc.CallOption too (its methods have
 			// value receivers), and the caller's choice as much.
-			*grpc.ForceCodecV2CallOption, *grpc.ForceCodecCallOption, *grpc.CustomCodecCallOption, *grpc.ContentSubtypeCallOption:
+			*grpc.ForceCodecCallOption, *grpc.CustomCodecCallOption, *grpc.ContentSubtypeCallOption:
 			return opts
 		}
 	}

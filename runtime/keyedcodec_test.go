@@ -327,6 +327,8 @@ func TestKeyedCodecAndTheCallersCodec(t *testing.T) {
 		{"generated key", cc, policy.Method{GenerateIdempotencyKey: true}, "", nil, 0, 0, "application/grpc+proto"},
 		{"keyed, the call's codec", cc, policy.Method{IdempotencyKey: "order_id"}, "o-1",
 			[]grpc.CallOption{grpc.ForceCodecV2(countingCodec{&call})}, 0, 1, "application/grpc+proto"},
+		{"keyed, the call's codec nil (gRPC would use the connection's)", cc, policy.Method{IdempotencyKey: "order_id"}, "o-1",
+			[]grpc.CallOption{grpc.ForceCodecV2(nil)}, 0, 0, "application/grpc+proto"},
 		{"keyed, the call's subtype", ccPlain, policy.Method{IdempotencyKey: "order_id"}, "o-1",
 			[]grpc.CallOption{grpc.CallContentSubtype("proto")}, 0, 0, "application/grpc+proto"},
 		{"keyed, the caller's other options", cc, policy.Method{IdempotencyKey: "order_id"}, "o-1",
