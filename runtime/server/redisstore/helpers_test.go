@@ -132,6 +132,20 @@ func client(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
+// warmClient is client(t, addr) with n connections opened (and their
+// handshakes sent) before the test slows Redis down: go-redis sends its
+// handshake at a connection's first command, so n commands that block
+// together open n, each costing round trips of its own.
+func warmClient(t *testing.T, addr string, n int) *redis.Client {
+	c := client(t, addr)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { _ = c.BLPop(context.Background(), 50*time.Millisecond, "warm:none").Err() })
+	}
+	wg.Wait()
+	return c
+}
+
 const (
 	inventory    = "example.inventory.v1.InventoryService"
 	reserveStock = inventoryv1.InventoryService_ReserveStock_FullMethodName

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,12 +43,7 @@ func TestLeaseClaimOnlyAsFastAsARenewalCan(t *testing.T) {
 			return status.FromContextError(context.Cause(ctx)).Err()
 		}
 	}}
-	rc := client(t, p.Addr())
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() { _ = rc.BLPop(context.Background(), 50*time.Millisecond, "renewable:none").Err() })
-	}
-	wg.Wait()
+	rc := warmClient(t, p.Addr(), 4)
 	s := New(rc, "renewable:")
 	g, c := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)

@@ -35,12 +35,7 @@ func TestAttack21cSlowClaimThenItsRetry(t *testing.T) {
 			return status.FromContextError(context.Cause(ctx)).Err()
 		}
 	}}
-	rc := client(t, p.Addr())
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() { _ = rc.BLPop(context.Background(), 50*time.Millisecond, "attack21c:none").Err() })
-	}
-	wg.Wait()
+	rc := warmClient(t, p.Addr(), 4)
 	s := New(rc, "attack21c:")
 	g, c := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
@@ -56,6 +51,7 @@ func TestAttack21cSlowClaimThenItsRetry(t *testing.T) {
 		err error
 	}
 	answers := make(chan answer, 2)
+	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
 			resp, err := reserve(t, c, "k-1", 5*time.Second)

@@ -106,12 +106,7 @@ func TestGrantSlowClaimCutThenRepeat(t *testing.T) {
 	// would cost round trips of its own, slower than StoreTimeout here.
 	// (go-redis sends its handshake at a connection's first command: six
 	// commands that block together open six and send it on each.)
-	rc := client(t, p.Addr())
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Go(func() { _ = rc.BLPop(context.Background(), 50*time.Millisecond, "slowcut:none").Err() })
-	}
-	wg.Wait()
+	rc := warmClient(t, p.Addr(), 6)
 	s := New(rc, "slowcut:")
 	g, c := guarded(t, srv, reserveStockPolicy(2*time.Second, policy.StoreErrorRefuse), server.WithStore(s))
 	loadScripts(t, s)
