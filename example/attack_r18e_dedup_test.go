@@ -108,9 +108,15 @@ func TestAttackR18eReserveStockRunsOnceThroughNetworkFaults(t *testing.T) {
 // resets every connection while the handler runs. The handler runs once;
 // every caller gets the same reservation or an error (never a second,
 // different answer), and one more call after the faults gets the replay.
+// The handler takes 300 ms, so that the reset 20 ms after it started
+// comes while it runs however late a loaded machine wakes the resetter
+// (80 ms left it 60 ms), and the calls have 5 s per attempt
+// (longTimeouts): under the annotated 300 ms a retry waiting for the
+// handler's outcome, or the last call's replay from Redis, could time out
+// on a loaded machine, and the timeouts open the shared breaker.
 func TestAttackR18eConcurrentRetriesOfOneOrder(t *testing.T) {
 	started := make(chan struct{})
-	r := newRig(t, slowReserve(80*time.Millisecond, started), nil)
+	r := newRig(t, slowReserve(300*time.Millisecond, started), nil, longTimeouts)
 	r.warm(t)
 	r.proxy.LoseNextReply()
 	go func() {
