@@ -80,8 +80,9 @@ func TestCascadeShape(t *testing.T) {
 	}
 	// The timeout (300ms) and the bulkhead's wait (50ms), plus what the
 	// machine adds to any call at the time (the probe's p99, a few ms when
-	// idle) and 100ms of scheduling margin.
-	if p99, probeP99 := full.percentile(0.99), base.percentile(0.99); p99 > 300*time.Millisecond+50*time.Millisecond+probeP99+100*time.Millisecond {
+	// idle) twice, for the call's start and for the wake of its timeout
+	// (once fell short by 24ms at load 15), and 100ms of scheduling margin.
+	if p99, probeP99 := full.percentile(0.99), base.percentile(0.99); p99 > 300*time.Millisecond+50*time.Millisecond+2*probeP99+100*time.Millisecond {
 		t.Errorf("full stack p99 %v (uncontended calls at the time: %v): more than timeout + bulkhead wait allow", p99, probeP99)
 	}
 	if adaptive := rep.slow[3]; rep.slowCalls[3] > rep.slowCalls[2] || adaptive.counts[outOK]+adaptive.counts[outFallback] != adaptive.sent {
