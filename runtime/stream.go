@@ -36,7 +36,7 @@ import (
 // opens the breaker again, its success is not counted, and the unary
 // calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
-	if isNil(cc) {
+	if nilIn(cc) != "" {
 		cc = nil // (*grpc.ClientConn)(nil), from a failed grpc.NewClient: each call fails FAILED_PRECONDITION
 	}
 	w := &conn{cc: cc, c: c, probes: map[*methodState]bool{}}
@@ -60,9 +60,17 @@ type conn struct {
 	probes map[*methodState]bool
 }
 
+// Invoke passes a unary call through, but refuses a call option that is
+// nil or holds a nil (refuseNilOptions: INVALID_ARGUMENT, nothing sent),
+// for hand-written code calling through Conn as for the handles, whose
+// options it sees again at each attempt (grpc-go's and the runtime's own
+// are looked at by their type alone).
 func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	if w.cc == nil {
 		return nilConnError(method)
+	}
+	if err := refuseNilOptions(method, opts); err != nil {
+		return err
 	}
 	return w.cc.Invoke(ctx, method, args, reply, opts...)
 }
@@ -77,6 +85,12 @@ func nilConnError(method string) error {
 func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if w.cc == nil {
 		return nil, nilConnError(method)
+	}
+	// A nil in an option is refused on every method, one with no policy
+	// too: for a stream grpc-go would panic on the goroutine it ends the
+	// stream on, which ends the program.
+	if err := refuseNilOptions(method, opts); err != nil {
+		return nil, err
 	}
 	m := w.c.byName[method]
 	if m == nil {
