@@ -46,18 +46,42 @@ func nilWithin(v any, depth int) string {
 		grpc.MaxRetryRPCBufferSizeCallOption, grpc.AuthorityOverrideCallOption:
 		return ""
 	case grpc.TrailerCallOption:
-		return nilField(o.TrailerAddr == nil, "TrailerAddr", "grpc.Trailer(nil)", "pass the address of a metadata.MD")
+		if o.TrailerAddr == nil {
+			return "has a nil TrailerAddr, as grpc.Trailer(nil) makes: pass the address of a metadata.MD"
+		}
+		return ""
 	case grpc.HeaderCallOption:
-		return nilField(o.HeaderAddr == nil, "HeaderAddr", "grpc.Header(nil)", "pass the address of a metadata.MD")
+		if o.HeaderAddr == nil {
+			return "has a nil HeaderAddr, as grpc.Header(nil) makes: pass the address of a metadata.MD"
+		}
+		return ""
 	case grpc.PeerCallOption:
-		return nilField(o.PeerAddr == nil, "PeerAddr", "grpc.Peer(nil)", "pass the address of a peer.Peer")
+		if o.PeerAddr == nil {
+			return "has a nil PeerAddr, as grpc.Peer(nil) makes: pass the address of a peer.Peer"
+		}
+		return ""
 	case grpc.OnFinishCallOption:
-		return nilField(o.OnFinish == nil, "OnFinish", "grpc.OnFinish(nil)", "pass a function")
+		if o.OnFinish == nil {
+			return "has a nil OnFinish, as grpc.OnFinish(nil) makes: pass a function"
+		}
+		return ""
 	case grpc.ForceCodecCallOption:
-		return nilField(o.Codec == nil, "Codec", "grpc.ForceCodec(nil)", "pass a codec, or leave the option out")
+		if o.Codec == nil {
+			return "has a nil Codec, as grpc.ForceCodec(nil) makes: pass a codec, or leave the option out"
+		}
+		return ""
 	case grpc.CustomCodecCallOption:
-		return nilField(o.Codec == nil, "Codec", "grpc.CallCustomCodec(nil)", "pass a codec, or leave the option out")
+		if o.Codec == nil {
+			return "has a nil Codec, as grpc.CallCustomCodec(nil) makes: pass a codec, or leave the option out"
+		}
+		return ""
 	}
+	return nilByReflection(v, depth)
+}
+
+// nilByReflection is nilWithin for a value of any other type: apart, so
+// that the look at grpc-go's options stays a small function.
+func nilByReflection(v any, depth int) string {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
@@ -99,16 +123,6 @@ func nilWithin(v any, depth int) string {
 		}
 	}
 	return ""
-}
-
-// nilField is nilIn's words for one of grpc-go's options given nil: "" if
-// it is not nil, else which field, the call that makes such an option, and
-// how to mend it.
-func nilField(isNil bool, field, made, mend string) string {
-	if !isNil {
-		return ""
-	}
-	return "has a nil " + field + ", as " + made + " makes: " + mend
 }
 
 // callOptionType is the type grpc.CallOption, for nilIn.
