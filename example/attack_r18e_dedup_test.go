@@ -179,20 +179,25 @@ func TestAttackR18eConcurrentRetriesOfOneOrder(t *testing.T) {
 // the caller learns that the server is shedding and when to come back,
 // not that the order failed; the handler runs once, and the order sent
 // again after the pushback gets the reservation that was made. The
-// pushback (600 ms) leaves the first attempt 450 ms past its handler's
-// 150 ms to keep its outcome and free its place: 200 ms left 50 ms, and
-// at load 8 the order sent again was shed behind it.
+// handler takes 500 ms, so that the reset and the retry come while it
+// holds the place however late a loaded machine runs them (150 ms was
+// over before the retry arrived at load 12, and the retry was served);
+// the attempts have 5 s (longTimeouts), so that only the reset ends the
+// first. The pushback (1 s) leaves the first attempt 500 ms past its
+// handler to keep its outcome and free its place: 200 ms past a 150 ms
+// handler left 50 ms, and at load 8 the order sent again was shed
+// behind it.
 func TestAttackR18eRetryShedBehindItsOwnFirstAttempt(t *testing.T) {
 	started := make(chan struct{})
-	r := newRig(t, slowReserve(150*time.Millisecond, started),
-		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 600*time.Millisecond)})
+	r := newRig(t, slowReserve(500*time.Millisecond, started),
+		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, time.Second)}, longTimeouts)
 	r.warm(t)
 	go func() {
 		<-started
 		r.proxy.Cut()
 		r.proxy.Restore()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-shedretry", Sku: "a", Units: 1}
 	_, err := r.client.ReserveStock(ctx, req)
