@@ -71,9 +71,10 @@ func TestAttackR18eTooShortIsNotRetriedIntoTheSameRefusal(t *testing.T) {
 // calls ReserveStock (server MinDeadline 10 ms). At most one attempt
 // reaches the server, which refuses it before the handler; the caller
 // gets DEADLINE_EXCEEDED and the key is not claimed, so the same order
-// with time enough runs.
+// with time enough runs. The attempts have 5 s (longTimeouts), so that
+// the order sent with time enough has it on a loaded machine.
 func TestAttackR18eCallerDeadlineBelowMinDeadline(t *testing.T) {
-	r := newRig(t, nil, nil, retryDeadlines)
+	r := newRig(t, nil, nil, retryDeadlines, longTimeouts)
 	r.warm(t)
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-late", Sku: "a", Units: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
