@@ -220,7 +220,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	if f.err == nil {
 		return copyOf(f.val.(*Resp)), true, nil
 	}
-	if !isAnswer(status.Code(f.err)) {
+	if standsFor(f.err) {
 		if resp, ok := staleOf[Resp](m, key, f.err); ok {
 			stale = true
 			return resp, false, nil

@@ -359,13 +359,29 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // fallbackApplies reports whether a failed call may be answered by the
 // fallback: a failure of the dependency or a refusal of the runtime, not an
-// answer of the dependency (NOT_FOUND, INVALID_ARGUMENT, …) and not the
-// caller's own cancellation.
+// answer of the dependency (NOT_FOUND, INVALID_ARGUMENT, …), not the
+// caller's own cancellation, and not a failure on the client's side (see
+// standsFor).
 func fallbackApplies(ctx context.Context, err error) bool {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
-	return !isAnswer(status.Code(err))
+	return standsFor(err)
+}
+
+// standsFor reports whether a fallback or a stale answer may stand in for
+// a call that failed with err: a failure of the dependency or a refusal of
+// the runtime. Not an answer of the dependency, and not a failure on the
+// client's side (a message that does not marshal or is past a size limit,
+// a closed ClientConn: see unsent), which nothing reached the dependency
+// for and which would fail the same way on every call: standing in for it
+// would hide the caller's defect behind a degraded answer.
+func standsFor(err error) bool {
+	if isAnswer(status.Code(err)) {
+		return false
+	}
+	_, local := unsent(err).(*clientFault)
+	return !local
 }
 
 // isAnswer reports whether a code is the dependency's answer to the
