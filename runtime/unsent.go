@@ -11,13 +11,24 @@ import (
 // status of a message its codec could not marshal (rpc_util.go, encode).
 const marshalFailure = "grpc: error while marshaling"
 
+// badMetadata are the starts of the messages of the INTERNAL grpc-go gives
+// a call whose outgoing metadata it cannot carry (stream.go,
+// newClientStream, through internal/metadata's ValidatePair): a key
+// outside [0-9a-z-_.], an empty key, or a value with a byte outside
+// printable ASCII under a key not ending in "-bin". Nothing was sent.
+var badMetadata = [...]string{
+	"header key ",
+	"there is an empty key in the header",
+}
+
 // connClosing is the message of the CANCELLED grpc-go gives every call
 // made on a ClientConn the program closed (grpc.ErrClientConnClosing):
 // the client's own doing, with nothing sent.
 const connClosing = "grpc: the client connection is closing"
 
 // unsent returns what the breaker (and the adaptive layers) are told of a
-// unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal never left the client, so it
+// unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal, or whose metadata gRPC
+// cannot carry, never left the client, so it
 // is a client fault that says nothing about the dependency (a half-open
 // probe ended so frees its place instead of counting as a success); any
 // other ending is err itself. The caller still gets err. Only a failed
@@ -63,6 +74,11 @@ func unsentFailure(err error) error {
 	case codes.Internal:
 		if strings.HasPrefix(st.Message(), marshalFailure) {
 			return &clientFault{err: err}
+		}
+		for _, p := range badMetadata {
+			if strings.HasPrefix(st.Message(), p) {
+				return &clientFault{err: err}
+			}
 		}
 	case codes.ResourceExhausted:
 		for _, p := range tooLarge {
