@@ -31,6 +31,16 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 		// call started, no token, permit or budget request, no fallback.
 		return nil, statusFromContext(err)
 	}
+	if len(opts) != 0 {
+		// The caller's grpc.OnFinish runs once, with what the caller gets
+		// (the fallback's answer included), not once per attempt.
+		var fins []func(error)
+		if opts, fins = onFinishOf(opts); fins != nil {
+			resp, err := callUnary(ctx, m, key, cacheKey, req, opts, call, fallback)
+			finished(fins, err)
+			return resp, err
+		}
+	}
 	var resp *Resp
 	var err error
 	fromDependency := true
@@ -95,6 +105,17 @@ func (m *methodState) fellBackTo(cause int, err error) {
 // send another attempt, cut when its last caller leaves, while an attempt
 // already sent runs on under ctx.
 func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
+	if len(in.opts) != 0 && wait == nil {
+		// The caller's grpc.OnFinish runs once, with the call's result,
+		// refusals included, not once per attempt or hedged copy (a
+		// cache's shared call, wait not nil, never has one: see
+		// callUnary).
+		if opts, fins := onFinishOf(in.opts); fins != nil {
+			resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: in.req, opts: opts, call: in.call})
+			finished(fins, err)
+			return resp, err
+		}
+	}
 	p := m.policy
 	admit := ctx
 	if wait != nil {
