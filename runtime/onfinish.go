@@ -10,6 +10,9 @@ import "google.golang.org/grpc"
 // call) or none (a refusal, a fresh answer), so it runs them itself, once
 // per call, with the call's result (see finished).
 func onFinishOf(opts []grpc.CallOption) ([]grpc.CallOption, []func(error)) {
+	if len(opts) == len(keyedOptions) && &opts[0] == &keyedOptions[0] {
+		return opts, nil // a keyed call given no options: the runtime's own
+	}
 	i := 0
 	for i < len(opts) {
 		if _, ok := opts[i].(grpc.OnFinishCallOption); ok {
