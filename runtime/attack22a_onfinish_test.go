@@ -9,6 +9,7 @@ package runtime_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -191,4 +192,35 @@ func TestAttack22aOnFinishOfACachedCall(t *testing.T) {
 	if n := srv.Calls(atkGetStock); n != 1 {
 		t.Errorf("the server saw %d calls, want 1", n)
 	}
+}
+
+// TestAttack22aOnFinishOfARefusedStream: WatchStock's bulkhead (4
+// permits) is full of streams the server holds open; a fifth stream,
+// given grpc.OnFinish, is refused RESOURCE_EXHAUSTED. A unary call the
+// runtime refuses runs the callback once; the refused stream runs it
+// never, since no gRPC stream was made. The refusal is in the conn's
+// NewStream (runtime/stream.go), which is not this attacker's to change.
+func TestAttack22aOnFinishOfARefusedStream(t *testing.T) {
+	if os.Getenv("ATTACK22A_BROKEN") != "1" {
+		t.Skip("BROKEN: a stream the runtime refuses (bulkhead full, breaker open) never runs the caller's grpc.OnFinish, where a refused unary call runs it once")
+	}
+	atkNoLeak(t)
+	never := make(chan struct{})
+	srv, cc := startFault(t, atkHold(never))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 4 {
+		if _, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "apple"}); err != nil {
+			t.Fatalf("WatchStock: %v", err)
+		}
+	}
+	atkWaitFor(t, "the server holds 4 streams", func() bool { return srv.InFlight() == 4 })
+	var f attack22aFinishes
+	if _, err := c.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: "apple"}, f.option()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the fifth WatchStock: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	f.wantOnce(t, "a stream the bulkhead refused", codes.ResourceExhausted)
+	cancel()
+	atkWaitFor(t, "the streams end", func() bool { return srv.InFlight() == 0 })
 }
