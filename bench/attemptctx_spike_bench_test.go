@@ -247,3 +247,28 @@ func BenchmarkAttemptCtxGRPC(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAttemptCtxParts takes apart the spike's noop case, in turns:
+// the call with only the clock reading (now), with a time.AfterFunc timer
+// set and stopped as well (timer: the spike's context less its struct,
+// mutex and atomics), the spike's context, and the runtime's path today
+// (deadline).
+func BenchmarkAttemptCtxParts(b *testing.B) {
+	const d = time.Second
+	var f = func() {}
+	calls := []func(context.Context) error{
+		func(ctx context.Context) error { spikeStart = time.Now(); return noopCall(ctx) },
+		func(ctx context.Context) error {
+			spikeStart = time.Now()
+			t := time.AfterFunc(d, f)
+			defer t.Stop()
+			return noopCall(ctx)
+		},
+		spikeOp("spike", noopCall),
+		spikeOp("deadline", noopCall),
+	}
+	names := []string{"now", "timer", "spike", "deadline"}
+	for i, p10 := range floorTurns(b, calls) {
+		b.ReportMetric(p10, names[i]+"-p10-ns/call")
+	}
+}

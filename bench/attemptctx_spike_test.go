@@ -29,7 +29,6 @@ type attemptCtx struct {
 
 	mu       sync.Mutex
 	timer    *time.Timer // written before any other goroutine may read it, or under mu
-	cause    error       // set by the first cancel; under mu
 	unparent func() bool // stops the parent's AfterFunc; under mu
 	// The funcs registered by AfterFunc, under mu: the first in a slot of
 	// its own (grpc-go registers one child per attempt), the others in a
@@ -65,13 +64,13 @@ func newAttemptCtx(parent context.Context, now time.Time, d time.Duration) *atte
 	if pd != nil {
 		select {
 		case <-pd:
-			c.cancel(parent.Err(), context.Cause(parent), false)
+			c.cancel(parent.Err(), false)
 			return c
 		default:
 		}
 	}
 	if d <= 0 {
-		c.cancel(context.DeadlineExceeded, nil, false)
+		c.cancel(context.DeadlineExceeded, false)
 		return c
 	}
 	if pd == nil { // parent never ends: no one else sees c before it is returned
@@ -81,26 +80,26 @@ func newAttemptCtx(parent context.Context, now time.Time, d time.Duration) *atte
 	c.mu.Lock()
 	// f runs on a goroutine of its own once parent ends; it waits for mu.
 	c.unparent = context.AfterFunc(parent, func() {
-		c.cancel(parent.Err(), context.Cause(parent), true)
+		c.cancel(parent.Err(), true)
 	})
 	c.timer = time.AfterFunc(d, c.expire)
 	c.mu.Unlock()
 	return c
 }
 
-func (c *attemptCtx) expire() { c.cancel(context.DeadlineExceeded, nil, false) }
+func (c *attemptCtx) expire() { c.cancel(context.DeadlineExceeded, false) }
 
 // release ends the attempt's context as its cancel func would: Canceled,
 // the timer stopped, children cancelled, the parent's hook removed.
-func (c *attemptCtx) release() { c.cancel(context.Canceled, nil, true) }
+func (c *attemptCtx) release() { c.cancel(context.Canceled, true) }
 
-// cancel ends c with err (Canceled or DeadlineExceeded) and cause, once.
-// stopTimer is false only on the timer's own goroutine, which must not
-// read c.timer (written without mu when parent cannot end).
-func (c *attemptCtx) cancel(err, cause error, stopTimer bool) {
-	if cause == nil {
-		cause = err
-	}
+// cancel ends c with err (Canceled or DeadlineExceeded), once. stopTimer
+// is false only on the timer's own goroutine, which must not read c.timer
+// (written without mu when parent cannot end). A cause is not kept:
+// context.Cause(c) never asks c for one (it looks for the innermost
+// *cancelCtx through Value, which finds the parent's), so c has no way to
+// give its own.
+func (c *attemptCtx) cancel(err error, stopTimer bool) {
 	s := uint32(1)
 	if err == context.DeadlineExceeded {
 		s = 2
@@ -110,7 +109,6 @@ func (c *attemptCtx) cancel(err, cause error, stopTimer bool) {
 		c.mu.Unlock()
 		return
 	}
-	c.cause = cause
 	c.state.Store(s) // before done closes: Err waits for Done (below)
 	if d, _ := c.done.Load().(chan struct{}); d != nil {
 		close(d)
