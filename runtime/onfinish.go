@@ -10,17 +10,7 @@ import "google.golang.org/grpc"
 // call) or none (a refusal, a fresh answer), so it runs them itself, once
 // per call, with the call's result (see finished).
 func onFinishOf(opts []grpc.CallOption) ([]grpc.CallOption, []func(error)) {
-	if len(opts) == len(keyedOptions) && &opts[0] == &keyedOptions[0] {
-		return opts, nil // a keyed call given no options: the runtime's own
-	}
-	i := 0
-	for i < len(opts) {
-		if _, ok := opts[i].(grpc.OnFinishCallOption); ok {
-			break
-		}
-		i++
-	}
-	if i == len(opts) {
+	if !hasOnFinish(opts) {
 		return opts, nil
 	}
 	rest := make([]grpc.CallOption, 0, len(opts)-1)
@@ -33,6 +23,20 @@ func onFinishOf(opts []grpc.CallOption) ([]grpc.CallOption, []func(error)) {
 		rest = append(rest, o)
 	}
 	return rest, fns
+}
+
+// hasOnFinish reports whether opts holds a grpc.OnFinish option (by
+// value: grpc-go itself runs no other). opts must not be empty.
+func hasOnFinish(opts []grpc.CallOption) bool {
+	if len(opts) == len(keyedOptions) && &opts[0] == &keyedOptions[0] {
+		return false // a keyed call given no options: the runtime's own
+	}
+	for _, o := range opts {
+		if _, ok := o.(grpc.OnFinishCallOption); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // finished runs the callbacks onFinishOf took, in order, with the call's
