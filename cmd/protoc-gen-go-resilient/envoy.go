@@ -133,6 +133,9 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	// retrying, it is one attempt. Envoy does not hedge: each copy the
 	// generated client sends of a hedged method is a request of its own.
 	limit := bound.Call(unhedged(mp))
+	if retries == retriesAtEnvoy && mp.Retry != nil {
+		limit = bound.Envoy(mp) // Envoy's back-offs, not the runtime's
+	}
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout
 	}
