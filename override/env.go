@@ -253,13 +253,11 @@ func plausible(names []string, ok func(string) bool) []string {
 
 // spells reports whether rest, the name of a variable from a service's
 // (or, not service, a method's) part on, starts with that part spelled
-// as word: the whole of rest, or word, "__" and a field of the annotation
-// (or, for a service, METHODS). So Get__Stock's part is not read as
-// method Get's, whose field STOCK does not exist.
+// as word followed by "__" and a field of the annotation (or, for a
+// service, METHODS). So Get__Stock's part is not read as method Get's,
+// whose field STOCK does not exist, nor a.b's TIMEOUT as a service
+// a.b_.timeout with no field.
 func spells(rest, word string, service bool) bool {
-	if rest == word {
-		return true
-	}
 	next, ok := strings.CutPrefix(rest, word+"__")
 	if !ok {
 		return false

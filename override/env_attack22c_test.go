@@ -72,3 +72,26 @@ func TestAttack22cEnvMisspeltFieldAfterADoubleUnderscoreName(t *testing.T) {
 		t.Errorf("got %q, want %s: unknown field …", got, name)
 	}
 }
+
+// TestAttack22cEnvServiceNamedLikeAField: beside service a.b, a service
+// a.b_.timeout (protobuf allows lower-case service names) spells its
+// part as a.b's part, "__" and TIMEOUT: RESILIENT__A_B__TIMEOUT, a.b's
+// timeout, names no value of a.b_.timeout (it has no field), and stays
+// a.b's.
+func TestAttack22cEnvServiceNamedLikeAField(t *testing.T) {
+	ab := &policy.Service{Name: "a.b", Methods: []policy.Method{{Name: "/a.b/Get", Idempotent: true, Timeout: time.Second}}}
+	other := &policy.Service{Name: "a.b_.timeout", Methods: []policy.Method{{Name: "/a.b_.timeout/Get", Idempotent: true, Timeout: time.Second}}}
+	set, err := override.Parse("", nil, []string{"RESILIENT__A_B__TIMEOUT=150ms"}, ab, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[*policy.Service]time.Duration{ab: 150 * time.Millisecond, other: time.Second} {
+		rt, err := runtime.NewClient(p, set.Options(p)...)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		if got := rt.Policy().Methods[0].Timeout; got != want {
+			t.Errorf("%s: timeout %v, want %v", p.Name, got, want)
+		}
+	}
+}
