@@ -516,3 +516,31 @@ func (g *Guard) notKeepable(ctx context.Context, m *method, err error) {
 			"method", m.name, "error", err.Error())
 	}
 }
+
+// keyedStream refuses a request of m, a deduplicated method, that reached
+// the stream interceptor with an idempotency key: its policy leaves Kind
+// out for a streaming method (zero is KindUnary, which Validate accepts
+// with a Dedup), or a proxy serves it with grpc.UnknownServiceHandler,
+// which gRPC runs as a stream. A stream cannot be deduplicated, and
+// running it would run every repeat of the key with nothing to say that
+// the policy's dedup was not applied. A stream without a key runs, as a
+// unary request without one does. The first refusal of each method is
+// logged as an error.
+func (g *Guard) keyedStream(ctx context.Context, m *method) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	keyed := false
+	for _, v := range md.Get(m.dedup.header) {
+		keyed = keyed || v != ""
+	}
+	if !keyed {
+		return nil
+	}
+	const why = "but the request reached the Guard as a stream (a streaming method whose policy leaves Kind out, or a proxy's grpc.UnknownServiceHandler), and a stream cannot be deduplicated"
+	if g.logger != nil && m.streamLogged.CompareAndSwap(false, true) {
+		g.logger.ErrorContext(ctx, "keyed stream of a deduplicated method refused: "+why+"; set the policy's Kind to the method's and drop its Dedup, or serve the method as unary",
+			"method", m.name)
+	}
+	return status.Errorf(codes.Internal,
+		"resilient: %s deduplicates by idempotency key (%s header), %s: refused rather than run without dedup; the server's policy must give the method its Kind (and no Dedup for a stream), or the server must serve it as a unary method",
+		m.name, m.dedup.header, why)
+}
