@@ -108,6 +108,13 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
 	}
 	skey := storeKey(m.name, scope, key)
+	if holdsKey(ctx, skey) {
+		// Another Guard on this server, whose interceptor runs outside
+		// this one's, holds the key for this very request and keeps its
+		// outcome: claiming it again would find it pending and wait for
+		// this request itself until its deadline.
+		return handler(ctx, req)
+	}
 	token := newToken()
 	pause := pollFirst
 	for waited := false; ; {
@@ -318,6 +325,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 	}()
 	hctx, rec := withCapture(hctx)
+	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
 	k.stop()
 	lost := k.isLost()
@@ -543,4 +551,34 @@ func (g *Guard) keyedStream(ctx context.Context, m *method) error {
 	return status.Errorf(codes.Internal,
 		"resilient: %s deduplicates by idempotency key (%s header), %s: refused rather than run without dedup; the server's policy must give the method its Kind (and no Dedup for a stream), or the server must serve it as a unary method",
 		m.name, m.dedup.header, why)
+}
+
+// heldKeyKey is the context key of the idempotency keys the request of a
+// context holds: a Guard's dedup claimed them and runs the handler.
+type heldKeyKey struct{}
+
+// heldKey is one store key a request holds, above those other Guards on
+// the same server (outer) hold for it.
+type heldKey struct {
+	skey  string
+	outer *heldKey
+}
+
+func heldKeyOf(ctx context.Context) *heldKey {
+	h, _ := ctx.Value(heldKeyKey{}).(*heldKey)
+	return h
+}
+
+// holdsKey reports whether the request of ctx already holds skey: two
+// Guards on one server, each deduplicating its method (a library's Guard
+// beside the service's own, built from one generated policy), whose
+// stores share their keys (one store, or two on one Redis under one
+// prefix). The outer one deduplicates the request; the inner passes it on.
+func holdsKey(ctx context.Context, skey string) bool {
+	for h := heldKeyOf(ctx); h != nil; h = h.outer {
+		if h.skey == skey {
+			return true
+		}
+	}
+	return false
 }
