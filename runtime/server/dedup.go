@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -346,7 +348,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 		o.response = b
 	case d.final.Has(status.Code(err)):
-		o.status = status.Convert(err).Proto()
+		o.status = status.Convert(err).Proto() // a copy
+		if !utf8.ValidString(o.status.Message) {
+			// gRPC sends such a message as it is, but a proto3 string
+			// does not serialize: kept with U+FFFD in place of the
+			// invalid bytes rather than not kept, and every repeat run.
+			o.status.Message = strings.ToValidUTF8(o.status.Message, "\uFFFD")
+		}
 	default:
 		keepable = false
 	}
