@@ -329,6 +329,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	hctx, rec := withCapture(hctx)
 	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
+	returned := time.Now()
 	k.stop()
 	lost := k.isLost()
 	var o outcome
@@ -384,9 +385,15 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 		k.lose("the entry was no longer this request's when its outcome was written")
 		return nil, leaseLost(m, err)
-	case lost:
+	case lost && !k.heldAlone(returned):
 		return nil, leaseLost(m, err)
 	default:
+		// The store could not keep the outcome. Also when the lease was
+		// given up, if only for the store's silence and the handler
+		// returned before the entry could lapse: no other request can
+		// have held the key, the handler's answer is the only effect
+		// made, and UNAVAILABLE would have its caller retry and run it
+		// again once the entry lapsed.
 		m.svc.notKept.Add(1)
 		if g.logger != nil {
 			why := "the idempotency store did not answer for the whole lease"

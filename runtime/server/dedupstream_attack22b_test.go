@@ -34,7 +34,7 @@ func TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded(t *testing.T) {
 		}
 	}
 	srv := &inventoryServer{}
-	_, client, _ := guarded(t, srv, []*policy.Server{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{p})
 
 	watch := func(key string) error {
 		ctx := ctxTimeout(t, time.Second)
@@ -58,6 +58,7 @@ func TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded(t *testing.T) {
 	if n := srv.watchCalls.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times for two streams with one key; want 0 (refused, never run unguarded)", n)
 	}
+	eventually(t, "the refused streams' places given back", func() bool { return stats(t, g).InFlight == 0 })
 	if err := watch(""); err != nil {
 		t.Fatalf("stream without a key: %v; want it served", err)
 	}
