@@ -33,7 +33,12 @@ import (
 // another answer than the first, only after an outage longer than the
 // lease cost a committed outcome (NotKept), the README's limit; and every
 // failure is UNAVAILABLE (the store or the lease, which the client
-// retries) or the caller's own deadline.
+// retries) or the caller's own deadline. It found a second run without
+// an outcome counted as not kept: a handler ending just after its lease
+// was given up for the store's silence was answered UNAVAILABLE, and its
+// retry ran it again (TestAttack22bAnswerOfAHandlerThatEndsAsItsLeaseIsLost).
+// Each run of it draws its own faults: a failure names the keys and the
+// counts.
 func TestAttack22bReplicasThroughOutagesLongerThanTheLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds of faults")
