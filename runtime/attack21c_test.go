@@ -16,12 +16,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -106,89 +104,6 @@ func TestAttack21cForwardedKeyInOddShapes(t *testing.T) {
 		t.Errorf("StockReport from a forwarding context: the server saw %q, want the forwarded [up-1 up-2]", got[n-1])
 	}
 }
-
-// TestAttack21cOptionHoldingANilIsNoCrash: options that are not nil
-// themselves but hold a nil grpc-go writes through or calls
-// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil),
-// a pointer to one of those given nil, an option of the program's
-// embedding a nil grpc.CallOption) panicked in every uncached call, after
-// the layers took a permit; on a stream the panic came while grpc-go held
-// the stream's lock, and grpc-go's goroutine that ends the stream blocked
-// on it for ever (the leak check caught it). They are refused as a nil
-// option is: INVALID_ARGUMENT naming the option, nothing sent, no permit
-// kept. (main refuses the four given nil, nilTarget; a pointer and an
-// embedding were still let through.)
-func TestAttack21cOptionHoldingANilIsNoCrash(t *testing.T) {
-	atkNoLeak(t)
-	srv, cc := startFault(t, server.Healthy)
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	holes := map[string]grpc.CallOption{
-		"Header(nil)":   grpc.Header(nil),
-		"Trailer(nil)":  grpc.Trailer(nil),
-		"Peer(nil)":     grpc.Peer(nil),
-		"OnFinish(nil)": grpc.OnFinish(nil),
-		// A pointer to such an option.
-		"&grpc.HeaderCallOption{}":   &grpc.HeaderCallOption{},
-		"&grpc.OnFinishCallOption{}": &grpc.OnFinishCallOption{},
-		// An option of the program's embedding grpc.CallOption, left nil.
-		"a struct embedding a nil option": attack21cWrapped{},
-	}
-	for name, o := range holes {
-		for what, call := range map[string]func() error{
-			"GetStock (cached)": func() error {
-				_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hole-" + name}, o)
-				return err
-			},
-			"ReserveStock (keyed)": func() error {
-				_, err := c.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-" + name}, o)
-				return err
-			},
-			"StockReport": func() error {
-				_, err := c.StockReport(ctx, &inventoryv1.StockReportRequest{}, o)
-				return err
-			},
-			"WatchStock": func() error {
-				sctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				st, err := c.WatchStock(sctx, &inventoryv1.WatchStockRequest{Sku: "a"}, o)
-				if err != nil {
-					return err
-				}
-				for {
-					if _, err := st.Recv(); err != nil {
-						return nil
-					}
-				}
-			},
-		} {
-			var err error
-			if p := r18Panicked(func() { err = call() }); p != nil {
-				t.Errorf("%s with %s panicked: %v", what, name, p)
-			} else if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "option 0") {
-				t.Errorf("%s with %s: %v, want INVALID_ARGUMENT naming option 0", what, name, err)
-			}
-		}
-	}
-	for _, m := range []string{atkGetStock, atkStockReport, atkWatchStock, inventoryv1.InventoryService_ReserveStock_FullMethodName} {
-		if n := srv.Calls(m); n != 0 {
-			t.Errorf("the server saw %d calls of %s, want none", n, m)
-		}
-	}
-	for _, m := range []string{atkGetStock, atkWatchStock} {
-		atkWaitFor(t, "permits of "+m+" free", func() bool {
-			n, _ := c.Runtime().BulkheadInUse(m)
-			return n == 0
-		})
-	}
-}
-
-// attack21cWrapped is a call option of a program's own, made by embedding
-// grpc.CallOption (whose methods are unexported), left nil.
-type attack21cWrapped struct{ grpc.CallOption }
 
 // attack21cCodec is a codec of the caller's: it counts its marshals.
 type attack21cCodec struct{ n *atomic.Int32 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,10 +136,10 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 		}
 		opt(&o)
 	}
-	if o.clockGiven && isNil(o.clock) {
+	if o.clockGiven && nilIn(o.clock) != "" {
 		return nil, fmt.Errorf("resilient: NewClient(%s): WithClock(nil): pass a Clock, or leave the option out for the system clock", p.Name)
 	}
-	if o.registererGiven && isNil(o.registerer) {
+	if o.registererGiven && nilIn(o.registerer) != "" {
 		return nil, fmt.Errorf("resilient: NewClient(%s): WithRegisterer(nil): pass a prometheus.Registerer, or leave the option out for no metrics", p.Name)
 	}
 	if o.clock == nil {
@@ -318,20 +317,6 @@ func (c *Client) BulkheadInUse(method string) (int, bool) {
 }
 
 func (m *methodState) dependency() string { return m.client.policy.Name }
-
-// isNil reports whether v is nil or holds a nil pointer, map, slice, func
-// or channel (a *prometheus.Registry never made): read once, when the
-// client is built.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
-}
 
 // nilRequestError is the error for a call or stream given a nil request
 // (INVALID_ARGUMENT, naming the method): nothing is sent, because gRPC

@@ -234,14 +234,9 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 
 // refuse is what every handle checks before any layer: that it was built
 // (m not nil), that ctx is not nil, for a call given a request that the
-// request is not nil (nilReq), and that no call option is nil: grpc-go
-// would panic on one in the call, after the layers took a token, a permit
-// or a probe, or on the goroutine of a cache's shared call; a nil pointer
-// to an option type is refused alike, and so is an option of grpc-go's
-// given a nil address or function (nilTarget), a pointer to one, or an
-// option embedding a nil grpc.CallOption (holdsNil). Nothing is
-// sent; each is INVALID_ARGUMENT (a nil option named by its place), but a
-// handle never built, FAILED_PRECONDITION.
+// request is not nil (nilReq), and that no call option is nil nor holds a
+// nil grpc-go would panic on (see refuseNilOptions). Nothing is sent; each
+// is INVALID_ARGUMENT, but a handle never built, FAILED_PRECONDITION.
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
 	switch {
 	case m == nil:
@@ -251,49 +246,23 @@ func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOp
 	case nilReq:
 		return nilRequestError(m.policy.Name)
 	}
+	return refuseNilOptions(m.policy.Name, opts)
+}
+
+// refuseNilOptions refuses a call or stream of method given a call option
+// that is nil or holds a nil (nilIn): grpc-go would panic on it inside the
+// call, after the layers took a token, a permit or a probe, or on the
+// goroutine of a cache's shared call, or, for a stream, on the goroutine
+// gRPC ends it on, which ends the program. The error is INVALID_ARGUMENT,
+// naming the option by its place and saying what in it is nil. A call
+// given no options pays nothing but the loop's test.
+func refuseNilOptions(method string, opts []grpc.CallOption) error {
 	for i, o := range opts {
-		// A nil pointer to an option type (a *grpc.HeaderCallOption never
-		// set) is as nil to grpc-go, which calls its value methods
-		// through it. isNil costs a look at the option's type, no
-		// allocation: only a call given options pays it.
-		if o == nil {
-			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d)", i))
-		}
-		if isNil(o) {
-			return misuseError(codes.InvalidArgument, m.policy.Name, fmt.Sprintf("nil grpc.CallOption (option %d, a nil %T)", i, o))
-		}
-		if nilTarget(o) || holdsNil(o) {
-			return misuseError(codes.InvalidArgument, m.policy.Name,
-				fmt.Sprintf("nil address in grpc.CallOption (option %d, a %T): pass the address of a variable (a function, a codec)", i, o))
+		if what := nilIn(o); what != "" {
+			return misuseError(codes.InvalidArgument, method, fmt.Sprintf("call option %d %s", i, what))
 		}
 	}
 	return nil
-}
-
-// nilTarget reports whether o is one of grpc-go's options that write
-// through an address or call a function once the call ends, given nil
-// (grpc.Header(nil), grpc.Trailer(nil), grpc.Peer(nil), grpc.OnFinish(nil)):
-// grpc-go dereferences it then and panics, for a stream on the goroutine
-// that ends it when its context ends, which ends the program; or a codec
-// option given a nil codec (grpc.ForceCodec(nil), grpc.CallCustomCodec(nil)),
-// which panics as the request is written. grpc.ForceCodecV2(nil) is
-// harmless: grpc-go then uses the connection's codec.
-func nilTarget(o grpc.CallOption) bool {
-	switch o := o.(type) {
-	case grpc.HeaderCallOption:
-		return o.HeaderAddr == nil
-	case grpc.TrailerCallOption:
-		return o.TrailerAddr == nil
-	case grpc.PeerCallOption:
-		return o.PeerAddr == nil
-	case grpc.OnFinishCallOption:
-		return o.OnFinish == nil
-	case grpc.ForceCodecCallOption:
-		return o.Codec == nil
-	case grpc.CustomCodecCallOption:
-		return o.Codec == nil
-	}
-	return false
 }
 
 // notBuiltError is returned by a handle that was never built (nil, as in

@@ -20,7 +20,9 @@ import (
 // their handles (UnaryHandle) apply their policy.
 //
 // SendMsg refuses a nil message (INVALID_ARGUMENT, nothing sent, the
-// stream still open), as a unary handle refuses a nil request.
+// stream still open), as a unary handle refuses a nil request; Invoke and
+// NewStream refuse a call option that is nil or holds a nil, as the
+// handles do (see refuseNilOptions).
 //
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
@@ -36,7 +38,7 @@ import (
 // opens the breaker again, its success is not counted, and the unary
 // calls' probes decide whether it closes.
 func (c *Client) Conn(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
-	if isNil(cc) {
+	if nilIn(cc) != "" {
 		cc = nil // (*grpc.ClientConn)(nil), from a failed grpc.NewClient: each call fails FAILED_PRECONDITION
 	}
 	w := &conn{cc: cc, c: c, probes: map[*methodState]bool{}}
@@ -60,11 +62,31 @@ type conn struct {
 	probes map[*methodState]bool
 }
 
+// Invoke passes a unary call through, but refuses a call option that is
+// nil or holds a nil (refuseNilOptions: INVALID_ARGUMENT, nothing sent),
+// for hand-written code calling through Conn as for the handles, whose
+// options it sees again at each attempt (grpc-go's and the runtime's own
+// are looked at by their type alone).
 func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	if w.cc == nil {
 		return nilConnError(method)
 	}
+	if err := refuseNilOptions(method, callersOptions(opts)); err != nil {
+		return err
+	}
 	return w.cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+// callersOptions returns the options of a call through the conn as its
+// caller gave them, so that a refusal names the caller's place: without the
+// grpc.StaticMethod that protoc-gen-go-grpc's plain client puts first.
+func callersOptions(opts []grpc.CallOption) []grpc.CallOption {
+	if len(opts) != 0 {
+		if _, ok := opts[0].(grpc.StaticMethodCallOption); ok {
+			return opts[1:]
+		}
+	}
+	return opts
 }
 
 // nilConnError is returned by a client built on a nil connection, at its
@@ -77,6 +99,12 @@ func nilConnError(method string) error {
 func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if w.cc == nil {
 		return nil, nilConnError(method)
+	}
+	// A nil in an option is refused on every method, one with no policy
+	// too: for a stream grpc-go would panic on the goroutine it ends the
+	// stream on, which ends the program.
+	if err := refuseNilOptions(method, callersOptions(opts)); err != nil {
+		return nil, err
 	}
 	m := w.c.byName[method]
 	if m == nil {
