@@ -253,17 +253,34 @@ func plausible(names []string, ok func(string) bool) []string {
 
 // spells reports whether rest, the name of a variable from a service's
 // (or, not service, a method's) part on, starts with that part spelled
-// as word followed by "__" and a field of the annotation (or, for a
-// service, METHODS). So Get__Stock's part is not read as method Get's,
-// whose field STOCK does not exist, nor a.b's TIMEOUT as a service
-// a.b_.timeout with no field.
+// as word followed by "__" and the path of a value of the annotation (or,
+// for a service, METHODS). So Get__Stock's part is not read as method
+// Get's, whose field STOCK does not exist, nor a.b's TIMEOUT as a service
+// a.b_.timeout with no field, nor Get__Retry's TIMEOUT as Get's
+// RETRY__TIMEOUT, which names no value (retry has no timeout).
 func spells(rest, word string, service bool) bool {
 	next, ok := strings.CutPrefix(rest, word+"__")
 	if !ok {
 		return false
 	}
-	first, _, _ := strings.Cut(next, "__")
-	return (service && first == "METHODS") || policyDesc.Fields().ByName(protoreflect.Name(strings.ToLower(first))) != nil
+	parts := strings.Split(next, "__")
+	if service && parts[0] == "METHODS" {
+		return true
+	}
+	md := policyDesc
+	for i, part := range parts {
+		f := md.Fields().ByName(protoreflect.Name(strings.ToLower(part)))
+		if f == nil {
+			return false
+		}
+		sub := f.Message()
+		isGroup := sub != nil && sub.FullName() != "google.protobuf.Duration"
+		if last := i == len(parts)-1; last == isGroup {
+			return false
+		}
+		md = sub
+	}
+	return true
 }
 
 // splitParts splits what follows a service's or a method's part of a
