@@ -166,7 +166,11 @@ func (s *Server) Stop() {
 // the server has grpc.WaitForHandlers(true)), and a process exiting
 // with a handler still running leaves the Guard's claim on its key pending
 // in a shared store, so that every retry of that request waits out the
-// lease (3/2 Lease) for a process that is gone.
+// lease (3/2 Lease) for a process that is gone. A handler that ignores
+// its context's cancellation holds Shutdown past grace until it returns,
+// however long (TestAttack22dShutdownKeepsTheOutcomeOfACallInFlight):
+// what bounds it then is the orchestrator's kill, which leaves the key
+// pending as a crash does.
 func (s *Server) Shutdown(grace time.Duration) {
 	cut := time.AfterFunc(grace, s.grpc.Stop)
 	s.grpc.GracefulStop()
