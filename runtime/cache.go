@@ -56,6 +56,19 @@ type cache struct {
 	// mu): an answer is kept only over one fetched by a flight that began
 	// before its own (see finish).
 	started uint64
+	// left holds, for each key with flights every caller left that have
+	// not ended (see leave), how many there are and the number of the
+	// newest flight of the key whose answer was kept since (guarded by
+	// mu): the late answer of such a flight is not kept after a newer
+	// one, also once that one's entry was evicted. Nil until a caller
+	// leaves.
+	left map[string]*leftFlights
+}
+
+// leftFlights is what cache.left holds of one key.
+type leftFlights struct {
+	n    int    // flights of the key every caller left, not yet ended
+	kept uint64 // the newest flight of the key whose answer was kept since
 }
 
 type cacheEntry struct {
@@ -79,6 +92,7 @@ type flight struct {
 	cancel  context.CancelFunc
 	waiters int    // callers waiting for it; guarded by cache.mu
 	seq     uint64 // its place in the order the key's flights began
+	left    bool   // every caller left it before it ended (cache.left counts it); guarded by cache.mu
 }
 
 func newCache(p policy.Cache) *cache {
@@ -126,6 +140,16 @@ func (c *cache) leave(key string, f *flight) {
 	cut := f.waiters == 0 && c.flights[key] == f
 	if cut {
 		delete(c.flights, key)
+		f.left = true
+		if c.left == nil {
+			c.left = map[string]*leftFlights{}
+		}
+		lf := c.left[key]
+		if lf == nil {
+			lf = &leftFlights{}
+			c.left[key] = lf
+		}
+		lf.n++
 	}
 	c.mu.Unlock()
 	if cut {
@@ -139,14 +163,31 @@ func (c *cache) leave(key string, f *flight) {
 // answer fetched by a flight that began after f: an abandoned flight
 // whose attempt on the wire answers late (see leave) brings the reading
 // of an older request, which must not replace the newer one callers
-// already got.
+// already got, nor take its place once it was evicted (see cache.left).
 func (c *cache) finish(key string, f *flight, val any, err error, now int64) (waited bool) {
 	c.mu.Lock()
 	waited = f.waiters > 0
 	if c.flights[key] == f {
 		delete(c.flights, key)
 	}
-	if err == nil {
+	var lf *leftFlights
+	if len(c.left) != 0 {
+		lf = c.left[key]
+	}
+	if f.left && lf != nil {
+		if lf.n--; lf.n == 0 {
+			delete(c.left, key)
+		}
+	}
+	keep := err == nil
+	if keep && lf != nil {
+		// A newer flight's answer kept after this one was left, whose
+		// entry may have been evicted since, is not replaced by this
+		// older reading.
+		keep = !f.left || lf.kept < f.seq
+		lf.kept = max(lf.kept, f.seq)
+	}
+	if keep {
 		if el := c.entries[key]; el != nil {
 			if e := el.Value.(*cacheEntry); e.seq < f.seq {
 				e.val, e.at, e.seq = val, now, f.seq
