@@ -273,13 +273,23 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	if f.err == nil {
 		return copyOf(f.val.(*Resp)), true, nil
 	}
-	if standsFor(f.err) {
-		if resp, ok := staleOf[Resp](m, key, f.err); ok {
+	failed := f.err
+	if _, local := unsent(failed).(*clientFault); local && !leader {
+		// The shared call failed on the side of the caller that started
+		// it (its metadata, its call options), which says nothing of this
+		// caller's call: this one is made on its own, unshared.
+		if resp, err = unary(ctx, m, idemKey, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call}); err == nil {
+			return resp, true, nil
+		}
+		failed = err
+	}
+	if standsFor(failed) {
+		if resp, ok := staleOf[Resp](m, key, failed); ok {
 			stale = true
 			return resp, false, nil
 		}
 	}
-	return nil, false, f.err
+	return nil, false, failed
 }
 
 // staleOf returns a copy of the answer kept for key when it is younger
