@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
@@ -67,5 +69,56 @@ func TestAttack22dOuterGuardOnAnotherStoreKeepsTheInnersDedup(t *testing.T) {
 	}
 	if s := stats(t, outers[0]); s.Replayed != 1 {
 		t.Errorf("replica 0's outer Guard replayed %d, want 1", s.Replayed)
+	}
+}
+
+// TestAttack22dInProcessCallOfAnotherKeyedMethodIsDeduplicated: two
+// Guards chained on one store, GetStock deduplicated as ReserveStock is.
+// ReserveStock's handler calls GetStock in-process, through both Guards'
+// interceptors, with its own context: the same incoming idempotency key,
+// and the hold of ReserveStock's key in its values. GetStock's key is
+// another (its method's): it must be claimed and kept, not waved through
+// as already held, so that a later GetStock sent with that key is
+// replayed rather than run again.
+func TestAttack22dInProcessCallOfAnotherKeyedMethodIsDeduplicated(t *testing.T) {
+	p := inventoryPolicy()
+	p.Methods[0].Dedup = &policy.Dedup{TTL: time.Minute, Lease: 3 * time.Second}
+	p.Methods[0].NewResponse = func() proto.Message { return new(inventoryv1.GetStockResponse) }
+	store := NewMemoryStore(10)
+	var guards []*Guard
+	for range 2 {
+		g, err := NewGuard([]*policy.Server{p}, WithStore(store))
+		if err != nil {
+			t.Fatal(err)
+		}
+		guards = append(guards, g)
+	}
+	srv := &inventoryServer{}
+	info := &grpc.UnaryServerInfo{FullMethod: getStock}
+	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+		_, err := guards[0].UnaryInterceptor(ctx, &inventoryv1.GetStockRequest{Sku: "a"}, info, func(ctx context.Context, r any) (any, error) {
+			return guards[1].UnaryInterceptor(ctx, r, info, func(ctx context.Context, r any) (any, error) {
+				return srv.GetStock(ctx, r.(*inventoryv1.GetStockRequest))
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &inventoryv1.ReserveStockResponse{ReservationId: "r-" + req.GetOrderId()}, nil
+	}
+	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(guards[0].TapHandle),
+		grpc.ChainUnaryInterceptor(guards[0].UnaryInterceptor, guards[1].UnaryInterceptor))))
+	ctx := withKey(ctxTimeout(t, 2*time.Second), "k-inproc")
+	if _, err := client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "k-inproc", Sku: "a", Units: 1}); err != nil {
+		t.Fatalf("ReserveStock: %v", err)
+	}
+	if n := store.Len(); n != 2 {
+		t.Errorf("%d entries in the store, want 2: ReserveStock's key and GetStock's", n)
+	}
+	if _, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatalf("GetStock with the key: %v", err)
+	}
+	if n := srv.getCalls.Load(); n != 1 {
+		t.Errorf("GetStock's handler ran %d times, want 1: the in-process call's outcome replayed", n)
 	}
 }
