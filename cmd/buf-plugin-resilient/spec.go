@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/rules"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // categoryID groups the rules, so that buf.yaml can use them all at once.
@@ -53,11 +54,28 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 				if fi.Rule != id {
 					return
 				}
-				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
+				w.AddAnnotation(place(d, fi), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
 			}
 			rules.CheckFile(f.ProtoreflectFileDescriptor(), report)
 			newerOptions(f.ProtoreflectFileDescriptor(), report) // newer.go
 			return nil
 		}, checkutil.WithoutImports()),
 	}
+}
+
+// fileOptionPath is the source path of a file's (resilient.v1.file)
+// option: FileDescriptorProto.options (8), then the extension.
+var fileOptionPath = protoreflect.SourcePath{8, int32(resilientv1.E_File.TypeDescriptor().Number())}
+
+// place is where fi, found at d, is reported: a finding of the file's own
+// option at that option's statement, when the file has its source
+// location; anything else at the descriptor's span (a file has none, so
+// buf names only the file).
+func place(d protoreflect.Descriptor, fi rules.Finding) check.AddAnnotationOption {
+	if fd, ok := d.(protoreflect.FileDescriptor); ok && fi.Level == rules.LevelFile {
+		if loc := fd.SourceLocations().ByPath(fileOptionPath); loc.Path != nil {
+			return check.WithFileNameAndSourcePath(fd.Path(), fileOptionPath)
+		}
+	}
+	return check.WithDescriptor(d)
 }
