@@ -30,7 +30,7 @@ var spec = &check.Spec{
 		ruleSpec(rules.RuleIdempotencyContradiction, true, "Checks that idempotent agrees with idempotency_level, and that idempotency_key and generate_idempotency_key are not both in force."),
 		ruleSpec(rules.RuleStreamRetry, true, "Checks that no streaming method is given retries."),
 		ruleSpec(rules.RuleBackoffOrder, true, "Checks that max_backoff is not shorter than initial_backoff, across levels and defaults."),
-		ruleSpec(rules.RuleScope, true, "Checks that a method's own circuit_breaker, bulkhead and rate_limit set per_method, and that streams are not rate limited."),
+		ruleSpec(rules.RuleScope, true, "Checks that a method's own circuit_breaker, bulkhead, rate_limit and adaptive_limit set per_method, that streams are not rate limited, and that a (resilient.v1.file) option is written only in a file that declares a service."),
 		ruleSpec(rules.RuleHedging, true, "Checks that only idempotent unary methods that do not retry are hedged, with a delay shorter than their timeouts."),
 		ruleSpec(rules.RuleCache, true, "Checks that only idempotent unary methods with a timeout are cached, keyed by singular string, bytes or integer fields."),
 		ruleSpec(rules.RuleAdaptive, true, "Checks that an adaptive_limit's bounds fit together and under the bulkhead's permits, that it applies to unary methods with a timeout, and that a count-based breaker window holds minimum_calls."),

@@ -47,9 +47,9 @@ const (
 	// levels and defaults.
 	RuleBackoffOrder = "RESILIENT_BACKOFF_ORDER"
 	// RuleScope: a setting written where it does not apply: a method's
-	// own circuit_breaker, bulkhead or rate_limit without per_method:
-	// true, a rate_limit on a streaming method, or a (resilient.v1.file)
-	// option in a file that declares no service.
+	// own circuit_breaker, bulkhead, rate_limit or adaptive_limit without
+	// per_method: true, a rate_limit on a streaming method, or a
+	// (resilient.v1.file) option in a file that declares no service.
 	RuleScope = "RESILIENT_SCOPE"
 	// RuleHedging: hedging on a method that is not idempotent, retries, is
 	// a stream, or whose delay is not shorter than its timeouts.
