@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"reflect"
+	"sync"
 
 	"google.golang.org/grpc"
 )
@@ -21,108 +22,223 @@ import (
 // (grpc.Header, Trailer, Peer and OnFinish of nil; for a stream, on the
 // goroutine gRPC ends it on, which ends the program) or as the request is
 // written (grpc.ForceCodec and CallCustomCodec of nil); a pointer to such
-// an option; or an option of the program's that embeds a grpc.CallOption
-// left nil, or one of those. grpc.ForceCodecV2(nil) and
-// grpc.PerRPCCredentials(nil) are no nil to grpc-go (it uses the
-// connection's codec, and sends no credentials of the call's).
+// an option; or an option
+// of the program's whose grpc-go methods come (Go's rule: from the
+// shallowest embedding) from a nil grpc.CallOption, a nil pointer, one of
+// those, or itself (grpc-go calling it would never end). An option
+// embedded deeper, whose methods grpc-go never calls, is not looked at.
+// grpc.ForceCodecV2(nil) and grpc.PerRPCCredentials(nil) are no nil to
+// grpc-go (it uses the connection's codec, and sends no credentials of
+// the call's).
 //
-// grpc-go's own options, by value (those the generated code and the
-// runtime add to every call among them), are answered by their type alone:
-// no reflection, no allocation. Only what is nil pays to be described.
-func nilIn(v any) string { return nilWithin(v, maxNilDepth) }
-
-// maxNilDepth bounds how deep nilIn follows pointers and embedded options:
-// an option that points to itself is looked at this deep, not for ever.
-const maxNilDepth = 4
-
-// nilWithin is nilIn, following at most depth pointers and embeddings.
-func nilWithin(v any, depth int) string {
+// grpc-go's own options holding no nil (those the generated code and the
+// runtime add to every call among them) are answered by their type alone:
+// no reflection, no allocation. Only another type pays for reflection, and
+// only what is nil to be described.
+func nilIn(v any) string {
 	switch o := v.(type) {
-	case nil:
-		return "is nil"
 	case grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
-		grpc.ForceCodecV2CallOption, grpc.PerRPCCredsCallOption, grpc.FailFastCallOption,
-		grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption,
-		grpc.MaxRetryRPCBufferSizeCallOption, grpc.AuthorityOverrideCallOption:
+		grpc.ForceCodecV2CallOption, grpc.PerRPCCredsCallOption, grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
+		grpc.MaxSendMsgSizeCallOption, grpc.MaxRetryRPCBufferSizeCallOption, grpc.AuthorityOverrideCallOption:
 		return ""
 	case grpc.TrailerCallOption:
-		if o.TrailerAddr == nil {
-			return "has a nil TrailerAddr, as grpc.Trailer(nil) makes: pass the address of a metadata.MD"
+		if o.TrailerAddr != nil {
+			return ""
 		}
-		return ""
 	case grpc.HeaderCallOption:
-		if o.HeaderAddr == nil {
-			return "has a nil HeaderAddr, as grpc.Header(nil) makes: pass the address of a metadata.MD"
+		if o.HeaderAddr != nil {
+			return ""
 		}
-		return ""
 	case grpc.PeerCallOption:
-		if o.PeerAddr == nil {
-			return "has a nil PeerAddr, as grpc.Peer(nil) makes: pass the address of a peer.Peer"
+		if o.PeerAddr != nil {
+			return ""
 		}
-		return ""
 	case grpc.OnFinishCallOption:
-		if o.OnFinish == nil {
-			return "has a nil OnFinish, as grpc.OnFinish(nil) makes: pass a function"
+		if o.OnFinish != nil {
+			return ""
 		}
-		return ""
-	case grpc.ForceCodecCallOption:
-		if o.Codec == nil {
-			return "has a nil Codec, as grpc.ForceCodec(nil) makes: pass a codec, or leave the option out"
-		}
-		return ""
-	case grpc.CustomCodecCallOption:
-		if o.Codec == nil {
-			return "has a nil Codec, as grpc.CallCustomCodec(nil) makes: pass a codec, or leave the option out"
-		}
-		return ""
+	case nil:
+		return "is nil"
 	}
-	return nilByReflection(v, depth)
+	return nilByReflection(v)
 }
 
-// nilByReflection is nilWithin for a value of any other type: apart, so
+// nilByReflection is nilIn for what its switch does not answer: apart, so
 // that the look at grpc-go's options stays a small function.
-func nilByReflection(v any, depth int) string {
-	rv := reflect.ValueOf(v)
+func nilByReflection(v any) string { return nilAt(reflect.ValueOf(v), passed{}) }
+
+// maxNilDepth bounds how many pointers nilIn follows through an option:
+// an option that points to itself is seen to, a chain deeper is let
+// through.
+const maxNilDepth = 8
+
+// passed are the pointers nilAt followed to reach a value.
+type passed struct {
+	at [maxNilDepth]uintptr
+	n  int
+}
+
+// nilAt is nilIn of rv, reached through the pointers seen.
+func nilAt(rv reflect.Value, seen passed) string {
 	switch rv.Kind() {
-	case reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+	case reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
 		if rv.IsNil() {
-			return fmt.Sprintf("is a nil %T", v)
+			return "is a nil " + rv.Type().String()
 		}
 		return ""
+	case reflect.Interface:
+		if rv.IsNil() {
+			return "is a nil " + rv.Type().String()
+		}
+		return nilAt(rv.Elem(), seen)
 	case reflect.Pointer:
 		if rv.IsNil() {
-			return fmt.Sprintf("is a nil %T", v)
+			return "is a nil " + rv.Type().String()
 		}
-	}
-	if _, ok := v.(grpc.CallOption); !ok || depth == 0 {
-		return ""
-	}
-	// An option grpc-go calls through: what it points to, or what it
-	// embeds, is called in turn.
-	if rv.Kind() == reflect.Pointer {
-		return nilWithin(rv.Elem().Interface(), depth-1)
-	}
-	if rv.Kind() != reflect.Struct {
+		if !rv.Type().Implements(callOptionType) {
+			return ""
+		}
+		p := rv.Pointer()
+		for _, q := range seen.at[:seen.n] {
+			if q == p {
+				return "points to itself: grpc-go calling it would never end"
+			}
+		}
+		if seen.n == maxNilDepth {
+			return ""
+		}
+		seen.at[seen.n] = p
+		seen.n++
+		return nilAt(rv.Elem(), seen)
+	case reflect.Struct:
+	default:
 		return ""
 	}
 	t := rv.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.Anonymous || !f.Type.Implements(callOptionType) {
-			continue
-		}
-		fv := rv.Field(i)
-		if k := fv.Kind(); (k == reflect.Interface || k == reflect.Pointer) && fv.IsNil() {
-			return fmt.Sprintf("embeds a nil %s (in %T)", f.Type, v)
-		}
-		if !fv.CanInterface() {
-			continue // unexported: not read
-		}
-		if what := nilWithin(fv.Interface(), depth-1); what != "" {
-			return fmt.Sprintf("embeds a %s that %s (in %T)", f.Type, what, v)
-		}
+	if !t.Implements(callOptionType) {
+		return ""
+	}
+	if t.PkgPath() == grpcPackage {
+		return nilInGRPCs(rv)
+	}
+	i := promoter(t)
+	if i < 0 {
+		return ""
+	}
+	fv := rv.Field(i)
+	switch what := nilAt(fv, seen); {
+	case what == "":
+		return ""
+	case fv.Kind() == reflect.Interface && fv.IsNil() || fv.Kind() == reflect.Pointer && fv.IsNil():
+		return fmt.Sprintf("embeds a nil %s (in %s)", fv.Type(), t)
+	default:
+		return fmt.Sprintf("embeds a %s that %s (in %s)", fv.Type(), what, t)
+	}
+}
+
+// grpcPackage is the import path of grpc-go's options.
+const grpcPackage = "google.golang.org/grpc"
+
+// nilTargets are grpc-go's options whose one field grpc-go writes through
+// or calls, with what a nil in it is called.
+var nilTargets = map[reflect.Type]string{
+	reflect.TypeFor[grpc.HeaderCallOption]():      "has a nil HeaderAddr, as grpc.Header(nil) makes: pass the address of a metadata.MD",
+	reflect.TypeFor[grpc.TrailerCallOption]():     "has a nil TrailerAddr, as grpc.Trailer(nil) makes: pass the address of a metadata.MD",
+	reflect.TypeFor[grpc.PeerCallOption]():        "has a nil PeerAddr, as grpc.Peer(nil) makes: pass the address of a peer.Peer",
+	reflect.TypeFor[grpc.OnFinishCallOption]():    "has a nil OnFinish, as grpc.OnFinish(nil) makes: pass a function",
+	reflect.TypeFor[grpc.ForceCodecCallOption]():  "has a nil Codec, as grpc.ForceCodec(nil) makes: pass a codec, or leave the option out",
+	reflect.TypeFor[grpc.CustomCodecCallOption](): "has a nil Codec, as grpc.CallCustomCodec(nil) makes: pass a codec, or leave the option out",
+}
+
+// nilInGRPCs is nilAt of one of grpc-go's own options: a nil target.
+func nilInGRPCs(rv reflect.Value) string {
+	if what, ok := nilTargets[rv.Type()]; ok && rv.Field(0).IsNil() {
+		return what
 	}
 	return ""
+}
+
+// promoters holds promoter's answer for each type it was asked about.
+var promoters sync.Map // reflect.Type → int
+
+// promoter returns the index of the embedded field through which t, a
+// struct type of the program's that is a grpc.CallOption, has the
+// option's methods, or -1: by Go's rule, the embedding at the shallowest
+// depth that declares them (an interface, or one of grpc-go's options).
+// An option embedding grpc.EmptyCallOption and, one level deeper, a
+// struct that embeds a nil grpc.CallOption has EmptyCallOption's methods:
+// grpc-go never calls the nil one. The answer is kept per type: a type
+// asked about again costs a look-up, no allocation.
+func promoter(t reflect.Type) int {
+	if i, ok := promoters.Load(t); ok {
+		return i.(int)
+	}
+	i := findPromoter(t)
+	promoters.Store(t, i)
+	return i
+}
+
+// findPromoter is promoter, searched breadth first.
+func findPromoter(t reflect.Type) int {
+	type embedded struct {
+		t   reflect.Type
+		top int // the index in t of the field it is reached through
+	}
+	var level []embedded
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Anonymous {
+			level = append(level, embedded{f.Type, i})
+		}
+	}
+	seen := map[reflect.Type]bool{t: true}
+	for len(level) > 0 {
+		won := -1
+		var next []embedded
+		for _, e := range level {
+			et := e.t
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			switch {
+			case !et.Implements(callOptionType) || seen[et]:
+			case declares(et):
+				if won >= 0 && won != e.top {
+					return -1 // two at one depth: Go would not promote either
+				}
+				won = e.top
+			case et.Kind() == reflect.Struct:
+				seen[et] = true
+				for i := range et.NumField() {
+					if f := et.Field(i); f.Anonymous {
+						next = append(next, embedded{f.Type, e.top})
+					}
+				}
+			}
+		}
+		if won >= 0 {
+			return won
+		}
+		level = next
+	}
+	return -1
+}
+
+// declares reports whether t, a grpc.CallOption, has the option's methods
+// of its own, not from an embedding: an interface, or one of grpc-go's
+// options but those made by embedding one (grpc.StaticMethodCallOption).
+func declares(t reflect.Type) bool {
+	if t.Kind() == reflect.Interface {
+		return true
+	}
+	if t.PkgPath() != grpcPackage || t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Anonymous && f.Type.Implements(callOptionType) {
+			return false
+		}
+	}
+	return true
 }
 
 // callOptionType is the type grpc.CallOption, for nilIn.

@@ -43,7 +43,9 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 	options := []struct {
 		name string
 		opt  grpc.CallOption
-		want string // words the error has; "" when the option is let through
+		// want: words the error has; "" when the option is let through,
+		// "!Code" when let through and grpc-go answers it with that code.
+		want string
 	}{
 		{"nil", nil, "is nil"},
 		{"nil *HeaderCallOption", (*grpc.HeaderCallOption)(nil), "is a nil *grpc.HeaderCallOption"},
@@ -61,12 +63,29 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		{"embeds Peer(nil)", nilOptWrapped{grpc.Peer(nil)}, "nil PeerAddr"},
 		{"embeds a HeaderCallOption of nil", nilOptHeader{}, "nil HeaderAddr"},
 		{"embeds a nil *TrailerCallOption", nilOptTrailerPtr{}, "embeds a nil *grpc.TrailerCallOption"},
+		{"embeds, unexported, one embedding a nil", nilOptOuter{}, "embeds a runtime_test.nilOptWrapped that embeds a nil grpc.CallOption"},
+		{"points to itself", nilOptSelf(), "points to itself"},
 		// Let through: no nil to grpc-go, or no nil at all.
 		{"ForceCodecV2(nil)", grpc.ForceCodecV2(nil), ""},
 		{"PerRPCCredentials(nil)", grpc.PerRPCCredentials(nil), ""},
 		{"Header(&md)", grpc.Header(&md), ""},
 		{"embeds OnFinish(f)", nilOptWrapped{grpc.OnFinish(func(error) {})}, ""},
 		{"embeds EmptyCallOption", nilOptEmpty{}, ""},
+		// An option embedding a nil one deeper than its methods come from:
+		// grpc-go never calls the nil one.
+		{"embeds EmptyCallOption and, deeper, a nil option", nilOptTwoDepths{}, ""},
+		// grpc-go's options of odd values: grpc-go's own answer, no panic.
+		{"WaitForReady(true)", grpc.WaitForReady(true), ""},
+		{"StaticMethod()", grpc.StaticMethod(), ""},
+		{"UseCompressor(\"\")", grpc.UseCompressor(""), ""},
+		{"CallContentSubtype(\"\")", grpc.CallContentSubtype(""), ""},
+		{"CallAuthority(\"\")", grpc.CallAuthority(""), ""},
+		{"MaxRetryRPCBufferSize(0)", grpc.MaxRetryRPCBufferSize(0), ""},
+		{"MaxCallSendMsgSize(1<<30)", grpc.MaxCallSendMsgSize(1 << 30), ""},
+		{"MaxCallRecvMsgSize(-1)", grpc.MaxCallRecvMsgSize(-1), "!ResourceExhausted"},
+		{"MaxCallSendMsgSize(-1)", grpc.MaxCallSendMsgSize(-1), "!ResourceExhausted"},
+		{"UseCompressor(\"none such\")", grpc.UseCompressor("none such"), "!Internal"},
+		{"CallContentSubtype(\"No/Such\\n\")", grpc.CallContentSubtype("No/Such\n"), "!Internal"},
 	}
 	for si, s := range append(r.shapes, generatedNilOptShapes(t)...) {
 		for _, o := range options {
@@ -93,7 +112,11 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 					t.Fatalf("panicked: %v", p)
 				}
 				seen := calls() - before
-				if o.want == "" {
+				if code, ok := strings.CutPrefix(o.want, "!"); ok {
+					if status.Code(err).String() != code || strings.Contains(err.Error(), "call option") {
+						t.Fatalf("let-through option: %v (the server saw %d calls); want grpc-go's %s", err, seen, code)
+					}
+				} else if o.want == "" {
 					if err != nil || seen != 1 {
 						t.Fatalf("let-through option: %v, the server saw %d calls; want success, 1 call", err, seen)
 					}
@@ -144,6 +167,31 @@ type nilOptTrailerPtr struct{ *grpc.TrailerCallOption }
 
 // nilOptEmpty is an option of a program's with no nil in it.
 type nilOptEmpty struct{ grpc.EmptyCallOption }
+
+// nilOptOuter embeds, by an unexported field, an option that embeds a nil
+// grpc.CallOption: grpc-go calls through it all the same.
+type nilOptOuter struct{ nilOptWrapped }
+
+// nilOptTwoDepths has grpc.EmptyCallOption's methods (the shallower
+// embedding, Go's rule): the nil option NilOptExported embeds is never
+// called.
+type nilOptTwoDepths struct {
+	grpc.EmptyCallOption
+	NilOptExported
+}
+
+// NilOptExported is nilOptWrapped by an exported name, so that a struct
+// embedding it has an exported field.
+type NilOptExported struct{ grpc.CallOption }
+
+// nilOptSelf returns an option whose grpc-go methods are its own, through
+// the grpc.CallOption it embeds: grpc-go would call it until the stack
+// overflows, which no recover stops.
+func nilOptSelf() grpc.CallOption {
+	o := &nilOptWrapped{}
+	o.CallOption = o
+	return o
+}
 
 // nilOptRig is a loopback server of every kind of method, counting the
 // calls it sees, and a runtime client with a handle on each: per method a
