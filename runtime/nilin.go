@@ -21,9 +21,10 @@ import (
 // options given nil that grpc-go writes through or calls as the call ends
 // (grpc.Header, Trailer, Peer and OnFinish of nil; for a stream, on the
 // goroutine gRPC ends it on, which ends the program) or as the request is
-// written (grpc.ForceCodec and CallCustomCodec of nil); a pointer to such
-// an option; or an option
-// of the program's whose grpc-go methods come (Go's rule: from the
+// written (grpc.ForceCodec and CallCustomCodec of nil), or given a size
+// it panics on as it opens the call (grpc.MaxRetryRPCBufferSize of less
+// than 0: not a nil, as sure a panic); a pointer to such an option; or an
+// option of the program's whose grpc-go methods come (Go's rule: from the
 // shallowest embedding) from a nil grpc.CallOption, a nil pointer, one of
 // those, or itself (grpc-go calling it would never end). An option
 // embedded deeper, whose methods grpc-go never calls, is not looked at.
@@ -39,8 +40,12 @@ func nilIn(v any) string {
 	switch o := v.(type) {
 	case grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
 		grpc.ForceCodecV2CallOption, grpc.PerRPCCredsCallOption, grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
-		grpc.MaxSendMsgSizeCallOption, grpc.MaxRetryRPCBufferSizeCallOption, grpc.AuthorityOverrideCallOption:
+		grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption:
 		return ""
+	case grpc.MaxRetryRPCBufferSizeCallOption:
+		if o.MaxRetryRPCBufferSize >= 0 {
+			return ""
+		}
 	case grpc.TrailerCallOption:
 		if o.TrailerAddr != nil {
 			return ""
@@ -150,10 +155,16 @@ var nilTargets = map[reflect.Type]string{
 	reflect.TypeFor[grpc.CustomCodecCallOption](): "has a nil Codec, as grpc.CallCustomCodec(nil) makes: pass a codec, or leave the option out",
 }
 
-// nilInGRPCs is nilAt of one of grpc-go's own options: a nil target.
+// nilInGRPCs is nilAt of one of grpc-go's own options: a nil target, or
+// a negative grpc.MaxRetryRPCBufferSize.
 func nilInGRPCs(rv reflect.Value) string {
 	if what, ok := nilTargets[rv.Type()]; ok && rv.Field(0).IsNil() {
 		return what
+	}
+	if rv.Type() == reflect.TypeFor[grpc.MaxRetryRPCBufferSizeCallOption]() && rv.Field(0).Int() < 0 {
+		// Not a nil, but as sure a panic: grpc-go then calls a nil
+		// function as it opens the call.
+		return fmt.Sprintf("has a negative MaxRetryRPCBufferSize (%d), on which grpc-go panics as it opens the call: pass 0 or more", rv.Field(0).Int())
 	}
 	return ""
 }

@@ -65,6 +65,9 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		{"embeds a nil *TrailerCallOption", nilOptTrailerPtr{}, "embeds a nil *grpc.TrailerCallOption"},
 		{"embeds, unexported, one embedding a nil", nilOptOuter{}, "embeds a runtime_test.nilOptWrapped that embeds a nil grpc.CallOption"},
 		{"points to itself", nilOptSelf(), "points to itself"},
+		// Not a nil, as sure a panic: grpc-go calls a nil cleanup function.
+		{"MaxRetryRPCBufferSize(-1)", grpc.MaxRetryRPCBufferSize(-1), "has a negative MaxRetryRPCBufferSize (-1)"},
+		{"embeds MaxRetryRPCBufferSize(-1)", nilOptWrapped{grpc.MaxRetryRPCBufferSize(-1)}, "has a negative MaxRetryRPCBufferSize"},
 		// Let through: no nil to grpc-go, or no nil at all.
 		{"ForceCodecV2(nil)", grpc.ForceCodecV2(nil), ""},
 		{"PerRPCCredentials(nil)", grpc.PerRPCCredentials(nil), ""},
