@@ -23,8 +23,11 @@ import (
 // goroutine gRPC ends it on, which ends the program) or as the request is
 // written (grpc.ForceCodec and CallCustomCodec of nil), or given a size
 // it panics on as it opens the call (grpc.MaxRetryRPCBufferSize of less
-// than 0: not a nil, as sure a panic); a pointer to such an option; or an
-// option of the program's whose grpc-go methods come (Go's rule: from the
+// than 0: not a nil, as sure a panic), or given a codec or credentials
+// that are a nil pointer to a type whose methods take a value (grpc-go
+// calling one panics; one whose methods take the pointer may work, and is
+// let through); a pointer to such an option; or an option of the
+// program's whose grpc-go methods come (Go's rule: from the
 // shallowest embedding) from a nil grpc.CallOption, a nil pointer, one of
 // those, or itself (grpc-go calling it would never end). An option
 // embedded deeper, whose methods grpc-go never calls, is not looked at.
@@ -39,7 +42,7 @@ import (
 func nilIn(v any) string {
 	switch o := v.(type) {
 	case grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
-		grpc.ForceCodecV2CallOption, grpc.PerRPCCredsCallOption, grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
+		grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
 		grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption:
 		return ""
 	case grpc.MaxRetryRPCBufferSizeCallOption:
@@ -60,6 +63,14 @@ func nilIn(v any) string {
 		}
 	case grpc.OnFinishCallOption:
 		if o.OnFinish != nil {
+			return ""
+		}
+	case grpc.ForceCodecV2CallOption:
+		if _, ours := o.CodecV2.(keyedCodec); ours || o.CodecV2 == nil {
+			return ""
+		}
+	case grpc.PerRPCCredsCallOption:
+		if o.Creds == nil {
 			return ""
 		}
 	case nil:
@@ -155,8 +166,10 @@ var nilTargets = map[reflect.Type]string{
 	reflect.TypeFor[grpc.CustomCodecCallOption](): "has a nil Codec, as grpc.CallCustomCodec(nil) makes: pass a codec, or leave the option out",
 }
 
-// nilInGRPCs is nilAt of one of grpc-go's own options: a nil target, or
-// a negative grpc.MaxRetryRPCBufferSize.
+// nilInGRPCs is nilAt of one of grpc-go's own options: a nil target, a
+// negative grpc.MaxRetryRPCBufferSize, or a codec or credentials that are
+// a nil pointer to a type whose methods take a value, which grpc-go calls
+// for every call's headers and bytes.
 func nilInGRPCs(rv reflect.Value) string {
 	if what, ok := nilTargets[rv.Type()]; ok && rv.Field(0).IsNil() {
 		return what
@@ -166,7 +179,30 @@ func nilInGRPCs(rv reflect.Value) string {
 		// function as it opens the call.
 		return fmt.Sprintf("has a negative MaxRetryRPCBufferSize (%d), on which grpc-go panics as it opens the call: pass 0 or more", rv.Field(0).Int())
 	}
+	for i := range rv.NumField() {
+		fv := rv.Field(i)
+		if fv.Kind() != reflect.Interface || fv.IsNil() {
+			continue
+		}
+		held := fv.Elem()
+		if held.Kind() != reflect.Pointer || !held.IsNil() || !valueMethods(fv.Type(), held.Type().Elem()) {
+			continue
+		}
+		return fmt.Sprintf("has a %s that is a nil %s, whose methods take a %s: grpc-go calling one panics; pass a %[3]s, or a pointer to one",
+			rv.Type().Field(i).Name, held.Type(), held.Type().Elem())
+	}
 	return ""
+}
+
+// valueMethods reports whether t has, with a value receiver, a method of
+// the interface iface.
+func valueMethods(iface, t reflect.Type) bool {
+	for i := range iface.NumMethod() {
+		if _, ok := t.MethodByName(iface.Method(i).Name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // promoters holds promoter's answer for each type it was asked about.

@@ -123,6 +123,11 @@ func (protoV1) Marshal(any) ([]byte, error) { return nil, nil }
 func (protoV1) Unmarshal([]byte, any) error { return nil }
 func (protoV1) Name() string                { return "proto" }
 
+// protoV0 is a codec of grpc-go's deprecated interface.
+type protoV0 struct{ protoV1 }
+
+func (protoV0) String() string { return "proto" }
+
 // A long chain of options, each embedding the next, is followed as far as
 // maxNilDepth pointers and let through beyond; a cycle longer than one is
 // seen.
@@ -146,5 +151,15 @@ func TestNilInBoundsItsWalk(t *testing.T) {
 	}
 	if what := nilIn(short); !strings.Contains(what, "nil PeerAddr") {
 		t.Errorf("nilIn(a chain within the bound) = %q, want its nil PeerAddr", what)
+	}
+}
+
+// grpc-go's first codec interface and its deprecated one are looked at as
+// its second: a nil *T of value methods is refused, naming the field.
+func TestNilInOfACodecThatIsANilPointer(t *testing.T) {
+	for _, o := range []grpc.CallOption{grpc.ForceCodec((*protoV1)(nil)), grpc.CallCustomCodec((*protoV0)(nil))} {
+		if what := nilIn(o); !strings.Contains(what, "has a Codec that is a nil *runtime.protoV") {
+			t.Errorf("nilIn(%T of a nil *protoV1) = %q, want its Codec named", o, what)
+		}
 	}
 }

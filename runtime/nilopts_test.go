@@ -13,6 +13,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // the codec nilOptCodec passes to
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -68,6 +71,8 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		// Not a nil, as sure a panic: grpc-go calls a nil cleanup function.
 		{"MaxRetryRPCBufferSize(-1)", grpc.MaxRetryRPCBufferSize(-1), "has a negative MaxRetryRPCBufferSize (-1)"},
 		{"embeds MaxRetryRPCBufferSize(-1)", nilOptWrapped{grpc.MaxRetryRPCBufferSize(-1)}, "has a negative MaxRetryRPCBufferSize"},
+		{"ForceCodecV2 of a nil *T of value methods", grpc.ForceCodecV2((*nilOptCodec)(nil)), "has a CodecV2 that is a nil *runtime_test.nilOptCodec"},
+		{"PerRPCCredentials of a nil *T of value methods", grpc.PerRPCCredentials((*nilOptCreds)(nil)), "has a Creds that is a nil *runtime_test.nilOptCreds"},
 		// Let through: no nil to grpc-go, or no nil at all.
 		{"ForceCodecV2(nil)", grpc.ForceCodecV2(nil), ""},
 		{"PerRPCCredentials(nil)", grpc.PerRPCCredentials(nil), ""},
@@ -77,6 +82,8 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		// An option embedding a nil one deeper than its methods come from:
 		// grpc-go never calls the nil one.
 		{"embeds EmptyCallOption and, deeper, a nil option", nilOptTwoDepths{}, ""},
+		// A nil codec whose methods take a pointer and need none: it works.
+		{"ForceCodecV2 of a nil *T of pointer methods", grpc.ForceCodecV2((*nilOptNilSafeCodec)(nil)), ""},
 		// grpc-go's options of odd values: grpc-go's own answer, no panic.
 		{"WaitForReady(true)", grpc.WaitForReady(true), ""},
 		{"StaticMethod()", grpc.StaticMethod(), ""},
@@ -195,6 +202,42 @@ func nilOptSelf() grpc.CallOption {
 	o.CallOption = o
 	return o
 }
+
+// nilOptCodec is a codec whose methods take a value: grpc-go calling one
+// through a nil *nilOptCodec panics.
+type nilOptCodec struct{}
+
+func (nilOptCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2(protoName).Marshal(v)
+}
+
+func (nilOptCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protoName).Unmarshal(data, v)
+}
+func (nilOptCodec) Name() string { return protoName }
+
+// nilOptNilSafeCodec is a codec whose methods take a pointer and never
+// read it: a nil *nilOptNilSafeCodec is a working codec.
+type nilOptNilSafeCodec struct{}
+
+func (*nilOptNilSafeCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2(protoName).Marshal(v)
+}
+
+func (*nilOptNilSafeCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protoName).Unmarshal(data, v)
+}
+func (*nilOptNilSafeCodec) Name() string { return protoName }
+
+const protoName = "proto"
+
+// nilOptCreds are per-call credentials whose methods take a value.
+type nilOptCreds struct{}
+
+func (nilOptCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return nil, nil
+}
+func (nilOptCreds) RequireTransportSecurity() bool { return false }
 
 // nilOptRig is a loopback server of every kind of method, counting the
 // calls it sees, and a runtime client with a handle on each: per method a
