@@ -103,14 +103,25 @@ type envLeaf struct {
 // parseVar reads one variable named name, well spelled, adding to errs
 // what is wrong with it.
 func (s *Set) parseVar(name, value string, known map[string]*policy.Service, errs *problems) envLeaf {
-	parts := strings.Split(name[len(EnvPrefix):], "__")
+	// The service's part is found by the services' own spellings, not by
+	// splitting at "__": a package part or a name may start or end with
+	// "_" (shop._internal.v1), and its part then holds "__" itself.
+	rest := name[len(EnvPrefix):]
 	var p *policy.Service
 	var alike []string
+	spelled := ""
 	for _, k := range known {
-		if envService(k.Name) == parts[0] {
-			p = k
+		if e := envService(k.Name); startsWith(rest, e) {
 			alike = append(alike, k.Name)
 		}
+	}
+	alike = plausible(alike, func(k string) bool { return spells(rest, envService(k), true) })
+	for _, k := range alike {
+		p, spelled = known[k], envService(k)
+	}
+	parts := strings.Split(rest, "__")
+	if p != nil {
+		parts = append([]string{spelled}, splitParts(rest[len(spelled):])...)
 	}
 	if len(alike) > 1 {
 		// a.b_c.S and a_b.c.S, or pkg.Svc and pkg.SVC: one variable name
@@ -140,12 +151,21 @@ func (s *Set) parseVar(name, value string, known map[string]*policy.Service, err
 			errs.add(name, "name the method after METHODS, as in %s", EnvName(p.Name, example, "timeout"))
 			return envLeaf{}
 		}
+		// The method's part likewise: a method may be named Get__Stock.
+		after := strings.Join(parts[1:], "__")
 		var alike []string
 		for i := range p.Methods {
-			if strings.ToUpper(methodName(p.Methods[i].Name)) == parts[1] {
-				method = methodName(p.Methods[i].Name)
-				alike = append(alike, method)
+			if m := methodName(p.Methods[i].Name); startsWith(after, strings.ToUpper(m)) {
+				alike = append(alike, m)
 			}
+		}
+		alike = plausible(alike, func(m string) bool { return spells(after, strings.ToUpper(m), false) })
+		spelled := ""
+		for _, m := range alike {
+			method, spelled = m, strings.ToUpper(m)
+		}
+		if method != "" {
+			parts = append([]string{"METHODS", spelled}, splitParts(after[len(spelled):])...)
 		}
 		if len(alike) > 1 {
 			errs.add(name, "means each of the methods %s of %s, whose variables are spelled alike: override them in the file instead", strings.Join(alike, " and "), p.Name)
@@ -194,6 +214,65 @@ func (s *Set) parseVar(name, value string, known map[string]*policy.Service, err
 		return envLeaf{}
 	}
 	return envLeaf{p.Name, &leaf{method: method, path: path, value: v, base: base, env: true, source: name}}
+}
+
+// startsWith reports whether rest, a variable's name from a service's or
+// a method's part on, starts with that part spelled as word.
+func startsWith(rest, word string) bool {
+	return rest == word || strings.HasPrefix(rest, word+"__")
+}
+
+// plausible keeps, of several names a variable's part may be read as,
+// those read ok, or when none is, the longest (Get__Stock, not Get, for
+// GET__STOCK__COOLDOWN: the field is what is misspelt): two are left only
+// when the name means either.
+func plausible(names []string, ok func(string) bool) []string {
+	if len(names) < 2 {
+		return names
+	}
+	var kept []string
+	for _, n := range names {
+		if ok(n) {
+			kept = append(kept, n)
+		}
+	}
+	if len(kept) > 0 {
+		return kept
+	}
+	longest := 0
+	for _, n := range names {
+		longest = max(longest, len(n))
+	}
+	for _, n := range names {
+		if len(n) == longest {
+			kept = append(kept, n)
+		}
+	}
+	return kept
+}
+
+// spells reports whether rest, the name of a variable from a service's
+// (or, not service, a method's) part on, starts with that part spelled
+// as word followed by "__" and a field of the annotation (or, for a
+// service, METHODS). So Get__Stock's part is not read as method Get's,
+// whose field STOCK does not exist, nor a.b's TIMEOUT as a service
+// a.b_.timeout with no field.
+func spells(rest, word string, service bool) bool {
+	next, ok := strings.CutPrefix(rest, word+"__")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(next, "__")
+	return (service && first == "METHODS") || policyDesc.Fields().ByName(protoreflect.Name(strings.ToLower(first))) != nil
+}
+
+// splitParts splits what follows a service's or a method's part of a
+// variable's name ("__RETRY__MAX_ATTEMPTS") into its parts; none for "".
+func splitParts(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimPrefix(s, "__"), "__")
 }
 
 // respell returns the proper name of the variable that name means, read

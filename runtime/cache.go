@@ -52,12 +52,17 @@ type cache struct {
 	entries map[string]*list.Element // of *cacheEntry
 	lru     list.List                // most recently used at the front
 	flights map[string]*flight
+	// started numbers the flights in the order they began (guarded by
+	// mu): an answer is kept only over one fetched by a flight that began
+	// before its own (see finish).
+	started uint64
 }
 
 type cacheEntry struct {
 	key string
-	val any   // the *Resp, never handed out itself: callers get copies
-	at  int64 // when it was fetched, nanoseconds since the client's base
+	val any    // the *Resp, never handed out itself: callers get copies
+	at  int64  // when it was fetched, nanoseconds since the client's base
+	seq uint64 // flight.seq of the flight that fetched it
 }
 
 // flight is one call shared by every caller of a key.
@@ -72,7 +77,8 @@ type flight struct {
 	// last waiter leaves: nothing more is started for it.
 	ctx     context.Context
 	cancel  context.CancelFunc
-	waiters int // callers waiting for it; guarded by cache.mu
+	waiters int    // callers waiting for it; guarded by cache.mu
+	seq     uint64 // its place in the order the key's flights began
 }
 
 func newCache(p policy.Cache) *cache {
@@ -102,7 +108,8 @@ func (c *cache) join(ctx context.Context, key string) (*flight, bool) {
 		f.waiters++
 		return f, false
 	}
-	f := &flight{done: make(chan struct{}), waiters: 1}
+	c.started++
+	f := &flight{done: make(chan struct{}), waiters: 1, seq: c.started}
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.flights[key] = f
 	return f, true
@@ -128,7 +135,11 @@ func (c *cache) leave(key string, f *flight) {
 
 // finish ends the flight of key with its result, keeping a success. It
 // reports whether a caller still waited for it (one who leaves after this
-// finds the flight done, see cached).
+// finds the flight done, see cached). A success does not replace an
+// answer fetched by a flight that began after f: an abandoned flight
+// whose attempt on the wire answers late (see leave) brings the reading
+// of an older request, which must not replace the newer one callers
+// already got.
 func (c *cache) finish(key string, f *flight, val any, err error, now int64) (waited bool) {
 	c.mu.Lock()
 	waited = f.waiters > 0
@@ -137,11 +148,12 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) (wa
 	}
 	if err == nil {
 		if el := c.entries[key]; el != nil {
-			e := el.Value.(*cacheEntry)
-			e.val, e.at = val, now
-			c.lru.MoveToFront(el)
+			if e := el.Value.(*cacheEntry); e.seq < f.seq {
+				e.val, e.at, e.seq = val, now, f.seq
+				c.lru.MoveToFront(el)
+			}
 		} else {
-			c.entries[key] = c.lru.PushFront(&cacheEntry{key: key, val: val, at: now})
+			c.entries[key] = c.lru.PushFront(&cacheEntry{key: key, val: val, at: now, seq: f.seq})
 			for c.lru.Len() > c.p.MaxEntries {
 				oldest := c.lru.Back()
 				c.lru.Remove(oldest)
@@ -220,7 +232,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	if f.err == nil {
 		return copyOf(f.val.(*Resp)), true, nil
 	}
-	if !isAnswer(status.Code(f.err)) {
+	if standsFor(f.err) {
 		if resp, ok := staleOf[Resp](m, key, f.err); ok {
 			stale = true
 			return resp, false, nil

@@ -31,6 +31,16 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 		// call started, no token, permit or budget request, no fallback.
 		return nil, statusFromContext(err)
 	}
+	if len(opts) != 0 {
+		// The caller's grpc.OnFinish runs once, with what the caller gets
+		// (the fallback's answer included), not once per attempt.
+		var fins []func(error)
+		if opts, fins = onFinishOf(opts); fins != nil {
+			resp, err := callUnary(ctx, m, key, cacheKey, req, opts, call, fallback)
+			finished(fins, err)
+			return resp, err
+		}
+	}
 	var resp *Resp
 	var err error
 	fromDependency := true
@@ -95,6 +105,13 @@ func (m *methodState) fellBackTo(cause int, err error) {
 // send another attempt, cut when its last caller leaves, while an attempt
 // already sent runs on under ctx.
 func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
+	if len(in.opts) != 0 && wait == nil && hasOnFinish(in.opts) {
+		// The caller's grpc.OnFinish runs once, with the call's result,
+		// refusals included, not once per attempt or hedged copy (a
+		// cache's shared call, wait not nil, never has one: see
+		// callUnary).
+		return unaryFinishing(ctx, m, key, in)
+	}
 	p := m.policy
 	admit := ctx
 	if wait != nil {
@@ -131,6 +148,15 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		return hedged(ctx, m, wait, in)
 	}
 	return retried(ctx, m, key != "", wait, in)
+}
+
+// unaryFinishing is unary of a call given grpc.OnFinish options: it runs
+// the call without them, then their callbacks, once, with its result.
+func unaryFinishing[Req, Resp any](ctx context.Context, m *methodState, key string, in *invocation[Req, Resp]) (*Resp, error) {
+	opts, fins := onFinishOf(in.opts)
+	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: in.req, opts: opts, call: in.call})
+	finished(fins, err)
+	return resp, err
 }
 
 // invocation is one call of the plain client's method as each of its
@@ -359,13 +385,29 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // fallbackApplies reports whether a failed call may be answered by the
 // fallback: a failure of the dependency or a refusal of the runtime, not an
-// answer of the dependency (NOT_FOUND, INVALID_ARGUMENT, …) and not the
-// caller's own cancellation.
+// answer of the dependency (NOT_FOUND, INVALID_ARGUMENT, …), not the
+// caller's own cancellation, and not a failure on the client's side (see
+// standsFor).
 func fallbackApplies(ctx context.Context, err error) bool {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
-	return !isAnswer(status.Code(err))
+	return standsFor(err)
+}
+
+// standsFor reports whether a fallback or a stale answer may stand in for
+// a call that failed with err: a failure of the dependency or a refusal of
+// the runtime. Not an answer of the dependency, and not a failure on the
+// client's side (a message that does not marshal or is past a size limit,
+// a closed ClientConn: see unsent), which nothing reached the dependency
+// for and which would fail the same way on every call: standing in for it
+// would hide the caller's defect behind a degraded answer.
+func standsFor(err error) bool {
+	if isAnswer(status.Code(err)) {
+		return false
+	}
+	_, local := unsent(err).(*clientFault)
+	return !local
 }
 
 // isAnswer reports whether a code is the dependency's answer to the

@@ -11,13 +11,30 @@ import (
 // status of a message its codec could not marshal (rpc_util.go, encode).
 const marshalFailure = "grpc: error while marshaling"
 
+// unsendable are the starts of the messages of the INTERNAL grpc-go gives
+// a call it refuses to send, besides a request that does not marshal:
+// outgoing metadata it cannot carry (stream.go, newClientStream, through
+// internal/metadata's ValidatePair: a key outside [0-9a-z-_.], an empty
+// key, or a value with a byte outside printable ASCII under a key not
+// ending in "-bin"), a compressor or a codec named by a call option
+// (grpc.UseCompressor, grpc.CallContentSubtype) that the program never
+// registered. Nothing was sent.
+var unsendable = [...]string{
+	marshalFailure,
+	"header key ",
+	"there is an empty key in the header",
+	"grpc: Compressor is not installed for requested grpc-encoding",
+	"no codec registered for content-subtype",
+}
+
 // connClosing is the message of the CANCELLED grpc-go gives every call
 // made on a ClientConn the program closed (grpc.ErrClientConnClosing):
 // the client's own doing, with nothing sent.
 const connClosing = "grpc: the client connection is closing"
 
 // unsent returns what the breaker (and the adaptive layers) are told of a
-// unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal never left the client, so it
+// unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal, or that gRPC otherwise
+// refused to send (see unsendable), never left the client, so it
 // is a client fault that says nothing about the dependency (a half-open
 // probe ended so frees its place instead of counting as a success); any
 // other ending is err itself. The caller still gets err. Only a failed
@@ -61,8 +78,10 @@ func unsentFailure(err error) error {
 			return &clientFault{err: err}
 		}
 	case codes.Internal:
-		if strings.HasPrefix(st.Message(), marshalFailure) {
-			return &clientFault{err: err}
+		for _, p := range unsendable {
+			if strings.HasPrefix(st.Message(), p) {
+				return &clientFault{err: err}
+			}
 		}
 	case codes.ResourceExhausted:
 		for _, p := range tooLarge {

@@ -34,6 +34,11 @@ var Funcs = template.FuncMap{
 	// holds the Go expressions of fields a value cannot hold as data (a
 	// func), by their path in it: "Methods[0].NewResponse".
 	"literal": unset,
+	// local returns the name of a local variable of the generated code,
+	// "rt" for "rt", or the name with "_" appended when the generated file
+	// imports a package under that name (a request type of a package whose
+	// import path ends in /rt), which the local would hide.
+	"local": unset,
 	// newResponses returns the NewResponse funcs of a service's server
 	// policy, by their path in it, for literal.
 	"newResponses": unset,

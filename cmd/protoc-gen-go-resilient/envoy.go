@@ -58,6 +58,10 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*service, retr
 		w(0, "# within the cluster's retry_budget; the callers must not retry as well:")
 		w(0, "# give the generated Go clients retry: {max_attempts: 1} through an")
 		w(0, "# override, and do not give other callers the gRPC service config's retries.")
+		w(0, "# A caller's deadline (grpc-timeout) bounds Envoy's retries too, and a Go")
+		w(0, "# client's one attempt sends its timeout as its deadline: override that")
+		w(0, "# timeout to the route's, or Envoy has no time left to retry an attempt")
+		w(0, "# that ran out its per_try_timeout.")
 	} else {
 		w(0, "# Retries: at the callers (envoy_retries=client). The generated clients")
 		w(0, "# (or the gRPC service config) retry; the routes have no retry_policy, so")
@@ -133,6 +137,9 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	// retrying, it is one attempt. Envoy does not hedge: each copy the
 	// generated client sends of a hedged method is a request of its own.
 	limit := bound.Call(unhedged(mp))
+	if retries == retriesAtEnvoy && mp.Retry != nil {
+		limit = bound.Envoy(mp) // Envoy's back-offs, not the runtime's
+	}
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout
 	}

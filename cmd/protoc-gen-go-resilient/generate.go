@@ -120,9 +120,28 @@ type (
 	}
 )
 
+// generateFile renders f's *_resilient.pb.go. It renders it twice: first
+// into a file it then drops, to learn the names the file imports packages
+// under (protogen names an import after its path's last element, so a
+// request type of a package at …/rt is rt.Req), then for good, with the
+// generated code's locals named apart from them (local), so that no local
+// hides an import the code after it spells a type with. Names are given in
+// the order they are first asked for, the same in both renderings.
 func generateFile(gen *protogen.Plugin, f *protogen.File, services []*service) error {
-	g := gen.NewGeneratedFile(f.GeneratedFilenamePrefix+"_resilient.pb.go", f.GoImportPath)
-	t, err := templates.New(funcs(g))
+	name := f.GeneratedFilenamePrefix + "_resilient.pb.go"
+	scratch := gen.NewGeneratedFile(name, f.GoImportPath)
+	scratch.Skip()
+	imported := map[string]bool{}
+	if err := renderFile(gen, scratch, f, services, imported, nil); err != nil {
+		return err
+	}
+	return renderFile(gen, gen.NewGeneratedFile(name, f.GoImportPath), f, services, nil, imported)
+}
+
+// renderFile renders f into g, adding to imported (when not nil) each name
+// an import is spelt with, and naming the locals apart from avoid.
+func renderFile(gen *protogen.Plugin, g *protogen.GeneratedFile, f *protogen.File, services []*service, imported, avoid map[string]bool) error {
+	t, err := templates.New(funcs(g, imported, avoid))
 	if err != nil {
 		return fmt.Errorf("protoc-gen-go-resilient: parsing templates: %w", err)
 	}
@@ -217,12 +236,27 @@ func methodDoc(s *protogen.Service, m *protogen.Method) string {
 
 // funcs returns the template functions for one generated file; every
 // identifier of another package goes through g, which owns the imports.
-func funcs(g *protogen.GeneratedFile) template.FuncMap {
+// Each qualified name's package part is added to imported (when not nil),
+// and local names a local apart from avoid.
+func funcs(g *protogen.GeneratedFile, imported, avoid map[string]bool) template.FuncMap {
+	qualified := func(id protogen.GoIdent) string {
+		q := g.QualifiedGoIdent(id)
+		if pkg, _, ok := strings.Cut(q, "."); ok && imported != nil {
+			imported[pkg] = true
+		}
+		return q
+	}
 	return template.FuncMap{
-		"ident":   func(id protogen.GoIdent) string { return g.QualifiedGoIdent(id) },
-		"rt":      func(name string) string { return g.QualifiedGoIdent(runtimePackage.Ident(name)) },
-		"grpc":    func(name string) string { return g.QualifiedGoIdent(grpcPackage.Ident(name)) },
-		"context": func(name string) string { return g.QualifiedGoIdent(contextPackage.Ident(name)) },
+		"ident":   qualified,
+		"rt":      func(name string) string { return qualified(runtimePackage.Ident(name)) },
+		"grpc":    func(name string) string { return qualified(grpcPackage.Ident(name)) },
+		"context": func(name string) string { return qualified(contextPackage.Ident(name)) },
+		"local": func(name string) string {
+			for avoid[name] {
+				name += "_"
+			}
+			return name
+		},
 		"literal": func(v any, code ...map[string]string) (string, error) {
 			switch len(code) {
 			case 0:

@@ -97,6 +97,30 @@ func retried(r *policy.Retry, timeout time.Duration) time.Duration {
 	return total
 }
 
+// Envoy is Call for m's attempts made by Envoy (the route's retry_policy
+// of the Envoy export) instead of the runtime: the same but for the
+// back-offs, which Envoy draws, before its Nth retry, below
+// (2^N − 1) × base_interval (InitialBackoff: 1, 3, 7, 15 times it), capped
+// at max_interval (MaxBackoff), whatever the Multiplier; the runtime's
+// bound grows only by Multiplier, so its sum would cut Envoy's last
+// attempt before its per_try_timeout.
+func Envoy(m *policy.Method) time.Duration {
+	if m.Kind != policy.KindUnary || OneAttempt(m) || m.OverallTimeout > 0 || m.Timeout <= 0 || m.Hedging != nil {
+		return Call(m)
+	}
+	r := m.Retry
+	total := mulSat(int64(r.MaxAttempts), m.Timeout)
+	for n := 1; n < r.MaxAttempts; n++ {
+		// Past 2^62 − 1 times a nanosecond at least, the cap has been
+		// reached: MaxBackoff is at most the longest Duration.
+		if n >= 62 || mulSat(int64(1)<<n-1, r.InitialBackoff) >= r.MaxBackoff {
+			return addSat(total, mulSat(int64(r.MaxAttempts-n), r.MaxBackoff))
+		}
+		total = addSat(total, mulSat(int64(1)<<n-1, r.InitialBackoff))
+	}
+	return total
+}
+
 // maxSteps is how many backoffs retried adds one by one.
 const maxSteps = 10000
 

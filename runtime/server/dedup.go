@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -108,6 +110,13 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
 	}
 	skey := storeKey(m.name, scope, key)
+	if holdsKey(ctx, skey) {
+		// Another Guard on this server, whose interceptor runs outside
+		// this one's, holds the key for this very request and keeps its
+		// outcome: claiming it again would find it pending and wait for
+		// this request itself until its deadline.
+		return handler(ctx, req)
+	}
 	token := newToken()
 	pause := pollFirst
 	for waited := false; ; {
@@ -318,7 +327,9 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 	}()
 	hctx, rec := withCapture(hctx)
+	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
+	returned := time.Now()
 	k.stop()
 	lost := k.isLost()
 	var o outcome
@@ -338,7 +349,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 		o.response = b
 	case d.final.Has(status.Code(err)):
-		o.status = status.Convert(err).Proto()
+		o.status = status.Convert(err).Proto() // a copy
+		if !utf8.ValidString(o.status.Message) {
+			// gRPC sends such a message as it is, but a proto3 string
+			// does not serialize: kept with U+FFFD in place of the
+			// invalid bytes rather than not kept, and every repeat run.
+			o.status.Message = strings.ToValidUTF8(o.status.Message, "\uFFFD")
+		}
 	default:
 		keepable = false
 	}
@@ -368,9 +385,15 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 		k.lose("the entry was no longer this request's when its outcome was written")
 		return nil, leaseLost(m, err)
-	case lost:
+	case lost && !k.heldAlone(returned):
 		return nil, leaseLost(m, err)
 	default:
+		// The store could not keep the outcome. Also when the lease was
+		// given up, if only for the store's silence and the handler
+		// returned before the entry could lapse: no other request can
+		// have held the key, the handler's answer is the only effect
+		// made, and UNAVAILABLE would have its caller retry and run it
+		// again once the entry lapsed.
 		m.svc.notKept.Add(1)
 		if g.logger != nil {
 			why := "the idempotency store did not answer for the whole lease"
@@ -515,4 +538,62 @@ func (g *Guard) notKeepable(ctx context.Context, m *method, err error) {
 		g.logger.ErrorContext(ctx, "outcome of a deduplicated request cannot be serialized, so it is not kept; a repeat runs the handler again",
 			"method", m.name, "error", err.Error())
 	}
+}
+
+// keyedStream refuses a request of m, a deduplicated method, that reached
+// the stream interceptor with an idempotency key: its policy leaves Kind
+// out for a streaming method (zero is KindUnary, which Validate accepts
+// with a Dedup), or a proxy serves it with grpc.UnknownServiceHandler,
+// which gRPC runs as a stream. A stream cannot be deduplicated, and
+// running it would run every repeat of the key with nothing to say that
+// the policy's dedup was not applied. A stream without a key runs, as a
+// unary request without one does. The first refusal of each method is
+// logged as an error.
+func (g *Guard) keyedStream(ctx context.Context, m *method) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	keyed := false
+	for _, v := range md.Get(m.dedup.header) {
+		keyed = keyed || v != ""
+	}
+	if !keyed {
+		return nil
+	}
+	const why = "but the request reached the Guard as a stream (a streaming method whose policy leaves Kind out, or a proxy's grpc.UnknownServiceHandler), and a stream cannot be deduplicated"
+	if g.logger != nil && m.streamLogged.CompareAndSwap(false, true) {
+		g.logger.ErrorContext(ctx, "keyed stream of a deduplicated method refused: "+why+"; set the policy's Kind to the method's and drop its Dedup, or serve the method as unary",
+			"method", m.name)
+	}
+	return status.Errorf(codes.Internal,
+		"resilient: %s deduplicates by idempotency key (%s header), %s: refused rather than run without dedup; the server's policy must give the method its Kind (and no Dedup for a stream), or the server must serve it as a unary method",
+		m.name, m.dedup.header, why)
+}
+
+// heldKeyKey is the context key of the idempotency keys the request of a
+// context holds: a Guard's dedup claimed them and runs the handler.
+type heldKeyKey struct{}
+
+// heldKey is one store key a request holds, above those other Guards on
+// the same server (outer) hold for it.
+type heldKey struct {
+	skey  string
+	outer *heldKey
+}
+
+func heldKeyOf(ctx context.Context) *heldKey {
+	h, _ := ctx.Value(heldKeyKey{}).(*heldKey)
+	return h
+}
+
+// holdsKey reports whether the request of ctx already holds skey: two
+// Guards on one server, each deduplicating its method (a library's Guard
+// beside the service's own, built from one generated policy), whose
+// stores share their keys (one store, or two on one Redis under one
+// prefix). The outer one deduplicates the request; the inner passes it on.
+func holdsKey(ctx context.Context, skey string) bool {
+	for h := heldKeyOf(ctx); h != nil; h = h.outer {
+		if h.skey == skey {
+			return true
+		}
+	}
+	return false
 }

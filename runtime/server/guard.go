@@ -69,6 +69,9 @@ type method struct {
 	// grant is its admission's own) and no other Guard granted the
 	// request (withGrant).
 	grants [PriorityCritical + 1]grant
+	// streamLogged: a keyed stream of this deduplicated method was
+	// refused and logged (keyedStream logs the first only).
+	streamLogged atomic.Bool
 }
 
 // Option configures a Guard.
@@ -408,6 +411,11 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 		return err
 	}
 	defer sv.end()
+	if m.dedup != nil {
+		if err := g.keyedStream(ctx, m); err != nil {
+			return err
+		}
+	}
 	sc := newServed(ctx, g, m)
 	return settle(sc, m, &sc.rec, handler(srv, &guardedStream{ServerStream: ss, ctx: sc}))
 }

@@ -55,6 +55,7 @@ type keeper struct {
 	mu      sync.Mutex
 	renewed time.Time // when the last successful claim or renewal was sent
 	lost    bool
+	taken   bool // lost because the key was no longer pending under the token
 
 	panicLogged bool // a renewal's panic was logged (run's alone)
 
@@ -81,6 +82,16 @@ func (k *keeper) isLost() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.lost
+}
+
+// heldAlone reports whether, at t, no other request can have held the
+// key although the lease was lost: it was given up only because the
+// store could not be reached (never found taken), and the entry, which
+// lives 3/2 Lease past the last renewal, had not yet lapsed.
+func (k *keeper) heldAlone(t time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return !k.taken && t.Before(k.renewed.Add(entryLease(k.d)))
 }
 
 // lose marks the lease lost and tells the handler, once.
@@ -137,6 +148,9 @@ func (k *keeper) run() {
 			t.Reset(time.Until(now.Add(every)))
 		case errors.Is(err, ErrNotOwner):
 			k.g.storeOK()
+			k.mu.Lock()
+			k.taken = true
+			k.mu.Unlock()
 			k.lose("the key is no longer pending under this request: its entry lapsed or another request took it")
 			return
 		default:

@@ -1,0 +1,63 @@
+package redisstore
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/go-resilient/resilient/runtime/policy"
+	"github.com/go-resilient/resilient/runtime/server"
+	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
+)
+
+// TestAttack22bTwoGuardsOnOneRedisPrefix: a library's Guard and the
+// service's own, chained on one server, each given a store of its own
+// made with redisstore.New on one client and one prefix: one keyspace.
+// The inner Guard found the outer's claim pending and the request waited
+// for itself until its deadline; it passes the request on instead, the
+// handler runs once, and the repeat is replayed.
+func TestAttack22bTwoGuardsOnOneRedisPrefix(t *testing.T) {
+	r := startRedis(t)
+	rc := client(t, r.addr)
+	p := reserveStockPolicy(time.Second, policy.StoreErrorRefuse)
+	g1, err := server.NewGuard([]*policy.Server{p}, server.WithStore(New(rc, "idem:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := server.NewGuard([]*policy.Server{p}, server.WithStore(New(rc, "idem:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &reserver{answer: "two"}
+	s := grpc.NewServer(grpc.InTapHandle(g1.TapHandle), grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, g2.UnaryInterceptor))
+	inventoryv1.RegisterInventoryServiceServer(s, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close(); s.Stop(); <-done })
+	c := inventoryv1.NewInventoryServiceClient(cc)
+	first, err := reserve(t, c, "o-two", time.Second)
+	if err != nil {
+		t.Fatalf("first request: %v; want the handler's answer", err)
+	}
+	again, err := reserve(t, c, "o-two", time.Second)
+	if err != nil || again.GetReservationId() != first.GetReservationId() {
+		t.Fatalf("repeat: %v, %v; want the replay of %q", again, err, first.GetReservationId())
+	}
+	if n := srv.runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want 1", n)
+	}
+	if s1, s2 := stats(t, g1), stats(t, g2); s1.Replayed != 1 || s2.Waited != 0 {
+		t.Errorf("outer replayed %d, inner waited %d; want 1 and 0", s1.Replayed, s2.Waited)
+	}
+}
