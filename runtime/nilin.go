@@ -20,7 +20,9 @@ import (
 // option's value methods). A grpc.CallOption besides: one of grpc-go's
 // options given nil that grpc-go writes through or calls as the call ends
 // (grpc.Header, Trailer, Peer and OnFinish of nil; for a stream, on the
-// goroutine gRPC ends it on, which ends the program) or as the request is
+// goroutine gRPC ends it on, which ends the program; grpc-go runs an
+// OnFinish given by value alone, so that one in a pointer or an embedding
+// is never called, and let through) or as the request is
 // written (grpc.ForceCodec and CallCustomCodec of nil), or given a size
 // it panics on as it opens the call (grpc.MaxRetryRPCBufferSize of less
 // than 0: not a nil, as sure a panic), or given a codec or credentials
@@ -62,9 +64,12 @@ func nilIn(v any) string {
 			return ""
 		}
 	case grpc.OnFinishCallOption:
+		// grpc-go runs the OnFinish of an option of this type alone, not
+		// through a pointer or an embedding: only here is a nil one called.
 		if o.OnFinish != nil {
 			return ""
 		}
+		return "has a nil OnFinish, as grpc.OnFinish(nil) makes: pass a function"
 	case grpc.ForceCodecV2CallOption:
 		if _, ours := o.CodecV2.(keyedCodec); ours || o.CodecV2 == nil {
 			return ""
@@ -161,7 +166,6 @@ var nilTargets = map[reflect.Type]string{
 	reflect.TypeFor[grpc.HeaderCallOption]():      "has a nil HeaderAddr, as grpc.Header(nil) makes: pass the address of a metadata.MD",
 	reflect.TypeFor[grpc.TrailerCallOption]():     "has a nil TrailerAddr, as grpc.Trailer(nil) makes: pass the address of a metadata.MD",
 	reflect.TypeFor[grpc.PeerCallOption]():        "has a nil PeerAddr, as grpc.Peer(nil) makes: pass the address of a peer.Peer",
-	reflect.TypeFor[grpc.OnFinishCallOption]():    "has a nil OnFinish, as grpc.OnFinish(nil) makes: pass a function",
 	reflect.TypeFor[grpc.ForceCodecCallOption]():  "has a nil Codec, as grpc.ForceCodec(nil) makes: pass a codec, or leave the option out",
 	reflect.TypeFor[grpc.CustomCodecCallOption](): "has a nil Codec, as grpc.CallCustomCodec(nil) makes: pass a codec, or leave the option out",
 }
