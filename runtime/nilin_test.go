@@ -163,3 +163,37 @@ func TestNilInOfACodecThatIsANilPointer(t *testing.T) {
 		}
 	}
 }
+
+// A cycle through unexported embedded pointers is seen as well: their
+// fields are read, not called.
+func TestNilInSeesACycleThroughUnexportedFields(t *testing.T) {
+	type hidden struct{ grpc.CallOption }
+	type outer struct{ *hidden }
+	o := &outer{&hidden{}}
+	o.hidden.CallOption = o
+	if what := nilIn(o); !strings.Contains(what, "points to itself") {
+		t.Errorf("nilIn(a cycle through unexported fields) = %q, want it seen", what)
+	}
+}
+
+// A call given many options is checked in one pass, each of grpc-go's by
+// its type alone: the place of a nil among them is named, and nothing is
+// allocated when none is.
+func TestRefuseNilOptionsOfManyOptions(t *testing.T) {
+	var md metadata.MD
+	opts := make([]grpc.CallOption, 100_000)
+	for i := range opts {
+		opts[i] = grpc.Header(&md)
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		if err := refuseNilOptions("/m", opts); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations for 100000 good options, want 0", n)
+	}
+	opts[len(opts)-1] = grpc.Header(nil)
+	if err := refuseNilOptions("/m", opts); err == nil || !strings.Contains(err.Error(), "call option 99999 has a nil HeaderAddr") {
+		t.Errorf("got %v, want option 99999 named", err)
+	}
+}

@@ -53,6 +53,7 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		{"nil", nil, "is nil"},
 		{"nil *HeaderCallOption", (*grpc.HeaderCallOption)(nil), "is a nil *grpc.HeaderCallOption"},
 		{"nil *PeerCallOption", (*grpc.PeerCallOption)(nil), "is a nil *grpc.PeerCallOption"},
+		{"nil *T of the program's", (*nilOptEmpty)(nil), "is a nil *runtime_test.nilOptEmpty"},
 		{"Header(nil)", grpc.Header(nil), "nil HeaderAddr, as grpc.Header(nil) makes"},
 		{"Trailer(nil)", grpc.Trailer(nil), "nil TrailerAddr, as grpc.Trailer(nil) makes"},
 		{"Peer(nil)", grpc.Peer(nil), "nil PeerAddr, as grpc.Peer(nil) makes"},
