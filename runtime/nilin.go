@@ -71,11 +71,19 @@ func nilIn(v any) string {
 		}
 		return "has a nil OnFinish, as grpc.OnFinish(nil) makes: pass a function"
 	case grpc.ForceCodecV2CallOption:
-		if _, ours := o.CodecV2.(keyedCodec); ours || o.CodecV2 == nil {
+		if _, ours := o.CodecV2.(keyedCodec); ours || !isNilPointer(o.CodecV2) {
 			return ""
 		}
 	case grpc.PerRPCCredsCallOption:
-		if o.Creds == nil {
+		if !isNilPointer(o.Creds) {
+			return ""
+		}
+	case grpc.ForceCodecCallOption:
+		if o.Codec != nil && !isNilPointer(o.Codec) {
+			return ""
+		}
+	case grpc.CustomCodecCallOption:
+		if o.Codec != nil && !isNilPointer(o.Codec) {
 			return ""
 		}
 	case nil:
@@ -87,6 +95,13 @@ func nilIn(v any) string {
 // nilByReflection is nilIn for what its switch does not answer: apart, so
 // that the look at grpc-go's options stays a small function.
 func nilByReflection(v any) string { return nilAt(reflect.ValueOf(v), passed{}) }
+
+// isNilPointer reports whether v holds a nil pointer (not whether v is
+// nil): a look at v's kind, no allocation.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
 
 // maxNilDepth bounds how many pointers nilIn follows through an option:
 // an option that points to itself is seen to, a chain deeper is let
@@ -116,9 +131,6 @@ func nilAt(rv reflect.Value, seen passed) string {
 		if rv.IsNil() {
 			return "is a nil " + rv.Type().String()
 		}
-		if !rv.Type().Implements(callOptionType) {
-			return ""
-		}
 		p := rv.Pointer()
 		for _, q := range seen.at[:seen.n] {
 			if q == p {
@@ -136,15 +148,12 @@ func nilAt(rv reflect.Value, seen passed) string {
 		return ""
 	}
 	t := rv.Type()
-	if !t.Implements(callOptionType) {
-		return ""
-	}
-	if t.PkgPath() == grpcPackage {
-		return nilInGRPCs(rv)
-	}
 	i := promoter(t)
-	if i < 0 {
+	switch i {
+	case notAnOption, promotesNone:
 		return ""
+	case grpcsOwn:
+		return nilInGRPCs(rv)
 	}
 	fv := rv.Field(i)
 	switch what := nilAt(fv, seen); {
@@ -212,19 +221,37 @@ func valueMethods(iface, t reflect.Type) bool {
 // promoters holds promoter's answer for each type it was asked about.
 var promoters sync.Map // reflect.Type → int
 
-// promoter returns the index of the embedded field through which t, a
-// struct type of the program's that is a grpc.CallOption, has the
-// option's methods, or -1: by Go's rule, the embedding at the shallowest
-// depth that declares them (an interface, or one of grpc-go's options).
-// An option embedding grpc.EmptyCallOption and, one level deeper, a
-// struct that embeds a nil grpc.CallOption has EmptyCallOption's methods:
-// grpc-go never calls the nil one. The answer is kept per type: a type
-// asked about again costs a look-up, no allocation.
+// What promoter answers but an index.
+const (
+	notAnOption  = -1 // not a grpc.CallOption
+	grpcsOwn     = -2 // one of grpc-go's options
+	promotesNone = -3 // no one embedding found (Go would not promote two at one depth)
+)
+
+// promoter returns, for a struct type t, the index of the embedded field
+// through which t, a grpc.CallOption of the program's, has the option's
+// methods: by Go's rule, the embedding at the shallowest depth that
+// declares them (an interface, or one of grpc-go's options). An option
+// embedding grpc.EmptyCallOption and, one level deeper, a struct that
+// embeds a nil grpc.CallOption has EmptyCallOption's methods: grpc-go
+// never calls the nil one. Else notAnOption, grpcsOwn or promotesNone.
+// The answer is kept per type: a type asked about again costs a look-up,
+// no allocation, no walk of its methods.
 func promoter(t reflect.Type) int {
 	if i, ok := promoters.Load(t); ok {
 		return i.(int)
 	}
-	i := findPromoter(t)
+	i := promotesNone
+	switch {
+	case !t.Implements(callOptionType):
+		i = notAnOption
+	case t.PkgPath() == grpcPackage:
+		i = grpcsOwn
+	default:
+		if f := findPromoter(t); f >= 0 {
+			i = f
+		}
+	}
 	promoters.Store(t, i)
 	return i
 }

@@ -106,6 +106,7 @@ func TestNilInAllocatesNothingForAnOptionSeenBefore(t *testing.T) {
 		&nilInProgramsOption{tenant: "a"},
 		grpc.ForceCodecV2(keyedCodec{}),
 		grpc.ForceCodec(protoV1{}),
+		grpc.CallCustomCodec(protoV0{}),
 	} {
 		if what := nilIn(o); what != "" {
 			t.Fatalf("nilIn(%T) = %q, want nothing nil", o, what)

@@ -76,6 +76,8 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		// Let through: no nil to grpc-go, or no nil at all.
 		{"ForceCodecV2(nil)", grpc.ForceCodecV2(nil), ""},
 		{"PerRPCCredentials(nil)", grpc.PerRPCCredentials(nil), ""},
+		{"PerRPCCredentials of a value", grpc.PerRPCCredentials(nilOptCreds{}), ""},
+		{"ForceCodecV2 of a value", grpc.ForceCodecV2(nilOptCodec{}), ""},
 		{"Header(&md)", grpc.Header(&md), ""},
 		{"embeds OnFinish(f)", nilOptWrapped{grpc.OnFinish(func(error) {})}, ""},
 		// grpc-go (and the runtime) run an OnFinish given by value alone:
