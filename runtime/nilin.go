@@ -131,6 +131,9 @@ func nilAt(rv reflect.Value, seen passed) string {
 		if rv.IsNil() {
 			return "is a nil " + rv.Type().String()
 		}
+		if rv.Elem().Kind() != reflect.Struct {
+			return "" // no option: a pointer to anything else has no methods of grpc-go's
+		}
 		p := rv.Pointer()
 		for _, q := range seen.at[:seen.n] {
 			if q == p {

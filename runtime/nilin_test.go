@@ -54,6 +54,7 @@ func TestNilInEndsOnAnOptionPointingToItself(t *testing.T) {
 // is looked at for being nil, not walked.
 func TestNilInOfValuesNotOptions(t *testing.T) {
 	var nilClock *struct{ Clock }
+	var nilInMap map[string]int
 	for _, c := range []struct {
 		name string
 		v    any
@@ -66,6 +67,7 @@ func TestNilInOfValuesNotOptions(t *testing.T) {
 		{"realClock", realClock{}, false},
 		{"a struct embedding a nil interface, not an option", struct{ Clock }{}, false},
 		{"a pointer to one", &struct{ Clock }{}, false},
+		{"a pointer to a nil map", &nilInMap, false},
 	} {
 		if got := nilIn(c.v) != ""; got != c.nil {
 			t.Errorf("nilIn(%s) = %q, want nil %v", c.name, nilIn(c.v), c.nil)
