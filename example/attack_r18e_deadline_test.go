@@ -71,9 +71,10 @@ func TestAttackR18eTooShortIsNotRetriedIntoTheSameRefusal(t *testing.T) {
 // calls ReserveStock (server MinDeadline 10 ms). At most one attempt
 // reaches the server, which refuses it before the handler; the caller
 // gets DEADLINE_EXCEEDED and the key is not claimed, so the same order
-// with time enough runs.
+// with time enough runs. The attempts have 5 s (longTimeouts), so that
+// the order sent with time enough has it on a loaded machine.
 func TestAttackR18eCallerDeadlineBelowMinDeadline(t *testing.T) {
-	r := newRig(t, nil, nil, retryDeadlines)
+	r := newRig(t, nil, nil, retryDeadlines, longTimeouts)
 	r.warm(t)
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-late", Sku: "a", Units: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
@@ -96,18 +97,24 @@ func TestAttackR18eCallerDeadlineBelowMinDeadline(t *testing.T) {
 }
 
 // TestAttackR18eRetryWithLittleTimeLeft: the first attempt times out
-// (the handler takes 400 ms, the attempt has 300 ms, and ignores its
-// context) and the caller's deadline leaves 40 ms after it. The retry,
-// if sent, waits for the first's outcome or is refused as too short; the
-// handler runs once, the server refuses at most one attempt as dead, and
-// the caller's error is DEADLINE_EXCEEDED by its deadline, not later.
+// (the handler takes 4/3 of the attempt's time and ignores its context)
+// and the caller's deadline leaves 2/15 of it after it (as 400 ms, 300 ms
+// and 40 ms do). The retry, if sent, waits for the first's outcome or is
+// refused as too short; the handler runs once, the server refuses at most
+// one attempt as dead, and the caller's error is DEADLINE_EXCEEDED by its
+// deadline, not later. The attempt has 900 ms, not the annotated 300 ms:
+// at load 10 the first attempt's 300 ms ended before it reached the
+// handler, which never ran.
 func TestAttackR18eRetryWithLittleTimeLeft(t *testing.T) {
-	r := newRig(t, slowReserve(400*time.Millisecond, nil), nil, retryDeadlines)
+	const attempt = 900 * time.Millisecond
+	const handler, caller = attempt * 4 / 3, attempt + attempt*2/15
+	longAttempt := runtime.WithPolicy(func(p *policy.Service) { p.Methods[1].Timeout = attempt })
+	r := newRig(t, slowReserve(handler, nil), nil, retryDeadlines, longAttempt)
 	r.warm(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 340*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), caller)
 	defer cancel()
 	start := time.Now()
-	late := bareWait(340 * time.Millisecond)
+	late := bareWait(caller)
 	_, err := r.client.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: "o-tight", Sku: "a", Units: 1})
 	took := time.Since(start)
 	if status.Code(err) != codes.DeadlineExceeded {
@@ -115,10 +122,10 @@ func TestAttackR18eRetryWithLittleTimeLeft(t *testing.T) {
 	}
 	// By its deadline: 150 ms, and twice what the scheduler alone made a
 	// bare wait late (576 ms against a fixed 490 ms at load 20).
-	if l := late(); took > 340*time.Millisecond+150*time.Millisecond+2*l {
-		t.Errorf("the call returned after %v, well past its 340 ms (a bare wait was %v late)", took, l)
+	if l := late(); took > caller+150*time.Millisecond+2*l {
+		t.Errorf("the call returned after %v, well past its %v (a bare wait was %v late)", took, caller, l)
 	}
-	time.Sleep(100 * time.Millisecond) // the first handler ends at 400 ms
+	time.Sleep(handler - caller + 100*time.Millisecond) // the first handler ends
 	if s := r.stats(); s.DeadlineRefused > 1 {
 		t.Errorf("the server refused %d attempts as dead, want at most 1", s.DeadlineRefused)
 	}

@@ -41,10 +41,20 @@ func slowReserve(d time.Duration, started chan<- struct{}) server.Behaviour {
 // network between it and the Guard with Redis dedup. Whatever the fault,
 // the handler runs once for the key and the caller gets its answer; a
 // later call with the same order is a replay.
+//
+// Where a fault is timed against the per-attempt timeout, the attempts
+// have `attempt` (900 ms, three times the annotated 300 ms) and the fault
+// is scaled with it (the handler 4/3 of it, the replies held 2/3 of it
+// until 7/6 of it, as 400, 200 and 350 ms were of 300 ms): under
+// 300 ms, at load 24 a retry waiting for the first attempt's outcome, or
+// reading its replay from Redis, was cut by its own timeout. The cases
+// without a timed fault have 5 s (longTimeouts).
 func TestAttackR18eReserveStockRunsOnceThroughNetworkFaults(t *testing.T) {
+	const attempt = 900 * time.Millisecond
 	retryDeadline := runtime.WithPolicy(func(p *policy.Service) {
 		m := &p.Methods[1]
 		m.Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)
+		m.Timeout = attempt
 	})
 	cases := []struct {
 		name    string
@@ -52,24 +62,24 @@ func TestAttackR18eReserveStockRunsOnceThroughNetworkFaults(t *testing.T) {
 		opts    []runtime.Option
 		fault   func(r *rig, started <-chan struct{})
 	}{
-		{"reply lost after the handler ran", 0, nil, func(r *rig, _ <-chan struct{}) {
+		{"reply lost after the handler ran", 0, []runtime.Option{longTimeouts}, func(r *rig, _ <-chan struct{}) {
 			r.proxy.LoseNextReply()
 		}},
-		{"connection reset while the handler runs", 100 * time.Millisecond, nil, func(r *rig, started <-chan struct{}) {
+		{"connection reset while the handler runs", 100 * time.Millisecond, []runtime.Option{longTimeouts}, func(r *rig, started <-chan struct{}) {
 			go func() {
 				<-started
 				r.proxy.Cut()
 				r.proxy.Restore()
 			}()
 		}},
-		// The attempt's 300 ms ends while the handler still runs; with
+		// The attempt's time ends while the handler still runs; with
 		// DEADLINE_EXCEEDED retryable the next attempt arrives while the
 		// first holds the key, and waits for its outcome.
-		{"per-attempt timeout shorter than the handler", 400 * time.Millisecond, []runtime.Option{retryDeadline}, nil},
+		{"per-attempt timeout shorter than the handler", attempt * 4 / 3, []runtime.Option{retryDeadline}, nil},
 		{"replies slower than the per-attempt timeout", 0, []runtime.Option{retryDeadline}, func(r *rig, _ <-chan struct{}) {
-			r.proxy.DelayReplies(200 * time.Millisecond)
+			r.proxy.DelayReplies(attempt * 2 / 3)
 			go func() {
-				time.Sleep(350 * time.Millisecond)
+				time.Sleep(attempt * 7 / 6)
 				r.proxy.DelayReplies(0)
 			}()
 		}},
@@ -82,7 +92,7 @@ func TestAttackR18eReserveStockRunsOnceThroughNetworkFaults(t *testing.T) {
 			if tc.fault != nil {
 				tc.fault(r, started)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*attempt+3*time.Second)
 			defer cancel()
 			req := &inventoryv1.ReserveStockRequest{OrderId: "o-" + fmt.Sprint(len(tc.name)), Sku: "apple", Units: 1}
 			resp, err := r.client.ReserveStock(ctx, req)
@@ -108,9 +118,15 @@ func TestAttackR18eReserveStockRunsOnceThroughNetworkFaults(t *testing.T) {
 // resets every connection while the handler runs. The handler runs once;
 // every caller gets the same reservation or an error (never a second,
 // different answer), and one more call after the faults gets the replay.
+// The handler takes 300 ms, so that the reset 20 ms after it started
+// comes while it runs however late a loaded machine wakes the resetter
+// (80 ms left it 60 ms), and the calls have 5 s per attempt
+// (longTimeouts): under the annotated 300 ms a retry waiting for the
+// handler's outcome, or the last call's replay from Redis, could time out
+// on a loaded machine, and the timeouts open the shared breaker.
 func TestAttackR18eConcurrentRetriesOfOneOrder(t *testing.T) {
 	started := make(chan struct{})
-	r := newRig(t, slowReserve(80*time.Millisecond, started), nil)
+	r := newRig(t, slowReserve(300*time.Millisecond, started), nil, longTimeouts)
 	r.warm(t)
 	r.proxy.LoseNextReply()
 	go func() {
@@ -163,20 +179,25 @@ func TestAttackR18eConcurrentRetriesOfOneOrder(t *testing.T) {
 // the caller learns that the server is shedding and when to come back,
 // not that the order failed; the handler runs once, and the order sent
 // again after the pushback gets the reservation that was made. The
-// pushback (600 ms) leaves the first attempt 450 ms past its handler's
-// 150 ms to keep its outcome and free its place: 200 ms left 50 ms, and
-// at load 8 the order sent again was shed behind it.
+// handler takes 500 ms, so that the reset and the retry come while it
+// holds the place however late a loaded machine runs them (150 ms was
+// over before the retry arrived at load 12, and the retry was served);
+// the attempts have 5 s (longTimeouts), so that only the reset ends the
+// first. The pushback (1 s) leaves the first attempt 500 ms past its
+// handler to keep its outcome and free its place: 200 ms past a 150 ms
+// handler left 50 ms, and at load 8 the order sent again was shed
+// behind it.
 func TestAttackR18eRetryShedBehindItsOwnFirstAttempt(t *testing.T) {
 	started := make(chan struct{})
-	r := newRig(t, slowReserve(150*time.Millisecond, started),
-		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, 600*time.Millisecond)})
+	r := newRig(t, slowReserve(500*time.Millisecond, started),
+		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, codes.ResourceExhausted, time.Second)}, longTimeouts)
 	r.warm(t)
 	go func() {
 		<-started
 		r.proxy.Cut()
 		r.proxy.Restore()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-shedretry", Sku: "a", Units: 1}
 	_, err := r.client.ReserveStock(ctx, req)

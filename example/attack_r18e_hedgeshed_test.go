@@ -17,10 +17,12 @@ import (
 // request: the first copy is admitted and runs, the second is shed. The
 // shed copy is the server refusing extra load, not the call's answer: the
 // caller gets the first copy's answer, and no more copies are sent after
-// the refusal.
+// the refusal: once the second copy was shed the first holds its place a
+// further shedHedgeDelay and 100 ms, past the turn of a third copy, which,
+// sent, would be shed too.
 func TestAttackR18eShedCopyDoesNotEndTheHedge(t *testing.T) {
-	r := newHedgeShedRig(t, codes.ResourceExhausted, 50*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	r := newHedgeShedRig(t, codes.ResourceExhausted, 50*time.Millisecond, 1, shedHedgeDelay+100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hedged"})
 	if err != nil || resp.GetUnits() != 42 {

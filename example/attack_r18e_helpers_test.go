@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,8 +57,22 @@ func e2eRedis(t *testing.T) *redis.Client {
 			t.Fatal("redis-server not answering")
 		}
 	}
+	// Open the connections of redisConns callers at once before the test:
+	// otherwise concurrent claims each dial their own, inside the Guard's
+	// 500 ms StoreTimeout, and on a loaded machine the dials use it up
+	// (eight concurrent claims of one order were refused as the store not
+	// answering in time at load 13, and the handler never ran).
+	var wg sync.WaitGroup
+	for range redisConns {
+		wg.Go(func() { _ = rdb.BLPop(context.Background(), 50*time.Millisecond, "warm:none").Err() })
+	}
+	wg.Wait()
 	return rdb
 }
+
+// redisConns is how many connections e2eRedis opens up front: more than
+// the test with the most concurrent keyed calls makes (eight).
+const redisConns = 12
 
 // rig is the example inventory service behind its Guard (Redis dedup),
 // reached by its generated resilient client through a TCP proxy that
@@ -130,12 +145,16 @@ func (r *rig) stats() rserver.Stats {
 
 // warm makes one call so that the connection is up and the proxy's next
 // bytes from the server are a reply, not the connection's preface. The
-// connection is made first: a loaded machine's dial may use up the call's
-// 300 ms timeout.
+// connection is made first, and the call is the plain client's on the
+// same connection with 10 s: a loaded machine's dial, or the call itself,
+// may use up the annotated 300 ms timeout (at load 13 it did), and the
+// warm-up is not what any test times.
 func (r *rig) warm(t *testing.T) {
 	t.Helper()
 	readyConn(t, r.cc)
-	if _, err := r.client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := inventoryv1.NewInventoryServiceClient(r.cc).StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatalf("warm-up call: %v", err)
 	}
 }

@@ -241,11 +241,13 @@ func TestAttackR18eBreakerAcrossARestart(t *testing.T) {
 // ReserveStock's handler runs (it ignores its context and commits 150 ms
 // later); the client retries with the same key on the restarted server,
 // a new Guard over the same Redis. The handler runs once over both
-// servers and the caller gets its answer.
+// servers and the caller gets its answer. The attempts have 5 s
+// (longTimeouts): under the annotated 300 ms, at load 24 the retry
+// waiting for the first attempt's outcome was cut by its own timeout.
 func TestAttackR18eReserveStockAcrossARestart(t *testing.T) {
 	started := make(chan struct{})
 	rs := newRestartable(t, slowReserve(150*time.Millisecond, started))
-	c := rs.client()
+	c := rs.client(longTimeouts)
 	go func() {
 		<-started
 		rs.current().Stop()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,25 +64,42 @@ func holdReport(t *testing.T, r *rig, release chan struct{}) (end func()) {
 	return func() { close(release); <-done }
 }
 
+// The hedge of the hedge-against-shedding tests: a copy every
+// shedHedgeDelay. It is long enough that a shed copy's refusal is back at
+// the client before the next copy's turn however loaded the machine (a
+// 20 ms delay was shorter than a refusal's round trip at load 10, and a
+// third copy went out before the second's refusal was read).
+const shedHedgeDelay = 400 * time.Millisecond
+
 // newHedgeShedRig is the rig of the hedge-against-shedding tests: GetStock
-// hedged (copies after 20 ms, up to 3, UNAVAILABLE non-fatal, no retry or
-// cache) against a handler that holds GetStock for 150 ms, behind a Guard
-// whose normal limit is one and which sheds with code and pushback. The
-// connection is warmed.
-func newHedgeShedRig(t *testing.T, code codes.Code, pushback time.Duration) *rig {
+// hedged (copies after shedHedgeDelay, up to 3, UNAVAILABLE non-fatal, no
+// retry or cache, 5 s per copy) against a handler that holds GetStock
+// until the Guard has shed `shed` copies and then for `after` more, behind
+// a Guard whose normal limit is one and which sheds with code and
+// pushback. The first copy thus holds the only place until the later ones
+// were refused, at any load (a fixed 150 ms was used up at load 10 before
+// the third copy arrived). The connection is warmed.
+func newHedgeShedRig(t *testing.T, code codes.Code, pushback time.Duration, shed uint64, after time.Duration) *rig {
 	t.Helper()
 	hedge := runtime.WithPolicy(func(p *policy.Service) {
 		m := &p.Methods[0]
 		m.Retry, m.Cache = nil, nil
-		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		m.Hedging = &policy.Hedging{Delay: shedHedgeDelay, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
-	slow := func(ctx context.Context, c server.Call) error {
-		if c.Method == getStock {
-			return server.Wait(ctx, 150*time.Millisecond)
+	var rp atomic.Pointer[rig]
+	hold := func(ctx context.Context, c server.Call) error {
+		if c.Method != getStock {
+			return nil
 		}
-		return nil
+		for r := rp.Load(); r == nil || r.stats().Shed[rserver.PriorityNormal] < shed; r = rp.Load() {
+			if err := server.Wait(ctx, time.Millisecond); err != nil {
+				return err
+			}
+		}
+		return server.Wait(ctx, after)
 	}
-	r := newRig(t, slow, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, code, pushback)}, hedge)
+	r := newRig(t, hold, []rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 1, High: 1, Critical: 2}, code, pushback)}, longTimeouts, hedge)
+	rp.Store(r)
 	r.warm(t)
 	return r
 }
@@ -219,14 +237,15 @@ func TestAttackR18eShedPushbackBoundsTheRetries(t *testing.T) {
 }
 
 // TestAttackR18eHedgeAgainstASheddingServer: GetStock hedged (copies
-// after 20 ms, up to 3, UNAVAILABLE non-fatal) against a service whose
-// normal limit is one and which sheds with UNAVAILABLE: the first copy
-// holds the only place, the later copies are shed. The handler runs once,
+// after shedHedgeDelay, up to 3, UNAVAILABLE non-fatal) against a service
+// whose normal limit is one and which sheds with UNAVAILABLE: the first
+// copy holds the only place until both later copies are shed (the second
+// at its turn, the third after the second's 10 ms pushback). The handler runs once,
 // and the caller gets the answer of the copy that ran, not the refusal of
 // one that the server never ran.
 func TestAttackR18eHedgeAgainstASheddingServer(t *testing.T) {
-	r := newHedgeShedRig(t, codes.Unavailable, 10*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	r := newHedgeShedRig(t, codes.Unavailable, 10*time.Millisecond, 2, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "hedged"})
 	if err != nil || resp.GetUnits() != 42 {
@@ -262,12 +281,15 @@ func TestAttackR18ePriorityTravelsOnEveryAttempt(t *testing.T) {
 }
 
 // shedLowThenReserve fills the low place with a held report, has 25
-// reports shed with code, and then calls ReserveStock (high).
+// reports shed with code, and then calls ReserveStock (high). The unary
+// calls have 5 s (longTimeouts): what is asked is whether ReserveStock
+// is let through, and under the annotated 300 ms its claim on Redis and
+// run could time out on a loaded machine.
 func shedLowThenReserve(t *testing.T, code codes.Code, opts ...runtime.Option) (*rig, error) {
 	t.Helper()
 	release := make(chan struct{})
 	r := newRig(t, held(release, stockReport),
-		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 10, High: 10, Critical: 10}, code, 10*time.Millisecond)}, opts...)
+		[]rserver.Option{shedLimits(policy.Limits{Low: 1, Normal: 10, High: 10, Critical: 10}, code, 10*time.Millisecond)}, append([]runtime.Option{longTimeouts}, opts...)...)
 	endHold := holdReport(t, r, release)
 	defer endHold()
 	waitFor(t, "the low place taken", func() bool { return r.stats().InFlight == 1 })

@@ -15,11 +15,11 @@ import (
 )
 
 // TestAttack19bHedgeCopyTooShortEndsTheCall: GetStock hedged (a second
-// copy after hedgeDelay, 350 ms, UNAVAILABLE non-fatal) against a healthy
-// server that answers in answerAfter (450 ms), whose Guard needs minLeft
-// (500 ms) left (MinDeadline). A caller with callerTime (800 ms): the
-// first copy is admitted and would answer at 450 ms; the second, sent at
-// 350 ms with 450 ms left, is refused at the door with
+// copy after hedgeDelay, 550 ms, UNAVAILABLE non-fatal) against a healthy
+// server that answers in answerAfter (850 ms), whose Guard needs minLeft
+// (700 ms) left (MinDeadline). A caller with callerTime (1.2 s): the
+// first copy is admitted and would answer at 850 ms; the second, sent at
+// 550 ms with 650 ms left, is refused at the door with
 // DEADLINE_EXCEEDED marked DEADLINE_TOO_SHORT and do-not-retry. That
 // refusal speaks of the copy's time, not of the call: the README has the
 // mark say "the caller's time was short and the service says nothing of
@@ -27,8 +27,7 @@ import (
 // load. The first copy, admitted with time enough, is still in flight.
 // The hedging loop took the refusal (a code outside NonFatalCodes)
 // for the call's answer and cancelled the first copy: the caller got
-// DEADLINE_EXCEEDED at 100 ms from a healthy server that was about to
-// answer.
+// DEADLINE_EXCEEDED from a healthy server that was about to answer.
 //
 // Fixed in runtime/hedge.go (the loop's case for a fatal answer): a copy
 // refused with the Guard's DEADLINE_TOO_SHORT (or SHED) mark while others
@@ -36,8 +35,10 @@ import (
 // it does for a pushback refusal.
 //
 // The times are tooShortRig's (hedge_attack19c_test.go): the first copy
-// has 300 ms to arrive and be admitted. With a caller of 280 ms against
-// 200 ms it had 80 ms, and at load 8 it arrived too late.
+// has 500 ms to arrive and be admitted. With a caller of 280 ms against
+// 200 ms it had 80 ms, and at load 8 it arrived too late; with 300 ms, at
+// load 10 it did too (in the 19c test). The other methods have 5 s
+// (longTimeouts), and the connection is made before the warm-up call.
 func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 	minDeadline := rserver.WithPolicy(inventoryName, func(p *policy.Server) {
 		for i := range p.Methods {
@@ -48,7 +49,7 @@ func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 	})
 	hedged := runtime.WithPolicy(func(p *policy.Service) {
 		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
-		p.Methods[0].Timeout = 2 * time.Second
+		p.Methods[0].Timeout = 2 * callerTime
 		p.Methods[0].Hedging = &policy.Hedging{Delay: hedgeDelay, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
 	})
 	g, err := server.NewGuard(minDeadline)
@@ -66,7 +67,8 @@ func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	_, client := dialInventory(t, srv.Addr(), hedged)
+	cc, client := dialInventory(t, srv.Addr(), longTimeouts, hedged)
+	readyConn(t, cc)
 	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,23 +20,27 @@ import (
 
 // The times of tooShortRig's calls: a caller with callerTime; the Guard
 // needs minLeft; a hedged copy every hedgeDelay; the admitted copy answers
-// after answerAfter. The first copy may take callerTime-minLeft (300 ms)
+// after answerAfter. The first copy may take callerTime-minLeft (500 ms)
 // to arrive and still be admitted, however loaded the machine (it took
-// 82 ms in one run beside other tests, when the slack was 80 ms); the
-// second, sent with callerTime-hedgeDelay (450 ms) left, is refused
-// however fast it arrives; a third would be sent at 2*hedgeDelay, before
-// the caller's deadline.
+// 82 ms in one run beside other tests, when the slack was 80 ms, and over
+// 300 ms at load 10); the second, sent with callerTime-hedgeDelay (650 ms)
+// left, is refused however fast it arrives, and its refusal has
+// answerAfter-hedgeDelay (300 ms) to come back before the admitted copy's
+// answer; a third would be sent at 2*hedgeDelay, before the caller's
+// deadline. The first copy's slack is shorter than hedgeDelay, as it must
+// be for the second copy's refusal to be certain.
 const (
-	callerTime  = 800 * time.Millisecond
-	minLeft     = 500 * time.Millisecond
-	hedgeDelay  = 350 * time.Millisecond
-	answerAfter = 450 * time.Millisecond
+	callerTime  = 1200 * time.Millisecond
+	minLeft     = 700 * time.Millisecond
+	hedgeDelay  = 550 * time.Millisecond
+	answerAfter = 850 * time.Millisecond
 )
 
 // tooShortRig serves GetStock behind a Guard that needs minLeft (its
 // MinDeadline), the first copy's fate decided by first, and a client that
 // hedges it (a second copy after hedgeDelay, UNAVAILABLE non-fatal, a
-// per-attempt timeout of timeout). A caller with callerTime: the second
+// per-attempt timeout of timeout; the other methods 5 s, so that the
+// warm-up call fits at any load). A caller with callerTime: the second
 // copy is refused at the Guard's door, marked DEADLINE_TOO_SHORT and
 // do-not-retry; the first is admitted.
 func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Context) error, more ...runtime.Option) (*inventoryv1.InventoryServiceResilientClient, *rserver.Guard, *atomic.Int64) {
@@ -70,8 +74,8 @@ func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Con
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, client := dialInventory(t, srv.Addr(), append([]runtime.Option{hedged}, more...)...)
-	readyConn(t, cc) // before the warm-up call, whose 300 ms timeout a loaded machine's dial may use up
+	cc, client := dialInventory(t, srv.Addr(), append([]runtime.Option{longTimeouts, hedged}, more...)...)
+	readyConn(t, cc) // before the warm-up call: a loaded machine's dial may use up a call's time
 	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +100,7 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyFails(t *testing.T) {
 		{"do-not-retry", rserver.DoNotRetry(status.Error(codes.FailedPrecondition, "no")), codes.FailedPrecondition},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, g, ran := tooShortRig(t, time.Second, func(ctx context.Context) error {
+			client, g, ran := tooShortRig(t, 2*callerTime, func(ctx context.Context) error {
 				if err := server.Wait(ctx, answerAfter); err != nil {
 					return err
 				}
@@ -134,15 +138,18 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyFails(t *testing.T) {
 // admitted hangs. The call ends at the caller's deadline (callerTime), or
 // at the per-attempt timeout when shorter, with DEADLINE_EXCEEDED:
 // it never waits past either for the copy the refusal let run on (the
-// margin is the loaded machine's, well short of the 1 s timeout).
+// margin is what the loaded machine made a bare wait for the same end
+// late, twice, plus 150 ms, as for the failing copy above: a fixed margin
+// is shorter than a loaded machine's stalls).
 func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		timeout time.Duration
 		ends    time.Duration
 	}{
-		{"caller's deadline", 2 * time.Second, callerTime},
-		{"per-attempt timeout", 650 * time.Millisecond, 650 * time.Millisecond},
+		{"caller's deadline", 2 * callerTime, callerTime},
+		// Past the second copy's turn (hedgeDelay), short of callerTime.
+		{"per-attempt timeout", time.Second, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, _, ran := tooShortRig(t, tc.timeout, func(ctx context.Context) error {
@@ -152,15 +159,17 @@ func TestAttack19cHedgeTooShortThenAdmittedCopyHangs(t *testing.T) {
 			for i := range 2 {
 				ctx, cancel := context.WithTimeout(context.Background(), callerTime)
 				start := time.Now()
+				late := bareWait(tc.ends)
 				_, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "s"})
 				took := time.Since(start)
 				cancel()
 				if status.Code(err) != codes.DeadlineExceeded {
 					t.Errorf("call %d: %v, want DEADLINE_EXCEEDED", i, err)
 				}
-				t.Logf("call %d: %v", i, took.Round(time.Millisecond))
-				if took < tc.ends-20*time.Millisecond || took > tc.ends+200*time.Millisecond {
-					t.Errorf("call %d ended after %v, want at %v", i, took.Round(time.Millisecond), tc.ends)
+				bare := late()
+				t.Logf("call %d: %v (a bare wait woke %v late)", i, took.Round(time.Millisecond), bare)
+				if took < tc.ends-20*time.Millisecond || took > tc.ends+2*bare+150*time.Millisecond {
+					t.Errorf("call %d ended after %v, want at %v (a bare wait for it woke %v late)", i, took.Round(time.Millisecond), tc.ends, bare)
 				}
 			}
 			if ran.Load() != 2 {
@@ -215,7 +224,7 @@ func TestAttack19cHedgeTooShortCopyStopsAThirdCopyCounted(t *testing.T) {
 	three := runtime.WithPolicy(func(p *policy.Service) {
 		p.Methods[0].Hedging.MaxCopies = 3
 	})
-	client, _, ran := tooShortRig(t, 2*time.Second, func(ctx context.Context) error {
+	client, _, ran := tooShortRig(t, 2*callerTime, func(ctx context.Context) error {
 		return server.Wait(ctx, answerAfter)
 	}, three, runtime.WithRegisterer(reg))
 	ctx, cancel := context.WithTimeout(context.Background(), callerTime)

@@ -158,6 +158,22 @@ func (s *Server) Stop() {
 	<-s.done
 }
 
+// Shutdown stops the server as a process that is exiting should: it
+// refuses new calls and lets the calls in flight finish for at most
+// grace (a keyed call commits its outcome), then cancels the rest, and
+// returns only once every handler has returned. gRPC's GracefulStop waits
+// for the handlers even when Stop cuts it short; Stop alone does not (unless
+// the server has grpc.WaitForHandlers(true)), and a process exiting
+// with a handler still running leaves the Guard's claim on its key pending
+// in a shared store, so that every retry of that request waits out the
+// lease (3/2 Lease) for a process that is gone.
+func (s *Server) Shutdown(grace time.Duration) {
+	cut := time.AfterFunc(grace, s.grpc.Stop)
+	s.grpc.GracefulStop()
+	cut.Stop()
+	<-s.done
+}
+
 // Calls returns how many calls to method (a full method name) arrived.
 func (s *Server) Calls(method string) int {
 	s.mu.Lock()

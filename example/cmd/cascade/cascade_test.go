@@ -42,7 +42,9 @@ func TestCascadeShape(t *testing.T) {
 	if err := c.check(); err != nil {
 		t.Fatal(err)
 	}
-	baseline := probe(t, c.rate, c.duration, c.latency)
+	// The probe runs beside both runs (each arrives for c.duration and
+	// then has a second of grace).
+	baseline := probe(t, c.rate, 2*(c.duration+time.Second), c.latency)
 	rep, err := runAll(io.Discard, c)
 	base := baseline()
 	if err != nil {
@@ -78,8 +80,9 @@ func TestCascadeShape(t *testing.T) {
 	}
 	// The timeout (300ms) and the bulkhead's wait (50ms), plus what the
 	// machine adds to any call at the time (the probe's p99, a few ms when
-	// idle) and 100ms of scheduling margin.
-	if p99, probeP99 := full.percentile(0.99), base.percentile(0.99); p99 > 300*time.Millisecond+50*time.Millisecond+probeP99+100*time.Millisecond {
+	// idle) twice, for the call's start and for the wake of its timeout
+	// (once fell short by 24ms at load 15), and 100ms of scheduling margin.
+	if p99, probeP99 := full.percentile(0.99), base.percentile(0.99); p99 > 300*time.Millisecond+50*time.Millisecond+2*probeP99+100*time.Millisecond {
 		t.Errorf("full stack p99 %v (uncontended calls at the time: %v): more than timeout + bulkhead wait allow", p99, probeP99)
 	}
 	if adaptive := rep.slow[3]; rep.slowCalls[3] > rep.slowCalls[2] || adaptive.counts[outOK]+adaptive.counts[outFallback] != adaptive.sent {
@@ -105,13 +108,25 @@ func TestCascadeShape(t *testing.T) {
 		t.Errorf("adaptive limit: the fallback answered after %d adaptive limit, %d circuit open, %d bulkhead full; want the limit to refuse some",
 			c[outLimited], c[outCircuitOpen], c[outBulkheadFull])
 	}
+	// The throttler refuses at most 80 % of the requests: after the
+	// recovery one of the first few sends, and its call succeeds. Within
+	// 500ms, plus what the machine added to an uncontended call at the
+	// time (the probe's p99, a few ms when idle).
 	naive, resilient := rep.outageCalls[0], rep.outageCalls[1]
-	if throttled := rep.outageCalls[2]; throttled > naive/4 || rep.firstOK[2] < 0 || rep.firstOK[2] > 500*time.Millisecond {
-		t.Errorf("outage: the throttled client sent %d calls (naive %d), first success %v after recovery; want a fraction, within 500ms",
-			throttled, naive, rep.firstOK[2])
+	if throttled, probeP99 := rep.outageCalls[2], base.percentile(0.99); throttled > naive/4 || rep.firstOK[2] < 0 || rep.firstOK[2] > 500*time.Millisecond+probeP99 {
+		t.Errorf("outage: the throttled client sent %d calls (naive %d), first success %v after recovery (uncontended calls at the time: %v); want a fraction, within 500ms",
+			throttled, naive, rep.firstOK[2], probeP99)
 	}
-	if naive < 2*int64(c.rate)*2 || resilient > naive/2 {
-		t.Errorf("outage: naive retries sent %d calls, the generated client %d; want about 3 per request against a fraction", naive, resilient)
+	// Naive retries: each request that failed made its three attempts
+	// during the outage (a failure is only answered then), and at least a
+	// fifth of the requests that arrived in it failed so. Counted against
+	// the requests it failed, not those sent: on a loaded machine the
+	// caller gets to fewer of the 100 a second that arrive (232 calls at
+	// load 15, against 2 x 200 for the requests sent).
+	failed := int64(rep.outage[0].counts[outUnavailable])
+	t.Logf("outage: naive %d calls for %d failed requests, generated %d, throttled %d (first success %v after recovery)", naive, failed, resilient, rep.outageCalls[2], rep.firstOK[2])
+	if naive < 3*failed || failed < int64(c.rate)*int64((c.outageTo-c.outageFrom)/time.Second)/5 || resilient > naive/2 {
+		t.Errorf("outage: naive retries sent %d calls for %d failed requests, the generated client %d; want 3 per request against a fraction", naive, failed, resilient)
 	}
 	for _, f := range []string{"cascade-slow.svg", "cascade-outage.svg"} {
 		b, err := os.ReadFile(filepath.Join(c.out, f))

@@ -49,6 +49,7 @@ func main() {
 	guard := flag.Bool("guard", true, "apply the services' annotated server-side policy (deadlines, shedding, dedup)")
 	redisAddr := flag.String("redis", "", "keep the idempotency entries on the Redis at `host:port` (default: in memory, for one replica)")
 	overridesFile := flag.String("overrides", "", "YAML or JSON `file` of operator overrides of the server-side policy (shedding, server)")
+	grace := flag.Duration("grace", 10*time.Second, "on a signal, how long the calls in flight may take to finish before they are cancelled")
 	flag.Parse()
 	if *metricsAddr != "" {
 		lis, err := net.Listen("tcp", *metricsAddr)
@@ -104,7 +105,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	<-ctx.Done()
-	srv.Stop()
+	// Not Stop: the Guard must release the key of each keyed request it
+	// did not finish before the process exits (Shutdown).
+	srv.Shutdown(*grace)
 }
 
 // newGuard builds the Guard of the example services: the store of the
