@@ -198,11 +198,19 @@ func guardedBehind(t *testing.T, srv inventoryv1.InventoryServiceServer, p *poli
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, serveInventory(t, srv, append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(outer...)}, g.ServerOptions()...)...)
+}
+
+// serveInventory serves srv on loopback with the server options opts (a
+// Guard's, or several Guards' chained) and returns a client of it; the
+// server stops when the test ends.
+func serveInventory(t *testing.T, srv inventoryv1.InventoryServiceServer, opts ...grpc.ServerOption) inventoryv1.InventoryServiceClient {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(outer...)}, g.ServerOptions()...)...)
+	s := grpc.NewServer(opts...)
 	inventoryv1.RegisterInventoryServiceServer(s, srv)
 	done := make(chan struct{})
 	go func() {
@@ -218,7 +226,7 @@ func guardedBehind(t *testing.T, srv inventoryv1.InventoryServiceServer, p *poli
 		s.Stop()
 		<-done
 	})
-	return g, inventoryv1.NewInventoryServiceClient(cc)
+	return inventoryv1.NewInventoryServiceClient(cc)
 }
 
 // reserve sends ReserveStock with key, the same body for the same key,
