@@ -81,18 +81,11 @@ func TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne(t *te
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
-			p.RateLimit = nil
-			m := atkMethod(p, atkGetStock)
-			m.RateLimit = nil
-			m.Timeout, m.OverallTimeout, m.Retry, m.Hedging = 5*time.Second, 0, nil, nil
-			m.Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 10}
-		})},
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		m := atkMethod(p, atkGetStock)
+		m.Timeout, m.OverallTimeout, m.Retry, m.Hedging = 5*time.Second, 0, nil, nil
+		m.Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 10}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := &inventoryv1.GetStockRequest{Sku: "apple"}
 
 	actx, cancelA := context.WithCancel(context.Background())
