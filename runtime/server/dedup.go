@@ -105,10 +105,6 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	if err != nil {
 		return nil, err
 	}
-	fp, err := fingerprint(req)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
-	}
 	skey := storeKey(m.name, scope, key)
 	if holdsKey(ctx, skey) {
 		// Another Guard on this server, whose interceptor runs outside
@@ -116,6 +112,10 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		// outcome: claiming it again would find it pending and wait for
 		// this request itself until its deadline.
 		return handler(ctx, req)
+	}
+	fp, err := fingerprint(req)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
 	}
 	token := newToken()
 	pause := pollFirst
