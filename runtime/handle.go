@@ -111,7 +111,7 @@ func NewUnary[Req, Resp any](c *Client, method string,
 // never an answer such as NOT_FOUND, nor the caller's cancellation.
 func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grpc.CallOption) (*Resp, error) {
 	if h == nil {
-		return nil, notBuiltError()
+		return nil, refusedWith(opts, notBuiltError())
 	}
 	m := h.m
 	// refuse's checks, the common call (no option of the caller's) made
@@ -119,6 +119,16 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	if m == nil || ctx == nil || req == nil || len(opts) != 0 {
 		if err := refuse(m, ctx, req == nil, opts); err != nil {
 			return nil, err
+		}
+		if hasOnFinish(opts) {
+			// The caller's grpc.OnFinish runs once, with what the caller
+			// gets (a refusal, a fallback's or a cache's answer
+			// included), not once per attempt or hedged copy, nor on the
+			// goroutine of a cache's shared call.
+			rest, fins := onFinishOf(opts)
+			resp, err := h.Call(ctx, req, rest...)
+			finished(fins, err)
+			return resp, err
 		}
 	}
 	if h.hooks.IdempotencyKey != nil || h.generatesKey {
@@ -185,7 +195,7 @@ func NewServerStream[Req, Resp any](c *Client, method string,
 func (h *ServerStreamHandle[Req, Resp]) Call(ctx context.Context, req *Req,
 	opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error) {
 	if h == nil {
-		return nil, notBuiltError()
+		return nil, refusedWith(opts, notBuiltError())
 	}
 	if err := refuse(h.m, ctx, req == nil, opts); err != nil {
 		return nil, err
@@ -223,7 +233,7 @@ func NewStream[S any](c *Client, method string,
 func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S, error) {
 	if h == nil {
 		var none S
-		return none, notBuiltError()
+		return none, refusedWith(opts, notBuiltError())
 	}
 	if err := refuse(h.m, ctx, false, opts); err != nil {
 		var none S
@@ -236,17 +246,24 @@ func (h *StreamHandle[S]) Call(ctx context.Context, opts ...grpc.CallOption) (S,
 // (m not nil), that ctx is not nil, for a call given a request that the
 // request is not nil (nilReq), and that no call option is nil nor holds a
 // nil grpc-go would panic on (see refuseNilOptions). Nothing is sent; each
-// is INVALID_ARGUMENT, but a handle never built, FAILED_PRECONDITION.
+// is INVALID_ARGUMENT, but a handle never built, FAILED_PRECONDITION. The
+// caller's grpc.OnFinish callbacks run with the refusal (refusedWith).
 func refuse(m *methodState, ctx context.Context, nilReq bool, opts []grpc.CallOption) error {
+	var err error
 	switch {
 	case m == nil:
-		return notBuiltError()
+		err = notBuiltError()
 	case ctx == nil:
-		return nilContextError(m.policy.Name)
+		err = nilContextError(m.policy.Name)
 	case nilReq:
-		return nilRequestError(m.policy.Name)
+		err = nilRequestError(m.policy.Name)
+	default:
+		err = refuseNilOptions(m.policy.Name, opts)
 	}
-	return refuseNilOptions(m.policy.Name, opts)
+	if err != nil {
+		return refusedWith(opts, err)
+	}
+	return nil
 }
 
 // refuseNilOptions refuses a call or stream of method given a call option

@@ -13,6 +13,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // the codec nilOptCodec passes to
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -43,11 +46,14 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 	options := []struct {
 		name string
 		opt  grpc.CallOption
-		want string // words the error has; "" when the option is let through
+		// want: words the error has; "" when the option is let through,
+		// "!Code" when let through and grpc-go answers it with that code.
+		want string
 	}{
 		{"nil", nil, "is nil"},
 		{"nil *HeaderCallOption", (*grpc.HeaderCallOption)(nil), "is a nil *grpc.HeaderCallOption"},
 		{"nil *PeerCallOption", (*grpc.PeerCallOption)(nil), "is a nil *grpc.PeerCallOption"},
+		{"nil *T of the program's", (*nilOptEmpty)(nil), "is a nil *runtime_test.nilOptEmpty"},
 		{"Header(nil)", grpc.Header(nil), "nil HeaderAddr, as grpc.Header(nil) makes"},
 		{"Trailer(nil)", grpc.Trailer(nil), "nil TrailerAddr, as grpc.Trailer(nil) makes"},
 		{"Peer(nil)", grpc.Peer(nil), "nil PeerAddr, as grpc.Peer(nil) makes"},
@@ -55,18 +61,47 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 		{"ForceCodec(nil)", grpc.ForceCodec(nil), "nil Codec, as grpc.ForceCodec(nil) makes"},
 		{"CallCustomCodec(nil)", grpc.CallCustomCodec(nil), "nil Codec, as grpc.CallCustomCodec(nil) makes"},
 		{"&HeaderCallOption{}", &grpc.HeaderCallOption{}, "nil HeaderAddr"},
-		{"&OnFinishCallOption{}", &grpc.OnFinishCallOption{}, "nil OnFinish"},
 		{"embeds a nil option", nilOptWrapped{}, "embeds a nil grpc.CallOption"},
 		{"&embeds a nil option", &nilOptWrapped{}, "embeds a nil grpc.CallOption"},
 		{"embeds Peer(nil)", nilOptWrapped{grpc.Peer(nil)}, "nil PeerAddr"},
 		{"embeds a HeaderCallOption of nil", nilOptHeader{}, "nil HeaderAddr"},
 		{"embeds a nil *TrailerCallOption", nilOptTrailerPtr{}, "embeds a nil *grpc.TrailerCallOption"},
+		{"embeds, unexported, one embedding a nil", nilOptOuter{}, "embeds a runtime_test.nilOptWrapped that embeds a nil grpc.CallOption"},
+		{"points to itself", nilOptSelf(), "points to itself"},
+		// Not a nil, as sure a panic: grpc-go calls a nil cleanup function.
+		{"MaxRetryRPCBufferSize(-1)", grpc.MaxRetryRPCBufferSize(-1), "has a negative MaxRetryRPCBufferSize (-1)"},
+		{"embeds MaxRetryRPCBufferSize(-1)", nilOptWrapped{grpc.MaxRetryRPCBufferSize(-1)}, "has a negative MaxRetryRPCBufferSize"},
+		{"ForceCodecV2 of a nil *T of value methods", grpc.ForceCodecV2((*nilOptCodec)(nil)), "has a CodecV2 that is a nil *runtime_test.nilOptCodec"},
+		{"PerRPCCredentials of a nil *T of value methods", grpc.PerRPCCredentials((*nilOptCreds)(nil)), "has a Creds that is a nil *runtime_test.nilOptCreds"},
 		// Let through: no nil to grpc-go, or no nil at all.
 		{"ForceCodecV2(nil)", grpc.ForceCodecV2(nil), ""},
 		{"PerRPCCredentials(nil)", grpc.PerRPCCredentials(nil), ""},
+		{"PerRPCCredentials of a value", grpc.PerRPCCredentials(nilOptCreds{}), ""},
+		{"ForceCodecV2 of a value", grpc.ForceCodecV2(nilOptCodec{}), ""},
 		{"Header(&md)", grpc.Header(&md), ""},
 		{"embeds OnFinish(f)", nilOptWrapped{grpc.OnFinish(func(error) {})}, ""},
+		// grpc-go (and the runtime) run an OnFinish given by value alone:
+		// one behind a pointer or an embedding is never called.
+		{"&OnFinishCallOption{}", &grpc.OnFinishCallOption{}, ""},
+		{"embeds OnFinish(nil)", nilOptWrapped{grpc.OnFinish(nil)}, ""},
 		{"embeds EmptyCallOption", nilOptEmpty{}, ""},
+		// An option embedding a nil one deeper than its methods come from:
+		// grpc-go never calls the nil one.
+		{"embeds EmptyCallOption and, deeper, a nil option", nilOptTwoDepths{}, ""},
+		// A nil codec whose methods take a pointer and need none: it works.
+		{"ForceCodecV2 of a nil *T of pointer methods", grpc.ForceCodecV2((*nilOptNilSafeCodec)(nil)), ""},
+		// grpc-go's options of odd values: grpc-go's own answer, no panic.
+		{"WaitForReady(true)", grpc.WaitForReady(true), ""},
+		{"StaticMethod()", grpc.StaticMethod(), ""},
+		{"UseCompressor(\"\")", grpc.UseCompressor(""), ""},
+		{"CallContentSubtype(\"\")", grpc.CallContentSubtype(""), ""},
+		{"CallAuthority(\"\")", grpc.CallAuthority(""), ""},
+		{"MaxRetryRPCBufferSize(0)", grpc.MaxRetryRPCBufferSize(0), ""},
+		{"MaxCallSendMsgSize(1<<30)", grpc.MaxCallSendMsgSize(1 << 30), ""},
+		{"MaxCallRecvMsgSize(-1)", grpc.MaxCallRecvMsgSize(-1), "!ResourceExhausted"},
+		{"MaxCallSendMsgSize(-1)", grpc.MaxCallSendMsgSize(-1), "!ResourceExhausted"},
+		{"UseCompressor(\"none such\")", grpc.UseCompressor("none such"), "!Internal"},
+		{"CallContentSubtype(\"No/Such\\n\")", grpc.CallContentSubtype("No/Such\n"), "!Internal"},
 	}
 	for si, s := range append(r.shapes, generatedNilOptShapes(t)...) {
 		for _, o := range options {
@@ -93,7 +128,11 @@ func TestNilCallOptionsAreRefused(t *testing.T) {
 					t.Fatalf("panicked: %v", p)
 				}
 				seen := calls() - before
-				if o.want == "" {
+				if code, ok := strings.CutPrefix(o.want, "!"); ok {
+					if status.Code(err).String() != code || strings.Contains(err.Error(), "call option") {
+						t.Fatalf("let-through option: %v (the server saw %d calls); want grpc-go's %s", err, seen, code)
+					}
+				} else if o.want == "" {
 					if err != nil || seen != 1 {
 						t.Fatalf("let-through option: %v, the server saw %d calls; want success, 1 call", err, seen)
 					}
@@ -144,6 +183,67 @@ type nilOptTrailerPtr struct{ *grpc.TrailerCallOption }
 
 // nilOptEmpty is an option of a program's with no nil in it.
 type nilOptEmpty struct{ grpc.EmptyCallOption }
+
+// nilOptOuter embeds, by an unexported field, an option that embeds a nil
+// grpc.CallOption: grpc-go calls through it all the same.
+type nilOptOuter struct{ nilOptWrapped }
+
+// nilOptTwoDepths has grpc.EmptyCallOption's methods (the shallower
+// embedding, Go's rule): the nil option NilOptExported embeds is never
+// called.
+type nilOptTwoDepths struct {
+	grpc.EmptyCallOption
+	NilOptExported
+}
+
+// NilOptExported is nilOptWrapped by an exported name, so that a struct
+// embedding it has an exported field.
+type NilOptExported struct{ grpc.CallOption }
+
+// nilOptSelf returns an option whose grpc-go methods are its own, through
+// the grpc.CallOption it embeds: grpc-go would call it until the stack
+// overflows, which no recover stops.
+func nilOptSelf() grpc.CallOption {
+	o := &nilOptWrapped{}
+	o.CallOption = o
+	return o
+}
+
+// nilOptCodec is a codec whose methods take a value: grpc-go calling one
+// through a nil *nilOptCodec panics.
+type nilOptCodec struct{}
+
+func (nilOptCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2(protoName).Marshal(v)
+}
+
+func (nilOptCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protoName).Unmarshal(data, v)
+}
+func (nilOptCodec) Name() string { return protoName }
+
+// nilOptNilSafeCodec is a codec whose methods take a pointer and never
+// read it: a nil *nilOptNilSafeCodec is a working codec.
+type nilOptNilSafeCodec struct{}
+
+func (*nilOptNilSafeCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2(protoName).Marshal(v)
+}
+
+func (*nilOptNilSafeCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protoName).Unmarshal(data, v)
+}
+func (*nilOptNilSafeCodec) Name() string { return protoName }
+
+const protoName = "proto"
+
+// nilOptCreds are per-call credentials whose methods take a value.
+type nilOptCreds struct{}
+
+func (nilOptCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return nil, nil
+}
+func (nilOptCreds) RequireTransportSecurity() bool { return false }
 
 // nilOptRig is a loopback server of every kind of method, counting the
 // calls it sees, and a runtime client with a handle on each: per method a

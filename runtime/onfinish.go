@@ -26,11 +26,8 @@ func onFinishOf(opts []grpc.CallOption) ([]grpc.CallOption, []func(error)) {
 }
 
 // hasOnFinish reports whether opts holds a grpc.OnFinish option (by
-// value: grpc-go itself runs no other). opts must not be empty.
+// value: grpc-go itself runs no other).
 func hasOnFinish(opts []grpc.CallOption) bool {
-	if len(opts) == len(keyedOptions) && &opts[0] == &keyedOptions[0] {
-		return false // a keyed call given no options: the runtime's own
-	}
 	for _, o := range opts {
 		if _, ok := o.(grpc.OnFinishCallOption); ok {
 			return true
@@ -46,4 +43,17 @@ func finished(fns []func(error), err error) {
 	for _, f := range fns {
 		f(err)
 	}
+}
+
+// refusedWith runs the grpc.OnFinish callbacks in opts with err, the
+// refusal of a call or stream the runtime ends before gRPC starts it
+// (grpc-go runs them for a call it fails to start), and returns err. A
+// nil callback is skipped: it is what the refusal may be about.
+func refusedWith(opts []grpc.CallOption, err error) error {
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok && f.OnFinish != nil {
+			f.OnFinish(err)
+		}
+	}
+	return err
 }

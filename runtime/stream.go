@@ -69,10 +69,10 @@ type conn struct {
 // are looked at by their type alone).
 func (w *conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	if w.cc == nil {
-		return nilConnError(method)
+		return refusedWith(opts, nilConnError(method))
 	}
 	if err := refuseNilOptions(method, callersOptions(opts)); err != nil {
-		return err
+		return refusedWith(opts, err)
 	}
 	return w.cc.Invoke(ctx, method, args, reply, opts...)
 }
@@ -98,30 +98,30 @@ func nilConnError(method string) error {
 
 func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if w.cc == nil {
-		return nil, nilConnError(method)
+		return nil, refusedWith(opts, nilConnError(method))
 	}
 	// A nil in an option is refused on every method, one with no policy
 	// too: for a stream grpc-go would panic on the goroutine it ends the
 	// stream on, which ends the program.
 	if err := refuseNilOptions(method, callersOptions(opts)); err != nil {
-		return nil, err
+		return nil, refusedWith(opts, err)
 	}
 	m := w.c.byName[method]
 	if m == nil {
 		return w.cc.NewStream(ctx, desc, method, opts...)
 	}
 	if ctx == nil {
-		return nil, nilContextError(method)
+		return nil, refusedWith(opts, nilContextError(method))
 	}
 	if err := ctx.Err(); err != nil {
 		// Already over: answered here, without a permit, a probe or an
 		// outcome.
-		return nil, statusFromContext(err)
+		return nil, refusedWith(opts, statusFromContext(err))
 	}
 	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams}
 	if m.bulkhead != nil {
 		if err := m.acquirePermit(ctx); err != nil {
-			return nil, err
+			return nil, refusedWith(opts, err)
 		}
 		s.holdsPermit = true
 	}
@@ -148,7 +148,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		opened = true
 		s.release()
 		m.breakerRefused(false)
-		return nil, circuitOpenError(m.dependency(), method, retryAfter, nil)
+		return nil, refusedWith(opts, circuitOpenError(m.dependency(), method, retryAfter, nil))
 	}
 	s.ticket, s.start, s.admitted = t, start, true
 	var sctx context.Context

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/rules"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // categoryID groups the rules, so that buf.yaml can use them all at once.
@@ -29,7 +30,7 @@ var spec = &check.Spec{
 		ruleSpec(rules.RuleIdempotencyContradiction, true, "Checks that idempotent agrees with idempotency_level, and that idempotency_key and generate_idempotency_key are not both in force."),
 		ruleSpec(rules.RuleStreamRetry, true, "Checks that no streaming method is given retries."),
 		ruleSpec(rules.RuleBackoffOrder, true, "Checks that max_backoff is not shorter than initial_backoff, across levels and defaults."),
-		ruleSpec(rules.RuleScope, true, "Checks that a method's own circuit_breaker, bulkhead and rate_limit set per_method, and that streams are not rate limited."),
+		ruleSpec(rules.RuleScope, true, "Checks that a method's own circuit_breaker, bulkhead, rate_limit and adaptive_limit set per_method, that streams are not rate limited, and that a (resilient.v1.file) option is written only in a file that declares a service."),
 		ruleSpec(rules.RuleHedging, true, "Checks that only idempotent unary methods that do not retry are hedged, with a delay shorter than their timeouts."),
 		ruleSpec(rules.RuleCache, true, "Checks that only idempotent unary methods with a timeout are cached, keyed by singular string, bytes or integer fields."),
 		ruleSpec(rules.RuleAdaptive, true, "Checks that an adaptive_limit's bounds fit together and under the bulkhead's permits, that it applies to unary methods with a timeout, and that a count-based breaker window holds minimum_calls."),
@@ -53,11 +54,28 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 				if fi.Rule != id {
 					return
 				}
-				w.AddAnnotation(check.WithDescriptor(d), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
+				w.AddAnnotation(place(d, fi), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
 			}
 			rules.CheckFile(f.ProtoreflectFileDescriptor(), report)
 			newerOptions(f.ProtoreflectFileDescriptor(), report) // newer.go
 			return nil
 		}, checkutil.WithoutImports()),
 	}
+}
+
+// fileOptionPath is the source path of a file's (resilient.v1.file)
+// option: FileDescriptorProto.options (8), then the extension.
+var fileOptionPath = protoreflect.SourcePath{8, int32(resilientv1.E_File.TypeDescriptor().Number())}
+
+// place is where fi, found at d, is reported: a finding of the file's own
+// option at that option's statement, when the file has its source
+// location; anything else at the descriptor's span (a file has none, so
+// buf names only the file).
+func place(d protoreflect.Descriptor, fi rules.Finding) check.AddAnnotationOption {
+	if fd, ok := d.(protoreflect.FileDescriptor); ok && fi.Level == rules.LevelFile {
+		if loc := fd.SourceLocations().ByPath(fileOptionPath); loc.Path != nil {
+			return check.WithFileNameAndSourcePath(fd.Path(), fileOptionPath)
+		}
+	}
+	return check.WithDescriptor(d)
 }

@@ -130,6 +130,9 @@ func TestCrossFieldRules(t *testing.T) {
 			{28, 2, 32, 3, "lint.v1.Stock.Put: (resilient.v1.method).bulkhead: a method's own bulkhead needs per_method: true, which gives the method a bulkhead of its own; to tune the bulkhead the service's methods share, move these settings to (resilient.v1.service)"},
 			{35, 2, 39, 3, "lint.v1.Stock.Watch: (resilient.v1.method).rate_limit: only unary calls are rate limited, and Watch is a server-streaming method: remove it"},
 		}},
+		{rules.RuleScope, "scope_nosvc", []annotation{
+			{8, 0, 11, 2, "lint.v1: (resilient.v1.file): lint/scope_nosvc.proto declares no service, and a file's options are the defaults of its own services only (not of its package, nor of the files that import it), so these would apply to nothing: write them in each file that declares the services, or remove them"},
+		}},
 		{rules.RuleHedging, "hedging", []annotation{
 			{20, 2, 26, 3, "lint.v1.Stock.Charge: (resilient.v1.method).hedging: Charge is not idempotent, and hedged copies run at the same time, so each could apply it: mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT) if it is, or remove hedging"},
 			{29, 2, 36, 3, "lint.v1.Stock.Get: (resilient.v1.method).hedging.delay: 100ms is not shorter than timeout 100ms (set in (resilient.v1.service)): each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen timeout"},

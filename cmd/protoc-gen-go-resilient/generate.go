@@ -31,7 +31,8 @@ const (
 // generateWith is the plugin: it resolves and checks the policy of every
 // service of every file to generate, and writes one *_resilient.pb.go per
 // file with services, and the exports o asks for (exports.go), or nothing
-// when any policy is refused.
+// when any policy is refused, or a file without services sets a
+// (resilient.v1.file) option, which would apply to nothing.
 func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL) | uint64(pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
 	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
@@ -46,7 +47,13 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 		ps   problems
 	)
 	for _, f := range gen.Files {
-		if !f.Generate || len(f.Services) == 0 {
+		if !f.Generate {
+			continue
+		}
+		if len(f.Services) == 0 {
+			// Nothing to write; but a file option there applies to
+			// nothing, which the checks refuse (rules.CheckFileScope).
+			checkFile(f, &ps)
 			continue
 		}
 		checkOptionsVersion(f, &ps) // skew.go

@@ -14,17 +14,14 @@ import (
 // TestAttack22cFileOptionWithoutServices: a file's options are the
 // defaults of the services it declares (README, Options). Written in a
 // file that declares none (a "defaults.proto" of the package, or a file of
-// messages that the service files import), they apply to nothing, and
-// are accepted without a word, a ratio of 2 included: the plugin and lint
-// both pass the file. They should refuse it, at the file's option, naming
-// why (RESILIENT_SCOPE), and write nothing. testdata/gen/messages_only.proto
-// (TestGolden) asserts the opposite on purpose ("whatever its file option
-// says"), so the change (in rules.CheckFile and generateWith) waits for a
-// decision.
+// messages that the service files import), they apply to nothing; they
+// were accepted without a word, a ratio of 2 included. The plugin and
+// lint refuse them (rules.CheckFileScope, RESILIENT_SCOPE), at the file's
+// option, naming why and how to mend it, and without checking the values
+// (the whole option is to go); the plugin writes nothing.
 func TestAttack22cFileOptionWithoutServices(t *testing.T) {
-	t.Skip("BROKEN: a file option in a file without services applies to nothing and is accepted even when wrong (retry_budget.ratio 2); messages_only.proto asserts that on purpose")
 	req := a22cRequest(t, "nosvc/defaults.proto")
-	const msg = "nosvc/defaults.proto declares no service, and a file's options are the defaults of its own services only (not of its package, nor of the files that import it), so these would apply to nothing: write them on each file that declares the services, or remove them"
+	const msg = "nosvc/defaults.proto declares no service, and a file's options are the defaults of its own services only (not of its package, nor of the files that import it), so these would apply to nothing: write them in each file that declares the services, or remove them"
 	resp := runPlugin(t, req)
 	if want := "nosvc/defaults.proto:10:1: resilienttest.r22c.nosvc: (resilient.v1.file): " + msg; resp.GetError() != want {
 		t.Errorf("plugin: got\n%s\nwant\n%s", resp.GetError(), want)

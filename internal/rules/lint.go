@@ -46,8 +46,10 @@ const (
 	// RuleBackoffOrder: a max_backoff shorter than initial_backoff, across
 	// levels and defaults.
 	RuleBackoffOrder = "RESILIENT_BACKOFF_ORDER"
-	// RuleScope: a method's own circuit_breaker, bulkhead or rate_limit
-	// without per_method: true, or a rate_limit on a streaming method.
+	// RuleScope: a setting written where it does not apply: a method's
+	// own circuit_breaker, bulkhead, rate_limit or adaptive_limit without
+	// per_method: true, a rate_limit on a streaming method, or a
+	// (resilient.v1.file) option in a file that declares no service.
 	RuleScope = "RESILIENT_SCOPE"
 	// RuleHedging: hedging on a method that is not idempotent, retries, is
 	// a stream, or whose delay is not shorter than its timeouts.
@@ -111,8 +113,8 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 }
 
 // CheckFile runs every rule above over the services of a file, the one
-// pass both the plugin and the buf check plugin make: Check on every
-// option; CheckService, CheckMethod and CheckShedding on the policies
+// pass both the plugin and the buf check plugin make: CheckFileScope on a
+// file without services; Check on every option; CheckService, CheckMethod and CheckShedding on the policies
 // resolved from them (the file's, service's and method's options merged
 // field by field: ServicePolicy, MethodPolicy, as the plugin resolves
 // them); and RuleNoTimeout, which only lint reports (the plugin
@@ -134,6 +136,7 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 	if fd.Services().Len() > 0 {
 		report(fd, LevelFile, false, PolicyOf(fd))
 	}
+	CheckFileScope(fd, func(f Finding) { found.add(fd, f) })
 	for i := 0; i < fd.Services().Len(); i++ {
 		s := fd.Services().Get(i)
 		svcPolicy, shared := ServicePolicy(s)

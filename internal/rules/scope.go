@@ -11,6 +11,20 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
+// CheckFileScope refuses a (resilient.v1.file) option in a file that
+// declares no service: a file's options are the defaults of the services
+// it declares, and only of those (not of its package, nor of the files
+// that import it), so there they would apply to nothing, and a reader
+// would believe them in force. Its values are not checked: the whole
+// option is to go. fd's services are checked by CheckFile.
+func CheckFileScope(fd protoreflect.FileDescriptor, add func(Finding)) {
+	if fd.Services().Len() > 0 || PolicyOf(fd) == nil {
+		return
+	}
+	add(Finding{RuleScope, LevelFile, "",
+		fmt.Sprintf("%s declares no service, and a file's options are the defaults of its own services only (not of its package, nor of the files that import it), so these would apply to nothing: write them in each file that declares the services, or remove them", fd.Path())})
+}
+
 // CheckService checks the bulkhead and rate limit that a service's
 // methods share, resolved from the file and the service (shared): each
 // needs its size, which has no sensible default.

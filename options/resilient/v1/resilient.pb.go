@@ -1724,7 +1724,9 @@ var file_resilient_v1_resilient_proto_extTypes = []protoimpl.ExtensionInfo{
 // Extension fields to descriptorpb.FileOptions.
 var (
 	// file is the default policy for every method of every service in the
-	// file.
+	// file. It applies to that file's services only (not to its package, nor
+	// to the files that import it), so a file that declares no service is
+	// refused for setting it (RESILIENT_SCOPE).
 	//
 	// ```proto
 	// option (resilient.v1.file) = {timeout: {nanos: 300000000}};
