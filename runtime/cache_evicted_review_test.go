@@ -5,11 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
-	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // TestLateAnswerOfAnAbandonedSharedCallAfterTheNewerWasEvicted is
@@ -23,24 +19,8 @@ import (
 func TestLateAnswerOfAnAbandonedSharedCallAfterTheNewerWasEvicted(t *testing.T) {
 	atkNoLeak(t)
 	inv, cc, returned := startAttack22aVersions(t)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
-		m := atkMethod(p, atkGetStock)
-		m.Timeout, m.OverallTimeout, m.Retry, m.Hedging = 5*time.Second, 0, nil, nil
-		m.Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 1}
-	})
 	apple := &inventoryv1.GetStockRequest{Sku: "apple"}
-
-	actx, cancelA := context.WithCancel(context.Background())
-	aDone := make(chan error, 1)
-	go func() {
-		_, err := c.GetStock(actx, apple)
-		aDone <- err
-	}()
-	<-inv.started
-	cancelA()
-	if err := <-aDone; status.Code(err) != codes.Canceled {
-		t.Fatalf("caller A: %v, want CANCELLED", err)
-	}
+	c := abandonAttack22a(t, inv, cc, apple, 1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
