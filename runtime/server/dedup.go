@@ -106,13 +106,6 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		return nil, err
 	}
 	skey := storeKey(m.name, scope, key)
-	if holdsKey(ctx, skey) {
-		// Another Guard on this server, whose interceptor runs outside
-		// this one's, holds the key for this very request and keeps its
-		// outcome: claiming it again would find it pending and wait for
-		// this request itself until its deadline.
-		return handler(ctx, req)
-	}
 	fp, err := fingerprint(req)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
@@ -176,6 +169,16 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			m.svc.mismatched.Add(1)
 			return nil, status.Errorf(codes.InvalidArgument,
 				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
+		}
+		if c.State == Pending && holdsClaim(ctx, skey, c.Token) {
+			// Another Guard on this server, whose interceptor runs
+			// outside this one's, claimed the key in this very store (or
+			// one sharing its keys) for this very request, and keeps its
+			// outcome: waiting for the claim would wait for the request
+			// itself until its deadline. Its outer Guard's store being
+			// another (a replica's own), the claim here is this Guard's
+			// as for any request, and deduplicates across replicas.
+			return handler(ctx, req)
 		}
 		switch c.State {
 		case Claimed:
@@ -327,7 +330,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 	}()
 	hctx, rec := withCapture(hctx)
-	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, outer: heldKeyOf(ctx)})
+	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, token: token, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
 	returned := time.Now()
 	k.stop()
@@ -572,11 +575,11 @@ func (g *Guard) keyedStream(ctx context.Context, m *method) error {
 // context holds: a Guard's dedup claimed them and runs the handler.
 type heldKeyKey struct{}
 
-// heldKey is one store key a request holds, above those other Guards on
-// the same server (outer) hold for it.
+// heldKey is one claim a request holds (its store key and owner
+// token), above those other Guards on the same server (outer) hold for it.
 type heldKey struct {
-	skey  string
-	outer *heldKey
+	skey, token string
+	outer       *heldKey
 }
 
 func heldKeyOf(ctx context.Context) *heldKey {
@@ -584,14 +587,20 @@ func heldKeyOf(ctx context.Context) *heldKey {
 	return h
 }
 
-// holdsKey reports whether the request of ctx already holds skey: two
-// Guards on one server, each deduplicating its method (a library's Guard
-// beside the service's own, built from one generated policy), whose
-// stores share their keys (one store, or two on one Redis under one
-// prefix). The outer one deduplicates the request; the inner passes it on.
-func holdsKey(ctx context.Context, skey string) bool {
+// holdsClaim reports whether the request of ctx holds the claim of skey
+// owned by token: two Guards on one server, each deduplicating its method
+// (a library's Guard beside the service's own, built from one generated
+// policy), whose stores share their keys (one store, or two on one Redis
+// under one prefix), so that the inner one's claim found the outer one's
+// pending. The outer one deduplicates the request; the inner passes it on.
+// Found pending under another token, the key is another request's (a
+// repeat on another replica), waited for as ever.
+func holdsClaim(ctx context.Context, skey, token string) bool {
+	if token == "" {
+		return false
+	}
 	for h := heldKeyOf(ctx); h != nil; h = h.outer {
-		if h.skey == skey {
+		if h.skey == skey && h.token == token {
 			return true
 		}
 	}

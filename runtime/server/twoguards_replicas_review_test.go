@@ -18,11 +18,11 @@ import (
 // second must find the key done in the shared store and replay it: the
 // handler runs once across the replicas. The outer Guard of the second
 // has never seen the key (its store is its own), so it runs the inner
-// one as it runs any first request. (Before this round's holdsKey, it
-// did; the inner Guard now passes on every request whose key an outer
-// Guard holds, whichever store each keeps it in.)
+// one as it runs any first request. (An inner Guard passes a request on
+// only when its claim finds the outer's own claim, by its owner token:
+// passing on whenever an outer Guard held the key, whichever its store,
+// ran the handler twice here.)
 func TestTwoGuardsOnTwoReplicasInnerStoreShared(t *testing.T) {
-	t.Skip("BROKEN: holdsKey (runtime/server/dedup.go) has an inner Guard pass on every request whose key an outer Guard holds, also when its store is not the outer's: the inner Guard's store shared by the replicas no longer deduplicates a retry that reaches another replica, and the handler runs twice")
 	shared := NewMemoryStore(10)
 	srv := &inventoryServer{}
 	var clients []inventoryv1.InventoryServiceClient
