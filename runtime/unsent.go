@@ -21,7 +21,7 @@ const marshalFailure = "grpc: error while marshaling"
 // registered. Nothing was sent.
 var unsendable = [...]string{
 	marshalFailure,
-	"header key ",
+	`header key "`, // then the key quoted (%q)
 	"there is an empty key in the header",
 	"grpc: Compressor is not installed for requested grpc-encoding",
 	"no codec registered for content-subtype",
