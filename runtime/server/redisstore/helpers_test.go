@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/redistest"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
@@ -138,11 +139,7 @@ func client(t *testing.T, addr string) *redis.Client {
 // together open n, each costing round trips of its own.
 func warmClient(t *testing.T, addr string, n int) *redis.Client {
 	c := client(t, addr)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() { _ = c.BLPop(context.Background(), 50*time.Millisecond, "warm:none").Err() })
-	}
-	wg.Wait()
+	redistest.OpenConns(t, c, n)
 	return c
 }
 
