@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/redistest"
 	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
 	rserver "github.com/go-resilient/resilient/runtime/server"
@@ -62,11 +62,7 @@ func e2eRedis(t *testing.T) *redis.Client {
 	// 500 ms StoreTimeout, and on a loaded machine the dials use it up
 	// (eight concurrent claims of one order were refused as the store not
 	// answering in time at load 13, and the handler never ran).
-	var wg sync.WaitGroup
-	for range redisConns {
-		wg.Go(func() { _ = rdb.BLPop(context.Background(), 50*time.Millisecond, "warm:none").Err() })
-	}
-	wg.Wait()
+	redistest.OpenConns(t, rdb, redisConns)
 	return rdb
 }
 

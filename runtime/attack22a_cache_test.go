@@ -44,16 +44,11 @@ func (s *attack22aVersions) GetStock(ctx context.Context, req *inventoryv1.GetSt
 	return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: 2}, nil
 }
 
-// TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne:
-// caller A's GetStock hangs on the server; A gives up, leaving the shared
-// call's attempt on the wire. Caller B then starts a new shared call,
-// which answers units 2 at once, kept as fresh. A's attempt then answers
-// units 1, the older reading: it must not replace B's answer, which came
-// from a request sent after it. Before, the cache kept whichever answer
-// came back last, and served the older one as fresh for the whole
-// fresh_ttl to every caller that had already seen the newer.
-func TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne(t *testing.T) {
-	atkNoLeak(t)
+// startAttack22aVersions serves a new attack22aVersions on loopback and
+// dials it; returned is closed when the first call's answer is back in
+// the client (the interceptor sits just below the runtime's attempt).
+func startAttack22aVersions(t *testing.T) (*attack22aVersions, *grpc.ClientConn, <-chan struct{}) {
+	t.Helper()
 	inv := &attack22aVersions{started: make(chan struct{}), release: make(chan struct{})}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,8 +58,6 @@ func TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne(t *te
 	inventoryv1.RegisterInventoryServiceServer(gs, inv)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
-	// returned is closed when the first call's answer is back in the
-	// client (the interceptor sits just below the runtime's attempt).
 	returned := make(chan struct{})
 	var first atomic.Bool
 	cc, err := grpc.NewClient(lis.Addr().String(), append(runtime.DialOptions(),
@@ -81,20 +74,20 @@ func TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne(t *te
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
-			p.RateLimit = nil
-			m := atkMethod(p, atkGetStock)
-			m.RateLimit = nil
-			m.Timeout, m.OverallTimeout, m.Retry, m.Hedging = 5*time.Second, 0, nil, nil
-			m.Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: 10}
-		})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := &inventoryv1.GetStockRequest{Sku: "apple"}
+	return inv, cc, returned
+}
 
+// abandonAttack22a builds a client of inv's server (cc) caching GetStock
+// by sku in maxEntries entries, and has caller A's GetStock of req hang
+// on the server and give up: the shared call is abandoned, its attempt
+// still on the wire until inv.release is closed.
+func abandonAttack22a(t *testing.T, inv *attack22aVersions, cc *grpc.ClientConn, req *inventoryv1.GetStockRequest, maxEntries int) *inventoryv1.InventoryServiceResilientClient {
+	t.Helper()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		m := atkMethod(p, atkGetStock)
+		m.Timeout, m.OverallTimeout, m.Retry, m.Hedging = 5*time.Second, 0, nil, nil
+		m.Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Hour, StaleTTL: time.Hour, MaxEntries: maxEntries}
+	})
 	actx, cancelA := context.WithCancel(context.Background())
 	aDone := make(chan error, 1)
 	go func() {
@@ -106,6 +99,22 @@ func TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne(t *te
 	if err := <-aDone; status.Code(err) != codes.Canceled {
 		t.Fatalf("caller A: %v, want CANCELLED", err)
 	}
+	return c
+}
+
+// TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne:
+// caller A's GetStock hangs on the server; A gives up, leaving the shared
+// call's attempt on the wire. Caller B then starts a new shared call,
+// which answers units 2 at once, kept as fresh. A's attempt then answers
+// units 1, the older reading: it must not replace B's answer, which came
+// from a request sent after it. Before, the cache kept whichever answer
+// came back last, and served the older one as fresh for the whole
+// fresh_ttl to every caller that had already seen the newer.
+func TestAttack22aLateAnswerOfAnAbandonedSharedCallDoesNotReplaceANewerOne(t *testing.T) {
+	atkNoLeak(t)
+	inv, cc, returned := startAttack22aVersions(t)
+	req := &inventoryv1.GetStockRequest{Sku: "apple"}
+	c := abandonAttack22a(t, inv, cc, req, 10)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -91,17 +91,9 @@ func TestAttack22aStaleAnswerDoesNotHideAClientSideFailure(t *testing.T) {
 	atkNoLeak(t)
 	srv, cc := startFault(t, server.Healthy)
 	clock := newAtkClock()
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithClock(clock), runtime.WithPolicy(func(p *policy.Service) {
-			p.RateLimit = nil
-			m := atkMethod(p, atkGetStock)
-			m.RateLimit = nil
-			m.Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Second, StaleTTL: time.Hour, MaxEntries: 10}
-		})},
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithClock(clock)}}, func(p *policy.Service) {
+		atkMethod(p, atkGetStock).Cache = &policy.Cache{KeyFields: []string{"sku"}, FreshTTL: time.Second, StaleTTL: time.Hour, MaxEntries: 10}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	sku := strings.Repeat("s", 200)

@@ -30,7 +30,7 @@ import (
 // TestAttack22aUnsendableMetadataDoesNotCloseTheBreaker: the breaker
 // towards a dependency that is down is half-open; its one probe is a call
 // that gRPC refuses to send: its metadata (a value with a byte outside
-// printable ASCII, a key with a space), or a call option naming a
+// printable ASCII, a key with a space, an empty key), or a call option naming a
 // compressor or a codec the program did not register
 // (grpc.UseCompressor("gzip") without importing grpc/encoding/gzip).
 // Nothing reached the dependency, so the probe must free its place and
@@ -49,6 +49,9 @@ func TestAttack22aUnsendableMetadataDoesNotCloseTheBreaker(t *testing.T) {
 		}},
 		{name: "a metadata key outside [0-9a-z-_.]", ctx: func(ctx context.Context) context.Context {
 			return metadata.NewOutgoingContext(ctx, metadata.MD{"x forwarded": {"v"}})
+		}},
+		{name: "an empty metadata key", ctx: func(ctx context.Context) context.Context {
+			return metadata.NewOutgoingContext(ctx, metadata.MD{"": {"v"}})
 		}},
 		{name: "a compressor not registered", opts: []grpc.CallOption{grpc.UseCompressor("attack22a-none")}},
 		{name: "a codec not registered", opts: []grpc.CallOption{grpc.CallContentSubtype("attack22a-none")}},

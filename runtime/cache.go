@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,30 +53,19 @@ type cache struct {
 	entries map[string]*list.Element // of *cacheEntry
 	lru     list.List                // most recently used at the front
 	flights map[string]*flight
+	// abandoned are the flights every caller left (see leave) whose
+	// attempt is still on the wire, by key: a success of a flight that
+	// began after one supersedes it (see finish).
+	abandoned map[string][]*flight
 	// started numbers the flights in the order they began (guarded by
-	// mu): an answer is kept only over one fetched by a flight that began
-	// before its own (see finish).
+	// mu).
 	started uint64
-	// left holds, for each key with flights every caller left that have
-	// not ended (see leave), how many there are and the number of the
-	// newest flight of the key whose answer was kept since (guarded by
-	// mu): the late answer of such a flight is not kept after a newer
-	// one, also once that one's entry was evicted. Nil until a caller
-	// leaves.
-	left map[string]*leftFlights
-}
-
-// leftFlights is what cache.left holds of one key.
-type leftFlights struct {
-	n    int    // flights of the key every caller left, not yet ended
-	kept uint64 // the newest flight of the key whose answer was kept since
 }
 
 type cacheEntry struct {
 	key string
-	val any    // the *Resp, never handed out itself: callers get copies
-	at  int64  // when it was fetched, nanoseconds since the client's base
-	seq uint64 // flight.seq of the flight that fetched it
+	val any   // the *Resp, never handed out itself: callers get copies
+	at  int64 // when it was fetched, nanoseconds since the client's base
 }
 
 // flight is one call shared by every caller of a key.
@@ -92,11 +82,14 @@ type flight struct {
 	cancel  context.CancelFunc
 	waiters int    // callers waiting for it; guarded by cache.mu
 	seq     uint64 // its place in the order the key's flights began
-	left    bool   // every caller left it before it ended (cache.left counts it); guarded by cache.mu
+	// superseded: a flight of its key that began after it succeeded, so
+	// that its own answer, if it comes, is an older reading (guarded by
+	// cache.mu).
+	superseded bool
 }
 
 func newCache(p policy.Cache) *cache {
-	return &cache{p: p, entries: map[string]*list.Element{}, flights: map[string]*flight{}}
+	return &cache{p: p, entries: map[string]*list.Element{}, flights: map[string]*flight{}, abandoned: map[string][]*flight{}}
 }
 
 // get returns the value of key and when it was fetched.
@@ -140,16 +133,7 @@ func (c *cache) leave(key string, f *flight) {
 	cut := f.waiters == 0 && c.flights[key] == f
 	if cut {
 		delete(c.flights, key)
-		f.left = true
-		if c.left == nil {
-			c.left = map[string]*leftFlights{}
-		}
-		lf := c.left[key]
-		if lf == nil {
-			lf = &leftFlights{}
-			c.left[key] = lf
-		}
-		lf.n++
+		c.abandoned[key] = append(c.abandoned[key], f)
 	}
 	c.mu.Unlock()
 	if cut {
@@ -159,42 +143,33 @@ func (c *cache) leave(key string, f *flight) {
 
 // finish ends the flight of key with its result, keeping a success. It
 // reports whether a caller still waited for it (one who leaves after this
-// finds the flight done, see cached). A success does not replace an
-// answer fetched by a flight that began after f: an abandoned flight
-// whose attempt on the wire answers late (see leave) brings the reading
-// of an older request, which must not replace the newer one callers
-// already got, nor take its place once it was evicted (see cache.left).
+// finds the flight done, see cached). The success of a flight that
+// another flight of key began after and succeeded before (f superseded)
+// is not kept: an abandoned flight whose attempt on the wire answers late
+// (see leave) brings the reading of an older request, which must not
+// replace the newer one callers already got, nor stand for it once that
+// one was evicted.
 func (c *cache) finish(key string, f *flight, val any, err error, now int64) (waited bool) {
 	c.mu.Lock()
 	waited = f.waiters > 0
 	if c.flights[key] == f {
 		delete(c.flights, key)
-	}
-	var lf *leftFlights
-	if len(c.left) != 0 {
-		lf = c.left[key]
-	}
-	if f.left && lf != nil {
-		if lf.n--; lf.n == 0 {
-			delete(c.left, key)
+	} else if left := c.abandoned[key]; len(left) != 0 {
+		c.abandoned[key] = slices.DeleteFunc(left, func(o *flight) bool { return o == f })
+		if len(c.abandoned[key]) == 0 {
+			delete(c.abandoned, key)
 		}
 	}
-	keep := err == nil
-	if keep && lf != nil {
-		// A newer flight's answer kept after this one was left, whose
-		// entry may have been evicted since, is not replaced by this
-		// older reading.
-		keep = !f.left || lf.kept < f.seq
-		lf.kept = max(lf.kept, f.seq)
-	}
-	if keep {
+	if err == nil && !f.superseded {
+		for _, o := range c.abandoned[key] {
+			o.superseded = o.superseded || o.seq < f.seq
+		}
 		if el := c.entries[key]; el != nil {
-			if e := el.Value.(*cacheEntry); e.seq < f.seq {
-				e.val, e.at, e.seq = val, now, f.seq
-				c.lru.MoveToFront(el)
-			}
+			e := el.Value.(*cacheEntry)
+			e.val, e.at = val, now
+			c.lru.MoveToFront(el)
 		} else {
-			c.entries[key] = c.lru.PushFront(&cacheEntry{key: key, val: val, at: now, seq: f.seq})
+			c.entries[key] = c.lru.PushFront(&cacheEntry{key: key, val: val, at: now})
 			for c.lru.Len() > c.p.MaxEntries {
 				oldest := c.lru.Back()
 				c.lru.Remove(oldest)

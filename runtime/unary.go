@@ -373,9 +373,11 @@ func fallbackApplies(ctx context.Context, err error) bool {
 // a call that failed with err: a failure of the dependency or a refusal of
 // the runtime. Not an answer of the dependency, and not a failure on the
 // client's side (a message that does not marshal or is past a size limit,
-// a closed ClientConn: see unsent), which nothing reached the dependency
-// for and which would fail the same way on every call: standing in for it
-// would hide the caller's defect behind a degraded answer.
+// a call gRPC refused to send, a closed ClientConn: see unsent), which
+// says nothing of the dependency (most never reached it; a response past
+// the caller's receive limit was the dependency's work, thrown away) and
+// would fail the same way on every call: standing in for it would hide
+// the caller's defect behind a degraded answer.
 func standsFor(err error) bool {
 	if isAnswer(status.Code(err)) {
 		return false

@@ -21,7 +21,7 @@ const marshalFailure = "grpc: error while marshaling"
 // registered. Nothing was sent.
 var unsendable = [...]string{
 	marshalFailure,
-	"header key ",
+	`header key "`, // then the key quoted (%q)
 	"there is an empty key in the header",
 	"grpc: Compressor is not installed for requested grpc-encoding",
 	"no codec registered for content-subtype",
@@ -33,11 +33,12 @@ var unsendable = [...]string{
 const connClosing = "grpc: the client connection is closing"
 
 // unsent returns what the breaker (and the adaptive layers) are told of a
-// unary attempt, or a stream's RecvMsg, that ended with err: a request that did not marshal, or that gRPC otherwise
-// refused to send (see unsendable), never left the client, so it
-// is a client fault that says nothing about the dependency (a half-open
-// probe ended so frees its place instead of counting as a success); any
-// other ending is err itself. The caller still gets err. Only a failed
+// unary attempt, or a stream's RecvMsg, that ended with err: a request
+// that did not marshal, or that gRPC otherwise refused to send (see
+// unsendable), never left the client, so it is a client fault that says
+// nothing about the dependency (a half-open probe ended so frees its
+// place instead of counting as a success); any other ending is err
+// itself. The caller still gets err. Only a failed
 // attempt pays for the check. A server whose response does not marshal
 // sends the same status; it is counted as nothing too, where it would
 // otherwise count as an answer (INTERNAL is not a default failure code).

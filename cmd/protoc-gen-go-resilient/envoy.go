@@ -138,7 +138,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	// generated client sends of a hedged method is a request of its own.
 	limit := bound.Call(unhedged(mp))
 	if retries == retriesAtEnvoy && mp.Retry != nil {
-		limit = bound.Envoy(mp) // Envoy's back-offs, not the runtime's
+		limit = bound.Envoy(unhedged(mp)) // Envoy's back-offs, not the runtime's; Envoy does not hedge
 	}
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout

@@ -56,3 +56,44 @@ message M {}
 		}
 	}
 }
+
+// TestEnvoyRouteOfAHedgedMethodIsOneAttempts: Envoy does not hedge, so a
+// hedged method's route through Envoy is one request of one attempt's
+// timeout (0.200s), not the hedged call's bound (the copies' delays and
+// the last copy's timeout: 0.300s), Envoy retrying or not, with
+// retry.max_attempts 1 written beside the hedging (a method hedges or
+// retries; the plugin resolves that retry to none).
+func TestEnvoyRouteOfAHedgedMethodIsOneAttempts(t *testing.T) {
+	for _, opt := range []string{"envoy=true", "envoy=true,envoy_retries=envoy"} {
+		src := `syntax = "proto3";
+package attack22c.envoyhedge;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack22c/envoyhedge";
+service S {
+  rpc Get(M) returns (M) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {timeout: {nanos: 200000000}, retry: {max_attempts: 1},
+      hedging: {delay: {nanos: 50000000}, max_copies: 3}};
+  }
+}
+message M {}
+`
+		files, perr := attackProto(t, "h.proto", src, opt)
+		if perr != "" {
+			t.Fatalf("%s: %s", opt, perr)
+		}
+		y := files["attack22c/envoyhedge/h.envoy.yaml"]
+		start := strings.Index(y, "- name: attack22c.envoyhedge.S/Get")
+		if start < 0 {
+			t.Fatalf("%s: no route for Get in:\n%s", opt, y)
+		}
+		route := y[start:]
+		if end := strings.Index(route[1:], "- name:"); end >= 0 {
+			route = route[:end+1]
+		}
+		if !strings.Contains(route, "timeout: 0.200s #") {
+			t.Errorf("%s: the route's timeout is not one attempt's 0.200s:\n%s", opt, route)
+
+		}
+	}
+}

@@ -105,18 +105,10 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	if err != nil {
 		return nil, err
 	}
+	skey := storeKey(m.name, scope, key)
 	fp, err := fingerprint(req)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
-	}
-	skey := storeKey(m.name, scope, key)
-	if h := heldKeyOf(ctx).find(skey); h != nil && g.sharesHold(ctx, m, h) {
-		// Another Guard on this server, whose interceptor runs outside
-		// this one's, holds the key for this very request in a store
-		// this one shares, and keeps its outcome: claiming it again would
-		// find it pending and wait for this request itself until its
-		// deadline.
-		return handler(ctx, req)
 	}
 	token := newToken()
 	pause := pollFirst
@@ -177,6 +169,16 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			m.svc.mismatched.Add(1)
 			return nil, status.Errorf(codes.InvalidArgument,
 				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
+		}
+		if c.State == Pending && holdsClaim(ctx, skey, c.Token) {
+			// Another Guard on this server, whose interceptor runs
+			// outside this one's, claimed the key in this very store (or
+			// one sharing its keys) for this very request, and keeps its
+			// outcome: waiting for the claim would wait for the request
+			// itself until its deadline. Its outer Guard's store being
+			// another (a replica's own), the claim here is this Guard's
+			// as for any request, and deduplicates across replicas.
+			return handler(ctx, req)
 		}
 		switch c.State {
 		case Claimed:
@@ -328,7 +330,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		}
 	}()
 	hctx, rec := withCapture(hctx)
-	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, token: token, lease: d.lease, outer: heldKeyOf(ctx)})
+	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, token: token, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
 	returned := time.Now()
 	k.stop()
@@ -573,13 +575,11 @@ func (g *Guard) keyedStream(ctx context.Context, m *method) error {
 // context holds: a Guard's dedup claimed them and runs the handler.
 type heldKeyKey struct{}
 
-// heldKey is one store key a request holds, claimed under token for
-// lease, above those other Guards on the same server (outer) hold for it.
+// heldKey is one claim a request holds (its store key and owner
+// token), above those other Guards on the same server (outer) hold for it.
 type heldKey struct {
-	skey  string
-	token string
-	lease time.Duration
-	outer *heldKey
+	skey, token string
+	outer       *heldKey
 }
 
 func heldKeyOf(ctx context.Context) *heldKey {
@@ -587,34 +587,22 @@ func heldKeyOf(ctx context.Context) *heldKey {
 	return h
 }
 
-// find returns the hold of skey among h and the holds outside it, nil
-// if the request holds no such key: two Guards on one server, each
-// deduplicating its method (a library's Guard beside the service's own,
-// built from one generated policy).
-func (h *heldKey) find(skey string) *heldKey {
-	for ; h != nil; h = h.outer {
-		if h.skey == skey {
-			return h
+// holdsClaim reports whether the request of ctx holds the claim of skey
+// owned by token: two Guards on one server, each deduplicating its method
+// (a library's Guard beside the service's own, built from one generated
+// policy), whose stores share their keys (one store, or two on one Redis
+// under one prefix), so that the inner one's claim found the outer one's
+// pending. The outer one deduplicates the request; the inner passes it on.
+// Found pending under another token, the key is another request's (a
+// repeat on another replica), waited for as ever.
+func holdsClaim(ctx context.Context, skey, token string) bool {
+	if token == "" {
+		return false
+	}
+	for h := heldKeyOf(ctx); h != nil; h = h.outer {
+		if h.skey == skey && h.token == token {
+			return true
 		}
 	}
-	return nil
-}
-
-// sharesHold reports whether g's store holds the key of h for this very
-// request: the store of the Guard that claimed it, or one that shares its
-// keys (two stores on one Redis under one prefix). It renews the key
-// under the outer's token, as the outer's own renewal would: a store that
-// shares the key renews it; one that does not (a MemoryStore outside a
-// Redis the replicas share) answers ErrNotOwner, and g deduplicates the
-// request in its own store, as it would without the outer Guard. A store
-// that fails to answer is taken to share it (the outer keeps the outcome),
-// rather than have the request wait for its own claim.
-func (g *Guard) sharesHold(ctx context.Context, m *method, h *heldKey) bool {
-	err := bounded(ctx, g.inline, renewBound(h.lease), func(ctx context.Context) error {
-		return g.store.Renew(ctx, h.skey, h.token, entryLease(h.lease))
-	})
-	if err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, errRequestEnded) {
-		g.storeErrorLogged(m, "renew", err, nil)
-	}
-	return !errors.Is(err, ErrNotOwner)
+	return false
 }

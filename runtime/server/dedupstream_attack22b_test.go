@@ -17,14 +17,10 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
-// TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded: a policy
-// written by hand that gives a server-streaming method a Dedup and leaves
-// its Kind out (zero is KindUnary, so Validate accepts it). The Guard
-// cannot deduplicate a stream; it ran every keyed stream, so two streams
-// sent with one key both ran the handler, and nothing said the dedup was
-// not applied. A keyed stream of such a method is refused, naming the
-// method and the mend; one without a key runs as any stream does.
-func TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded(t *testing.T) {
+// dedupStreamPolicy is the inventory's policy with a Dedup on WatchStock,
+// a server-streaming method, whose Kind is left out as a hand-written
+// policy may (zero is KindUnary, so Validate accepts it).
+func dedupStreamPolicy() *policy.Server {
 	p := inventoryPolicy()
 	for i := range p.Methods {
 		if p.Methods[i].Name == watchStock {
@@ -33,8 +29,19 @@ func TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded(t *testing.T) {
 			p.Methods[i].NewResponse = func() proto.Message { return new(inventoryv1.WatchStockResponse) }
 		}
 	}
+	return p
+}
+
+// TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded: a policy
+// written by hand that gives a server-streaming method a Dedup and leaves
+// its Kind out (zero is KindUnary, so Validate accepts it). The Guard
+// cannot deduplicate a stream; it ran every keyed stream, so two streams
+// sent with one key both ran the handler, and nothing said the dedup was
+// not applied. A keyed stream of such a method is refused, naming the
+// method and the mend; one without a key runs as any stream does.
+func TestAttack22bKeyedStreamOfADedupMethodIsNotRunUnguarded(t *testing.T) {
 	srv := &inventoryServer{}
-	g, client, _ := guarded(t, srv, []*policy.Server{p})
+	g, client, _ := guarded(t, srv, []*policy.Server{dedupStreamPolicy()})
 
 	watch := func(key string) error {
 		ctx := ctxTimeout(t, time.Second)

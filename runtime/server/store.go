@@ -69,6 +69,13 @@ type Claim struct {
 	Fingerprint Fingerprint
 	// Outcome is the bytes given to Complete, when State is Done.
 	Outcome []byte
+	// Token is the owner's token, when State is Pending: a Guard whose
+	// request's own claim it is (another Guard on the same server, whose
+	// interceptor runs outside this one's, claimed the key in this store)
+	// passes the request on instead of waiting for itself. A Store that
+	// leaves it empty is correct but has two such Guards on one store wait
+	// for the request's own claim until its deadline.
+	Token string
 }
 
 // Fingerprint identifies the request that claimed a key: the SHA-256 of its

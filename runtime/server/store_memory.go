@@ -80,7 +80,7 @@ func (s *MemoryStore) Claim(_ context.Context, key, token string, fp Fingerprint
 			return Claim{State: Claimed}, nil
 		}
 		if e.pending {
-			return Claim{State: Pending, Fingerprint: e.fp}, nil
+			return Claim{State: Pending, Fingerprint: e.fp, Token: e.token}, nil
 		}
 		return Claim{State: Done, Fingerprint: e.fp, Outcome: e.outcome}, nil
 	}

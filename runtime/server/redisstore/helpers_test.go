@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/go-resilient/resilient/internal/redistest"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
@@ -138,11 +139,7 @@ func client(t *testing.T, addr string) *redis.Client {
 // together open n, each costing round trips of its own.
 func warmClient(t *testing.T, addr string, n int) *redis.Client {
 	c := client(t, addr)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() { _ = c.BLPop(context.Background(), 50*time.Millisecond, "warm:none").Err() })
-	}
-	wg.Wait()
+	redistest.OpenConns(t, c, n)
 	return c
 }
 
@@ -198,11 +195,19 @@ func guardedBehind(t *testing.T, srv inventoryv1.InventoryServiceServer, p *poli
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, serveInventory(t, srv, append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(outer...)}, g.ServerOptions()...)...)
+}
+
+// serveInventory serves srv on loopback with the server options opts (a
+// Guard's, or several Guards' chained) and returns a client of it; the
+// server stops when the test ends.
+func serveInventory(t *testing.T, srv inventoryv1.InventoryServiceServer, opts ...grpc.ServerOption) inventoryv1.InventoryServiceClient {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(outer...)}, g.ServerOptions()...)...)
+	s := grpc.NewServer(opts...)
 	inventoryv1.RegisterInventoryServiceServer(s, srv)
 	done := make(chan struct{})
 	go func() {
@@ -218,7 +223,7 @@ func guardedBehind(t *testing.T, srv inventoryv1.InventoryServiceServer, p *poli
 		s.Stop()
 		<-done
 	})
-	return g, inventoryv1.NewInventoryServiceClient(cc)
+	return inventoryv1.NewInventoryServiceClient(cc)
 }
 
 // reserve sends ReserveStock with key, the same body for the same key,

@@ -139,6 +139,8 @@ func (s *Store) Claim(ctx context.Context, key, token string, fp server.Fingerpr
 	copy(c.Fingerprint[:], v[1:1+fpLen])
 	if v[0] == 'd' {
 		c.State, c.Outcome = server.Done, []byte(v[1+fpLen:])
+	} else {
+		c.Token = v[1+fpLen:]
 	}
 	return c, nil
 }

@@ -1,16 +1,13 @@
 package redisstore
 
 import (
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
-	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // TestAttack22bTwoGuardsOnOneRedisPrefix: a library's Guard and the
@@ -32,20 +29,7 @@ func TestAttack22bTwoGuardsOnOneRedisPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &reserver{answer: "two"}
-	s := grpc.NewServer(grpc.InTapHandle(g1.TapHandle), grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, g2.UnaryInterceptor))
-	inventoryv1.RegisterInventoryServiceServer(s, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close(); s.Stop(); <-done })
-	c := inventoryv1.NewInventoryServiceClient(cc)
+	c := serveInventory(t, srv, grpc.InTapHandle(g1.TapHandle), grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, g2.UnaryInterceptor))
 	first, err := reserve(t, c, "o-two", time.Second)
 	if err != nil {
 		t.Fatalf("first request: %v; want the handler's answer", err)

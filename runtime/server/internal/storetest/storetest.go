@@ -23,8 +23,8 @@ func RetriedOperations(t *testing.T, s server.Store) {
 			t.Fatalf("claim %d by the owner: %+v %v, want Claimed", i, c, err)
 		}
 	}
-	if c, _ := s.Claim(ctx, "k", "other", fp, time.Minute); c.State != server.Pending {
-		t.Errorf("claim by another token: %+v, want Pending", c)
+	if c, _ := s.Claim(ctx, "k", "other", fp, time.Minute); c.State != server.Pending || c.Token != "tok" {
+		t.Errorf("claim by another token: %+v, want Pending with the owner's token", c)
 	}
 	if c, _ := s.Claim(ctx, "k", "tok", server.Fingerprint{8}, time.Minute); c.State != server.Pending {
 		t.Errorf("claim by the owner's token with another body: %+v, want Pending", c)
