@@ -16,6 +16,8 @@ import (
 // makes counts Envoy's back-offs ((2^N − 1) × base, capped), saturates
 // instead of wrapping for any max_attempts, and is Call's wherever no
 // back-off is Envoy's (one attempt, an overall_timeout, no timeout).
+// (Its loop stops at 62 steps: a 4294967295-attempt policy costs what a
+// 62-attempt one does.)
 func TestAttack22cEnvoyBackoffs(t *testing.T) {
 	ms := time.Millisecond
 	retry := func(n int, initial, maxB time.Duration) *policy.Retry {
@@ -36,16 +38,14 @@ func TestAttack22cEnvoyBackoffs(t *testing.T) {
 			time.Duration(math.MaxUint32) + time.Duration(math.MaxUint32-1)},
 		{"a base of 1h", policy.Method{Timeout: 1, Retry: retry(100, time.Hour, 1<<63-1)}, math.MaxInt64},
 	} {
-		start := time.Now()
-		got := bound.Envoy(&c.m)
-		if took := time.Since(start); took > 100*ms {
-			t.Errorf("%s: took %v", c.name, took)
-		}
+		got := bound.Envoy(&c.m) // at most 62 steps, whatever max_attempts
 		if got != c.want {
 			t.Errorf("%s: bound.Envoy = %v, want %v", c.name, got, c.want)
 		}
 		if call := bound.Call(&c.m); got < call {
-			t.Errorf("%s: bound.Envoy %v is below bound.Call %v: Envoy's back-offs are never shorter", c.name, got, call)
+			// With these cases' multiplier of 2, Envoy's back-offs are
+			// never shorter than the runtime's; past 2 they can be.
+			t.Errorf("%s: bound.Envoy %v is below bound.Call %v at a multiplier of 2", c.name, got, call)
 		}
 	}
 }

@@ -103,8 +103,8 @@ func main() {
 	}
 	fmt.Printf("serving example.inventory.v1.InventoryService and example.payments.v1.PaymentsService on %s\n", srv.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	<-ctx.Done()
+	stop() // a second SIGINT ends the process at once, handlers running or not
 	// Not Stop: the Guard must release the key of each keyed request it
 	// did not finish before the process exits (Shutdown).
 	srv.Shutdown(*grace)
