@@ -143,3 +143,32 @@ func writeGoAndGRPC(t *testing.T, goBin, repo, dir string, req *pluginpb.CodeGen
 	}
 	writeResponse(t, dir, "protoc-gen-go-grpc", grpcResp)
 }
+
+// testdataRequest compiles files under testdata/dir, with the options
+// contract of this repository.
+func testdataRequest(t testing.TB, dir string, files ...string) *pluginpb.CodeGeneratorRequest {
+	t.Helper()
+	return compileRequest(t, "module="+testModule, []string{filepath.Join("testdata", dir), "../../options"}, files...)
+}
+
+// compileTestdata generates Go for files under testdata/dir (protoc-gen-go,
+// -go-grpc and this plugin) and builds and vets it with the repository's
+// runtime.
+func compileTestdata(t *testing.T, dir string, files ...string) {
+	t.Helper()
+	goBin, repo := goAndRepo(t, "compiling generated code")
+	out := t.TempDir()
+	req := testdataRequest(t, dir, files...)
+	writeGoAndGRPC(t, goBin, repo, out, req)
+	resp := runPlugin(t, req)
+	if resp.Error != nil {
+		t.Fatalf("plugin error:\n%s", resp.GetError())
+	}
+	if len(resp.File) == 0 {
+		t.Fatal("the plugin wrote nothing")
+	}
+	for _, f := range resp.File {
+		writeFile(t, filepath.Join(out, filepath.FromSlash(f.GetName())), []byte(f.GetContent()))
+	}
+	buildAndVet(t, goBin, out, repo, testModule, " (generated for "+filepath.Join(files...)+")")
+}

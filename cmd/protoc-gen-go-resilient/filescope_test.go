@@ -9,16 +9,9 @@ import (
 
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/go-resilient/resilient/internal/rules"
 )
-
-// filescopeRequest compiles files under testdata/filescope.
-func filescopeRequest(t *testing.T, files ...string) *pluginpb.CodeGeneratorRequest {
-	t.Helper()
-	return compileRequest(t, "module="+testModule, []string{"testdata/filescope", "../../options"}, files...)
-}
 
 // noServiceMsg is the refusal of a file option in file, which declares no
 // service (rules.CheckFileScope).
@@ -38,7 +31,7 @@ func TestFileOptionNeedsService(t *testing.T) {
 		{"empty.proto", "filescope.empty", "empty.proto:9:1"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			req := filescopeRequest(t, tc.file)
+			req := testdataRequest(t, "filescope", tc.file)
 			resp := runPlugin(t, req)
 			if want := tc.pos + ": " + tc.pkg + ": (resilient.v1.file): " + noServiceMsg(tc.file); resp.GetError() != want {
 				t.Errorf("plugin: got\n%s\nwant\n%s", resp.GetError(), want)
@@ -60,7 +53,7 @@ func TestFileOptionNeedsService(t *testing.T) {
 // file's option is still refused, and nothing is written for either file
 // (no *.pb.go of the service without the policy its author meant).
 func TestFileOptionNeedsServiceBesideServices(t *testing.T) {
-	resp := runPlugin(t, filescopeRequest(t, "defaults.proto", "svc.proto"))
+	resp := runPlugin(t, testdataRequest(t, "filescope", "defaults.proto", "svc.proto"))
 	if want := "defaults.proto:10:1: filescope.svc: (resilient.v1.file): " + noServiceMsg("defaults.proto"); resp.GetError() != want {
 		t.Errorf("plugin: got\n%s\nwant\n%s", resp.GetError(), want)
 	}
@@ -74,7 +67,7 @@ func TestFileOptionNeedsServiceBesideServices(t *testing.T) {
 // importer's own file option is what applies): Get has no timeout, and
 // its generated policy says so.
 func TestImportedFileOptionAppliesToNothing(t *testing.T) {
-	req := filescopeRequest(t, "svc.proto")
+	req := testdataRequest(t, "filescope", "svc.proto")
 	resp := runPlugin(t, req)
 	if resp.Error != nil {
 		t.Fatalf("plugin error:\n%s", resp.GetError())
@@ -103,7 +96,7 @@ func TestImportedFileOptionAppliesToNothing(t *testing.T) {
 // TestNoServiceNoOption: a file without services or resilient options is
 // no concern of the plugin: no error, nothing written, no finding.
 func TestNoServiceNoOption(t *testing.T) {
-	req := filescopeRequest(t, "plain.proto")
+	req := testdataRequest(t, "filescope", "plain.proto")
 	resp := runPlugin(t, req)
 	if resp.Error != nil || len(resp.File) != 0 {
 		t.Errorf("plugin: error %q and %d files, want neither", resp.GetError(), len(resp.File))

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 )
 
@@ -15,17 +14,5 @@ import (
 // in, the key functions' parameter, or as opts or c for a response, breaks
 // protoc-gen-go-grpc's own code, and is not tried.)
 func TestAttack22dImportNamedLikeAParameter(t *testing.T) {
-	goBin, repo := goAndRepo(t, "compiling generated code")
-	dir := t.TempDir()
-	files := []string{"alias/svc.proto", "alias/opts.proto", "alias/c.proto", "alias/out.proto"}
-	req := compileRequest(t, "module="+testModule, []string{"testdata/attack22d", "../../options"}, files...)
-	writeGoAndGRPC(t, goBin, repo, dir, req)
-	resp := runPlugin(t, req)
-	if resp.Error != nil {
-		t.Fatalf("plugin error:\n%s", resp.GetError())
-	}
-	for _, f := range resp.File {
-		writeFile(t, filepath.Join(dir, filepath.FromSlash(f.GetName())), []byte(f.GetContent()))
-	}
-	buildAndVet(t, goBin, dir, repo, testModule, " (generated for "+filepath.Join(files...)+")")
+	compileTestdata(t, "attack22d", "alias/svc.proto", "alias/opts.proto", "alias/c.proto", "alias/out.proto")
 }

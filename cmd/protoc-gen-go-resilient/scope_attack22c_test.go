@@ -20,7 +20,7 @@ import (
 // option, naming why and how to mend it, and without checking the values
 // (the whole option is to go); the plugin writes nothing.
 func TestAttack22cFileOptionWithoutServices(t *testing.T) {
-	req := a22cRequest(t, "nosvc/defaults.proto")
+	req := testdataRequest(t, "attack22c", "nosvc/defaults.proto")
 	const msg = "nosvc/defaults.proto declares no service, and a file's options are the defaults of its own services only (not of its package, nor of the files that import it), so these would apply to nothing: write them in each file that declares the services, or remove them"
 	resp := runPlugin(t, req)
 	if want := "nosvc/defaults.proto:10:1: resilienttest.r22c.nosvc: (resilient.v1.file): " + msg; resp.GetError() != want {
