@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/internal/bound"
@@ -197,6 +198,10 @@ type stream struct {
 	mu       sync.Mutex
 	recorded bool        // guarded by mu
 	settled  atomic.Bool // set once recorded's settle has run
+	// overOnWire says the stream was seen over on the wire (Send's
+	// io.EOF, Header's (nil, nil)) before its status was read: its
+	// context's end then ends it as errUnread, not as the context's error.
+	overOnWire atomic.Bool
 	// busy counts the stream's calls in progress (SendMsg, RecvMsg,
 	// Header, CloseSend, Trailer), plus endPending once the context
 	// ended while one was: the ending is then theirs (see contextEnded
@@ -214,7 +219,7 @@ const endPending = 1 << 40
 // on the wire (the server ended it, or the connection broke): the permit
 // goes back at once, since many callers return on that error without
 // reading the status, and the outcome waits for RecvMsg, which returns the
-// status, or for the context's end.
+// status, or for the context's end, which then tells nothing (errUnread).
 //
 // A nil message (nil, or a nil pointer to a generated message) is refused
 // with INVALID_ARGUMENT, as a unary handle refuses a nil request: gRPC
@@ -233,6 +238,7 @@ func (s *stream) SendMsg(msg any) error {
 	returned = true
 	switch {
 	case err == io.EOF:
+		s.overAt()
 		s.release()
 	case err != nil:
 		s.finish(&clientFault{err: err})
@@ -254,7 +260,8 @@ func nilMessage(msg any) bool {
 // stream is over without one (a server that failed it at once): the
 // permit goes back then, as for SendMsg's io.EOF, since a caller that
 // reads the header first may stop there; the outcome waits for RecvMsg,
-// which returns the status, or for the context's end.
+// which returns the status, or for the context's end, which then tells
+// nothing (errUnread).
 func (s *stream) Header() (metadata.MD, error) {
 	counted := s.enter()
 	returned := false
@@ -262,6 +269,7 @@ func (s *stream) Header() (metadata.MD, error) {
 	md, err := s.ClientStream.Header()
 	returned = true
 	if md == nil || err != nil {
+		s.overAt()
 		s.release()
 	}
 	return md, err
@@ -348,11 +356,11 @@ func (s *stream) leave(returned *bool, counted bool) {
 	if !counted {
 		return
 	}
-	if err := s.ctx.Err(); err != nil {
-		s.finish(err)
+	if s.ctx.Err() != nil {
+		s.finish(s.contextEnd())
 	}
 	if s.busy.Add(-1) == endPending {
-		s.finish(s.ctx.Err())
+		s.finish(s.contextEnd())
 	}
 }
 
@@ -369,7 +377,7 @@ func (s *stream) leave(returned *bool, counted bool) {
 // An ending that can run no observer runs here in any case: the probe it
 // holds is then free at once too.
 func (s *stream) contextEnded() {
-	err := s.ctx.Err()
+	err := s.contextEnd()
 	if s.endingObserved(err) && s.busy.Or(endPending) != 0 {
 		s.release()
 		return
@@ -383,12 +391,40 @@ func (s *stream) contextEnded() {
 // stream's own call or its AfterFunc (contextEnded), so that a panic in an
 // observer never reaches a caller that has nothing to do with the stream.
 func (s *stream) reaped() {
-	if err := s.ctx.Err(); !s.endingObserved(err) {
+	if err := s.contextEnd(); !s.endingObserved(err) {
 		s.finish(err)
 		return
 	}
 	s.release()
 }
+
+// overAt notes that a call of the stream found it over (Send's io.EOF,
+// Header's (nil, nil)) while its context was not: the server ended it.
+// gRPC answers so at the context's end too, which then ends it as that.
+func (s *stream) overAt() {
+	if s.ctx.Err() == nil {
+		s.overOnWire.Store(true)
+	}
+}
+
+// contextEnd is what the end of the stream's context tells of it: the
+// context's error, or errUnread for a stream already over on the wire
+// whose status nobody read (see errUnread).
+func (s *stream) contextEnd() error {
+	if s.overOnWire.Load() {
+		return errUnread
+	}
+	return s.ctx.Err()
+}
+
+// errUnread ends a stream that was over on the wire (Send's io.EOF,
+// Header's (nil, nil)) before its context ended, its status never read by
+// a Recv: the server ended it, not the deadline, and with what status only
+// Recv could have said. It tells the breaker nothing and is counted under
+// CANCELLED, as the same stream is when its caller cancels it (a deferred
+// cancel); told as the context's DEADLINE_EXCEEDED, a healthy server that
+// ends its streams early with OK would open its callers' breaker.
+var errUnread error = &clientFault{err: status.Error(codes.Canceled, "resilient: the stream was over on the wire and its status was never read")}
 
 // endingObserved reports whether ending the stream with err may run an
 // observer or the logger: only a transition of the breaker does, and only

@@ -1,0 +1,138 @@
+package runtime_test
+
+// An attack on the README's Streams, "io.EOF from Send" and "Header
+// answering (nil, nil)": the permit goes back at once, and "the outcome
+// waits for Recv (which returns the status) or the context's end". A
+// caller that returns on Send's io.EOF, or stops at a Header of (nil,
+// nil), never calls Recv: the outcome is then told at the stream's
+// timeout, and was told as DEADLINE_EXCEEDED, a failure, whatever the
+// server answered: a healthy server that ends its streams early (it has
+// what it needs, it answers OK) opened the breaker of its callers. It is
+// now told as nothing, counted under CANCELLED, as when the caller cancels.
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+const atk22eDone = "/atk.Done/Chat"
+
+// atk22eDoneClient serves a bidirectional method that ends every stream
+// at once with OK, under a breaker only its streams go through (two
+// outcomes, half failing) and a stream timeout of timeout.
+func atk22eDoneClient(t *testing.T, timeout time.Duration, opts ...runtime.Option) (*atomic.Int32, *runtime.Client, *runtime.StreamHandle[atk22eChatStream]) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int32
+	gs := grpc.NewServer()
+	desc := echoDesc
+	desc.Handler = func(any, grpc.ServerStream) error { opened.Add(1); return nil }
+	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "atk.Done", HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{desc}}, &opened)
+	go func() { _ = gs.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		gs.Stop()
+	})
+	rt, err := runtime.NewClient(&policy.Service{
+		Name:     "atk.Done",
+		Bulkhead: &policy.Bulkhead{Permits: 4},
+		Breaker: &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 2, Window: 10 * time.Second, CoolDown: time.Minute,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)},
+		Methods: []policy.Method{{Name: atk22eDone, Kind: policy.KindBidiStreaming, Timeout: timeout}},
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := rt.Conn(cc)
+	h, err := runtime.NewStream(rt, atk22eDone, func(ctx context.Context, o ...grpc.CallOption) (atk22eChatStream, error) {
+		cs, err := conn.NewStream(ctx, &echoDesc, atk22eDone, o...)
+		if err != nil {
+			return nil, err
+		}
+		return &grpc.GenericClientStream[wrapperspb.StringValue, wrapperspb.StringValue]{ClientStream: cs}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &opened, rt, h
+}
+
+func TestAttack22eStreamsAHealthyServerEndedDoNotOpenTheBreakerAtTheirTimeout(t *testing.T) {
+	atkNoLeak(t)
+	reg := prometheus.NewRegistry()
+	opened, rt, h := atk22eDoneClient(t, 100*time.Millisecond, runtime.WithRegisterer(reg))
+	ctx := context.Background()
+
+	// One caller sends until io.EOF and returns on it, as many do.
+	st, err := h.Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2000 {
+		if err = st.Send(wrapperspb.String("x")); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != io.EOF {
+		t.Fatalf("Send after the server ended the stream: got %v, want io.EOF", err)
+	}
+	// Another reads the header first and stops at (nil, nil).
+	st, err = h.Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, err := st.Header(); md != nil || err != nil {
+		t.Fatalf("Header of a stream over at once: %v, %v; want nil, nil", md, err)
+	}
+	st = nil
+	atkWantFree(t, rt, atk22eDone, "the two streams the server ended")
+
+	// Both timeouts pass; the server answered OK twice.
+	time.Sleep(250 * time.Millisecond)
+	if got := opened.Load(); got != 2 {
+		t.Fatalf("the server saw %d streams, want 2", got)
+	}
+	if s, _ := rt.BreakerState(atk22eDone); s != runtime.StateClosed {
+		t.Fatalf("breaker %v after two streams the server answered OK: their timeouts were told as failures", s)
+	}
+	// Each is counted once, as a stream its caller cancelled is: under
+	// CANCELLED, telling the breaker nothing.
+	want := map[string]float64{"resilient_client_attempts_total{code=CANCELLED,method=Chat}": 2}
+	atk22eWantSeries(t, reg, want, "the timeouts of two streams the server ended with OK")
+
+	// A caller that reads the status after Header's (nil, nil) has it
+	// counted as it is.
+	st, err = h.Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, err := st.Header(); md != nil || err != nil {
+		t.Fatalf("Header of a stream over at once: %v, %v; want nil, nil", md, err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("Recv after Header's (nil, nil): got %v, want io.EOF", err)
+	}
+	want["resilient_client_attempts_total{code=OK,method=Chat}"] = 1
+	atk22eWantSeries(t, reg, want, "a stream read to its status")
+}
