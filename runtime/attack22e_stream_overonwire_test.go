@@ -136,3 +136,51 @@ func TestAttack22eStreamsAHealthyServerEndedDoNotOpenTheBreakerAtTheirTimeout(t 
 	want["resilient_client_attempts_total{code=OK,method=Chat}"] = 1
 	atk22eWantSeries(t, reg, want, "a stream read to its status")
 }
+
+// A Header that waits on a server that never sends one is woken by the
+// context's end with (nil, nil), as for a stream the server ended: that
+// is still the deadline's doing, a failure at the stream's timeout, and
+// a cancel's, nothing. The permit is back when Header returns.
+func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T) {
+	atkNoLeak(t)
+	reg := prometheus.NewRegistry()
+	_, rt, h := atkChatClient(t, 100*time.Millisecond, 2, runtime.WithRegisterer(reg))
+	ctx := context.Background()
+	wait := func(ctx context.Context) {
+		t.Helper()
+		st, err := h.Call(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(wrapperspb.String("hang")); err != nil {
+			t.Fatal(err)
+		}
+		if md, err := st.Header(); md != nil || err != nil {
+			t.Fatalf("Header woken by the context: %v, %v; want nil, nil", md, err)
+		}
+		if n := atkInUse(t, rt, atkChat); n != 0 {
+			t.Fatalf("%d permits taken when Header returned", n)
+		}
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(20*time.Millisecond, cancel)
+	wait(cctx)
+	atkWaitFor(t, "the cancelled stream counted", func() bool {
+		return atk22eSeries(t, reg)["resilient_client_attempts_total{code=CANCELLED,method=Chat}"] == 1
+	})
+	atkWantBreaker(t, rt, atkChat, runtime.StateClosed, "a cancel during Header")
+
+	wait(ctx)
+	wait(ctx)
+	atkWaitFor(t, "the two timeouts counted", func() bool {
+		return atk22eSeries(t, reg)["resilient_client_attempts_total{code=DEADLINE_EXCEEDED,method=Chat}"] == 2
+	})
+	atkWantBreaker(t, rt, atkChat, runtime.StateOpen, "two streams timed out waiting on Header")
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=CANCELLED,method=Chat}":           1,
+		"resilient_client_attempts_total{code=DEADLINE_EXCEEDED,method=Chat}":   2,
+		"resilient_client_breaker_state{breaker=shared}":                        2,
+		"resilient_client_breaker_transitions_total{breaker=shared,state=open}": 1,
+	}, "two timeouts and a cancel during Header")
+}
