@@ -30,10 +30,10 @@ import (
 
 const atk22eDone = "/atk.Done/Chat"
 
-// atk22eDoneClient serves a bidirectional method that ends every stream
-// at once with OK, under a breaker only its streams go through (two
+// atk22eDoneClient serves a bidirectional method whose streams handler
+// serves (nil: each ends at once with OK), under a breaker only its streams go through (two
 // outcomes, half failing) and a stream timeout of timeout.
-func atk22eDoneClient(t *testing.T, timeout time.Duration, opts ...runtime.Option) (*atomic.Int32, *runtime.Client, *runtime.StreamHandle[atk22eChatStream]) {
+func atk22eDoneClient(t *testing.T, timeout time.Duration, handler grpc.StreamHandler, opts ...runtime.Option) (*atomic.Int32, *runtime.Client, *runtime.StreamHandle[atk22eChatStream]) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +42,13 @@ func atk22eDoneClient(t *testing.T, timeout time.Duration, opts ...runtime.Optio
 	var opened atomic.Int32
 	gs := grpc.NewServer()
 	desc := echoDesc
-	desc.Handler = func(any, grpc.ServerStream) error { opened.Add(1); return nil }
+	desc.Handler = func(srv any, st grpc.ServerStream) error {
+		opened.Add(1)
+		if handler != nil {
+			return handler(srv, st)
+		}
+		return nil
+	}
 	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "atk.Done", HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{desc}}, &opened)
 	go func() { _ = gs.Serve(lis) }()
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -80,7 +86,7 @@ func atk22eDoneClient(t *testing.T, timeout time.Duration, opts ...runtime.Optio
 func TestAttack22eStreamsAHealthyServerEndedDoNotOpenTheBreakerAtTheirTimeout(t *testing.T) {
 	atkNoLeak(t)
 	reg := prometheus.NewRegistry()
-	opened, rt, h := atk22eDoneClient(t, 100*time.Millisecond, runtime.WithRegisterer(reg))
+	opened, rt, h := atk22eDoneClient(t, 100*time.Millisecond, nil, runtime.WithRegisterer(reg))
 	ctx := context.Background()
 
 	// One caller sends until io.EOF and returns on it, as many do.
@@ -144,7 +150,13 @@ func TestAttack22eStreamsAHealthyServerEndedDoNotOpenTheBreakerAtTheirTimeout(t 
 func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T) {
 	atkNoLeak(t)
 	reg := prometheus.NewRegistry()
-	_, rt, h := atkChatClient(t, 100*time.Millisecond, 2, runtime.WithRegisterer(reg))
+	// The server holds its streams without ending them at the deadline
+	// it was sent: ended so, before the client's own timer fires, the
+	// stream would be one the server ended.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	_, rt, h := atk22eDoneClient(t, 100*time.Millisecond, func(any, grpc.ServerStream) error { <-release; return nil },
+		runtime.WithRegisterer(reg))
 	ctx := context.Background()
 	wait := func(ctx context.Context) {
 		t.Helper()
@@ -158,7 +170,7 @@ func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T
 		if md, err := st.Header(); md != nil || err != nil {
 			t.Fatalf("Header woken by the context: %v, %v; want nil, nil", md, err)
 		}
-		if n := atkInUse(t, rt, atkChat); n != 0 {
+		if n := atkInUse(t, rt, atk22eDone); n != 0 {
 			t.Fatalf("%d permits taken when Header returned", n)
 		}
 	}
@@ -169,14 +181,14 @@ func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T
 	atkWaitFor(t, "the cancelled stream counted", func() bool {
 		return atk22eSeries(t, reg)["resilient_client_attempts_total{code=CANCELLED,method=Chat}"] == 1
 	})
-	atkWantBreaker(t, rt, atkChat, runtime.StateClosed, "a cancel during Header")
+	atkWantBreaker(t, rt, atk22eDone, runtime.StateClosed, "a cancel during Header")
 
 	wait(ctx)
 	wait(ctx)
 	atkWaitFor(t, "the two timeouts counted", func() bool {
 		return atk22eSeries(t, reg)["resilient_client_attempts_total{code=DEADLINE_EXCEEDED,method=Chat}"] == 2
 	})
-	atkWantBreaker(t, rt, atkChat, runtime.StateOpen, "two streams timed out waiting on Header")
+	atkWantBreaker(t, rt, atk22eDone, runtime.StateOpen, "two streams timed out waiting on Header")
 	atk22eWantSeries(t, reg, map[string]float64{
 		"resilient_client_attempts_total{code=CANCELLED,method=Chat}":           1,
 		"resilient_client_attempts_total{code=DEADLINE_EXCEEDED,method=Chat}":   2,

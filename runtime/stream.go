@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -400,11 +401,18 @@ func (s *stream) reaped() {
 
 // overAt notes that a call of the stream found it over (Send's io.EOF,
 // Header's (nil, nil)) while its context was not: the server ended it.
-// gRPC answers so at the context's end too, which then ends it as that.
+// gRPC answers so at the context's end too, which then ends it as that;
+// and at its deadline a context gRPC derives with the same deadline (its
+// own timer) may end a moment before the stream's, so a deadline passed
+// counts as the context's end.
 func (s *stream) overAt() {
-	if s.ctx.Err() == nil {
-		s.overOnWire.Store(true)
+	if s.ctx.Err() != nil {
+		return
 	}
+	if d, ok := s.ctx.Deadline(); ok && !time.Now().Before(d) {
+		return
+	}
+	s.overOnWire.Store(true)
 }
 
 // contextEnd is what the end of the stream's context tells of it: the
