@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/go-resilient/resilient/runtime"
@@ -195,4 +196,63 @@ func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T
 		"resilient_client_breaker_state{breaker=shared}":                        2,
 		"resilient_client_breaker_transitions_total{breaker=shared,state=open}": 1,
 	}, "two timeouts and a cancel during Header")
+}
+
+// A half-open probe of a breaker only streams go through, ended at once
+// with OK by a healthy server and dropped on Send's io.EOF, frees its
+// place at its timeout without opening the breaker again; the next stream
+// probes and closes it. Before, the probe's timeout opened the breaker for
+// another cool-down.
+func TestAttack22eAProbeTheServerEndedDoesNotReopenAtItsTimeout(t *testing.T) {
+	atkNoLeak(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	clk := newAtkClock()
+	_, rt, h := atk22eDoneClient(t, 100*time.Millisecond, func(any, grpc.ServerStream) error {
+		if failing.Load() {
+			return status.Error(codes.Unavailable, "injected")
+		}
+		return nil
+	}, runtime.WithClock(clk))
+	ctx := context.Background()
+	for range 2 {
+		st, err := h.Call(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("got %v, want UNAVAILABLE", err)
+		}
+	}
+	atkWantBreaker(t, rt, atk22eDone, runtime.StateOpen, "two failed streams")
+
+	failing.Store(false)
+	clk.Advance(time.Minute)
+	st, err := h.Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2000 {
+		if err = st.Send(wrapperspb.String("x")); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != io.EOF {
+		t.Fatalf("Send after the server ended the probe: got %v, want io.EOF", err)
+	}
+	st = nil
+	atkWantBreaker(t, rt, atk22eDone, runtime.StateHalfOpen, "the probe dropped on Send's io.EOF")
+	// Until its timeout the probe holds its place; then it is free.
+	var next atk22eChatStream
+	atkWaitFor(t, "the dropped probe's place free", func() bool {
+		next, err = h.Call(ctx)
+		return err == nil
+	})
+	atkWantBreaker(t, rt, atk22eDone, runtime.StateHalfOpen, "the dropped probe's timeout")
+	_ = next.CloseSend()
+	if _, err := next.Recv(); err != io.EOF {
+		t.Fatalf("the next probe: got %v, want io.EOF", err)
+	}
+	atkWantBreaker(t, rt, atk22eDone, runtime.StateClosed, "the next probe read to its OK")
 }
