@@ -15,7 +15,8 @@ import "strings"
 // it after a colon, "{Retry.MaxAttempts: 1}". The Go form drops the
 // braces ("Retry.MaxAttempts 1"); the options form names each part of
 // the path as the options do ("retry.max_attempts: 1"). Text outside the
-// braces is the same in both.
+// braces is the same in both, so a value formatted into words (a count,
+// a duration) must hold no brace.
 type words string
 
 // goForm is w as a Go author reads it.
