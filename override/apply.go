@@ -230,7 +230,8 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 		}
 	}
 	// Everything else the runtime's own check refuses (runtime.NewClient
-	// runs the same), in its words, at the key of the override that made
+	// runs the same), in its words for an operator (the options' names,
+	// policy.Problem.OptionsMessage), at the key of the override that made
 	// it so. A value of the service wrong in the same words for several
 	// methods is one problem, at its key, naming them (atService).
 	atService := map[[2]string]*sharedProblem{}
@@ -241,10 +242,10 @@ func (t *service) apply(p policy.Service) (*policy.Service, error) {
 		l, key := t.culprit(pr.Method, pr.Key, pr.With)
 		if l == nil {
 			// No override touched it, yet it is wrong only with them.
-			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, optionWords(pr))
+			errs.add(fmt.Sprintf("overrides of %s (%s)", t.name, strings.Join(sources(t.leaves), ", ")), "%s: %s", pr.Field, pr.OptionsMessage)
 			continue
 		}
-		msg := optionWords(pr)
+		msg := pr.OptionsMessage
 		if pr.Method == "" || strings.Contains(msg, pr.Method) {
 			errs.add(l.keyFor(key), "%s", msg)
 			continue

@@ -12,14 +12,18 @@ import (
 // TestProblemsOfTwoValuesSpeakEachBoundary: the runtime's check mends a
 // Go policy in its Go field names, and the loader reports the same
 // problem, made by an override, in the options' names an operator writes:
-// the core alike, the mend renamed, nothing else.
+// the core alike, the value it is about and the mend in each reader's
+// names, nothing else.
 func TestProblemsOfTwoValuesSpeakEachBoundary(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
 		edit       func(m *policy.Method, p *policy.Service)
-		core       string
-		goMend     string
-		optionMend string
+		// key is the override's key the loader blames, after the method.
+		key                      string
+		goSubject, optionSubject string
+		core                     string
+		goMend                   string
+		optionMend               string
 	}{{
 		name: "timeout as long as overall_timeout under an adaptive limit",
 		yaml: "adaptive_limit: {tolerance: 2}\n    methods:\n      GetStock: {overall_timeout: 300ms}",
@@ -27,6 +31,7 @@ func TestProblemsOfTwoValuesSpeakEachBoundary(t *testing.T) {
 			p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 2}
 			m.OverallTimeout = m.Timeout
 		},
+		key:        "overall_timeout",
 		core:       "GetStock's timeout 300ms is as long as its overall_timeout 300ms: ",
 		goMend:     "; shorten Timeout below OverallTimeout or lengthen OverallTimeout, or remove the adaptive limit",
 		optionMend: "; shorten timeout below overall_timeout or lengthen overall_timeout, or remove the adaptive limit",
@@ -34,9 +39,49 @@ func TestProblemsOfTwoValuesSpeakEachBoundary(t *testing.T) {
 		name:       "timeout longer than overall_timeout",
 		yaml:       "methods:\n      GetStock: {overall_timeout: 100ms}",
 		edit:       func(m *policy.Method, p *policy.Service) { m.OverallTimeout = 100 * time.Millisecond },
-		core:       "timeout 300ms is longer than overall_timeout 100ms: one attempt cannot outlast the whole call",
+		key:        "overall_timeout",
+		goSubject:  "Timeout ",
+		core:       "300ms is longer than overall_timeout 100ms: one attempt cannot outlast the whole call",
 		goMend:     "; shorten Timeout or lengthen OverallTimeout",
 		optionMend: "; shorten timeout or lengthen overall_timeout",
+		// The loader blames overall_timeout, and says what of timeout.
+		optionSubject: "timeout ",
+	}, {
+		name: "hedging beside retries",
+		yaml: "methods:\n      GetStock: {hedging: {delay: 10ms}}",
+		edit: func(m *policy.Method, p *policy.Service) {
+			m.Hedging = &policy.Hedging{Delay: 10 * time.Millisecond, MaxCopies: 2}
+		},
+		key:        "hedging",
+		core:       "GetStock also retries: a method hedges or retries, not both, since hedged copies already repeat the call",
+		goMend:     "; remove one, or turn retries off for it with Retry.MaxAttempts 1",
+		optionMend: "; remove one, or turn retries off for it with retry.max_attempts: 1",
+	}, {
+		name: "max_backoff below initial_backoff",
+		yaml: "methods:\n      GetStock: {retry: {initial_backoff: 10s}}",
+		edit: func(m *policy.Method, p *policy.Service) {
+			r := *m.Retry
+			r.InitialBackoff = 10 * time.Second
+			m.Retry = &r
+		},
+		key:           "retry.initial_backoff",
+		goSubject:     "MaxBackoff ",
+		optionSubject: "max_backoff ",
+		core:          "200ms is shorter than initial_backoff 10s: raise max_backoff or lower initial_backoff",
+	}, {
+		name: "stale_ttl below fresh_ttl, merged",
+		yaml: "methods:\n      GetStock: {cache: {fresh_ttl: 1h}}",
+		edit: func(m *policy.Method, p *policy.Service) {
+			c := *m.Cache
+			c.FreshTTL = time.Hour
+			m.Cache = &c
+		},
+		key:           "cache.fresh_ttl",
+		goSubject:     "StaleTTL ",
+		optionSubject: "stale_ttl ",
+		core:          "5m0s is shorter than fresh_ttl 1h0m0s: an answer is stale only after it stopped being fresh",
+		goMend:        "; raise StaleTTL, or set it to FreshTTL for no stale answers",
+		optionMend:    "; raise stale_ttl, or set it to fresh_ttl for no stale answers",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := inventory.Clone()
@@ -47,13 +92,13 @@ func TestProblemsOfTwoValuesSpeakEachBoundary(t *testing.T) {
 					goLine = line
 				}
 			}
-			if !strings.HasSuffix(goLine, tc.goMend) {
-				t.Errorf("Validate said\n%s\nwant a line with %q ending %q", p.Validate(), tc.core, tc.goMend)
+			if !strings.Contains(goLine, ": "+tc.goSubject+tc.core) || !strings.HasSuffix(goLine, tc.goMend) {
+				t.Errorf("Validate said\n%s\nwant a line with %q, ending %q", p.Validate(), tc.goSubject+tc.core, tc.goMend)
 			}
 			_, err := override.Parse("o.yaml", []byte("services:\n  example.inventory.v1.InventoryService:\n    "+tc.yaml+"\n"), nil, inventory)
-			want := `o.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.overall_timeout: `
-			if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), tc.core) || !strings.HasSuffix(err.Error(), tc.optionMend) {
-				t.Errorf("the loader said\n%v\nwant one line starting %q, with %q, ending %q", err, want, tc.core, tc.optionMend)
+			want := `o.yaml: services."example.inventory.v1.InventoryService".methods.GetStock.` + tc.key + ": "
+			if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), tc.optionSubject+tc.core) || !strings.HasSuffix(err.Error(), tc.optionMend) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("the loader said\n%v\nwant one line starting %q, with %q, ending %q", err, want, tc.optionSubject+tc.core, tc.optionMend)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -251,7 +252,8 @@ func goProblems(t *testing.T, m goMistake) []string {
 // in a Go policy, is refused by Problems (which Validate, NewClient and
 // the override loader run) at the same option key and method, with the
 // same core as the options checks' (or, for a list of codes, goCore),
-// after the name of the option it blames at most.
+// after the Go name of the field it blames at most (Message speaks to a
+// Go author: "StaleTTL 1ms is shorter than fresh_ttl 1s").
 func TestGoBoundaryRefusesTheSameMistakes(t *testing.T) {
 	for _, b := range boundaries() {
 		t.Run(b.name, func(t *testing.T) {
@@ -268,7 +270,7 @@ func TestGoBoundaryRefusesTheSameMistakes(t *testing.T) {
 			head := b.method + ": " + key + ": "
 			for _, l := range got {
 				if rest, ok := strings.CutPrefix(l, head); ok {
-					subject := key[strings.LastIndexByte(key, '.')+1:] + " "
+					subject := contract.GoName(key[strings.LastIndexByte(key, '.')+1:]) + " "
 					if strings.HasPrefix(rest, core) || strings.HasPrefix(rest, subject+core) {
 						return
 					}

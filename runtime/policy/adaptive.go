@@ -84,8 +84,8 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 	// def, the value's default: leaving it 0 in Go, out in the options.
 	set := func(field string, notZero bool, problem, hint string, def any) {
 		if r.given(notZero) && problem != "" {
-			unset := fmt.Sprintf("for the default %v", def)
-			if s, ok := def.(string); ok {
+			unset := words(fmt.Sprintf("for the default %v", def))
+			if s, ok := def.(words); ok {
 				unset = s
 			}
 			r.report(f+"."+field, "", problem+hint, "; leave it 0 "+unset, unset, false)
@@ -106,7 +106,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 		for _, l := range []struct {
 			field string
 			v     int
-			fix   string
+			fix   words
 		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it unset for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
 			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
 				r.pair(f+"."+l.field, "", []string{"Bulkhead.Permits"}, msg, l.fix)
@@ -123,7 +123,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 		from = " (the default)"
 	}
 	if msg := check.MinAboveMax(int64(lo), int64(hi), from); msg != "" {
-		r.pair(f+".MinLimit", "min_limit", []string{f + ".MaxLimit"}, msg, "")
+		r.pair(f+".MinLimit", "{MinLimit}", []string{f + ".MaxLimit"}, msg, "")
 		return
 	}
 	if p.InitialLimit != 0 {
@@ -135,29 +135,29 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 		if p.InitialLimit > lo {
 			bound = f + ".MaxLimit"
 		}
-		r.pair(f+".InitialLimit", "initial_limit", []string{bound}, check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi)), "")
+		r.pair(f+".InitialLimit", "{InitialLimit}", []string{bound}, check.InitialOutside(int64(p.InitialLimit), int64(lo), int64(hi)), "")
 	}
 }
 
 // initialLimitUnset is what leaving an adaptive limit's InitialLimit out
 // stands for, after "use 0" or "remove it": the default is held between
 // the bounds in force, so it is not always 20.
-var initialLimitUnset = fmt.Sprintf("for the default %d (or the nearer of min_limit and max_limit when %[1]d is outside them)", DefaultAdaptiveLimit.InitialLimit)
+var initialLimitUnset = words(fmt.Sprintf("for the default %d (or the nearer of {MinLimit} and {MaxLimit} when %[1]d is outside them)", DefaultAdaptiveLimit.InitialLimit))
 
 // maxLimitUnset is what leaving an adaptive limit's MaxLimit out stands
 // for under the bulkhead b (nil for none), after "use 0" or "remove it":
 // the default 100, or the bulkhead's permits when fewer (the ceiling,
 // rules.Followed). written says b is not known (GroupProblems, the options
 // boundaries that check a level on its own), so both are named.
-func maxLimitUnset(b *Bulkhead, written bool) string {
+func maxLimitUnset(b *Bulkhead, written bool) words {
 	def := DefaultAdaptiveLimit.MaxLimit
 	switch {
 	case written:
-		return fmt.Sprintf("for the default %d, or the bulkhead's permits if fewer", def)
+		return words(fmt.Sprintf("for the default %d, or the bulkhead's permits if fewer", def))
 	case b != nil && b.Permits > 0 && b.Permits < def:
-		return fmt.Sprintf("for the default, the bulkhead's %d permits", b.Permits)
+		return words(fmt.Sprintf("for the default, the bulkhead's %d permits", b.Permits))
 	}
-	return fmt.Sprintf("for the default %d", def)
+	return words(fmt.Sprintf("for the default %d", def))
 }
 
 // checkThrottle checks the values of a client-side throttler that are
@@ -168,13 +168,13 @@ func checkThrottle(f string, p *Throttle, r *reporter) {
 	}
 	d := DefaultThrottle
 	if r.given(p.K != 0) {
-		r.fail(f+".K", check.ThrottleK(p.K), fmt.Sprintf("; leave it 0 for the default %v", d.K))
+		r.fail(f+".K", check.ThrottleK(p.K), words(fmt.Sprintf("; leave it 0 for the default %v", d.K)))
 	}
 	if r.given(p.Window != 0) {
-		r.fail(f+".Window", check.AdaptiveWindow(p.Window), fmt.Sprintf("; leave it 0 for the default %v", d.Window))
+		r.fail(f+".Window", check.AdaptiveWindow(p.Window), words(fmt.Sprintf("; leave it 0 for the default %v", d.Window)))
 	}
 	if r.given(p.MaxRefusal != 0) {
-		r.fail(f+".MaxRefusal", check.MaxRefusal(p.MaxRefusal), fmt.Sprintf("; leave it 0 for the default %v", d.MaxRefusal))
+		r.fail(f+".MaxRefusal", check.MaxRefusal(p.MaxRefusal), words(fmt.Sprintf("; leave it 0 for the default %v", d.MaxRefusal)))
 	}
 }
 

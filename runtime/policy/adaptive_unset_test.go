@@ -65,7 +65,7 @@ func TestAdaptiveMendsSayTheDefaultInForce(t *testing.T) {
 		a.InitialLimit = -1
 		msg := problemAt(t, policy.Service{Name: "t.Svc", AdaptiveLimit: &a}, "AdaptiveLimit.InitialLimit")
 		d := policy.DefaultAdaptiveLimit.InitialLimit
-		if want := fmt.Sprintf("; leave it 0 for the default %d (or the nearer of min_limit and max_limit when %d is outside them)", d, d); !strings.HasSuffix(msg, want) {
+		if want := fmt.Sprintf("; leave it 0 for the default %d (or the nearer of MinLimit and MaxLimit when %d is outside them)", d, d); !strings.HasSuffix(msg, want) {
 			t.Errorf("limits %d..%d: initial_limit's mend %q, want it to end %q", tc.lo, tc.hi, msg, want)
 		}
 	}

@@ -95,7 +95,7 @@ func (p *Cache) check(f string, r *reporter) {
 	if r.written && p.StaleTTL <= 0 {
 		positive(p.StaleTTL, f+".StaleTTL", r)
 	} else {
-		r.report(f+".StaleTTL", "stale_ttl", check.StaleTTL(p.FreshTTL, p.StaleTTL), "; raise stale_ttl, or set it to fresh_ttl for no stale answers", "", false, f+".FreshTTL")
+		r.report(f+".StaleTTL", "{StaleTTL}", check.StaleTTL(p.FreshTTL, p.StaleTTL), "; raise {StaleTTL}, or set it to {FreshTTL} for no stale answers", "", false, f+".FreshTTL")
 	}
 	r.fail(f+".MaxEntries", check.AtLeastOne(int64(p.MaxEntries)), "")
 }

@@ -43,8 +43,14 @@ type Problem struct {
 	// "retry.max_backoff"), as an override file writes it under the
 	// service or the method.
 	Key string
-	// Message says what is wrong and how to mend it.
+	// Message says what is wrong and how to mend it, naming the values
+	// as Go names the fields ("raise StaleTTL", "Retry.MaxAttempts 1"):
+	// how Validate, runtime.NewClient and server.NewGuard report it.
 	Message string
+	// OptionsMessage is Message naming the values in the options' names
+	// ("raise stale_ttl", "retry.max_attempts: 1"), as an operator writes
+	// them: how the override loader reports it. The core is the same.
+	OptionsMessage string
 	// Core is what is wrong in words that hold for every boundary
 	// (internal/check's, with any hint true for an options author too):
 	// Message without the mend only a Go author can make ("; use 0 for
@@ -114,7 +120,7 @@ func (p *Service) Problems() []Problem {
 		if m.Retry != nil {
 			m.Retry.check(f+".Retry", r)
 			if m.Retry.MaxAttempts > 1 {
-				r.pair(f+".Retry", "", []string{f + ".Idempotent", f + ".IdempotencyKey", f + ".GenerateIdempotencyKey"}, check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no retry, or retry.max_attempts: 1)")
+				r.pair(f+".Retry", "", []string{f + ".Idempotent", f + ".IdempotencyKey", f + ".GenerateIdempotencyKey"}, check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no {Retry}, or {Retry.MaxAttempts: 1})")
 				r.pair(f+".Retry", "", nil, check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
 			}
 		}
@@ -126,8 +132,8 @@ func (p *Service) Problems() []Problem {
 		}
 		checkPriority(m.Priority, f+".Priority", r)
 		if m.Kind == KindUnary && m.Timeout >= 0 && (m.AdaptiveLimit != nil || p.AdaptiveLimit != nil) {
-			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout"}, check.AdaptiveTimeout(method, m.Timeout), "; set Timeout, or remove the adaptive limit")
-			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten Timeout below OverallTimeout or lengthen OverallTimeout, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout"}, check.AdaptiveTimeout(method, m.Timeout), "; set {Timeout}, or remove the adaptive limit")
+			r.pair(f+".AdaptiveLimit", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.AdaptiveOverall(method, m.Timeout, m.OverallTimeout), "; shorten {Timeout} below {OverallTimeout} or lengthen {OverallTimeout}, or remove the adaptive limit")
 		}
 		m.checkPatterns(f, r)
 		m.checkAdaptive(f, p, r)
@@ -191,24 +197,32 @@ type reporter struct {
 }
 
 // report reports core, the core of a message from package check, at
-// field, after subject (the option name of the value it is about, for a
-// problem of two values; "" for none) and followed by fix, how a Go
-// author mends it; nothing when core is "".
+// field, after subject (the value it is about, for a problem of two
+// values, "{MaxBackoff}"; "" for none) and followed by fix, how to mend
+// it, both in words for each reader; nothing when core is "". unset is
+// what leaving the value out stands for (Problem.Unset).
 // with names the Go paths of the other values the problem relates
 // (Problem.With), none for a problem of one value.
-func (r *reporter) report(field, subject, core, fix, unset string, pair bool, with ...string) {
+func (r *reporter) report(field string, subject words, core string, fix, unset words, pair bool, with ...string) {
 	if core == "" {
 		return
 	}
-	msg := core
-	if subject != "" {
-		msg = subject + " " + core
+	message := func(subject, fix string) string {
+		if subject != "" {
+			return subject + " " + core + fix
+		}
+		return core + fix
 	}
 	var keys []string
 	for _, w := range with {
 		keys = append(keys, optionKey(w))
 	}
-	r.add(Problem{Field: field, Method: r.method, Key: optionKey(field), Message: msg + fix, Core: core, Unset: unset, Pair: pair, With: keys})
+	r.add(Problem{
+		Field: field, Method: r.method, Key: optionKey(field),
+		Message:        message(subject.goForm(), fix.goForm()),
+		OptionsMessage: message(subject.options(), fix.options()),
+		Core:           core, Unset: unset.options(), Pair: pair, With: keys,
+	})
 }
 
 // bad reports a problem of one value with no mend apart for a Go author.
@@ -217,17 +231,17 @@ func (r *reporter) bad(field, format string, args ...any) {
 }
 
 // fail reports problem, the core of a message from package check, at
-// field, followed by fix (how a Go author mends it, "" for nothing more).
-func (r *reporter) fail(field, problem, fix string) {
+// field, followed by fix (how to mend it, "" for nothing more).
+func (r *reporter) fail(field, problem string, fix words) {
 	r.report(field, "", problem, fix, "", false)
 }
 
 // pair reports a problem of two values, or of a value and the method it
-// is set on, at field: subject names the value blamed ("max_backoff"),
+// is set on, at field: subject names the value blamed ("{MaxBackoff}"),
 // with the Go paths of the other values it relates (nil for none but the
 // kind of the method), so that the override loader can report it at the
 // key of either.
-func (r *reporter) pair(field, subject string, with []string, problem, fix string) {
+func (r *reporter) pair(field string, subject words, with []string, problem string, fix words) {
 	r.report(field, subject, problem, fix, "", true, with...)
 }
 
@@ -240,12 +254,12 @@ func (r *reporter) given(notZero bool) bool { return notZero || r.written }
 // written in the options, a positive one, since leaving it out says none
 // there. unset is what leaving it out stands for ("for no per-attempt
 // limit"), "" for a value the options contract gives a default of its own.
-func (r *reporter) noneAtZero(field string, d time.Duration, unset string) {
+func (r *reporter) noneAtZero(field string, d time.Duration, unset words) {
 	if r.written {
 		r.report(field, "", check.Positive(d), "", unset, false)
 		return
 	}
-	fix := ""
+	var fix words
 	if unset != "" {
 		fix = "; use 0 " + unset
 	}
@@ -259,7 +273,7 @@ func (m *Method) checkTimeouts(f string, r *reporter) {
 	r.noneAtZero(f+".OverallTimeout", m.OverallTimeout, "for no limit of the whole call")
 	// The pairs name their subject: the override loader reports them
 	// at the key of either value.
-	r.pair(f+".Timeout", "timeout", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten Timeout or lengthen OverallTimeout")
+	r.pair(f+".Timeout", "{Timeout}", []string{f + ".OverallTimeout"}, check.Timeout(m.Timeout, m.OverallTimeout, ""), "; shorten {Timeout} or lengthen {OverallTimeout}")
 }
 
 // checkKeys refuses a generated idempotency key beside a named one.
@@ -332,7 +346,7 @@ func (p *Retry) check(f string, r *reporter) {
 	r.fail(f+".MaxAttempts", check.MaxAttempts(int64(p.MaxAttempts)), "")
 	positive(p.InitialBackoff, f+".InitialBackoff", r)
 	positive(p.MaxBackoff, f+".MaxBackoff", r)
-	r.pair(f+".MaxBackoff", "max_backoff", []string{f + ".InitialBackoff"}, check.MaxBackoff(p.InitialBackoff, p.MaxBackoff, ""), "")
+	r.pair(f+".MaxBackoff", "{MaxBackoff}", []string{f + ".InitialBackoff"}, check.MaxBackoff(p.InitialBackoff, p.MaxBackoff, ""), "")
 	r.fail(f+".Multiplier", check.Multiplier(p.Multiplier), "")
 	codeList(r, f+".RetryableCodes", check.Retryable, p.RetryableCodes)
 }
@@ -381,7 +395,7 @@ func (m *Method) checkPatterns(f string, r *reporter) {
 		h.check(f+".Hedging", r)
 		r.pair(f+".Hedging", "", []string{f + ".Idempotent"}, check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
 		r.pair(f+".Hedging", "", nil, check.StreamHedging(name, kind), ": remove hedging")
-		r.pair(f+".Hedging", "", []string{f + ".Retry"}, check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with retry.max_attempts: 1")
+		r.pair(f+".Hedging", "", []string{f + ".Retry"}, check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with {Retry.MaxAttempts: 1}")
 		r.pair(f+".Hedging.Delay", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
 	}
 	if m.RateLimit != nil {

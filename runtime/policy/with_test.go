@@ -133,6 +133,7 @@ func TestProblemsNameTheValuesTheyRelate(t *testing.T) {
 			var atKey []policy.Problem
 			prs := p.Problems()
 			for _, pr := range prs {
+				checkReaders(t, pr)
 				if !isOptionKey(pr.Key) {
 					t.Errorf("Key %q of %q is no path of the options", pr.Key, pr.Message)
 				}
