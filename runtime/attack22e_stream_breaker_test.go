@@ -216,23 +216,7 @@ func TestAttack22eStreamsBesideTheUnaryProbesOfASharedBreaker(t *testing.T) {
 		t.Fatalf("%d permits taken after every stream ended", n)
 	}
 
-	type tr struct{ from, to runtime.State }
-	wantTr := []tr{
-		{runtime.StateClosed, runtime.StateOpen},
-		{runtime.StateOpen, runtime.StateHalfOpen},
-		{runtime.StateHalfOpen, runtime.StateOpen},
-		{runtime.StateOpen, runtime.StateHalfOpen},
-		{runtime.StateHalfOpen, runtime.StateClosed},
-	}
-	got := evs.all()
-	if len(got) != len(wantTr) {
-		t.Fatalf("%d events, want %d: %+v", len(got), len(wantTr), got)
-	}
-	for i, e := range got {
-		if e.Kind != runtime.EventBreakerTransition || e.From != wantTr[i].from || e.To != wantTr[i].to || e.Err != nil {
-			t.Errorf("event %d: %+v, want %v → %v without an error", i, e, wantTr[i].from, wantTr[i].to)
-		}
-	}
+	atk22eWantCycle(t, evs.all(), func(runtime.Event) bool { return true })
 	atk22eWantSeries(t, reg, map[string]float64{
 		"resilient_client_attempts_total{code=UNAVAILABLE,method=Get}":               2,
 		"resilient_client_attempts_total{code=CANCELLED,method=Get}":                 1,
@@ -245,4 +229,26 @@ func TestAttack22eStreamsBesideTheUnaryProbesOfASharedBreaker(t *testing.T) {
 		"resilient_client_breaker_transitions_total{breaker=shared,state=half-open}": 2,
 		"resilient_client_breaker_transitions_total{breaker=shared,state=closed}":    1,
 	}, "the breaker closed")
+}
+
+// atk22eWantCycle fails the test unless events are exactly the breaker's
+// closed → open → half-open → open → half-open → closed, each a
+// transition without an error, and each as also wants it.
+func atk22eWantCycle(t *testing.T, events []runtime.Event, also func(runtime.Event) bool) {
+	t.Helper()
+	want := [][2]runtime.State{
+		{runtime.StateClosed, runtime.StateOpen},
+		{runtime.StateOpen, runtime.StateHalfOpen},
+		{runtime.StateHalfOpen, runtime.StateOpen},
+		{runtime.StateOpen, runtime.StateHalfOpen},
+		{runtime.StateHalfOpen, runtime.StateClosed},
+	}
+	if len(events) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(events), len(want), events)
+	}
+	for i, e := range events {
+		if e.Kind != runtime.EventBreakerTransition || e.From != want[i][0] || e.To != want[i][1] || e.Err != nil || !also(e) {
+			t.Errorf("event %d: %+v, want %v → %v without an error", i, e, want[i][0], want[i][1])
+		}
+	}
 }
