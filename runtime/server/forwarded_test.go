@@ -99,28 +99,7 @@ func TestForwardedTrailerOfAStreamLosesTheMark(t *testing.T) {
 		{"ServerStream.SetTrailer", func(ss grpc.ServerStream, md metadata.MD) { ss.SetTrailer(md) }},
 		{"grpc.SetTrailer", func(ss grpc.ServerStream, md metadata.MD) { _ = grpc.SetTrailer(ss.Context(), md) }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			toC, _ := shedAllLow(t)
-			b := &forwardingWatcher{toC: toC, set: tc.set}
-			bPolicy := inventoryPolicy()
-			bPolicy.Shedding = nil
-			g, err := NewGuard([]*policy.Server{bPolicy}, WithStore(NewMemoryStore(10)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			toB := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, b, g.ServerOptions()...)))
-			stream, err := toB.WatchStock(ctxTimeout(t, 5*time.Second), &inventoryv1.WatchStockRequest{Sku: "a"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, got := stream.Recv()
-			if shed, _ := shedMarks(got); status.Code(got) != codes.Unavailable || shed {
-				t.Errorf("B's stream ended %v (shed mark %v); want B's UNAVAILABLE without C's mark", got, shed)
-			}
-			if b.forwarded.Load() == 0 {
-				t.Error("B forwarded no grpc-status-details-bin: C's refusal was not marked, the test proves nothing")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantForwardedTrailerUnmarked(t, tc.set) })
 	}
 }
 
@@ -274,5 +253,33 @@ func TestSendCompressorNeedsGRPCsOwnStream(t *testing.T) {
 	}
 	if errs := outside.Load().([]error); errs[0] != nil || errs[1] != nil {
 		t.Errorf("outside the policies: SetSendCompressor %v, ClientSupportedCompressors %v; want both to work", errs[0], errs[1])
+	}
+}
+
+// wantForwardedTrailerUnmarked: B, guarded without shedding, forwards to
+// its caller the trailer of a WatchStock stream C shed, with set; B's
+// caller must get B's UNAVAILABLE without C's shed mark, and B must have
+// forwarded grpc-status-details-bin (else the check proves nothing).
+func wantForwardedTrailerUnmarked(t *testing.T, set func(grpc.ServerStream, metadata.MD)) {
+	t.Helper()
+	toC, _ := shedAllLow(t)
+	b := &forwardingWatcher{toC: toC, set: set}
+	bPolicy := inventoryPolicy()
+	bPolicy.Shedding = nil
+	g, err := NewGuard([]*policy.Server{bPolicy}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toB := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, b, g.ServerOptions()...)))
+	stream, err := toB.WatchStock(ctxTimeout(t, 5*time.Second), &inventoryv1.WatchStockRequest{Sku: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := stream.Recv()
+	if shed, _ := shedMarks(got); status.Code(got) != codes.Unavailable || shed {
+		t.Errorf("B's stream ended %v (shed mark %v); want B's UNAVAILABLE without C's mark", got, shed)
+	}
+	if b.forwarded.Load() == 0 {
+		t.Error("B forwarded no grpc-status-details-bin: C's refusal was not marked, the test proves nothing")
 	}
 }
