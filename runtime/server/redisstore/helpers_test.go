@@ -16,9 +16,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/go-resilient/resilient/internal/redistest"
+	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	"github.com/go-resilient/resilient/runtime/server"
@@ -254,4 +256,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("still not true after 2s: %s", what)
+}
+
+// slowStoreRig is a ReserveStock server behind a Guard (lease, refusing on
+// store errors) on a real Redis reached through a proxy that can hold its
+// replies; the handler takes run, or ends at its context's end with the
+// cause's status. Four connections are opened and the scripts loaded
+// before the test slows Redis down.
+func slowStoreRig(t *testing.T, prefix, answer string, run, lease time.Duration) (*reserver, *tcpproxy.Proxy, *server.Guard, inventoryv1.InventoryServiceClient) {
+	t.Helper()
+	p := tcpproxy.Start(t, startRedis(t).addr)
+	srv := &reserver{answer: answer, hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
+		select {
+		case <-time.After(run):
+			return nil
+		case <-ctx.Done():
+			return status.FromContextError(context.Cause(ctx)).Err()
+		}
+	}}
+	s := New(warmClient(t, p.Addr(), 4), prefix)
+	g, c := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(s))
+	loadScripts(t, s)
+	return srv, p, g, c
 }

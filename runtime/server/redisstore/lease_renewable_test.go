@@ -1,17 +1,11 @@
 package redisstore
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/go-resilient/resilient/internal/tcpproxy"
-	"github.com/go-resilient/resilient/runtime/policy"
-	"github.com/go-resilient/resilient/runtime/server"
-	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // TestLeaseClaimOnlyAsFastAsARenewalCan: a handler that outlives its
@@ -33,20 +27,7 @@ import (
 // new one's handshake costs round trips of its own.
 func TestLeaseClaimOnlyAsFastAsARenewalCan(t *testing.T) {
 	const lease = 600 * time.Millisecond
-	r := startRedis(t)
-	p := tcpproxy.Start(t, r.addr)
-	srv := &reserver{answer: "long", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
-		select {
-		case <-time.After(900 * time.Millisecond):
-			return nil
-		case <-ctx.Done():
-			return status.FromContextError(context.Cause(ctx)).Err()
-		}
-	}}
-	rc := warmClient(t, p.Addr(), 4)
-	s := New(rc, "renewable:")
-	g, c := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(s))
-	loadScripts(t, s)
+	srv, p, g, c := slowStoreRig(t, "renewable:", "long", 900*time.Millisecond, lease)
 
 	p.DelayReplies(400 * time.Millisecond)
 	_, err := reserve(t, c, "slow-1", 5*time.Second)

@@ -1,18 +1,12 @@
 package redisstore
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/go-resilient/resilient/internal/tcpproxy"
-	"github.com/go-resilient/resilient/runtime/policy"
-	"github.com/go-resilient/resilient/runtime/server"
-	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
 // TestAttack21cSlowClaimThenItsRetry: a claim slower than half the lease
@@ -25,20 +19,7 @@ import (
 // handler is never cancelled (no lease lost).
 func TestAttack21cSlowClaimThenItsRetry(t *testing.T) {
 	const lease = 600 * time.Millisecond
-	r := startRedis(t)
-	p := tcpproxy.Start(t, r.addr)
-	srv := &reserver{answer: "r", hook: func(ctx context.Context, _ *inventoryv1.ReserveStockRequest) error {
-		select {
-		case <-time.After(150 * time.Millisecond):
-			return nil
-		case <-ctx.Done():
-			return status.FromContextError(context.Cause(ctx)).Err()
-		}
-	}}
-	rc := warmClient(t, p.Addr(), 4)
-	s := New(rc, "attack21c:")
-	g, c := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(s))
-	loadScripts(t, s)
+	srv, p, g, c := slowStoreRig(t, "attack21c:", "r", 150*time.Millisecond, lease)
 
 	p.DelayReplies(400 * time.Millisecond)
 	if _, err := reserve(t, c, "k-1", 5*time.Second); status.Code(err) != codes.Unavailable {
