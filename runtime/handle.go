@@ -120,12 +120,11 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 		if err := refuse(m, ctx, req == nil, opts); err != nil {
 			return nil, err
 		}
-		if hasOnFinish(opts) {
+		if rest, fins := onFinishOf(opts); fins != nil {
 			// The caller's grpc.OnFinish runs once, with what the caller
 			// gets (a refusal, a fallback's or a cache's answer
 			// included), not once per attempt or hedged copy, nor on the
 			// goroutine of a cache's shared call.
-			rest, fins := onFinishOf(opts)
 			resp, err := h.Call(ctx, req, rest...)
 			finished(fins, err)
 			return resp, err
