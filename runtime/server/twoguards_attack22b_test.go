@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
@@ -63,5 +66,45 @@ func TestAttack22bTwoGuardsOneStoreDeduplicateOnce(t *testing.T) {
 				t.Errorf("%d entries in the store, want the one of the key", store.Len())
 			}
 		})
+	}
+}
+
+// tokenlessStore is a Store of a program's own written before
+// Claim.Token: it never tells a pending key's owner.
+type tokenlessStore struct{ *MemoryStore }
+
+func (s tokenlessStore) Claim(ctx context.Context, key, token string, fp Fingerprint, lease time.Duration) (Claim, error) {
+	c, err := s.MemoryStore.Claim(ctx, key, token, fp, lease)
+	c.Token = ""
+	return c, err
+}
+
+// TestTwoGuardsOnAStoreThatTellsNoToken: the README's promise for a Store
+// that leaves Claim.Token empty: correct, never a second run, but two
+// Guards on it wait for the request's own claim until its deadline, as
+// before owner tokens (DEADLINE_EXCEEDED, the handler never run).
+func TestTwoGuardsOnAStoreThatTellsNoToken(t *testing.T) {
+	store := tokenlessStore{NewMemoryStore(10)}
+	var gs []*Guard
+	for range 2 {
+		g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	srv := &inventoryServer{}
+	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(gs[0].TapHandle),
+		grpc.ChainUnaryInterceptor(gs[0].UnaryInterceptor, gs[1].UnaryInterceptor))))
+	_, err := client.ReserveStock(withKey(ctxTimeout(t, 400*time.Millisecond), "k-tokenless"),
+		&inventoryv1.ReserveStockRequest{OrderId: "k-tokenless", Sku: "a", Units: 1})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("%v, want DEADLINE_EXCEEDED: the inner Guard waits for the outer's claim it cannot tell its own", err)
+	}
+	if n := srv.reserveCalls.Load(); n != 0 {
+		t.Errorf("the handler ran %d times, want 0", n)
+	}
+	if w := stats(t, gs[1]).Waited; w == 0 {
+		t.Error("the inner Guard never waited: it passed the request on without the owner's token")
 	}
 }
