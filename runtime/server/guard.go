@@ -260,7 +260,7 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 // enter checks the deadline, takes a place in flight (where the service
 // sheds) and grants the priority, the grant carrying the place.
 func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, error) {
-	if err := checkDeadline(ctx, m.name, m.minDeadline, true); err != nil {
+	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), true); err != nil {
 		m.svc.deadlineRefused.Add(1)
 		return ctx, err
 	}
