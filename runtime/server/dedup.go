@@ -353,9 +353,11 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		o.response = b
 	default:
 		// Judged by the status gRPC sends for err: a bare ctx.Err() is
-		// the caller's CANCELLED or DEADLINE_EXCEEDED, never kept.
+		// the caller's CANCELLED or DEADLINE_EXCEEDED, never kept; nor is
+		// the cause of the Guard's own cancellation (context.Cause), which
+		// gRPC sends as UNKNOWN: it is no answer of the handler's.
 		st := sentStatus(err)
-		if !d.final.Has(st.Code()) {
+		if !d.final.Has(st.Code()) || errors.Is(err, ErrLeaseLost) {
 			keepable = false
 			break
 		}
