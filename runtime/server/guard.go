@@ -113,7 +113,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // to (its authenticated identity from peer.FromContext or a verified
 // token, its tenant from metadata the service trusts), and requests from
 // two scopes never share an entry even when they send the same key. An
-// error refuses the request: a status error keeps its code, any other
+// error refuses the request: a status error keeps its code, a context's
+// error (wrapped or not) is CANCELLED or DEADLINE_EXCEEDED, any other
 // error becomes UNAUTHENTICATED.
 //
 // Without it, every caller of a method shares one scope: two callers that
@@ -503,5 +504,13 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
 		return "", err
 	}
-	return "", status.Errorf(codes.Unauthenticated, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
+	code := codes.Unauthenticated
+	if c := status.FromContextError(err).Code(); c == codes.Canceled || c == codes.DeadlineExceeded {
+		// The request ended (or the scope's own call timed out) while
+		// the caller was being told apart: not a caller the service
+		// refuses, and UNAUTHENTICATED would be an answer its client
+		// never retries.
+		code = c
+	}
+	return "", status.Errorf(code, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
 }
