@@ -353,14 +353,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		o.response = b
 	default:
 		// Judged by the status gRPC sends for err: a bare ctx.Err() is
-		// the caller's CANCELLED or DEADLINE_EXCEEDED, never kept; nor is
-		// the cause of the Guard's own cancellation (context.Cause), which
-		// gRPC sends as UNKNOWN, nor a refusal of this request by another
-		// Guard of this server inside this one (its shed, with a code a
-		// FinalCodes may hold, RESOURCE_EXHAUSTED): none is an answer of
-		// the handler's.
+		// the caller's CANCELLED or DEADLINE_EXCEEDED, never kept (so is
+		// ErrLeaseLost, the Guard's own cancellation's cause); nor is a
+		// refusal of this request by another Guard of this server inside
+		// this one (its shed, with a code a FinalCodes may hold,
+		// RESOURCE_EXHAUSTED): neither is an answer of the handler's.
 		st := sentStatus(err)
-		if !d.final.Has(st.Code()) || errors.Is(err, ErrLeaseLost) || refusedHere(err, m.name) {
+		if !d.final.Has(st.Code()) || refusedHere(err, m.name) {
 			keepable = false
 			break
 		}
