@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/go-resilient/resilient/runtime/internal/priority"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -193,6 +195,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 				if g.store == nil {
 					errs = append(errs, fmt.Errorf("resilient/server: %s deduplicates by idempotency key: give NewGuard a store with WithStore (NewMemoryStore for a single replica, redisstore.New for several)", mp.Name))
 				}
+				if err := checkNewResponse(mp); err != nil {
+					errs = append(errs, err)
+				}
 				m.dedup = newDedupConfig(mp)
 			}
 			if _, dup := g.methods[mp.Name]; dup {
@@ -205,6 +210,43 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// checkNewResponse refuses a deduplicated method's NewResponse that
+// returns no message, or a message of another type than the method's
+// response where the method is registered (protoregistry): a replay
+// decodes the kept response into it, and would panic on the first repeat,
+// long after the server started, or send the repeat another message's
+// decoding of the bytes (an int64 read as an int32, truncated).
+func checkNewResponse(mp *policy.ServerMethod) error {
+	msg := mp.NewResponse()
+	if msg == nil || !msg.ProtoReflect().IsValid() {
+		got := "nil"
+		if msg != nil {
+			got = fmt.Sprintf("(%T)(nil)", msg)
+		}
+		return fmt.Errorf("resilient/server: %s: NewResponse returns %s: it must return a new, empty response message, func() proto.Message { return new(<the response type>) }", mp.Name, got)
+	}
+	svc, name, ok := strings.Cut(strings.TrimPrefix(mp.Name, "/"), "/")
+	if !ok {
+		return nil
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil // not linked in: nothing to compare with
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil
+	}
+	if got, want := msg.ProtoReflect().Descriptor().FullName(), md.Output().FullName(); got != want {
+		return fmt.Errorf("resilient/server: %s: NewResponse returns a %s, but the method answers %s: a replay would decode the kept response as another message; return new(<%s's Go type>)", mp.Name, got, want, want)
+	}
+	return nil
 }
 
 // heldServices names the services of policies, for the error of an edit
