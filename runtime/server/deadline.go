@@ -104,14 +104,28 @@ func withDefaultTimeout(ctx context.Context, m *method) (context.Context, contex
 // equal to MinDeadline, every such request would be), only once it has
 // passed.
 func minDeadlineFor(ctx context.Context, m *method) time.Duration {
-	if _, ok := ownTimeoutOf(ctx, m); ok {
+	if m.minDeadline == 0 || givenByAGuard(ctx, m) {
 		return 0
 	}
 	return m.minDeadline
 }
 
+// givenByAGuard reports whether ctx's deadline is the DefaultTimeout a
+// Guard gave the request of m's method because it came without one: m's
+// own Guard's, or that of another Guard on the same server with a policy
+// for the method (two Guards, a library's beside the service's own),
+// whose door the request passed first. Either way the caller left no
+// deadline: MinDeadline does not apply to it (with a DefaultTimeout equal
+// to MinDeadline, the inner Guard refused every request that sent none),
+// and m's own DefaultTimeout, when shorter, still bounds the request.
+func givenByAGuard(ctx context.Context, m *method) bool {
+	ot, ok := ctx.Value(ownTimeoutKey{}).(ownTimeout)
+	return ok && ot.m.name == m.name
+}
+
 // withTapTimeout bounds ctx by m's DefaultTimeout when the caller sent no
-// deadline, the cancel carried in the context. Given in the TapHandle, the
+// deadline (another Guard's longer DefaultTimeout for the request is not
+// the caller's, and is shortened), the cancel carried in the context. Given in the TapHandle, the
 // context it returns becomes that of gRPC's transport stream, so the
 // timeout also ends a Send blocked on flow control (a caller that reads
 // nothing) and a Recv waiting for the caller, which wait on that context,
@@ -122,7 +136,8 @@ func withTapTimeout(ctx context.Context, m *method) context.Context {
 	if m.defaultTimeout <= 0 {
 		return ctx
 	}
-	if _, ok := ctx.Deadline(); ok {
+	if dl, ok := ctx.Deadline(); ok && (time.Until(dl) <= m.defaultTimeout || !givenByAGuard(ctx, m)) {
+		// The caller's deadline, or a Guard's own that is already shorter.
 		return ctx
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.defaultTimeout)

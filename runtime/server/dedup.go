@@ -351,16 +351,25 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 			break
 		}
 		o.response = b
-	case d.final.Has(status.Code(err)):
-		o.status = status.Convert(err).Proto() // a copy
+	default:
+		// Judged by the status gRPC sends for err: a bare ctx.Err() is
+		// the caller's CANCELLED or DEADLINE_EXCEEDED, never kept (so is
+		// ErrLeaseLost, the Guard's own cancellation's cause); nor is a
+		// refusal of this request by another Guard of this server inside
+		// this one (its shed, with a code a FinalCodes may hold,
+		// RESOURCE_EXHAUSTED): neither is an answer of the handler's.
+		st := sentStatus(err)
+		if !d.final.Has(st.Code()) || refusedHere(err, m.name) {
+			keepable = false
+			break
+		}
+		o.status = st.Proto() // a copy
 		if !utf8.ValidString(o.status.Message) {
 			// gRPC sends such a message as it is, but a proto3 string
 			// does not serialize: kept with U+FFFD in place of the
 			// invalid bytes rather than not kept, and every repeat run.
 			o.status.Message = strings.ToValidUTF8(o.status.Message, "\uFFFD")
 		}
-	default:
-		keepable = false
 	}
 	var b []byte
 	if keepable {

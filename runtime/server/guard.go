@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/go-resilient/resilient/runtime/internal/priority"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -113,7 +115,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // to (its authenticated identity from peer.FromContext or a verified
 // token, its tenant from metadata the service trusts), and requests from
 // two scopes never share an entry even when they send the same key. An
-// error refuses the request: a status error keeps its code, any other
+// error refuses the request: a status error keeps its code, a context's
+// error (wrapped or not) is CANCELLED or DEADLINE_EXCEEDED, any other
 // error becomes UNAUTHENTICATED.
 //
 // Without it, every caller of a method shares one scope: two callers that
@@ -192,6 +195,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 				if g.store == nil {
 					errs = append(errs, fmt.Errorf("resilient/server: %s deduplicates by idempotency key: give NewGuard a store with WithStore (NewMemoryStore for a single replica, redisstore.New for several)", mp.Name))
 				}
+				if err := checkNewResponse(mp); err != nil {
+					errs = append(errs, err)
+				}
 				m.dedup = newDedupConfig(mp)
 			}
 			if _, dup := g.methods[mp.Name]; dup {
@@ -204,6 +210,43 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// checkNewResponse refuses a deduplicated method's NewResponse that
+// returns no message, or a message of another type than the method's
+// response where the method is registered (protoregistry): a replay
+// decodes the kept response into it, and would panic on the first repeat,
+// long after the server started, or send the repeat another message's
+// decoding of the bytes (an int64 read as an int32, truncated).
+func checkNewResponse(mp *policy.ServerMethod) error {
+	msg := mp.NewResponse()
+	if msg == nil || !msg.ProtoReflect().IsValid() {
+		got := "nil"
+		if msg != nil {
+			got = fmt.Sprintf("(%T)(nil)", msg)
+		}
+		return fmt.Errorf("resilient/server: %s: NewResponse returns %s: it must return a new, empty response message, func() proto.Message { return new(<the response type>) }", mp.Name, got)
+	}
+	svc, name, ok := strings.Cut(strings.TrimPrefix(mp.Name, "/"), "/")
+	if !ok {
+		return nil
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil // not linked in: nothing to compare with
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil
+	}
+	if got, want := msg.ProtoReflect().Descriptor().FullName(), md.Output().FullName(); got != want {
+		return fmt.Errorf("resilient/server: %s: NewResponse returns a %s, but the method answers %s: a replay would decode the kept response as another message; return new(<%s's Go type>)", mp.Name, got, want, want)
+	}
+	return nil
 }
 
 // heldServices names the services of policies, for the error of an edit
@@ -260,7 +303,7 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 // enter checks the deadline, takes a place in flight (where the service
 // sheds) and grants the priority, the grant carrying the place.
 func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, error) {
-	if err := checkDeadline(ctx, m.name, m.minDeadline, true); err != nil {
+	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), true); err != nil {
 		m.svc.deadlineRefused.Add(1)
 		return ctx, err
 	}
@@ -503,5 +546,13 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
 		return "", err
 	}
-	return "", status.Errorf(codes.Unauthenticated, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
+	code := codes.Unauthenticated
+	if c := status.FromContextError(err).Code(); c == codes.Canceled || c == codes.DeadlineExceeded {
+		// The request ended (or the scope's own call timed out) while
+		// the caller was being told apart: not a caller the service
+		// refuses, and UNAUTHENTICATED would be an answer its client
+		// never retries.
+		code = c
+	}
+	return "", status.Errorf(code, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
 }

@@ -15,7 +15,20 @@ import (
 // honours its context stops before committing; its caller gets UNAVAILABLE
 // and, repeating with the same key, the outcome of the request that owns
 // the key.
-var ErrLeaseLost = errors.New("resilient/server: this request lost its idempotency key's lease")
+//
+// It is a cancellation: errors.Is(ErrLeaseLost, context.Canceled) holds,
+// so that a handler returning it as context.Cause gives it (bare, wrapped,
+// or through status.FromContextError) ends with CANCELLED, as gRPC answers
+// a context's error, never with an UNKNOWN that a FinalCodes holding
+// UNKNOWN would keep as the request's answer.
+var ErrLeaseLost error = errLeaseLost{}
+
+type errLeaseLost struct{}
+
+func (errLeaseLost) Error() string {
+	return "resilient/server: this request lost its idempotency key's lease"
+}
+func (errLeaseLost) Is(target error) bool { return target == context.Canceled }
 
 // The lease arithmetic, for a policy.Dedup.Lease d:
 //   - the owner renews every d/4 (and retries a failed renewal every d/16),

@@ -103,6 +103,14 @@ func refusalIn(err error) *refusal {
 	return nil
 }
 
+// refusedHere reports whether err is (or wraps) a Guard's refusal of a
+// request of method: this request, refused by a Guard of this server
+// whose interceptor runs inside the caller's, never an outcome to keep.
+func refusedHere(err error, method string) bool {
+	r := refusalIn(err)
+	return r != nil && r.method == method
+}
+
 // isRefusalMark reports whether d, a decoded status detail, is one of the
 // Guard's refusal marks (runtime.ShedReason, runtime.DeadlineReason).
 func isRefusalMark(d any) bool {

@@ -37,12 +37,13 @@ const (
 // below, so a caller retrying the request would only multiply the calls to
 // that dependency. The Guard sends the mark as the trailer
 // grpc-retry-pushback-ms: -1 and as an ErrorInfo detail. err keeps its code
-// and message; nil stays nil.
+// and message, the code gRPC would have sent for it (a bare context error
+// stays DEADLINE_EXCEEDED or CANCELLED, not UNKNOWN); nil stays nil.
 func DoNotRetry(err error) error {
 	if err == nil || IsDoNotRetry(err) {
 		return err
 	}
-	st := status.Convert(err)
+	st := sentStatus(err)
 	if st.Code() == codes.OK {
 		return err
 	}
@@ -99,7 +100,20 @@ func shouldMark(err error, rec *downstream) bool {
 	if errors.Is(err, runtime.ErrCircuitOpen) || errors.Is(err, runtime.ErrBudgetExhausted) || errors.Is(err, runtime.ErrRetriesExhausted) {
 		return true
 	}
-	return transient.Has(status.Code(err)) && rec.failed()
+	return transient.Has(sentStatus(err).Code()) && rec.failed()
+}
+
+// sentStatus is the status gRPC's server answers for a handler's error
+// err: the status err carries, or, for an error without one, that of a
+// context's error it wraps (DEADLINE_EXCEEDED, CANCELLED) and UNKNOWN for
+// any other. status.Convert would take a handler's bare ctx.Err() for
+// UNKNOWN, which a FinalCodes holding UNKNOWN kept and replayed to every
+// retry of the key, though the caller got CANCELLED or DEADLINE_EXCEEDED.
+func sentStatus(err error) *status.Status {
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	return status.FromContextError(err)
 }
 
 // markDoNotRetry sends the trailer and returns err with the detail.
