@@ -238,7 +238,7 @@ func TestAttack20TimeoutEqualToOverallTimeoutIsRefused(t *testing.T) {
 			runtime.WithPolicy(withoutCacheAndRateLimit), runtime.WithPolicy(edit)}, opts...)}
 		return inventoryv1.NewInventoryServiceResilientClient(cc, o)
 	}
-	const want = "Methods[0] (/example.inventory.v1.InventoryService/GetStock).AdaptiveLimit: GetStock's timeout 100ms is as long as its overall_timeout 100ms: " +
+	const want = "Methods[0] (/example.inventory.v1.InventoryService/GetStock).AdaptiveLimit: GetStock's Timeout 100ms is as long as its OverallTimeout 100ms: " +
 		"no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, " +
 		"so a dependency that hangs never makes it fall; shorten Timeout below OverallTimeout or lengthen OverallTimeout, or remove the adaptive limit"
 	for _, tc := range []struct {

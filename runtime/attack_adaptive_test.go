@@ -39,10 +39,10 @@ func TestAttackAdaptiveBadOptionsRefusedNamingTheField(t *testing.T) {
 		{"NaN smoothing", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: nan} }, "AdaptiveLimit.Smoothing: must be in (0, 1], got NaN"},
 		{"smoothing above 1", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{Smoothing: 1.5} }, "AdaptiveLimit.Smoothing: must be in (0, 1], got 1.5"},
 		{"negative min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: -1} }, "AdaptiveLimit.MinLimit: must be at least 1, got -1"},
-		{"min above max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5} }, "AdaptiveLimit.MinLimit: MinLimit 10 is above max_limit 5"},
+		{"min above max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 10, MaxLimit: 5} }, "AdaptiveLimit.MinLimit: MinLimit 10 is above MaxLimit 5"},
 		{"negative max", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: -3} }, "AdaptiveLimit.MaxLimit: must be at least 1, got -3"},
 		{"max beyond 2^20", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MaxLimit: 1<<20 + 1} }, "AdaptiveLimit.MaxLimit: must be at most 1048576, got 1048577"},
-		{"initial below min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5, InitialLimit: 2} }, "AdaptiveLimit.InitialLimit: InitialLimit 2 is not between min_limit 5 and max_limit 100"},
+		{"initial below min", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 5, InitialLimit: 2} }, "AdaptiveLimit.InitialLimit: InitialLimit 2 is not between MinLimit 5 and MaxLimit 100"},
 		{"negative baseline", func(p *policy.Service) { p.AdaptiveLimit = &policy.AdaptiveLimit{BaselineWindow: -time.Second} }, "AdaptiveLimit.BaselineWindow: must be at least 10ns, got -1s"},
 		{"negative max under a bulkhead", func(p *policy.Service) {
 			p.Bulkhead = &policy.Bulkhead{Permits: 4}
@@ -50,7 +50,7 @@ func TestAttackAdaptiveBadOptionsRefusedNamingTheField(t *testing.T) {
 		}, "AdaptiveLimit.MaxLimit: must be at least 1, got -1"},
 		{"method min above max", func(p *policy.Service) {
 			p.Methods[0].AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 9, MaxLimit: 3}
-		}, "(/t.Dep/Get).AdaptiveLimit.MinLimit: MinLimit 9 is above max_limit 3"},
+		}, "(/t.Dep/Get).AdaptiveLimit.MinLimit: MinLimit 9 is above MaxLimit 3"},
 		{"NaN k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: nan} }, "ClientThrottle.K: must be a finite number of at least 1, got NaN"},
 		{"k below 1", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: 0.5} }, "ClientThrottle.K: must be a finite number of at least 1, got 0.5"},
 		{"negative k", func(p *policy.Service) { p.ClientThrottle = &policy.Throttle{K: -2} }, "ClientThrottle.K: must be a finite number of at least 1, got -2"},

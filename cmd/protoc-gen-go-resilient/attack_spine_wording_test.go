@@ -63,8 +63,10 @@ type spineCase struct {
 	yaml string
 	// edit makes the same mistake in Go.
 	edit func(p *policy.Service)
-	// core is said by every boundary's refusal.
-	core []string
+	// core is said by every boundary's refusal; goCore, when set, is
+	// core as the Go boundaries (Validate, NewClient) say it, where it
+	// names another value: in Go's names ("than Timeout 1s").
+	core, goCore []string
 	// differs, when set, says why the wording (or, for what is
 	// accepted, the verdict) differs between the boundaries by design:
 	// the values are not the same thing there (a Go zero means none,
@@ -153,9 +155,10 @@ var spineCases = []spineCase{{
 	core: []string{"hedges or retries"},
 }, {
 	name: "hedging delay not below timeout", method: `hedging: {delay: {seconds: 2}}`,
-	yaml: `methods: {M: {hedging: {delay: 2s}}}`,
-	edit: func(p *policy.Service) { p.Methods[0].Hedging = &policy.Hedging{Delay: 2 * time.Second, MaxCopies: 2} },
-	core: []string{"is not shorter than timeout 1s"},
+	yaml:   `methods: {M: {hedging: {delay: 2s}}}`,
+	edit:   func(p *policy.Service) { p.Methods[0].Hedging = &policy.Hedging{Delay: 2 * time.Second, MaxCopies: 2} },
+	core:   []string{"is not shorter than timeout 1s"},
+	goCore: []string{"is not shorter than Timeout 1s"},
 }, {
 	name: "cache without timeout", method: `idempotent: true, cache: {fresh_ttl: {seconds: 1}, key_fields: ["id"]}`, bare: true,
 	// The override cannot add a cache: the annotation must have one
@@ -166,12 +169,13 @@ var spineCases = []spineCase{{
 		p.Methods[0].Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10, KeyFields: []string{"id"}}
 	},
 	core:    []string{"neither timeout nor overall_timeout"},
-	differs: `an override cannot take the timeout away (the plugin refuses an explicit 0 too): "timeout: 0s" is refused "must be positive, got 0s", where Go's 0 means no limit and the plugin and Go say "neither timeout nor overall_timeout"`,
+	differs: `an override cannot take the timeout away (the plugin refuses an explicit 0 too): "timeout: 0s" is refused "must be positive, got 0s", where Go's 0 means no limit and the plugin says "neither timeout nor overall_timeout", Go "neither Timeout nor OverallTimeout"`,
 }, {
 	name: "timeout longer than overall", method: `overall_timeout: {nanos: 500000000}`,
-	yaml: `methods: {M: {overall_timeout: 500ms}}`,
-	edit: func(p *policy.Service) { p.Methods[0].OverallTimeout = 500 * time.Millisecond },
-	core: []string{"is longer than overall_timeout 500ms"},
+	yaml:   `methods: {M: {overall_timeout: 500ms}}`,
+	edit:   func(p *policy.Service) { p.Methods[0].OverallTimeout = 500 * time.Millisecond },
+	core:   []string{"is longer than overall_timeout 500ms"},
+	goCore: []string{"is longer than OverallTimeout 500ms"},
 }, {
 	name: "adaptive max above the bulkhead", svc: `, adaptive_limit: {max_limit: 5}`,
 	yaml: `adaptive_limit: {max_limit: 5}`,
@@ -272,8 +276,11 @@ func TestAttackSpineOneMistakeRefusedAtEveryBoundary(t *testing.T) {
 				return
 			}
 			for _, b := range []string{"plugin", "override", "Validate", "NewClient"} {
-				msg := got[b]
-				for _, c := range tc.core {
+				msg, core := got[b], tc.core
+				if tc.goCore != nil && (b == "Validate" || b == "NewClient") {
+					core = tc.goCore
+				}
+				for _, c := range core {
 					if !strings.Contains(msg, c) {
 						t.Errorf("%s's refusal does not say %q:\n%s", b, c, msg)
 					}

@@ -59,30 +59,30 @@ func MaxRefusal(x float64) string {
 // MinAboveMax refuses an adaptive limit's min_limit above its max_limit
 // (from: max_limit's origin), blaming min_limit. Both are the values in
 // force, defaults and the bulkhead's ceiling applied.
-func MinAboveMax(minLimit, maxLimit int64, from string) string {
+func MinAboveMax(minLimit, maxLimit int64, from string) Words {
 	if minLimit <= maxLimit {
 		return ""
 	}
-	return fmt.Sprintf("%d is above max_limit %d%s: lower min_limit or raise max_limit", minLimit, maxLimit, from)
+	return words("%d is above {MaxLimit} %d%s: lower {MinLimit} or raise {MaxLimit}", minLimit, maxLimit, from)
 }
 
 // MaxBelowMin is MinAboveMax blaming max_limit (from: min_limit's
 // origin).
-func MaxBelowMin(minLimit, maxLimit int64, from string) string {
+func MaxBelowMin(minLimit, maxLimit int64, from string) Words {
 	if minLimit <= maxLimit {
 		return ""
 	}
-	return fmt.Sprintf("%d is below min_limit %d%s: raise max_limit or lower min_limit", maxLimit, minLimit, from)
+	return words("%d is below {MinLimit} %d%s: raise {MaxLimit} or lower {MinLimit}", maxLimit, minLimit, from)
 }
 
 // AdaptiveTimeout refuses an adaptive limit in force on a unary method
 // that has no per-attempt timeout (0 for none): the limit halves on a
 // timed-out attempt, and could never fall while the dependency hangs.
-func AdaptiveTimeout(method string, timeout time.Duration) string {
+func AdaptiveTimeout(method string, timeout time.Duration) Words {
 	if timeout > 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall", method)
+	return words("%s has no {Timeout}: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall", method)
 }
 
 // AdaptiveOverall refuses an adaptive limit in force on a unary method
@@ -93,19 +93,19 @@ func AdaptiveTimeout(method string, timeout time.Duration) string {
 // may have had a few milliseconds, which says little of the dependency),
 // so a dependency that hangs never makes it fall, as without a timeout.
 // AdaptiveTimeout is asked about a method without one.
-func AdaptiveOverall(method string, timeout, overall time.Duration) string {
+func AdaptiveOverall(method string, timeout, overall time.Duration) Words {
 	if timeout <= 0 || timeout != overall {
 		return ""
 	}
-	return fmt.Sprintf("%s's timeout %v is as long as its overall_timeout %v: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall", method, timeout, overall)
+	return words("%s's {Timeout} %v is as long as its {OverallTimeout} %v: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall", method, timeout, overall)
 }
 
 // InitialOutside refuses an adaptive limit's initial_limit outside
 // [min_limit, max_limit], the values in force, blaming initial_limit. The
 // caller adds how else to mend it (", or remove it").
-func InitialOutside(initial, minLimit, maxLimit int64) string {
+func InitialOutside(initial, minLimit, maxLimit int64) Words {
 	if initial >= minLimit && initial <= maxLimit {
 		return ""
 	}
-	return fmt.Sprintf("%d is not between min_limit %d and max_limit %d: set it within them", initial, minLimit, maxLimit)
+	return words("%d is not between {MinLimit} %d and {MaxLimit} %d: set it within them", initial, minLimit, maxLimit)
 }

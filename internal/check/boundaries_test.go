@@ -82,10 +82,14 @@ var (
 // boundary is one mistake, refused by both boundaries with the same core.
 type boundary struct {
 	name string
-	// core is the message's core, as check words it; leaf is check's
-	// answer for the mistake, fine its answer for a value next to it that
-	// is right ("").
+	// core is the message's core, as check words it to an options
+	// author; leaf is check's answer for the mistake, fine its answer for
+	// a value next to it that is right (""). goCore and goLeaf are the
+	// same to a Go author, for a check whose core names another value
+	// (check.Words: "than {FreshTTL} 10s"); "" for one that names none,
+	// which both read alike.
 	core, leaf, fine string
+	goCore, goLeaf   string
 	// opts is the mistake as annotations; method and path say where
 	// rules reports it ("" for the service).
 	opts         options
@@ -142,20 +146,25 @@ func boundaries() []boundary {
 			opts: get(&resilientv1.Policy{Idempotent: idempotent, Hedging: &resilientv1.Hedging{Delay: sec(time.Millisecond), MaxCopies: u32(1)}}), method: "Get", path: "hedging.max_copies"},
 
 		{name: "stale below fresh", core: "5s is shorter than fresh_ttl 10s: an answer is stale only after it stopped being fresh",
-			leaf: check.StaleTTL(10*time.Second, 5*time.Second), fine: check.StaleTTL(10*time.Second, 10*time.Second),
+			goCore: "5s is shorter than FreshTTL 10s: an answer is stale only after it stopped being fresh",
+			leaf:   check.StaleTTL(10*time.Second, 5*time.Second).Options(), goLeaf: check.StaleTTL(10*time.Second, 5*time.Second).Go(), fine: check.StaleTTL(10*time.Second, 10*time.Second).Options(),
 			opts: get(&resilientv1.Policy{Idempotent: idempotent, Timeout: sec(time.Second),
 				Cache: &resilientv1.Cache{FreshTtl: sec(10 * time.Second), StaleTtl: sec(5 * time.Second), KeyFields: []string{"id"}}}), method: "Get", path: "cache.stale_ttl"},
 		{name: "max backoff below initial", core: "10ms is shorter than initial_backoff 50ms: raise max_backoff or lower initial_backoff",
-			leaf: check.MaxBackoff(50*time.Millisecond, 10*time.Millisecond, ""), fine: check.MaxBackoff(50*time.Millisecond, 50*time.Millisecond, ""),
+			goCore: "10ms is shorter than InitialBackoff 50ms: raise MaxBackoff or lower InitialBackoff",
+			leaf:   check.MaxBackoff(50*time.Millisecond, 10*time.Millisecond, "").Options(), goLeaf: check.MaxBackoff(50*time.Millisecond, 10*time.Millisecond, "").Go(), fine: check.MaxBackoff(50*time.Millisecond, 50*time.Millisecond, "").Options(),
 			opts: get(&resilientv1.Policy{Idempotent: idempotent, Retry: &resilientv1.Retry{InitialBackoff: sec(50 * time.Millisecond), MaxBackoff: sec(10 * time.Millisecond)}}), method: "Get", path: "retry.max_backoff"},
 		{name: "timeout above overall", core: "2s is longer than overall_timeout 1s: one attempt cannot outlast the whole call",
-			leaf: check.Timeout(2*time.Second, time.Second, ""), fine: check.Timeout(time.Second, time.Second, ""),
+			goCore: "2s is longer than OverallTimeout 1s: one attempt cannot outlast the whole call",
+			leaf:   check.Timeout(2*time.Second, time.Second, "").Options(), goLeaf: check.Timeout(2*time.Second, time.Second, "").Go(), fine: check.Timeout(time.Second, time.Second, "").Options(),
 			opts: get(&resilientv1.Policy{Timeout: sec(2 * time.Second), OverallTimeout: sec(time.Second)}), method: "Get", path: "timeout"},
 		{name: "hedging delay not below timeout", core: "100ms is not shorter than timeout 100ms: each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen timeout",
-			leaf: check.HedgingDelay(100*time.Millisecond, 100*time.Millisecond, 0, "", ""), fine: check.HedgingDelay(99*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, "", ""),
+			goCore: "100ms is not shorter than Timeout 100ms: each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen Timeout",
+			leaf:   check.HedgingDelay(100*time.Millisecond, 100*time.Millisecond, 0, "", "").Options(), goLeaf: check.HedgingDelay(100*time.Millisecond, 100*time.Millisecond, 0, "", "").Go(), fine: check.HedgingDelay(99*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, "", "").Options(),
 			opts: get(&resilientv1.Policy{Idempotent: idempotent, Timeout: sec(100 * time.Millisecond), Hedging: &resilientv1.Hedging{Delay: sec(100 * time.Millisecond)}}), method: "Get", path: "hedging.delay"},
 		{name: "hedging delay not below overall timeout", core: "200ms is not shorter than overall_timeout 100ms: no copy could be sent before the call ends; shorten the delay (about the p95)",
-			leaf: check.HedgingDelay(200*time.Millisecond, 0, 100*time.Millisecond, "", ""), fine: check.HedgingDelay(200*time.Millisecond, 0, 0, "", ""),
+			goCore: "200ms is not shorter than OverallTimeout 100ms: no copy could be sent before the call ends; shorten the delay (about the p95)",
+			leaf:   check.HedgingDelay(200*time.Millisecond, 0, 100*time.Millisecond, "", "").Options(), goLeaf: check.HedgingDelay(200*time.Millisecond, 0, 100*time.Millisecond, "", "").Go(), fine: check.HedgingDelay(200*time.Millisecond, 0, 0, "", "").Options(),
 			opts: get(&resilientv1.Policy{Idempotent: idempotent, OverallTimeout: sec(100 * time.Millisecond), Hedging: &resilientv1.Hedging{Delay: sec(200 * time.Millisecond)}}), method: "Get", path: "hedging.delay"},
 		{name: "adaptive min above the permits", core: "5 is above the bulkhead's 4 permits, the limit's ceiling: lower it to at most 4",
 			leaf: check.AboveCeiling(5, 4, ""), fine: check.AboveCeiling(4, 4, ""),
@@ -185,33 +194,42 @@ func boundaries() []boundary {
 			leaf: check.AdaptiveWindow(9), fine: check.AdaptiveWindow(10),
 			opts: adaptive(&resilientv1.AdaptiveLimit{BaselineWindow: sec(9)}), path: "adaptive_limit.baseline_window"},
 		{name: "adaptive min above max", core: "10 is above max_limit 5: lower min_limit or raise max_limit",
-			leaf: check.MinAboveMax(10, 5, ""), fine: check.MinAboveMax(5, 5, ""),
+			goCore: "10 is above MaxLimit 5: lower MinLimit or raise MaxLimit",
+			leaf:   check.MinAboveMax(10, 5, "").Options(), goLeaf: check.MinAboveMax(10, 5, "").Go(), fine: check.MinAboveMax(5, 5, "").Options(),
 			opts: adaptive(&resilientv1.AdaptiveLimit{MinLimit: u32(10), MaxLimit: u32(5)}), path: "adaptive_limit.min_limit"},
 		{name: "adaptive min above the default max", core: "150 is above max_limit 100 (the default): lower min_limit or raise max_limit",
-			leaf: check.MinAboveMax(150, 100, " (the default)"), fine: check.MinAboveMax(100, 100, " (the default)"),
+			goCore: "150 is above MaxLimit 100 (the default): lower MinLimit or raise MaxLimit",
+			leaf:   check.MinAboveMax(150, 100, " (the default)").Options(), goLeaf: check.MinAboveMax(150, 100, " (the default)").Go(), fine: check.MinAboveMax(100, 100, " (the default)").Options(),
 			opts: adaptive(&resilientv1.AdaptiveLimit{MinLimit: u32(150)}), path: "adaptive_limit.min_limit"},
 		{name: "adaptive without timeout", core: "Get has no timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall",
-			leaf: check.AdaptiveTimeout("Get", 0), fine: check.AdaptiveTimeout("Get", time.Nanosecond),
+			goCore: "Get has no Timeout: the limit halves when an attempt times out, and without a per-attempt timeout a dependency that hangs never makes it fall",
+			leaf:   check.AdaptiveTimeout("Get", 0).Options(), goLeaf: check.AdaptiveTimeout("Get", 0).Go(), fine: check.AdaptiveTimeout("Get", time.Nanosecond).Options(),
 			opts: svc(&resilientv1.Policy{AdaptiveLimit: &resilientv1.AdaptiveLimit{}}), method: "Get", path: "adaptive_limit"},
 		{name: "adaptive with timeout as long as overall_timeout", core: "Get's timeout 100ms is as long as its overall_timeout 100ms: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall",
-			leaf: check.AdaptiveOverall("Get", 100*time.Millisecond, 100*time.Millisecond), fine: check.AdaptiveOverall("Get", 100*time.Millisecond, 100*time.Millisecond+1),
+			goCore: "Get's Timeout 100ms is as long as its OverallTimeout 100ms: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall",
+			leaf:   check.AdaptiveOverall("Get", 100*time.Millisecond, 100*time.Millisecond).Options(), goLeaf: check.AdaptiveOverall("Get", 100*time.Millisecond, 100*time.Millisecond).Go(), fine: check.AdaptiveOverall("Get", 100*time.Millisecond, 100*time.Millisecond+1).Options(),
 			opts: options{svc: &resilientv1.Policy{Timeout: sec(100 * time.Millisecond), AdaptiveLimit: &resilientv1.AdaptiveLimit{}}, get: &resilientv1.Policy{OverallTimeout: sec(100 * time.Millisecond)}}, method: "Get", path: "adaptive_limit"},
 		{name: "a method's own adaptive limit with timeout as long as overall_timeout", core: "Get's timeout 1s is as long as its overall_timeout 1s: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall",
-			leaf: check.AdaptiveOverall("Get", time.Second, time.Second), fine: check.AdaptiveOverall("Get", time.Second, 0),
+			goCore: "Get's Timeout 1s is as long as its OverallTimeout 1s: no attempt gets a timeout of its own, the whole call's limit cuts each one first, and the limit does not halve on an attempt that limit cut, so a dependency that hangs never makes it fall",
+			leaf:   check.AdaptiveOverall("Get", time.Second, time.Second).Options(), goLeaf: check.AdaptiveOverall("Get", time.Second, time.Second).Go(), fine: check.AdaptiveOverall("Get", time.Second, 0).Options(),
 			opts:   get(&resilientv1.Policy{Timeout: sec(time.Second), OverallTimeout: sec(time.Second), AdaptiveLimit: &resilientv1.AdaptiveLimit{PerMethod: proto.Bool(true)}}),
 			method: "Get", path: "adaptive_limit"},
 		{name: "method's own min above the default max", core: "150 is above max_limit 100 (the default): lower min_limit or raise max_limit",
-			leaf: check.MinAboveMax(150, 100, " (the default)"), fine: check.MinAboveMax(1, 100, " (the default)"),
+			goCore: "150 is above MaxLimit 100 (the default): lower MinLimit or raise MaxLimit",
+			leaf:   check.MinAboveMax(150, 100, " (the default)").Options(), goLeaf: check.MinAboveMax(150, 100, " (the default)").Go(), fine: check.MinAboveMax(1, 100, " (the default)").Options(),
 			opts:   get(&resilientv1.Policy{Timeout: sec(time.Second), AdaptiveLimit: &resilientv1.AdaptiveLimit{PerMethod: proto.Bool(true), MinLimit: u32(150)}}),
 			method: "Get", path: "adaptive_limit.min_limit"},
 		{name: "adaptive initial above max", core: "200 is not between min_limit 1 and max_limit 100: set it within them",
-			leaf: check.InitialOutside(200, 1, 100), fine: check.InitialOutside(100, 1, 100),
+			goCore: "200 is not between MinLimit 1 and MaxLimit 100: set it within them",
+			leaf:   check.InitialOutside(200, 1, 100).Options(), goLeaf: check.InitialOutside(200, 1, 100).Go(), fine: check.InitialOutside(100, 1, 100).Options(),
 			opts: adaptive(&resilientv1.AdaptiveLimit{InitialLimit: u32(200)}), path: "adaptive_limit.initial_limit"},
 		{name: "adaptive initial below min", core: "2 is not between min_limit 5 and max_limit 100: set it within them",
-			leaf: check.InitialOutside(2, 5, 100), fine: check.InitialOutside(5, 5, 100),
+			goCore: "2 is not between MinLimit 5 and MaxLimit 100: set it within them",
+			leaf:   check.InitialOutside(2, 5, 100).Options(), goLeaf: check.InitialOutside(2, 5, 100).Go(), fine: check.InitialOutside(5, 5, 100).Options(),
 			opts: adaptive(&resilientv1.AdaptiveLimit{MinLimit: u32(5), InitialLimit: u32(2)}), path: "adaptive_limit.initial_limit"},
 		{name: "adaptive initial above max under a bulkhead", core: "6 is not between min_limit 1 and max_limit 4: set it within them",
-			leaf: check.InitialOutside(6, 1, 4), fine: check.InitialOutside(4, 1, 4),
+			goCore: "6 is not between MinLimit 1 and MaxLimit 4: set it within them",
+			leaf:   check.InitialOutside(6, 1, 4).Options(), goLeaf: check.InitialOutside(6, 1, 4).Go(), fine: check.InitialOutside(4, 1, 4).Options(),
 			opts: svc(&resilientv1.Policy{Timeout: sec(time.Second), Bulkhead: &resilientv1.Bulkhead{Permits: u32(8)},
 				AdaptiveLimit: &resilientv1.AdaptiveLimit{MaxLimit: u32(4), InitialLimit: u32(6)}}), path: "adaptive_limit.initial_limit"},
 		{name: "throttle k below 1", core: "must be a finite number of at least 1, got 0.5: with less the throttler refuses requests the dependency accepts",
@@ -231,7 +249,8 @@ func boundaries() []boundary {
 			opts: svc(&resilientv1.Policy{ClientThrottle: &resilientv1.ClientThrottle{MaxRefusal: proto.Float64(math.NaN())}}), path: "client_throttle.max_refusal"},
 
 		{name: "retry without idempotency", core: "Get is not idempotent and has no idempotency_key, so a retry could apply it twice",
-			leaf: check.RetrySafe("Get", false, false), fine: check.RetrySafe("Get", false, true),
+			goCore: "Get is not idempotent and has no IdempotencyKey, so a retry could apply it twice",
+			leaf:   check.RetrySafe("Get", false, false).Options(), goLeaf: check.RetrySafe("Get", false, false).Go(), fine: check.RetrySafe("Get", false, true).Options(),
 			opts: get(&resilientv1.Policy{Retry: retry()}), method: "Get", path: "retry"},
 		{name: "retry of a stream", core: "streams are not retried, and Watch is a server-streaming method",
 			leaf: check.StreamRetry("Watch", check.Kind(false, true)), fine: check.StreamRetry("Get", check.Kind(false, false)),
@@ -255,7 +274,8 @@ func boundaries() []boundary {
 			leaf: check.CacheIdempotent("Get", false), fine: check.CacheIdempotent("Get", true),
 			opts: get(&resilientv1.Policy{Timeout: sec(time.Second), Cache: &resilientv1.Cache{FreshTtl: sec(time.Second), KeyFields: []string{"id"}}}), method: "Get", path: "cache"},
 		{name: "cache without timeout", core: "Get has neither timeout nor overall_timeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set timeout or overall_timeout",
-			leaf: check.CacheTimeout("Get", 0, 0), fine: check.CacheTimeout("Get", 0, time.Second),
+			goCore: "Get has neither Timeout nor OverallTimeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set Timeout or OverallTimeout",
+			leaf:   check.CacheTimeout("Get", 0, 0).Options(), goLeaf: check.CacheTimeout("Get", 0, 0).Go(), fine: check.CacheTimeout("Get", 0, time.Second).Options(),
 			opts: get(&resilientv1.Policy{Idempotent: idempotent, Cache: &resilientv1.Cache{FreshTtl: sec(time.Second), KeyFields: []string{"id"}}}), method: "Get", path: "cache"},
 		{name: "generated key beside a named one", core: `the method already sends its field "id" as the idempotency key`,
 			leaf: check.KeyTwice("id", true), fine: check.KeyTwice("", true),
@@ -292,6 +312,9 @@ func TestBoundariesShareTheCore(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			if b.leaf != b.core {
 				t.Errorf("check says %q, want %q", b.leaf, b.core)
+			}
+			if b.goLeaf != b.goCore {
+				t.Errorf("check says %q to a Go author, want %q", b.goLeaf, b.goCore)
 			}
 			if b.fine != "" {
 				t.Errorf("check refuses the value next to it: %q", b.fine)

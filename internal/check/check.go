@@ -11,9 +11,13 @@
 // internal/rules' own, on the merged levels. Each function takes plain
 // values (a count, a time.Duration, a ratio, status codes) and returns the
 // core of the message ("must be in (0, 1], got 1.5"), or "" when the
-// value is fine. The caller names the field and adds how to mend it in the
-// terms of its author: "remove it for the default 0.5" to an options
-// author, "use 0 for none" to a Go author.
+// value is fine. A core that names another value (a check of two values,
+// of a method's timeouts) is Words, which names it by its Go path
+// between braces ("… is shorter than {FreshTTL} 1s") and reads in either
+// author's names: FreshTTL to a Go author (Words.Go), fresh_ttl to an
+// options author (Words.Options). The caller names the field and adds how
+// to mend it in the terms of its author: "remove it for the default 0.5"
+// to an options author, "use 0 for none" to a Go author.
 //
 // Whether a value is present is the caller's to decide (an option left out
 // takes its default; a Go field's zero value may mean "none"), and so is

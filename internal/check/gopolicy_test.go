@@ -251,9 +251,11 @@ func goProblems(t *testing.T, m goMistake) []string {
 // TestGoBoundaryRefusesTheSameMistakes: each mistake of boundaries, made
 // in a Go policy, is refused by Problems (which Validate, NewClient and
 // the override loader run) at the same option key and method, with the
-// same core as the options checks' (or, for a list of codes, goCore),
-// after the Go name of the field it blames at most (Message speaks to a
-// Go author: "StaleTTL 1ms is shorter than fresh_ttl 1s").
+// same core as the options checks' in a Go author's names (the
+// boundary's goCore where the core names another value; for a list of
+// codes, the mistake's goCore), after the Go name of the field it blames
+// at most (Message speaks to a Go author: "StaleTTL 1ms is shorter than
+// FreshTTL 1s").
 func TestGoBoundaryRefusesTheSameMistakes(t *testing.T) {
 	for _, b := range boundaries() {
 		t.Run(b.name, func(t *testing.T) {
@@ -262,6 +264,9 @@ func TestGoBoundaryRefusesTheSameMistakes(t *testing.T) {
 				t.Fatal("no Go counterpart: add it to goMistakes")
 			}
 			core := b.core
+			if b.goCore != "" {
+				core = b.goCore
+			}
 			if m.goCore != "" {
 				core = m.goCore
 			}

@@ -58,11 +58,11 @@ func stream(refusal, method, kind string) string {
 // RetrySafe refuses the retries of a method that is neither idempotent
 // nor keyed (an idempotency key, named or generated). The caller asks
 // only about a method that retries.
-func RetrySafe(method string, idempotent, keyed bool) string {
+func RetrySafe(method string, idempotent, keyed bool) Words {
 	if idempotent || keyed {
 		return ""
 	}
-	return fmt.Sprintf("%s is not idempotent and has no idempotency_key, so a retry could apply it twice", method)
+	return words("%s is not idempotent and has no {IdempotencyKey}, so a retry could apply it twice", method)
 }
 
 // HedgingIdempotent refuses hedging of a method that is not idempotent.
@@ -93,11 +93,11 @@ func CacheIdempotent(method string, idempotent bool) string {
 // CacheTimeout refuses a cache of a method with neither timeout nor
 // overall_timeout (0 for none), mend included: the call shared by the
 // callers of a key runs detached from them.
-func CacheTimeout(method string, timeout, overall time.Duration) string {
+func CacheTimeout(method string, timeout, overall time.Duration) Words {
 	if timeout != 0 || overall != 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s has neither timeout nor overall_timeout: the call shared by the callers of a key runs detached from them, with the method's own limit; set timeout or overall_timeout", method)
+	return words("%s has neither {Timeout} nor {OverallTimeout}: the call shared by the callers of a key runs detached from them, with the method's own limit; set {Timeout} or {OverallTimeout}", method)
 }
 
 // KeyTwice refuses a generated idempotency key beside a named one (key,

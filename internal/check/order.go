@@ -14,26 +14,28 @@ import (
 // blame on either value, whichever was set at the more specific level, is
 // written twice (MaxBackoff and InitialBackoff), with one condition. Each
 // leaves the value it blames unnamed (the caller's field path names it)
-// and names the other by its option name, followed by from, the other's
-// origin. The Go validator puts the blamed field's option name in front
-// ("max_backoff 10ms is shorter than …"), since the override loader may
+// and names the other in Words, by its Go path from the group or the
+// method ("{InitialBackoff}"), followed by from, the other's origin: a Go
+// author reads "InitialBackoff 50ms", an options author "initial_backoff
+// 50ms". The Go validator puts the blamed field's name in front
+// ("MaxBackoff 10ms is shorter than …"), since the override loader may
 // report the problem at the key of either value.
 
 // MaxBackoff refuses a max_backoff shorter than initial_backoff, blaming
 // max_backoff.
-func MaxBackoff(initial, maxBackoff time.Duration, from string) string {
+func MaxBackoff(initial, maxBackoff time.Duration, from string) Words {
 	if !backoffOutOfOrder(initial, maxBackoff) {
 		return ""
 	}
-	return fmt.Sprintf("%v is shorter than initial_backoff %v%s: raise max_backoff or lower initial_backoff", maxBackoff, initial, from)
+	return words("%v is shorter than {InitialBackoff} %v%s: raise {MaxBackoff} or lower {InitialBackoff}", maxBackoff, initial, from)
 }
 
 // InitialBackoff is MaxBackoff blaming initial_backoff.
-func InitialBackoff(initial, maxBackoff time.Duration, from string) string {
+func InitialBackoff(initial, maxBackoff time.Duration, from string) Words {
 	if !backoffOutOfOrder(initial, maxBackoff) {
 		return ""
 	}
-	return fmt.Sprintf("%v is longer than max_backoff %v%s: lower initial_backoff or raise max_backoff", initial, maxBackoff, from)
+	return words("%v is longer than {MaxBackoff} %v%s: lower {InitialBackoff} or raise {MaxBackoff}", initial, maxBackoff, from)
 }
 
 func backoffOutOfOrder(initial, maxBackoff time.Duration) bool {
@@ -43,19 +45,19 @@ func backoffOutOfOrder(initial, maxBackoff time.Duration) bool {
 // Timeout refuses a per-attempt timeout longer than the overall timeout,
 // blaming timeout. The caller adds the mend; both write "shorten timeout
 // or lengthen overall_timeout".
-func Timeout(timeout, overall time.Duration, from string) string {
+func Timeout(timeout, overall time.Duration, from string) Words {
 	if !timeoutsOutOfOrder(timeout, overall) {
 		return ""
 	}
-	return fmt.Sprintf("%v is longer than overall_timeout %v%s: one attempt cannot outlast the whole call", timeout, overall, from)
+	return words("%v is longer than {OverallTimeout} %v%s: one attempt cannot outlast the whole call", timeout, overall, from)
 }
 
 // OverallTimeout is Timeout blaming overall_timeout.
-func OverallTimeout(timeout, overall time.Duration, from string) string {
+func OverallTimeout(timeout, overall time.Duration, from string) Words {
 	if !timeoutsOutOfOrder(timeout, overall) {
 		return ""
 	}
-	return fmt.Sprintf("%v is shorter than timeout %v%s: one attempt cannot outlast the whole call", overall, timeout, from)
+	return words("%v is shorter than {Timeout} %v%s: one attempt cannot outlast the whole call", overall, timeout, from)
 }
 
 func timeoutsOutOfOrder(timeout, overall time.Duration) bool {
@@ -66,11 +68,11 @@ func timeoutsOutOfOrder(timeout, overall time.Duration) bool {
 // stale_ttl: an answer is stale only once it stopped being fresh. Unlike
 // the others, a stale_ttl that is not positive is compared too: the Go
 // validator has no default for it.
-func StaleTTL(fresh, stale time.Duration) string {
+func StaleTTL(fresh, stale time.Duration) Words {
 	if fresh <= 0 || stale >= fresh {
 		return ""
 	}
-	return fmt.Sprintf("%v is shorter than fresh_ttl %v: an answer is stale only after it stopped being fresh", stale, fresh)
+	return words("%v is shorter than {FreshTTL} %v: an answer is stale only after it stopped being fresh", stale, fresh)
 }
 
 // HedgingDelay refuses a hedging delay that is not shorter than the
@@ -78,13 +80,13 @@ func StaleTTL(fresh, stale time.Duration) string {
 // timeout (from: its origin): a copy would time out before the next is
 // sent, or no copy could be sent at all. timeout and overall are 0 for
 // none.
-func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFrom string) string {
+func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFrom string) Words {
 	switch {
 	case delay <= 0:
 	case timeout > 0 && delay >= timeout:
-		return fmt.Sprintf("%v is not shorter than timeout %v%s: each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen timeout", delay, timeout, timeoutFrom)
+		return words("%v is not shorter than {Timeout} %v%s: each copy would time out before the next is sent; shorten the delay (about the p95) or lengthen {Timeout}", delay, timeout, timeoutFrom)
 	case overall > 0 && delay >= overall:
-		return fmt.Sprintf("%v is not shorter than overall_timeout %v%s: no copy could be sent before the call ends; shorten the delay (about the p95)", delay, overall, overallFrom)
+		return words("%v is not shorter than {OverallTimeout} %v%s: no copy could be sent before the call ends; shorten the delay (about the p95)", delay, overall, overallFrom)
 	}
 	return ""
 }
@@ -92,11 +94,11 @@ func HedgingDelay(delay, timeout, overall time.Duration, timeoutFrom, overallFro
 // WindowBelowMinimum refuses a count-based breaker window of fewer calls than
 // minimum_calls, blaming window_calls: the window could never hold enough
 // calls to open the breaker. windowCalls 0 (a window in time) is fine.
-func WindowBelowMinimum(windowCalls, minimum int64, from string) string {
+func WindowBelowMinimum(windowCalls, minimum int64, from string) Words {
 	if !windowBelowMinimum(windowCalls, minimum) {
 		return ""
 	}
-	return fmt.Sprintf("%d is fewer than minimum_calls %d%s: the window could never hold enough calls to open the breaker", windowCalls, minimum, from)
+	return words("%d is fewer than {MinimumCalls} %d%s: the window could never hold enough calls to open the breaker", windowCalls, minimum, from)
 }
 
 // MinimumAboveWindow is WindowBelowMinimum blaming minimum_calls.

@@ -21,14 +21,14 @@ func TestBlamesAgree(t *testing.T) {
 		a, b func(x, y int) string
 		xs   int
 	}{
-		{"backoff", func(x, y int) string { return check.MaxBackoff(ds[x], ds[y], "") },
-			func(x, y int) string { return check.InitialBackoff(ds[x], ds[y], "") }, len(ds)},
-		{"timeouts", func(x, y int) string { return check.Timeout(ds[x], ds[y], "") },
-			func(x, y int) string { return check.OverallTimeout(ds[x], ds[y], "") }, len(ds)},
-		{"window calls", func(x, y int) string { return check.WindowBelowMinimum(ns[x], ns[y], "") },
+		{"backoff", func(x, y int) string { return string(check.MaxBackoff(ds[x], ds[y], "")) },
+			func(x, y int) string { return string(check.InitialBackoff(ds[x], ds[y], "")) }, len(ds)},
+		{"timeouts", func(x, y int) string { return string(check.Timeout(ds[x], ds[y], "")) },
+			func(x, y int) string { return string(check.OverallTimeout(ds[x], ds[y], "")) }, len(ds)},
+		{"window calls", func(x, y int) string { return string(check.WindowBelowMinimum(ns[x], ns[y], "")) },
 			func(x, y int) string { return check.MinimumAboveWindow(ns[x], ns[y]) }, len(ns)},
-		{"adaptive bounds", func(x, y int) string { return check.MinAboveMax(ns[x], ns[y], "") },
-			func(x, y int) string { return check.MaxBelowMin(ns[x], ns[y], "") }, len(ns)},
+		{"adaptive bounds", func(x, y int) string { return string(check.MinAboveMax(ns[x], ns[y], "")) },
+			func(x, y int) string { return string(check.MaxBelowMin(ns[x], ns[y], "")) }, len(ns)},
 	} {
 		refused := 0
 		for x := 0; x < pair.xs; x++ {

@@ -32,12 +32,12 @@ func DedupTTL(d time.Duration) string {
 // and a lease of days (or centuries, the longest Duration) would hold a
 // crashed request's key long after the dedup TTL of its outcome, and
 // every caller of that key with it.
-func DedupLease(d time.Duration) string {
+func DedupLease(d time.Duration) Words {
 	switch {
 	case d < contract.MinLease:
-		return fmt.Sprintf("must be at least %v, got %v: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip", contract.MinLease, d)
+		return words("must be at least %v, got %v: the lease is renewed every quarter of it, and a shorter one lapses under an ordinary store round trip", contract.MinLease, d)
 	case d > contract.MaxLease:
-		return fmt.Sprintf("must be at most %v, got %v: a request whose server crashed keeps its key for 3/2 of the lease, refusing every repeat; a store down for longer is on_store_error's case", contract.MaxLease, d)
+		return words("must be at most %v, got %v: a request whose server crashed keeps its key for 3/2 of the lease, refusing every repeat; a store down for longer is {OnStoreError}'s case", contract.MaxLease, d)
 	}
 	return ""
 }

@@ -39,15 +39,15 @@ func TestServerBoundariesShareTheCore(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		core string
+		core check.Words // the core, which both read in their names
 		opts options
 		edit func(*policy.Server)
 	}{
-		{"shedding out of order", check.SheddingBelow(20, 30, "low")[len("20 is below low (30)"):],
+		{"shedding out of order", check.Words(check.SheddingBelow(20, 30, "low")[len("20 is below low (30)"):]),
 			options{svc: shedding(30, 20, "")}, func(p *policy.Server) { p.Shedding.Limits.Normal = 20 }},
-		{"shedding code", check.SheddingCode("INTERNAL"),
+		{"shedding code", check.Words(check.SheddingCode("INTERNAL")),
 			options{svc: shedding(30, 60, "INTERNAL")}, func(p *policy.Server) { p.Shedding.Code = codes.Internal }},
-		{"dedup ttl", check.DedupTTL(10 * time.Millisecond),
+		{"dedup ttl", check.Words(check.DedupTTL(10 * time.Millisecond)),
 			options{get: dedup(10*time.Millisecond, time.Second)}, func(p *policy.Server) { p.Methods[0].Dedup.TTL = 10 * time.Millisecond }},
 		{"dedup lease", check.DedupLease(2 * time.Millisecond),
 			options{get: dedup(time.Hour, 2*time.Millisecond)}, func(p *policy.Server) { p.Methods[0].Dedup.Lease = 2 * time.Millisecond }},
@@ -59,11 +59,11 @@ func TestServerBoundariesShareTheCore(t *testing.T) {
 				t.Fatal("check finds nothing wrong with the mistake")
 			}
 			found := optionFindings(t, tc.opts)
-			if !strings.Contains(strings.Join(found, "\n"), tc.core) {
-				t.Errorf("rules.CheckFile said %q, want the core %q", found, tc.core)
+			if !strings.Contains(strings.Join(found, "\n"), tc.core.Options()) {
+				t.Errorf("rules.CheckFile said %q, want the core %q", found, tc.core.Options())
 			}
-			if err := server(tc.edit); err == nil || !strings.Contains(err.Error(), tc.core) {
-				t.Errorf("policy.Server.Validate said %v, want the core %q", err, tc.core)
+			if err := server(tc.edit); err == nil || !strings.Contains(err.Error(), tc.core.Go()) {
+				t.Errorf("policy.Server.Validate said %v, want the core %q", err, tc.core.Go())
 			}
 		})
 	}

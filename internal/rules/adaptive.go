@@ -40,7 +40,7 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		if at, ok := eff.SetBy["circuit_breaker.window"]; ok && at > lvl {
 			add(Finding{RuleAdaptive, at, "circuit_breaker.window", fmt.Sprintf("would be ignored: window_calls, set in %s, makes the breaker count over the last calls; remove window here, or move window_calls to the services and methods that count calls", lvl.Option())})
 		}
-		if msg := check.WindowBelowMinimum(int64(cb.GetWindowCalls()), int64(minimum), eff.Origin("circuit_breaker.minimum_calls", lvl)); msg != "" {
+		if msg := check.WindowBelowMinimum(int64(cb.GetWindowCalls()), int64(minimum), eff.Origin("circuit_breaker.minimum_calls", lvl)).Options(); msg != "" {
 			add(Finding{RuleAdaptive, lvl, "circuit_breaker.window_calls", msg + "; raise window_calls or lower minimum_calls"})
 		}
 	}
@@ -52,10 +52,10 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 		if m.IsStreamingClient() || m.IsStreamingServer() {
 			return // a stream takes no part; CheckOwnAdaptive refuses its own limit
 		}
-		if msg := check.AdaptiveTimeout(string(m.Name()), p.GetTimeout().AsDuration()); msg != "" {
+		if msg := check.AdaptiveTimeout(string(m.Name()), p.GetTimeout().AsDuration()).Options(); msg != "" {
 			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit", msg + "; set timeout on the method, the service or the file"})
 		}
-		if msg := check.AdaptiveOverall(string(m.Name()), p.GetTimeout().AsDuration(), p.GetOverallTimeout().AsDuration()); msg != "" {
+		if msg := check.AdaptiveOverall(string(m.Name()), p.GetTimeout().AsDuration(), p.GetOverallTimeout().AsDuration()).Options(); msg != "" {
 			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit"], "adaptive_limit", msg + "; shorten timeout below overall_timeout, or lengthen overall_timeout"})
 		}
 		if !own.GetAdaptiveLimit().GetPerMethod() {
@@ -94,14 +94,14 @@ func CheckAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, eff
 	if a.MinLimit != nil && lo > hi {
 		minLvl, maxLvl := eff.SetBy["adaptive_limit.min_limit"], eff.SetBy["adaptive_limit.max_limit"]
 		if a.MaxLimit != nil && maxLvl > minLvl {
-			add(Finding{RuleAdaptive, maxLvl, "adaptive_limit.max_limit", check.MaxBelowMin(int64(lo), int64(hi), eff.Origin("adaptive_limit.min_limit", maxLvl))})
+			add(Finding{RuleAdaptive, maxLvl, "adaptive_limit.max_limit", check.MaxBelowMin(int64(lo), int64(hi), eff.Origin("adaptive_limit.min_limit", maxLvl)).Options()})
 		} else {
-			add(Finding{RuleAdaptive, minLvl, "adaptive_limit.min_limit", check.MinAboveMax(int64(lo), int64(hi), eff.Origin("adaptive_limit.max_limit", minLvl))})
+			add(Finding{RuleAdaptive, minLvl, "adaptive_limit.min_limit", check.MinAboveMax(int64(lo), int64(hi), eff.Origin("adaptive_limit.max_limit", minLvl)).Options()})
 		}
 		return
 	}
 	if a.InitialLimit != nil {
-		if msg := check.InitialOutside(int64(*a.InitialLimit), int64(lo), int64(hi)); msg != "" {
+		if msg := check.InitialOutside(int64(*a.InitialLimit), int64(lo), int64(hi)).Options(); msg != "" {
 			add(Finding{RuleAdaptive, eff.SetBy["adaptive_limit.initial_limit"], "adaptive_limit.initial_limit", msg + ", or remove it"})
 		}
 	}

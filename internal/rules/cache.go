@@ -32,7 +32,7 @@ func CheckCache(m protoreflect.MethodDescriptor, eff Merged, add func(Finding)) 
 		add(Finding{RuleCache, LevelMethod, "cache",
 			msg + "; mark the method idempotent (option idempotency_level = NO_SIDE_EFFECTS) if it is a read, or remove cache"})
 	}
-	if msg := check.CacheTimeout(string(name), eff.Policy.GetTimeout().AsDuration(), eff.Policy.GetOverallTimeout().AsDuration()); kind == "" && msg != "" {
+	if msg := check.CacheTimeout(string(name), eff.Policy.GetTimeout().AsDuration(), eff.Policy.GetOverallTimeout().AsDuration()).Options(); kind == "" && msg != "" {
 		add(Finding{RuleCache, LevelMethod, "cache", msg})
 	}
 	if len(ca.GetKeyFields()) == 0 {

@@ -35,7 +35,7 @@ func CheckHedging(m protoreflect.MethodDescriptor, eff Merged, add func(Finding)
 	}
 	p := eff.Policy
 	if msg := check.HedgingDelay(h.GetDelay().AsDuration(), p.GetTimeout().AsDuration(), p.GetOverallTimeout().AsDuration(),
-		eff.Origin("timeout", LevelMethod), eff.Origin("overall_timeout", LevelMethod)); msg != "" {
+		eff.Origin("timeout", LevelMethod), eff.Origin("overall_timeout", LevelMethod)).Options(); msg != "" {
 		add(Finding{RuleHedging, LevelMethod, "hedging.delay", msg})
 	}
 }

@@ -83,7 +83,7 @@ type Finding struct {
 // says where retry was written. The plugin calls it for every method that
 // retries; so does CheckFile.
 func CheckRetrySafe(method string, idempotent, keyed bool, eff Merged, add func(Finding)) {
-	msg := check.RetrySafe(method, idempotent, keyed)
+	msg := check.RetrySafe(method, idempotent, keyed).Options()
 	if msg == "" {
 		return
 	}
@@ -105,11 +105,11 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 	tl, ol := eff.SetBy["timeout"], eff.SetBy["overall_timeout"]
 	if ol > tl {
 		add(Finding{RuleTimeoutExceedsOverall, ol, "overall_timeout",
-			check.OverallTimeout(timeout, overall, eff.Origin("timeout", ol)) + "; lengthen overall_timeout or shorten timeout"})
+			check.OverallTimeout(timeout, overall, eff.Origin("timeout", ol)).Options() + "; lengthen overall_timeout or shorten timeout"})
 		return
 	}
 	add(Finding{RuleTimeoutExceedsOverall, tl, "timeout",
-		check.Timeout(timeout, overall, eff.Origin("overall_timeout", tl)) + "; shorten timeout or lengthen overall_timeout"})
+		check.Timeout(timeout, overall, eff.Origin("overall_timeout", tl)).Options() + "; shorten timeout or lengthen overall_timeout"})
 }
 
 // CheckFile runs every rule above over the services of a file, the one

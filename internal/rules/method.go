@@ -130,9 +130,9 @@ func CheckBackoff(eff Merged, add func(Finding)) {
 	ml, mok := eff.SetBy["retry.max_backoff"]
 	if iok && (!mok || il > ml) {
 		add(Finding{RuleBackoffOrder, il, "retry.initial_backoff",
-			check.InitialBackoff(initial, maxb, eff.Origin("retry.max_backoff", il))})
+			check.InitialBackoff(initial, maxb, eff.Origin("retry.max_backoff", il)).Options()})
 		return
 	}
 	add(Finding{RuleBackoffOrder, ml, "retry.max_backoff",
-		check.MaxBackoff(initial, maxb, eff.Origin("retry.initial_backoff", ml))})
+		check.MaxBackoff(initial, maxb, eff.Origin("retry.initial_backoff", ml)).Options()})
 }

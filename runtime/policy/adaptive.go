@@ -88,7 +88,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 			if s, ok := def.(words); ok {
 				unset = s
 			}
-			r.report(f+"."+field, "", problem+hint, "; leave it 0 "+unset, unset, false)
+			r.report(f+"."+field, "", text(problem+hint), "; leave it 0 "+unset, unset, false)
 			problems++
 		}
 	}
@@ -109,7 +109,7 @@ func checkAdaptive(f string, p *AdaptiveLimit, b *Bulkhead, r *reporter) {
 			fix   words
 		}{{"MinLimit", q.MinLimit, ""}, {"MaxLimit", q.MaxLimit, ", or leave it unset for the ceiling"}, {"InitialLimit", q.InitialLimit, ""}} {
 			if msg := check.AboveCeiling(int64(l.v), int64(b.Permits), ""); msg != "" {
-				r.pair(f+"."+l.field, "", []string{"Bulkhead.Permits"}, msg, l.fix)
+				r.pair(f+"."+l.field, "", []string{"Bulkhead.Permits"}, text(msg), l.fix)
 				return
 			}
 		}
@@ -185,7 +185,7 @@ func (m *Method) checkAdaptive(f string, p *Service, r *reporter) {
 		return
 	}
 	if m.Kind != KindUnary {
-		r.pair(f+".AdaptiveLimit", "", nil, "streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it", "")
+		r.pair(f+".AdaptiveLimit", "", nil, text("streams take no adaptive token: a stream's lifetime says nothing of the dependency's latency; remove it"), "")
 		return
 	}
 	b := m.Bulkhead

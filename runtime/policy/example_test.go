@@ -29,8 +29,8 @@ func ExampleService_Validate() {
 	}
 	fmt.Println(p.Validate())
 	// Output:
-	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Timeout: Timeout 2s is longer than overall_timeout 1s: one attempt cannot outlast the whole call; shorten Timeout or lengthen OverallTimeout
-	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: do not retry it (no Retry, or Retry.MaxAttempts 1)
+	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Timeout: Timeout 2s is longer than OverallTimeout 1s: one attempt cannot outlast the whole call; shorten Timeout or lengthen OverallTimeout
+	// resilient: policy example.payments.v1.PaymentService: Methods[0] (/example.payments.v1.PaymentService/Charge).Retry: Charge is not idempotent and has no IdempotencyKey, so a retry could apply it twice: do not retry it (no Retry, or Retry.MaxAttempts 1)
 }
 
 func ExampleCodeSet_Codes() {

@@ -250,7 +250,7 @@ func (s *Shedding) check(f string, r *reporter) {
 		case lim.v <= 0:
 			r.fail(field, check.AtLeastOne(int64(lim.v))+"; it is the number of requests in flight from which "+strings.ToLower(lim.name)+"-priority requests are refused", "")
 		case lim.v < prev:
-			r.pair(field, "", []string{f + ".Limits." + prevName}, check.SheddingBelow(int64(lim.v), int64(prev), "Limits."+prevName), "")
+			r.pair(field, "", []string{f + ".Limits." + prevName}, text(check.SheddingBelow(int64(lim.v), int64(prev), "Limits."+prevName)), "")
 		}
 		if lim.v > 0 {
 			prev, prevName = lim.v, lim.name
@@ -268,7 +268,7 @@ func (m *ServerMethod) checkDeadlines(f string, r *reporter) {
 	r.noneAtZero(f+".MinDeadline", m.MinDeadline, "to refuse only the requests whose deadline has passed")
 	r.noneAtZero(f+".DefaultTimeout", m.DefaultTimeout, "to leave a request without deadline unbounded")
 	if m.DefaultTimeout > 0 && m.DefaultTimeout < m.MinDeadline {
-		r.pair(f+".DefaultTimeout", "", []string{f + ".MinDeadline"}, fmt.Sprintf("%s is below MinDeadline (%s)", m.DefaultTimeout, m.MinDeadline), "")
+		r.pair(f+".DefaultTimeout", "", []string{f + ".MinDeadline"}, words(fmt.Sprintf("%s is below {MinDeadline} (%s)", m.DefaultTimeout, m.MinDeadline)), "")
 	}
 }
 
@@ -276,7 +276,7 @@ func (m *ServerMethod) checkDeadlines(f string, r *reporter) {
 func (d *Dedup) check(f string, r *reporter) {
 	r.fail(f+".TTL", check.DedupTTL(d.TTL), "")
 	if r.given(d.Lease != 0) {
-		r.fail(f+".Lease", check.DedupLease(d.Lease), "; or zero for DefaultLease")
+		r.report(f+".Lease", "", check.DedupLease(d.Lease), "; or zero for DefaultLease", "", false)
 	}
 	if d.OnStoreError > StoreErrorRunWithoutDedup {
 		r.bad(f+".OnStoreError", "unknown mode %d: StoreErrorRefuse or StoreErrorRunWithoutDedup", d.OnStoreError)

@@ -13,15 +13,17 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/internal/check"
-	"github.com/go-resilient/resilient/internal/contract"
 )
 
 // Validate checks that the policy can be applied: names set, counts and
 // durations positive, ratios in (0, 1], retries only on methods that may be
 // repeated. The plugin refuses the same mistakes in the .proto, with their
 // position and in the same words (internal/check says what is wrong with
-// a value for both); Validate guards policies built or changed in Go. The
-// error names every field that is wrong, one line each (Problems).
+// a value for both), each naming the values as its author writes them:
+// Validate as Go names the fields ("StaleTTL 1ms is shorter than FreshTTL
+// 1s"), the plugin as the options do ("… than fresh_ttl 1s"). Validate
+// guards policies built or changed in Go. The error names every field
+// that is wrong, one line each (Problems).
 func (p *Service) Validate() error {
 	var errs []error
 	for _, pr := range p.Problems() {
@@ -44,18 +46,21 @@ type Problem struct {
 	// service or the method.
 	Key string
 	// Message says what is wrong and how to mend it, naming the values
-	// as Go names the fields ("raise StaleTTL", "Retry.MaxAttempts 1"):
-	// how Validate, runtime.NewClient and server.NewGuard report it.
+	// as Go names the fields ("StaleTTL 1ms is shorter than FreshTTL 1s",
+	// "raise StaleTTL", "Retry.MaxAttempts 1"): how Validate,
+	// runtime.NewClient and server.NewGuard report it.
 	Message string
 	// OptionsMessage is Message naming the values in the options' names
-	// ("raise stale_ttl", "retry.max_attempts: 1"), as an operator writes
-	// them: how the override loader reports it. The core is the same.
+	// ("stale_ttl 1ms is shorter than fresh_ttl 1s", "raise stale_ttl",
+	// "retry.max_attempts: 1"), as an operator writes them: how the
+	// override loader reports it. Both are written from one text.
 	OptionsMessage string
-	// Core is what is wrong in words that hold for every boundary
-	// (internal/check's, with any hint true for an options author too):
-	// Message without the mend only a Go author can make ("; use 0 for
-	// none") and without the name of the value it is about. The options
-	// boundaries (internal/rules) add their own mend.
+	// Core is what is wrong, as an options author reads it
+	// (internal/check's core in the options' names, with any hint true
+	// for an options author too): OptionsMessage without the mend only a
+	// Go author can make ("; use 0 for none") and without the name of the
+	// value it is about. The options boundaries (internal/rules) add
+	// their own mend.
 	Core string
 	// Unset is what leaving the value out stands for, where the options
 	// contract's table of defaults does not say it (a value whose zero
@@ -121,7 +126,7 @@ func (p *Service) Problems() []Problem {
 			m.Retry.check(f+".Retry", r)
 			if m.Retry.MaxAttempts > 1 {
 				r.pair(f+".Retry", "", []string{f + ".Idempotent", f + ".IdempotencyKey", f + ".GenerateIdempotencyKey"}, check.RetrySafe(method, m.Idempotent, m.IdempotencyKey != "" || m.GenerateIdempotencyKey), ": do not retry it (no {Retry}, or {Retry.MaxAttempts: 1})")
-				r.pair(f+".Retry", "", nil, check.StreamRetry(method, m.Kind.describe()), ": remove its retry")
+				r.pair(f+".Retry", "", nil, text(check.StreamRetry(method, m.Kind.describe())), ": remove its retry")
 			}
 		}
 		if m.Breaker != nil {
@@ -196,22 +201,38 @@ type reporter struct {
 	written bool
 }
 
-// report reports core, the core of a message from package check, at
-// field, after subject (the value it is about, for a problem of two
-// values, "{MaxBackoff}"; "" for none) and followed by fix, how to mend
-// it, both in words for each reader; nothing when core is "". unset is
-// what leaving the value out stands for (Problem.Unset).
-// with names the Go paths of the other values the problem relates
-// (Problem.With), none for a problem of one value.
-func (r *reporter) report(field string, subject words, core string, fix, unset words, pair bool, with ...string) {
-	if core == "" {
+// core is the core of a message from package check, in words for each
+// reader: check.Words, for one that names another value, or text.
+type core interface {
+	Go() string
+	Options() string
+}
+
+// text is a core that names no value, read alike by both authors and as
+// written: the values formatted into it (a method's name, a header) may
+// hold anything, a brace included.
+type text string
+
+func (t text) Go() string      { return string(t) }
+func (t text) Options() string { return string(t) }
+
+// report reports c, the core of a message from package check, at field,
+// after subject (the value it is about, for a problem of two values,
+// "{MaxBackoff}"; "" for none) and followed by fix, how to mend it, all
+// three in words for each reader; nothing when c is "". unset is what
+// leaving the value out stands for (Problem.Unset). with names the Go
+// paths of the other values the problem relates (Problem.With), none for
+// a problem of one value.
+func (r *reporter) report(field string, subject words, c core, fix, unset words, pair bool, with ...string) {
+	goCore, optionsCore := c.Go(), c.Options()
+	if goCore == "" {
 		return
 	}
-	message := func(subject, fix string) string {
+	message := func(subject, what, fix string) string {
 		if subject != "" {
-			return subject + " " + core + fix
+			return subject + " " + what + fix
 		}
-		return core + fix
+		return what + fix
 	}
 	var keys []string
 	for _, w := range with {
@@ -219,21 +240,23 @@ func (r *reporter) report(field string, subject words, core string, fix, unset w
 	}
 	r.add(Problem{
 		Field: field, Method: r.method, Key: optionKey(field),
-		Message:        message(subject.goForm(), fix.goForm()),
-		OptionsMessage: message(subject.options(), fix.options()),
-		Core:           core, Unset: unset.options(), Pair: pair, With: keys,
+		Message:        message(subject.Go(), goCore, fix.Go()),
+		OptionsMessage: message(subject.Options(), optionsCore, fix.Options()),
+		Core:           optionsCore, Unset: unset.Options(), Pair: pair, With: keys,
 	})
 }
 
 // bad reports a problem of one value with no mend apart for a Go author.
 func (r *reporter) bad(field, format string, args ...any) {
-	r.report(field, "", fmt.Sprintf(format, args...), "", "", false)
+	r.report(field, "", text(fmt.Sprintf(format, args...)), "", "", false)
 }
 
-// fail reports problem, the core of a message from package check, at
-// field, followed by fix (how to mend it, "" for nothing more).
+// fail reports problem, the core of a message from package check that
+// names no other value (text), at field, followed by fix (how to mend
+// it, "" for nothing more). A core that names one (check.Words) is
+// report's.
 func (r *reporter) fail(field, problem string, fix words) {
-	r.report(field, "", problem, fix, "", false)
+	r.report(field, "", text(problem), fix, "", false)
 }
 
 // pair reports a problem of two values, or of a value and the method it
@@ -241,7 +264,7 @@ func (r *reporter) fail(field, problem string, fix words) {
 // with the Go paths of the other values it relates (nil for none but the
 // kind of the method), so that the override loader can report it at the
 // key of either.
-func (r *reporter) pair(field string, subject words, with []string, problem string, fix words) {
+func (r *reporter) pair(field string, subject words, with []string, problem core, fix words) {
 	r.report(field, subject, problem, fix, "", true, with...)
 }
 
@@ -256,7 +279,7 @@ func (r *reporter) given(notZero bool) bool { return notZero || r.written }
 // limit"), "" for a value the options contract gives a default of its own.
 func (r *reporter) noneAtZero(field string, d time.Duration, unset words) {
 	if r.written {
-		r.report(field, "", check.Positive(d), "", unset, false)
+		r.report(field, "", text(check.Positive(d)), "", unset, false)
 		return
 	}
 	var fix words
@@ -301,13 +324,7 @@ func optionKey(field string) string {
 	if i := strings.Index(field, ")."); strings.HasPrefix(field, "Methods[") && i >= 0 {
 		field = field[i+2:]
 	}
-	var parts []string
-	for _, part := range strings.Split(field, ".") {
-		if part != "Limits" {
-			parts = append(parts, contract.OptionName(part))
-		}
-	}
-	return strings.Join(parts, ".")
+	return check.OptionPath(field)
 }
 
 // codeList reports the problems of a list of status codes held as a set.
@@ -384,30 +401,30 @@ func (m *Method) checkPatterns(f string, r *reporter) {
 	name, kind := shortName(m.Name), m.Kind.describe()
 	if m.GenerateIdempotencyKey {
 		m.checkKeys(f, r)
-		r.pair(f+".GenerateIdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
+		r.pair(f+".GenerateIdempotencyKey", "", nil, text(check.StreamKey(name, kind)), ": remove it")
 	}
 	if m.IdempotencyKey != "" {
 		// A stream's handle reads no key: one named here would silently
 		// never be sent.
-		r.pair(f+".IdempotencyKey", "", nil, check.StreamKey(name, kind), ": remove it")
+		r.pair(f+".IdempotencyKey", "", nil, text(check.StreamKey(name, kind)), ": remove it")
 	}
 	if h := m.Hedging; h != nil {
 		h.check(f+".Hedging", r)
-		r.pair(f+".Hedging", "", []string{f + ".Idempotent"}, check.HedgingIdempotent(name, m.Idempotent), ": remove hedging")
-		r.pair(f+".Hedging", "", nil, check.StreamHedging(name, kind), ": remove hedging")
-		r.pair(f+".Hedging", "", []string{f + ".Retry"}, check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, ""), "; remove one, or turn retries off for it with {Retry.MaxAttempts: 1}")
+		r.pair(f+".Hedging", "", []string{f + ".Idempotent"}, text(check.HedgingIdempotent(name, m.Idempotent)), ": remove hedging")
+		r.pair(f+".Hedging", "", nil, text(check.StreamHedging(name, kind)), ": remove hedging")
+		r.pair(f+".Hedging", "", []string{f + ".Retry"}, text(check.HedgingRetries(name, m.Retry != nil && m.Retry.MaxAttempts > 1, "")), "; remove one, or turn retries off for it with {Retry.MaxAttempts: 1}")
 		r.pair(f+".Hedging.Delay", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.HedgingDelay(h.Delay, m.Timeout, m.OverallTimeout, "", ""), "")
 	}
 	if m.RateLimit != nil {
 		m.RateLimit.check(f+".RateLimit", r)
 		if m.Kind != KindUnary {
-			r.pair(f+".RateLimit", "", nil, fmt.Sprintf("opening a stream takes no token, and %s is a streaming method: remove its rate limit", name), "")
+			r.pair(f+".RateLimit", "", nil, text(fmt.Sprintf("opening a stream takes no token, and %s is a streaming method: remove its rate limit", name)), "")
 		}
 	}
 	if c := m.Cache; c != nil {
 		c.check(f+".Cache", r)
-		r.pair(f+".Cache", "", []string{f + ".Idempotent"}, check.CacheIdempotent(name, m.Idempotent), "; remove cache")
-		r.pair(f+".Cache", "", nil, check.StreamCache(name, kind), ": remove cache")
+		r.pair(f+".Cache", "", []string{f + ".Idempotent"}, text(check.CacheIdempotent(name, m.Idempotent)), "; remove cache")
+		r.pair(f+".Cache", "", nil, text(check.StreamCache(name, kind)), ": remove cache")
 		r.pair(f+".Cache", "", []string{f + ".Timeout", f + ".OverallTimeout"}, check.CacheTimeout(name, m.Timeout, m.OverallTimeout), "")
 	}
 }
@@ -428,8 +445,8 @@ func (b *Breaker) checkWindow(f string, r *reporter) {
 		return
 	}
 	if msg := check.WindowCalls(int64(b.WindowCalls)); msg != "" {
-		r.report(f+".WindowCalls", "", msg, "; use 0 for a window in time", "for a window in time", false)
+		r.report(f+".WindowCalls", "", text(msg), "; use 0 for a window in time", "for a window in time", false)
 		return
 	}
-	r.pair(f+".MinimumCalls", "", []string{f + ".WindowCalls"}, check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls)), "")
+	r.pair(f+".MinimumCalls", "", []string{f + ".WindowCalls"}, text(check.MinimumAboveWindow(int64(b.WindowCalls), int64(b.MinimumCalls))), "")
 }

@@ -96,8 +96,8 @@ func (p Policy) withDefaults() (Policy, error) {
 		{"tolerance ", check.Tolerance(p.Tolerance)},
 		{"smoothing ", check.Ratio(p.Smoothing)},
 		{"baseline_window ", check.AdaptiveWindow(p.BaselineWindow)},
-		{"min_limit ", check.MinAboveMax(int64(p.MinLimit), int64(p.MaxLimit), "")},
-		{"initial_limit ", check.InitialOutside(int64(p.InitialLimit), int64(p.MinLimit), int64(p.MaxLimit))},
+		{"min_limit ", check.MinAboveMax(int64(p.MinLimit), int64(p.MaxLimit), "").Options()},
+		{"initial_limit ", check.InitialOutside(int64(p.InitialLimit), int64(p.MinLimit), int64(p.MaxLimit)).Options()},
 	} {
 		if c.problem != "" {
 			return p, fmt.Errorf("adaptive: %s%s", c.option, c.problem)
