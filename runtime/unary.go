@@ -288,7 +288,7 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	}
 	if guarded {
 		left = true
-		m.leave(ctx, g, seen, end.at)
+		m.leave(ctx, g, seen, end.at, a.mark)
 	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		end.timedOut = ownTimeout(actx)
