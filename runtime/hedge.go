@@ -51,6 +51,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// those running: one allocation.
 	hc := &hedgedCall[Req, Resp]{copies: *in}
 	copies := &hc.copies
+	// A copy after the first is counted sent once it is let through.
+	copies.onAdmit = admitHedge
 	mx := m.metrics
 	// The caller's grpc.Header, Trailer and Peer targets get the metadata
 	// of the copy whose result is returned, and no copy writes them itself.
@@ -96,7 +98,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			own := copies
 			var cm *copyMeta
 			if caller != nil || n == 1 {
-				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call}
+				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call, onAdmit: copies.onAdmit}
 			}
 			if caller != nil {
 				cm = new(copyMeta)
@@ -106,7 +108,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// The call's request counts for the budget once its first
 				// copy is let through: a copy the open breaker (or an
 				// adaptive layer) refuses sent nothing, as in retried.
-				own.countsRequest = true
+				own.onAdmit = admitRequest
 			}
 			resp, end, err := attemptOnce(hctx, m, own, true)
 			if end.timedOut {
@@ -145,9 +147,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			m.budgetRefused(last)
 			stopped = true
 			return
-		}
-		if mx != nil {
-			mx.retries[retryHedge].Inc()
 		}
 		sent++
 		pending++
