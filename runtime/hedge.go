@@ -129,6 +129,20 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	var refusal time.Duration
 	refused := false
 	var local error // an adaptive layer's refusal of a copy
+	// why is the first refusal of a copy by the client (the budget, the
+	// breaker, an adaptive layer): when the copies sent failed, the call's
+	// error is the last of them matching it, as a retried call's is.
+	why := 0
+	const (
+		byBudget = 1 + iota
+		byBreaker
+		byLocal
+	)
+	refusedBy := func(w int) {
+		if why == 0 {
+			why = w
+		}
+	}
 	if c.events != nil {
 		m.budgetRecovered()
 	}
@@ -146,6 +160,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		if !m.budget.tryRetry(c.now()) {
 			m.budgetRefused(last)
 			stopped = true
+			refusedBy(byBudget)
 			return
 		}
 		sent++
@@ -179,9 +194,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				if local == nil {
 					local = r.err
 				}
+				refusedBy(byLocal)
 			case r.refused:
 				m.breakerRefused(sent > 1)
 				stopped, refused, refusal = true, true, r.retryAfter
+				refusedBy(byBreaker)
 			case r.err == nil:
 				return r.resp, nil
 			case ctx.Err() != nil:
@@ -237,6 +254,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					return nil, local
 				case last == nil && refused:
 					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
+				case last != nil && why == byBudget:
+					// A further copy refused by the budget: the last real
+					// error, which matches ErrBudgetExhausted, as a retry's.
+					return nil, budgetExhaustedError(m.dependency(), m.policy.Name, last)
+				case last != nil && why == byBreaker:
+					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, last)
+				case last != nil && why == byLocal:
+					return nil, withCause(local, last)
 				case sent >= h.MaxCopies && !stopped:
 					return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
 				}
