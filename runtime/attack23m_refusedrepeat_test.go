@@ -108,3 +108,48 @@ func TestAttack23mRefusedRepeatSaysWhoRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack23mPushbackPastTheDeadlineIsCountedRetried and hedged alike:
+// the server fails GetStock with UNAVAILABLE and a pushback of 10 s; the
+// caller has 1 s. A retried (2 attempts) or hedged (2 copies, UNAVAILABLE
+// non-fatal) call makes one attempt and returns the UNAVAILABLE at once,
+// and retries_total counts the repeat not made under "deadline" (the
+// pushback would end past it), as the README's metrics table says.
+func TestAttack23mPushbackPastTheDeadlineIsCountedRetriedAndHedged(t *testing.T) {
+	for _, hedged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "retried", true: "hedged"}[hedged], func(t *testing.T) {
+			atkNoLeak(t)
+			srv, cc := startFault(t, atkPushback("10000"))
+			reg := prometheus.NewRegistry()
+			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+				Runtime: []runtime.Option{runtime.WithRegisterer(reg)},
+			}, func(p *policy.Service) {
+				p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
+				p.Budget = &policy.Budget{Ratio: 1, MinRetries: 100, Window: time.Minute}
+				m := atkMethod(p, atkGetStock)
+				m.Timeout = 2 * time.Second
+				m.Retry = &policy.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+					Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+				if hedged {
+					m.Retry = nil
+					m.Hedging = &policy.Hedging{Delay: time.Second, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			begin := time.Now()
+			_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+			if status.Code(err) != codes.Unavailable || time.Since(begin) > 800*time.Millisecond {
+				t.Fatalf("GetStock: %v after %v, want the UNAVAILABLE at once", err, time.Since(begin))
+			}
+			if n := srv.Calls(atkGetStock); n != 1 {
+				t.Fatalf("the server saw %d calls, want 1", n)
+			}
+			want := map[string]float64{
+				"resilient_client_attempts_total{code=UNAVAILABLE,method=GetStock}": 1,
+				"resilient_client_retries_total{method=GetStock,outcome=deadline}":  1,
+			}
+			atk22eWantSeries(t, reg, want, "a call whose pushback ends past its deadline")
+		})
+	}
+}

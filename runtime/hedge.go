@@ -242,6 +242,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					if endsInTime(ctx, r.push) {
 						timer.Reset(r.push)
 					} else {
+						// The next copy could not start before the deadline:
+						// counted as a retry's is, when the policy would send one.
+						if mx != nil && !stopped && sent < h.MaxCopies {
+							mx.retries[retryDeadline].Inc()
+						}
 						stopped = true
 					}
 				default:
