@@ -347,10 +347,15 @@ func (m *methodState) throttled(th *clientThrottle, n int64) error {
 //     of the dependency; the limit's permit is returned, the throttler
 //     counts nothing, except for the call's deadline: the dependency did
 //     not answer in the time it had, a request not accepted for the
-//     throttler as it is a failure for the breaker.
-func (m *methodState) leave(ctx context.Context, g gate, err error, n int64) {
+//     throttler as it is a failure for the breaker;
+//   - a DEADLINE_EXCEEDED the server's Guard marked DEADLINE_TOO_SHORT (the
+//     caller left less than the method's MinDeadline): nothing is known of
+//     the dependency, as the breaker counts it nothing; the limit's permit
+//     is returned, the throttler counts nothing. mark is what pushback
+//     already read of err's refusal mark (markUnread: nothing).
+func (m *methodState) leave(ctx context.Context, g gate, err error, n int64, mark refusalMark) {
 	c := m.client
-	o, ot := judgeAdaptive(ctx, err)
+	o, ot := judgeAdaptive(ctx, err, mark)
 	if n == 0 || m.concurrency != nil {
 		n = c.now()
 	}
@@ -395,18 +400,28 @@ var overloadCodes = policy.CodesOf(contract.OverloadCodes...)
 // whether or not its context is yet marked done: gRPC reports
 // DEADLINE_EXCEEDED a little before the context's timer fires, and an
 // attempt judged in that moment must not be taken for a drop by chance.
-func judgeAdaptive(ctx context.Context, err error) (limit, throttle adaptive.Outcome) {
+//
+// A DEADLINE_EXCEEDED that the server's Guard refused at its door as too
+// short (refusalMarked, markShortDeadline) is the caller's time, not the
+// dependency's load: counted, one caller's tight deadlines would halve the
+// limit and throttle the calls of every other caller of the client, as
+// the breaker, which counts it nothing, would otherwise be opened. Only a
+// DEADLINE_EXCEEDED while the call had time pays for the look at its
+// details (none when pushback already read them: mark).
+func judgeAdaptive(ctx context.Context, err error, mark refusalMark) (limit, throttle adaptive.Outcome) {
 	if err == nil {
 		return adaptive.Success, adaptive.Success
 	}
 	if _, local := err.(*clientFault); local {
 		return adaptive.Ignored, adaptive.Ignored
 	}
-	code := codeOf(err)
+	st, code := statusOf(err)
 	over := overloadCodes.Has(code)
 	switch cerr := ctx.Err(); {
 	case errors.Is(cerr, context.Canceled):
 		return adaptive.Ignored, adaptive.Ignored
+	case code == codes.DeadlineExceeded && st != nil && mark != markAbsent && refusalMarked(st, mark):
+		return adaptive.Ignored, adaptive.Ignored // the Guard's "too short": the caller's time
 	case cerr != nil || code == codes.DeadlineExceeded && ownTimeout(ctx):
 		if over {
 			return adaptive.Ignored, adaptive.Dropped

@@ -51,6 +51,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// those running: one allocation.
 	hc := &hedgedCall[Req, Resp]{copies: *in}
 	copies := &hc.copies
+	// A copy after the first is counted sent once it is let through.
+	copies.onAdmit = admitHedge
 	mx := m.metrics
 	// The caller's grpc.Header, Trailer and Peer targets get the metadata
 	// of the copy whose result is returned, and no copy writes them itself.
@@ -96,7 +98,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			own := copies
 			var cm *copyMeta
 			if caller != nil || n == 1 {
-				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call}
+				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call, onAdmit: copies.onAdmit}
 			}
 			if caller != nil {
 				cm = new(copyMeta)
@@ -106,7 +108,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// The call's request counts for the budget once its first
 				// copy is let through: a copy the open breaker (or an
 				// adaptive layer) refuses sent nothing, as in retried.
-				own.countsRequest = true
+				own.onAdmit = admitRequest
 			}
 			resp, end, err := attemptOnce(hctx, m, own, true)
 			if end.timedOut {
@@ -127,6 +129,20 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	var refusal time.Duration
 	refused := false
 	var local error // an adaptive layer's refusal of a copy
+	// why is the first refusal of a copy by the client (the budget, the
+	// breaker, an adaptive layer): when the copies sent failed, the call's
+	// error is the last of them matching it, as a retried call's is.
+	why := 0
+	const (
+		byBudget = 1 + iota
+		byBreaker
+		byLocal
+	)
+	refusedBy := func(w int) {
+		if why == 0 {
+			why = w
+		}
+	}
 	if c.events != nil {
 		m.budgetRecovered()
 	}
@@ -144,10 +160,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		if !m.budget.tryRetry(c.now()) {
 			m.budgetRefused(last)
 			stopped = true
+			refusedBy(byBudget)
 			return
-		}
-		if mx != nil {
-			mx.retries[retryHedge].Inc()
 		}
 		sent++
 		pending++
@@ -180,9 +194,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				if local == nil {
 					local = r.err
 				}
+				refusedBy(byLocal)
 			case r.refused:
 				m.breakerRefused(sent > 1)
 				stopped, refused, refusal = true, true, r.retryAfter
+				refusedBy(byBreaker)
 			case r.err == nil:
 				return r.resp, nil
 			case ctx.Err() != nil:
@@ -226,6 +242,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					if endsInTime(ctx, r.push) {
 						timer.Reset(r.push)
 					} else {
+						// The next copy could not start before the deadline:
+						// counted as a retry's is, when the policy would send one.
+						if mx != nil && !stopped && sent < h.MaxCopies {
+							mx.retries[retryDeadline].Inc()
+						}
 						stopped = true
 					}
 				default:
@@ -238,6 +259,14 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					return nil, local
 				case last == nil && refused:
 					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
+				case last != nil && why == byBudget:
+					// A further copy refused by the budget: the last real
+					// error, which matches ErrBudgetExhausted, as a retry's.
+					return nil, budgetExhaustedError(m.dependency(), m.policy.Name, last)
+				case last != nil && why == byBreaker:
+					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, last)
+				case last != nil && why == byLocal:
+					return nil, withCause(local, last)
 				case sent >= h.MaxCopies && !stopped:
 					return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
 				}

@@ -142,10 +142,31 @@ type invocation[Req, Resp any] struct {
 	req  *Req
 	opts []grpc.CallOption
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
-	// countsRequest: the attempt counts the call's request for the retry
-	// budget once it is let through (by the adaptive layers and the
-	// breaker), before it is sent: a hedged call's first copy (see hedged).
-	countsRequest bool
+	// onAdmit is what the attempt counts once it is let through (by the
+	// adaptive layers and the breaker), before it is sent, 0 for nothing:
+	// admitRequest, the call's request for the retry budget (a hedged
+	// call's first copy); admitHedge, a hedged copy sent after the first,
+	// in retries_total{outcome="hedge"} (see hedged): a copy the client
+	// refused itself was not sent.
+	onAdmit uint8
+}
+
+// What an attempt counts once admitted (invocation.onAdmit).
+const (
+	admitRequest uint8 = 1 + iota
+	admitHedge
+)
+
+// admitted counts what an attempt let through counts (invocation.onAdmit).
+func (m *methodState) admitted(what uint8) {
+	switch what {
+	case admitRequest:
+		m.budget.request(m.client.now())
+	case admitHedge:
+		if mx := m.metrics; mx != nil {
+			mx.retries[retryHedge].Inc()
+		}
+	}
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -226,8 +247,8 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		end.refused, end.retryAfter = true, retryAfter
 		return nil, nil
 	}
-	if in.countsRequest {
-		m.budget.request(m.client.now())
+	if in.onAdmit != 0 {
+		m.admitted(in.onAdmit)
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller; where that
@@ -288,7 +309,7 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	}
 	if guarded {
 		left = true
-		m.leave(ctx, g, seen, end.at)
+		m.leave(ctx, g, seen, end.at, a.mark)
 	}
 	if err != nil && own && status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 		end.timedOut = ownTimeout(actx)
