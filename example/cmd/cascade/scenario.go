@@ -79,6 +79,11 @@ type result struct {
 	// causesPerSecond breaks perSecond's fallbacks down by cause.
 	causesPerSecond [][numOutcomes]int
 	latencies       []time.Duration // of the requests that completed
+	// lastArrival is when, after the run's start, the last request
+	// arrived; late is how far behind its schedule the generator put the
+	// latest of them (a few ms on an idle machine). Together they say what
+	// offered load the machine generated: sent requests over lastArrival.
+	lastArrival, late time.Duration
 }
 
 func (r *result) percentile(p float64) time.Duration {
@@ -139,13 +144,21 @@ func run(name string, l load, c call) *result {
 			}
 		})
 	}
-	tick := time.NewTicker(time.Second / time.Duration(l.rate))
+	// Request i arrives at start + i/rate. A generator late for its
+	// schedule (a loaded machine) sends every request due at once, as
+	// callers who do not wait for it would, rather than drop them and
+	// arrive at a lower rate than asked; its lateness is measured.
 	for r.sent < total {
-		<-tick.C
-		queue <- time.Now()
+		due := start.Add(time.Duration(int64(r.sent) * int64(time.Second) / int64(l.rate)))
+		if wait := time.Until(due); wait > 0 {
+			time.Sleep(wait)
+		}
+		now := time.Now()
+		r.late = max(r.late, now.Sub(due))
+		queue <- now
 		r.sent++
 	}
-	tick.Stop()
+	r.lastArrival = time.Since(start)
 	close(queue)
 	// Requests still queued or in flight get one more second, longer than
 	// any protected call may take (timeout plus bulkhead wait); what remains

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,33 @@ type shedRun struct {
 	// shedLate counts the refusals made after the request was decoded,
 	// by the Guard's interceptor rather than its InTapHandle.
 	shedLate uint64
+	// db is what inventory's database saw: without a Guard, whether the
+	// burst saturated it is what decides whether orders suffer.
+	db *dbStats
+}
+
+// dbStats counts what the database of run 3 saw.
+type dbStats struct {
+	reports atomic.Int64 // reports that reached it
+	// holding is how many reports hold a connection now, mostHolding the
+	// most that ever did at once.
+	holding, mostHolding atomic.Int64
+	mu                   sync.Mutex
+	// orderWaits are how long each order that reached the database waited
+	// for a connection (until it gave up, for one that did).
+	orderWaits []time.Duration
+}
+
+// orderWait is the p-th percentile of the orders' waits for a connection.
+func (st *dbStats) orderWait(p float64) time.Duration {
+	st.mu.Lock()
+	w := slices.Clone(st.orderWaits)
+	st.mu.Unlock()
+	if len(w) == 0 {
+		return 0
+	}
+	slices.Sort(w)
+	return w[min(len(w)-1, int(float64(len(w))*p))]
 }
 
 // label names the server of the run in the table and the chart.
@@ -77,18 +105,36 @@ func isShed(err error) bool {
 // its service time; callers wait in line for one, or until they give up.
 // It is what a burst saturates: without shedding, orders queue behind
 // reports.
-func database(connections int, orderTime, reportTime time.Duration) server.Behaviour {
+func database(connections int, orderTime, reportTime time.Duration, st *dbStats) server.Behaviour {
 	conns := make(chan struct{}, connections)
 	return func(ctx context.Context, c server.Call) error {
+		report := c.Method == inventoryv1.InventoryService_StockReport_FullMethodName
+		if report {
+			st.reports.Add(1)
+		}
+		asked := time.Now()
+		waited := func() {
+			if !report {
+				st.mu.Lock()
+				st.orderWaits = append(st.orderWaits, time.Since(asked))
+				st.mu.Unlock()
+			}
+		}
 		select {
 		case conns <- struct{}{}:
+			waited()
 		case <-ctx.Done():
+			waited()
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		defer func() { <-conns }()
 		d := orderTime
-		if c.Method == inventoryv1.InventoryService_StockReport_FullMethodName {
+		if report {
 			d = reportTime
+			n := st.holding.Add(1)
+			defer st.holding.Add(-1)
+			for m := st.mostHolding.Load(); n > m && !st.mostHolding.CompareAndSwap(m, n); m = st.mostHolding.Load() {
+			}
 		}
 		return server.Wait(ctx, d)
 	}
@@ -103,90 +149,8 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 	fmt.Fprintf(w, "Inventory has %d database connections: an order holds one %s, a report %s. Orders and reports come from different callers.\n\n",
 		sc.connections, sc.orderTime, sc.reportTime)
 	runs := []*shedRun{{guarded: false}, {guarded: true}}
-	one := func(r *shedRun) error {
-		var opts []grpc.ServerOption
-		var stats func() uint64
-		var late atomic.Uint64
-		if r.guarded {
-			g, err := server.NewGuard()
-			if err != nil {
-				return err
-			}
-			// Outside the Guard's interceptors, so it sees every request the
-			// InTapHandle let through, and counts those the Guard then shed.
-			countLate := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-				resp, err := h(ctx, req)
-				if isShed(err) {
-					late.Add(1)
-				}
-				return resp, err
-			}
-			opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(countLate)}, g.ServerOptions()...)
-			stats = func() uint64 {
-				s, _ := g.Stats(inventoryv1.InventoryService_ServiceDesc.ServiceName)
-				var n uint64
-				for _, v := range s.Shed {
-					n += v
-				}
-				return n
-			}
-		}
-		srv, err := server.Start("127.0.0.1:0", database(sc.connections, sc.orderTime, sc.reportTime), opts...)
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		defer cc.Close()
-		// The order service's client, as annotated.
-		orders, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
-		if err != nil {
-			return err
-		}
-		// The report jobs: many of them, each within its own bulkhead and
-		// rate limit, add up to more than inventory can take; one client
-		// without those limits stands for the fleet.
-		reports, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-			Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
-				p.Bulkhead, p.RateLimit, p.Breaker = nil, nil, nil
-			})},
-		})
-		if err != nil {
-			return err
-		}
-		var orderID atomic.Int64
-		orderCall := func(ctx context.Context) (error, error) {
-			id := "o-" + strconv.FormatInt(orderID.Add(1), 10)
-			_, err := orders.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: id, Sku: "apple", Units: 1})
-			return err, nil
-		}
-		reportCall := func(ctx context.Context) (error, error) {
-			_, err := reports.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "north"})
-			return err, nil
-		}
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			time.Sleep(sc.burstFrom)
-			burst := load{rate: sc.reportRate, duration: sc.burstTo - sc.burstFrom, workers: sc.reportRate / 2}
-			r.reports = run("reports", burst, reportCall)
-			// Align the reports' seconds with the orders'.
-			pad := int(sc.burstFrom.Seconds())
-			r.reports.perSecond = append(make([][numOutcomes]int, pad), r.reports.perSecond...)
-			r.reports.causesPerSecond = append(make([][numOutcomes]int, pad), r.reports.causesPerSecond...)
-		})
-		r.orders = run("orders", load{rate: sc.orderRate, duration: sc.duration, workers: c.workers}, orderCall)
-		wg.Wait()
-		if stats != nil {
-			r.shedInTap = stats()
-			r.shedLate = late.Load()
-		}
-		return nil
-	}
 	errs := make([]error, len(runs))
-	c.each(len(runs), func(i int) { errs[i] = one(runs[i]) })
+	c.each(len(runs), func(i int) { errs[i] = runShedServer(c, sc, runs[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -205,6 +169,103 @@ func runShedding(w io.Writer, c config, sc shedConfig) ([]*shedRun, error) {
 	}
 	fmt.Fprintf(w, "\nchart: %s\n", chart)
 	return runs, nil
+}
+
+// runShedServer runs the orders, and from sc.burstFrom the burst of reports
+// (none when sc.reportRate is 0), against one inventory server, with the
+// Guard when r.guarded, and leaves in r what they measured. Orders and
+// reports come from different callers: each has its own connection.
+func runShedServer(c config, sc shedConfig, r *shedRun) error {
+	var opts []grpc.ServerOption
+	var stats func() uint64
+	var late atomic.Uint64
+	if r.guarded {
+		g, err := server.NewGuard()
+		if err != nil {
+			return err
+		}
+		// Outside the Guard's interceptors, so it sees every request the
+		// InTapHandle let through, and counts those the Guard then shed.
+		countLate := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			resp, err := h(ctx, req)
+			if isShed(err) {
+				late.Add(1)
+			}
+			return resp, err
+		}
+		opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(countLate)}, g.ServerOptions()...)
+		stats = func() uint64 {
+			s, _ := g.Stats(inventoryv1.InventoryService_ServiceDesc.ServiceName)
+			var n uint64
+			for _, v := range s.Shed {
+				n += v
+			}
+			return n
+		}
+	}
+	r.db = &dbStats{}
+	srv, err := server.Start("127.0.0.1:0", database(sc.connections, sc.orderTime, sc.reportTime, r.db), opts...)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	cc, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	reportsCC, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer reportsCC.Close()
+	// The order service's client, as annotated.
+	orders, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{})
+	if err != nil {
+		return err
+	}
+	// The report jobs: many of them, each within its own bulkhead and
+	// rate limit, add up to more than inventory can take; one client
+	// without those limits stands for the fleet.
+	reports, err := inventoryv1.NewInventoryServiceResilientClient(reportsCC, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.Bulkhead, p.RateLimit, p.Breaker = nil, nil, nil
+		})},
+	})
+	if err != nil {
+		return err
+	}
+	var orderID atomic.Int64
+	orderCall := func(ctx context.Context) (error, error) {
+		id := "o-" + strconv.FormatInt(orderID.Add(1), 10)
+		_, err := orders.ReserveStock(ctx, &inventoryv1.ReserveStockRequest{OrderId: id, Sku: "apple", Units: 1})
+		return err, nil
+	}
+	reportCall := func(ctx context.Context) (error, error) {
+		_, err := reports.StockReport(ctx, &inventoryv1.StockReportRequest{Warehouse: "north"})
+		return err, nil
+	}
+	var wg sync.WaitGroup
+	r.reports = &result{}
+	wg.Go(func() {
+		if sc.reportRate == 0 {
+			return
+		}
+		time.Sleep(sc.burstFrom)
+		burst := load{rate: sc.reportRate, duration: sc.burstTo - sc.burstFrom, workers: sc.reportRate / 2}
+		r.reports = run("reports", burst, reportCall)
+		// Align the reports' seconds with the orders'.
+		pad := int(sc.burstFrom.Seconds())
+		r.reports.perSecond = append(make([][numOutcomes]int, pad), r.reports.perSecond...)
+		r.reports.causesPerSecond = append(make([][numOutcomes]int, pad), r.reports.causesPerSecond...)
+	})
+	r.orders = run("orders", load{rate: sc.orderRate, duration: sc.duration, workers: c.workers}, orderCall)
+	wg.Wait()
+	if stats != nil {
+		r.shedInTap = stats()
+		r.shedLate = late.Load()
+	}
+	return nil
 }
 
 func printShedTable(w io.Writer, runs []*shedRun) {
