@@ -210,57 +210,93 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			m.cacheLookup(cacheMiss)
 		}
 	}()
-	f, leader := ch.join(ctx, key)
-	if leader {
-		// The shared call may outlive this caller, who owns its request
-		// again once it returns and may reuse it for another key: the
-		// call sends a copy, taken here, before the caller can return.
-		go fetch(m, f, idemKey, key, copyOf(req), opts, call)
-	}
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		ch.leave(key, f)
+	for turn := 0; ; turn++ {
+		if turn > 0 {
+			if err := ctx.Err(); err != nil {
+				// Gone before its turn: it starts no call, and its own
+				// deadline may have the stale answer.
+				return gaveUp[Resp](m, key, err, &stale)
+			}
+			if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
+				// An answer kept while it waited (an abandoned flight's,
+				// late): what a new caller would get, without a call. The
+				// call stays counted as the miss it was.
+				return copyOf(val.(*Resp)), false, nil
+			}
+		}
+		f, leader := ch.join(ctx, key)
+		if leader {
+			// The shared call may outlive this caller, who owns its request
+			// again once it returns and may reuse it for another key: the
+			// call sends a copy, taken here, before the caller can return.
+			go fetch(m, f, idemKey, key, copyOf(req), opts, call)
+		}
 		select {
 		case <-f.done:
-			// The flight ended as the caller gave up, counting on it to
-			// see its panic: a panic is never swallowed.
-			if f.panicked != nil {
-				panic(f.panicked)
+		case <-ctx.Done():
+			ch.leave(key, f)
+			select {
+			case <-f.done:
+				// The flight ended as the caller gave up, counting on it to
+				// see its panic: a panic is never swallowed.
+				if f.panicked != nil {
+					panic(f.panicked)
+				}
+			default:
 			}
-		default:
+			return gaveUp[Resp](m, key, ctx.Err(), &stale)
 		}
-		err := statusFromContext(ctx.Err())
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The caller's own deadline ran out while the dependency had not
-			// answered: for this caller the call failed, and a stale answer
-			// is better than none. A caller who cancelled wants nothing.
-			if resp, ok := staleOf[Resp](m, key, err); ok {
+		if f.panicked != nil {
+			panic(f.panicked)
+		}
+		if f.err == nil {
+			return copyOf(f.val.(*Resp)), true, nil
+		}
+		failed := f.err
+		if !leader && startersOwn(failed) {
+			// The shared call failed on the side of the caller that
+			// started it (its metadata, its call options), which says
+			// nothing of this caller's call. The flight is over (finish
+			// forgot it): this caller joins the key again, and the first of
+			// its waiters to do so starts the next flight with its own
+			// values, which the others share, as they shared the first. A
+			// caller making its own call instead would make one call per
+			// waiter at once, the storm the single flight is for. Each
+			// turn's flight is another caller's, who does not come back
+			// (it got its own fault), so the turns end.
+			continue
+		}
+		if standsFor(failed) {
+			if resp, ok := staleOf[Resp](m, key, failed); ok {
 				stale = true
 				return resp, false, nil
 			}
 		}
-		return nil, false, err
+		return nil, false, failed
 	}
-	if f.panicked != nil {
-		panic(f.panicked)
-	}
-	if f.err == nil {
-		return copyOf(f.val.(*Resp)), true, nil
-	}
-	failed := f.err
-	if _, local := unsent(failed).(*clientFault); local && !leader {
-		// The shared call failed on the side of the caller that started
-		// it (its metadata, its call options), which says nothing of this
-		// caller's call: this one is made on its own, unshared.
-		if resp, err = unary(ctx, m, idemKey, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call}); err == nil {
-			return resp, true, nil
-		}
-		failed = err
-	}
-	if standsFor(failed) {
+}
+
+// startersOwn reports whether err, the failure of a shared call, is a
+// client fault that may be the starter's own, of its values (outgoing
+// metadata gRPC cannot carry, a call option naming no registered
+// compressor or codec, a size limit, a request that does not marshal):
+// another caller's call may be sent. A call on a ClientConn the program
+// closed is every caller's: it is not.
+func startersOwn(err error) bool {
+	f, ok := unsent(err).(*clientFault)
+	return ok && status.Convert(f.err).Message() != connClosing
+}
+
+// gaveUp is the end of a cached call whose caller's context ended (err,
+// its error) before the shared call answered it: the caller's own
+// deadline ran out while the dependency had not answered, so for this
+// caller the call failed, and a stale answer is better than none (counted
+// so: *stale). A caller who cancelled wants nothing.
+func gaveUp[Resp any](m *methodState, key string, err error, stale *bool) (*Resp, bool, error) {
+	failed := statusFromContext(err)
+	if errors.Is(err, context.DeadlineExceeded) {
 		if resp, ok := staleOf[Resp](m, key, failed); ok {
-			stale = true
+			*stale = true
 			return resp, false, nil
 		}
 	}
