@@ -64,9 +64,9 @@ type join23j struct {
 
 func newJoin23j(t *testing.T) *join23j { return newJoin23jOn(t, server.Healthy) }
 
-func newJoin23jOn(t *testing.T, b server.Behaviour) *join23j {
+func newJoin23jOn(t *testing.T, b server.Behaviour, extra ...grpc.DialOption) *join23j {
 	g := newGate23j()
-	srv, cc := startFault(t, b, grpc.WithChainUnaryInterceptor(g.intercept))
+	srv, cc := startFault(t, b, append(extra, grpc.WithChainUnaryInterceptor(g.intercept))...)
 	reg := prometheus.NewRegistry()
 	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 10 * time.Second,
 		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}}}}, runtime.WithRegisterer(reg))
@@ -323,4 +323,67 @@ func TestAttack23jAnAnswerKeptMeanwhileServesTheJoiners(t *testing.T) {
 		t.Errorf("the server saw %d calls, want X's only", c)
 	}
 	j.wantLookups(t, 2+n)
+}
+
+// TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne: a response past
+// a receive limit fails on the client's side after the server answered.
+// When the limit is the starter's own call option, the 8 who joined it
+// share the next call (the server sees the starter's and that one); when
+// it is the ClientConn's, every caller's call would fail so, and the 8
+// get the failure at once: joining again, one turn per waiter, would send
+// the request 8 more times, one after the other.
+func TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne(t *testing.T) {
+	const n = 8
+	for _, tc := range []struct {
+		name      string
+		dial      []grpc.DialOption
+		own       []grpc.CallOption
+		wantCalls int
+	}{
+		{name: "the starter's option", own: []grpc.CallOption{grpc.MaxCallRecvMsgSize(4)}, wantCalls: 2},
+		{name: "the ClientConn's", dial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4))}, wantCalls: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			atkNoLeak(t)
+			j := newJoin23jOn(t, server.Healthy, tc.dial...)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+
+			aErr := make(chan error, 1)
+			go func() { _, err := j.get(ctx, tc.own...); aErr <- err }()
+			j.gate.next(t, "A's shared call")
+			results := j.goods(ctx, n)
+			j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+			j.gate.release <- struct{}{}
+			if err := <-aErr; status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("caller A: %v, want gRPC's RESOURCE_EXHAUSTED of the receive limit", err)
+			}
+			if tc.wantCalls == 2 {
+				j.gate.next(t, "the joiners' next shared call")
+				j.waiting(t, "the 8 wait for one shared call", n)
+				j.gate.release <- struct{}{}
+				j.wantAnswered(t, results, n)
+			} else {
+				for i := range n {
+					select {
+					case err := <-results:
+						if status.Code(err) != codes.ResourceExhausted {
+							t.Errorf("caller %d of %d: %v, want the RESOURCE_EXHAUSTED its own call would get", i+1, n, err)
+						}
+					case <-j.gate.arrived:
+						t.Fatalf("after %d of %d callers failed, another call reached the client's interceptor: a waiter called again", i, n)
+					}
+				}
+			}
+			select {
+			case <-j.gate.arrived:
+				t.Error("another call reached the client's interceptor")
+			default:
+			}
+			if c := j.srv.Calls(atkGetStock); c != tc.wantCalls {
+				t.Errorf("the server saw %d calls, want %d", c, tc.wantCalls)
+			}
+			j.wantLookups(t, 1+n)
+		})
+	}
 }

@@ -80,8 +80,9 @@ type flight struct {
 	// last waiter leaves: nothing more is started for it.
 	ctx     context.Context
 	cancel  context.CancelFunc
-	waiters int    // callers waiting for it; guarded by cache.mu
-	seq     uint64 // its place in the order the key's flights began
+	opts    []grpc.CallOption // the first caller's, set before the call starts
+	waiters int               // callers waiting for it; guarded by cache.mu
+	seq     uint64            // its place in the order the key's flights began
 	// superseded: a flight of its key that began after it succeeded, so
 	// that its own answer, if it comes, is an older reading (guarded by
 	// cache.mu).
@@ -226,6 +227,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		}
 		f, leader := ch.join(ctx, key)
 		if leader {
+			f.opts = opts
 			// The shared call may outlive this caller, who owns its request
 			// again once it returns and may reuse it for another key: the
 			// call sends a copy, taken here, before the caller can return.
@@ -253,7 +255,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return copyOf(f.val.(*Resp)), true, nil
 		}
 		failed := f.err
-		if !leader && startersOwn(failed) {
+		if !leader && startersOwn(failed, f.opts) {
 			// The shared call failed on the side of the caller that
 			// started it (its metadata, its call options), which says
 			// nothing of this caller's call. The flight is over (finish
@@ -276,15 +278,34 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}
 }
 
-// startersOwn reports whether err, the failure of a shared call, is a
-// client fault that may be the starter's own, of its values (outgoing
-// metadata gRPC cannot carry, a call option naming no registered
-// compressor or codec, a size limit, a request that does not marshal):
-// another caller's call may be sent. A call on a ClientConn the program
-// closed is every caller's: it is not.
-func startersOwn(err error) bool {
+// startersOwn reports whether err, the failure of a shared call started
+// with the call options opts, is a client fault that may be its starter's
+// own, of its values (outgoing metadata gRPC cannot carry, a call option
+// naming no registered compressor or codec, a request that does not
+// marshal): another caller's call may be sent. A call on a ClientConn the
+// program closed is every caller's: it is not. Nor is a size limit the
+// starter set no call option for: it is the ClientConn's or the server's,
+// every caller's too, and a turn for each waiter would send the request
+// again, one waiter after the other.
+func startersOwn(err error, opts []grpc.CallOption) bool {
 	f, ok := unsent(err).(*clientFault)
-	return ok && status.Convert(f.err).Message() != connClosing
+	if !ok {
+		return false
+	}
+	st := status.Convert(f.err)
+	switch {
+	case st.Code() == codes.Canceled:
+		return st.Message() != connClosing
+	case st.Code() == codes.ResourceExhausted:
+		return slices.ContainsFunc(opts, func(o grpc.CallOption) bool {
+			switch o.(type) {
+			case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption:
+				return true
+			}
+			return false
+		})
+	}
+	return true
 }
 
 // gaveUp is the end of a cached call whose caller's context ended (err,
