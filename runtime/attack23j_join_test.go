@@ -387,3 +387,26 @@ func TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack23jTheSharedCallReadsNoCallersOptionsAfterItReturns: the
+// shared call may outlive the caller that started it, who owns its call
+// options again once it returns (a slice it reuses): the call must read
+// them before that caller can return, as it copies the request. Caller L
+// starts the shared call and gives up at once; once L returned, the test
+// writes L's slice of options; -race sees the shared call read it after.
+func TestAttack23jTheSharedCallReadsNoCallersOptionsAfterItReturns(t *testing.T) {
+	atkNoLeak(t)
+	j := newJoin23j(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := []grpc.CallOption{grpc.WaitForReady(false), grpc.MaxCallRecvMsgSize(1 << 20)}
+	done := make(chan error, 1)
+	go func() { _, err := j.get(ctx, opts...); done <- err }()
+	j.waiting(t, "L waits for its shared call", 1)
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("caller L: %v, want its CANCELLED", err)
+	}
+	opts[0], opts[1] = grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(1) // L's own again
+	// The shared call, if it got as far as the gate, goes on.
+	j.gate.release <- struct{}{}
+}

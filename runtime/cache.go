@@ -78,11 +78,13 @@ type flight struct {
 	// ctx carries the first caller's values, detached from every
 	// caller's cancellation; cancel marks the flight abandoned when its
 	// last waiter leaves: nothing more is started for it.
-	ctx     context.Context
-	cancel  context.CancelFunc
-	opts    []grpc.CallOption // the first caller's, set before the call starts
-	waiters int               // callers waiting for it; guarded by cache.mu
-	seq     uint64            // its place in the order the key's flights began
+	ctx    context.Context
+	cancel context.CancelFunc
+	// sizeLimit: the first caller gave a call option of a message size
+	// limit (set before the call starts).
+	sizeLimit bool
+	waiters   int    // callers waiting for it; guarded by cache.mu
+	seq       uint64 // its place in the order the key's flights began
 	// superseded: a flight of its key that began after it succeeded, so
 	// that its own answer, if it comes, is an older reading (guarded by
 	// cache.mu).
@@ -227,11 +229,13 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 		}
 		f, leader := ch.join(ctx, key)
 		if leader {
-			f.opts = opts
 			// The shared call may outlive this caller, who owns its request
-			// again once it returns and may reuse it for another key: the
-			// call sends a copy, taken here, before the caller can return.
-			go fetch(m, f, idemKey, key, copyOf(req), opts, call)
+			// and its options again once it returns and may reuse them for
+			// another key: the call sends a copy of each, taken here,
+			// before the caller can return.
+			var kept []grpc.CallOption
+			kept, f.sizeLimit = sharedOptions(opts)
+			go fetch(m, f, idemKey, key, copyOf(req), kept, call)
 		}
 		select {
 		case <-f.done:
@@ -255,7 +259,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return copyOf(f.val.(*Resp)), true, nil
 		}
 		failed := f.err
-		if !leader && startersOwn(failed, f.opts) {
+		if !leader && startersOwn(failed, f.sizeLimit) {
 			// The shared call failed on the side of the caller that
 			// started it (its metadata, its call options), which says
 			// nothing of this caller's call. The flight is over (finish
@@ -278,34 +282,46 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}
 }
 
-// startersOwn reports whether err, the failure of a shared call started
-// with the call options opts, is a client fault that may be its starter's
-// own, of its values (outgoing metadata gRPC cannot carry, a call option
-// naming no registered compressor or codec, a request that does not
-// marshal): another caller's call may be sent. A call on a ClientConn the
-// program closed is every caller's: it is not. Nor is a size limit the
-// starter set no call option for: it is the ClientConn's or the server's,
+// startersOwn reports whether err, the failure of a shared call, is a
+// client fault that may be its starter's own, of its values (outgoing
+// metadata gRPC cannot carry, a call option naming no registered
+// compressor or codec, a request that does not marshal): another caller's
+// call may be sent. A call on a ClientConn the program closed is every
+// caller's: it is not. Nor is a size limit when the starter set none by a
+// call option (sizeLimit false): it is the ClientConn's or the server's,
 // every caller's too, and a turn for each waiter would send the request
 // again, one waiter after the other.
-func startersOwn(err error, opts []grpc.CallOption) bool {
+func startersOwn(err error, sizeLimit bool) bool {
 	f, ok := unsent(err).(*clientFault)
 	if !ok {
 		return false
 	}
 	st := status.Convert(f.err)
-	switch {
-	case st.Code() == codes.Canceled:
+	switch st.Code() {
+	case codes.Canceled:
 		return st.Message() != connClosing
-	case st.Code() == codes.ResourceExhausted:
-		return slices.ContainsFunc(opts, func(o grpc.CallOption) bool {
-			switch o.(type) {
-			case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption:
-				return true
-			}
-			return false
-		})
+	case codes.ResourceExhausted:
+		return sizeLimit
 	}
 	return true
+}
+
+// sharedOptions returns the options a shared call is made with, a copy of
+// the first caller's opts without those that write into that caller's
+// memory (header, trailer, peer), since that caller may be gone; and
+// whether opts set a message size limit.
+func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit bool) {
+	kept = opts[:0:0]
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+			continue
+		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption:
+			sizeLimit = true
+		}
+		kept = append(kept, o)
+	}
+	return kept, sizeLimit
 }
 
 // gaveUp is the end of a cached call whose caller's context ended (err,
@@ -338,8 +354,9 @@ func staleOf[Resp any](m *methodState, key string, err error) (*Resp, bool) {
 
 // fetch makes the shared call of a flight, with the first caller's values
 // and the method's own limit, starting nothing once every caller left;
-// the call options that write into the first caller's memory
-// (header, trailer, peer) are left out, since that caller may be gone.
+// req and opts are copies of that caller's (opts without the options that
+// write into its memory: see sharedOptions), since that caller may be
+// gone.
 func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
 	defer f.cancel()
@@ -379,20 +396,12 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	wait, cut := context.WithCancel(fctx)
 	defer cut()
 	defer context.AfterFunc(f.ctx, cut)()
-	kept := opts[:0:0]
-	for _, o := range opts {
-		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
-		default:
-			kept = append(kept, o)
-		}
-	}
 	var resp *Resp
 	var err error
 	if err = wait.Err(); err != nil {
 		err = statusFromContext(err) // every caller left before it began
 	} else {
-		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: kept, call: call})
+		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: opts, call: call})
 		if p := m.policy; err != nil && limit > 0 && p.OverallTimeout == 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
 			// The limit is made of the attempts' (or copies') own
