@@ -78,10 +78,13 @@ type flight struct {
 	// ctx carries the first caller's values, detached from every
 	// caller's cancellation; cancel marks the flight abandoned when its
 	// last waiter leaves: nothing more is started for it.
-	ctx     context.Context
-	cancel  context.CancelFunc
-	waiters int    // callers waiting for it; guarded by cache.mu
-	seq     uint64 // its place in the order the key's flights began
+	ctx    context.Context
+	cancel context.CancelFunc
+	// sizeLimit: the first caller gave a call option of a message size
+	// limit (set before the call starts).
+	sizeLimit bool
+	waiters   int    // callers waiting for it; guarded by cache.mu
+	seq       uint64 // its place in the order the key's flights began
 	// superseded: a flight of its key that began after it succeeded, so
 	// that its own answer, if it comes, is an older reading (guarded by
 	// cache.mu).
@@ -210,57 +213,127 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			m.cacheLookup(cacheMiss)
 		}
 	}()
-	f, leader := ch.join(ctx, key)
-	if leader {
-		// The shared call may outlive this caller, who owns its request
-		// again once it returns and may reuse it for another key: the
-		// call sends a copy, taken here, before the caller can return.
-		go fetch(m, f, idemKey, key, copyOf(req), opts, call)
-	}
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		ch.leave(key, f)
+	for turn := 0; ; turn++ {
+		if turn > 0 {
+			if err := ctx.Err(); err != nil {
+				// Gone before its turn: it starts no call, and its own
+				// deadline may have the stale answer.
+				return gaveUp[Resp](m, key, err, &stale)
+			}
+			if val, at, ok := ch.get(key); ok && c.now()-at < int64(ch.p.FreshTTL) {
+				// An answer kept while it waited (an abandoned flight's,
+				// late): what a new caller would get, without a call. The
+				// call stays counted as the miss it was.
+				return copyOf(val.(*Resp)), false, nil
+			}
+		}
+		f, leader := ch.join(ctx, key)
+		if leader {
+			// The shared call may outlive this caller, who owns its request
+			// and its options again once it returns and may reuse them for
+			// another key: the call sends a copy of each, taken here,
+			// before the caller can return.
+			var kept []grpc.CallOption
+			kept, f.sizeLimit = sharedOptions(opts)
+			go fetch(m, f, idemKey, key, copyOf(req), kept, call)
+		}
 		select {
 		case <-f.done:
-			// The flight ended as the caller gave up, counting on it to
-			// see its panic: a panic is never swallowed.
-			if f.panicked != nil {
-				panic(f.panicked)
+		case <-ctx.Done():
+			ch.leave(key, f)
+			select {
+			case <-f.done:
+				// The flight ended as the caller gave up, counting on it to
+				// see its panic: a panic is never swallowed.
+				if f.panicked != nil {
+					panic(f.panicked)
+				}
+			default:
 			}
-		default:
+			return gaveUp[Resp](m, key, ctx.Err(), &stale)
 		}
-		err := statusFromContext(ctx.Err())
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The caller's own deadline ran out while the dependency had not
-			// answered: for this caller the call failed, and a stale answer
-			// is better than none. A caller who cancelled wants nothing.
-			if resp, ok := staleOf[Resp](m, key, err); ok {
+		if f.panicked != nil {
+			panic(f.panicked)
+		}
+		if f.err == nil {
+			return copyOf(f.val.(*Resp)), true, nil
+		}
+		failed := f.err
+		if !leader && startersOwn(failed, f.sizeLimit) {
+			// The shared call failed on the side of the caller that
+			// started it (its metadata, its call options), which says
+			// nothing of this caller's call. The flight is over (finish
+			// forgot it): this caller joins the key again, and the first of
+			// its waiters to do so starts the next flight with its own
+			// values, which the others share, as they shared the first. A
+			// caller making its own call instead would make one call per
+			// waiter at once, the storm the single flight is for. Each
+			// turn's flight is another caller's, who does not come back
+			// (it got its own fault), so the turns end.
+			continue
+		}
+		if standsFor(failed) {
+			if resp, ok := staleOf[Resp](m, key, failed); ok {
 				stale = true
 				return resp, false, nil
 			}
 		}
-		return nil, false, err
+		return nil, false, failed
 	}
-	if f.panicked != nil {
-		panic(f.panicked)
+}
+
+// startersOwn reports whether err, the failure of a shared call, is a
+// client fault that may be its starter's own, of its values (outgoing
+// metadata gRPC cannot carry, a call option naming no registered
+// compressor or codec, a request that does not marshal): another caller's
+// call may be sent. A call on a ClientConn the program closed is every
+// caller's: it is not. Nor is a size limit when the starter set none by a
+// call option (sizeLimit false): it is the ClientConn's or the server's,
+// every caller's too, and a turn for each waiter would send the request
+// again, one waiter after the other.
+func startersOwn(err error, sizeLimit bool) bool {
+	f, ok := unsent(err).(*clientFault)
+	if !ok {
+		return false
 	}
-	if f.err == nil {
-		return copyOf(f.val.(*Resp)), true, nil
+	st := status.Convert(f.err)
+	switch st.Code() {
+	case codes.Canceled:
+		return st.Message() != connClosing
+	case codes.ResourceExhausted:
+		return sizeLimit
 	}
-	failed := f.err
-	if _, local := unsent(failed).(*clientFault); local && !leader {
-		// The shared call failed on the side of the caller that started
-		// it (its metadata, its call options), which says nothing of this
-		// caller's call: this one is made on its own, unshared.
-		if resp, err = unary(ctx, m, idemKey, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call}); err == nil {
-			return resp, true, nil
+	return true
+}
+
+// sharedOptions returns the options a shared call is made with, a copy of
+// the first caller's opts without those that write into that caller's
+// memory (header, trailer, peer), since that caller may be gone; and
+// whether opts set a message size limit.
+func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit bool) {
+	kept = opts[:0:0]
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+			continue
+		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption:
+			sizeLimit = true
 		}
-		failed = err
+		kept = append(kept, o)
 	}
-	if standsFor(failed) {
+	return kept, sizeLimit
+}
+
+// gaveUp is the end of a cached call whose caller's context ended (err,
+// its error) before the shared call answered it: the caller's own
+// deadline ran out while the dependency had not answered, so for this
+// caller the call failed, and a stale answer is better than none (counted
+// so: *stale). A caller who cancelled wants nothing.
+func gaveUp[Resp any](m *methodState, key string, err error, stale *bool) (*Resp, bool, error) {
+	failed := statusFromContext(err)
+	if errors.Is(err, context.DeadlineExceeded) {
 		if resp, ok := staleOf[Resp](m, key, failed); ok {
-			stale = true
+			*stale = true
 			return resp, false, nil
 		}
 	}
@@ -281,8 +354,9 @@ func staleOf[Resp any](m *methodState, key string, err error) (*Resp, bool) {
 
 // fetch makes the shared call of a flight, with the first caller's values
 // and the method's own limit, starting nothing once every caller left;
-// the call options that write into the first caller's memory
-// (header, trailer, peer) are left out, since that caller may be gone.
+// req and opts are copies of that caller's (opts without the options that
+// write into its memory: see sharedOptions), since that caller may be
+// gone.
 func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
 	defer f.cancel()
@@ -322,20 +396,12 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	wait, cut := context.WithCancel(fctx)
 	defer cut()
 	defer context.AfterFunc(f.ctx, cut)()
-	kept := opts[:0:0]
-	for _, o := range opts {
-		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
-		default:
-			kept = append(kept, o)
-		}
-	}
 	var resp *Resp
 	var err error
 	if err = wait.Err(); err != nil {
 		err = statusFromContext(err) // every caller left before it began
 	} else {
-		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: kept, call: call})
+		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: opts, call: call})
 		if p := m.policy; err != nil && limit > 0 && p.OverallTimeout == 0 && status.Code(err) == codes.DeadlineExceeded &&
 			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
 			// The limit is made of the attempts' (or copies') own

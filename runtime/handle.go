@@ -124,12 +124,12 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 			// The caller's grpc.OnFinish runs once, with what the caller
 			// gets (a refusal, a fallback's or a cache's answer
 			// included), not once per attempt or hedged copy, nor on the
-			// goroutine of a cache's shared call.
-			resp, err := h.Call(ctx, req, rest...)
-			finished(fins, err)
-			return resp, err
+			// goroutine of a cache's shared call. The options are checked.
+			return h.finishing(ctx, req, rest, fins)
 		}
 	}
+	// What follows is written again in finishing: a change here is one
+	// there.
 	if h.hooks.IdempotencyKey != nil || h.generatesKey {
 		// The call's key is the request's (or generated): an
 		// idempotency-key forwarded with the caller's metadata is not
@@ -162,6 +162,40 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	if err == nil && m.client.events != nil && m.fallbackSeen.Load() != 0 {
 		m.fallbackSeen.Store(0) // as callUnary: another handle of m may fall back
 	}
+	return resp, err
+}
+
+// finishing is Call of a call given grpc.OnFinish, once Call checked its
+// options: opts are the others, fins the callbacks, run once with what the
+// caller gets. It does what Call does after its checks, written out again:
+// calling Call with opts would check them again (refuse, onFinishOf), and
+// moving what Call does into a function both call would cost every call,
+// with OnFinish or not, a frame. A change to one is a change to the other
+// (TestOnFinish23IsTheCallWithoutIt checks they send the same).
+func (h *UnaryHandle[Req, Resp]) finishing(ctx context.Context, req *Req, opts []grpc.CallOption, fins []func(error)) (*Resp, error) {
+	m := h.m
+	if h.hooks.IdempotencyKey != nil || h.generatesKey {
+		ctx = withoutForwardedKey(ctx)
+	}
+	if m.hot.prioritized {
+		ctx = prioritize(ctx, m)
+	}
+	key := ""
+	if h.hooks.IdempotencyKey != nil {
+		if key = h.hooks.IdempotencyKey(req); key != "" {
+			if err := refuseKey(m, key); err != nil {
+				finished(fins, err)
+				return nil, err
+			}
+		}
+	}
+	if key != "" || h.generatesKey {
+		opts = withKeyedCodec(opts)
+	}
+	// callUnary, not Call's written-out call without a cache or a
+	// fallback: the same, one frame more, on this path only.
+	resp, err := callUnary(ctx, m, key, h.hooks.CacheKey, req, opts, h.call, h.hooks.Fallback)
+	finished(fins, err)
 	return resp, err
 }
 
