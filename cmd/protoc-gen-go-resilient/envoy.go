@@ -190,9 +190,19 @@ func routeConfigName(f *protogen.File) string {
 func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	r := mp.Retry
 	var on, lost []string
+	untimed := false // DEADLINE_EXCEEDED listed, and no attempt timeout of its own
 	seen := map[string]bool{}
 	for _, c := range r.RetryableCodes.Codes() {
 		conds, ok := envoyRetryOn[c]
+		if c == codes.DeadlineExceeded && !ownAttemptTimeout(mp) {
+			// The client retries it only when an attempt's own timeout
+			// expired, and no attempt of this method has one to expire
+			// (no timeout, or one the overall_timeout cuts first): it
+			// never retries it. gateway-error would retry what it
+			// does not, a reset or a failed connection.
+			untimed = true
+			continue
+		}
 		if !ok {
 			lost = append(lost, codename.Of(c))
 			continue
@@ -204,12 +214,21 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 			}
 		}
 	}
+	const untimedNote = "DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's attempts have none (no timeout shorter than overall_timeout)"
 	if len(on) == 0 {
-		w(4, "# no retry_policy: Envoy cannot retry on %s", strings.Join(lost, ", "))
+		if len(lost) > 0 {
+			w(4, "# no retry_policy: Envoy cannot retry on %s", strings.Join(lost, ", "))
+		}
+		if untimed {
+			w(4, "# no retry_policy: %s", untimedNote)
+		}
 		return
 	}
 	w(4, "retry_policy:")
 	w(5, "retry_on: %s", strings.Join(on, ","))
+	if untimed {
+		w(5, "# not retried: %s", untimedNote)
+	}
 	if len(lost) > 0 {
 		w(5, "# not retried by Envoy: %s (it retries only the gRPC codes CANCELLED, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED and UNAVAILABLE)", strings.Join(lost, ", "))
 	}
@@ -223,6 +242,13 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	if r.Multiplier != 2 {
 		w(6, "# backoff_multiplier %v is not expressible: Envoy doubles the bound at each retry", r.Multiplier)
 	}
+}
+
+// ownAttemptTimeout reports whether an attempt of mp can end at a timeout
+// of its own, before the whole call's: a timeout shorter than its
+// overall_timeout, or a timeout without one.
+func ownAttemptTimeout(mp *policy.Method) bool {
+	return mp.Timeout > 0 && (mp.OverallTimeout == 0 || mp.Timeout < mp.OverallTimeout)
 }
 
 // envoyCluster writes a service's cluster: the bulkhead and the retry

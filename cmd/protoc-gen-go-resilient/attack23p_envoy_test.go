@@ -1,0 +1,140 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/go-resilient/resilient/runtime"
+)
+
+const attack23pDeadlineSrc = `syntax = "proto3";
+package attack23p.deadline;
+import "resilient/v1/resilient.proto";
+import "google/protobuf/empty.proto";
+option go_package = "resilienttest/attack23p/deadline";
+service S {
+  // No per-attempt timeout: the whole call's cuts the one attempt.
+  rpc Overall(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {overall_timeout: {nanos: 200000000}, retry: {retryable_codes: ["DEADLINE_EXCEEDED"]}};
+  }
+  // A timeout as long as the overall one: the overall one cuts first.
+  rpc Same(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {timeout: {nanos: 200000000}, overall_timeout: {nanos: 200000000}, retry: {retryable_codes: ["DEADLINE_EXCEEDED"]}};
+  }
+  // No timeout at all, UNAVAILABLE beside it.
+  rpc Untimed(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {retry: {retryable_codes: ["DEADLINE_EXCEEDED", "UNAVAILABLE"]}};
+  }
+  // The control: attempts of 100 ms within a call of 1 s.
+  rpc Timed(google.protobuf.Empty) returns (google.protobuf.Empty) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {timeout: {nanos: 100000000}, overall_timeout: {seconds: 1}, retry: {retryable_codes: ["DEADLINE_EXCEEDED"]}};
+  }
+}
+`
+
+// envoyRouteOf is the text of the route named name (without the header
+// routes of a keyed method) in an Envoy export.
+func envoyRouteOf(t *testing.T, y, name string) string {
+	t.Helper()
+	start := strings.Index(y, "- name: "+name+"\n")
+	if start < 0 {
+		t.Fatalf("no route %s in:\n%s", name, y)
+	}
+	route := y[start+1:]
+	if end := strings.Index(route, "\n    - name: "); end >= 0 {
+		route = route[:end]
+	}
+	if end := strings.Index(route, "\n- \"@type\""); end >= 0 {
+		route = route[:end]
+	}
+	return route
+}
+
+// TestAttack23pEnvoyDeadlineExceededNeedsAnAttemptTimeout: the generated
+// client retries DEADLINE_EXCEEDED only when an attempt's own timeout
+// expired, so a method whose attempts have none (no timeout, or one the
+// overall_timeout cuts first) never retries on it; the service config
+// drops it. Envoy's route mapped it to gateway-error all the same, which
+// without a per_try_timeout never sees an attempt expire but retries
+// what the Go client does not: an upstream reset or a failed connection
+// (gateway-error includes them). Before, the Overall route retried 2
+// times where the Go client, on the same policy, sends 1 attempt.
+func TestAttack23pEnvoyDeadlineExceededNeedsAnAttemptTimeout(t *testing.T) {
+	files, perr := attackProto(t, "d.proto", attack23pDeadlineSrc, "envoy=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	y := files["attack23p/deadline/d.envoy.yaml"]
+	for _, name := range []string{"Overall", "Same"} {
+		route := envoyRouteOf(t, y, "attack23p.deadline.S/"+name)
+		if strings.Contains(route, "retry_policy:\n") || strings.Contains(route, "gateway-error") {
+			t.Errorf("%s: its attempts have no timeout of their own, and the Go client never retries it, but the route retries:\n%s", name, route)
+		}
+		if !strings.Contains(route, "# no retry_policy: DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired") {
+			t.Errorf("%s: the route does not say why it has no retry_policy:\n%s", name, route)
+		}
+	}
+	untimed := envoyRouteOf(t, y, "attack23p.deadline.S/Untimed")
+	if !strings.Contains(untimed, "retry_on: unavailable,connect-failure,refused-stream,reset\n") {
+		t.Errorf("Untimed: UNAVAILABLE's retries are not all the route retries on:\n%s", untimed)
+	}
+	if !strings.Contains(untimed, "# not retried: DEADLINE_EXCEEDED") {
+		t.Errorf("Untimed: the route does not say why DEADLINE_EXCEEDED is not retried:\n%s", untimed)
+	}
+	timed := envoyRouteOf(t, y, "attack23p.deadline.S/Timed")
+	if !strings.Contains(timed, "retry_on: gateway-error\n") || !strings.Contains(timed, "per_try_timeout: 0.100s\n") {
+		t.Errorf("Timed: an attempt's own timeout can expire, and the route must retry it as the Go client does:\n%s", timed)
+	}
+
+	// The Go client on the same policy, against a server that never
+	// answers: Overall and Same are sent once, Timed once per attempt.
+	srv, addr := startCountingServer(t)
+	srv.set(codes.OK, time.Minute) // hangs until the call's context ends
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sp := todayResolve(t, attack23pDeadlineSrc)
+	c, err := runtime.NewClient(&sp.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		calls int
+	}{{"Overall", 1}, {"Same", 1}, {"Timed", 3}} {
+		method := "/attack23p.deadline.S/" + tc.name
+		h, err := runtime.NewUnary(c, method, func(ctx context.Context, in *emptypb.Empty, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+			out := new(emptypb.Empty)
+			return out, cc.Invoke(ctx, method, in, out, opts...)
+		}, runtime.UnaryHooks[emptypb.Empty, emptypb.Empty]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = h.Call(ctx, new(emptypb.Empty))
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("%s: %v, want DEADLINE_EXCEEDED", tc.name, err)
+		}
+		if got := srv.count(method); got != tc.calls {
+			t.Errorf("%s: the server saw %d attempts of the Go client, want %d", tc.name, got, tc.calls)
+		}
+	}
+}
