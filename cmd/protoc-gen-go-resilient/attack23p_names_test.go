@@ -4,7 +4,12 @@
 package main
 
 import (
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/internal/rules"
 )
 
 // TestAttack23pOneofAndExtensionNames: protoc-gen-go declares a type for
@@ -49,5 +54,36 @@ message N { optional string resilient_policy = 1; oneof o { string other = 2; } 
 `, "")
 	if got != "" || files["r23p/names/names_resilient.pb.go"] == "" {
 		t.Errorf("refused a file with no collision: %q, files %v", got, keys(files))
+	}
+}
+
+// TestAttack23pLintLeavesGoNamesToTheGenerator: the same two files, a
+// service S in one and a service SResilient in the other, collide in Go
+// (SResilientClient twice) when they are generated into one Go package,
+// and do not when protoc's M parameters (or buf's managed mode) put them
+// in two: the collision is a fact of the generation, not of the .proto,
+// and lint, which sees the .proto alone, finds nothing in either case,
+// as the README says.
+func TestAttack23pLintLeavesGoNamesToTheGenerator(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/a.proto", []byte("syntax = \"proto3\";\npackage r23p.lint;\nservice S { rpc Get(M) returns (M); }\nmessage M {}\n"))
+	writeFile(t, dir+"/b.proto", []byte("syntax = \"proto3\";\npackage r23p.lint;\nimport \"a.proto\";\nservice SResilient { rpc Get(M) returns (M); }\n"))
+	for _, tc := range []struct {
+		name, params string
+		refused      bool
+	}{
+		{"one Go package", "Ma.proto=resilienttest/r23p/lint;lint,Mb.proto=resilienttest/r23p/lint;lint", true},
+		{"two Go packages", "Ma.proto=resilienttest/r23p/lint;lint,Mb.proto=resilienttest/r23p/lintb;lintb", false},
+	} {
+		req := compileRequest(t, "module="+testModule+","+tc.params, []string{dir, "../../options"}, "a.proto", "b.proto")
+		got := runPluginParams(t, req).GetError()
+		if refused := strings.Contains(got, "its resilient client declares SResilientClient"); refused != tc.refused {
+			t.Errorf("%s: the plugin refused %v, want %v: %q", tc.name, refused, tc.refused, got)
+		}
+		lintFindings(t, req, func(d protoreflect.Descriptor, fi rules.Finding) {
+			if fi.Rule != rules.RuleNoTimeout {
+				t.Errorf("%s: lint finds %s at %s: %s", tc.name, fi.Rule, d.FullName(), fi.Message)
+			}
+		})
 	}
 }
