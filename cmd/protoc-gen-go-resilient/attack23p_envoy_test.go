@@ -138,3 +138,80 @@ func TestAttack23pEnvoyDeadlineExceededNeedsAnAttemptTimeout(t *testing.T) {
 		}
 	}
 }
+
+const attack23pStreamSrc = `syntax = "proto3";
+package attack23p.streams;
+import "resilient/v1/resilient.proto";
+import "google/protobuf/empty.proto";
+option go_package = "resilienttest/attack23p/streams";
+service S {
+  option (resilient.v1.service) = {timeout: {nanos: 200000000}};
+  rpc Upload(stream google.protobuf.Empty) returns (google.protobuf.Empty);
+  rpc Chat(stream google.protobuf.Empty) returns (stream google.protobuf.Empty);
+  rpc Watch(google.protobuf.Empty) returns (stream google.protobuf.Empty);
+  rpc Get(google.protobuf.Empty) returns (google.protobuf.Empty);
+}
+`
+
+// TestAttack23pEnvoyBoundsTheWholeClientStream: the Go client bounds a
+// stream, from its opening, by the method's overall_timeout or else its
+// timeout, also while the caller is still sending. Envoy's route timeout
+// starts only once the whole request is in, so a client or bidirectional
+// stream whose caller keeps sending, and sends no grpc-timeout, was never
+// cut: the route now sets max_stream_duration too (a grpc-timeout still
+// shortens it, up to grpc_timeout_header_max). A server stream and a
+// unary call, whose request is in at once, need none.
+func TestAttack23pEnvoyBoundsTheWholeClientStream(t *testing.T) {
+	files, perr := attackProto(t, "s.proto", attack23pStreamSrc, "envoy=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	y := files["attack23p/streams/s.envoy.yaml"]
+	for _, tc := range []struct {
+		method string
+		whole  bool
+	}{{"Upload", true}, {"Chat", true}, {"Watch", false}, {"Get", false}} {
+		route := envoyRouteOf(t, y, "attack23p.streams.S/"+tc.method)
+		has := strings.Contains(route, "\n          max_stream_duration: 0.200s # the whole stream")
+		if has != tc.whole {
+			t.Errorf("%s: max_stream_duration of the whole stream written %v, want %v:\n%s", tc.method, has, tc.whole, route)
+		}
+	}
+
+	// The Go client on the same policy: a client stream whose caller
+	// keeps sending to a server that reads one message and then waits
+	// ends at its timeout, 200 ms after it opened.
+	srv, addr := startCountingServer(t)
+	srv.set(codes.OK, time.Minute)
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sp := todayResolve(t, attack23pStreamSrc)
+	c, err := runtime.NewClient(&sp.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	s, err := c.Conn(cc).NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/attack23p.streams.S/Upload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Since(start) < 5*time.Second {
+		if s.SendMsg(new(emptypb.Empty)) != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	err = s.RecvMsg(new(emptypb.Empty))
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("the stream the caller kept sending on ended with %v, want DEADLINE_EXCEEDED", err)
+	}
+	if took < 200*time.Millisecond || took > 200*time.Millisecond+500*time.Millisecond {
+		t.Errorf("the stream the caller kept sending on ended after %v, want its timeout, 200 ms", took)
+	}
+}

@@ -157,6 +157,12 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	}
 	w(4, "max_stream_duration:")
 	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(limit))
+	if limit > 0 && (mp.Kind == policy.KindClientStreaming || mp.Kind == policy.KindBidiStreaming) {
+		// The route's timeout starts once the whole request is in: a
+		// caller that keeps sending, without a grpc-timeout of its own,
+		// would never reach it. The Go client bounds the whole stream.
+		w(5, "max_stream_duration: %s # the whole stream: the route's timeout starts only once the caller has sent all its messages", seconds(limit))
+	}
 	if mp.Retry != nil && retries == retriesAtEnvoy {
 		envoyRetryPolicy(w, mp)
 	}
