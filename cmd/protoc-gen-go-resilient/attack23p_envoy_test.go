@@ -215,3 +215,42 @@ func TestAttack23pEnvoyBoundsTheWholeClientStream(t *testing.T) {
 		t.Errorf("the stream the caller kept sending on ended after %v, want its timeout, 200 ms", took)
 	}
 }
+
+// TestAttack23pEnvoyFailurePercentageNeverZero: a breaker's failure_ratio
+// may be any value in (0, 1], and Envoy's failure_percentage_threshold is a
+// whole percentage that ejects a host whose failures reach it. Before, a
+// ratio below 0.005 was rounded to 0, with which Envoy ejects every host
+// that served failure_percentage_request_volume calls, all of them
+// succeeding: the breaker that opens at 0.4 % of failures became one that
+// is open without any. It is 1 now, with a comment; 0.5 stays 50.
+func TestAttack23pEnvoyFailurePercentageNeverZero(t *testing.T) {
+	for _, tc := range []struct{ ratio, want string }{
+		{"0.004", "failure_percentage_threshold: 1 # failure_ratio 0.004, below the whole percentage Envoy takes (0 would eject every host, failing or not)\n"},
+		{"1e-9", "failure_percentage_threshold: 1 # failure_ratio 1e-09, below the whole percentage Envoy takes"},
+		{"0.005", "failure_percentage_threshold: 1 # failure_ratio 0.005\n"},
+		{"0.5", "failure_percentage_threshold: 50 # failure_ratio 0.5\n"},
+		{"1", "failure_percentage_threshold: 100 # failure_ratio 1\n"},
+	} {
+		src := `syntax = "proto3";
+package attack23p.ratio;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack23p/ratio";
+service S {
+  option (resilient.v1.service) = {circuit_breaker: {failure_ratio: ` + tc.ratio + `}};
+  rpc Get(M) returns (M);
+}
+message M {}
+`
+		files, perr := attackProto(t, "r.proto", src, "envoy=true")
+		if perr != "" {
+			t.Fatalf("%s: %s", tc.ratio, perr)
+		}
+		y := files["attack23p/ratio/r.envoy.yaml"]
+		if !strings.Contains(y, "\n    "+tc.want) {
+			t.Errorf("failure_ratio %s: want %q in:\n%s", tc.ratio, tc.want, y)
+		}
+		if strings.Contains(y, "failure_percentage_threshold: 0 ") {
+			t.Errorf("failure_ratio %s: a threshold of 0 ejects every host:\n%s", tc.ratio, y)
+		}
+	}
+}

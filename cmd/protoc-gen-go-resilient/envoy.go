@@ -289,7 +289,15 @@ func envoyCluster(w func(int, string, ...any), name string, sp *policy.Service, 
 		return
 	}
 	w(1, "outlier_detection: # from circuit_breaker; Envoy ejects hosts, not the whole dependency")
-	w(2, "failure_percentage_threshold: %d # failure_ratio %v", int(math.Round(cb.FailureRatio*100)), cb.FailureRatio)
+	// Envoy takes a whole percentage and ejects a host whose failures
+	// reach it: 0, the rounding of a ratio below 0.005, would eject every
+	// host that served failure_percentage_request_volume calls, failing
+	// or not. 1 is the least that ejects only a host that failed.
+	if pct := int(math.Round(cb.FailureRatio * 100)); pct >= 1 {
+		w(2, "failure_percentage_threshold: %d # failure_ratio %v", pct, cb.FailureRatio)
+	} else {
+		w(2, "failure_percentage_threshold: 1 # failure_ratio %v, below the whole percentage Envoy takes (0 would eject every host, failing or not)", cb.FailureRatio)
+	}
 	w(2, "failure_percentage_request_volume: %d # minimum_calls", cb.MinimumCalls)
 	w(2, "failure_percentage_minimum_hosts: 1")
 	w(2, "enforcing_failure_percentage: 100")
