@@ -254,3 +254,52 @@ message M {}
 		}
 	}
 }
+
+// TestAttack23pEnvoySubMillisecondTimeouts: Envoy reads a route's timeout,
+// per_try_timeout and grpc_timeout_header_max in whole milliseconds,
+// truncated, and takes 0 for none. Before, a timeout of 500µs was written
+// as 0.000500s, which Envoy reads as 0: a route without any timeout, an
+// attempt without its own, and a caller's grpc-timeout not capped, where
+// the Go client cuts the call at 500µs. It is 1ms now, with a comment;
+// 1ms and more are written as they are.
+func TestAttack23pEnvoySubMillisecondTimeouts(t *testing.T) {
+	src := `syntax = "proto3";
+package attack23p.ms;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack23p/ms";
+service S {
+  rpc Get(M) returns (M) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {timeout: {nanos: 500000}};
+  }
+  rpc List(M) returns (M) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+    option (resilient.v1.method) = {timeout: {nanos: 300000}, overall_timeout: {nanos: 900000}, retry: {max_attempts: 2}};
+  }
+  rpc Put(M) returns (M) {
+    option (resilient.v1.method) = {timeout: {nanos: 1000000}};
+  }
+}
+message M {}
+`
+	for _, params := range []string{"envoy=true", "envoy=true,envoy_retries=client"} {
+		files, perr := attackProto(t, "ms.proto", src, params)
+		if perr != "" {
+			t.Fatal(perr)
+		}
+		y := files["attack23p/ms/ms.envoy.yaml"]
+		for _, name := range []string{"Get", "List", "Put"} {
+			route := envoyRouteOf(t, y, "attack23p.ms.S/"+name)
+			if !strings.Contains(route, "\n        timeout: 0.001s #") || !strings.Contains(route, "grpc_timeout_header_max: 0.001s #") {
+				t.Errorf("%s, %s: the route is not cut at 1ms:\n%s", params, name, route)
+			}
+			if strings.Contains(route, "0.000") {
+				t.Errorf("%s, %s: a timeout below 1ms, which Envoy reads as none:\n%s", params, name, route)
+			}
+		}
+		list := envoyRouteOf(t, y, "attack23p.ms.S/List")
+		if params == "envoy=true" && !strings.Contains(list, "per_try_timeout: 0.001s # timeout 300µs rounded up") {
+			t.Errorf("%s: List's attempts are not cut at 1ms:\n%s", params, list)
+		}
+	}
+}

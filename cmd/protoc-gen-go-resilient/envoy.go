@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
@@ -143,25 +144,29 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout
 	}
+	shown := envoyMillis(limit)
+	if shown != limit {
+		w(4, "# %v rounded up to 1ms: Envoy reads its timeouts in whole milliseconds, and 0 would be none", limit)
+	}
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
-		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(limit))
+		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(shown))
 	case mp.OverallTimeout > 0 && limit == mp.OverallTimeout:
-		w(4, "timeout: %s # overall_timeout", seconds(limit))
+		w(4, "timeout: %s # overall_timeout", seconds(shown))
 	case limit > 0 && mp.Retry != nil:
-		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(limit), mp.Retry.MaxAttempts, mp.Timeout)
+		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(shown), mp.Retry.MaxAttempts, mp.Timeout)
 	case limit > 0:
-		w(4, "timeout: %s # timeout", seconds(limit))
+		w(4, "timeout: %s # timeout", seconds(shown))
 	default:
 		w(4, "timeout: 0s # no limit but the caller's deadline (Envoy's default would be 15 s)")
 	}
 	w(4, "max_stream_duration:")
-	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(limit))
+	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(shown))
 	if limit > 0 && (mp.Kind == policy.KindClientStreaming || mp.Kind == policy.KindBidiStreaming) {
 		// The route's timeout starts once the whole request is in: a
 		// caller that keeps sending, without a grpc-timeout of its own,
 		// would never reach it. The Go client bounds the whole stream.
-		w(5, "max_stream_duration: %s # the whole stream: the route's timeout starts only once the caller has sent all its messages", seconds(limit))
+		w(5, "max_stream_duration: %s # the whole stream: the route's timeout starts only once the caller has sent all its messages", seconds(shown))
 	}
 	if mp.Retry != nil && retries == retriesAtEnvoy {
 		envoyRetryPolicy(w, mp)
@@ -239,8 +244,10 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 		w(5, "# not retried by Envoy: %s (it retries only the gRPC codes CANCELLED, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED and UNAVAILABLE)", strings.Join(lost, ", "))
 	}
 	w(5, "num_retries: %d # max_attempts %d, the first attempt included", r.MaxAttempts-1, r.MaxAttempts)
-	if mp.Timeout > 0 {
-		w(5, "per_try_timeout: %s", seconds(mp.Timeout))
+	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
+		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, and 0 would be none", seconds(t), mp.Timeout)
+	} else if t > 0 {
+		w(5, "per_try_timeout: %s", seconds(t))
 	}
 	w(5, "retry_back_off:")
 	w(6, "base_interval: %s", seconds(r.InitialBackoff))
@@ -248,6 +255,16 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	if r.Multiplier != 2 {
 		w(6, "# backoff_multiplier %v is not expressible: Envoy doubles the bound at each retry", r.Multiplier)
 	}
+}
+
+// envoyMillis is d as a timeout Envoy keeps: Envoy reads its timeouts in
+// whole milliseconds, truncated, and takes 0 for none, so a timeout
+// shorter than a millisecond is written as 1ms, not as no timeout.
+func envoyMillis(d time.Duration) time.Duration {
+	if d > 0 && d < time.Millisecond {
+		return time.Millisecond
+	}
+	return d
 }
 
 // ownAttemptTimeout reports whether an attempt of mp can end at a timeout
