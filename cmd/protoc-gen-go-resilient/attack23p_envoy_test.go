@@ -303,3 +303,33 @@ message M {}
 		}
 	}
 }
+
+// TestAttack23pEnvoySubMillisecondBreaker: the breaker's window and
+// cool_down become outlier_detection's interval and base_ejection_time,
+// which Envoy also reads in whole milliseconds: a window of 500µs was
+// written as 0.000500s, an interval of 0 ms. They are 1ms now.
+func TestAttack23pEnvoySubMillisecondBreaker(t *testing.T) {
+	src := `syntax = "proto3";
+package attack23p.msbreaker;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/attack23p/msbreaker";
+service S {
+  option (resilient.v1.service) = {circuit_breaker: {window: {nanos: 500000}, cool_down: {nanos: 999999}}};
+  rpc Get(M) returns (M);
+}
+message M {}
+`
+	files, perr := attackProto(t, "b.proto", src, "envoy=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	y := files["attack23p/msbreaker/b.envoy.yaml"]
+	for _, want := range []string{
+		"\n    interval: 0.001s # window 500µs, rounded up: Envoy reads it in whole milliseconds\n",
+		"\n    base_ejection_time: 0.001s # cool_down 999.999µs, rounded up: Envoy reads it in whole milliseconds\n",
+	} {
+		if !strings.Contains(y, want) {
+			t.Errorf("want %q in:\n%s", want, y)
+		}
+	}
+}

@@ -267,6 +267,14 @@ func envoyMillis(d time.Duration) time.Duration {
 	return d
 }
 
+// roundedUp says, in a comment, that envoyMillis rounded d up.
+func roundedUp(d time.Duration) string {
+	if envoyMillis(d) == d {
+		return ""
+	}
+	return fmt.Sprintf(" %v, rounded up: Envoy reads it in whole milliseconds", d)
+}
+
 // ownAttemptTimeout reports whether an attempt of mp can end at a timeout
 // of its own, before the whole call's: a timeout shorter than its
 // overall_timeout, or a timeout without one.
@@ -319,11 +327,11 @@ func envoyCluster(w func(int, string, ...any), name string, sp *policy.Service, 
 	w(2, "failure_percentage_minimum_hosts: 1")
 	w(2, "enforcing_failure_percentage: 100")
 	if cb.WindowCalls > 0 {
-		w(2, "interval: %s # window_calls %d is not expressible: Envoy judges an interval of time; this is the default window", seconds(cb.Window), cb.WindowCalls)
+		w(2, "interval: %s # window_calls %d is not expressible: Envoy judges an interval of time; this is the default window", seconds(envoyMillis(cb.Window)), cb.WindowCalls)
 	} else {
-		w(2, "interval: %s # window", seconds(cb.Window))
+		w(2, "interval: %s # window%s", seconds(envoyMillis(cb.Window)), roundedUp(cb.Window))
 	}
-	w(2, "base_ejection_time: %s # cool_down", seconds(cb.CoolDown))
+	w(2, "base_ejection_time: %s # cool_down%s", seconds(envoyMillis(cb.CoolDown)), roundedUp(cb.CoolDown))
 	w(2, "max_ejection_percent: 100")
 	w(2, "# Only the failure ratio ejects: no N-failures-in-a-row, no success-rate outliers.")
 	w(2, "enforcing_consecutive_5xx: 0")
