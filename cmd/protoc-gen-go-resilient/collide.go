@@ -16,7 +16,8 @@ import (
 // the same Go package: by this plugin for another service, by
 // protoc-gen-go-grpc (a service named XResilient declares
 // XResilientClient and NewXResilientClient) or by protoc-gen-go (a message
-// or enum named XResilientPolicy). The Go would not compile, and renaming
+// or enum named XResilientPolicy, a oneof field's wrapper type, an
+// extension's E_ variable). The Go would not compile, and renaming
 // the generated names would break the API users call, so the .proto has
 // to rename one of the two. It returns one line per collision, at the
 // service. hasServer tells the services with a server-side policy.
@@ -41,16 +42,32 @@ func checkGoNames(gen *protogen.Plugin, hasServer map[*protogen.Service]bool) []
 			}
 		}
 	}
+	// An extension is a variable E_<its Go name>.
+	walkExtensions := func(pkg protogen.GoImportPath, file string, xs []*protogen.Extension) {
+		for _, x := range xs {
+			declare(pkg, "E_"+x.GoIdent.GoName, fmt.Sprintf("protoc-gen-go for extension %s (%s)", x.Desc.FullName(), file))
+		}
+	}
 	walkMessages = func(pkg protogen.GoImportPath, file string, ms []*protogen.Message) {
 		for _, m := range ms {
 			declare(pkg, m.GoIdent.GoName, fmt.Sprintf("protoc-gen-go for message %s (%s)", m.Desc.FullName(), file))
+			// A field of a oneof is a wrapper type, Message_Field: the
+			// message M's oneof field b_resilient_policy is
+			// M_BResilientPolicy, the policy of a service M_B.
+			for _, fld := range m.Fields {
+				if fld.Oneof != nil && !fld.Oneof.Desc.IsSynthetic() {
+					declare(pkg, fld.GoIdent.GoName, fmt.Sprintf("protoc-gen-go for oneof field %s (%s)", fld.Desc.FullName(), file))
+				}
+			}
 			walkEnums(pkg, file, m.Enums)
+			walkExtensions(pkg, file, m.Extensions)
 			walkMessages(pkg, file, m.Messages)
 		}
 	}
 	for _, f := range gen.Files {
 		pkg, file := f.GoImportPath, f.Desc.Path()
 		walkEnums(pkg, file, f.Enums)
+		walkExtensions(pkg, file, f.Extensions)
 		walkMessages(pkg, file, f.Messages)
 		for _, s := range f.Services {
 			by := fmt.Sprintf("protoc-gen-go-grpc for service %s (%s)", s.Desc.FullName(), file)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/compiler/protogen"
@@ -143,20 +144,30 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout
 	}
+	shown := envoyMillis(limit)
+	if shown != limit {
+		w(4, "# %v rounded up to 1ms: Envoy reads its timeouts in whole milliseconds, and 0 would be none", limit)
+	}
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
-		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(limit))
+		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(shown))
 	case mp.OverallTimeout > 0 && limit == mp.OverallTimeout:
-		w(4, "timeout: %s # overall_timeout", seconds(limit))
+		w(4, "timeout: %s # overall_timeout", seconds(shown))
 	case limit > 0 && mp.Retry != nil:
-		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(limit), mp.Retry.MaxAttempts, mp.Timeout)
+		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(shown), mp.Retry.MaxAttempts, mp.Timeout)
 	case limit > 0:
-		w(4, "timeout: %s # timeout", seconds(limit))
+		w(4, "timeout: %s # timeout", seconds(shown))
 	default:
 		w(4, "timeout: 0s # no limit but the caller's deadline (Envoy's default would be 15 s)")
 	}
 	w(4, "max_stream_duration:")
-	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(limit))
+	w(5, "grpc_timeout_header_max: %s # the caller's deadline (grpc-timeout) applies, up to the route's", seconds(shown))
+	if limit > 0 && (mp.Kind == policy.KindClientStreaming || mp.Kind == policy.KindBidiStreaming) {
+		// The route's timeout starts once the whole request is in: a
+		// caller that keeps sending, without a grpc-timeout of its own,
+		// would never reach it. The Go client bounds the whole stream.
+		w(5, "max_stream_duration: %s # the whole stream: the route's timeout starts only once the caller has sent all its messages", seconds(shown))
+	}
 	if mp.Retry != nil && retries == retriesAtEnvoy {
 		envoyRetryPolicy(w, mp)
 	}
@@ -190,9 +201,19 @@ func routeConfigName(f *protogen.File) string {
 func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	r := mp.Retry
 	var on, lost []string
+	untimed := false // DEADLINE_EXCEEDED listed, and no attempt timeout of its own
 	seen := map[string]bool{}
 	for _, c := range r.RetryableCodes.Codes() {
 		conds, ok := envoyRetryOn[c]
+		if c == codes.DeadlineExceeded && !ownAttemptTimeout(mp) {
+			// The client retries it only when an attempt's own timeout
+			// expired, and no attempt of this method has one to expire
+			// (no timeout, or one the overall_timeout cuts first): it
+			// never retries it. gateway-error would retry what it
+			// does not, a reset or a failed connection.
+			untimed = true
+			continue
+		}
 		if !ok {
 			lost = append(lost, codename.Of(c))
 			continue
@@ -204,18 +225,29 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 			}
 		}
 	}
+	const untimedNote = "DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's attempts have none (no timeout shorter than overall_timeout)"
 	if len(on) == 0 {
-		w(4, "# no retry_policy: Envoy cannot retry on %s", strings.Join(lost, ", "))
+		if len(lost) > 0 {
+			w(4, "# no retry_policy: Envoy cannot retry on %s", strings.Join(lost, ", "))
+		}
+		if untimed {
+			w(4, "# no retry_policy: %s", untimedNote)
+		}
 		return
 	}
 	w(4, "retry_policy:")
 	w(5, "retry_on: %s", strings.Join(on, ","))
+	if untimed {
+		w(5, "# not retried: %s", untimedNote)
+	}
 	if len(lost) > 0 {
 		w(5, "# not retried by Envoy: %s (it retries only the gRPC codes CANCELLED, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED and UNAVAILABLE)", strings.Join(lost, ", "))
 	}
 	w(5, "num_retries: %d # max_attempts %d, the first attempt included", r.MaxAttempts-1, r.MaxAttempts)
-	if mp.Timeout > 0 {
-		w(5, "per_try_timeout: %s", seconds(mp.Timeout))
+	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
+		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, and 0 would be none", seconds(t), mp.Timeout)
+	} else if t > 0 {
+		w(5, "per_try_timeout: %s", seconds(t))
 	}
 	w(5, "retry_back_off:")
 	w(6, "base_interval: %s", seconds(r.InitialBackoff))
@@ -223,6 +255,31 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	if r.Multiplier != 2 {
 		w(6, "# backoff_multiplier %v is not expressible: Envoy doubles the bound at each retry", r.Multiplier)
 	}
+}
+
+// envoyMillis is d as a timeout Envoy keeps: Envoy reads its timeouts in
+// whole milliseconds, truncated, and takes 0 for none, so a timeout
+// shorter than a millisecond is written as 1ms, not as no timeout.
+func envoyMillis(d time.Duration) time.Duration {
+	if d > 0 && d < time.Millisecond {
+		return time.Millisecond
+	}
+	return d
+}
+
+// roundedUp says, in a comment, that envoyMillis rounded d up.
+func roundedUp(d time.Duration) string {
+	if envoyMillis(d) == d {
+		return ""
+	}
+	return fmt.Sprintf(" %v, rounded up: Envoy reads it in whole milliseconds", d)
+}
+
+// ownAttemptTimeout reports whether an attempt of mp can end at a timeout
+// of its own, before the whole call's: a timeout shorter than its
+// overall_timeout, or a timeout without one.
+func ownAttemptTimeout(mp *policy.Method) bool {
+	return mp.Timeout > 0 && (mp.OverallTimeout == 0 || mp.Timeout < mp.OverallTimeout)
 }
 
 // envoyCluster writes a service's cluster: the bulkhead and the retry
@@ -257,16 +314,24 @@ func envoyCluster(w func(int, string, ...any), name string, sp *policy.Service, 
 		return
 	}
 	w(1, "outlier_detection: # from circuit_breaker; Envoy ejects hosts, not the whole dependency")
-	w(2, "failure_percentage_threshold: %d # failure_ratio %v", int(math.Round(cb.FailureRatio*100)), cb.FailureRatio)
+	// Envoy takes a whole percentage and ejects a host whose failures
+	// reach it: 0, the rounding of a ratio below 0.005, would eject every
+	// host that served failure_percentage_request_volume calls, failing
+	// or not. 1 is the least that ejects only a host that failed.
+	if pct := int(math.Round(cb.FailureRatio * 100)); pct >= 1 {
+		w(2, "failure_percentage_threshold: %d # failure_ratio %v", pct, cb.FailureRatio)
+	} else {
+		w(2, "failure_percentage_threshold: 1 # failure_ratio %v, below the whole percentage Envoy takes (0 would eject every host, failing or not)", cb.FailureRatio)
+	}
 	w(2, "failure_percentage_request_volume: %d # minimum_calls", cb.MinimumCalls)
 	w(2, "failure_percentage_minimum_hosts: 1")
 	w(2, "enforcing_failure_percentage: 100")
 	if cb.WindowCalls > 0 {
-		w(2, "interval: %s # window_calls %d is not expressible: Envoy judges an interval of time; this is the default window", seconds(cb.Window), cb.WindowCalls)
+		w(2, "interval: %s # window_calls %d is not expressible: Envoy judges an interval of time; this is the default window", seconds(envoyMillis(cb.Window)), cb.WindowCalls)
 	} else {
-		w(2, "interval: %s # window", seconds(cb.Window))
+		w(2, "interval: %s # window%s", seconds(envoyMillis(cb.Window)), roundedUp(cb.Window))
 	}
-	w(2, "base_ejection_time: %s # cool_down", seconds(cb.CoolDown))
+	w(2, "base_ejection_time: %s # cool_down%s", seconds(envoyMillis(cb.CoolDown)), roundedUp(cb.CoolDown))
 	w(2, "max_ejection_percent: 100")
 	w(2, "# Only the failure ratio ejects: no N-failures-in-a-row, no success-rate outliers.")
 	w(2, "enforcing_consecutive_5xx: 0")

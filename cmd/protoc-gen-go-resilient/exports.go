@@ -23,6 +23,7 @@ type exportOptions struct {
 	serviceConfig bool   // service_config=true: <prefix>.service_config.json
 	envoy         bool   // envoy=true: <prefix>.envoy.yaml
 	envoyRetries  string // envoy_retries=envoy|client: the layer that retries behind Envoy
+	retriesGiven  bool   // envoy_retries was given (it needs envoy=true)
 	docs          bool   // docs=true: <prefix>.policy.md
 }
 
@@ -41,7 +42,7 @@ func newExportOptions(flags *flag.FlagSet) *exportOptions {
 		if v != retriesAtEnvoy && v != retriesAtClient {
 			return fmt.Errorf("must be %s (Envoy retries, the callers do not) or %s (the callers retry, the routes get no retry_policy), got %q", retriesAtEnvoy, retriesAtClient, v)
 		}
-		o.envoyRetries = v
+		o.envoyRetries, o.retriesGiven = v, true
 		return nil
 	})
 	flags.BoolVar(&o.docs, "docs", false, "write <file>.policy.md, the effective policy of every method and where each value came from")
@@ -51,8 +52,11 @@ func newExportOptions(flags *flag.FlagSet) *exportOptions {
 // paramFunc sets the plugin's own parameters; protogen handles paths,
 // module, annotate_code and M… itself before calling it. An unknown
 // parameter or a bad value is refused with a sentence naming the valid ones;
-// protogen prefixes it with the plugin's name.
+// protogen prefixes it with the plugin's name. So is one given twice with
+// two values (envoy_retries=client, then envoy_retries=envoy, as a
+// buf.gen.yaml's opt list can hold): the last would win silently.
 func paramFunc(flags *flag.FlagSet) func(name, value string) error {
+	given := map[string]string{}
 	return func(name, value string) error {
 		f := flags.Lookup(name)
 		if f == nil {
@@ -67,8 +71,26 @@ func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 		if err := flags.Set(name, value); err != nil {
 			return fmt.Errorf("parameter %s=%s: %v", name, value, unwrapFlagError(err))
 		}
+		// As set: a bool's value is what it parsed to ("docs", "docs=true").
+		set := value
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			set = f.Value.String()
+		}
+		if before, ok := given[name]; ok && before != set {
+			return fmt.Errorf("parameter %s is given twice, as %s=%s and %s=%s, and only the last would count: give it once", name, name, before, name, set)
+		}
+		given[name] = set
 		return nil
 	}
+}
+
+// checkParams refuses a parameter that would do nothing beside the
+// others: envoy_retries chooses how the routes of envoy=true retry.
+func (o *exportOptions) checkParams() error {
+	if o.retriesGiven && !o.envoy {
+		return fmt.Errorf("parameter envoy_retries=%s chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy is not set, so no file would say it: add envoy=true, or remove envoy_retries", o.envoyRetries)
+	}
+	return nil
 }
 
 // unwrapFlagError drops the flag package's "invalid value … for flag -x:"

@@ -37,6 +37,9 @@ func generateWith(gen *protogen.Plugin, o *exportOptions) error {
 	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL) | uint64(pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
 	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
 	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2024
+	if err := o.checkParams(); err != nil {
+		return err
+	}
 
 	type resolvedFile struct {
 		file     *protogen.File
