@@ -165,11 +165,6 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		// Not before: a claim answered past the lease is the store failing,
 		// and ending an episode for it would log one twice per request.
 		g.storeOK()
-		if c.State != Claimed && c.Fingerprint != fp {
-			m.svc.mismatched.Add(1)
-			return nil, status.Errorf(codes.InvalidArgument,
-				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
-		}
 		if c.State == Pending && holdsClaim(ctx, skey, c.Token) {
 			// Another Guard on this server, whose interceptor runs
 			// outside this one's, claimed the key in this very store (or
@@ -178,7 +173,17 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			// itself until its deadline. Its outer Guard's store being
 			// another (a replica's own), the claim here is this Guard's
 			// as for any request, and deduplicates across replicas.
+			// Before the fingerprint: an interceptor of the server's own
+			// between the two Guards may have changed the request (a
+			// normalization), and this request is still the claim's own,
+			// not another body under its key (INVALID_ARGUMENT, which the
+			// outer Guard would keep and replay to every retry).
 			return handler(ctx, req)
+		}
+		if c.State != Claimed && c.Fingerprint != fp {
+			m.svc.mismatched.Add(1)
+			return nil, status.Errorf(codes.InvalidArgument,
+				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
 		}
 		switch c.State {
 		case Claimed:
