@@ -363,8 +363,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// refusal of this request by another Guard of this server inside
 		// this one (its shed, with a code a FinalCodes may hold,
 		// RESOURCE_EXHAUSTED): neither is an answer of the handler's.
+		// Nor is UNAUTHENTICATED, whatever FinalCodes hold: it says the
+		// credentials sent with this request (not part of the key's
+		// request) did not authenticate it, an auth interceptor's inside
+		// the Guard or the handler's own, and the caller's retry with
+		// fresh ones must run rather than get it replayed for the TTL.
 		st := sentStatus(err)
-		if !d.final.Has(st.Code()) || refusedHere(err, m.name) {
+		if !d.final.Has(st.Code()) || st.Code() == codes.Unauthenticated || refusedHere(err, m.name) {
 			keepable = false
 			break
 		}
