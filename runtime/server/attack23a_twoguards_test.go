@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
@@ -127,5 +128,41 @@ func TestAttack23aInnerGuardsDeadlineBetweenDefaultTimeouts(t *testing.T) {
 				t.Errorf("with the caller's deadline of %s the handler had %s left; want the caller's, more than either DefaultTimeout", 3*long, l)
 			}
 		})
+	}
+}
+
+// TestAttack23aHandlersLookAlikeShedIsKept: refusedHere knows an inner
+// Guard's refusal by its type, not its look. Two Guards, the outer
+// deduplicating with RESOURCE_EXHAUSTED among its FinalCodes (a service
+// whose quota answers are final), the inner shedding nothing; the
+// handler answers a status made exactly like a Guard's shed (the code,
+// a RetryInfo, the SHED mark in the Guard's domain), as a handler that
+// passes on its dependency's refusal does. It is the handler's answer:
+// kept, the mark taken out, and replayed to the retry, the handler run
+// once.
+func TestAttack23aHandlersLookAlikeShedIsKept(t *testing.T) {
+	outer := inventoryPolicy()
+	outer.Methods[1].Dedup.FinalCodes = policy.DefaultFinalCodes | policy.CodesOf(codes.ResourceExhausted)
+	inner := inventoryPolicy()
+	inner.Methods[1].Dedup = nil
+	inner.Shedding.Code = codes.ResourceExhausted
+	lookAlike := newShedder(inventory, inner.Shedding).refusal(reserveStock, PriorityCritical, 8, 8)
+	srv := &inventoryServer{}
+	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+		return nil, status.ErrorProto(status.Convert(lookAlike).Proto()) // the same status, another error
+	}
+	g1, g2, client := twoGuardsOn(t, srv, outer, inner)
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-alike", Sku: "a", Units: 1}
+	_, err := client.ReserveStock(withKey(ctxTimeout(t, 5*time.Second), "k-alike"), req)
+	if status.Code(err) != codes.ResourceExhausted || reasons(err)[runtime.ShedReason] {
+		t.Fatalf("the handler's look-alike: %v (reasons %v); want RESOURCE_EXHAUSTED without the SHED mark (not this server's refusal)", err, reasons(err))
+	}
+	var trailer metadata.MD
+	_, again := client.ReserveStock(withKey(ctxTimeout(t, 5*time.Second), "k-alike"), req, grpc.Trailer(&trailer))
+	if status.Code(again) != codes.ResourceExhausted || status.Convert(again).Message() != status.Convert(err).Message() || trailer.Get(ReplayedHeader) == nil {
+		t.Errorf("the retry: %v (trailer %v); want the answer replayed", again, trailer)
+	}
+	if n, s1, s2 := srv.reserveCalls.Load(), stats(t, g1), stats(t, g2); n != 1 || s1.Replayed != 1 || s2.Shed[PriorityCritical] != 0 {
+		t.Errorf("the handler ran %d times, outer replays %d, inner sheds %d; want 1, 1, 0", n, s1.Replayed, s2.Shed[PriorityCritical])
 	}
 }
