@@ -17,6 +17,18 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
+// chainedTaps is one InTapHandle for two Guards: the outer's TapHandle,
+// then, if it admitted the request, the inner's.
+func chainedTaps(outer, inner *Guard) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		ctx, err := outer.TapHandle(ctx, info)
+		if err != nil {
+			return ctx, err
+		}
+		return inner.TapHandle(ctx, info)
+	}
+}
+
 // TestAttack23aStreamThroughTwoGuards: a server-streaming method through
 // two Guards, both taps chained (the service's own tap calling the
 // outer's TapHandle, then the inner's) and both stream interceptors, the
@@ -45,13 +57,6 @@ func TestAttack23aStreamThroughTwoGuards(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			both := func(ctx context.Context, info *tap.Info) (context.Context, error) {
-				ctx, err := g1.TapHandle(ctx, info)
-				if err != nil {
-					return ctx, err
-				}
-				return g2.TapHandle(ctx, info)
-			}
 			srv := &inventoryServer{}
 			started := make(chan struct{}, 1)
 			srv.onWatch = func(ctx context.Context) error {
@@ -59,7 +64,7 @@ func TestAttack23aStreamThroughTwoGuards(t *testing.T) {
 				<-ctx.Done()
 				return ctx.Err()
 			}
-			client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(both),
+			client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(chainedTaps(g1, g2)),
 				grpc.ChainStreamInterceptor(g1.StreamInterceptor, g2.StreamInterceptor))))
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -136,15 +141,8 @@ func TestAttack23aChainedTapsInnerRefusalsDoNotFillTheOuter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	both := func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		ctx, err := g1.TapHandle(ctx, info)
-		if err != nil {
-			return ctx, err
-		}
-		return g2.TapHandle(ctx, info)
-	}
 	srv := &inventoryServer{}
-	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(both),
+	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(chainedTaps(g1, g2)),
 		grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, g2.UnaryInterceptor))))
 	// Deadline refusals by the inner Guard's door.
 	for i := range 4 {
