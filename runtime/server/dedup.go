@@ -165,11 +165,6 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		// Not before: a claim answered past the lease is the store failing,
 		// and ending an episode for it would log one twice per request.
 		g.storeOK()
-		if c.State != Claimed && c.Fingerprint != fp {
-			m.svc.mismatched.Add(1)
-			return nil, status.Errorf(codes.InvalidArgument,
-				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
-		}
 		if c.State == Pending && holdsClaim(ctx, skey, c.Token) {
 			// Another Guard on this server, whose interceptor runs
 			// outside this one's, claimed the key in this very store (or
@@ -178,7 +173,17 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			// itself until its deadline. Its outer Guard's store being
 			// another (a replica's own), the claim here is this Guard's
 			// as for any request, and deduplicates across replicas.
+			// Before the fingerprint: an interceptor of the server's own
+			// between the two Guards may have changed the request (a
+			// normalization), and this request is still the claim's own,
+			// not another body under its key (INVALID_ARGUMENT, which the
+			// outer Guard would keep and replay to every retry).
 			return handler(ctx, req)
+		}
+		if c.State != Claimed && c.Fingerprint != fp {
+			m.svc.mismatched.Add(1)
+			return nil, status.Errorf(codes.InvalidArgument,
+				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
 		}
 		switch c.State {
 		case Claimed:
@@ -358,8 +363,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// refusal of this request by another Guard of this server inside
 		// this one (its shed, with a code a FinalCodes may hold,
 		// RESOURCE_EXHAUSTED): neither is an answer of the handler's.
+		// Nor is UNAUTHENTICATED, whatever FinalCodes hold: it says the
+		// credentials sent with this request (not part of the key's
+		// request) did not authenticate it, an auth interceptor's inside
+		// the Guard or the handler's own, and the caller's retry with
+		// fresh ones must run rather than get it replayed for the TTL.
 		st := sentStatus(err)
-		if !d.final.Has(st.Code()) || refusedHere(err, m.name) {
+		if !d.final.Has(st.Code()) || st.Code() == codes.Unauthenticated || refusedHere(err, m.name) {
 			keepable = false
 			break
 		}

@@ -295,9 +295,27 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 	}
 	ctx, err := g.enter(ctx, m, info.Header)
 	if err != nil {
+		tapRefused(ctx, m)
 		return ctx, err
 	}
 	return withTapTimeout(ctx, m), nil
+}
+
+// tapRefused gives back the places the taps of other Guards took for a
+// request of m's method that this Guard's tap refuses (two Guards' taps
+// chained in one InTapHandle, the outer's TapHandle, then the inner's):
+// gRPC does not cancel the context of a stream its tap refused, which is
+// what gives back a place taken for a request that never reaches the
+// interceptor, and each inner shed or deadline refusal would otherwise
+// hold a place of the outer Guard's until the connection closed, until
+// the outer shed every request on it. In a tap, the only grants in the
+// context are those of this request's earlier taps.
+func tapRefused(ctx context.Context, m *method) {
+	for gr := grantOf(ctx, nil); gr != nil && gr.m.name == m.name; gr = gr.outer {
+		if gr.a != nil {
+			gr.a.done()
+		}
+	}
 }
 
 // enter checks the deadline, takes a place in flight (where the service
