@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
@@ -292,4 +293,65 @@ func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protor
 	}
 	walk(f)
 	return out
+}
+
+// Unreadable is the field of b, the bytes of a policy written on an
+// element of f, that makes b unreadable as this program's Policy: a
+// message field of this program's contract (a Duration, a group) that
+// the options proto f imports gives another type of the same wire type
+// (timeout as a string), whose bytes do not parse as the message. Such a
+// value does not become an unknown field: the whole option, and so the
+// request that holds it, fails to parse. ok is false when b parses, or no
+// such field is found.
+func Unreadable(f protoreflect.FileDescriptor, b []byte) (n NewerOption, ok bool) {
+	if proto.Unmarshal(b, new(Policy)) == nil {
+		return NewerOption{}, false
+	}
+	path, fd, ok := unreadableField(b, (*Policy)(nil).ProtoReflect().Descriptor(), nil)
+	if !ok {
+		return NewerOption{}, false
+	}
+	parent, name := fd.ContainingMessage().FullName(), string(fd.Name())
+	if f != nil {
+		if md := findMessage(f, parent, map[string]bool{}); md != nil {
+			if theirs := md.Fields().ByNumber(fd.Number()); theirs != nil {
+				name = string(theirs.Name())
+			}
+		}
+	}
+	path[len(path)-1] = name
+	what := fmt.Sprintf("%s.%s (number %d) is of another type in it", parent, name, fd.Number())
+	if f != nil {
+		what = retyped(f, parent, fd.Number(), name)
+	}
+	return NewerOption{Path: strings.Join(path, "."), Retyped: true, What: what,
+		Expects: article(typeName(fd)), Name: string(fd.Name())}, true
+}
+
+// unreadableField finds the message field of b (a message md) whose bytes
+// do not parse as its message, the deepest one, with its path of field
+// names from path.
+func unreadableField(b []byte, md protoreflect.MessageDescriptor, path []string) ([]string, protoreflect.FieldDescriptor, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return nil, nil, false
+		}
+		if fd := md.Fields().ByNumber(num); fd != nil && fd.Message() != nil && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n:])
+			p := append(append([]string(nil), path...), string(fd.Name()))
+			if proto.Unmarshal(v, dynamicpb.NewMessage(fd.Message())) != nil {
+				if deeper, dfd, ok := unreadableField(v, fd.Message(), p); ok {
+					return deeper, dfd, true
+				}
+				return p, fd, true
+			}
+		}
+		b = b[n+m:]
+	}
+	return nil, nil, false
 }
