@@ -52,7 +52,10 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*service, retr
 	w(0, "# RouteConfiguration with a route per method and a Cluster per service.")
 	w(0, "# Merge them into your own configuration (or split them into an RDS and a")
 	w(0, "# CDS file); the cluster names, the virtual host and its domains are")
-	w(0, "# placeholders, and the clusters' endpoints are yours to add.")
+	w(0, "# placeholders, and the clusters' endpoints are yours to add. The route")
+	w(0, "# configuration is named after this file, so that those of several files,")
+	w(0, "# of one package or not, merge without a clash; to serve their services on")
+	w(0, "# one listener, move their routes into one virtual host of yours.")
 	w(0, "#")
 	if retries == retriesAtEnvoy {
 		w(0, "# Retries: at Envoy (envoy_retries=envoy). The routes retry as annotated,")
@@ -188,12 +191,15 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	}
 }
 
-// routeConfigName names a file's route configuration after its package, or
-// its path when it has none.
+// routeConfigName names a file's route configuration, and its virtual
+// host, after the file's path ("shop/orders/v1/orders.proto"), unique
+// among the files of a build: two files of one package, generated in one
+// request or in two, give two resources that merge into one RDS file
+// without a clash. Named after the package, they were two
+// RouteConfigurations of the same name, one of which an xDS server keeps
+// and Envoy serves, the other's routes lost. The clusters are the
+// services' full names, unique already.
 func routeConfigName(f *protogen.File) string {
-	if p := f.Desc.Package(); p != "" {
-		return string(p)
-	}
 	return f.Desc.Path()
 }
 

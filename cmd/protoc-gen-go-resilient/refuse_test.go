@@ -185,6 +185,9 @@ func TestRefusals(t *testing.T) {
 		{"retry_budget_on_method", []string{
 			"refuse/retry_budget_on_method.proto:11:5: resilienttest.refuse.retry_budget_on_method.Svc.Get: (resilient.v1.method).retry_budget: retry_budget is shared by the whole dependency: set it on the service or the file",
 		}},
+		{"retry_code_repeated", []string{
+			`refuse/retry_code_repeated.proto:11:5: resilienttest.refuse.retry_code_repeated.Svc.Get: (resilient.v1.method).retry.retryable_codes[1]: "UNAVAILABLE" is listed twice: remove the repeat`,
+		}},
 		{"retry_inherited_not_idempotent", []string{
 			"refuse/retry_inherited_not_idempotent.proto:10:3: resilienttest.refuse.retry_inherited_not_idempotent.Svc.Charge: (resilient.v1.service).retry: Charge is not idempotent and has no idempotency_key, so a retry could apply it twice: mark the method idempotent (idempotent: true, or option idempotency_level = IDEMPOTENT), name a request field in idempotency_key, or turn retries off for it with (resilient.v1.method) = {retry: {max_attempts: 1}}",
 		}},

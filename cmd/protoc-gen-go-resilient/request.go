@@ -12,11 +12,13 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 
+	"github.com/go-resilient/resilient/internal/rules"
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
@@ -71,9 +73,16 @@ func unreadableOptions(b []byte) []string {
 	if err := (proto.UnmarshalOptions{Resolver: new(protoregistry.Types)}).Unmarshal(b, req); err != nil {
 		return nil
 	}
+	// The files as descriptors, to name a field's type in the copy of the
+	// options a file imports (rules.Unreadable); without them, the field
+	// is said to be of another type.
+	files, _ := protodesc.NewFiles(&descriptorpb.FileDescriptorSet{File: req.GetProtoFile()})
 	var out []string
 	for _, fd := range req.GetProtoFile() {
 		c := optionChecker{file: fd}
+		if files != nil {
+			c.desc, _ = files.FindFileByPath(fd.GetName())
+		}
 		pkg := fd.GetPackage()
 		c.check(fd.GetOptions(), resilientv1.E_File, protoreflect.SourcePath{fileOptionsField}, pkg)
 		for i, md := range fd.GetMessageType() {
@@ -104,6 +113,7 @@ const (
 // optionChecker finds the unreadable options of one file.
 type optionChecker struct {
 	file  *descriptorpb.FileDescriptorProto
+	desc  protoreflect.FileDescriptor // file, nil when it does not build
 	found []string
 }
 
@@ -148,11 +158,19 @@ func (c *optionChecker) check(opts proto.Message, xt protoreflect.ExtensionType,
 			if xd.Kind() == protoreflect.MessageKind {
 				field, numbers, text, bad = badString(v, xd.Message())
 			}
+			where := append(append(protoreflect.SourcePath(nil), path...), int32(xd.Number()))
 			if bad {
-				where := append(append(protoreflect.SourcePath(nil), path...), int32(xd.Number()))
 				c.found = append(c.found, fmt.Sprintf("%s: %s: %s%s: is not valid UTF-8 (%q): a string of the options must be text; write the characters themselves, not byte escapes",
 					c.position(append(where, numbers...)), name, opt, field, text))
 				return
+			}
+			if xd.Message() == policyDescriptor {
+				// A field the copy of the options gives another type,
+				// whose bytes are not this plugin's message.
+				if n, ok := rules.Unreadable(c.desc, v); ok {
+					c.found = append(c.found, fmt.Sprintf("%s: %s: %s.%s: %s", c.position(append(where, unreadableNumbers(n)...)), name, opt, n.Path, retypedMessage(n)))
+					return
+				}
 			}
 		}
 		rest = rest[n+m:]
@@ -215,4 +233,16 @@ func (c *optionChecker) position(want protoreflect.SourcePath) string {
 		return c.file.GetName() + ":1:1"
 	}
 	return fmt.Sprintf("%s:%d:%d", c.file.GetName(), best.GetSpan()[0]+1, best.GetSpan()[1]+1)
+}
+
+// policyDescriptor is the message the three extensions hold.
+var policyDescriptor = resilientv1.E_Method.TypeDescriptor().Message()
+
+// unreadableNumbers is the source path, inside the option, of the field n
+// names (n.Path, in the names of the copy; the last as this plugin names
+// it, n.Name), as far as this plugin's contract has it.
+func unreadableNumbers(n rules.NewerOption) protoreflect.SourcePath {
+	names := strings.Split(n.Path, ".")
+	names[len(names)-1] = n.Name
+	return fieldNumbers(strings.Join(names, "."))
 }

@@ -44,8 +44,21 @@ func checkOptionsVersion(f *protogen.File, ps *problems) {
 			}
 			at = siteAt(f, at, own)
 		}
+		if n.Retyped {
+			ps.add(at, lvl, n.Path, "%s", retypedMessage(n))
+			return
+		}
 		ps.add(at, lvl, n.Path, "%s", newerMessage(n.What))
 	})
+}
+
+// retypedMessage says what a field whose type differs between the options
+// proto and the plugin's contract means (n.Retyped), and how to mend it.
+// The copy is not merely newer: the plugin cannot read the value at all.
+func retypedMessage(n rules.NewerOption) string {
+	return fmt.Sprintf("the options proto (resilient/v1/resilient.proto) differs from the one of this plugin, protoc-gen-go-resilient v%s: %s, where this plugin expects %s, so the value cannot be read: "+
+		"write the options proto of v%s with protoc-gen-go-resilient -options-proto=DIR and %s as %s, "+
+		"or use the plugin of the version the options proto came from (go get -tool github.com/go-resilient/resilient/cmd/protoc-gen-go-resilient@VERSION)", version, n.What, n.Expected(), version, n.Name, n.Expects)
 }
 
 // newerMessage says what an unknown option means and how to mend it.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
@@ -35,8 +36,31 @@ type NewerOption struct {
 	Extension protoreflect.ExtensionDescriptor
 	// What says what this program lacks: "resilient.v1.Retry has no field
 	// jitter (number 99)", "it does not know the option
-	// (resilient.v1.audit)".
+	// (resilient.v1.audit)"; for a Retyped field, the field's type in the
+	// imported copy: "resilient.v1.Retry.max_attempts (number 1) is a
+	// string in it".
 	What string
+	// Retyped is set when this program's contract has the field, with
+	// another type than the imported copy gives it (max_attempts as a
+	// string): the value was written as the copy's type and cannot be
+	// read as this program's. The copy is then not merely newer: it
+	// differs, What says what the file has and Expects what this
+	// program's contract has.
+	Retyped bool
+	// Expects is, for a Retyped field, its type in this program's
+	// contract ("a uint32"), and Name its name there (the copy may have
+	// renamed it too).
+	Expects, Name string
+}
+
+// Expected is, for a Retyped field, what this program's contract has: its
+// type, and its name when the imported copy names it otherwise ("a double
+// named failure_ratio").
+func (n NewerOption) Expected() string {
+	if n.Name != n.Path[strings.LastIndex(n.Path, ".")+1:] {
+		return n.Expects + " named " + n.Name
+	}
+	return n.Expects
 }
 
 // NewerOptions calls found for every value of f that this program's
@@ -50,8 +74,14 @@ func NewerOptions(f protoreflect.FileDescriptor, found func(at protoreflect.Desc
 			return
 		}
 		newerFields(f, p, func(path string, num protowire.Number, parent protoreflect.FullName) {
+			name := path[strings.LastIndex(path, ".")+1:]
+			if ours := contractField(parent, num); ours != nil {
+				found(d, NewerOption{Level: lvl, Path: path, Retyped: true, What: retyped(f, parent, num, name),
+					Expects: article(typeName(ours)), Name: string(ours.Name())})
+				return
+			}
 			found(d, NewerOption{Level: lvl, Path: path,
-				What: fmt.Sprintf("%s has no field %s (number %d)", parent, path[strings.LastIndex(path, ".")+1:], num)})
+				What: fmt.Sprintf("%s has no field %s (number %d)", parent, name, num)})
 		})
 		for _, x := range newerExtensions(f, opts) {
 			found(d, NewerOption{Level: lvl, Extension: x, What: fmt.Sprintf("it does not know the option (%s)", x.FullName())})
@@ -79,6 +109,61 @@ func newerFields(f protoreflect.FileDescriptor, p *Policy, found func(path strin
 	unknownFields(p.ProtoReflect(), nil, func(path []string, num protowire.Number, parent protoreflect.FullName) {
 		found(strings.Join(append(path, fieldName(f, parent, num)), "."), num, parent)
 	})
+}
+
+// contractField is field num of the message named parent in this
+// program's options contract, or nil when the contract has none. A field
+// the contract has that is still unknown was written with another wire
+// type than the contract's: the copy the file imports gives it another
+// type.
+func contractField(parent protoreflect.FullName, num protowire.Number) protoreflect.FieldDescriptor {
+	md := findIn(resilientv1.File_resilient_v1_resilient_proto.Messages(), parent)
+	if md == nil {
+		return nil
+	}
+	return md.Fields().ByNumber(num)
+}
+
+// retyped says what field num of the message named parent (named name)
+// is in the options proto f imports: "resilient.v1.Retry.max_attempts
+// (number 1) is a string in it".
+func retyped(f protoreflect.FileDescriptor, parent protoreflect.FullName, num protowire.Number, name string) string {
+	theirs := "of another type"
+	if md := findMessage(f, parent, map[string]bool{}); md != nil {
+		if fd := md.Fields().ByNumber(num); fd != nil {
+			theirs = typeName(fd)
+		}
+	}
+	return fmt.Sprintf("%s.%s (number %d) is %s in it", parent, name, num, article(theirs))
+}
+
+// typeName names the type of a field as a .proto declares it: "uint32",
+// "repeated string", "google.protobuf.Duration".
+func typeName(fd protoreflect.FieldDescriptor) string {
+	t := fd.Kind().String()
+	switch {
+	case fd.Message() != nil:
+		t = string(fd.Message().FullName())
+	case fd.Enum() != nil:
+		t = string(fd.Enum().FullName())
+	}
+	if fd.IsList() {
+		return "repeated " + t
+	}
+	return t
+}
+
+// article puts "a" or "an" before a type name ("a string", "an int32",
+// "a uint32", said "you-int"); a repeated field is "a repeated string", a
+// phrase as "of another type" is left as it is.
+func article(t string) string {
+	switch {
+	case strings.HasPrefix(t, "of "):
+		return t
+	case strings.ContainsAny(t[:1], "aeio"):
+		return "an " + t
+	}
+	return "a " + t
 }
 
 // Policy is the options message the three extensions hold.
@@ -208,4 +293,65 @@ func newerExtensions(f protoreflect.FileDescriptor, opts proto.Message) []protor
 	}
 	walk(f)
 	return out
+}
+
+// Unreadable is the field of b, the bytes of a policy written on an
+// element of f, that makes b unreadable as this program's Policy: a
+// message field of this program's contract (a Duration, a group) that
+// the options proto f imports gives another type of the same wire type
+// (timeout as a string), whose bytes do not parse as the message. Such a
+// value does not become an unknown field: the whole option, and so the
+// request that holds it, fails to parse. ok is false when b parses, or no
+// such field is found.
+func Unreadable(f protoreflect.FileDescriptor, b []byte) (n NewerOption, ok bool) {
+	if proto.Unmarshal(b, new(Policy)) == nil {
+		return NewerOption{}, false
+	}
+	path, fd, ok := unreadableField(b, (*Policy)(nil).ProtoReflect().Descriptor(), nil)
+	if !ok {
+		return NewerOption{}, false
+	}
+	parent, name := fd.ContainingMessage().FullName(), string(fd.Name())
+	if f != nil {
+		if md := findMessage(f, parent, map[string]bool{}); md != nil {
+			if theirs := md.Fields().ByNumber(fd.Number()); theirs != nil {
+				name = string(theirs.Name())
+			}
+		}
+	}
+	path[len(path)-1] = name
+	what := fmt.Sprintf("%s.%s (number %d) is of another type in it", parent, name, fd.Number())
+	if f != nil {
+		what = retyped(f, parent, fd.Number(), name)
+	}
+	return NewerOption{Path: strings.Join(path, "."), Retyped: true, What: what,
+		Expects: article(typeName(fd)), Name: string(fd.Name())}, true
+}
+
+// unreadableField finds the message field of b (a message md) whose bytes
+// do not parse as its message, the deepest one, with its path of field
+// names from path.
+func unreadableField(b []byte, md protoreflect.MessageDescriptor, path []string) ([]string, protoreflect.FieldDescriptor, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return nil, nil, false
+		}
+		if fd := md.Fields().ByNumber(num); fd != nil && fd.Message() != nil && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n:])
+			p := append(append([]string(nil), path...), string(fd.Name()))
+			if proto.Unmarshal(v, dynamicpb.NewMessage(fd.Message())) != nil {
+				if deeper, dfd, ok := unreadableField(v, fd.Message(), p); ok {
+					return deeper, dfd, true
+				}
+				return p, fd, true
+			}
+		}
+		b = b[n+m:]
+	}
+	return nil, nil, false
 }

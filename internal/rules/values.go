@@ -253,20 +253,21 @@ func walk(m protoreflect.Message, prefix string, skip, refused map[string]bool, 
 }
 
 // checkNames checks a list of names, each at its index: status codes
-// (codeLists) known to gRPC and allowed in their list, other names not
-// listed twice.
+// (codeLists) known to gRPC and allowed in their list, and no name, code
+// or other, listed twice. A code listed twice is refused, not merged: the
+// author meant another code, or the list was edited without being read
+// (["UNAVAILABLE", "UNAVAILABLE"] where "DEADLINE_EXCEEDED" was meant).
 func checkNames(path string, names protoreflect.List, bad Report) {
 	list, codeList := codeLists[path]
 	seen := map[string]bool{}
 	for i := range names.Len() {
 		name, at := names.Get(i).String(), fmt.Sprintf("%s[%d]", path, i)
+		code, known := ParseCode(name)
 		switch {
-		case codeList:
-			if code, ok := ParseCode(name); !ok {
-				bad(at, "unknown status code %q: %s", name, suggestCode(name))
-			} else if msg := check.Code(list, code); msg != "" {
-				bad(at, "%s", msg)
-			}
+		case codeList && !known:
+			bad(at, "unknown status code %q: %s", name, suggestCode(name))
+		case codeList && check.Code(list, code) != "":
+			bad(at, "%s", check.Code(list, code))
 		case seen[name]:
 			bad(at, "%q is listed twice: remove the repeat", name)
 		}
