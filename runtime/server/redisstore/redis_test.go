@@ -106,13 +106,18 @@ func TestTwoReplicasRunOnce(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		return nil
 	}
+	// Each replica's Redis client opens its connections before the
+	// duplicates arrive: go-redis sends a new connection's handshake at its
+	// first command, and 20 handshakes at once on a loaded machine can
+	// outlast StoreTimeout (500 ms), which refuses the request instead of
+	// testing the claim.
+	const keys, perKey = 5, 8
 	var clients [2]inventoryv1.InventoryServiceClient
 	var servers [2]*reserver
 	for i := range 2 {
 		servers[i] = &reserver{hook: slow, answer: fmt.Sprint("replica", i)}
-		_, clients[i] = guarded(t, servers[i], reserveStockPolicy(300*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "replicas:")))
+		_, clients[i] = guarded(t, servers[i], reserveStockPolicy(300*time.Millisecond, policy.StoreErrorRefuse), server.WithStore(New(warmClient(t, r.addr, keys*perKey/2), "replicas:")))
 	}
-	const keys, perKey = 5, 8
 	answers := make([]sync.Map, keys)
 	var wg sync.WaitGroup
 	for k := range keys {
