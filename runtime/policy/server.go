@@ -131,7 +131,9 @@ type Dedup struct {
 	// DEADLINE_EXCEEDED: a request ends with them when its caller cancels
 	// it or its deadline passes, and kept, that ending would be replayed to
 	// every retry of the key for the whole TTL without the handler running
-	// again.
+	// again. UNAUTHENTICATED, though an answer (and in DefaultFinalCodes for
+	// the client's sake: never retried), is never kept: the credentials are
+	// not part of what the key names, and a retry with fresh ones must run.
 	FinalCodes CodeSet
 }
 
