@@ -119,6 +119,14 @@ func TestAttack23bFinishingIsCall(t *testing.T) {
 			r, err := generating.Call(forwarded, &inventoryv1.GetStockRequest{Sku: "apple"}, opts...)
 			return r.GetUnits() == 42, err
 		}, codes.OK, false},
+		{"priority lowered by the caller", func(opts []grpc.CallOption) (bool, error) {
+			r, err := plain.ReserveStock(runtime.WithPriority(base, policy.PriorityLow), &inventoryv1.ReserveStockRequest{OrderId: "o-low", Sku: "a", Units: 1}, opts...)
+			return r.GetReservationId() == "r-o-low", err
+		}, codes.OK, false},
+		{"priority raised by the caller", func(opts []grpc.CallOption) (bool, error) {
+			r, err := plain.StockReport(runtime.WithPriority(base, policy.PriorityCritical), &inventoryv1.StockReportRequest{}, opts...)
+			return r != nil, err
+		}, codes.OK, false},
 		{"low priority", func(opts []grpc.CallOption) (bool, error) {
 			r, err := plain.StockReport(base, &inventoryv1.StockReportRequest{}, opts...)
 			return r != nil, err
