@@ -24,6 +24,7 @@ type copyResult[Resp any] struct {
 	local      bool        // failed on the client's side or by a size limit: no copy would fare better
 	mark       refusalMark // the Guard's refusal mark of its failure, if any (see refusalMarked)
 	meta       *copyMeta   // what the copy's attempt learnt for the caller's options; nil without them
+	n          int         // the copy's number, from 1
 }
 
 // hedgedCall is what a hedged call's copies share: the invocation they
@@ -115,7 +116,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
 			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
-				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, mark: end.mark, meta: cm}
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, mark: end.mark, meta: cm, n: n}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -196,7 +197,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				}
 				refusedBy(byLocal)
 			case r.refused:
-				m.breakerRefused(sent > 1)
+				// A copy after the first is a repeat the breaker refused;
+				// the first is not, whichever copies were decided before
+				// its refusal was read (a delay shorter than the refusal
+				// takes to come back).
+				m.breakerRefused(r.n > 1)
 				stopped, refused, refusal = true, true, r.retryAfter
 				refusedBy(byBreaker)
 			case r.err == nil:

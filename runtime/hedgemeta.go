@@ -27,7 +27,10 @@ type copyMeta struct {
 }
 
 // callerMetaOf returns the targets of the grpc.Header, grpc.Trailer and
-// grpc.Peer options in opts, nil when there are none.
+// grpc.Peer options in opts, nil when there are none. A pointer to one of
+// those options is one too: grpc-go calls its value methods through it,
+// and writes where it points as each copy ends (refuse has refused a nil
+// one).
 func callerMetaOf(opts []grpc.CallOption) *callerMeta {
 	var c *callerMeta
 	for _, o := range opts {
@@ -35,10 +38,19 @@ func callerMetaOf(opts []grpc.CallOption) *callerMeta {
 		case grpc.HeaderCallOption:
 			c = orNew(c)
 			c.header = append(c.header, o.HeaderAddr)
+		case *grpc.HeaderCallOption:
+			c = orNew(c)
+			c.header = append(c.header, o.HeaderAddr)
 		case grpc.TrailerCallOption:
 			c = orNew(c)
 			c.trailer = append(c.trailer, o.TrailerAddr)
+		case *grpc.TrailerCallOption:
+			c = orNew(c)
+			c.trailer = append(c.trailer, o.TrailerAddr)
 		case grpc.PeerCallOption:
+			c = orNew(c)
+			c.peer = append(c.peer, o.PeerAddr)
+		case *grpc.PeerCallOption:
 			c = orNew(c)
 			c.peer = append(c.peer, o.PeerAddr)
 		}
@@ -59,11 +71,11 @@ func optsFor(opts []grpc.CallOption, cm *copyMeta) []grpc.CallOption {
 	own := make([]grpc.CallOption, len(opts))
 	for i, o := range opts {
 		switch o.(type) {
-		case grpc.HeaderCallOption:
+		case grpc.HeaderCallOption, *grpc.HeaderCallOption:
 			own[i] = grpc.Header(&cm.header)
-		case grpc.TrailerCallOption:
+		case grpc.TrailerCallOption, *grpc.TrailerCallOption:
 			own[i] = grpc.Trailer(&cm.trailer)
-		case grpc.PeerCallOption:
+		case grpc.PeerCallOption, *grpc.PeerCallOption:
 			own[i] = grpc.Peer(&cm.peer)
 		default:
 			own[i] = o

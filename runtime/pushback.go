@@ -122,7 +122,7 @@ type details struct {
 	retryIn    time.Duration // the first well-formed RetryInfo's delay
 	hasRetryIn bool
 	doNotRetry bool        // the do-not-retry mark
-	mark       refusalMark // the Guard's refusal mark, markAbsent for none (see refusalMarked)
+	mark       refusalMark // the Guard's refusal marks, markAbsent for none (see refusalMarked)
 }
 
 // readDetails walks st's details once, whatever their number and order;
@@ -140,9 +140,9 @@ func readDetails(st *status.Status) (w details) {
 			case DoNotRetryReason:
 				w.doNotRetry = true
 			case ShedReason:
-				w.mark = markShed
+				w.mark |= markShed
 			case DeadlineReason:
-				w.mark = markShortDeadline
+				w.mark |= markShortDeadline
 			}
 		case *errdetails.RetryInfo:
 			if w.hasRetryIn {
@@ -175,16 +175,19 @@ func retryDelay(rd *durationpb.Duration) (time.Duration, bool) {
 	return 0, false
 }
 
-// refusalMark is what is known of the Guard's refusal mark of an
-// attempt's error before the breaker's verdict: not yet read, none, or
-// which one (read by pushback, or by refusalMarked itself).
+// refusalMark is what is known of the Guard's refusal marks of an
+// attempt's error before the breaker's verdict: not yet read (0), or read
+// (markAbsent) with the bit of each mark found among the details (read by
+// pushback, or by refusalMarked itself). Both may be there, whatever their
+// order (a server that is not a Guard may send them so): each is judged
+// on its own code, neither hides the other.
 type refusalMark uint8
 
 const (
-	markUnread refusalMark = iota
-	markAbsent
-	markShed          // ShedReason: refused for its priority
-	markShortDeadline // DeadlineReason: the caller's time was too short
+	markUnread        refusalMark = 0
+	markAbsent        refusalMark = 1      // read: the bits below tell the marks found
+	markShed          refusalMark = 1 << 1 // ShedReason: refused for its priority
+	markShortDeadline refusalMark = 1 << 2 // DeadlineReason: the caller's time was too short
 )
 
 // refusalMarked reports whether st is a refusal that runtime/server's
@@ -202,13 +205,10 @@ func refusalMarked(st *status.Status, known refusalMark) bool {
 	if known == markUnread {
 		known = readDetails(st).mark
 	}
-	switch known {
-	case markShed:
-		return c == codes.Unavailable || c == codes.ResourceExhausted
-	case markShortDeadline:
-		return c == codes.DeadlineExceeded
+	if c == codes.DeadlineExceeded {
+		return known&markShortDeadline != 0
 	}
-	return false
+	return known&markShed != 0
 }
 
 // trailerSlot collects the trailer of one attempt. Slots are pooled, so
