@@ -373,25 +373,26 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 			}
 		}
 	}()
-	// fctx bounds the attempts by the method's limit and is never cut by
-	// the callers leaving: an attempt already sent runs to its end, and
-	// its answer is kept for the next caller. wait, cut when the last
-	// caller leaves, bounds what would start work for nobody: waiting
-	// for a token, a permit, a backoff, the next attempt or copy.
+	// fctx carries the attempts, and is never cut by the callers leaving:
+	// an attempt already sent runs to its end, and its answer is kept for
+	// the next caller. wait, cut when the last caller leaves, bounds what
+	// would start work for nobody: waiting for a token, a permit, a
+	// backoff, the next attempt or copy. The method's limit (bound.Call)
+	// starts, as the same call's OverallTimeout does without the cache,
+	// once the call holds its token and its permit: unary applies it (the
+	// OverallTimeout itself, or in.limit), so that waiting for them eats
+	// none of the attempts' time.
 	fctx := context.WithoutCancel(f.ctx)
-	limit := bound.Call(m.policy)
-	if p := m.policy; limit == p.Timeout && bound.OneAttempt(p) {
-		// A call of one attempt whose bound is its timeout is cut by that
-		// attempt's own timeout: a limit of the same length here would
-		// leave the attempt no context of its own, and its end would be
+	in := &invocation[Req, Resp]{req: req, opts: opts, call: call}
+	if p := m.policy; p.OverallTimeout == 0 && !bound.OneAttempt(p) {
+		// The limit of a retried or hedged call without an OverallTimeout
+		// is the bound of its attempts and the waits between them. A call
+		// of one attempt gets none besides its OverallTimeout: its
+		// attempt's own timeout cuts it, and a second limit of the same
+		// length would leave the attempt no context of its own, its end
 		// taken for the call's deadline, which the adaptive limit does not
 		// count as a drop.
-		limit = 0
-	}
-	if limit > 0 {
-		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(fctx, limit)
-		defer cancel()
+		in.limit = bound.Call(p)
 	}
 	wait, cut := context.WithCancel(fctx)
 	defer cut()
@@ -401,15 +402,7 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	if err = wait.Err(); err != nil {
 		err = statusFromContext(err) // every caller left before it began
 	} else {
-		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: opts, call: call})
-		if p := m.policy; err != nil && limit > 0 && p.OverallTimeout == 0 && status.Code(err) == codes.DeadlineExceeded &&
-			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
-			// The limit is made of the attempts' (or copies') own
-			// timeouts, and cut the one that ran when it expired, which
-			// the same call without the cache ends by its timeout: it
-			// matches ErrAttemptTimeout as that does.
-			err = sharedCallBoundError(m.dependency(), p.Name, limit, p.Timeout, err)
-		}
+		resp, err = unary(fctx, m, idemKey, wait, in)
 	}
 	var val any
 	if err == nil {
