@@ -80,11 +80,14 @@ type flight struct {
 	// last waiter leaves: nothing more is started for it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// sizeLimit: the first caller gave a call option of a message size
-	// limit (set before the call starts).
-	sizeLimit bool
-	waiters   int    // callers waiting for it; guarded by cache.mu
-	seq       uint64 // its place in the order the key's flights began
+	// sizeLimit, codec: the first caller gave a call option of a message
+	// size limit, of a codec (set before the call starts).
+	sizeLimit, codec bool
+	// startersOwn: the call failed on its starter's side (see
+	// startersOwn), set before done is closed.
+	startersOwn bool
+	waiters     int    // callers waiting for it; guarded by cache.mu
+	seq         uint64 // its place in the order the key's flights began
 	// superseded: a flight of its key that began after it succeeded, so
 	// that its own answer, if it comes, is an older reading (guarded by
 	// cache.mu).
@@ -234,7 +237,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			// another key: the call sends a copy of each, taken here,
 			// before the caller can return.
 			var kept []grpc.CallOption
-			kept, f.sizeLimit = sharedOptions(opts)
+			kept, f.sizeLimit, f.codec = sharedOptions(opts)
 			go fetch(m, f, idemKey, key, copyOf(req), kept, call)
 		}
 		select {
@@ -259,7 +262,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return copyOf(f.val.(*Resp)), true, nil
 		}
 		failed := f.err
-		if !leader && startersOwn(failed, f.sizeLimit) {
+		if !leader && f.startersOwn {
 			// The shared call failed on the side of the caller that
 			// started it (its metadata, its call options), which says
 			// nothing of this caller's call. The flight is over (finish
@@ -282,16 +285,23 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}
 }
 
-// startersOwn reports whether err, the failure of a shared call, is a
-// client fault that may be its starter's own, of its values (outgoing
-// metadata gRPC cannot carry, a call option naming no registered
-// compressor or codec, a request that does not marshal): another caller's
-// call may be sent. A call on a ClientConn the program closed is every
-// caller's: it is not. Nor is a size limit when the starter set none by a
-// call option (sizeLimit false): it is the ClientConn's or the server's,
-// every caller's too, and a turn for each waiter would send the request
-// again, one waiter after the other.
-func startersOwn(err error, sizeLimit bool) bool {
+// startersOwn reports whether err, the failure of a shared call made
+// with req and its starter's options (sizeLimit, codec: see
+// sharedOptions), is a client fault that may be its starter's own, of its
+// values (outgoing metadata gRPC cannot carry, a call option naming no
+// registered compressor or codec, a request that does not marshal):
+// another caller's call may be sent. A call on a ClientConn the program
+// closed is every caller's: it is not. Nor is a size limit when the
+// starter set none by a call option (sizeLimit false): it is the
+// ClientConn's or the server's, every caller's too, and a turn for each
+// waiter would send the request again, one waiter after the other. Nor is
+// a marshal failure when the starter set no codec by a call option and
+// its request marshals: the server answered so, having run the call, as
+// it does when its reply does not marshal, in the same words, and would
+// again for each waiter (a codec of the ClientConn's own failing on this
+// request alone is taken for it too: its waiters get its failure). It
+// runs once per failed shared call, on the call's goroutine.
+func startersOwn[Req any](err error, req *Req, sizeLimit, codec bool) bool {
 	f, ok := unsent(err).(*clientFault)
 	if !ok {
 		return false
@@ -302,6 +312,15 @@ func startersOwn(err error, sizeLimit bool) bool {
 		return st.Message() != connClosing
 	case codes.ResourceExhausted:
 		return sizeLimit
+	case codes.Internal:
+		if strings.HasPrefix(st.Message(), marshalFailure) && !codec {
+			pm, ok := any(req).(proto.Message)
+			if !ok {
+				return true // another codec's: the runtime cannot tell
+			}
+			_, merr := proto.Marshal(pm)
+			return merr != nil
+		}
 	}
 	return true
 }
@@ -309,19 +328,23 @@ func startersOwn(err error, sizeLimit bool) bool {
 // sharedOptions returns the options a shared call is made with, a copy of
 // the first caller's opts without those that write into that caller's
 // memory (header, trailer, peer), since that caller may be gone; and
-// whether opts set a message size limit.
-func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit bool) {
+// whether opts set a message size limit, a codec.
+func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit, codec bool) {
 	kept = opts[:0:0]
 	for _, o := range opts {
 		switch o.(type) {
 		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
 			continue
-		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption:
+		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption,
+			*grpc.MaxRecvMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:
 			sizeLimit = true
+		case grpc.ForceCodecCallOption, grpc.ForceCodecV2CallOption, grpc.ContentSubtypeCallOption,
+			*grpc.ForceCodecCallOption, *grpc.ForceCodecV2CallOption, *grpc.ContentSubtypeCallOption:
+			codec = true
 		}
 		kept = append(kept, o)
 	}
-	return kept, sizeLimit
+	return kept, sizeLimit, codec
 }
 
 // gaveUp is the end of a cached call whose caller's context ended (err,
@@ -407,6 +430,8 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	var val any
 	if err == nil {
 		val = resp
+	} else {
+		f.startersOwn = startersOwn(err, req, f.sizeLimit, f.codec)
 	}
 	m.cache.finish(key, f, val, err, m.client.now())
 }

@@ -1,0 +1,156 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// replyFails23c is a server's codec, gRPC's own, but for GetStock's reply,
+// which does not marshal: the server ran the call, then answers INTERNAL
+// "grpc: error while marshaling: …", the words gRPC gives a client's
+// request that does not marshal.
+type replyFails23c struct{}
+
+func (replyFails23c) Marshal(v any) (mem.BufferSlice, error) {
+	if _, ok := v.(*inventoryv1.GetStockResponse); ok {
+		return nil, errors.New("attack23c: the server's reply does not marshal")
+	}
+	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
+}
+
+func (replyFails23c) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protocodec.Name).Unmarshal(data, v)
+}
+
+func (replyFails23c) Name() string { return protocodec.Name }
+
+// newJoin23cWith is newJoin23jOn with server options.
+func newJoin23cWith(t *testing.T, b server.Behaviour, serve []grpc.ServerOption, extra ...grpc.DialOption) *join23j {
+	g := newGate23j()
+	srv, cc := startFaultWith(t, b, serve, append(extra, grpc.WithChainUnaryInterceptor(g.intercept))...)
+	reg := prometheus.NewRegistry()
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 10 * time.Second,
+		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}}}}, runtime.WithRegisterer(reg))
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	m := rt.Method(0)
+	return &join23j{srv: srv, cc: cc, gate: g, m: m, reg: reg,
+		get: func(ctx context.Context, opts ...grpc.CallOption) (*inventoryv1.GetStockResponse, error) {
+			return runtime.UnaryCached(ctx, m, "", skuKey, &inventoryv1.GetStockRequest{Sku: "apple"}, opts, plain.GetStock, nil)
+		}}
+}
+
+// TestAttack23cAServersMarshalFailureIsEveryWaitersAtOnce: the server runs
+// GetStock, then fails to marshal its reply: INTERNAL "grpc: error while
+// marshaling", in the words gRPC gives a request of the caller's that does
+// not marshal, but the call was sent and run, and every caller's call
+// would end so. A starts the shared call, 8 callers join it: each of the 9
+// gets the server's failure from that one call, and the server sees 1
+// call; none joins the key again to send it once more, one after the
+// other.
+func TestAttack23cAServersMarshalFailureIsEveryWaitersAtOnce(t *testing.T) {
+	atkNoLeak(t)
+	j := newJoin23cWith(t, server.Healthy, []grpc.ServerOption{grpc.ForceServerCodecV2(replyFails23c{})})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+
+	errs := make(chan error, 1+n)
+	go func() { _, err := j.get(ctx); errs <- err }()
+	j.gate.next(t, "A's shared call")
+	for range n {
+		go func() { _, err := j.get(ctx); errs <- err }()
+	}
+	j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+	j.gate.release <- struct{}{}
+	for i := 0; i < 1+n; {
+		select {
+		case err := <-errs:
+			i++
+			if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "error while marshaling") {
+				t.Errorf("caller %d of %d: %v, want the server's INTERNAL", i, 1+n, err)
+			}
+		case <-j.gate.arrived:
+			j.gate.release <- struct{}{} // let it go on, to count it on the server
+			t.Errorf("after %d of %d callers failed, another call reached the client's interceptor: a waiter sent the call again", i, 1+n)
+		}
+	}
+	if c := j.srv.Calls(atkGetStock); c != 1 {
+		t.Errorf("the server ran GetStock %d times, want 1 shared", c)
+	}
+	j.wantLookups(t, 1+n)
+}
+
+// reqFails23c is a client's codec, gRPC's own, but for GetStock's
+// request, which does not marshal.
+type reqFails23c struct{ replyFails23c }
+
+func (reqFails23c) Marshal(v any) (mem.BufferSlice, error) {
+	if _, ok := v.(*inventoryv1.GetStockRequest); ok {
+		return nil, errors.New("attack23c: the caller's request does not marshal")
+	}
+	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
+}
+
+// TestAttack23cTheStartersOwnMarshalFailureIsStillItsOwn: the marshal
+// failure of a shared call whose starter's own values caused it, its
+// request (a string that is not UTF-8, under the same key) or its codec
+// option, is the starter's alone: the 8 who joined it share the next
+// call, which the server sees alone.
+func TestAttack23cTheStartersOwnMarshalFailureIsStillItsOwn(t *testing.T) {
+	const n = 8
+	for _, tc := range []struct {
+		name string
+		req  *inventoryv1.GetStockRequest
+		opts []grpc.CallOption
+	}{
+		{name: "its request", req: &inventoryv1.GetStockRequest{Sku: "appl\xe9"}},
+		{name: "its codec option", req: &inventoryv1.GetStockRequest{Sku: "apple"}, opts: []grpc.CallOption{grpc.ForceCodecV2(reqFails23c{})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			atkNoLeak(t)
+			j := newJoin23j(t)
+			plain := inventoryv1.NewInventoryServiceClient(j.cc)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+
+			aErr := make(chan error, 1)
+			go func() {
+				_, err := runtime.UnaryCached(ctx, j.m, "", func(*inventoryv1.GetStockRequest) string { return "apple" }, tc.req, tc.opts, plain.GetStock, nil)
+				aErr <- err
+			}()
+			j.gate.next(t, "A's shared call")
+			results := j.goods(ctx, n)
+			j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+			j.gate.release <- struct{}{}
+			wantOwnFault(t, "caller A", <-aErr, "error while marshaling")
+
+			j.gate.next(t, "the joiners' next shared call")
+			j.waiting(t, "the 8 wait for one shared call", n)
+			if c := j.srv.Calls(atkGetStock); c != 0 {
+				t.Errorf("the server saw %d calls before the joiners' shared call was let go, want 0 (A's was never sent)", c)
+			}
+			j.gate.release <- struct{}{}
+			j.wantAnswered(t, results, n)
+			if c := j.srv.Calls(atkGetStock); c != 1 {
+				t.Errorf("the server saw %d calls for the 8 joiners, want 1 shared", c)
+			}
+			j.wantLookups(t, 1+n)
+		})
+	}
+}
