@@ -64,36 +64,48 @@ func newJoin23cWith(t *testing.T, b server.Behaviour, serve []grpc.ServerOption,
 // call; none joins the key again to send it once more, one after the
 // other.
 func TestAttack23cAServersMarshalFailureIsEveryWaitersAtOnce(t *testing.T) {
-	atkNoLeak(t)
-	j := newJoin23cWith(t, server.Healthy, []grpc.ServerOption{grpc.ForceServerCodecV2(replyFails23c{})})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	const n = 8
+	for _, tc := range []struct {
+		name string
+		opts []grpc.CallOption
+	}{
+		{name: "a plain call"},
+		// The runtime's own codec of a call that sends an idempotency key
+		// is no choice of the starter's.
+		{name: "a keyed call", opts: runtime.KeyedOptions23c()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			atkNoLeak(t)
+			j := newJoin23cWith(t, server.Healthy, []grpc.ServerOption{grpc.ForceServerCodecV2(replyFails23c{})})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
 
-	errs := make(chan error, 1+n)
-	go func() { _, err := j.get(ctx); errs <- err }()
-	j.gate.next(t, "A's shared call")
-	for range n {
-		go func() { _, err := j.get(ctx); errs <- err }()
-	}
-	j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
-	j.gate.release <- struct{}{}
-	for i := 0; i < 1+n; {
-		select {
-		case err := <-errs:
-			i++
-			if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "error while marshaling") {
-				t.Errorf("caller %d of %d: %v, want the server's INTERNAL", i, 1+n, err)
+			errs := make(chan error, 1+n)
+			go func() { _, err := j.get(ctx, tc.opts...); errs <- err }()
+			j.gate.next(t, "A's shared call")
+			for range n {
+				go func() { _, err := j.get(ctx, tc.opts...); errs <- err }()
 			}
-		case <-j.gate.arrived:
-			j.gate.release <- struct{}{} // let it go on, to count it on the server
-			t.Errorf("after %d of %d callers failed, another call reached the client's interceptor: a waiter sent the call again", i, 1+n)
-		}
+			j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+			j.gate.release <- struct{}{}
+			for i := 0; i < 1+n; {
+				select {
+				case err := <-errs:
+					i++
+					if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "error while marshaling") {
+						t.Errorf("caller %d of %d: %v, want the server's INTERNAL", i, 1+n, err)
+					}
+				case <-j.gate.arrived:
+					j.gate.release <- struct{}{} // let it go on, to count it on the server
+					t.Errorf("after %d of %d callers failed, another call reached the client's interceptor: a waiter sent the call again", i, 1+n)
+				}
+			}
+			if c := j.srv.Calls(atkGetStock); c != 1 {
+				t.Errorf("the server ran GetStock %d times, want 1 shared", c)
+			}
+			j.wantLookups(t, 1+n)
+		})
 	}
-	if c := j.srv.Calls(atkGetStock); c != 1 {
-		t.Errorf("the server ran GetStock %d times, want 1 shared", c)
-	}
-	j.wantLookups(t, 1+n)
 }
 
 // reqFails23c is a client's codec, gRPC's own, but for GetStock's

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -338,13 +339,40 @@ func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit, c
 		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption,
 			*grpc.MaxRecvMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:
 			sizeLimit = true
-		case grpc.ForceCodecCallOption, grpc.ForceCodecV2CallOption, grpc.ContentSubtypeCallOption,
-			*grpc.ForceCodecCallOption, *grpc.ForceCodecV2CallOption, *grpc.ContentSubtypeCallOption:
-			codec = true
+		default:
+			codec = codec || choosesCodec(o)
 		}
 		kept = append(kept, o)
 	}
 	return kept, sizeLimit, codec
+}
+
+// choosesCodec reports whether o is a call option by which the caller
+// chose a codec other than gRPC's proto codec: not ForceCodecV2(nil),
+// which leaves the connection's, nor the runtime's own of a keyed call
+// (keyedOptions), which marshals as proto does.
+func choosesCodec(o grpc.CallOption) bool {
+	switch o := o.(type) {
+	case grpc.ForceCodecV2CallOption:
+		return forcesCodec(o)
+	case *grpc.ForceCodecV2CallOption:
+		return o != nil && forcesCodec(*o)
+	case grpc.ContentSubtypeCallOption:
+		return o.ContentSubtype != protocodec.Name
+	case *grpc.ContentSubtypeCallOption:
+		return o != nil && o.ContentSubtype != protocodec.Name
+	case grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, *grpc.ForceCodecCallOption, *grpc.CustomCodecCallOption:
+		return true
+	}
+	return false
+}
+
+func forcesCodec(o grpc.ForceCodecV2CallOption) bool {
+	if o.CodecV2 == nil {
+		return false
+	}
+	_, keyed := o.CodecV2.(keyedCodec)
+	return !keyed
 }
 
 // gaveUp is the end of a cached call whose caller's context ended (err,
