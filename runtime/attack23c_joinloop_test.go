@@ -166,3 +166,70 @@ func TestAttack23cTheStartersOwnMarshalFailureIsStillItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack23cASendLimitIsNotTheServersReceiveLimit: a size limit is the
+// starter's own only for the way its call option limits. A starter that
+// raised its send limit (MaxCallSendMsgSize) sends a request the
+// server's receive limit refuses, in the words of a receive limit: every
+// caller's request would be refused so, and the 8 who joined get the
+// failure at once rather than send theirs, one after the other (before:
+// the first of them sent its own; with every caller raising its limit,
+// each would have). A starter whose own send limit refuses its request
+// sent nothing, and the 8 share the next call.
+func TestAttack23cASendLimitIsNotTheServersReceiveLimit(t *testing.T) {
+	const n = 8
+	for _, tc := range []struct {
+		name      string
+		serve     []grpc.ServerOption
+		own       grpc.CallOption
+		wantCalls int // that reach the server's handler
+	}{
+		{name: "the server's receive limit", serve: []grpc.ServerOption{grpc.MaxRecvMsgSize(4)}, own: grpc.MaxCallSendMsgSize(1 << 20)},
+		{name: "the starter's send limit", own: grpc.MaxCallSendMsgSize(4), wantCalls: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			atkNoLeak(t)
+			j := newJoin23cWith(t, server.Healthy, tc.serve)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+
+			aErr := make(chan error, 1)
+			go func() { _, err := j.get(ctx, tc.own); aErr <- err }()
+			j.gate.next(t, "A's shared call")
+			results := j.goods(ctx, n)
+			j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+			j.gate.release <- struct{}{}
+			if err := <-aErr; status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("caller A: %v, want gRPC's RESOURCE_EXHAUSTED of a size limit", err)
+			}
+			if tc.wantCalls == 1 {
+				j.gate.next(t, "the joiners' next shared call")
+				j.waiting(t, "the 8 wait for one shared call", n)
+				j.gate.release <- struct{}{}
+				j.wantAnswered(t, results, n)
+			} else {
+				for i := 0; i < n; {
+					select {
+					case err := <-results:
+						i++
+						if status.Code(err) != codes.ResourceExhausted {
+							t.Errorf("caller %d of %d: %v, want the RESOURCE_EXHAUSTED its own request would get", i, n, err)
+						}
+					case <-j.gate.arrived:
+						j.gate.release <- struct{}{}
+						t.Errorf("after %d of %d callers failed, another request was sent: a waiter sent its own", i, n)
+					}
+				}
+			}
+			select {
+			case <-j.gate.arrived:
+				t.Error("another call reached the client's interceptor")
+			default:
+			}
+			if c := j.srv.Calls(atkGetStock); c != tc.wantCalls {
+				t.Errorf("the server's handler ran %d times, want %d", c, tc.wantCalls)
+			}
+			j.wantLookups(t, 1+n)
+		})
+	}
+}

@@ -81,9 +81,9 @@ type flight struct {
 	// last waiter leaves: nothing more is started for it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// sizeLimit, codec: the first caller gave a call option of a message
-	// size limit, of a codec (set before the call starts).
-	sizeLimit, codec bool
+	// chose: what the first caller's call options set (see
+	// sharedOptions), set before the call starts.
+	chose starterChose
 	// startersOwn: the call failed on its starter's side (see
 	// startersOwn), set before done is closed.
 	startersOwn bool
@@ -238,7 +238,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			// another key: the call sends a copy of each, taken here,
 			// before the caller can return.
 			var kept []grpc.CallOption
-			kept, f.sizeLimit, f.codec = sharedOptions(opts)
+			kept, f.chose = sharedOptions(opts)
 			go fetch(m, f, idemKey, key, copyOf(req), kept, call)
 		}
 		select {
@@ -287,22 +287,23 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 }
 
 // startersOwn reports whether err, the failure of a shared call made
-// with req and its starter's options (sizeLimit, codec: see
-// sharedOptions), is a client fault that may be its starter's own, of its
+// with req and its starter's options (chose: see sharedOptions), is a client fault that may be its starter's own, of its
 // values (outgoing metadata gRPC cannot carry, a call option naming no
 // registered compressor or codec, a request that does not marshal):
 // another caller's call may be sent. A call on a ClientConn the program
 // closed is every caller's: it is not. Nor is a size limit when the
-// starter set none by a call option (sizeLimit false): it is the
-// ClientConn's or the server's, every caller's too, and a turn for each
-// waiter would send the request again, one waiter after the other. Nor is
+// starter set none by a call option for that way (a limit on what it
+// receives, on what it sends): it is the ClientConn's or the server's
+// (a server refuses a request past its limit in the words of a receive
+// limit), every caller's too, and a turn for each waiter would send the
+// request again, one waiter after the other. Nor is
 // a marshal failure when the starter set no codec by a call option and
 // its request marshals: the server answered so, having run the call, as
 // it does when its reply does not marshal, in the same words, and would
 // again for each waiter (a codec of the ClientConn's own failing on this
 // request alone is taken for it too: its waiters get its failure). It
 // runs once per failed shared call, on the call's goroutine.
-func startersOwn[Req any](err error, req *Req, sizeLimit, codec bool) bool {
+func startersOwn[Req any](err error, req *Req, chose starterChose) bool {
 	f, ok := unsent(err).(*clientFault)
 	if !ok {
 		return false
@@ -312,9 +313,12 @@ func startersOwn[Req any](err error, req *Req, sizeLimit, codec bool) bool {
 	case codes.Canceled:
 		return st.Message() != connClosing
 	case codes.ResourceExhausted:
-		return sizeLimit
+		if strings.HasPrefix(st.Message(), tooLargeToSend) {
+			return chose&choseSendLimit != 0
+		}
+		return chose&choseRecvLimit != 0
 	case codes.Internal:
-		if strings.HasPrefix(st.Message(), marshalFailure) && !codec {
+		if strings.HasPrefix(st.Message(), marshalFailure) && chose&choseCodec == 0 {
 			pm, ok := any(req).(proto.Message)
 			if !ok {
 				return true // another codec's: the runtime cannot tell
@@ -329,23 +333,41 @@ func startersOwn[Req any](err error, req *Req, sizeLimit, codec bool) bool {
 // sharedOptions returns the options a shared call is made with, a copy of
 // the first caller's opts without those that write into that caller's
 // memory (header, trailer, peer), since that caller may be gone; and
-// whether opts set a message size limit, a codec.
-func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit, codec bool) {
+// what opts set of the message size limits and the codec.
+func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, chose starterChose) {
 	kept = opts[:0:0]
 	for _, o := range opts {
 		switch o.(type) {
 		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
 			continue
-		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption,
-			*grpc.MaxRecvMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:
-			sizeLimit = true
+		case grpc.MaxRecvMsgSizeCallOption, *grpc.MaxRecvMsgSizeCallOption:
+			chose |= choseRecvLimit
+		case grpc.MaxSendMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:
+			chose |= choseSendLimit
 		default:
-			codec = codec || choosesCodec(o)
+			if choosesCodec(o) {
+				chose |= choseCodec
+			}
 		}
 		kept = append(kept, o)
 	}
-	return kept, sizeLimit, codec
+	return kept, chose
 }
+
+// starterChose is what the call options of a shared call's starter set
+// (see sharedOptions, startersOwn).
+type starterChose uint8
+
+const (
+	choseRecvLimit starterChose = 1 << iota
+	choseSendLimit
+	choseCodec
+)
+
+// tooLargeToSend is the start of the message of a request past the
+// client's own send limit (one of tooLarge); the others are a receive
+// limit's, the client's or the server's.
+const tooLargeToSend = "trying to send message larger than max"
 
 // choosesCodec reports whether o is a call option by which the caller
 // chose a codec other than gRPC's proto codec: not ForceCodecV2(nil),
@@ -459,7 +481,7 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	if err == nil {
 		val = resp
 	} else {
-		f.startersOwn = startersOwn(err, req, f.sizeLimit, f.codec)
+		f.startersOwn = startersOwn(err, req, f.chose)
 	}
 	m.cache.finish(key, f, val, err, m.client.now())
 }
