@@ -233,3 +233,108 @@ func TestAttack23cASendLimitIsNotTheServersReceiveLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack23cEveryCallersBadMetadataEndsAtOnceSendingNothing: an
+// interceptor of the ClientConn adds metadata gRPC cannot send to every
+// call: each shared call fails on the client's side, taken for its
+// starter's own, so the waiters take turns. Each turn is one caller's,
+// who gets its failure and does not come back: the 9 callers make 9
+// turns, one call each as without the cache, and end; the server sees
+// nothing, and attempts_total counts one attempt per call, INTERNAL, as
+// the same calls without the cache count.
+func TestAttack23cEveryCallersBadMetadataEndsAtOnceSendingNothing(t *testing.T) {
+	atkNoLeak(t)
+	bad := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(badMetadata(ctx), method, req, reply, cc, opts...)
+	})
+	j := newJoin23cWith(t, server.Healthy, nil, bad)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+
+	errs := make(chan error, 1+n)
+	go func() { _, err := j.get(ctx); errs <- err }()
+	j.gate.next(t, "A's shared call")
+	for range n {
+		go func() { _, err := j.get(ctx); errs <- err }()
+	}
+	j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+	j.gate.release <- struct{}{}
+	turns := 1
+	for i := 0; i < 1+n; {
+		select {
+		case err := <-errs:
+			i++
+			wantOwnFault(t, "a caller", err, `header key "x-forwarded-name"`)
+		case <-j.gate.arrived:
+			turns++
+			j.gate.release <- struct{}{}
+		case <-ctx.Done():
+			t.Fatalf("after %d turns, %d of %d callers ended: the turns do not end", turns, i, 1+n)
+		}
+	}
+	if turns != 1+n {
+		t.Errorf("%d shared calls for %d callers, want one turn each", turns, 1+n)
+	}
+	if c := j.srv.Calls(atkGetStock); c != 0 {
+		t.Errorf("the server saw %d calls, want 0", c)
+	}
+	j.wantLookups(t, 1+n)
+	if got := metricValue(t, j.reg, "resilient_client_attempts_total", "method", "GetStock", "code", "INTERNAL"); got != 1+n {
+		t.Errorf("attempts_total{code=INTERNAL} = %v, want %d: one per call, as without the cache", got, 1+n)
+	}
+}
+
+type panicMark23c struct{}
+
+// TestAttack23cAPanicInTheNextTurnReachesItsWaiters: A's shared call
+// fails with A's unsendable metadata; the 8 who joined it share the next,
+// started with the values of one of them, on which an interceptor
+// panics. Each of the 8 panics with it (as for a first shared call's
+// panic), none hangs or calls again, and nothing reaches the server.
+func TestAttack23cAPanicInTheNextTurnReachesItsWaiters(t *testing.T) {
+	atkNoLeak(t)
+	boom := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if ctx.Value(panicMark23c{}) != nil {
+			panic("attack23c: the interceptor panics")
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	j := newJoin23cWith(t, server.Healthy, nil, boom)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+
+	aErr := make(chan error, 1)
+	go func() { _, err := j.get(badMetadata(ctx)); aErr <- err }()
+	j.gate.next(t, "A's shared call")
+	panics := make(chan any, n)
+	marked := context.WithValue(ctx, panicMark23c{}, true)
+	for range n {
+		go func() {
+			defer func() { panics <- recover() }()
+			_, _ = j.get(marked)
+		}()
+	}
+	j.waiting(t, "A and the 8 wait for A's shared call", 1+n)
+	j.gate.release <- struct{}{}
+	wantOwnFault(t, "caller A", <-aErr, `header key "x-forwarded-name"`)
+	for i := range n {
+		select {
+		case p := <-panics:
+			if p != "attack23c: the interceptor panics" {
+				t.Errorf("caller %d of %d: recovered %v, want the interceptor's panic", i+1, n, p)
+			}
+		case <-j.gate.arrived:
+			t.Fatalf("after %d of %d callers panicked, another call reached the gate: a waiter called again", i, n)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d callers ended", i, n)
+		}
+	}
+	if c := j.srv.Calls(atkGetStock); c != 0 {
+		t.Errorf("the server saw %d calls, want 0", c)
+	}
+	j.wantLookups(t, 1+n)
+}
