@@ -42,11 +42,21 @@ func (replyFails23c) Name() string { return protocodec.Name }
 
 // newJoin23cWith is newJoin23jOn with server options.
 func newJoin23cWith(t *testing.T, b server.Behaviour, serve []grpc.ServerOption, extra ...grpc.DialOption) *join23j {
+	return newJoin23cClock(t, b, serve, nil, extra...)
+}
+
+// newJoin23cClock is newJoin23cWith on clock (nil: the real one), its
+// server returned too.
+func newJoin23cClock(t *testing.T, b server.Behaviour, serve []grpc.ServerOption, clock runtime.Clock, extra ...grpc.DialOption) *join23j {
 	g := newGate23j()
 	srv, cc := startFaultWith(t, b, serve, append(extra, grpc.WithChainUnaryInterceptor(g.intercept))...)
 	reg := prometheus.NewRegistry()
+	opts := []runtime.Option{runtime.WithRegisterer(reg)}
+	if clock != nil {
+		opts = append(opts, runtime.WithClock(clock))
+	}
 	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: 10 * time.Second,
-		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10}}}}, runtime.WithRegisterer(reg))
+		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Hour, MaxEntries: 10}}}}, opts...)
 	plain := inventoryv1.NewInventoryServiceClient(cc)
 	m := rt.Method(0)
 	return &join23j{srv: srv, cc: cc, gate: g, m: m, reg: reg,
@@ -337,4 +347,71 @@ func TestAttack23cAPanicInTheNextTurnReachesItsWaiters(t *testing.T) {
 		t.Errorf("the server saw %d calls, want 0", c)
 	}
 	j.wantLookups(t, 1+n)
+}
+
+// TestAttack23cAStaleAnswerAcrossTurns: GetStock's answer is kept, no
+// longer fresh, still within stale_ttl, and the server now fails
+// UNAVAILABLE. A starts the shared call with unsendable metadata and
+// gets its own INTERNAL, not the stale answer (a client-side failure is
+// never hidden); the 8 who joined it, and J, share the next call. J's
+// deadline runs out while that call is held: J gets the stale answer at
+// once. The call then fails UNAVAILABLE: the 8 get the stale answer.
+// Each call is counted once: the priming call and A a miss, the 9 stale,
+// and 9 stale_cache fallbacks; the server saw the priming call and the
+// 8's, no other.
+func TestAttack23cAStaleAnswerAcrossTurns(t *testing.T) {
+	atkNoLeak(t)
+	clock := newFakeClock()
+	j := newJoin23cClock(t, server.Healthy, nil, clock)
+	srv := j.srv.(interface{ SetBehaviour(server.Behaviour) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+
+	primed := j.goods(ctx, 1)
+	j.gate.next(t, "the priming call")
+	j.gate.release <- struct{}{}
+	j.wantAnswered(t, primed, 1)
+	clock.Advance(time.Minute + time.Second) // past fresh_ttl, within stale_ttl
+	srv.SetBehaviour(server.Fail(codes.Unavailable))
+
+	aErr := make(chan error, 1)
+	go func() { _, err := j.get(badMetadata(ctx)); aErr <- err }()
+	j.gate.next(t, "A's shared call")
+	results := j.goods(ctx, n)
+	jCtx, jCancel := context.WithTimeout(ctx, time.Second)
+	defer jCancel()
+	jDone := make(chan error, 1)
+	go func() {
+		resp, err := j.get(jCtx)
+		if err == nil && resp.GetUnits() != 42 {
+			err = status.Errorf(codes.Unknown, "wrong answer %v", resp)
+		}
+		jDone <- err
+	}()
+	j.waiting(t, "A, the 8 and J wait for A's shared call", 2+n)
+	j.gate.release <- struct{}{}
+	wantOwnFault(t, "caller A", <-aErr, `header key "x-forwarded-name"`)
+	j.gate.next(t, "the joiners' next shared call")
+	if err := <-jDone; err != nil {
+		t.Errorf("caller J, whose deadline ran out: %v, want the stale answer", err)
+	}
+	j.gate.release <- struct{}{}
+	j.wantAnswered(t, results, n)
+	select {
+	case <-j.gate.arrived:
+		t.Error("another call reached the client's interceptor")
+	default:
+	}
+	if c := j.srv.Calls(atkGetStock); c != 2 {
+		t.Errorf("the server saw %d calls, want 2: the priming one and the joiners' one", c)
+	}
+	for result, want := range map[string]float64{"miss": 2, "hit": 0, "stale": 1 + n} {
+		if got := metricValue(t, j.reg, "resilient_client_cache_lookups_total", "method", "GetStock", "result", result); got != want {
+			t.Errorf("cache_lookups_total{result=%q} = %v, want %v (each call one lookup)", result, got, want)
+		}
+	}
+	if got := fallbackCount(t, j.reg, "stale_cache"); got != 1+n {
+		t.Errorf("fallbacks_total{cause=stale_cache} = %v, want %d", got, 1+n)
+	}
 }
