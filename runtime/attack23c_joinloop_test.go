@@ -415,3 +415,75 @@ func TestAttack23cAStaleAnswerAcrossTurns(t *testing.T) {
 		t.Errorf("fallbacks_total{cause=stale_cache} = %v, want %d", got, 1+n)
 	}
 }
+
+// TestAttack23cOnFinishOncePerCallerAcrossTurns: through the generated
+// client, A starts GetStock's shared call with unsendable metadata and a
+// grpc.OnFinish; 8 callers with an OnFinish each join it and share the
+// next call. Each callback runs once, with what its caller got (A its
+// INTERNAL, the 8 nil), not once per turn nor on the shared call's
+// goroutine; the server sees one call.
+func TestAttack23cOnFinishOncePerCallerAcrossTurns(t *testing.T) {
+	atkNoLeak(t)
+	g := newGate23j()
+	srv, cc := startFault(t, server.Healthy, grpc.WithChainUnaryInterceptor(g.intercept))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead, p.RateLimit = nil, nil, nil, nil, nil
+		atkMethod(p, atkGetStock).Cache = &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Minute, MaxEntries: 10, KeyFields: []string{"sku"}}
+	})
+	var m *runtime.Method
+	for i := 0; ; i++ {
+		if m = c.Runtime().Method(i); m.Policy().Name == atkGetStock {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+	type finish struct {
+		who int
+		err error
+	}
+	finishes := make(chan finish, 4*(1+n))
+	results := make(chan finish, 1+n)
+	call := func(ctx context.Context, who int) {
+		_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"},
+			grpc.OnFinish(func(err error) { finishes <- finish{who, err} }))
+		results <- finish{who, err}
+	}
+	go call(badMetadata(ctx), 0)
+	g.next(t, "A's shared call")
+	for i := 1; i <= n; i++ {
+		go call(ctx, i)
+	}
+	atkWaitFor(t, "A and the 8 wait for A's shared call", func() bool { return m.CacheWaiters23j("apple") == 1+n })
+	g.release <- struct{}{}
+	g.next(t, "the joiners' next shared call")
+	g.release <- struct{}{}
+	got := map[int]error{}
+	for range 1 + n {
+		r := <-results
+		got[r.who] = r.err
+	}
+	wantOwnFault(t, "caller A", got[0], `header key "x-forwarded-name"`)
+	for i := 1; i <= n; i++ {
+		if got[i] != nil {
+			t.Errorf("caller %d: %v, want the answer of the call it shared", i, got[i])
+		}
+	}
+	ran := map[int]int{}
+	for len(finishes) > 0 {
+		f := <-finishes
+		ran[f.who]++
+		if (f.err == nil) != (got[f.who] == nil) || f.err != nil && f.err.Error() != got[f.who].Error() {
+			t.Errorf("caller %d's OnFinish got %v, its call returned %v", f.who, f.err, got[f.who])
+		}
+	}
+	for i := 0; i <= n; i++ {
+		if ran[i] != 1 {
+			t.Errorf("caller %d's OnFinish ran %d times, want once", i, ran[i])
+		}
+	}
+	if calls := srv.Calls(atkGetStock); calls != 1 {
+		t.Errorf("the server saw %d calls, want 1", calls)
+	}
+}
