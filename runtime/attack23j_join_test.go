@@ -331,21 +331,31 @@ func TestAttack23jAnAnswerKeptMeanwhileServesTheJoiners(t *testing.T) {
 // share the next call (the server sees the starter's and that one); when
 // it is the ClientConn's, every caller's call would fail so, and the 8
 // get the failure at once: joining again, one turn per waiter, would send
-// the request 8 more times, one after the other.
+// the request 8 more times, one after the other. The limit is the
+// starter's only for the way its option limits: a starter that raised its
+// send limit sends a request the server's receive limit refuses, in the
+// words of a receive limit, which every caller's request would meet
+// (before: the first of the 8 sent its own); a starter whose own send
+// limit refuses its request sent nothing, and the 8 share the next call.
 func TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne(t *testing.T) {
 	const n = 8
 	for _, tc := range []struct {
 		name      string
 		dial      []grpc.DialOption
+		serve     []grpc.ServerOption
 		own       []grpc.CallOption
-		wantCalls int
+		shared    bool // the 8 share a next call
+		wantCalls int  // that reach the server's handler
 	}{
-		{name: "the starter's option", own: []grpc.CallOption{grpc.MaxCallRecvMsgSize(4)}, wantCalls: 2},
+		{name: "the starter's option", own: []grpc.CallOption{grpc.MaxCallRecvMsgSize(4)}, shared: true, wantCalls: 2},
 		{name: "the ClientConn's", dial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4))}, wantCalls: 1},
+		{name: "the server's receive limit, the starter's send limit raised", serve: []grpc.ServerOption{grpc.MaxRecvMsgSize(4)},
+			own: []grpc.CallOption{grpc.MaxCallSendMsgSize(1 << 20)}},
+		{name: "the starter's send limit", own: []grpc.CallOption{grpc.MaxCallSendMsgSize(4)}, shared: true, wantCalls: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			atkNoLeak(t)
-			j := newJoin23jOn(t, server.Healthy, tc.dial...)
+			j := newJoin23cWith(t, server.Healthy, tc.serve, tc.dial...)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 
@@ -358,7 +368,7 @@ func TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne(t *testing.T) {
 			if err := <-aErr; status.Code(err) != codes.ResourceExhausted {
 				t.Errorf("caller A: %v, want gRPC's RESOURCE_EXHAUSTED of the receive limit", err)
 			}
-			if tc.wantCalls == 2 {
+			if tc.shared {
 				j.gate.next(t, "the joiners' next shared call")
 				j.waiting(t, "the 8 wait for one shared call", n)
 				j.gate.release <- struct{}{}
@@ -381,7 +391,7 @@ func TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne(t *testing.T) {
 			default:
 			}
 			if c := j.srv.Calls(atkGetStock); c != tc.wantCalls {
-				t.Errorf("the server saw %d calls, want %d", c, tc.wantCalls)
+				t.Errorf("the server's handler ran %d times, want %d", c, tc.wantCalls)
 			}
 			j.wantLookups(t, 1+n)
 		})

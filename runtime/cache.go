@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -80,11 +81,14 @@ type flight struct {
 	// last waiter leaves: nothing more is started for it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// sizeLimit: the first caller gave a call option of a message size
-	// limit (set before the call starts).
-	sizeLimit bool
-	waiters   int    // callers waiting for it; guarded by cache.mu
-	seq       uint64 // its place in the order the key's flights began
+	// chose: what the first caller's call options set (see
+	// sharedOptions), set before the call starts.
+	chose starterChose
+	// startersOwn: the call failed on its starter's side (see
+	// startersOwn), set before done is closed.
+	startersOwn bool
+	waiters     int    // callers waiting for it; guarded by cache.mu
+	seq         uint64 // its place in the order the key's flights began
 	// superseded: a flight of its key that began after it succeeded, so
 	// that its own answer, if it comes, is an older reading (guarded by
 	// cache.mu).
@@ -234,7 +238,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			// another key: the call sends a copy of each, taken here,
 			// before the caller can return.
 			var kept []grpc.CallOption
-			kept, f.sizeLimit = sharedOptions(opts)
+			kept, f.chose = sharedOptions(opts)
 			go fetch(m, f, idemKey, key, copyOf(req), kept, call)
 		}
 		select {
@@ -259,7 +263,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			return copyOf(f.val.(*Resp)), true, nil
 		}
 		failed := f.err
-		if !leader && startersOwn(failed, f.sizeLimit) {
+		if !leader && f.startersOwn {
 			// The shared call failed on the side of the caller that
 			// started it (its metadata, its call options), which says
 			// nothing of this caller's call. The flight is over (finish
@@ -282,16 +286,24 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}
 }
 
-// startersOwn reports whether err, the failure of a shared call, is a
-// client fault that may be its starter's own, of its values (outgoing
-// metadata gRPC cannot carry, a call option naming no registered
-// compressor or codec, a request that does not marshal): another caller's
-// call may be sent. A call on a ClientConn the program closed is every
-// caller's: it is not. Nor is a size limit when the starter set none by a
-// call option (sizeLimit false): it is the ClientConn's or the server's,
-// every caller's too, and a turn for each waiter would send the request
-// again, one waiter after the other.
-func startersOwn(err error, sizeLimit bool) bool {
+// startersOwn reports whether err, the failure of a shared call made
+// with req and its starter's options (chose: see sharedOptions), is a client fault that may be its starter's own, of its
+// values (outgoing metadata gRPC cannot carry, a call option naming no
+// registered compressor or codec, a request that does not marshal):
+// another caller's call may be sent. A call on a ClientConn the program
+// closed is every caller's: it is not. Nor is a size limit when the
+// starter set none by a call option for that way (a limit on what it
+// receives, on what it sends): it is the ClientConn's or the server's
+// (a server refuses a request past its limit in the words of a receive
+// limit), every caller's too, and a turn for each waiter would send the
+// request again, one waiter after the other. Nor is
+// a marshal failure when the starter set no codec by a call option and
+// its request marshals: the server answered so, having run the call, as
+// it does when its reply does not marshal, in the same words, and would
+// again for each waiter (a codec of the ClientConn's own failing on this
+// request alone is taken for it too: its waiters get its failure). It
+// runs once per failed shared call, on the call's goroutine.
+func startersOwn[Req any](err error, req *Req, chose starterChose) bool {
 	f, ok := unsent(err).(*clientFault)
 	if !ok {
 		return false
@@ -301,7 +313,19 @@ func startersOwn(err error, sizeLimit bool) bool {
 	case codes.Canceled:
 		return st.Message() != connClosing
 	case codes.ResourceExhausted:
-		return sizeLimit
+		if strings.HasPrefix(st.Message(), tooLargeToSend) {
+			return chose&choseSendLimit != 0
+		}
+		return chose&choseRecvLimit != 0
+	case codes.Internal:
+		if strings.HasPrefix(st.Message(), marshalFailure) && chose&choseCodec == 0 {
+			pm, ok := any(req).(proto.Message)
+			if !ok {
+				return true // another codec's: the runtime cannot tell
+			}
+			_, merr := proto.Marshal(pm)
+			return merr != nil
+		}
 	}
 	return true
 }
@@ -309,19 +333,68 @@ func startersOwn(err error, sizeLimit bool) bool {
 // sharedOptions returns the options a shared call is made with, a copy of
 // the first caller's opts without those that write into that caller's
 // memory (header, trailer, peer), since that caller may be gone; and
-// whether opts set a message size limit.
-func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, sizeLimit bool) {
+// what opts set of the message size limits and the codec.
+func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, chose starterChose) {
 	kept = opts[:0:0]
 	for _, o := range opts {
 		switch o.(type) {
 		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
 			continue
-		case grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption:
-			sizeLimit = true
+		case grpc.MaxRecvMsgSizeCallOption, *grpc.MaxRecvMsgSizeCallOption:
+			chose |= choseRecvLimit
+		case grpc.MaxSendMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:
+			chose |= choseSendLimit
+		default:
+			if choosesCodec(o) {
+				chose |= choseCodec
+			}
 		}
 		kept = append(kept, o)
 	}
-	return kept, sizeLimit
+	return kept, chose
+}
+
+// starterChose is what the call options of a shared call's starter set
+// (see sharedOptions, startersOwn).
+type starterChose uint8
+
+const (
+	choseRecvLimit starterChose = 1 << iota
+	choseSendLimit
+	choseCodec
+)
+
+// tooLargeToSend is the start of the message of a request past the
+// client's own send limit (one of tooLarge); the others are a receive
+// limit's, the client's or the server's.
+const tooLargeToSend = "trying to send message larger than max"
+
+// choosesCodec reports whether o is a call option by which the caller
+// chose a codec other than gRPC's proto codec: not ForceCodecV2(nil),
+// which leaves the connection's, nor the runtime's own of a keyed call
+// (keyedOptions), which marshals as proto does.
+func choosesCodec(o grpc.CallOption) bool {
+	switch o := o.(type) {
+	case grpc.ForceCodecV2CallOption:
+		return forcesCodec(o)
+	case *grpc.ForceCodecV2CallOption:
+		return o != nil && forcesCodec(*o)
+	case grpc.ContentSubtypeCallOption:
+		return o.ContentSubtype != protocodec.Name
+	case *grpc.ContentSubtypeCallOption:
+		return o != nil && o.ContentSubtype != protocodec.Name
+	case grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, *grpc.ForceCodecCallOption, *grpc.CustomCodecCallOption:
+		return true
+	}
+	return false
+}
+
+func forcesCodec(o grpc.ForceCodecV2CallOption) bool {
+	if o.CodecV2 == nil {
+		return false
+	}
+	_, keyed := o.CodecV2.(keyedCodec)
+	return !keyed
 }
 
 // gaveUp is the end of a cached call whose caller's context ended (err,
@@ -373,25 +446,26 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 			}
 		}
 	}()
-	// fctx bounds the attempts by the method's limit and is never cut by
-	// the callers leaving: an attempt already sent runs to its end, and
-	// its answer is kept for the next caller. wait, cut when the last
-	// caller leaves, bounds what would start work for nobody: waiting
-	// for a token, a permit, a backoff, the next attempt or copy.
+	// fctx carries the attempts, and is never cut by the callers leaving:
+	// an attempt already sent runs to its end, and its answer is kept for
+	// the next caller. wait, cut when the last caller leaves, bounds what
+	// would start work for nobody: waiting for a token, a permit, a
+	// backoff, the next attempt or copy. The method's limit (bound.Call)
+	// starts, as the same call's OverallTimeout does without the cache,
+	// once the call holds its token and its permit: unary applies it (the
+	// OverallTimeout itself, or in.limit), so that waiting for them eats
+	// none of the attempts' time.
 	fctx := context.WithoutCancel(f.ctx)
-	limit := bound.Call(m.policy)
-	if p := m.policy; limit == p.Timeout && bound.OneAttempt(p) {
-		// A call of one attempt whose bound is its timeout is cut by that
-		// attempt's own timeout: a limit of the same length here would
-		// leave the attempt no context of its own, and its end would be
+	in := &invocation[Req, Resp]{req: req, opts: opts, call: call}
+	if p := m.policy; p.OverallTimeout == 0 && !bound.OneAttempt(p) {
+		// The limit of a retried or hedged call without an OverallTimeout
+		// is the bound of its attempts and the waits between them. A call
+		// of one attempt gets none besides its OverallTimeout: its
+		// attempt's own timeout cuts it, and a second limit of the same
+		// length would leave the attempt no context of its own, its end
 		// taken for the call's deadline, which the adaptive limit does not
 		// count as a drop.
-		limit = 0
-	}
-	if limit > 0 {
-		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(fctx, limit)
-		defer cancel()
+		in.limit = bound.Call(p)
 	}
 	wait, cut := context.WithCancel(fctx)
 	defer cut()
@@ -401,19 +475,13 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	if err = wait.Err(); err != nil {
 		err = statusFromContext(err) // every caller left before it began
 	} else {
-		resp, err = unary(fctx, m, idemKey, wait, &invocation[Req, Resp]{req: req, opts: opts, call: call})
-		if p := m.policy; err != nil && limit > 0 && p.OverallTimeout == 0 && status.Code(err) == codes.DeadlineExceeded &&
-			!errors.Is(err, ErrAttemptTimeout) && ownTimeout(fctx) {
-			// The limit is made of the attempts' (or copies') own
-			// timeouts, and cut the one that ran when it expired, which
-			// the same call without the cache ends by its timeout: it
-			// matches ErrAttemptTimeout as that does.
-			err = sharedCallBoundError(m.dependency(), p.Name, limit, p.Timeout, err)
-		}
+		resp, err = unary(fctx, m, idemKey, wait, in)
 	}
 	var val any
 	if err == nil {
 		val = resp
+	} else {
+		f.startersOwn = startersOwn(err, req, f.chose)
 	}
 	m.cache.finish(key, f, val, err, m.client.now())
 }

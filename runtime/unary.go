@@ -115,9 +115,17 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		}
 		defer m.releasePermit()
 	}
-	if p.OverallTimeout > 0 {
+	// The overall limit starts once the call holds its token and its
+	// permit: the waits for them are bounded by their own max_wait and the
+	// caller. A cache's shared call without an OverallTimeout is bounded
+	// the same way by the limit of its attempts (in.limit, see fetch).
+	limit := p.OverallTimeout
+	if in.limit > 0 {
+		limit = in.limit
+	}
+	if limit > 0 {
 		var cancel context.CancelFunc
-		if ctx, cancel = shorten(ctx, p.OverallTimeout); cancel != nil {
+		if ctx, cancel = shorten(ctx, limit); cancel != nil {
 			defer cancel()
 		}
 	}
@@ -127,10 +135,22 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 	if key != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, IdempotencyKeyHeader, key)
 	}
+	var resp *Resp
+	var err error
 	if p.Hedging != nil {
-		return hedged(ctx, m, wait, in)
+		resp, err = hedged(ctx, m, wait, in)
+	} else {
+		resp, err = retried(ctx, m, key != "", wait, in)
 	}
-	return retried(ctx, m, key != "", wait, in)
+	if err != nil && in.limit > 0 && status.Code(err) == codes.DeadlineExceeded &&
+		!errors.Is(err, ErrAttemptTimeout) && ownTimeout(ctx) {
+		// The shared call's limit is made of the attempts' (or copies')
+		// own timeouts, and cut the one that ran when it expired, which
+		// the same call without the cache ends by its timeout: it matches
+		// ErrAttemptTimeout as that does.
+		err = sharedCallBoundError(m.dependency(), p.Name, in.limit, p.Timeout, err)
+	}
+	return resp, err
 }
 
 // invocation is one call of the plain client's method as each of its
@@ -149,6 +169,10 @@ type invocation[Req, Resp any] struct {
 	// in retries_total{outcome="hedge"} (see hedged): a copy the client
 	// refused itself was not sent.
 	onAdmit uint8
+	// limit is a cache's shared call's bound when the method has no
+	// OverallTimeout (see fetch), applied as one, once the call is
+	// admitted; 0 for every other call.
+	limit time.Duration
 }
 
 // What an attempt counts once admitted (invocation.onAdmit).

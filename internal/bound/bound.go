@@ -17,8 +17,10 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
-// Call is the longest the generated client lets one call of m run; 0 when
-// nothing bounds it but the caller's deadline.
+// Call is the longest the generated client lets one call of m run once it
+// is admitted (holds its rate-limit token and its bulkhead permit, whose
+// waits have their own max_wait, as a call's OverallTimeout starts after
+// them); 0 when nothing bounds it but the caller's deadline.
 //
 //   - A stream: its OverallTimeout, else its Timeout (it is never retried
 //     or hedged).
