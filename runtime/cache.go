@@ -332,13 +332,15 @@ func startersOwn[Req any](err error, req *Req, chose starterChose) bool {
 
 // sharedOptions returns the options a shared call is made with, a copy of
 // the first caller's opts without those that write into that caller's
-// memory (header, trailer, peer), since that caller may be gone; and
+// memory (header, trailer, peer; by value or pointer), since that caller
+// may be gone; and
 // what opts set of the message size limits and the codec.
 func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, chose starterChose) {
 	kept = opts[:0:0]
 	for _, o := range opts {
 		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption,
+			*grpc.HeaderCallOption, *grpc.TrailerCallOption, *grpc.PeerCallOption:
 			continue
 		case grpc.MaxRecvMsgSizeCallOption, *grpc.MaxRecvMsgSizeCallOption:
 			chose |= choseRecvLimit
