@@ -29,14 +29,16 @@ import (
 )
 
 // attack23mGuarded serves the example behind its Guard, GetStock's
-// MinDeadline raised to 300 ms, and dials it.
+// MinDeadline raised to 3 s (far above the 1 s its callers leave, so that
+// a refusal reaches the caller before its own deadline even on a loaded
+// machine), and dials it.
 func attack23mGuarded(t *testing.T) (*server.Server, *rserver.Guard, string) {
 	t.Helper()
 	g, err := server.NewGuard(rserver.WithPolicy("example.inventory.v1.InventoryService", func(p *policy.Server) {
 		for i := range p.Methods {
 			if p.Methods[i].Name == atkGetStock {
-				p.Methods[i].MinDeadline = 300 * time.Millisecond
-				p.Methods[i].DefaultTimeout = time.Second
+				p.Methods[i].MinDeadline = 3 * time.Second
+				p.Methods[i].DefaultTimeout = 5 * time.Second
 			}
 		}
 	}))
@@ -52,7 +54,7 @@ func attack23mGuarded(t *testing.T) (*server.Server, *rserver.Guard, string) {
 }
 
 // TestAttack23mTooShortRefusalsLeaveTheAdaptiveLayersAlone: one caller
-// sends 30 GetStock with 100 ms deadlines to a healthy, idle server whose
+// sends 30 GetStock with 1 s deadlines to a healthy, idle server whose
 // Guard refuses each as too short. The client has an adaptive limit of 8
 // and a throttler, shared with ReserveStock. Each refusal must be the
 // Guard's DEADLINE_EXCEEDED (none refused on the client), the limit must
@@ -74,7 +76,7 @@ func TestAttack23mTooShortRefusalsLeaveTheAdaptiveLayersAlone(t *testing.T) {
 				p.ClientThrottle = &policy.Throttle{K: 2, Window: 10 * time.Second, MaxRefusal: 0.9}
 				p.Breaker = nil
 				m := atkMethod(p, atkGetStock)
-				m.Timeout = 200 * time.Millisecond
+				m.Timeout = 2 * time.Second
 				m.Retry = nil
 				if retrying {
 					m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
@@ -84,11 +86,11 @@ func TestAttack23mTooShortRefusalsLeaveTheAdaptiveLayersAlone(t *testing.T) {
 				r.Timeout, r.Retry = 2*time.Second, nil
 			})
 			for i := range 30 {
-				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: fmt.Sprint("s", i)})
 				cancel()
 				if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, runtime.ErrThrottled) || errors.Is(err, runtime.ErrConcurrencyLimited) {
-					t.Fatalf("GetStock %d with 100 ms left: %v, want the Guard's DEADLINE_EXCEEDED", i, err)
+					t.Fatalf("GetStock %d with 1 s left: %v, want the Guard's DEADLINE_EXCEEDED", i, err)
 				}
 			}
 			if n := srv.Calls(atkGetStock); n != 0 {
