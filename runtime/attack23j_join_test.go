@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,36 @@ func (j *join23j) wantLookups(t *testing.T, misses float64) {
 	}
 }
 
+// wantNoOtherCall: no call reached the gate besides those the test let go.
+func (j *join23j) wantNoOtherCall(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case <-j.gate.arrived:
+		t.Errorf("another call reached the client's interceptor: %s", why)
+	default:
+	}
+}
+
+// theRestShareOne: the n callers whose values are fine (results) wait for
+// one shared call, the next to reach the gate; the server saw none before
+// it (the earlier starters' calls were never sent), and sees that one
+// only once the test lets it go; each of the n gets its answer, and no
+// other call is made.
+func (j *join23j) theRestShareOne(t *testing.T, results <-chan error, n int, earlier string) {
+	t.Helper()
+	j.gate.next(t, "the joiners' next shared call")
+	j.waiting(t, fmt.Sprintf("the %d wait for one shared call", n), n)
+	if c := j.srv.Calls(atkGetStock); c != 0 {
+		t.Errorf("the server saw %d calls before the joiners' shared call was let go, want 0 (%s never sent)", c, earlier)
+	}
+	j.gate.release <- struct{}{}
+	j.wantAnswered(t, results, n)
+	if c := j.srv.Calls(atkGetStock); c != 1 {
+		t.Errorf("the server saw %d calls for the %d joiners, want 1 shared", c, n)
+	}
+	j.wantNoOtherCall(t, "a joiner called on its own")
+}
+
 // TestAttack23jJoinersOfAStartersClientFaultShareTheNextCall: caller A
 // starts the shared call of "apple" with metadata gRPC cannot send; 8
 // callers whose values are fine join it. A's call fails on the client's
@@ -157,21 +188,7 @@ func TestAttack23jJoinersOfAStartersClientFaultShareTheNextCall(t *testing.T) {
 	j.gate.release <- struct{}{}
 	wantOwnFault(t, "caller A", <-aErr, `header key "x-forwarded-name"`)
 
-	j.gate.next(t, "the joiners' next shared call")
-	j.waiting(t, "the 8 wait for one shared call", n)
-	if c := j.srv.Calls(atkGetStock); c != 0 {
-		t.Errorf("the server saw %d calls before the joiners' shared call was let go, want 0 (A's was never sent)", c)
-	}
-	j.gate.release <- struct{}{}
-	j.wantAnswered(t, results, n)
-	if c := j.srv.Calls(atkGetStock); c != 1 {
-		t.Errorf("the server saw %d calls for the 8 joiners, want 1 shared", c)
-	}
-	select {
-	case <-j.gate.arrived:
-		t.Error("another call reached the client's interceptor: a joiner called on its own")
-	default:
-	}
+	j.theRestShareOne(t, results, n, "A's was")
 	j.wantLookups(t, 1+n)
 }
 
@@ -205,21 +222,7 @@ func TestAttack23jTheNextStarterHasAClientFaultToo(t *testing.T) {
 	j.gate.release <- struct{}{}
 	wantOwnFault(t, "caller B", <-bErr, "no codec registered for content-subtype nosuch23j")
 
-	j.gate.next(t, "the 8's shared call")
-	j.waiting(t, "the 8 wait for one shared call", n)
-	if c := j.srv.Calls(atkGetStock); c != 0 {
-		t.Errorf("the server saw %d calls before the 8's shared call was let go, want 0 (A's and B's were never sent)", c)
-	}
-	j.gate.release <- struct{}{}
-	j.wantAnswered(t, results, n)
-	if c := j.srv.Calls(atkGetStock); c != 1 {
-		t.Errorf("the server saw %d calls for the 8 callers, want 1 shared", c)
-	}
-	select {
-	case <-j.gate.arrived:
-		t.Error("another call reached the client's interceptor: a caller called on its own")
-	default:
-	}
+	j.theRestShareOne(t, results, n, "A's and B's were")
 	j.wantLookups(t, 2+n)
 }
 
@@ -256,11 +259,7 @@ func TestAttack23jAClosedConnFailsEveryWaiterAtOnce(t *testing.T) {
 			t.Fatalf("after %d of %d callers failed, another call reached the client's interceptor: a waiter called again", i, 1+n)
 		}
 	}
-	select {
-	case <-j.gate.arrived:
-		t.Error("another call reached the client's interceptor: a waiter called again")
-	default:
-	}
+	j.wantNoOtherCall(t, "a waiter called again")
 	if c := j.srv.Calls(atkGetStock); c != 0 {
 		t.Errorf("the server saw %d calls, want 0", c)
 	}
@@ -385,11 +384,7 @@ func TestAttack23jASizeLimitIsTheStartersOnlyWhenItSetsOne(t *testing.T) {
 					}
 				}
 			}
-			select {
-			case <-j.gate.arrived:
-				t.Error("another call reached the client's interceptor")
-			default:
-			}
+			j.wantNoOtherCall(t, "a waiter called again")
 			if c := j.srv.Calls(atkGetStock); c != tc.wantCalls {
 				t.Errorf("the server's handler ran %d times, want %d", c, tc.wantCalls)
 			}

@@ -24,12 +24,20 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
+// attack23mBare takes the breaker, the adaptive layers and the bulkhead
+// out of the inventory policy and gives it a budget with room for every
+// repeat, so that each case adds only the layers it is about; it returns
+// GetStock's method.
+func attack23mBare(p *policy.Service) *policy.Method {
+	p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
+	p.Budget = &policy.Budget{Ratio: 1, MinRetries: 100, Window: time.Minute}
+	return atkMethod(p, atkGetStock)
+}
+
 // attack23mHedged edits the inventory policy to a hedged GetStock (a
 // copy after 20 ms, up to 2, UNAVAILABLE fatal), nothing else in force.
 func attack23mHedged(p *policy.Service) *policy.Method {
-	p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
-	p.Budget = &policy.Budget{Ratio: 1, MinRetries: 100, Window: time.Minute}
-	m := atkMethod(p, atkGetStock)
+	m := attack23mBare(p)
 	m.Retry = nil
 	m.Timeout = 2 * time.Second
 	m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 2}

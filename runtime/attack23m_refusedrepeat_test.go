@@ -77,9 +77,7 @@ func TestAttack23mRefusedRepeatSaysWhoRefused(t *testing.T) {
 						return &inventoryv1.GetStockResponse{Units: -1}, nil
 					},
 				}, func(p *policy.Service) {
-					p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
-					p.Budget = &policy.Budget{Ratio: 1, MinRetries: 100, Window: time.Minute}
-					m := atkMethod(p, atkGetStock)
+					m := attack23mBare(p)
 					m.Timeout = 2 * time.Second
 					rp.edit(m)
 					rf.edit(p)
@@ -124,9 +122,7 @@ func TestAttack23mPushbackPastTheDeadlineIsCountedRetriedAndHedged(t *testing.T)
 			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithRegisterer(reg)},
 			}, func(p *policy.Service) {
-				p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
-				p.Budget = &policy.Budget{Ratio: 1, MinRetries: 100, Window: time.Minute}
-				m := atkMethod(p, atkGetStock)
+				m := attack23mBare(p)
 				m.Timeout = 2 * time.Second
 				m.Retry = &policy.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
 					Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
