@@ -1175,7 +1175,9 @@ func TestAttackOwnTimeoutMatchesErrAttemptTimeout(t *testing.T) {
 	if !errors.Is(err, runtime.ErrAttemptTimeout) || status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("got %v, want ErrAttemptTimeout with DEADLINE_EXCEEDED", err)
 	}
-	if took := time.Since(begin); took < 30*time.Millisecond || took > 80*time.Millisecond {
+	// The server never answers: the bound is the timeout plus the scheduler
+	// on a loaded machine (80 ms failed at load 20 by 50 µs).
+	if took := time.Since(begin); took < 30*time.Millisecond || took > 330*time.Millisecond {
 		t.Errorf("returned after %v, want about the 30ms timeout", took)
 	}
 }
