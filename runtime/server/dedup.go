@@ -368,8 +368,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// request) did not authenticate it, an auth interceptor's inside
 		// the Guard or the handler's own, and the caller's retry with
 		// fresh ones must run rather than get it replayed for the TTL.
+		// Unless a dependency the handler called (through
+		// ClientInterceptor) answered it: the server's own credentials
+		// failed there, after the handler may have done its work (a
+		// charge), which the caller's retry would do again.
 		st := sentStatus(err)
-		if !d.final.Has(st.Code()) || st.Code() == codes.Unauthenticated || refusedHere(err, m.name) {
+		if !d.final.Has(st.Code()) || refusedHere(err, m.name) ||
+			st.Code() == codes.Unauthenticated && !recordOf(ctx).passedOn(codes.Unauthenticated) {
 			keepable = false
 			break
 		}
