@@ -14,6 +14,31 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
 
+// upperSku is an interceptor of the server's own that normalizes a
+// ReserveStock request (its SKU upper-cased).
+func upperSku(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*inventoryv1.ReserveStockRequest); ok {
+		r.Sku = strings.ToUpper(r.Sku)
+	}
+	return handler(ctx, req)
+}
+
+// twoGuardsOnOneStore returns two Guards of inventoryPolicy on one memory
+// store.
+func twoGuardsOnOneStore(t *testing.T) (*Guard, *Guard) {
+	t.Helper()
+	store := NewMemoryStore(10)
+	var gs [2]*Guard
+	for i := range gs {
+		g, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs[i] = g
+	}
+	return gs[0], gs[1]
+}
+
 // TestAttack23dOtherBodyUnderTheKeyWhileTheFirstRunsThroughTwoGuards: the
 // inner Guard passes on the outer's claim of this very request before it
 // compares fingerprints (3b4fec0). A client that sends the same key with
@@ -23,21 +48,7 @@ import (
 // token); the same body meanwhile waits and gets the first's answer
 // replayed; the handler runs once.
 func TestAttack23dOtherBodyUnderTheKeyWhileTheFirstRunsThroughTwoGuards(t *testing.T) {
-	store := NewMemoryStore(10)
-	g1, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g2, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	normalize := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if r, ok := req.(*inventoryv1.ReserveStockRequest); ok {
-			r.Sku = strings.ToUpper(r.Sku)
-		}
-		return handler(ctx, req)
-	}
+	g1, g2 := twoGuardsOnOneStore(t)
 	srv := &inventoryServer{}
 	running, release := make(chan struct{}), make(chan struct{})
 	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
@@ -46,7 +57,7 @@ func TestAttack23dOtherBodyUnderTheKeyWhileTheFirstRunsThroughTwoGuards(t *testi
 		return &inventoryv1.ReserveStockResponse{ReservationId: "r-" + req.GetSku()}, nil
 	}
 	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(chainedTaps(g1, g2)),
-		grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, normalize, g2.UnaryInterceptor))))
+		grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, upperSku, g2.UnaryInterceptor))))
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-d", Sku: "abc", Units: 1}
 	first := make(chan error, 1)
 	go func() {
