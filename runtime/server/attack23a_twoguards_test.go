@@ -28,24 +28,10 @@ import (
 // every retry of the key got that refusal replayed for the whole TTL.
 // The request runs once, its retry replayed.
 func TestAttack23aRequestChangedBetweenTwoGuardsOnOneStore(t *testing.T) {
-	store := NewMemoryStore(10)
-	g1, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g2, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	normalize := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if r, ok := req.(*inventoryv1.ReserveStockRequest); ok {
-			r.Sku = strings.ToUpper(r.Sku)
-		}
-		return handler(ctx, req)
-	}
+	g1, g2 := twoGuardsOnOneStore(t)
 	srv := &inventoryServer{}
 	client := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, srv, grpc.InTapHandle(g1.TapHandle),
-		grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, normalize, g2.UnaryInterceptor))))
+		grpc.ChainUnaryInterceptor(g1.UnaryInterceptor, upperSku, g2.UnaryInterceptor))))
 	req := &inventoryv1.ReserveStockRequest{OrderId: "o-norm", Sku: "abc", Units: 1}
 	first, err := client.ReserveStock(withKey(ctxTimeout(t, 5*time.Second), "k-norm"), req)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -181,9 +182,14 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 			return handler(ctx, req)
 		}
 		if c.State != Claimed && c.Fingerprint != fp {
+			// A refusal of this server's (refuse), not an answer: an outer
+			// Guard on another store (a replica's own, this one on the
+			// Redis the replicas share) does not keep it, under the other
+			// body's fingerprint, for the key's own request's retry to
+			// find and be refused for the TTL instead of replayed.
 			m.svc.mismatched.Add(1)
-			return nil, status.Errorf(codes.InvalidArgument,
-				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)
+			return nil, refuse(m.name, &spb.Status{Code: int32(codes.InvalidArgument), Message: fmt.Sprintf(
+				"resilient: %s: the idempotency key %q was already used by a different request (another request body): a key belongs to one request; send a new key with a new request", m.name, key)})
 		}
 		switch c.State {
 		case Claimed:
@@ -368,8 +374,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// request) did not authenticate it, an auth interceptor's inside
 		// the Guard or the handler's own, and the caller's retry with
 		// fresh ones must run rather than get it replayed for the TTL.
+		// Unless a dependency the handler called (through
+		// ClientInterceptor) answered it: the server's own credentials
+		// failed there, after the handler may have done its work (a
+		// charge), which the caller's retry would do again.
 		st := sentStatus(err)
-		if !d.final.Has(st.Code()) || st.Code() == codes.Unauthenticated || refusedHere(err, m.name) {
+		if !d.final.Has(st.Code()) || refusedHere(err, m.name) ||
+			st.Code() == codes.Unauthenticated && !recordOf(ctx).passedOn(codes.Unauthenticated) {
 			keepable = false
 			break
 		}

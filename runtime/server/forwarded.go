@@ -39,7 +39,7 @@ type served struct {
 // newServed returns the context of a request of m served by g, made from
 // ctx.
 func newServed(ctx context.Context, g *Guard, m *method) *served {
-	c := &served{Context: ctx, rec: downstream{guard: g, method: m}}
+	c := &served{Context: ctx, rec: downstream{guard: g, method: m, parent: ctx}}
 	// A stream whose values cannot be compared without a panic (a slice,
 	// or a value holding an interface, which may hold one; no gRPC stream
 	// is one) is left as it is: Value could not tell it from another value.

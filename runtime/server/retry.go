@@ -125,34 +125,71 @@ func markDoNotRetry(ctx context.Context, err error) error {
 // downstream records, for one request being served, the last outcome of
 // each method the handler called through ClientInterceptor.
 type downstream struct {
-	guard  *Guard  // serving the request
-	method *method // the request's
+	guard  *Guard          // serving the request
+	method *method         // the request's
+	parent context.Context // the context the Guard served the request with
 
 	mu   sync.Mutex
-	last map[string]bool // method → its last call ended with a transient failure
+	last map[string]codes.Code // method → the code its last call ended with
 }
 
 type downstreamKey struct{}
 
+// record records a call's end in d and in the records of the other Guards
+// of this server serving the same request outside d's (two Guards on one
+// server, each with a policy for the method): the outer one keeps the
+// request's outcome, and what it keeps depends on the calls (passedOn).
+// Walked only when the handler calls a dependency.
 func (d *downstream) record(method string, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.last == nil {
-		d.last = map[string]bool{}
+	c := status.Code(err)
+	for ; d != nil; d = d.outerRecord() {
+		d.mu.Lock()
+		if d.last == nil {
+			d.last = map[string]codes.Code{}
+		}
+		d.last[method] = c
+		d.mu.Unlock()
 	}
-	d.last[method] = err != nil && transient.Has(status.Code(err))
+}
+
+// outerRecord is the record of the Guard serving the same request outside
+// d's, nil for none (or another method's request, whose context this
+// one's was made with: an in-process call).
+func (d *downstream) outerRecord() *downstream {
+	o, _ := d.parent.Value(downstreamKey{}).(*downstream)
+	if o == nil || o.method.name != d.method.name {
+		return nil
+	}
+	return o
+}
+
+// recordOf is the record of the calls of the request ctx serves, nil
+// outside a Guard's.
+func recordOf(ctx context.Context) *downstream {
+	d, _ := ctx.Value(downstreamKey{}).(*downstream)
+	return d
 }
 
 // failed reports whether a dependency's last call ended with a transient
 // failure; false for a nil d.
 func (d *downstream) failed() bool {
+	return d.any(transient.Has)
+}
+
+// passedOn reports whether a dependency's last call ended with code: the
+// handler's failure with that code is likely the dependency's passed on.
+func (d *downstream) passedOn(code codes.Code) bool {
+	return d.any(func(c codes.Code) bool { return c == code })
+}
+
+func (d *downstream) any(f func(codes.Code) bool) bool {
 	if d == nil {
 		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, f := range d.last {
-		if f {
+	for _, c := range d.last {
+		if f(c) {
 			return true
 		}
 	}
