@@ -132,8 +132,12 @@ type Dedup struct {
 	// it or its deadline passes, and kept, that ending would be replayed to
 	// every retry of the key for the whole TTL without the handler running
 	// again. UNAUTHENTICATED, though an answer (and in DefaultFinalCodes for
-	// the client's sake: never retried), is never kept: the credentials are
-	// not part of what the key names, and a retry with fresh ones must run.
+	// the client's sake: never retried), is not kept when the Guard or the
+	// handler refuses the caller's credentials: they are not part of what
+	// the key names, and a retry with fresh ones must run. It is kept as
+	// FinalCodes say when a dependency the handler called through the
+	// Guard's ClientInterceptor answered it, since the handler may have done
+	// its work before that call.
 	FinalCodes CodeSet
 }
 
