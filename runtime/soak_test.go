@@ -217,13 +217,20 @@ func TestSoak(t *testing.T) {
 	// caller's context, so what is left is the time for a goroutine to run
 	// again, with 1000 of them on two cores, maybe under the race detector
 	// and beside other tests. That time is measured in the same run by the
-	// bare waits; a call may take it a few times over (the context's timer
+	// bare waits; a call takes it a few times over: the context's timer
 	// wakes the attempt's goroutine, grpc-go's stream and the caller, each
-	// in turn behind 1000 others: up to 3 times the bare wait, seen on a
-	// loaded machine), so 4 times it plus 100ms (p99) or 1s (max) of
-	// margin. On an idle machine the bare wait is a few ms and the bound
-	// about 100ms: a wait that ignored the deadline would show in the p99.
-	if p99 > 4*wakeP99+100*time.Millisecond || worst > 4*wakeWorst+time.Second {
+	// in turn behind 1000 others, and the crowd whose deadlines end
+	// together then queues on the bulkhead's mutex (to leave its queue, to
+	// hand a permit on) and on the collector, which the 20 bare waiters
+	// never touch. At load 25 under -race the p99 was seen at up to 6
+	// times the bare waits' (goroutine dumps taken when a call was 300 ms
+	// past its context showed hundreds of callers runnable or on that
+	// mutex, none in a wait of the runtime or of grpc-go), so 8 times it
+	// plus 100ms (p99) or 1s (max) of margin. On an idle machine the bare
+	// wait is a few ms and the bound about 130ms: a wait that ignored the
+	// deadline (an attempt to its 100ms timeout, a backoff) would show in
+	// the p99.
+	if p99 > 8*wakeP99+100*time.Millisecond || worst > 8*wakeWorst+time.Second {
 		t.Errorf("calls outlived their deadline by %v (p99) and %v (max); a bare wait by %v and %v", p99, worst, wakeP99, wakeWorst)
 	}
 	if calls.Load() < callers {
