@@ -17,12 +17,15 @@ import (
 )
 
 // TestAttack23aLeaseLostThroughChainsAndDeafHandlers: Redis loses the
-// entry of a running request (FLUSHALL) and the Guard cancels its handler
-// with the cause server.ErrLeaseLost, under a FinalCodes holding UNKNOWN.
-// A handler that returns the cause joined with an error of its own
-// (errors.Join, two %w, wrapped twice) ends CANCELLED to gRPC, never
-// kept: its caller gets UNAVAILABLE, its retry runs, Redis keeps that
-// answer. A handler deaf to its context, which commits after the loss
+// entry of a running request (FLUSHALL, as a restart without persistence
+// or a failover does); the renewal finds it gone and the Guard cancels its
+// handler with the cause server.ErrLeaseLost, under a FinalCodes holding
+// UNKNOWN. A handler that returns the cause (wrapped, as a status through
+// status.FromContextError, joined with an error of its own by errors.Join
+// or two %w, wrapped twice) ends CANCELLED to gRPC, never kept (it was
+// kept as UNKNOWN before 7766c0e and 33f6b2b, replayed to every retry for
+// the TTL, the order never placed): its caller gets UNAVAILABLE, its retry
+// runs, Redis keeps that answer. A handler deaf to its context, which commits after the loss
 // and answers, ran once: the key was free, so its answer is kept and
 // given to its caller, and the retry replays it.
 func TestAttack23aLeaseLostThroughChainsAndDeafHandlers(t *testing.T) {
@@ -33,6 +36,8 @@ func TestAttack23aLeaseLostThroughChainsAndDeafHandlers(t *testing.T) {
 		name string
 		end  func(ctx context.Context) error // nil: the handler ignores its context and commits
 	}{
+		{"the cause wrapped", func(ctx context.Context) error { return fmt.Errorf("reserve stopped: %w", context.Cause(ctx)) }},
+		{"the cause as a status", func(ctx context.Context) error { return status.FromContextError(context.Cause(ctx)).Err() }},
 		{"errors.Join of the cause and a rollback error", func(ctx context.Context) error {
 			return errors.Join(errors.New("rollback: connection reset"), context.Cause(ctx))
 		}},
@@ -99,5 +104,8 @@ func TestAttack23aLeaseLostThroughChainsAndDeafHandlers(t *testing.T) {
 				t.Errorf("the entry of %s: %q %v; want done, holding the retry's a-2", key, v, err)
 			}
 		})
+	}
+	if !errors.Is(server.ErrLeaseLost, context.Canceled) {
+		t.Error("ErrLeaseLost is not a cancellation: errors.Is(ErrLeaseLost, context.Canceled) is false")
 	}
 }
