@@ -4,8 +4,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 
@@ -73,9 +75,9 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*service, retr
 	}
 	w(0, "resources:")
 	w(0, `- "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration`)
-	w(1, "name: %s", routeConfigName(f))
+	w(1, "name: %s", yamlString(routeConfigName(f)))
 	w(1, "virtual_hosts:")
-	w(1, "- name: %s", routeConfigName(f))
+	w(1, "- name: %s", yamlString(routeConfigName(f)))
 	w(2, `domains: ["*"]`)
 	w(2, "routes:")
 	for i, s := range f.Services {
@@ -201,6 +203,24 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 // services' full names, unique already.
 func routeConfigName(f *protogen.File) string {
 	return f.Desc.Path()
+}
+
+// plainYAML is a file path that YAML reads back as itself, unquoted: the
+// characters of a usual path, ending in .proto (so never a number, a
+// boolean or null), not starting with "-".
+var plainYAML = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*\.proto$`)
+
+// yamlString writes s as a YAML scalar that reads back as s. A file path
+// may hold what YAML reads otherwise: "a #2.proto" was the name "a" (the
+// rest a comment), "!x.proto" a tag and an empty name, "a: b.proto",
+// "@x.proto" or "[x].proto" no YAML at all. Such a path is double-quoted,
+// as JSON quotes it (a JSON string is a YAML double-quoted scalar).
+func yamlString(s string) string {
+	if plainYAML.MatchString(s) {
+		return s
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	return string(b)
 }
 
 // envoyRetryPolicy writes the route's retry_policy from the method's retry.
