@@ -89,7 +89,11 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *policy.S
 		w(1, "typed_config:")
 		w(2, `"@type": type.googleapis.com/envoy.extensions.filters.http.admission_control.v3.AdmissionControl`)
 		w(2, "enabled: {default_value: true, runtime_key: %s.enabled}", rt)
-		w(2, "sampling_window: %s # window", seconds(th.Window))
+		if win := envoySeconds(th.Window); win != th.Window {
+			w(2, "sampling_window: %s # window %v, rounded up: Envoy reads it in whole seconds, truncated, and 0 would keep no history", seconds(win), th.Window)
+		} else {
+			w(2, "sampling_window: %s # window", seconds(win))
+		}
 		w(2, "sr_threshold: {default_value: {value: %s}, runtime_key: %s.sr_threshold} # 1 / k (k %v): Envoy refuses with probability (requests - accepts / sr_threshold) / (requests + 1)",
 			formatFloat(math.Round(100/th.K*1e6)/1e6), rt, th.K)
 		w(2, "aggression: {default_value: 1, runtime_key: %s.aggression} # 1: the probability as the runtime computes it", rt)

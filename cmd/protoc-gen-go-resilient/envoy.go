@@ -144,14 +144,16 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	// generated client sends of a hedged method is a request of its own.
 	limit := bound.Call(unhedged(mp))
 	if retries == retriesAtEnvoy && mp.Retry != nil {
-		limit = bound.Envoy(unhedged(mp)) // Envoy's back-offs, not the runtime's; Envoy does not hedge
+		// Envoy's back-offs, not the runtime's, and its attempts as long
+		// as the per_try_timeout it reads; Envoy does not hedge.
+		limit = bound.Envoy(envoyAttempts(unhedged(mp)))
 	}
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout
 	}
 	shown := envoyMillis(limit)
 	if shown != limit {
-		w(4, "# %v rounded up to 1ms: Envoy reads its timeouts in whole milliseconds, and 0 would be none", limit)
+		w(4, "# %v rounded up to %v: Envoy reads its timeouts in whole milliseconds, truncated, and 0 would be none", limit, shown)
 	}
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
@@ -271,7 +273,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	}
 	w(5, "num_retries: %d # max_attempts %d, the first attempt included", r.MaxAttempts-1, r.MaxAttempts)
 	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
-		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, and 0 would be none", seconds(t), mp.Timeout)
+		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, truncated, and 0 would be none", seconds(t), mp.Timeout)
 	} else if t > 0 {
 		w(5, "per_try_timeout: %s", seconds(t))
 	}
@@ -283,14 +285,47 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	}
 }
 
-// envoyMillis is d as a timeout Envoy keeps: Envoy reads its timeouts in
-// whole milliseconds, truncated, and takes 0 for none, so a timeout
-// shorter than a millisecond is written as 1ms, not as no timeout.
+// envoyMillis is d as a duration Envoy keeps: Envoy reads its timeouts
+// and intervals in whole milliseconds, truncated, and takes 0 for none, so
+// d is rounded up to the next whole millisecond: 999µs is 1ms, not none,
+// and 1.5ms is 2ms, not the 1ms that would cut an attempt the Go client
+// lets run 1.5ms. (At the extreme of a Duration it is rounded down.)
 func envoyMillis(d time.Duration) time.Duration {
-	if d > 0 && d < time.Millisecond {
-		return time.Millisecond
+	r := d % time.Millisecond
+	switch {
+	case d <= 0 || r == 0:
+		return d
+	case d > math.MaxInt64-(time.Millisecond-r):
+		return d - r
 	}
-	return d
+	return d + time.Millisecond - r
+}
+
+// envoyAttempts is mp with the timeout of an attempt as Envoy reads its
+// per_try_timeout, for the bound of a route that retries: 3 attempts of
+// 1.2ms are 3 of 2ms at Envoy, and a route timeout of 3.6ms + back-offs
+// would cut the last one.
+func envoyAttempts(mp *policy.Method) *policy.Method {
+	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
+		c := *mp
+		c.Timeout = t
+		return &c
+	}
+	return mp
+}
+
+// envoySeconds is d as Envoy keeps admission_control's sampling_window:
+// in whole seconds, truncated (a 250ms window was 0, no history at all),
+// so d is rounded up to the next whole second.
+func envoySeconds(d time.Duration) time.Duration {
+	r := d % time.Second
+	switch {
+	case d <= 0 || r == 0:
+		return d
+	case d > math.MaxInt64-(time.Second-r):
+		return d - r
+	}
+	return d + time.Second - r
 }
 
 // roundedUp says, in a comment, that envoyMillis rounded d up.
