@@ -62,7 +62,7 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *policy.S
 		w(4, "concurrency_update_interval: 0.1s # not expressible: the runtime moves the limit once per round trip, Envoy once per interval")
 		w(3, "min_rtt_calc_params:")
 		if p.BaselineWindow >= envoyMinRTTInterval {
-			w(4, "interval: %s # baseline_window: Envoy measures its baseline again each interval, at min_concurrency", seconds(p.BaselineWindow))
+			w(4, "interval: %s # baseline_window%s: Envoy measures its baseline again each interval, at min_concurrency", seconds(envoyMillis(p.BaselineWindow)), roundedUp(p.BaselineWindow))
 		} else {
 			w(4, "interval: %s # baseline_window %v is below the least interval Envoy accepts", seconds(envoyMinRTTInterval), p.BaselineWindow)
 		}

@@ -85,6 +85,7 @@ func TestAttack23eEnvoyNameOfAnyFilePathGolden(t *testing.T) {
 // which Envoy cut at 1ms where the Go client lets the attempt run 1.5ms;
 // a retried route bounded 3 attempts of 1.2ms as 0.043600s (3.6ms and the
 // back-offs), while each of Envoy's attempts runs its 2ms per_try_timeout;
+// an adaptive_limit baseline_window of 1.5ms an interval of 1ms;
 // and a client_throttle window of 250ms (the README's example) was a
 // sampling_window of 0.250s, which Envoy reads as 0s, no history at all.
 // Each is now rounded up to what Envoy keeps, with a comment: 2ms, 3 × 2ms
@@ -127,7 +128,7 @@ service Whole {
   }
 }
 service Long {
-  option (resilient.v1.service) = {client_throttle: {k: 2, window: {seconds: 1, nanos: 500000000}}};
+  option (resilient.v1.service) = {client_throttle: {k: 2, window: {seconds: 1, nanos: 500000000}}, adaptive_limit: {baseline_window: {nanos: 1500000}}, timeout: {seconds: 1}};
   rpc Get(M) returns (M) {}
 }
 message M {}
@@ -171,6 +172,7 @@ message M {}
 			"\n    interval: 0.002s # window\n", "\n    base_ejection_time: 1s # cool_down\n",
 			"\n    sampling_window: 1s # window 250ms, rounded up: Envoy reads it in whole seconds, truncated, and 0 would keep no history\n",
 			"\n    sampling_window: 2s # window\n",
+			"\n        interval: 0.002s # baseline_window 1.5ms, rounded up: Envoy reads it in whole milliseconds: Envoy measures its baseline again each interval, at min_concurrency\n",
 			"\n    sampling_window: 2s # window 1.5s, rounded up: Envoy reads it in whole seconds, truncated, and 0 would keep no history\n")
 	}
 }
