@@ -179,7 +179,7 @@ message M {}
 
 // TestAttack23eEnvoyRoundingAtTheEdges: envoyMillis and envoySeconds at
 // their edges: nothing, exact units, one nanosecond over, and the longest
-// Duration (which saturated bounds reach), rounded down rather than
+// Duration (which saturated bounds reach), left as it is rather than
 // overflowing to a negative timeout.
 func TestAttack23eEnvoyRoundingAtTheEdges(t *testing.T) {
 	const maxD = time.Duration(math.MaxInt64)
@@ -193,7 +193,9 @@ func TestAttack23eEnvoyRoundingAtTheEdges(t *testing.T) {
 		{time.Millisecond + 1, 2 * time.Millisecond, time.Second},
 		{time.Second, time.Second, time.Second},
 		{time.Second + 1, time.Second + time.Millisecond, 2 * time.Second},
-		{maxD, maxD - maxD%time.Millisecond, maxD - maxD%time.Second},
+		{maxD, maxD, maxD},
+		{maxD - 2*time.Second, maxD - 2*time.Second - maxD%time.Millisecond + time.Millisecond, maxD - 2*time.Second - maxD%time.Second + time.Second},
+		{maxD - time.Hour - maxD%time.Hour + 1, maxD - time.Hour - maxD%time.Hour + time.Millisecond, maxD - time.Hour - maxD%time.Hour + time.Second},
 	} {
 		if got := envoyMillis(tc.in); got != tc.ms {
 			t.Errorf("envoyMillis(%v) = %v, want %v", tc.in, got, tc.ms)

@@ -289,14 +289,14 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 // and intervals in whole milliseconds, truncated, and takes 0 for none, so
 // d is rounded up to the next whole millisecond: 999µs is 1ms, not none,
 // and 1.5ms is 2ms, not the 1ms that would cut an attempt the Go client
-// lets run 1.5ms. (At the extreme of a Duration it is rounded down.)
+// lets run 1.5ms. Within a millisecond of the longest Duration (a bound
+// that saturated) it is left as it is: it cannot be rounded up, and 292
+// years are no limit to round.
 func envoyMillis(d time.Duration) time.Duration {
 	r := d % time.Millisecond
 	switch {
-	case d <= 0 || r == 0:
+	case d <= 0 || r == 0 || d > math.MaxInt64-(time.Millisecond-r):
 		return d
-	case d > math.MaxInt64-(time.Millisecond-r):
-		return d - r
 	}
 	return d + time.Millisecond - r
 }
@@ -316,14 +316,13 @@ func envoyAttempts(mp *policy.Method) *policy.Method {
 
 // envoySeconds is d as Envoy keeps admission_control's sampling_window:
 // in whole seconds, truncated (a 250ms window was 0, no history at all),
-// so d is rounded up to the next whole second.
+// so d is rounded up to the next whole second (left as it is near the
+// longest Duration, as envoyMillis).
 func envoySeconds(d time.Duration) time.Duration {
 	r := d % time.Second
 	switch {
-	case d <= 0 || r == 0:
+	case d <= 0 || r == 0 || d > math.MaxInt64-(time.Second-r):
 		return d
-	case d > math.MaxInt64-(time.Second-r):
-		return d - r
 	}
 	return d + time.Second - r
 }
