@@ -292,13 +292,16 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 // lets run 1.5ms. Within a millisecond of the longest Duration (a bound
 // that saturated) it is left as it is: it cannot be rounded up, and 292
 // years are no limit to round.
-func envoyMillis(d time.Duration) time.Duration {
-	r := d % time.Millisecond
-	switch {
-	case d <= 0 || r == 0 || d > math.MaxInt64-(time.Millisecond-r):
+func envoyMillis(d time.Duration) time.Duration { return roundUpTo(d, time.Millisecond) }
+
+// roundUpTo is d rounded up to a whole number of units; left as it is
+// when it is not positive, or too close to the longest Duration.
+func roundUpTo(d, unit time.Duration) time.Duration {
+	r := d % unit
+	if d <= 0 || r == 0 || d > math.MaxInt64-(unit-r) {
 		return d
 	}
-	return d + time.Millisecond - r
+	return d + unit - r
 }
 
 // envoyAttempts is mp with the timeout of an attempt as Envoy reads its
@@ -318,14 +321,7 @@ func envoyAttempts(mp *policy.Method) *policy.Method {
 // in whole seconds, truncated (a 250ms window was 0, no history at all),
 // so d is rounded up to the next whole second (left as it is near the
 // longest Duration, as envoyMillis).
-func envoySeconds(d time.Duration) time.Duration {
-	r := d % time.Second
-	switch {
-	case d <= 0 || r == 0 || d > math.MaxInt64-(time.Second-r):
-		return d
-	}
-	return d + time.Second - r
-}
+func envoySeconds(d time.Duration) time.Duration { return roundUpTo(d, time.Second) }
 
 // roundedUp says, in a comment, that envoyMillis rounded d up.
 func roundedUp(d time.Duration) string {
