@@ -34,6 +34,15 @@ func writeTree(t *testing.T, files map[string]string) string {
 // max_attempts (number 1)", which it has; it now says the type differs,
 // the copy's and the lint plugin's, at the method.
 func TestAttack23qLintRetypedOption(t *testing.T) {
+	lintRetypedMaxAttempts(t, "string", `"3"`)
+}
+
+// lintRetypedMaxAttempts runs lint on a method with retry.max_attempts
+// written as value, under a copy of resilient.proto whose max_attempts is
+// of type theirs, and wants one annotation naming that type and the
+// lint plugin's uint32.
+func lintRetypedMaxAttempts(t *testing.T, theirs, value string) {
+	t.Helper()
 	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
 	if err != nil {
 		t.Fatal(err)
@@ -43,13 +52,13 @@ func TestAttack23qLintRetypedOption(t *testing.T) {
 		t.Fatalf("the options proto has no %q any more: update the test", from)
 	}
 	dir := writeTree(t, map[string]string{
-		"resilient/v1/resilient.proto": strings.Replace(string(src), from, "optional string max_attempts = 1 ", 1),
+		"resilient/v1/resilient.proto": strings.Replace(string(src), from, "optional "+theirs+" max_attempts = 1 ", 1),
 		"retyped.proto": `syntax = "proto3";
 package retyped.v1;
 import "resilient/v1/resilient.proto";
 service Shop {
   rpc Get(Req) returns (Resp) {
-    option (resilient.v1.method) = {idempotent: true, retry: {max_attempts: "3"}};
+    option (resilient.v1.method) = {idempotent: true, retry: {max_attempts: ` + value + `}};
   }
 }
 message Req {}
@@ -64,7 +73,7 @@ message Resp {}
 		ExpectedAnnotations: []checktest.ExpectedAnnotation{
 			{RuleID: rules.RuleInvalidValue, FileLocation: in("retyped.proto", 4, 2, 6, 3),
 				Message: "retyped.v1.Shop.Get: (resilient.v1.method).retry.max_attempts: the options proto (resilient/v1/resilient.proto) differs from the one of this lint plugin: " +
-					"resilient.v1.Retry.max_attempts (number 1) is a string in it, where this lint plugin expects a uint32, so it cannot be checked (and a protoc-gen-go-resilient of this version refuses it): " +
+					"resilient.v1.Retry.max_attempts (number 1) is a " + theirs + " in it, where this lint plugin expects a uint32, so it cannot be checked (and a protoc-gen-go-resilient of this version refuses it): " +
 					"write the options proto of your protoc-gen-go-resilient with protoc-gen-go-resilient -options-proto=DIR and max_attempts as a uint32, " +
 					"or install the lint plugin of the version the options proto came from (go install github.com/go-resilient/resilient/cmd/buf-plugin-resilient@VERSION)"},
 		},

@@ -62,7 +62,7 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *policy.S
 		w(4, "concurrency_update_interval: 0.1s # not expressible: the runtime moves the limit once per round trip, Envoy once per interval")
 		w(3, "min_rtt_calc_params:")
 		if p.BaselineWindow >= envoyMinRTTInterval {
-			w(4, "interval: %s # baseline_window: Envoy measures its baseline again each interval, at min_concurrency", seconds(p.BaselineWindow))
+			w(4, "interval: %s # baseline_window%s: Envoy measures its baseline again each interval, at min_concurrency", seconds(envoyMillis(p.BaselineWindow)), roundedUp(p.BaselineWindow))
 		} else {
 			w(4, "interval: %s # baseline_window %v is below the least interval Envoy accepts", seconds(envoyMinRTTInterval), p.BaselineWindow)
 		}
@@ -89,7 +89,11 @@ func envoyAdaptiveFilters(w func(int, string, ...any), name string, sp *policy.S
 		w(1, "typed_config:")
 		w(2, `"@type": type.googleapis.com/envoy.extensions.filters.http.admission_control.v3.AdmissionControl`)
 		w(2, "enabled: {default_value: true, runtime_key: %s.enabled}", rt)
-		w(2, "sampling_window: %s # window", seconds(th.Window))
+		if win := envoySeconds(th.Window); win != th.Window {
+			w(2, "sampling_window: %s # window %v, rounded up: Envoy reads it in whole seconds, truncated, and 0 would keep no history", seconds(win), th.Window)
+		} else {
+			w(2, "sampling_window: %s # window", seconds(win))
+		}
 		w(2, "sr_threshold: {default_value: {value: %s}, runtime_key: %s.sr_threshold} # 1 / k (k %v): Envoy refuses with probability (requests - accepts / sr_threshold) / (requests + 1)",
 			formatFloat(math.Round(100/th.K*1e6)/1e6), rt, th.K)
 		w(2, "aggression: {default_value: 1, runtime_key: %s.aggression} # 1: the probability as the runtime computes it", rt)

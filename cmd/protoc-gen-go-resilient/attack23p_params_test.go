@@ -26,9 +26,9 @@ func TestAttack23pParamsGivenTwiceOrForNothing(t *testing.T) {
 		{"docs,docs=0",
 			"parameter docs is given twice, as docs=true and docs=false, and only the last would count: give it once", ""},
 		{"envoy_retries=client", "",
-			"parameter envoy_retries=client chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy is not set, so no file would say it: add envoy=true, or remove envoy_retries"},
+			"parameter envoy_retries=client chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy=true is not given, so no file would say it: add envoy=true, or remove envoy_retries"},
 		{"envoy=false,envoy_retries=envoy", "",
-			"parameter envoy_retries=envoy chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy is not set, so no file would say it: add envoy=true, or remove envoy_retries"},
+			"parameter envoy_retries=envoy chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy=true is not given, so no file would say it: add envoy=true, or remove envoy_retries"},
 		{"docs,docs=true,envoy_retries=client,envoy=true,envoy_retries=client", "", ""},
 	} {
 		req := testRequest(t, "export/export.proto")

@@ -4,8 +4,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 
@@ -73,9 +75,9 @@ func envoyYAML(gen *protogen.Plugin, f *protogen.File, services []*service, retr
 	}
 	w(0, "resources:")
 	w(0, `- "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration`)
-	w(1, "name: %s", routeConfigName(f))
+	w(1, "name: %s", yamlString(routeConfigName(f)))
 	w(1, "virtual_hosts:")
-	w(1, "- name: %s", routeConfigName(f))
+	w(1, "- name: %s", yamlString(routeConfigName(f)))
 	w(2, `domains: ["*"]`)
 	w(2, "routes:")
 	for i, s := range f.Services {
@@ -142,14 +144,16 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 	// generated client sends of a hedged method is a request of its own.
 	limit := bound.Call(unhedged(mp))
 	if retries == retriesAtEnvoy && mp.Retry != nil {
-		limit = bound.Envoy(unhedged(mp)) // Envoy's back-offs, not the runtime's; Envoy does not hedge
+		// Envoy's back-offs, not the runtime's, and its attempts as long
+		// as the per_try_timeout it reads; Envoy does not hedge.
+		limit = bound.Envoy(envoyAttempts(unhedged(mp)))
 	}
 	if retries == retriesAtClient && mp.Timeout > 0 {
 		limit = mp.Timeout
 	}
 	shown := envoyMillis(limit)
 	if shown != limit {
-		w(4, "# %v rounded up to 1ms: Envoy reads its timeouts in whole milliseconds, and 0 would be none", limit)
+		w(4, "# %v rounded up to %v: Envoy reads its timeouts in whole milliseconds, truncated, and 0 would be none", limit, shown)
 	}
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
@@ -203,6 +207,24 @@ func routeConfigName(f *protogen.File) string {
 	return f.Desc.Path()
 }
 
+// plainYAML is a file path that YAML reads back as itself, unquoted: the
+// characters of a usual path, ending in .proto (so never a number, a
+// boolean or null), not starting with "-".
+var plainYAML = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*\.proto$`)
+
+// yamlString writes s as a YAML scalar that reads back as s. A file path
+// may hold what YAML reads otherwise: "a #2.proto" was the name "a" (the
+// rest a comment), "!x.proto" a tag and an empty name, "a: b.proto",
+// "@x.proto" or "[x].proto" no YAML at all. Such a path is double-quoted,
+// as JSON quotes it (a JSON string is a YAML double-quoted scalar).
+func yamlString(s string) string {
+	if plainYAML.MatchString(s) {
+		return s
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	return string(b)
+}
+
 // envoyRetryPolicy writes the route's retry_policy from the method's retry.
 func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	r := mp.Retry
@@ -251,7 +273,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	}
 	w(5, "num_retries: %d # max_attempts %d, the first attempt included", r.MaxAttempts-1, r.MaxAttempts)
 	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
-		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, and 0 would be none", seconds(t), mp.Timeout)
+		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, truncated, and 0 would be none", seconds(t), mp.Timeout)
 	} else if t > 0 {
 		w(5, "per_try_timeout: %s", seconds(t))
 	}
@@ -263,15 +285,43 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 	}
 }
 
-// envoyMillis is d as a timeout Envoy keeps: Envoy reads its timeouts in
-// whole milliseconds, truncated, and takes 0 for none, so a timeout
-// shorter than a millisecond is written as 1ms, not as no timeout.
-func envoyMillis(d time.Duration) time.Duration {
-	if d > 0 && d < time.Millisecond {
-		return time.Millisecond
+// envoyMillis is d as a duration Envoy keeps: Envoy reads its timeouts
+// and intervals in whole milliseconds, truncated, and takes 0 for none, so
+// d is rounded up to the next whole millisecond: 999µs is 1ms, not none,
+// and 1.5ms is 2ms, not the 1ms that would cut an attempt the Go client
+// lets run 1.5ms. Within a millisecond of the longest Duration (a bound
+// that saturated) it is left as it is: it cannot be rounded up, and 292
+// years are no limit to round.
+func envoyMillis(d time.Duration) time.Duration { return roundUpTo(d, time.Millisecond) }
+
+// roundUpTo is d rounded up to a whole number of units; left as it is
+// when it is not positive, or too close to the longest Duration.
+func roundUpTo(d, unit time.Duration) time.Duration {
+	r := d % unit
+	if d <= 0 || r == 0 || d > math.MaxInt64-(unit-r) {
+		return d
 	}
-	return d
+	return d + unit - r
 }
+
+// envoyAttempts is mp with the timeout of an attempt as Envoy reads its
+// per_try_timeout, for the bound of a route that retries: 3 attempts of
+// 1.2ms are 3 of 2ms at Envoy, and a route timeout of 3.6ms + back-offs
+// would cut the last one.
+func envoyAttempts(mp *policy.Method) *policy.Method {
+	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
+		c := *mp
+		c.Timeout = t
+		return &c
+	}
+	return mp
+}
+
+// envoySeconds is d as Envoy keeps admission_control's sampling_window:
+// in whole seconds, truncated (a 250ms window was 0, no history at all),
+// so d is rounded up to the next whole second (left as it is near the
+// longest Duration, as envoyMillis).
+func envoySeconds(d time.Duration) time.Duration { return roundUpTo(d, time.Second) }
 
 // roundedUp says, in a comment, that envoyMillis rounded d up.
 func roundedUp(d time.Duration) string {

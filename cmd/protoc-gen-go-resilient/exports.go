@@ -88,7 +88,7 @@ func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 // others: envoy_retries chooses how the routes of envoy=true retry.
 func (o *exportOptions) checkParams() error {
 	if o.retriesGiven && !o.envoy {
-		return fmt.Errorf("parameter envoy_retries=%s chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy is not set, so no file would say it: add envoy=true, or remove envoy_retries", o.envoyRetries)
+		return fmt.Errorf("parameter envoy_retries=%s chooses the layer that retries behind Envoy, for the routes that envoy=true writes, and envoy=true is not given, so no file would say it: add envoy=true, or remove envoy_retries", o.envoyRetries)
 	}
 	return nil
 }

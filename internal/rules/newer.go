@@ -83,6 +83,13 @@ func NewerOptions(f protoreflect.FileDescriptor, found func(at protoreflect.Desc
 			found(d, NewerOption{Level: lvl, Path: path,
 				What: fmt.Sprintf("%s has no field %s (number %d)", parent, name, num)})
 		})
+		if p != nil {
+			retypedSet(f, p.ProtoReflect(), nil, func(path string, ours, theirs protoreflect.FieldDescriptor) {
+				parent := ours.ContainingMessage().FullName()
+				found(d, NewerOption{Level: lvl, Path: path, Retyped: true, What: retyped(f, parent, ours.Number(), string(theirs.Name())),
+					Expects: article(typeName(ours)), Name: string(ours.Name())})
+			})
+		}
 		for _, x := range newerExtensions(f, opts) {
 			found(d, NewerOption{Level: lvl, Extension: x, What: fmt.Sprintf("it does not know the option (%s)", x.FullName())})
 		}
@@ -108,6 +115,42 @@ func newerFields(f protoreflect.FileDescriptor, p *Policy, found func(path strin
 	}
 	unknownFields(p.ProtoReflect(), nil, func(path []string, num protowire.Number, parent protoreflect.FullName) {
 		found(strings.Join(append(path, fieldName(f, parent, num)), "."), num, parent)
+	})
+}
+
+// retypedSet calls found for every field set in m (a message of this
+// program's contract) that the options proto f imports gives another type
+// of the same wire type, with its path of field names in the copy: the
+// value parsed, but as another value than the one written. A copy's
+// sint32 max_attempts: 3 is read as this program's uint32 6 (zigzag), a
+// copy's timeout of a message {int64 ms = 1} as a Duration of that many
+// seconds, a copy's repeated enum of codes as strings of raw bytes.
+// Another wire type leaves the value unknown (newerFields) or unreadable
+// (Unreadable) instead. A field of m the copy does not define, or a
+// message the copy lacks, is not judged here.
+func retypedSet(f protoreflect.FileDescriptor, m protoreflect.Message, path []string, found func(path string, ours, theirs protoreflect.FieldDescriptor)) {
+	md := findMessage(f, m.Descriptor().FullName(), map[string]bool{})
+	if md == nil {
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		theirs := md.Fields().ByNumber(fd.Number())
+		if theirs == nil {
+			return true
+		}
+		p := append(append([]string(nil), path...), string(theirs.Name()))
+		switch {
+		case typeName(theirs) != typeName(fd) || theirs.IsMap() != fd.IsMap():
+			found(strings.Join(p, "."), fd, theirs)
+		case fd.Message() == nil || fd.IsMap():
+		case fd.IsList():
+			for i := range v.List().Len() {
+				retypedSet(f, v.List().Get(i).Message(), p, found)
+			}
+		default:
+			retypedSet(f, v.Message(), p, found)
+		}
+		return true
 	})
 }
 
