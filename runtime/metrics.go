@@ -63,7 +63,7 @@ func newCollectors(r prometheus.Registerer) (*collectors, error) {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "resilient", Subsystem: "client", Name: name, Help: help}, labels)
 	}
 	c := &collectors{
-		attempts: counter("attempts_total", "Attempts sent to the dependency, by the status code they ended with.", "dependency", "method", "code"),
+		attempts: counter("attempts_total", "Attempts admitted by every layer and handed to gRPC, by the status code they ended with.", "dependency", "method", "code"),
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "resilient", Subsystem: "client",
 			Name: "attempt_duration_seconds", Help: "Duration of one attempt, from sending to the answer (a stream: to its first message or its end).",
 			Buckets: attemptBuckets}, []string{"dependency", "method"}),
