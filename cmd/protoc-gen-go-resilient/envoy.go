@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
 	"time"
 
@@ -207,10 +206,26 @@ func routeConfigName(f *protogen.File) string {
 	return f.Desc.Path()
 }
 
-// plainYAML is a file path that YAML reads back as itself, unquoted: the
-// characters of a usual path, ending in .proto (so never a number, a
-// boolean or null), not starting with "-".
-var plainYAML = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*\.proto$`)
+// plainYAML reports whether a file path reads back in YAML as itself,
+// unquoted: the characters of a usual path (letters, digits, "_./-"),
+// ending in .proto (so never a number, a boolean or null), not starting
+// with "-", ".", "/" (a character check rather than a regexp, which would
+// link two packages more into the plugin).
+func plainYAML(s string) bool {
+	if !strings.HasSuffix(s, ".proto") || len(s) == len(".proto") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_':
+		case (c == '.' || c == '/' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // yamlString writes s as a YAML scalar that reads back as s. A file path
 // may hold what YAML reads otherwise: "a #2.proto" was the name "a" (the
@@ -218,7 +233,7 @@ var plainYAML = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*\.proto$`)
 // "@x.proto" or "[x].proto" no YAML at all. Such a path is double-quoted,
 // as JSON quotes it (a JSON string is a YAML double-quoted scalar).
 func yamlString(s string) string {
-	if plainYAML.MatchString(s) {
+	if plainYAML(s) {
 		return s
 	}
 	b, _ := json.Marshal(s) // a string always marshals
