@@ -1122,9 +1122,15 @@ func TestAttackNegativePushbackStopsHedging(t *testing.T) {
 // permits; a cached key under a burst is fetched once.
 func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 	atkNoLeak(t)
+	// Each answer takes 30 ms; the timeouts (300 ms in the annotated
+	// policy) are widened to 5 s, far above a loopback answer's time on a
+	// loaded machine under -race (at load 20 every attempt of the cached
+	// key was cut at 300 ms before it reached the server), and never
+	// waited for: the relations under test are counts.
 	fs, cc := startFault(t, server.Slow(30*time.Millisecond))
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
 		p.Bulkhead = &policy.Bulkhead{Permits: 4, MaxWait: 5 * time.Second}
+		atkMethod(p, atkStockReport).Timeout = 5 * time.Second
 	})
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -1142,8 +1148,16 @@ func TestAttackBurstsStayWithinPermitsAndSingleFlight(t *testing.T) {
 		t.Errorf("the server had %d calls in flight at once, want at most the 4 permits", got)
 	}
 
+	// The annotated cache, with a fresh time far above the burst's length
+	// under load (a caller after a second would be answered stale and
+	// refresh the key: a second fetch that is no single-flight failure).
 	cached, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { p.RateLimit = nil })}})
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.RateLimit = nil
+			m := atkMethod(p, atkGetStock)
+			m.Timeout = 5 * time.Second
+			m.Cache.FreshTTL = time.Minute
+		})}})
 	if err != nil {
 		t.Fatal(err)
 	}

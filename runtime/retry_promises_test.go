@@ -53,17 +53,17 @@ func counted(n *atomic.Int32) func(context.Context, *inventoryv1.GetStockRequest
 // generous is a budget that never refuses in these tests.
 var generous = &policy.Budget{Ratio: 1, MinRetries: 1000, Window: time.Minute}
 
-// cancelWhileWaiting starts call, waits until the server saw want calls of
-// method and a little more (so that the client is past the attempt and
-// waiting), cancels, and returns the call's error and how long it took to
-// return after the cancellation.
-func cancelWhileWaiting(t *testing.T, srv *server.Server, method string, want int, call func(ctx context.Context) error) (error, time.Duration) {
+// cancelWhileWaiting starts call, waits until waiting (the client has the
+// first attempt's answer) and a little more (so that the client is past
+// the attempt and waiting), cancels, and returns the call's error and how
+// long it took to return after the cancellation.
+func cancelWhileWaiting(t *testing.T, waiting func() bool, call func(ctx context.Context) error) (error, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- call(ctx) }()
-	eventually(t, "server saw the first attempt", func() bool { return srv.Calls(method) >= want })
+	eventually(t, "the client had the first attempt's answer", waiting)
 	time.Sleep(30 * time.Millisecond)
 	select {
 	case err := <-done:
@@ -89,9 +89,17 @@ func cancelWhileWaiting(t *testing.T, srv *server.Server, method string, want in
 func canceledWhileWaiting(t *testing.T, srv *server.Server, cc grpc.ClientConnInterface, rt *runtime.Client, during, seen string) {
 	t.Helper()
 	plain := inventoryv1.NewInventoryServiceClient(cc)
-	var fb atomic.Int32
-	err, took := cancelWhileWaiting(t, srv, getStock, 1, func(ctx context.Context) error {
-		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, counted(&fb))
+	// answered counts the attempts whose answer the client has: the
+	// cancellation comes after the first, so it finds the call waiting,
+	// not an attempt still in flight on a loaded machine.
+	var fb, answered atomic.Int32
+	invoke := func(ctx context.Context, req *inventoryv1.GetStockRequest, opts ...grpc.CallOption) (*inventoryv1.GetStockResponse, error) {
+		defer answered.Add(1)
+		return plain.GetStock(ctx, req, opts...)
+	}
+	waiting := func() bool { return srv.Calls(getStock) >= 1 && answered.Load() >= 1 }
+	err, took := cancelWhileWaiting(t, waiting, func(ctx context.Context) error {
+		_, err := runtime.Unary(ctx, rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "apple"}, nil, invoke, counted(&fb))
 		return err
 	})
 	if status.Code(err) != codes.Canceled {
@@ -133,9 +141,13 @@ func TestCancellationStaysCanceledWhileWaitingForPushback(t *testing.T) {
 func TestCancellationStaysCanceledWhileAHedgeWaitsForItsNextCopy(t *testing.T) {
 	// The first copy fails non-fatally with an hour's pushback: the hedge
 	// waits for the time to send the next copy, with nothing in flight.
+	// The hedge's delay (5 s) is far above the first answer's time on a
+	// loaded machine (at load 20 a 100 ms delay sent the second copy
+	// before the pushback came back) and far below the hour, and never
+	// waited for: without the pushback the next copy would go at once.
 	srv, cc := start(t, pushbackMs("3600000"))
 	rt := inventory(t, policy.Service{Methods: []policy.Method{
-		{Name: getStock, Idempotent: true, Timeout: time.Second, Hedging: hedging(100*time.Millisecond, 3)}}})
+		{Name: getStock, Idempotent: true, Timeout: 10 * time.Second, Hedging: hedging(5*time.Second, 3)}}})
 	canceledWhileWaiting(t, srv, cc, rt, "while the hedge waited", "copies, want 1")
 }
 
