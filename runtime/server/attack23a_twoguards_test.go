@@ -74,15 +74,7 @@ func TestAttack23aInnerGuardsDeadlineBetweenDefaultTimeouts(t *testing.T) {
 		t.Run(order[0].String()+" outside "+order[1].String(), func(t *testing.T) {
 			srv := &inventoryServer{}
 			left := make(chan time.Duration, 1)
-			srv.onGet = func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
-				dl, ok := ctx.Deadline()
-				if !ok {
-					left <- -1
-				} else {
-					left <- time.Until(dl)
-				}
-				return &inventoryv1.GetStockResponse{Sku: req.GetSku()}, nil
-			}
+			srv.onGet = tellsTimeLeft(left)
 			g1, g2, client := twoGuardsOn(t, srv, pol(order[0]), pol(order[1]))
 			for i := range 3 {
 				if _, err := client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
@@ -150,5 +142,18 @@ func TestAttack23aHandlersLookAlikeShedIsKept(t *testing.T) {
 	}
 	if n, s1, s2 := srv.reserveCalls.Load(), stats(t, g1), stats(t, g2); n != 1 || s1.Replayed != 1 || s2.Shed[PriorityCritical] != 0 {
 		t.Errorf("the handler ran %d times, outer replays %d, inner sheds %d; want 1, 1, 0", n, s1.Replayed, s2.Shed[PriorityCritical])
+	}
+}
+
+// tellsTimeLeft is a GetStock handler that sends the time its context
+// leaves it on left (-1 for no deadline) and answers.
+func tellsTimeLeft(left chan<- time.Duration) func(context.Context, *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+	return func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
+		if dl, ok := ctx.Deadline(); ok {
+			left <- time.Until(dl)
+		} else {
+			left <- -1
+		}
+		return &inventoryv1.GetStockResponse{Sku: req.GetSku()}, nil
 	}
 }

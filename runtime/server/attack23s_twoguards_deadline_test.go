@@ -89,15 +89,7 @@ func TestAttack23sTwoGuardsShorterDefaultTimeoutBounds(t *testing.T) {
 		t.Run(fmt.Sprintf("outer %s, inner %s", order[0], order[1]), func(t *testing.T) {
 			srv := &inventoryServer{}
 			left := make(chan time.Duration, 1)
-			srv.onGet = func(ctx context.Context, req *inventoryv1.GetStockRequest) (*inventoryv1.GetStockResponse, error) {
-				dl, ok := ctx.Deadline()
-				if !ok {
-					left <- -1
-				} else {
-					left <- time.Until(dl)
-				}
-				return &inventoryv1.GetStockResponse{Sku: req.GetSku()}, nil
-			}
+			srv.onGet = tellsTimeLeft(left)
 			_, _, client := twoGuardsOn(t, srv, pol(order[0]), pol(order[1]))
 			if _, err := client.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "a"}); err != nil {
 				t.Fatalf("GetStock without a deadline: %v", err)
