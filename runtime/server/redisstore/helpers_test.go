@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -60,23 +61,48 @@ func startRedis(t *testing.T, args ...string) *redisServer {
 		}
 		t.Skip("redis-server not on PATH: the Redis store tests need a real Redis (apt-get install redis-server; .ci/run installs it)")
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The free port is found by listening on it and closing it, so another
+	// test running beside this one (go test runs packages in parallel) may
+	// take it before redis-server binds it; redis-server then exits, and a
+	// PING would reach that other listener. So an exited server is started
+	// again on another port.
+	for try := 1; ; try++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := lis.Addr().(*net.TCPAddr).Port
+		_ = lis.Close()
+		kill, exited := execRedis(t, path, strconv.Itoa(port), args...)
+		r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), kill: kill}
+		t.Cleanup(r.stop)
+		if err := pingRedis(r.addr, exited); err == nil {
+			return r
+		} else if !errors.Is(err, errRedisExited) || try == 3 {
+			t.Fatalf("redis-server on %s not answering (try %d): %v", r.addr, try, err)
+		}
 	}
-	port := lis.Addr().(*net.TCPAddr).Port
-	_ = lis.Close()
-	r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), kill: execRedis(t, path, strconv.Itoa(port), args...)}
-	t.Cleanup(r.stop)
-	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
+}
+
+var errRedisExited = errors.New("redis-server exited (its port taken?)")
+
+// pingRedis waits up to 5 s for the redis-server at addr to answer a PING,
+// giving up at once when it exits.
+func pingRedis(addr string, exited <-chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-exited:
+			return errRedisExited
+		default:
+		}
 		err := c.Ping(context.Background()).Err()
 		if err == nil {
-			return r
+			return nil
 		}
 		if time.Now().After(end) {
-			t.Fatalf("redis-server on %s not answering: %v", r.addr, err)
+			return err
 		}
 	}
 }
@@ -86,8 +112,9 @@ func (r *redisServer) stop() { r.once.Do(r.kill) }
 
 // execRedis runs the redis-server at path on port of 127.0.0.1, without
 // persistence, in a temporary directory, with args added, and returns a
-// func that kills it and waits for it to exit.
-func execRedis(t *testing.T, path, port string, args ...string) (kill func()) {
+// func that kills it and waits for it to exit, and a channel closed when
+// it has exited.
+func execRedis(t *testing.T, path, port string, args ...string) (kill func(), exited <-chan struct{}) {
 	t.Helper()
 	cmd := exec.Command(path, append([]string{"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning"}, args...)...)
@@ -102,7 +129,7 @@ func execRedis(t *testing.T, path, port string, args ...string) (kill func()) {
 	return func() {
 		_ = cmd.Process.Kill()
 		<-done
-	}
+	}, done
 }
 
 // restartRedis kills r and starts a new, empty redis-server on the same
@@ -113,7 +140,8 @@ func restartRedis(t *testing.T, r *redisServer) {
 	r.stop()
 	_, port, _ := net.SplitHostPort(r.addr)
 	path, _ := exec.LookPath("redis-server")
-	t.Cleanup(execRedis(t, path, port))
+	kill, _ := execRedis(t, path, port)
+	t.Cleanup(kill)
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		c, err := net.Dial("tcp", r.addr)
 		if err == nil {
