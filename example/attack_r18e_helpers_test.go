@@ -2,10 +2,8 @@ package example_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
@@ -36,27 +34,9 @@ func e2eRedis(t *testing.T) *redis.Client {
 		}
 		t.Skip("redis-server not on PATH: these end-to-end tests need a real Redis")
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(lis.Addr().(*net.TCPAddr).Port)
-	_ = lis.Close()
-	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1, ContextTimeoutEnabled: true})
+	srv := redistest.Start(t, path)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	for end := time.Now().Add(5 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("redis-server not answering")
-		}
-	}
 	// Open the connections of redisConns callers at once before the test:
 	// otherwise concurrent claims each dial their own, inside the Guard's
 	// 500 ms StoreTimeout, and on a loaded machine the dials use it up

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -61,76 +60,12 @@ func startRedis(t *testing.T, args ...string) *redisServer {
 		}
 		t.Skip("redis-server not on PATH: the Redis store tests need a real Redis (apt-get install redis-server; .ci/run installs it)")
 	}
-	// The free port is found by listening on it and closing it, so another
-	// test running beside this one (go test runs packages in parallel) may
-	// take it before redis-server binds it; redis-server then exits, and a
-	// PING would reach that other listener. So an exited server is started
-	// again on another port.
-	for try := 1; ; try++ {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := lis.Addr().(*net.TCPAddr).Port
-		_ = lis.Close()
-		kill, exited := execRedis(t, path, strconv.Itoa(port), args...)
-		r := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), kill: kill}
-		t.Cleanup(r.stop)
-		if err := pingRedis(r.addr, exited); err == nil {
-			return r
-		} else if !errors.Is(err, errRedisExited) || try == 3 {
-			t.Fatalf("redis-server on %s not answering (try %d): %v", r.addr, try, err)
-		}
-	}
-}
-
-var errRedisExited = errors.New("redis-server exited (its port taken?)")
-
-// pingRedis waits up to 5 s for the redis-server at addr to answer a PING,
-// giving up at once when it exits.
-func pingRedis(addr string, exited <-chan struct{}) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		select {
-		case <-exited:
-			return errRedisExited
-		default:
-		}
-		err := c.Ping(context.Background()).Err()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(end) {
-			return err
-		}
-	}
+	srv := redistest.Start(t, path, args...)
+	return &redisServer{addr: srv.Addr, kill: srv.Kill}
 }
 
 // stop kills the server and waits for it to exit.
 func (r *redisServer) stop() { r.once.Do(r.kill) }
-
-// execRedis runs the redis-server at path on port of 127.0.0.1, without
-// persistence, in a temporary directory, with args added, and returns a
-// func that kills it and waits for it to exit, and a channel closed when
-// it has exited.
-func execRedis(t *testing.T, path, port string, args ...string) (kill func(), exited <-chan struct{}) {
-	t.Helper()
-	cmd := exec.Command(path, append([]string{"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning"}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server on port %s: %v", port, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	return func() {
-		_ = cmd.Process.Kill()
-		<-done
-	}, done
-}
 
 // restartRedis kills r and starts a new, empty redis-server on the same
 // port: every entry is lost, as after a restart without persistence or a
@@ -140,8 +75,7 @@ func restartRedis(t *testing.T, r *redisServer) {
 	r.stop()
 	_, port, _ := net.SplitHostPort(r.addr)
 	path, _ := exec.LookPath("redis-server")
-	kill, _ := execRedis(t, path, port)
-	t.Cleanup(kill)
+	redistest.Exec(t, path, port)
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		c, err := net.Dial("tcp", r.addr)
 		if err == nil {
