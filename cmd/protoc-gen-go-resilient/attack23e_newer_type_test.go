@@ -4,7 +4,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,26 +16,11 @@ import (
 // its own {int64 ms = 1}, and retryable_codes a repeated enum (packed: one
 // bytes field of varints, read as a string).
 func attack23eSameWireCopy(t *testing.T) string {
-	t.Helper()
-	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(src)
-	for _, edit := range [][2]string{
+	return editedOptionsProto(t, [][2]string{
 		{"optional uint32 max_attempts = 1 ", "optional sint32 max_attempts = 1 "},
 		{"  google.protobuf.Duration timeout = 2;\n", "  Millis timeout = 2;\n"},
 		{"repeated string retryable_codes = 5", "repeated Code retryable_codes = 5"},
-	} {
-		if !strings.Contains(s, edit[0]) {
-			t.Fatalf("the options proto has no %q any more: update the test", edit[0])
-		}
-		s = strings.Replace(s, edit[0], edit[1], 1)
-	}
-	s += "\nmessage Millis { int64 ms = 1; }\nenum Code { OK = 0; UNAVAILABLE = 14; }\n"
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "resilient", "v1", "resilient.proto"), []byte(s))
-	return dir
+	}, "\nmessage Millis { int64 ms = 1; }\nenum Code { OK = 0; UNAVAILABLE = 14; }\n")
 }
 
 // TestAttack23eSameWireRetypeRefused: 51343aa refuses a copy of the

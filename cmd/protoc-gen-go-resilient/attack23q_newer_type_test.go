@@ -24,24 +24,10 @@ import (
 // hand-edited) copy might: Retry's max_attempts a string, CircuitBreaker's
 // failure_ratio a string renamed ratio.
 func retypedOptionsProto(t *testing.T) string {
-	t.Helper()
-	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(src)
-	for _, edit := range [][2]string{
+	return editedOptionsProto(t, [][2]string{
 		{"optional uint32 max_attempts = 1 ", "optional string max_attempts = 1 "},
 		{"optional double failure_ratio = 1 [(resilient.v1.default_value) = \"0.5\"];", "optional string ratio = 1;"},
-	} {
-		if !strings.Contains(s, edit[0]) {
-			t.Fatalf("the options proto has no %q any more: update the test", edit[0])
-		}
-		s = strings.Replace(s, edit[0], edit[1], 1)
-	}
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "resilient", "v1", "resilient.proto"), []byte(s))
-	return dir
+	}, "")
 }
 
 // TestAttack23qRetypedOptionFieldRefused: a copy of the options whose

@@ -15,24 +15,33 @@ import (
 // of this repository with what a later version might add: a field of
 // Policy, a field of Retry, and an extension of MethodOptions.
 func newerOptionsProto(t *testing.T) string {
+	return editedOptionsProto(t, [][2]string{
+		{"message Policy {\n", "message Policy {\n  optional uint32 brand_new = 99;\n"},
+		{"message Retry {\n", "message Retry {\n  optional bool jitter_off = 99;\n"},
+		{"message Policy {\n", "extend google.protobuf.MethodOptions {\n  bool audit = 58232;\n}\n\nmessage Policy {\n"},
+	}, "")
+}
+
+// editedOptionsProto writes under a temporary directory the options proto
+// of this repository with each edit's first text replaced by its second
+// (once, failing when the text is gone) and more appended, as a later or
+// hand-edited copy of the contract would read, and returns the directory
+// to import it from.
+func editedOptionsProto(t *testing.T, edits [][2]string, more string) string {
 	t.Helper()
 	src, err := os.ReadFile("../../options/resilient/v1/resilient.proto")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(src)
-	for _, edit := range [][2]string{
-		{"message Policy {\n", "message Policy {\n  optional uint32 brand_new = 99;\n"},
-		{"message Retry {\n", "message Retry {\n  optional bool jitter_off = 99;\n"},
-		{"message Policy {\n", "extend google.protobuf.MethodOptions {\n  bool audit = 58232;\n}\n\nmessage Policy {\n"},
-	} {
+	for _, edit := range edits {
 		if !strings.Contains(s, edit[0]) {
 			t.Fatalf("the options proto has no %q any more: update the test", edit[0])
 		}
 		s = strings.Replace(s, edit[0], edit[1], 1)
 	}
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "resilient", "v1", "resilient.proto"), []byte(s))
+	writeFile(t, filepath.Join(dir, "resilient", "v1", "resilient.proto"), []byte(s+more))
 	return dir
 }
 
