@@ -4,10 +4,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,19 +133,7 @@ service S {
 	if proto.Unmarshal(in, new(pluginpb.CodeGeneratorRequest)) == nil {
 		t.Fatal("the request parses with this plugin's options: the attack no longer applies")
 	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the plugin failed (%v) instead of answering a refusal; stderr: %s", err, stderr.String())
-	}
-	resp := new(pluginpb.CodeGeneratorResponse)
-	if err := proto.Unmarshal(out, resp); err != nil {
-		t.Fatal(err)
-	}
+	resp := runMainBytes(t, in)
 	if len(resp.File) != 0 {
 		t.Errorf("wrote %d files despite the refusal", len(resp.File))
 	}

@@ -203,12 +203,22 @@ func runMain(t *testing.T, req *pluginpb.CodeGeneratorRequest) *pluginpb.CodeGen
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runMainBytes(t, in)
+}
+
+// runMainBytes runs the plugin binary on the bytes of a request, which
+// may be one this plugin's options cannot read; the plugin must answer
+// (a refusal in the response, not a failure of the process).
+func runMainBytes(t *testing.T, in []byte) *pluginpb.CodeGeneratorResponse {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the plugin failed (%v) instead of answering; stderr: %s", err, stderr.String())
 	}
 	resp := new(pluginpb.CodeGeneratorResponse)
 	if err := proto.Unmarshal(out, resp); err != nil {

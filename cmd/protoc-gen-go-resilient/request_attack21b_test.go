@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/pluginpb"
 )
 
 // TestAttack21bOptionStringNotUTF8: protoc passes a string option's byte
@@ -75,19 +74,7 @@ service Svc {
 			}
 			in = bytes.Replace(in, []byte(tc.marker), bad, 1)
 
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), runMainEnv+"=1")
-			cmd.Stdin = bytes.NewReader(in)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("the plugin failed (%v) instead of answering a refusal; stderr: %s", err, stderr.String())
-			}
-			resp := new(pluginpb.CodeGeneratorResponse)
-			if err := proto.Unmarshal(out, resp); err != nil {
-				t.Fatal(err)
-			}
+			resp := runMainBytes(t, in)
 			if !strings.Contains(resp.GetError(), tc.want) {
 				t.Errorf("the refusal is\n%q\nwant it to contain\n%q", resp.GetError(), tc.want)
 			}
