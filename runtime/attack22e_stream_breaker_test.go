@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -73,15 +72,7 @@ func atk22eMixedClient(t *testing.T, opts ...runtime.Option) (*atk22eMixed, *run
 	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "atk.Mixed", HandlerType: (*any)(nil),
 		Methods: []grpc.MethodDesc{{MethodName: "Get", Handler: x.get}},
 		Streams: []grpc.StreamDesc{chat}}, x)
-	go func() { _ = gs.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		gs.Stop()
-	})
+	cc := serveAndDial(t, gs, lis)
 	rt, err := runtime.NewClient(&policy.Service{
 		Name:     "atk.Mixed",
 		Bulkhead: &policy.Bulkhead{Permits: 8},

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -51,15 +50,7 @@ func atk22eDoneClient(t *testing.T, timeout time.Duration, handler grpc.StreamHa
 		return nil
 	}
 	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "atk.Done", HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{desc}}, &opened)
-	go func() { _ = gs.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		gs.Stop()
-	})
+	cc := serveAndDial(t, gs, lis)
 	rt, err := runtime.NewClient(&policy.Service{
 		Name:     "atk.Done",
 		Bulkhead: &policy.Bulkhead{Permits: 4},

@@ -170,15 +170,7 @@ func atkChatClient(t *testing.T, timeout time.Duration, minCalls int, opts ...ru
 	desc := echoDesc
 	desc.Handler = e.chat
 	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "atk.Echo", HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{desc}}, e)
-	go func() { _ = gs.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		gs.Stop()
-	})
+	cc := serveAndDial(t, gs, lis)
 	rt, err := runtime.NewClient(&policy.Service{
 		Name:     "atk.Echo",
 		Bulkhead: &policy.Bulkhead{Permits: 1},
@@ -404,4 +396,20 @@ func TestAttackUnsendableBidiMessageFreesPermitAndProbe(t *testing.T) {
 	if got := e.opened.Load(); got != 3 && got != 4 {
 		t.Errorf("the server saw %d streams, want 3 or 4", got)
 	}
+}
+
+// serveAndDial serves gs on lis, dials it over loopback with opts, and
+// closes both at the test's end.
+func serveAndDial(t *testing.T, gs *grpc.Server, lis net.Listener, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	go func() { _ = gs.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		gs.Stop()
+	})
+	return cc
 }
