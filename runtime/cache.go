@@ -338,10 +338,10 @@ func startersOwn[Req any](err error, req *Req, chose starterChose) bool {
 func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, chose starterChose) {
 	kept = opts[:0:0]
 	for _, o := range opts {
-		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption,
-			*grpc.HeaderCallOption, *grpc.TrailerCallOption, *grpc.PeerCallOption:
+		if targetOf(o) != writesNothing {
 			continue
+		}
+		switch o.(type) {
 		case grpc.MaxRecvMsgSizeCallOption, *grpc.MaxRecvMsgSizeCallOption:
 			chose |= choseRecvLimit
 		case grpc.MaxSendMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:

@@ -65,17 +65,45 @@ func orNew(c *callerMeta) *callerMeta {
 	return c
 }
 
+// callerTarget is what of the caller's memory a call option has gRPC
+// write into as the call ends.
+type callerTarget uint8
+
+const (
+	writesNothing callerTarget = iota
+	writesHeader
+	writesTrailer
+	writesPeer
+)
+
+// targetOf says what of the caller's memory o has gRPC write into: the
+// grpc.Header, grpc.Trailer and grpc.Peer options, by value or pointer
+// (grpc-go calls their value methods through a pointer too). The layers
+// that make several gRPC calls of one (hedging) or one of many (a cache's
+// shared call) point these elsewhere or leave them out.
+func targetOf(o grpc.CallOption) callerTarget {
+	switch o.(type) {
+	case grpc.HeaderCallOption, *grpc.HeaderCallOption:
+		return writesHeader
+	case grpc.TrailerCallOption, *grpc.TrailerCallOption:
+		return writesTrailer
+	case grpc.PeerCallOption, *grpc.PeerCallOption:
+		return writesPeer
+	}
+	return writesNothing
+}
+
 // optsFor returns opts with the caller's Header, Trailer and Peer options
 // pointed at cm.
 func optsFor(opts []grpc.CallOption, cm *copyMeta) []grpc.CallOption {
 	own := make([]grpc.CallOption, len(opts))
 	for i, o := range opts {
-		switch o.(type) {
-		case grpc.HeaderCallOption, *grpc.HeaderCallOption:
+		switch targetOf(o) {
+		case writesHeader:
 			own[i] = grpc.Header(&cm.header)
-		case grpc.TrailerCallOption, *grpc.TrailerCallOption:
+		case writesTrailer:
 			own[i] = grpc.Trailer(&cm.trailer)
-		case grpc.PeerCallOption, *grpc.PeerCallOption:
+		case writesPeer:
 			own[i] = grpc.Peer(&cm.peer)
 		default:
 			own[i] = o
