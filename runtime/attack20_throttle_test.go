@@ -32,6 +32,10 @@ func TestAttack20ThrottlerForgetsTheOutageOnTheClientsClock(t *testing.T) {
 		p.Breaker = nil
 		p.ClientThrottle = &policy.Throttle{Window: time.Second}
 		p.Methods[0].Retry = nil
+		// Each call is one attempt; a healthy server's answer must not
+		// meet the attempt's 300 ms on a loaded machine (-race, load 13
+		// did): the throttler is what is tested, not the timeout.
+		p.Methods[0].Timeout, p.Methods[0].OverallTimeout = 10*time.Second, 0
 	}, runtime.WithClock(clk))
 	throttled := 0
 	for range 60 {

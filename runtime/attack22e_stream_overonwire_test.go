@@ -150,7 +150,10 @@ func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T
 	_, rt, h := atk22eDoneClient(t, 100*time.Millisecond, func(any, grpc.ServerStream) error { <-release; return nil },
 		runtime.WithRegisterer(reg))
 	ctx := context.Background()
-	wait := func(ctx context.Context) {
+	// sent runs once the stream is open and its message sent, before
+	// Header: a cancel timed from there falls in Header, not in the
+	// wait for a ready connection (on a loaded machine it did).
+	wait := func(ctx context.Context, sent func()) {
 		t.Helper()
 		st, err := h.Call(ctx)
 		if err != nil {
@@ -159,6 +162,7 @@ func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T
 		if err := st.Send(wrapperspb.String("hang")); err != nil {
 			t.Fatal(err)
 		}
+		sent()
 		if md, err := st.Header(); md != nil || err != nil {
 			t.Fatalf("Header woken by the context: %v, %v; want nil, nil", md, err)
 		}
@@ -168,15 +172,14 @@ func TestAttack22eHeaderWokenByTheContextIsNotAStreamTheServerEnded(t *testing.T
 	}
 
 	cctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(20*time.Millisecond, cancel)
-	wait(cctx)
+	wait(cctx, func() { time.AfterFunc(20*time.Millisecond, cancel) })
 	atkWaitFor(t, "the cancelled stream counted", func() bool {
 		return atk22eSeries(t, reg)["resilient_client_attempts_total{code=CANCELLED,method=Chat}"] == 1
 	})
 	atkWantBreaker(t, rt, atk22eDone, runtime.StateClosed, "a cancel during Header")
 
-	wait(ctx)
-	wait(ctx)
+	wait(ctx, func() {})
+	wait(ctx, func() {})
 	atkWaitFor(t, "the two timeouts counted", func() bool {
 		return atk22eSeries(t, reg)["resilient_client_attempts_total{code=DEADLINE_EXCEEDED,method=Chat}"] == 2
 	})
