@@ -308,9 +308,11 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 // what gives back a place taken for a request that never reaches the
 // interceptor, and each inner shed or deadline refusal would otherwise
 // hold a place of the outer Guard's until the connection closed, until
-// the outer shed every request on it. In a tap, the only grants in the
-// context are those of this request's earlier taps.
+// the outer shed every request on it; and it stops their DefaultTimeouts'
+// timers (stopTimeouts). In a tap, the only grants in the context are
+// those of this request's earlier taps.
 func tapRefused(ctx context.Context, m *method) {
+	stopTimeouts(ctx, m)
 	for gr := grantOf(ctx, nil); gr != nil && gr.m.name == m.name; gr = gr.outer {
 		if gr.a != nil {
 			gr.a.done()
@@ -382,8 +384,12 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 // dependency's refusal marks are stripped (notRefusedHere) and the do-not-retry
 // mark added where it is due (shouldMark), counted; nil stays nil.
 func settle(ctx context.Context, m *method, rec *downstream, err error) error {
-	if err == nil {
-		return nil
+	if err == nil || refusedHere(err, m.name) {
+		// A refusal of this request by a Guard of this server inside this
+		// one is passed on as that Guard settled it (a mark added here
+		// would make another error of it, which this Guard's dedup would
+		// no longer know for a refusal and could keep).
+		return err
 	}
 	err = notRefusedHere(err, m.name)
 	if shouldMark(err, rec) {
@@ -562,7 +568,7 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 		return s, nil
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
-		return "", err
+		return "", refuse(m.name, st.Proto())
 	}
 	code := codes.Unauthenticated
 	if c := status.FromContextError(err).Code(); c == codes.Canceled || c == codes.DeadlineExceeded {
@@ -572,5 +578,5 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 		// never retries.
 		code = c
 	}
-	return "", status.Errorf(code, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
+	return "", refusef(m.name, code, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
 }
