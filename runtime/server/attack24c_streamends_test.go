@@ -55,14 +55,20 @@ func TestAttack24cStreamEndsThroughTwoGuards(t *testing.T) {
 		ctx  func() (context.Context, context.CancelFunc)
 		want codes.Code
 	}{
-		{"the handler returns", "ok", func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 5*time.Second) }, codes.OK},
-		{"the handler fails", "fail", func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 5*time.Second) }, codes.FailedPrecondition},
+		{"the handler returns", "ok", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 5*time.Second)
+		}, codes.OK},
+		{"the handler fails", "fail", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 5*time.Second)
+		}, codes.FailedPrecondition},
 		{"the caller cancels", "wait", func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(100*time.Millisecond, cancel)
 			return ctx, cancel
 		}, codes.Canceled},
-		{"the caller's deadline", "wait", func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 100*time.Millisecond) }, codes.DeadlineExceeded},
+		{"the caller's deadline", "wait", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 100*time.Millisecond)
+		}, codes.DeadlineExceeded},
 		{"the DefaultTimeout", "wait", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, codes.DeadlineExceeded},
 	} {
 		ctx, cancel := tc.ctx()
