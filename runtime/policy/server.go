@@ -137,7 +137,11 @@ type Dedup struct {
 	// the key names, and a retry with fresh ones must run. It is kept as
 	// FinalCodes say when a dependency the handler called through the
 	// Guard's ClientInterceptor answered it, since the handler may have done
-	// its work before that call.
+	// its work before that call. Nor is a failure, whatever its code, that
+	// the handler gives once its request ended (its caller's deadline or
+	// cancellation, the DefaultTimeout): it is likely that ending's, its
+	// context's error in a status of its own, unless a call through
+	// ClientInterceptor answered before (work may have been done).
 	FinalCodes CodeSet
 }
 

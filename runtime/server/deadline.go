@@ -76,6 +76,11 @@ type ownTimeoutKey struct{}
 type ownTimeout struct {
 	m      *method
 	cancel context.CancelFunc
+	// first is the cancel of the first DefaultTimeout a Guard gave the
+	// request (cancel, or that of another Guard's tap before this one's,
+	// whose context this one's descends from): a tap that refuses the
+	// request stops them all with it (tapRefused).
+	first context.CancelFunc
 }
 
 // ownTimeoutOf returns the DefaultTimeout the Guard gave ctx's request of
@@ -140,6 +145,24 @@ func withTapTimeout(ctx context.Context, m *method) context.Context {
 		// The caller's deadline, or a Guard's own that is already shorter.
 		return ctx
 	}
+	first := context.CancelFunc(nil)
+	if prev, ok := ctx.Value(ownTimeoutKey{}).(ownTimeout); ok && prev.m.name == m.name {
+		first = prev.first
+	}
 	ctx, cancel := context.WithTimeout(ctx, m.defaultTimeout)
-	return context.WithValue(ctx, ownTimeoutKey{}, ownTimeout{m, cancel})
+	if first == nil {
+		first = cancel
+	}
+	return context.WithValue(ctx, ownTimeoutKey{}, ownTimeout{m, cancel, first})
+}
+
+// stopTimeouts stops the DefaultTimeouts the taps of Guards gave ctx's
+// request of m's method before a tap refused it: gRPC never cancels the
+// context of a stream its tap refused, and each timer (with its context,
+// a child of the stream's) would otherwise run for all of its
+// DefaultTimeout, one per refusal.
+func stopTimeouts(ctx context.Context, m *method) {
+	if ot, ok := ctx.Value(ownTimeoutKey{}).(ownTimeout); ok && ot.m.name == m.name {
+		ot.first()
+	}
 }

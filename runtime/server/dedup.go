@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/go-resilient/resilient/internal/contract"
 	"github.com/go-resilient/resilient/runtime"
@@ -90,7 +91,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		// request, which its client retries for its other value, would
 		// run on every attempt); a proxy matching the header sees them
 		// joined, "a,b", as a key.
-		return nil, status.Errorf(codes.InvalidArgument,
+		return nil, refusef(m.name, codes.InvalidArgument,
 			"resilient: %s: the idempotency key header %s was sent more than once (%d values): send one key per request; a client that forwards its incoming metadata must drop its own caller's %s",
 			m.name, d.header, len(v), d.header)
 	}
@@ -98,7 +99,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		return handler(ctx, req) // no key, nothing to deduplicate on
 	}
 	if len(key) > MaxKeyLength {
-		return nil, status.Errorf(codes.InvalidArgument,
+		return nil, refusef(m.name, codes.InvalidArgument,
 			"resilient: %s: the idempotency key (%s header) is %d bytes, longer than the %d the server keeps: send a shorter key (the generated ones are 26 characters)",
 			m.name, d.header, len(key), MaxKeyLength)
 	}
@@ -109,7 +110,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	skey := storeKey(m.name, scope, key)
 	fp, err := fingerprint(req)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
+		return nil, refusef(m.name, codes.Internal, "resilient: %s: cannot fingerprint the request for its idempotency key: %v", m.name, err)
 	}
 	token := newToken()
 	pause := pollFirst
@@ -132,7 +133,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 				// Cut by the request's own deadline or its caller: not
 				// the store's failure (claim counts the store's answer,
 				// if it fails, when it comes), and the handler did not run.
-				return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+				return nil, refusef(m.name, status.FromContextError(ctx.Err()).Code(),
 					"resilient: %s: %v; the handler did not run", m.name, err)
 			}
 			if !errors.Is(err, errStoreTimeout) {
@@ -214,7 +215,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+			return nil, refusef(m.name, status.FromContextError(ctx.Err()).Code(),
 				"resilient: %s: a request with the same idempotency key is still running; stopped waiting for it: %v", m.name, ctx.Err())
 		}
 		pause = min(2*pause, pollMax)
@@ -229,7 +230,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 func (g *Guard) claimFailed(ctx context.Context, m *method, req any, handler grpc.UnaryHandler, waited bool, running string, err error) (any, error) {
 	g.storeError(m, "claim", err)
 	if waited {
-		return nil, status.Errorf(codes.Unavailable,
+		return nil, refusef(m.name, codes.Unavailable,
 			"resilient: %s: a request with the same idempotency key %s: %v", m.name, running, err)
 	}
 	return g.storeFailed(ctx, m, req, handler, err)
@@ -314,13 +315,16 @@ func leaseLost(m *method, err error) error {
 	if err != nil {
 		msg += " (the handler returned: " + err.Error() + ")"
 	}
-	lost := status.Error(codes.Unavailable, msg)
+	// A refusal of this server's (refuse), not the handler's outcome: an
+	// outer Guard on another store does not keep it in place of the
+	// outcome of the request that holds the key, which its repeat gets.
+	sp := &spb.Status{Code: int32(codes.Unavailable), Message: msg}
 	if IsDoNotRetry(err) {
 		// The handler's failure was marked, its trailer already set: the
 		// answer that replaces it keeps the mark.
-		return DoNotRetry(lost)
+		sp.Details = []*anypb.Any{doNotRetryDetail}
 	}
-	return lost
+	return refuse(m.name, sp)
 }
 
 // runOwned runs the request whose key this request claimed (the claim sent
@@ -344,6 +348,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, token: token, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
 	returned := time.Now()
+	ended := ctx.Err() != nil // the caller's deadline or cancellation, or the DefaultTimeout
 	k.stop()
 	lost := k.isLost()
 	var o outcome
@@ -378,9 +383,17 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// ClientInterceptor) answered it: the server's own credentials
 		// failed there, after the handler may have done its work (a
 		// charge), which the caller's retry would do again.
+		// Nor is a failure the handler gave once its request had ended,
+		// whatever its code: its context's error formatted into a status
+		// of its own (INTERNAL "context deadline exceeded"), the ending's
+		// failure, which kept would be replayed to every retry for the
+		// TTL, the operation never run. Unless a call the handler made
+		// through ClientInterceptor answered: work may have been done (a
+		// charge) before the ending, which the retry would do again.
 		st := sentStatus(err)
 		if !d.final.Has(st.Code()) || refusedHere(err, m.name) ||
-			st.Code() == codes.Unauthenticated && !recordOf(ctx).passedOn(codes.Unauthenticated) {
+			st.Code() == codes.Unauthenticated && !recordOf(ctx).passedOn(codes.Unauthenticated) ||
+			ended && !recordOf(ctx).answered() {
 			keepable = false
 			break
 		}
@@ -517,7 +530,7 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	o, err := decodeOutcome(b)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "resilient: %s: the kept outcome does not decode: %v", m.name, err)
+		return nil, refusef(m.name, codes.Internal, "resilient: %s: the kept outcome does not decode: %v", m.name, err)
 	}
 	if len(o.header) > 0 {
 		_ = grpc.SetHeader(ctx, o.header)
@@ -537,7 +550,7 @@ func replay(ctx context.Context, m *method, b []byte) (any, error) {
 	}
 	msg := m.dedup.newMsg()
 	if err := proto.Unmarshal(o.response, msg); err != nil {
-		return nil, status.Errorf(codes.Internal, "resilient: %s: the kept response does not decode as %s: %v",
+		return nil, refusef(m.name, codes.Internal, "resilient: %s: the kept response does not decode as %s: %v",
 			m.name, msg.ProtoReflect().Descriptor().FullName(), err)
 	}
 	return msg, nil
@@ -559,7 +572,7 @@ func (g *Guard) storeFailed(ctx context.Context, m *method, req any, handler grp
 	if isPanic(err) {
 		what = "failed (a bug of the Store: see the Guard's log for its stack)"
 	}
-	return nil, status.Errorf(codes.Unavailable,
+	return nil, refusef(m.name, codes.Unavailable,
 		"resilient: %s: the idempotency store %s, and the method refuses to run without it: %v", m.name, what, err)
 }
 

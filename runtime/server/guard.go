@@ -270,9 +270,10 @@ func heldServices(policies []policy.Server) string {
 // grpc.StreamInterceptor outside every chained one). A server that needs
 // its own InTapHandle (gRPC keeps only the last one given) calls TapHandle
 // from it instead, after its own checks, and returns TapHandle's answer:
-// gRPC does not cancel the context of a stream its tap refused, so a
-// refusal made after TapHandle admitted a request keeps the request's
-// place in flight until the connection closes.
+// gRPC never cancels the context of a stream its tap refused (not even
+// when its connection closes), so a refusal made after TapHandle admitted
+// a request keeps the request's place in flight until its deadline or the
+// method's DefaultTimeout passes, and with neither for good.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(g.TapHandle),
@@ -293,12 +294,22 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 	if m == nil {
 		return ctx, nil
 	}
-	ctx, err := g.enter(ctx, m, info.Header)
+	ctx, a, err := g.enter(ctx, m, info.Header)
 	if err != nil {
 		tapRefused(ctx, m)
 		return ctx, err
 	}
-	return withTapTimeout(ctx, m), nil
+	ctx = withTapTimeout(ctx, m)
+	if a != nil {
+		// Tied to the context the DefaultTimeout bounds, not to gRPC's:
+		// gRPC never cancels the context of a stream a tap refused (its
+		// root is context.Background, not the connection), and a tap of
+		// the server's own that refuses the request after this one
+		// admitted it would hold the place for good; so it comes back
+		// when the DefaultTimeout passes.
+		hold(ctx, a)
+	}
+	return ctx, nil
 }
 
 // tapRefused gives back the places the taps of other Guards took for a
@@ -308,9 +319,11 @@ func (g *Guard) TapHandle(ctx context.Context, info *tap.Info) (context.Context,
 // what gives back a place taken for a request that never reaches the
 // interceptor, and each inner shed or deadline refusal would otherwise
 // hold a place of the outer Guard's until the connection closed, until
-// the outer shed every request on it. In a tap, the only grants in the
-// context are those of this request's earlier taps.
+// the outer shed every request on it; and it stops their DefaultTimeouts'
+// timers (stopTimeouts). In a tap, the only grants in the context are
+// those of this request's earlier taps.
 func tapRefused(ctx context.Context, m *method) {
+	stopTimeouts(ctx, m)
 	for gr := grantOf(ctx, nil); gr != nil && gr.m.name == m.name; gr = gr.outer {
 		if gr.a != nil {
 			gr.a.done()
@@ -319,22 +332,22 @@ func tapRefused(ctx context.Context, m *method) {
 }
 
 // enter checks the deadline, takes a place in flight (where the service
-// sheds) and grants the priority, the grant carrying the place.
-func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, error) {
+// sheds) and grants the priority, the grant carrying the place, which
+// the caller ties to the request's context (hold).
+func (g *Guard) enter(ctx context.Context, m *method, md metadata.MD) (context.Context, *admission, error) {
 	if err := checkDeadline(ctx, m.name, minDeadlineFor(ctx, m), true); err != nil {
 		m.svc.deadlineRefused.Add(1)
-		return ctx, err
+		return ctx, nil, err
 	}
 	p := effectivePriority(md, m.priority)
 	if m.svc.shed == nil {
-		return withGrant(ctx, m, p, nil), nil
+		return withGrant(ctx, m, p, nil), nil, nil
 	}
 	a, err := m.svc.shed.admit(m.name, p)
 	if err != nil {
-		return ctx, err
+		return ctx, nil, err
 	}
-	hold(ctx, a)
-	return withGrant(ctx, m, p, a), nil
+	return withGrant(ctx, m, p, a), a, nil
 }
 
 // UnaryInterceptor is the Guard's unary interceptor. For a method in a
@@ -382,8 +395,12 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 // dependency's refusal marks are stripped (notRefusedHere) and the do-not-retry
 // mark added where it is due (shouldMark), counted; nil stays nil.
 func settle(ctx context.Context, m *method, rec *downstream, err error) error {
-	if err == nil {
-		return nil
+	if err == nil || refusedHere(err, m.name) {
+		// A refusal of this request by a Guard of this server inside this
+		// one is passed on as that Guard settled it (a mark added here
+		// would make another error of it, which this Guard's dedup would
+		// no longer know for a refusal and could keep).
+		return err
 	}
 	err = notRefusedHere(err, m.name)
 	if shouldMark(err, rec) {
@@ -419,9 +436,15 @@ func (g *Guard) begin(ctx context.Context, m *method) (context.Context, serving,
 	tapped := gr != nil
 	if !tapped {
 		md, _ := metadata.FromIncomingContext(ctx)
-		var err error
-		if ctx, err = g.enter(ctx, m, md); err != nil {
+		var (
+			a   *admission
+			err error
+		)
+		if ctx, a, err = g.enter(ctx, m, md); err != nil {
 			return ctx, serving{}, err
+		}
+		if a != nil {
+			hold(ctx, a)
 		}
 		gr = grantOf(ctx, m)
 	}
@@ -562,7 +585,7 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 		return s, nil
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
-		return "", err
+		return "", refuse(m.name, st.Proto())
 	}
 	code := codes.Unauthenticated
 	if c := status.FromContextError(err).Code(); c == codes.Canceled || c == codes.DeadlineExceeded {
@@ -572,5 +595,5 @@ func (g *Guard) scopeOf(ctx context.Context, m *method) (string, error) {
 		// never retries.
 		code = c
 	}
-	return "", status.Errorf(code, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
+	return "", refusef(m.name, code, "resilient: %s: cannot tell which caller the idempotency key belongs to: %v", m.name, err)
 }

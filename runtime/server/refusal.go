@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/go-resilient/resilient/runtime"
@@ -25,6 +27,18 @@ type refusal struct {
 // refuse returns the refusal of method's request with the status sp.
 func refuse(method string, sp *spb.Status) error {
 	return &refusal{method: method, st: status.FromProto(sp)}
+}
+
+// refusef returns the refusal of method's request with code c and the
+// message format makes of args: a Guard's answer to a keyed request it
+// did not run the handler for, or whose outcome is another request's (its
+// key's scope refused, the key sent twice or too long, the store failing,
+// a lost lease). An outer Guard on the same server, deduplicating the
+// method on a store of its own, never keeps it as the request's outcome
+// (refusedHere), whatever its FinalCodes hold: the caller's corrected
+// retry with the same key runs.
+func refusef(method string, c codes.Code, format string, args ...any) error {
+	return refuse(method, &spb.Status{Code: int32(c), Message: fmt.Sprintf(format, args...)})
 }
 
 func (r *refusal) Error() string              { return r.st.Err().Error() }

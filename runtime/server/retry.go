@@ -129,8 +129,9 @@ type downstream struct {
 	method *method         // the request's
 	parent context.Context // the context the Guard served the request with
 
-	mu   sync.Mutex
-	last map[string]codes.Code // method → the code its last call ended with
+	mu    sync.Mutex
+	last  map[string]codes.Code // method → the code its last call ended with
+	anyOK bool                  // a call ended OK: the handler may have done work through it
 }
 
 type downstreamKey struct{}
@@ -148,6 +149,7 @@ func (d *downstream) record(method string, err error) {
 			d.last = map[string]codes.Code{}
 		}
 		d.last[method] = c
+		d.anyOK = d.anyOK || c == codes.OK
 		d.mu.Unlock()
 	}
 }
@@ -180,6 +182,17 @@ func (d *downstream) failed() bool {
 // handler's failure with that code is likely the dependency's passed on.
 func (d *downstream) passedOn(code codes.Code) bool {
 	return d.any(func(c codes.Code) bool { return c == code })
+}
+
+// answered reports whether a call through ClientInterceptor ended OK
+// (any call, not only each method's last); false for a nil d.
+func (d *downstream) answered() bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.anyOK
 }
 
 func (d *downstream) any(f func(codes.Code) bool) bool {
