@@ -88,10 +88,18 @@ end
 return 0`)
 	// ARGV[1] the token, ARGV[2] the outcome, ARGV[3] the TTL in ms. A key
 	// already done with this very outcome (the write was carried out and
-	// its reply lost, then retried) counts as written.
+	// its reply lost, then retried) counts as written. The outcome is
+	// written even when Redis is past its maxmemory (noeviction refusing
+	// every write that grows memory, "OOM command not allowed"): it
+	// replaces the request's own entry, and the handler's effect is made,
+	// so refusing it would leave the key to lapse and a retry to run the
+	// handler again. Redis refuses such a write only as a script's first
+	// write, so the PEXPIRE (which Redis never refuses for memory) comes
+	// first.
 	completeScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
   redis.call('SET', KEYS[1], 'd' .. string.sub(v, 2, 33) .. ARGV[2], 'PX', ARGV[3])
   return 1
 end
