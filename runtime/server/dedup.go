@@ -345,6 +345,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	resp, err = handler(hctx, req)
 	returned := time.Now()
 	k.stop()
+	if !returned.Before(k.giveUp()) {
+		// Past giveUp the lease is lost, whether or not the keeper got to
+		// say so: a process frozen past it (a stopped VM, a long pause)
+		// resumes with the keeper's timer and the handler's return both
+		// ready, and the return may come first.
+		k.lose("the handler returned after the lease had to be given up: the process was paused or starved for 5/4 of the lease")
+	}
 	lost := k.isLost()
 	var o outcome
 	keepable := true
