@@ -96,7 +96,7 @@ func TestAttack24dReplicaPausedPastItsLease(t *testing.T) {
 			// outcome. The handler returns as soon as the process resumes.
 			cmd := exec.Command("sh", "-c", fmt.Sprintf(
 				"kill -STOP %[1]d; sleep %.3[2]f; redis-cli -p %[3]s -x SET '%[4]s' < '%[5]s' >/dev/null; touch '%[6]s'; kill -CONT %[1]d",
-				os.Getpid(), (2 * lease).Seconds(), port, skey(key), file, marker))
+				os.Getpid(), (2*lease).Seconds(), port, skey(key), file, marker))
 			if err := cmd.Start(); err != nil {
 				t.Error(err)
 				return
