@@ -74,12 +74,10 @@ func TestAttack24dOutcomeWrittenWhenRedisIsFull(t *testing.T) {
 	if _, err := reserve(t, c, "oom-2", 5*time.Second); status.Code(err) != codes.Unavailable {
 		t.Errorf("a new key while Redis is full: %v, want UNAVAILABLE (the claim refused)", err)
 	}
-	ended := time.Now()
 	close(release)
 	if err := <-first; err != nil || firstID != "a-1" {
 		t.Fatalf("the first: %q %v, want its answer a-1", firstID, err)
 	}
-	took := time.Since(ended)
 
 	// The cache shrinks again; the caller's retry comes after the entry
 	// would have lapsed (3/2 Lease).
@@ -99,8 +97,5 @@ func TestAttack24dOutcomeWrittenWhenRedisIsFull(t *testing.T) {
 	}
 	if s := stats(t, g); s.NotKept != 0 || s.Replayed != 1 {
 		t.Errorf("stats %+v: want the outcome kept (NotKept 0) and replayed once", s)
-	}
-	if took >= lease {
-		t.Errorf("the first's answer came %s after its handler ended, want it at once (< the %s lease)", took, lease)
 	}
 }
