@@ -91,6 +91,14 @@ func (k *keeper) giveUp() time.Time {
 	return k.renewed.Add(k.d + k.d/4)
 }
 
+// lapses is when the entry lapses, unless renewed: 3/2 Lease past the
+// last renewal sent that succeeded.
+func (k *keeper) lapses() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.renewed.Add(entryLease(k.d))
+}
+
 func (k *keeper) isLost() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
