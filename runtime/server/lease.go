@@ -39,7 +39,9 @@ func (errLeaseLost) Is(target error) bool { return target == context.Canceled }
 //   - the store keeps a pending entry for 3d/2 past each claim or renewal
 //     (entryLease);
 //   - the owner gives up, cancelling its handler, when 5d/4 have passed
-//     since the last claim or renewal it sent that succeeded (giveUp).
+//     since the last claim or renewal it sent that succeeded (giveUp);
+//   - the outcome's write is retried until the entry lapses, 3d/2 past
+//     that (lapses): one that lands later is fenced by the token.
 //
 // So a store outage shorter than d never costs the key (the last renewal
 // was at most d/4 before it began), and a handler that loses the key has
