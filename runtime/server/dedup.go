@@ -350,6 +350,13 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	returned := time.Now()
 	ended := ctx.Err() != nil // the caller's deadline or cancellation, or the DefaultTimeout
 	k.stop()
+	if !returned.Before(k.giveUp()) {
+		// Past giveUp the lease is lost, whether or not the keeper got to
+		// say so: a process frozen past it (a stopped VM, a long pause)
+		// resumes with the keeper's timer and the handler's return both
+		// ready, and the return may come first.
+		k.lose("the handler returned after the lease had to be given up: the process was paused or starved for 5/4 of the lease")
+	}
 	lost := k.isLost()
 	var o outcome
 	keepable := true
@@ -490,18 +497,24 @@ func (g *Guard) rekeep(m *method, skey, token string, fp Fingerprint, b []byte) 
 	return true
 }
 
-// complete writes the outcome, retrying while the lease is held (until
-// k.giveUp), at least once. A write that panicked is not retried: a panic
+// complete writes the outcome, retrying until the entry lapses (3/2
+// Lease past the last renewal, k.lapses), every Lease/16 at most, at
+// least once: not only while the lease is held (5/4 Lease), which an
+// outage shorter than Lease that began just before a renewal left a
+// window of a few milliseconds at its end, missed by pauses of 100 ms,
+// the outcome not kept and a later repeat run again. A write that lands
+// after the entry lapsed is fenced (ErrNotOwner; rekeep claims the key
+// again if it is free). A write that panicked is not retried: a panic
 // is the Store's bug, not an outage that ends, and retrying it for the
 // rest of the lease would hold the caller's answer back until its deadline
 // had likely passed (and its client retried, to find the key lapsed and
 // run the handler again).
 func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) error {
-	pause := pollFirst
+	pause, most := pollFirst, min(pollMax, max(k.d/16, pollFirst))
 	for first := true; ; first = false {
-		left := time.Until(k.giveUp())
+		left := time.Until(k.lapses())
 		if !first && left <= 0 {
-			return errors.New("resilient/server: the outcome could not be written before the lease lapsed")
+			return errors.New("resilient/server: the outcome could not be written before the entry lapsed")
 		}
 		err := bounded(context.Background(), g.inline, max(min(StoreTimeout, left), StoreTimeout/10), func(ctx context.Context) error {
 			return g.store.Complete(ctx, skey, token, b, m.dedup.ttl)
@@ -514,9 +527,9 @@ func (g *Guard) complete(m *method, k *keeper, skey, token string, b []byte) err
 		if isPanic(err) {
 			return err
 		}
-		wait := min(pause/2+rand.N(pause/2+1), max(time.Until(k.giveUp()), 0))
+		wait := min(pause/2+rand.N(pause/2+1), max(time.Until(k.lapses()), 0))
 		time.Sleep(wait)
-		pause = min(2*pause, pollMax)
+		pause = min(2*pause, most)
 	}
 }
 

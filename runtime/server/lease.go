@@ -39,7 +39,9 @@ func (errLeaseLost) Is(target error) bool { return target == context.Canceled }
 //   - the store keeps a pending entry for 3d/2 past each claim or renewal
 //     (entryLease);
 //   - the owner gives up, cancelling its handler, when 5d/4 have passed
-//     since the last claim or renewal it sent that succeeded (giveUp).
+//     since the last claim or renewal it sent that succeeded (giveUp);
+//   - the outcome's write is retried until the entry lapses, 3d/2 past
+//     that (lapses): one that lands later is fenced by the token.
 //
 // So a store outage shorter than d never costs the key (the last renewal
 // was at most d/4 before it began), and a handler that loses the key has
@@ -89,6 +91,14 @@ func (k *keeper) giveUp() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.renewed.Add(k.d + k.d/4)
+}
+
+// lapses is when the entry lapses, unless renewed: 3/2 Lease past the
+// last renewal sent that succeeded.
+func (k *keeper) lapses() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.renewed.Add(entryLease(k.d))
 }
 
 func (k *keeper) isLost() bool {

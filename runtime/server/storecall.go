@@ -20,8 +20,8 @@ import (
 // running without dedup still leaves the handler three quarters of it;
 // renewing gets the least of StoreTimeout, half the lease and the time
 // left on it (so a claim answered no faster than the least of the first
-// two is the store failing: renewBound); completing the least of StoreTimeout and the time left on
-// the lease, but at least StoreTimeout/10. A store that does not answer
+// two is the store failing: renewBound); completing the least of StoreTimeout and the time left
+// before the entry lapses, but at least StoreTimeout/10. A store that does not answer
 // within it (silent, paused, partitioned) counts as unreachable. The
 // Guard stops waiting at the bound even if the store ignores its context
 // (a go-redis client without ContextTimeoutEnabled does).

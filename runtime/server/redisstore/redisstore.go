@@ -86,16 +86,25 @@ if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`)
-	// ARGV[1] the token, ARGV[2] the outcome, ARGV[3] the TTL in ms. A key
-	// already done with this very outcome (the write was carried out and
-	// its reply lost, then retried) counts as written.
+	// ARGV[1] the token, ARGV[2] the TTL in ms, ARGV[3…] the outcome in
+	// pieces (outcomePiece). A key already done with this very outcome
+	// (the write was carried out and its reply lost, then retried) counts
+	// as written. The outcome is written even when Redis is past its
+	// maxmemory (noeviction refusing every write that grows memory, "OOM
+	// command not allowed"): it replaces the request's own entry, and the
+	// handler's effect is made, so refusing it would leave the key to
+	// lapse and a retry to run the handler again. Redis refuses such a
+	// write only as a script's first write, so the PEXPIRE (which Redis
+	// never refuses for memory) comes first.
 	completeScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
+local o = table.concat(ARGV, '', 3)
 if v and string.sub(v, 1, 1) == 'p' and string.sub(v, 34) == ARGV[1] then
-  redis.call('SET', KEYS[1], 'd' .. string.sub(v, 2, 33) .. ARGV[2], 'PX', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('SET', KEYS[1], 'd' .. string.sub(v, 2, 33) .. o, 'PX', ARGV[2])
   return 1
 end
-if v and string.sub(v, 1, 1) == 'd' and string.sub(v, 34) == ARGV[2] then
+if v and string.sub(v, 1, 1) == 'd' and string.sub(v, 34) == o then
   return 1
 end
 return 0`)
@@ -109,6 +118,11 @@ return 0`)
 )
 
 const fpLen = len(server.Fingerprint{})
+
+// outcomePiece is the longest piece of an outcome sent to Redis as one
+// argument: half of the least proto-max-bulk-len Redis can be given
+// (1 MB), beyond which it refuses the argument and closes the connection.
+const outcomePiece = 512 << 10
 
 func pendingEntry(fp server.Fingerprint, token string) string {
 	return "p" + string(fp[:]) + token
@@ -165,7 +179,14 @@ func (s *Store) Complete(ctx context.Context, key, token string, outcome []byte,
 	if s.err != nil {
 		return s.err
 	}
-	n, err := completeScript.Run(ctx, s.rdb, []string{s.prefix + key}, token, outcome, millis(ttl)).Int()
+	args := make([]any, 0, 3+len(outcome)/outcomePiece)
+	args = append(args, token, millis(ttl))
+	for len(outcome) > outcomePiece {
+		args = append(args, outcome[:outcomePiece])
+		outcome = outcome[outcomePiece:]
+	}
+	args = append(args, outcome)
+	n, err := completeScript.Run(ctx, s.rdb, []string{s.prefix + key}, args...).Int()
 	if err != nil {
 		return s.wrap("complete", key, err)
 	}
