@@ -5,16 +5,17 @@ module github.com/go-resilient/resilient/cmd/buf-plugin-resilient
 go 1.26.0
 
 require (
+	buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go v1.36.12-20261002170247-538130002972.2
+	buf.build/gen/go/pluginrpc/pluginrpc/protocolbuffers/go v1.36.12-20241007202033-cf42259fcbfc.2
 	buf.build/go/bufplugin v0.11.1
 	github.com/go-resilient/resilient v0.1.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
+	pluginrpc.com/pluginrpc v0.6.0
 )
 
 require (
-	buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go v1.36.12-20261002170247-538130002972.2 // indirect
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.1 // indirect
-	buf.build/gen/go/pluginrpc/pluginrpc/protocolbuffers/go v1.36.12-20241007202033-cf42259fcbfc.2 // indirect
 	buf.build/go/protovalidate v1.1.3 // indirect
 	buf.build/go/spdx v0.2.0 // indirect
 	cel.dev/expr v0.25.3 // indirect
@@ -41,6 +42,5 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/grpc v1.85.0 // indirect
-	pluginrpc.com/pluginrpc v0.6.0 // indirect
 )
 

@@ -18,8 +18,17 @@ package main
 
 import (
 	"buf.build/go/bufplugin/check"
+	"pluginrpc.com/pluginrpc"
 )
 
+// main is check.Main(spec), the request first made readable
+// (readable.go).
 func main() {
-	check.Main(spec)
+	pluginrpc.Main(func() (pluginrpc.Server, error) {
+		s, err := check.NewServer(spec)
+		if err != nil {
+			return nil, err
+		}
+		return readableServer{s}, nil
+	})
 }

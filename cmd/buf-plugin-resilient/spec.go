@@ -57,7 +57,8 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 				w.AddAnnotation(place(d, fi), check.WithMessagef("%s: %s: %s", d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
 			}
 			rules.CheckFile(f.ProtoreflectFileDescriptor(), report)
-			newerOptions(f.ProtoreflectFileDescriptor(), report) // newer.go
+			newerOptions(f.ProtoreflectFileDescriptor(), report)      // newer.go
+			unreadableOptions(f.ProtoreflectFileDescriptor(), report) // readable.go
 			return nil
 		}, checkutil.WithoutImports()),
 	}

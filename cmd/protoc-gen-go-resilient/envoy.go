@@ -151,13 +151,25 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 		limit = mp.Timeout
 	}
 	shown := envoyMillis(limit)
-	if shown != limit {
+	capped := false
+	if o := mp.OverallTimeout; o > 0 && shown > o {
+		// The Go client never lets a call run past its overall_timeout
+		// (internal/bound), nor should Envoy: the whole millisecond
+		// below it, as Envoy cannot say less than one.
+		shown, capped = max(o.Truncate(time.Millisecond), time.Millisecond), true
+	}
+	switch {
+	case capped && shown < mp.OverallTimeout:
+		w(4, "# %v cut to %v: Envoy reads its timeouts in whole milliseconds, and the call may not outlast overall_timeout %v", limit, shown, mp.OverallTimeout)
+	case capped:
+		w(4, "# %v rounded up to %v: Envoy reads its timeouts in whole milliseconds, and says no less than 1ms (0 would be none)", limit, shown)
+	case shown != limit:
 		w(4, "# %v rounded up to %v: Envoy reads its timeouts in whole milliseconds, truncated, and 0 would be none", limit, shown)
 	}
 	switch {
 	case retries == retriesAtClient && mp.Timeout > 0:
 		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(shown))
-	case mp.OverallTimeout > 0 && limit == mp.OverallTimeout:
+	case mp.OverallTimeout > 0 && (limit == mp.OverallTimeout || capped):
 		w(4, "timeout: %s # overall_timeout", seconds(shown))
 	case limit > 0 && mp.Retry != nil:
 		w(4, "timeout: %s # %d attempts of %v and the backoffs between them", seconds(shown), mp.Retry.MaxAttempts, mp.Timeout)
@@ -175,7 +187,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 		w(5, "max_stream_duration: %s # the whole stream: the route's timeout starts only once the caller has sent all its messages", seconds(shown))
 	}
 	if mp.Retry != nil && retries == retriesAtEnvoy {
-		envoyRetryPolicy(w, mp)
+		envoyRetryPolicy(w, mp, shown)
 	}
 	if retries == retriesAtClient && !repeatableWithoutKey(mp) {
 		w(4, "# not idempotent: a caller may retry it only with the %s header (the generated Go clients send it)", idempotencyKeyHeader)
@@ -241,14 +253,23 @@ func yamlString(s string) string {
 }
 
 // envoyRetryPolicy writes the route's retry_policy from the method's retry.
-func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
+//
+// route is the route's timeout as written (0 for none): an attempt timeout
+// that, rounded up to Envoy's milliseconds, is not shorter than it is none
+// at Envoy, and is not written.
+func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method, route time.Duration) {
 	r := mp.Retry
 	var on, lost []string
 	untimed := false // DEADLINE_EXCEEDED listed, and no attempt timeout of its own
+	perTry := envoyMillis(mp.Timeout)
+	// Rounded up to the route's timeout or past it, the attempts' own
+	// timeout, shorter than the call's in the policy, is not at Envoy:
+	// an expired per_try_timeout would leave no time to retry.
+	lostPerTry := perTry != mp.Timeout && route > 0 && perTry >= route
 	seen := map[string]bool{}
 	for _, c := range r.RetryableCodes.Codes() {
 		conds, ok := envoyRetryOn[c]
-		if c == codes.DeadlineExceeded && !ownAttemptTimeout(mp) {
+		if c == codes.DeadlineExceeded && (!ownAttemptTimeout(mp) || lostPerTry) {
 			// The client retries it only when an attempt's own timeout
 			// expired, and no attempt of this method has one to expire
 			// (no timeout, or one the overall_timeout cuts first): it
@@ -268,7 +289,10 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 			}
 		}
 	}
-	const untimedNote = "DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's attempts have none (no timeout shorter than overall_timeout)"
+	untimedNote := "DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's attempts have none (no timeout shorter than overall_timeout)"
+	if lostPerTry {
+		untimedNote = fmt.Sprintf("DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's, %v, is %v in Envoy's whole milliseconds, not shorter than the route's timeout %v", mp.Timeout, perTry, route)
+	}
 	if len(on) == 0 {
 		if len(lost) > 0 {
 			w(4, "# no retry_policy: Envoy cannot retry on %s", strings.Join(lost, ", "))
@@ -287,7 +311,9 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method) {
 		w(5, "# not retried by Envoy: %s (it retries only the gRPC codes CANCELLED, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED and UNAVAILABLE)", strings.Join(lost, ", "))
 	}
 	w(5, "num_retries: %d # max_attempts %d, the first attempt included", r.MaxAttempts-1, r.MaxAttempts)
-	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
+	if t := perTry; lostPerTry {
+		w(5, "# no per_try_timeout: timeout %v is %v in Envoy's whole milliseconds, not shorter than the route's timeout %v", mp.Timeout, t, route)
+	} else if t != mp.Timeout {
 		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, truncated, and 0 would be none", seconds(t), mp.Timeout)
 	} else if t > 0 {
 		w(5, "per_try_timeout: %s", seconds(t))

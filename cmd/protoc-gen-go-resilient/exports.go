@@ -84,6 +84,30 @@ func paramFunc(flags *flag.FlagSet) func(name, value string) error {
 	}
 }
 
+// emptyBoolParam refuses a boolean parameter of flags written with "="
+// and nothing after it (envoy=), which protogen hands over as it hands
+// over the name alone (envoy), and paramFunc would read as true: a value
+// left out, or a template that expanded to nothing, is no yes.
+func emptyBoolParam(parameter string, flags *flag.FlagSet) error {
+	if flags == nil {
+		return nil
+	}
+	for _, p := range strings.Split(parameter, ",") {
+		name, value, ok := strings.Cut(p, "=")
+		if !ok || value != "" {
+			continue
+		}
+		f := flags.Lookup(name)
+		if f == nil {
+			continue // protogen's, or unknown: paramFunc says so
+		}
+		if b, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool && b.IsBoolFlag() {
+			return fmt.Errorf("parameter %s= has no value: %s takes true or false (%s alone is %s=true)", name, name, name, name)
+		}
+	}
+	return nil
+}
+
 // checkParams refuses a parameter that would do nothing beside the
 // others: envoy_retries chooses how the routes of envoy=true retry.
 func (o *exportOptions) checkParams() error {

@@ -69,7 +69,7 @@ func main() {
 	var flags flag.FlagSet
 	exports := newExportOptions(&flags)
 	// protogen.Options.Run, but naming where an option does not parse.
-	if err := run(protogen.Options{ParamFunc: paramFunc(&flags)}, flag.Args(), os.Stdin, os.Stdout, func(gen *protogen.Plugin) error {
+	if err := run(protogen.Options{ParamFunc: paramFunc(&flags)}, &flags, flag.Args(), os.Stdin, os.Stdout, func(gen *protogen.Plugin) error {
 		return generateWith(gen, exports)
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)

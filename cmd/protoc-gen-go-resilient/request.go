@@ -4,6 +4,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -30,7 +31,10 @@ import (
 // neither the file nor the option. Such a request is answered, as any
 // refusal, with an error naming the file, line and column, the element and
 // the option.
-func run(opts protogen.Options, args []string, in io.Reader, out io.Writer, f func(*protogen.Plugin) error) error {
+//
+// A boolean parameter of flags written with "=" and no value (envoy=) is
+// refused before protogen reads the parameters (emptyBoolParam).
+func run(opts protogen.Options, flags *flag.FlagSet, args []string, in io.Reader, out io.Writer, f func(*protogen.Plugin) error) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unknown argument %q (this program should be run by protoc, not directly)", args[0])
 	}
@@ -47,6 +51,9 @@ func run(opts protogen.Options, args []string, in io.Reader, out io.Writer, f fu
 		}
 		resp = &pluginpb.CodeGeneratorResponse{Error: proto.String(strings.Join(msgs, "\n"))}
 	} else {
+		if err := emptyBoolParam(req.GetParameter(), flags); err != nil {
+			return err
+		}
 		gen, err := opts.New(req)
 		if err != nil {
 			return err

@@ -1,0 +1,197 @@
+// Copyright 2026 The protoc-gen-go-resilient Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+
+	checkv1 "buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go/buf/plugin/check/v1"
+	descriptorv1 "buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go/buf/plugin/descriptor/v1"
+	pluginrpcv1 "buf.build/gen/go/pluginrpc/pluginrpc/protocolbuffers/go/pluginrpc/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/anypb"
+	"pluginrpc.com/pluginrpc"
+
+	"github.com/go-resilient/resilient/internal/rules"
+	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
+)
+
+// unreadable is what readableServer took out of the request: per file
+// path, the options this lint plugin cannot read. Written before the
+// request is served, read by the rules' handlers.
+var unreadable = map[string][]unreadableOption{}
+
+// unreadableOption is one option of a file taken out of the request: the
+// element that holds it (the file, a service or a method, by full name)
+// and what to report there.
+type unreadableOption struct {
+	level   rules.Level
+	element protoreflect.FullName // "" for the file
+	option  rules.NewerOption
+}
+
+// readableServer serves the plugin as bufplugin does, but first takes out
+// of a check request every (resilient.v1.*) option whose bytes this
+// plugin's contract cannot read, for the rules to report: an options
+// proto that gives a message field another type (timeout as a string)
+// makes the option's bytes no resilient.v1.Policy, and bufplugin, which
+// parses the request with this plugin's options linked in, failed with
+// protobuf's "cannot parse invalid wire-format data", naming no file and
+// checking nothing. The code generator refuses the same option at its
+// place (its request.go); lint now reports it as RESILIENT_INVALID_VALUE.
+type readableServer struct{ pluginrpc.Server }
+
+func (s readableServer) Serve(ctx context.Context, env pluginrpc.Env) error {
+	if !slices.Contains(env.Args, "check") || slices.ContainsFunc(env.Args, func(a string) bool { return a == "--format=json" || a == "json" }) || env.Stdin == nil {
+		return s.Server.Serve(ctx, env)
+	}
+	b, err := io.ReadAll(env.Stdin)
+	if err != nil {
+		return err
+	}
+	env.Stdin = bytes.NewReader(readableRequest(b))
+	return s.Server.Serve(ctx, env)
+}
+
+// readableRequest is b, a pluginrpc request holding a check request,
+// without the options this plugin cannot read, which it records in
+// unreadable; b itself when every option reads, or b is not such a
+// request (bufplugin then says what is wrong with it).
+func readableRequest(b []byte) []byte {
+	req := new(pluginrpcv1.Request)
+	if proto.Unmarshal(b, req) != nil || req.GetValue() == nil {
+		return b
+	}
+	// The options' extensions stay bytes: no resolver knows them.
+	raw := proto.UnmarshalOptions{Resolver: new(protoregistry.Types)}
+	check := new(checkv1.CheckRequest)
+	if raw.Unmarshal(req.GetValue().GetValue(), check) != nil {
+		return b
+	}
+	if (proto.UnmarshalOptions{}).Unmarshal(req.GetValue().GetValue(), new(checkv1.CheckRequest)) == nil {
+		return b // it reads as it is
+	}
+	found := false
+	// The files to check, and those of a breaking check's against (whose
+	// options are taken out too, or the request would not parse).
+	for i, set := range [][]*descriptorv1.FileDescriptor{check.GetFileDescriptors(), check.GetAgainstFileDescriptors()} {
+		protos := make([]*descriptorpb.FileDescriptorProto, 0, len(set))
+		for _, f := range set {
+			protos = append(protos, f.GetFileDescriptorProto())
+		}
+		files, _ := protodesc.NewFiles(&descriptorpb.FileDescriptorSet{File: protos})
+		for _, fdp := range protos {
+			var desc protoreflect.FileDescriptor
+			if files != nil {
+				desc, _ = files.FindFileByPath(fdp.GetName())
+			}
+			var got []unreadableOption
+			take := func(opts proto.Message, xt protoreflect.ExtensionType, level rules.Level, element protoreflect.FullName) {
+				if n, ok := takeUnreadable(opts, xt, desc); ok {
+					n.Level = level
+					got = append(got, unreadableOption{level: level, element: element, option: n})
+				}
+			}
+			pkg := protoreflect.FullName(fdp.GetPackage())
+			take(fdp.GetOptions(), resilientv1.E_File, rules.LevelFile, "")
+			for _, sd := range fdp.GetService() {
+				sname := pkg.Append(protoreflect.Name(sd.GetName()))
+				take(sd.GetOptions(), resilientv1.E_Service, rules.LevelService, sname)
+				for _, m := range sd.GetMethod() {
+					take(m.GetOptions(), resilientv1.E_Method, rules.LevelMethod, sname.Append(protoreflect.Name(m.GetName())))
+				}
+			}
+			if len(got) > 0 {
+				found = true
+				if i == 0 {
+					unreadable[fdp.GetName()] = append(unreadable[fdp.GetName()], got...)
+				}
+			}
+		}
+	}
+	if !found {
+		return b
+	}
+	value, err := proto.Marshal(check)
+	if err != nil {
+		return b
+	}
+	out, err := proto.Marshal(pluginrpcv1.Request_builder{Value: &anypb.Any{TypeUrl: req.GetValue().GetTypeUrl(), Value: value}}.Build())
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// takeUnreadable removes from opts (options whose extensions are unknown
+// bytes) the value of xt that this plugin's Policy cannot read, and says
+// which field of the copy f imports is to blame (rules.Unreadable).
+func takeUnreadable(opts proto.Message, xt protoreflect.ExtensionType, f protoreflect.FileDescriptor) (rules.NewerOption, bool) {
+	if opts == nil || !opts.ProtoReflect().IsValid() {
+		return rules.NewerOption{}, false
+	}
+	num := xt.TypeDescriptor().Number()
+	unknown := opts.ProtoReflect().GetUnknown()
+	var kept protoreflect.RawFields
+	var found rules.NewerOption
+	ok := false
+	for rest := []byte(unknown); len(rest) > 0; {
+		n, typ, tagLen := protowire.ConsumeTag(rest)
+		if tagLen < 0 {
+			return rules.NewerOption{}, false
+		}
+		valLen := protowire.ConsumeFieldValue(n, typ, rest[tagLen:])
+		if valLen < 0 {
+			return rules.NewerOption{}, false
+		}
+		field := rest[:tagLen+valLen]
+		if n == num && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(rest[tagLen:])
+			if u, bad := rules.Unreadable(f, v); bad {
+				if !ok {
+					found, ok = u, true
+				}
+				rest = rest[tagLen+valLen:]
+				continue // taken out
+			}
+		}
+		kept = append(kept, field...)
+		rest = rest[tagLen+valLen:]
+	}
+	if ok {
+		opts.ProtoReflect().SetUnknown(kept)
+	}
+	return found, ok
+}
+
+// unreadableOptions reports, as RESILIENT_INVALID_VALUE, the options of
+// fd that readableServer took out of the request.
+func unreadableOptions(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor, rules.Finding)) {
+	for _, u := range unreadable[fd.Path()] {
+		var d protoreflect.Descriptor = fd
+		switch u.level {
+		case rules.LevelService:
+			sd := fd.Services().ByName(u.element.Name())
+			if sd == nil {
+				continue
+			}
+			d = sd
+		case rules.LevelMethod:
+			sd := fd.Services().ByName(u.element.Parent().Name())
+			if sd == nil || sd.Methods().ByName(u.element.Name()) == nil {
+				continue
+			}
+			d = sd.Methods().ByName(u.element.Name())
+		}
+		add(d, rules.Finding{Rule: rules.RuleInvalidValue, Level: u.level, Path: u.option.Path, Message: retypedLintMessage(u.option)})
+	}
+}
