@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -79,8 +80,17 @@ func main() {
 	}
 	var _ inventoryv1.InventoryServiceClient = client // a drop-in replacement
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The connection is made ready first: on a loaded CI machine, dialling
+	// outlasted GetStock's first attempt (300 ms), which made the counts
+	// below another test than the retry of UNAVAILABLE they check.
+	cc.Connect()
+	for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, st) {
+			log.Fatalf("the loopback connection never became ready: %v", st)
+		}
+	}
 	stock, err := client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "sku-1"})
 	if err != nil || stock.GetUnits() != 7 || len(s.calls["GetStock"]) != 2 {
 		log.Fatalf("GetStock: %v, %v after %d calls; want 7 units after 2 (one retry of UNAVAILABLE)", stock, err, len(s.calls["GetStock"]))
