@@ -62,6 +62,12 @@ func (b *budget) tryRetry(n int64) bool {
 	return true
 }
 
+// giveBack takes back a retry tryRetry counted at n that was then not
+// sent: the open breaker or an adaptive layer refused it, or its call
+// ended first. The budget bounds what reaches the dependency; a retry
+// that never did leaves room for the next real one.
+func (b *budget) giveBack(n int64) { b.w.Remove(n, 0, 1) }
+
 // available returns how many retries the budget would allow at n.
 func (b *budget) available(n int64) int {
 	requests, retries := b.w.Sum(n)

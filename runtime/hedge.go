@@ -77,7 +77,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// result is no longer read gives up sending it once hctx is cut.
 	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
 	panics := make(chan any)
-	launch := func(n int) {
+	// launch sends copy n; a copy after the first was charged to the
+	// budget at at, and is given back if it is not sent.
+	launch := func(n int, at int64) {
 		running.Add(1)
 		go func() {
 			defer running.Done()
@@ -111,7 +113,22 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				// adaptive layer) refuses sent nothing, as in retried.
 				own.onAdmit = admitRequest
 			}
-			resp, end, err := attemptOnce(hctx, m, own, true)
+			var resp *Resp
+			var end attemptEnd
+			var err error
+			if n > 1 && hctx.Err() != nil {
+				// The call ended (or its caller left) before the copy
+				// started: nothing is sent.
+				err = statusFromContext(hctx.Err())
+			} else {
+				resp, end, err = attemptOnce(hctx, m, own, true)
+			}
+			if n > 1 && !end.sent {
+				// Refused by the breaker or an adaptive layer, or over
+				// before it went: the budget is charged only for what
+				// reached the dependency.
+				m.budget.giveBack(at)
+			}
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
@@ -147,7 +164,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	if c.events != nil {
 		m.budgetRecovered()
 	}
-	launch(1)
+	launch(1, 0)
 	timer := time.NewTimer(h.Delay)
 	defer timer.Stop()
 	var gone <-chan struct{} // a shared call's callers all left: no copy for nobody
@@ -158,7 +175,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		if stopped || sent >= h.MaxCopies || ctx.Err() != nil || wait != nil && wait.Err() != nil {
 			return
 		}
-		if !m.budget.tryRetry(c.now()) {
+		at := c.now()
+		if !m.budget.tryRetry(at) {
 			m.budgetRefused(last)
 			stopped = true
 			refusedBy(byBudget)
@@ -166,7 +184,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		}
 		sent++
 		pending++
-		launch(sent)
+		launch(sent, at)
 		if sent < h.MaxCopies {
 			timer.Reset(h.Delay)
 		}
@@ -190,7 +208,12 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			}
 			switch {
 			case r.refused && r.err != nil:
-				// An adaptive layer refused the copy: no further copy.
+				// An adaptive layer refused the copy: no further copy. A
+				// copy after the first is a repeat not made, counted as
+				// the breaker's refusal of one is.
+				if r.n > 1 {
+					m.adaptiveRefused(r.err)
+				}
 				stopped = true
 				if local == nil {
 					local = r.err

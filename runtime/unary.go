@@ -220,6 +220,10 @@ type attemptEnd struct {
 	// mark is the Guard's refusal mark pushback read of the failure
 	// (refusalMarked), when heard.
 	mark refusalMark
+	// sent: every layer let the attempt through and it was handed to
+	// gRPC. A repeat charged to the retry budget and not sent (refused, or
+	// its context over first) is given back.
+	sent bool
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
@@ -271,6 +275,7 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		end.refused, end.retryAfter = true, retryAfter
 		return nil, nil
 	}
+	end.sent = true
 	if in.onAdmit != 0 {
 		m.admitted(in.onAdmit)
 	}
