@@ -29,14 +29,14 @@ var attemptBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 
 // The retry outcomes of resilient_client_retries_total.
 const (
-	retryMade     = iota // the retry attempt went to the dependency
-	retryBudget          // refused by the retry budget
-	retryDeadline        // the wait would have ended past the deadline
-	retryBreaker         // refused by the open circuit breaker
-	retryPushback        // the server said not to retry (negative pushback)
-	retryHedge           // a hedged copy went to the dependency
-	retryThrottler       // refused by the client-side throttler
-	retryAdaptiveLimit   // refused by the adaptive concurrency limit
+	retryMade          = iota // the retry attempt went to the dependency
+	retryBudget               // refused by the retry budget
+	retryDeadline             // the wait would have ended past the deadline
+	retryBreaker              // refused by the open circuit breaker
+	retryPushback             // the server said not to retry (negative pushback)
+	retryHedge                // a hedged copy went to the dependency
+	retryThrottler            // refused by the client-side throttler
+	retryAdaptiveLimit        // refused by the adaptive concurrency limit
 	numRetryOutcomes
 )
 
