@@ -50,11 +50,20 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		// where it can change what happens next.
 		var end attemptEnd
 		resp, err := attemptInto(ctx, m, in, retries, &end)
-		if charged && !end.sent {
-			m.budget.giveBack(chargedAt)
+		if !end.sent {
+			if charged {
+				m.budget.giveBack(chargedAt)
+			}
+			if attempt > 1 && !end.refused {
+				// The call's context ended between the pause and the
+				// retry (attemptInto looks before it sends): nothing was
+				// sent, no retry made, and the caller gets what a call
+				// whose context ends in the pause gets.
+				return nil, ended(ctx, last)
+			}
 		}
 		charged = false
-		if retries && attempt == 1 && !end.refused {
+		if retries && attempt == 1 && end.sent {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.
 			at := end.at
