@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -32,6 +33,7 @@ type copyResult[Resp any] struct {
 type hedgedCall[Req, Resp any] struct {
 	copies  invocation[Req, Resp]
 	running sync.WaitGroup
+	sent    atomic.Int32 // copies let through (invocation.copiesSent)
 }
 
 // hedged runs the call as hedged copies: the first copy at once, each
@@ -52,8 +54,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// those running: one allocation.
 	hc := &hedgedCall[Req, Resp]{copies: *in}
 	copies := &hc.copies
-	// A copy after the first is counted sent once it is let through.
-	copies.onAdmit = admitHedge
+	// A copy is counted once it is let through: the first as the call's
+	// request, any other as a hedged copy sent.
+	copies.copiesSent = &hc.sent
 	mx := m.metrics
 	// The caller's grpc.Header, Trailer and Peer targets get the metadata
 	// of the copy whose result is returned, and no copy writes them itself.
@@ -100,18 +103,10 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			// says nothing about the dependency.
 			own := copies
 			var cm *copyMeta
-			if caller != nil || n == 1 {
-				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call, onAdmit: copies.onAdmit}
-			}
 			if caller != nil {
+				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call, copiesSent: copies.copiesSent}
 				cm = new(copyMeta)
 				own.opts = optsFor(copies.opts, cm)
-			}
-			if n == 1 {
-				// The call's request counts for the budget once its first
-				// copy is let through: a copy the open breaker (or an
-				// adaptive layer) refuses sent nothing, as in retried.
-				own.onAdmit = admitRequest
 			}
 			var resp *Resp
 			var end attemptEnd
@@ -123,11 +118,20 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			} else {
 				resp, end, err = attemptOnce(hctx, m, own, true)
 			}
-			if n > 1 && !end.sent {
-				// Refused by the breaker or an adaptive layer, or over
-				// before it went: the budget is charged only for what
-				// reached the dependency.
+			// The budget is charged a retry for each copy sent after the
+			// call's first, whatever their numbers: copies decided 1 ns
+			// apart are let through in any order, and a copy refused (by
+			// the breaker or an adaptive layer) or over before it went
+			// sent nothing.
+			switch {
+			case n > 1 && (!end.sent || end.first):
+				// Not sent; or sent as the call's first, its request (the
+				// first copy was refused, or is let through after it).
 				m.budget.giveBack(at)
+			case n == 1 && end.sent && !end.first:
+				// Let through after a later copy that was the request: the
+				// retry that copy was charged, and gave back, is this one.
+				m.budget.charge(c.now())
 			}
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
