@@ -6,6 +6,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -203,4 +205,69 @@ func TestAttack24bDeadContextTouchesNoLayerOfAHedgedCall(t *testing.T) {
 		t.Errorf("the server saw %d GetStock calls, want the live one", n)
 	}
 	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateClosed, "after the live probe answered the breaker is %v, want closed")
+}
+
+// TestAttack24bBudgetOfTinyHedgesUnderLoadIsExact: README, Retries and the
+// retry budget: retries ≤ ratio × requests + min_retries, a request being
+// a call that sent something and a retry each copy sent after its call's
+// first. 100 callers at once, each a hedged GetStock of up to 4 copies 1 ns
+// apart, against a server that fails every call UNAVAILABLE (non-fatal),
+// through a throttler that refuses most copies at random: copies are let
+// through in any order, many refused. The server tells the calls apart by
+// a header: the copies beyond each call's first are at most 10 % of the
+// calls that reached it plus 5, retries_total{outcome="hedge"} counts
+// exactly them, and the budget (on a clock that does not move) has
+// exactly the rest of its allowance left.
+func TestAttack24bBudgetOfTinyHedgesUnderLoadIsExact(t *testing.T) {
+	atkNoLeak(t)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if id := md.Get("x-call"); len(id) == 1 {
+			mu.Lock()
+			seen[id[0]]++
+			mu.Unlock()
+		}
+		return status.Error(codes.Unavailable, "down")
+	})
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithClock(newAtkClock()), runtime.WithRegisterer(reg)},
+	}, func(p *policy.Service) {
+		m := attack24bTinyHedge(p)
+		m.Hedging.MaxCopies = 4
+		p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 5, Window: time.Minute}
+		p.ClientThrottle = &policy.Throttle{K: 2, Window: time.Minute, MaxRefusal: 0.5}
+	})
+	m := c.Runtime().MethodNamed24b(atkGetStock)
+	const n = 100
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-call", strconv.Itoa(i))
+			if _, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"}); status.Code(err) != codes.Unavailable {
+				t.Errorf("got %v, want UNAVAILABLE", err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	mu.Lock()
+	requests := len(seen)
+	mu.Unlock()
+	calls := srv.Calls(atkGetStock)
+	extra := calls - requests
+	allowance := requests/10 + 5
+	if extra > allowance {
+		t.Errorf("the server saw %d copies beyond the first of %d calls, want at most %d", extra, requests, allowance)
+	}
+	if h := atk22eSeries(t, reg)["resilient_client_retries_total{method=GetStock,outcome=hedge}"]; h != float64(extra) {
+		t.Errorf("retries_total{outcome=\"hedge\"} = %v, want %d: the copies sent beyond each call's first", h, extra)
+	}
+	if a := m.BudgetAvailable24b(); a != allowance-extra {
+		t.Errorf("the budget allows %d retries, want %d: %d requests, %d copies beyond their first", a, allowance-extra, requests, extra)
+	}
 }
