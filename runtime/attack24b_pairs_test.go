@@ -271,3 +271,59 @@ func TestAttack24bBudgetOfTinyHedgesUnderLoadIsExact(t *testing.T) {
 		t.Errorf("the budget allows %d retries, want %d: %d requests, %d copies beyond their first", a, allowance-extra, requests, extra)
 	}
 }
+
+// TestAttack24bBudgetIsAskedBeforeTheThrottler: README, Client-side
+// throttling: "The budget is asked first: a retry must fit the budget,
+// then pass the throttler like any attempt." The server fails every
+// GetStock UNAVAILABLE with a pushback of 1 ms; the budget has no retry to
+// give (1 % of fewer than 100 requests, no floor); the throttler refuses
+// most attempts. Over 60 retried calls (3 attempts), each whose first
+// attempt went has its retry refused by the budget, never by the
+// throttler, which is not asked: throttled_total counts the first
+// attempts it refused only, and the server saw each first attempt sent.
+func TestAttack24bBudgetIsAskedBeforeTheThrottler(t *testing.T) {
+	atkNoLeak(t)
+	srv, cc := startFault(t, atkPushback("1"))
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithClock(newAtkClock())},
+	}, func(p *policy.Service) {
+		m := attack23mBare(p)
+		m.Timeout = 3 * time.Second
+		m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+			Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+		p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 0, Window: time.Minute}
+		p.ClientThrottle = &policy.Throttle{K: 2, Window: time.Minute, MaxRefusal: 0.9}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const calls = 60
+	throttled, budgeted := 0, 0
+	for i := range calls {
+		_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+		switch {
+		case errors.Is(err, runtime.ErrThrottled):
+			throttled++
+		case errors.Is(err, runtime.ErrBudgetExhausted) && status.Code(err) == codes.Unavailable:
+			budgeted++
+		default:
+			t.Fatalf("call %d: %v, want ErrThrottled or ErrBudgetExhausted", i, err)
+		}
+	}
+	got := atk22eSeries(t, reg)
+	if n := srv.Calls(atkGetStock); n != budgeted {
+		t.Errorf("the server saw %d calls, want %d: the first attempts sent", n, budgeted)
+	}
+	if v := got["resilient_client_throttled_total{method=GetStock}"]; v != float64(throttled) {
+		t.Errorf("throttled_total = %v, want %d: the first attempts refused; a retry the budget refused never asks the throttler", v, throttled)
+	}
+	for k, want := range map[string]float64{
+		"resilient_client_retries_total{method=GetStock,outcome=budget}":    float64(budgeted),
+		"resilient_client_retries_total{method=GetStock,outcome=throttler}": 0,
+		"resilient_client_retries_total{method=GetStock,outcome=made}":      0,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}

@@ -40,7 +40,8 @@ type hedgedCall[Req, Resp any] struct {
 // further one after Delay without an answer (or at once after a copy
 // failed with a non-fatal code), up to MaxCopies. Every copy goes through
 // the breaker and its own per-attempt timeout; every copy after the first
-// takes a retry from the budget. The first success or fatal answer wins
+// takes a retry from the budget when it is decided, given back unless it
+// is sent as a copy after the call's first sent (see launch). The first success or fatal answer wins
 // and the other copies are cancelled; hedged returns once they have
 // ended, so that no copy reads the request after the call returned. An
 // open breaker, a spent budget or a server's negative pushback stops
