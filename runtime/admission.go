@@ -220,6 +220,22 @@ func (f *clientFault) Unwrap() error { return f.err }
 // the panic itself goes on to the caller.
 var errPanicked error = &clientFault{err: status.Error(codes.Unknown, "resilient: the call panicked")}
 
+// adaptiveRefused counts a repeat (a retry, or a hedged copy after the
+// first) that an adaptive layer refused with err, under the layer that
+// refused it: the throttler, or the concurrency limit. Each refusal of an
+// attempt is counted already (throttled_total, adaptive_rejections_total);
+// a repeat refused so was decided and not made, as one the open breaker
+// refuses.
+func (m *methodState) adaptiveRefused(err error) {
+	if mx := m.metrics; mx != nil {
+		o := retryAdaptiveLimit
+		if errors.Is(err, ErrThrottled) {
+			o = retryThrottler
+		}
+		mx.retries[o].Inc()
+	}
+}
+
 // breakerRefused counts an attempt the breaker refused; retry says it was
 // not the call's first (a retry, or a hedged copy after the first).
 func (m *methodState) breakerRefused(retry bool) {

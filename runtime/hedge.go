@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -32,13 +33,15 @@ type copyResult[Resp any] struct {
 type hedgedCall[Req, Resp any] struct {
 	copies  invocation[Req, Resp]
 	running sync.WaitGroup
+	sent    atomic.Int32 // copies let through (invocation.copiesSent)
 }
 
 // hedged runs the call as hedged copies: the first copy at once, each
 // further one after Delay without an answer (or at once after a copy
 // failed with a non-fatal code), up to MaxCopies. Every copy goes through
 // the breaker and its own per-attempt timeout; every copy after the first
-// takes a retry from the budget. The first success or fatal answer wins
+// takes a retry from the budget when it is decided, given back unless it
+// is sent as a copy after the call's first sent (see launch). The first success or fatal answer wins
 // and the other copies are cancelled; hedged returns once they have
 // ended, so that no copy reads the request after the call returned. An
 // open breaker, a spent budget or a server's negative pushback stops
@@ -52,8 +55,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// those running: one allocation.
 	hc := &hedgedCall[Req, Resp]{copies: *in}
 	copies := &hc.copies
-	// A copy after the first is counted sent once it is let through.
-	copies.onAdmit = admitHedge
+	// A copy is counted once it is let through: the first as the call's
+	// request, any other as a hedged copy sent.
+	copies.copiesSent = &hc.sent
 	mx := m.metrics
 	// The caller's grpc.Header, Trailer and Peer targets get the metadata
 	// of the copy whose result is returned, and no copy writes them itself.
@@ -77,7 +81,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// result is no longer read gives up sending it once hctx is cut.
 	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
 	panics := make(chan any)
-	launch := func(n int) {
+	// launch sends copy n; a copy after the first was charged to the
+	// budget at at, and is given back if it is not sent.
+	launch := func(n int, at int64) {
 		running.Add(1)
 		go func() {
 			defer running.Done()
@@ -98,20 +104,36 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			// says nothing about the dependency.
 			own := copies
 			var cm *copyMeta
-			if caller != nil || n == 1 {
-				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call, onAdmit: copies.onAdmit}
-			}
 			if caller != nil {
+				own = &invocation[Req, Resp]{req: copies.req, opts: copies.opts, call: copies.call, copiesSent: copies.copiesSent}
 				cm = new(copyMeta)
 				own.opts = optsFor(copies.opts, cm)
 			}
-			if n == 1 {
-				// The call's request counts for the budget once its first
-				// copy is let through: a copy the open breaker (or an
-				// adaptive layer) refuses sent nothing, as in retried.
-				own.onAdmit = admitRequest
+			var resp *Resp
+			var end attemptEnd
+			var err error
+			if n > 1 && hctx.Err() != nil {
+				// The call ended (or its caller left) before the copy
+				// started: nothing is sent.
+				err = statusFromContext(hctx.Err())
+			} else {
+				resp, end, err = attemptOnce(hctx, m, own, true)
 			}
-			resp, end, err := attemptOnce(hctx, m, own, true)
+			// The budget is charged a retry for each copy sent after the
+			// call's first, whatever their numbers: copies decided 1 ns
+			// apart are let through in any order, and a copy refused (by
+			// the breaker or an adaptive layer) or over before it went
+			// sent nothing.
+			switch {
+			case n > 1 && (!end.sent || end.first):
+				// Not sent; or sent as the call's first, its request (the
+				// first copy was refused, or is let through after it).
+				m.budget.giveBack(at)
+			case n == 1 && end.sent && !end.first:
+				// Let through after a later copy that was the request: the
+				// retry that copy was charged, and gave back, is this one.
+				m.budget.charge(c.now())
+			}
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
@@ -147,7 +169,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	if c.events != nil {
 		m.budgetRecovered()
 	}
-	launch(1)
+	launch(1, 0)
 	timer := time.NewTimer(h.Delay)
 	defer timer.Stop()
 	var gone <-chan struct{} // a shared call's callers all left: no copy for nobody
@@ -158,7 +180,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		if stopped || sent >= h.MaxCopies || ctx.Err() != nil || wait != nil && wait.Err() != nil {
 			return
 		}
-		if !m.budget.tryRetry(c.now()) {
+		at := c.now()
+		if !m.budget.tryRetry(at) {
 			m.budgetRefused(last)
 			stopped = true
 			refusedBy(byBudget)
@@ -166,7 +189,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		}
 		sent++
 		pending++
-		launch(sent)
+		launch(sent, at)
 		if sent < h.MaxCopies {
 			timer.Reset(h.Delay)
 		}
@@ -190,7 +213,12 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			}
 			switch {
 			case r.refused && r.err != nil:
-				// An adaptive layer refused the copy: no further copy.
+				// An adaptive layer refused the copy: no further copy. A
+				// copy after the first is a repeat not made, counted as
+				// the breaker's refusal of one is.
+				if r.n > 1 {
+					m.adaptiveRefused(r.err)
+				}
 				stopped = true
 				if local == nil {
 					local = r.err

@@ -29,16 +29,18 @@ var attemptBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 
 // The retry outcomes of resilient_client_retries_total.
 const (
-	retryMade     = iota // the retry attempt went to the dependency
-	retryBudget          // refused by the retry budget
-	retryDeadline        // the wait would have ended past the deadline
-	retryBreaker         // refused by the open circuit breaker
-	retryPushback        // the server said not to retry (negative pushback)
-	retryHedge           // a hedged copy went to the dependency
+	retryMade          = iota // the retry attempt went to the dependency
+	retryBudget               // refused by the retry budget
+	retryDeadline             // the wait would have ended past the deadline
+	retryBreaker              // refused by the open circuit breaker
+	retryPushback             // the server said not to retry (negative pushback)
+	retryHedge                // a hedged copy went to the dependency
+	retryThrottler            // refused by the client-side throttler
+	retryAdaptiveLimit        // refused by the adaptive concurrency limit
 	numRetryOutcomes
 )
 
-var retryOutcomes = [numRetryOutcomes]string{"made", "budget", "deadline", "breaker", "pushback", "hedge"}
+var retryOutcomes = [numRetryOutcomes]string{"made", "budget", "deadline", "breaker", "pushback", "hedge", "throttler", "adaptive_limit"}
 
 // collectors are the metric families of one Registerer.
 type collectors struct {
@@ -67,7 +69,7 @@ func newCollectors(r prometheus.Registerer) (*collectors, error) {
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "resilient", Subsystem: "client",
 			Name: "attempt_duration_seconds", Help: "Duration of one attempt, from sending to the answer (a stream: to its first message or its end).",
 			Buckets: attemptBuckets}, []string{"dependency", "method"}),
-		retries:            counter("retries_total", "Retries by outcome: made, or refused by the retry budget, the deadline or the circuit breaker.", "dependency", "method", "outcome"),
+		retries:            counter("retries_total", "Retries made, hedged copies sent (hedge), and retries or copies not made: refused by the retry budget, the deadline, the circuit breaker, the server's pushback, the client-side throttler or the adaptive concurrency limit.", "dependency", "method", "outcome"),
 		breakerState:       gauge("breaker_state", "State of the circuit breaker as of its last transition: 0 closed, 1 half-open, 2 open.", "dependency", "breaker"),
 		breakerTransitions: counter("breaker_transitions_total", "Transitions of the circuit breaker, by the state entered.", "dependency", "breaker", "state"),
 		breakerRejections:  counter("breaker_rejections_total", "Calls refused by the circuit breaker without reaching the dependency.", "dependency", "method"),

@@ -34,16 +34,36 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		m.budgetRecovered()
 	}
 	var last error
+	// charged: the budget counted the retry about to be made, at chargedAt;
+	// a retry that is then not sent (refused by the breaker or an adaptive
+	// layer, or its call over first) is given back.
+	charged, chargedAt := false, int64(0)
 	for attempt := 1; ; attempt++ {
 		if shared && wait.Err() != nil {
 			// A shared call whose callers all left: no attempt for nobody.
+			if charged {
+				m.budget.giveBack(chargedAt)
+			}
 			return nil, firstOf(last, wait)
 		}
 		// The server's pushback travels in the trailer: asked for only
 		// where it can change what happens next.
 		var end attemptEnd
 		resp, err := attemptInto(ctx, m, in, retries, &end)
-		if retries && attempt == 1 && !end.refused {
+		if !end.sent {
+			if charged {
+				m.budget.giveBack(chargedAt)
+			}
+			if attempt > 1 && !end.refused {
+				// The call's context ended between the pause and the
+				// retry (attemptInto looks before it sends): nothing was
+				// sent, no retry made, and the caller gets what a call
+				// whose context ends in the pause gets.
+				return nil, ended(ctx, last)
+			}
+		}
+		charged = false
+		if retries && attempt == 1 && end.sent {
 			// The request is counted with the clock reading the attempt
 			// already made: one read of the clock per attempt, not two.
 			at := end.at
@@ -54,7 +74,11 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		}
 		if end.refused && err != nil {
 			// Refused by an adaptive layer: final and local, like an open
-			// breaker, with the last real error as its cause.
+			// breaker, with the last real error as its cause; a retry so
+			// refused is counted as one not made.
+			if attempt > 1 {
+				m.adaptiveRefused(err)
+			}
 			return nil, withCause(err, last)
 		}
 		if end.refused {
@@ -97,12 +121,15 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			}
 			return nil, err // the retry could not start before the deadline
 		}
-		if !m.budget.tryRetry(c.now()) {
+		at := c.now()
+		if !m.budget.tryRetry(at) {
 			err = budgetExhaustedError(m.dependency(), p.Name, err)
 			m.budgetRefused(err)
 			return nil, err
 		}
+		charged, chargedAt = true, at
 		if !sleep(wait, pause) {
+			m.budget.giveBack(at)
 			return nil, ended(ctx, err)
 		}
 	}

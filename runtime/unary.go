@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -162,35 +163,32 @@ type invocation[Req, Resp any] struct {
 	req  *Req
 	opts []grpc.CallOption
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)
-	// onAdmit is what the attempt counts once it is let through (by the
-	// adaptive layers and the breaker), before it is sent, 0 for nothing:
-	// admitRequest, the call's request for the retry budget (a hedged
-	// call's first copy); admitHedge, a hedged copy sent after the first,
-	// in retries_total{outcome="hedge"} (see hedged): a copy the client
-	// refused itself was not sent.
-	onAdmit uint8
+	// copiesSent is, for a hedged call's copy, the count of the call's
+	// copies let through (by the adaptive layers and the breaker) so far,
+	// nil for every other attempt. The first copy let through, whichever
+	// its number, is the call's request for the retry budget; each one
+	// after it is a hedged copy sent, in retries_total{outcome="hedge"}
+	// (see hedged): a copy the client refused itself was not sent.
+	copiesSent *atomic.Int32
 	// limit is a cache's shared call's bound when the method has no
 	// OverallTimeout (see fetch), applied as one, once the call is
 	// admitted; 0 for every other call.
 	limit time.Duration
 }
 
-// What an attempt counts once admitted (invocation.onAdmit).
-const (
-	admitRequest uint8 = 1 + iota
-	admitHedge
-)
-
-// admitted counts what an attempt let through counts (invocation.onAdmit).
-func (m *methodState) admitted(what uint8) {
-	switch what {
-	case admitRequest:
+// copyAdmitted counts a hedged copy let through, sent the copies of its
+// call let through so far: the first is the call's request for the retry
+// budget, any other a hedged copy sent. It reports whether the copy was
+// the first.
+func (m *methodState) copyAdmitted(sent *atomic.Int32) (first bool) {
+	if sent.Add(1) == 1 {
 		m.budget.request(m.client.now())
-	case admitHedge:
-		if mx := m.metrics; mx != nil {
-			mx.retries[retryHedge].Inc()
-		}
+		return true
 	}
+	if mx := m.metrics; mx != nil {
+		mx.retries[retryHedge].Inc()
+	}
+	return false
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -220,6 +218,12 @@ type attemptEnd struct {
 	// mark is the Guard's refusal mark pushback read of the failure
 	// (refusalMarked), when heard.
 	mark refusalMark
+	// sent: every layer let the attempt through and it was handed to
+	// gRPC. A repeat charged to the retry budget and not sent (refused, or
+	// its context over first) is given back.
+	sent bool
+	// first: a hedged copy sent as the first of its call's (copiesSent).
+	first bool
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
@@ -271,8 +275,9 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		end.refused, end.retryAfter = true, retryAfter
 		return nil, nil
 	}
-	if in.onAdmit != 0 {
-		m.admitted(in.onAdmit)
+	end.sent = true
+	if in.copiesSent != nil {
+		end.first = m.copyAdmitted(in.copiesSent)
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller; where that

@@ -92,6 +92,31 @@ func (w *Time) Add(now int64, da, db uint64) {
 	}
 }
 
+// Remove takes da and db back out of the bucket of now, where Add counted
+// them at the same now: a count given back (a budget's retry that was
+// decided and then not sent). A bucket that no longer holds now's epoch
+// (its counts left the window, or were dropped whole as too old) is left
+// alone, and a count is never taken below zero.
+func (w *Time) Remove(now int64, da, db uint64) {
+	if now < 0 {
+		now = 0
+	}
+	q := uint64(now / w.width)
+	epoch := q & epochMask
+	slot := &w.buckets[q%Buckets]
+	for {
+		old := slot.Load()
+		e, a, b := unpack(old)
+		if e != epoch {
+			return
+		}
+		a, b = a-min(a, da), b-min(b, db)
+		if slot.CompareAndSwap(old, pack(epoch, a, b)) {
+			return
+		}
+	}
+}
+
 // Sum returns the totals of the buckets that lie within the window ending
 // at now.
 func (w *Time) Sum(now int64) (a, b uint64) {
