@@ -48,9 +48,10 @@ func TestAttack20CachedMethodExportedBoundIsTheGoClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &inventoryv1.GetStockRequest{Sku: "apple"}
+	const answerAfter = 120 * time.Millisecond
 
 	// The plain channel, with the checked-in service config.
-	plainSrv, _ := startFault(t, slowUnavailable(150*time.Millisecond))
+	plainSrv, _ := startFault(t, slowUnavailable(answerAfter))
 	pc, err := grpc.NewClient("passthrough:///"+plainSrv.Addr(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(string(sc)))
 	if err != nil {
@@ -64,7 +65,7 @@ func TestAttack20CachedMethodExportedBoundIsTheGoClients(t *testing.T) {
 	want := plainSrv.Calls(getStock)
 
 	// The generated client without its cache: the control.
-	uncachedSrv, ucc := startFault(t, slowUnavailable(150*time.Millisecond))
+	uncachedSrv, ucc := startFault(t, slowUnavailable(answerAfter))
 	readyConn(t, ucc)
 	if _, err := getStockOf(context.Background(), invClient(t, ucc, nil, nil)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("generated client without cache: %v, want UNAVAILABLE", err)
@@ -75,7 +76,7 @@ func TestAttack20CachedMethodExportedBoundIsTheGoClients(t *testing.T) {
 
 	// The generated client as annotated (its cache kept; the rate limit
 	// and the breaker, which do not act on one call, taken out).
-	cachedSrv, ccc := startFault(t, slowUnavailable(150*time.Millisecond))
+	cachedSrv, ccc := startFault(t, slowUnavailable(answerAfter))
 	readyConn(t, ccc)
 	c, err := inventoryv1.NewInventoryServiceResilientClient(ccc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) { p.RateLimit, p.Breaker = nil, nil })}})

@@ -63,10 +63,13 @@ func TestRateLimitRefusesAtOnceBeyondTheBurst(t *testing.T) {
 // the second's own start, a loaded machine made the first call take half
 // a token's time, and the next token was nearer than the 10 ms deadline).
 func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
-	const token = 250 * time.Millisecond
+	// A token every 500 ms: a wait of one token (~500 ms) is told from
+	// one of two (~1 s) with 350 ms of slack for a loaded machine (250 ms
+	// tokens with 150 ms of slack failed under -race at load 14).
+	const token = 500 * time.Millisecond
 	srv, cc := start(t, server.Healthy)
 	readyConn(t, cc)
-	rt := inventory(t, policy.Service{RateLimit: &policy.RateLimit{RequestsPerSecond: 4, Burst: 1, MaxWait: time.Second}})
+	rt := inventory(t, policy.Service{RateLimit: &policy.RateLimit{RequestsPerSecond: 2, Burst: 1, MaxWait: 2 * time.Second}})
 	first := time.Now()
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
@@ -75,19 +78,19 @@ func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
 	}
-	if since, took := time.Since(first), time.Since(begin); since < token-5*time.Millisecond || took > token+150*time.Millisecond {
-		t.Errorf("second call ended %v after the first began (took %v), want about the %v a token takes at 4/s", since, took, token)
+	if since, took := time.Since(first), time.Since(begin); since < token-5*time.Millisecond || took > token+350*time.Millisecond {
+		t.Errorf("second call ended %v after the first began (took %v), want about the %v a token takes at 2/s", since, took, token)
 	}
-	// The next token is about 250ms away; a 60ms deadline cannot wait
+	// The next token is about 500ms away; a 200ms deadline cannot wait
 	// for it, and is refused without waiting it out.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	begin = time.Now()
 	_, err := callGetStock(ctx, rt, cc)
 	if !errors.Is(err, runtime.ErrRateLimited) {
 		t.Fatalf("%v, want ErrRateLimited: the token comes after the deadline", err)
 	}
-	if took := time.Since(begin); took > 50*time.Millisecond {
+	if took := time.Since(begin); took > 150*time.Millisecond {
 		t.Errorf("the refusal took %v, want at once", took)
 	}
 	// The refused call gave its token back: the next call waits no longer
@@ -96,7 +99,7 @@ func TestRateLimitWaitsWithinMaxWaitAndTheDeadline(t *testing.T) {
 	if _, err := callGetStock(context.Background(), rt, cc); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(begin); took > token+150*time.Millisecond {
+	if took := time.Since(begin); took > token+350*time.Millisecond {
 		t.Errorf("took %v after a refusal: the refused reservation was not cancelled", took)
 	}
 	if got := srv.Calls(getStock); got != 3 {
