@@ -120,7 +120,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		// outcome.
 		return nil, refusedWith(opts, statusFromContext(err))
 	}
-	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams}
+	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams, oneRequest: !desc.ClientStreams}
 	if m.bulkhead != nil {
 		if err := m.acquirePermit(ctx); err != nil {
 			return nil, refusedWith(opts, err)
@@ -186,6 +186,7 @@ type stream struct {
 	m           *methodState
 	callerCtx   context.Context
 	final       bool // the stream answers with one message (not server-streaming): it ends with it
+	oneRequest  bool // the stream sends one message (server-streaming): a refused one ends it
 	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
 	releasing   sync.Mutex
 	released    bool   // guarded by releasing
@@ -225,10 +226,20 @@ const endPending = 1 << 40
 // A nil message (nil, or a nil pointer to a generated message) is refused
 // with INVALID_ARGUMENT, as a unary handle refuses a nil request: gRPC
 // would send it as an empty message, which is never what the caller
-// meant. Nothing is sent, and the stream, its permit and its ticket stay
-// as they were: the caller may send again.
+// meant. Nothing is sent. On a client or bidirectional stream, the
+// stream, its permit and its ticket stay as they were: the caller may send
+// again. A server stream sends its one request inside the plain client's
+// method, which returns the error without the stream, leaving its caller
+// nothing to cancel: its refused request ends it there, its hold given
+// back as for a message that does not marshal.
 func (s *stream) SendMsg(msg any) error {
 	if nilMessage(msg) {
+		if s.oneRequest {
+			err := misuseError(codes.InvalidArgument, s.m.policy.Name,
+				"nil request of a server stream: nothing was sent and the stream is ended; pass a request")
+			s.finish(&clientFault{err: err})
+			return err
+		}
 		return misuseError(codes.InvalidArgument, s.m.policy.Name,
 			"nil message sent on the stream: nothing was sent and the stream stays open; send a message, or CloseSend to end the requests")
 	}
