@@ -564,3 +564,59 @@ func TestAttack24eEveryStreamEndingOfAProbeFreesIt(t *testing.T) {
 		})
 	}
 }
+
+// A context already over when the stream opens is answered at once with
+// its code, before any layer: no permit, no outcome, no count. A message
+// past the client's send limit (the request of a server stream, a message
+// of the others) ends the stream on the client's side: the permit back at
+// once, counted once under RESOURCE_EXHAUSTED, the breaker told nothing.
+func TestAttack24eDeadContextAndOversizedSend(t *testing.T) {
+	atkNoLeak(t)
+	cc := atk24eServer(t)
+	for _, m := range []string{atk24eWatch, atk24eUpload, atk24eChat} {
+		rt, conn, reg := atk24eClient(t, cc, 30*time.Second)
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel2()
+		for _, d := range []struct {
+			ctx  context.Context
+			code codes.Code
+		}{{cancelled, codes.Canceled}, {expired, codes.DeadlineExceeded}} {
+			if _, err := atk24eOpen(d.ctx, conn, m, "ok"); status.Code(err) != d.code {
+				t.Errorf("%s: a dead context: %v, want %v", atk24eShort(m), err, d.code)
+			}
+		}
+		if n := atkInUse(t, rt, m); n != 0 {
+			t.Errorf("%s: %d permits after dead contexts", atk24eShort(m), n)
+		}
+		if got := atk24eAttempts(t, reg, m); len(got) != 0 {
+			t.Errorf("%s: attempts_total %v after dead contexts, want none", atk24eShort(m), got)
+		}
+
+		ctx, cancel3 := context.WithCancel(context.Background())
+		defer cancel3()
+		desc := map[string]*grpc.StreamDesc{atk24eWatch: &atk24eWatchDesc, atk24eUpload: &atk24eUploadDesc, atk24eChat: &atk24eChatDesc}[m]
+		cs, err := conn.NewStream(ctx, desc, m, grpc.MaxCallSendMsgSize(1<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String(strings.Repeat("b", 4<<10))); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s: an oversized message: %v, want RESOURCE_EXHAUSTED", atk24eShort(m), err)
+		}
+		if n := atkInUse(t, rt, m); n != 0 {
+			t.Errorf("%s: %d permits right after the oversized message", atk24eShort(m), n)
+		}
+		if got := atk24eAttempts(t, reg, m); len(got) != 1 || got["RESOURCE_EXHAUSTED"] != 1 {
+			t.Errorf("%s: attempts_total %v, want one under RESOURCE_EXHAUSTED", atk24eShort(m), got)
+		}
+		atkWantBreaker(t, rt, m, runtime.StateClosed, atk24eShort(m)+": breaker %v, want closed")
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s: Recv after it: %v, want its RESOURCE_EXHAUSTED", atk24eShort(m), err)
+		}
+		if got := atk24eAttempts(t, reg, m); len(got) != 1 {
+			t.Errorf("%s: attempts_total %v after a Recv, want it counted once", atk24eShort(m), got)
+		}
+		atk24eWantExact(t, rt, conn, m)
+	}
+}
