@@ -222,25 +222,32 @@ func atk24eAttempts(t *testing.T, reg *prometheus.Registry, method string) map[s
 	return out
 }
 
-// atk24eWantExact checks that method's bulkhead is free (at once, or
-// within the wait the ending allows) and holds exactly one permit: a
+// atk24eWantExact checks that method's bulkhead of one permit is free (at
+// once, or within the wait the ending allows) and holds exactly one: a
 // stream opened now goes through, a second beside it is refused, and
 // cancelling the first frees it again.
 func atk24eWantExact(t *testing.T, rt *runtime.Client, conn grpc.ClientConnInterface, method string) {
 	t.Helper()
+	atk24eWantExactN(t, rt, conn, method, 1)
+}
+
+// atk24eWantExactN is atk24eWantExact for a bulkhead of permits.
+func atk24eWantExactN(t *testing.T, rt *runtime.Client, conn grpc.ClientConnInterface, method string, permits int) {
+	t.Helper()
 	atkWantFree(t, rt, method, "the stream's ending")
 	ctx, cancel := context.WithCancel(context.Background())
-	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
-	if err != nil {
-		cancel()
-		t.Fatalf("a stream after the ending: %v", err)
+	defer cancel()
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+	for i := range permits {
+		if _, err := conn.NewStream(ctx, desc, method); err != nil {
+			t.Fatalf("stream %d of %d after the ending: %v", i+1, permits, err)
+		}
 	}
-	_ = cs
-	if _, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method); !errors.Is(err, runtime.ErrBulkheadFull) {
-		t.Errorf("a second stream beside it: %v, want ErrBulkheadFull (a permit given back twice)", err)
+	if _, err := conn.NewStream(ctx, desc, method); !errors.Is(err, runtime.ErrBulkheadFull) {
+		t.Errorf("one stream more than the %d permits: %v, want ErrBulkheadFull (a permit given back twice)", permits, err)
 	}
 	cancel()
-	atkWantFree(t, rt, method, "cancelling the check's stream")
+	atkWantFree(t, rt, method, "cancelling the check's streams")
 }
 
 type atk24eCase struct {
@@ -443,6 +450,14 @@ func atk24eCases() []atk24eCase {
 				wantState: map[bool]runtime.State{true: runtime.StateOpen, false: runtime.StateClosed}[m == atk24eUpload], immediate: true},
 		)
 		if m != atk24eUpload {
+			cs = append(cs, atk24eCase{name: "one message read, then dropped", method: m, first: "ok", timeout: short,
+				run: func(t *testing.T, _ context.Context, _ context.CancelFunc, cs grpc.ClientStream, err error) error {
+					if err != nil {
+						return err
+					}
+					return cs.RecvMsg(new(wrapperspb.StringValue))
+				},
+				wantCode: codes.OK, wantCounted: "OK", wantState: runtime.StateClosed})
 			cs = append(cs, atk24eCase{name: "panic between reads, deferred cancel", method: m, first: "ok", timeout: long, run: panicking,
 				wantCode: codes.Canceled, wantCounted: "OK", wantState: runtime.StateClosed})
 		}
