@@ -14,6 +14,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,34 @@ func TestAttack24eNilRequestOfAPlainServerStreamGivesItsPermitBack(t *testing.T)
 		t.Errorf("the server saw %d streams, want 1", got)
 	}
 	atkWantNoPermits(t, rt, atkWatchStock, "after the last stream's io.EOF")
+}
+
+// A nil *grpc.StreamDesc given to Conn's NewStream (hand-written code) is
+// bad input: refused with INVALID_ARGUMENT naming the method, nothing
+// taken, never a nil-pointer panic, on a method with a policy as on one
+// without (for which grpc-go would panic the same way).
+func TestAttack24eNilStreamDescIsRefused(t *testing.T) {
+	atkNoLeak(t)
+	cc := atk24eServer(t)
+	rt, conn, reg := atk24eClient(t, cc, time.Second)
+	for _, method := range []string{atk24eChat, "/atk24e.S/NoPolicy"} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: NewStream with a nil desc panicked: %v", method, r)
+				}
+			}()
+			_, err = conn.NewStream(context.Background(), nil, method)
+		}()
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), method) || !strings.Contains(err.Error(), "StreamDesc") {
+			t.Errorf("%s: a nil desc: %v, want INVALID_ARGUMENT naming the method and the StreamDesc", method, err)
+		}
+	}
+	if n := atkInUse(t, rt, atk24eChat); n != 0 {
+		t.Errorf("%d permits after a nil desc", n)
+	}
+	if got := atk24eAttempts(t, reg, atk24eChat); len(got) != 0 {
+		t.Errorf("attempts_total %v after a nil desc, want none", got)
+	}
 }

@@ -108,6 +108,12 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if err := refuseNilOptions(method, callersOptions(opts)); err != nil {
 		return nil, refusedWith(opts, err)
 	}
+	if desc == nil {
+		// Hand-written code: the generated clients pass their service
+		// descriptor's. grpc-go would open a stream it cannot describe.
+		return nil, refusedWith(opts, misuseError(codes.InvalidArgument, method,
+			"nil *grpc.StreamDesc given to NewStream: pass the method's descriptor from the service's grpc.ServiceDesc"))
+	}
 	m := w.c.byName[method]
 	if m == nil {
 		return w.cc.NewStream(ctx, desc, method, opts...)
