@@ -17,6 +17,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -490,38 +491,44 @@ func atk24eCases() []atk24eCase {
 func TestAttack24eEveryStreamEndingGivesBackOnceAndCountsOnce(t *testing.T) {
 	atkNoLeak(t)
 	cc := atk24eServer(t)
-	for _, c := range atk24eCases() {
-		t.Run(atk24eShort(c.method)+"/"+c.name, func(t *testing.T) {
-			rt, conn, reg := atk24eClient(t, cc, c.timeout)
-			ctx, cancel := context.WithCancel(context.Background())
-			if c.callerTimeout > 0 {
-				ctx, cancel = context.WithTimeout(context.Background(), c.callerTimeout)
-			}
-			defer cancel()
-			cs, err := atk24eOpen(ctx, conn, c.method, c.first)
-			got := c.run(t, ctx, cancel, cs, err)
-			if got == io.EOF {
-				got = nil
-			}
-			if status.Code(got) != c.wantCode {
-				t.Errorf("the caller saw %v, want %v", got, c.wantCode)
-			}
-			if c.immediate {
-				if n := atkInUse(t, rt, c.method); n != 0 {
-					t.Errorf("%d permits taken as soon as the caller was done", n)
+	for _, observed := range []bool{false, true} {
+		for _, c := range atk24eCases() {
+			t.Run(fmt.Sprintf("observed=%v/", observed)+atk24eShort(c.method)+"/"+c.name, func(t *testing.T) {
+				var events []runtime.Option
+				if observed { // the stream then counts its calls in progress (busy)
+					events = append(events, runtime.WithObserver(func(runtime.Event) {}))
 				}
-			}
-			atkWantFree(t, rt, c.method, c.name)
-			atkWaitFor(t, "the stream counted", func() bool { return len(atk24eAttempts(t, reg, c.method)) != 0 })
-			time.Sleep(10 * time.Millisecond) // a second count would come now
-			if got := atk24eAttempts(t, reg, c.method); len(got) != 1 || got[c.wantCounted] != 1 {
-				t.Errorf("attempts_total %v, want one under %s", got, c.wantCounted)
-			}
-			atkWantBreaker(t, rt, c.method, c.wantState, "breaker %v after the stream, want "+c.wantState.String())
-			if c.wantState == runtime.StateClosed {
-				atk24eWantExact(t, rt, conn, c.method)
-			}
-		})
+				rt, conn, reg := atk24eClient(t, cc, c.timeout, events...)
+				ctx, cancel := context.WithCancel(context.Background())
+				if c.callerTimeout > 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), c.callerTimeout)
+				}
+				defer cancel()
+				cs, err := atk24eOpen(ctx, conn, c.method, c.first)
+				got := c.run(t, ctx, cancel, cs, err)
+				if got == io.EOF {
+					got = nil
+				}
+				if status.Code(got) != c.wantCode {
+					t.Errorf("the caller saw %v, want %v", got, c.wantCode)
+				}
+				if c.immediate {
+					if n := atkInUse(t, rt, c.method); n != 0 {
+						t.Errorf("%d permits taken as soon as the caller was done", n)
+					}
+				}
+				atkWantFree(t, rt, c.method, c.name)
+				atkWaitFor(t, "the stream counted", func() bool { return len(atk24eAttempts(t, reg, c.method)) != 0 })
+				time.Sleep(10 * time.Millisecond) // a second count would come now
+				if got := atk24eAttempts(t, reg, c.method); len(got) != 1 || got[c.wantCounted] != 1 {
+					t.Errorf("attempts_total %v, want one under %s", got, c.wantCounted)
+				}
+				atkWantBreaker(t, rt, c.method, c.wantState, "breaker %v after the stream, want "+c.wantState.String())
+				if c.wantState == runtime.StateClosed {
+					atk24eWantExact(t, rt, conn, c.method)
+				}
+			})
+		}
 	}
 }
 
@@ -535,48 +542,54 @@ func atk24eShort(m string) string { return m[strings.LastIndexByte(m, '/')+1:] }
 func TestAttack24eEveryStreamEndingOfAProbeFreesIt(t *testing.T) {
 	atkNoLeak(t)
 	cc := atk24eServer(t)
-	for _, c := range atk24eCases() {
-		t.Run(atk24eShort(c.method)+"/"+c.name, func(t *testing.T) {
-			clk := newAtkClock()
-			rt, conn, reg := atk24eClient(t, cc, c.timeout, runtime.WithClock(clk))
-			bg := context.Background()
-			fail, err := atk24eOpen(bg, conn, c.method, "trailers")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = fail.CloseSend()
-			if err := atk24eRecvAll(fail); status.Code(err) != codes.Unavailable {
-				t.Fatalf("the failing stream: %v, want UNAVAILABLE", err)
-			}
-			atkWantBreaker(t, rt, c.method, runtime.StateOpen, "breaker %v after a failure, want open")
-			clk.Advance(2 * time.Minute)
-			ctx, cancel := context.WithCancel(bg)
-			if c.callerTimeout > 0 {
-				ctx, cancel = context.WithTimeout(bg, c.callerTimeout)
-			}
-			defer cancel()
-			cs, err := atk24eOpen(ctx, conn, c.method, c.first)
-			got := c.run(t, ctx, cancel, cs, err)
-			if got == io.EOF {
-				got = nil
-			}
-			if status.Code(got) != c.wantCode {
-				t.Errorf("the caller saw %v, want %v", got, c.wantCode)
-			}
-			atkWantFree(t, rt, c.method, c.name)
-			atkWaitFor(t, "the probe counted", func() bool { return atk24eAttempts(t, reg, c.method)[c.wantCounted] >= 1 })
-			want := runtime.StateHalfOpen
-			switch {
-			case c.wantState == runtime.StateOpen:
-				want = runtime.StateOpen
-			case c.wantCounted == "OK":
-				want = runtime.StateClosed
-			}
-			atkWantBreaker(t, rt, c.method, want, "breaker %v after the probe, want "+want.String())
-			if want != runtime.StateOpen {
-				atk24eWantExact(t, rt, conn, c.method)
-			}
-		})
+	for _, observed := range []bool{false, true} {
+		for _, c := range atk24eCases() {
+			t.Run(fmt.Sprintf("observed=%v/", observed)+atk24eShort(c.method)+"/"+c.name, func(t *testing.T) {
+				var events []runtime.Option
+				if observed { // the stream then counts its calls in progress (busy)
+					events = append(events, runtime.WithObserver(func(runtime.Event) {}))
+				}
+				clk := newAtkClock()
+				rt, conn, reg := atk24eClient(t, cc, c.timeout, append(events, runtime.WithClock(clk))...)
+				bg := context.Background()
+				fail, err := atk24eOpen(bg, conn, c.method, "trailers")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = fail.CloseSend()
+				if err := atk24eRecvAll(fail); status.Code(err) != codes.Unavailable {
+					t.Fatalf("the failing stream: %v, want UNAVAILABLE", err)
+				}
+				atkWantBreaker(t, rt, c.method, runtime.StateOpen, "breaker %v after a failure, want open")
+				clk.Advance(2 * time.Minute)
+				ctx, cancel := context.WithCancel(bg)
+				if c.callerTimeout > 0 {
+					ctx, cancel = context.WithTimeout(bg, c.callerTimeout)
+				}
+				defer cancel()
+				cs, err := atk24eOpen(ctx, conn, c.method, c.first)
+				got := c.run(t, ctx, cancel, cs, err)
+				if got == io.EOF {
+					got = nil
+				}
+				if status.Code(got) != c.wantCode {
+					t.Errorf("the caller saw %v, want %v", got, c.wantCode)
+				}
+				atkWantFree(t, rt, c.method, c.name)
+				atkWaitFor(t, "the probe counted", func() bool { return atk24eAttempts(t, reg, c.method)[c.wantCounted] >= 1 })
+				want := runtime.StateHalfOpen
+				switch {
+				case c.wantState == runtime.StateOpen:
+					want = runtime.StateOpen
+				case c.wantCounted == "OK":
+					want = runtime.StateClosed
+				}
+				atkWantBreaker(t, rt, c.method, want, "breaker %v after the probe, want "+want.String())
+				if want != runtime.StateOpen {
+					atk24eWantExact(t, rt, conn, c.method)
+				}
+			})
+		}
 	}
 }
 

@@ -30,6 +30,15 @@ import (
 )
 
 func TestAttack24eStreamStormGivesEveryPermitBackAndCountsEachOnce(t *testing.T) {
+	t.Run("quiet breaker", func(t *testing.T) { atk24eStorm(t, false) })
+	// With an observer the streams count their calls in progress (busy)
+	// and leave an observed ending to the call; the breaker opens, goes
+	// half-open after 20 ms and closes or opens again under the storm, its
+	// probes taken by streams (a breaker of streams alone).
+	t.Run("moving breaker, observed", func(t *testing.T) { atk24eStorm(t, true) })
+}
+
+func atk24eStorm(t *testing.T, moving bool) {
 	atkNoLeak(t)
 	cc := atk24eServer(t)
 	reg := prometheus.NewRegistry()
@@ -43,21 +52,35 @@ func TestAttack24eStreamStormGivesEveryPermitBackAndCountsEachOnce(t *testing.T)
 	}
 	// A breaker that never opens (its ratio is never reached by the mix),
 	// so that its tickets are taken and given back by every stream.
-	rt, err := runtime.NewClient(&policy.Service{Name: "atk24e.S", Methods: ms,
-		Breaker: &policy.Breaker{FailureRatio: 1, MinimumCalls: 1000, Window: time.Minute, CoolDown: time.Minute, HalfOpenProbes: 1,
-			FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}}, runtime.WithRegisterer(reg))
+	br := &policy.Breaker{FailureRatio: 1, MinimumCalls: 1000, Window: time.Minute, CoolDown: time.Minute, HalfOpenProbes: 1,
+		FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
+	opts := []runtime.Option{runtime.WithRegisterer(reg)}
+	var transitions atomic.Int64
+	if moving {
+		br = &policy.Breaker{FailureRatio: 0.3, MinimumCalls: 4, Window: time.Second, CoolDown: 20 * time.Millisecond, HalfOpenProbes: 2,
+			FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}
+		opts = append(opts, runtime.WithObserver(func(e runtime.Event) {
+			if e.Kind == runtime.EventBreakerTransition {
+				transitions.Add(1)
+			}
+		}))
+	}
+	rt, err := runtime.NewClient(&policy.Service{Name: "atk24e.S", Methods: ms, Breaker: br}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	conn := rt.Conn(cc)
 	methods := []string{atk24eWatch, atk24eUpload, atk24eChat}
-	var opened, refused [3]atomic.Int64
+	var opened, refused, open [3]atomic.Int64
 	var wg sync.WaitGroup
+	began := time.Now()
 	for w := range 6 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 30 {
+			// Moving, the storm lasts long enough for the breaker to open,
+			// cool down and be probed again a few times.
+			for i := 0; i < 30 || moving && time.Since(began) < 600*time.Millisecond && i < 2000; i++ {
 				mi := (w + i) % 3
 				m := methods[mi]
 				ending := (w*7 + i) % 7
@@ -72,6 +95,10 @@ func TestAttack24eStreamStormGivesEveryPermitBackAndCountsEachOnce(t *testing.T)
 					cs, err := atk24eOpen(octx, conn, m, first)
 					if errors.Is(err, runtime.ErrBulkheadFull) {
 						refused[mi].Add(1)
+						return
+					}
+					if errors.Is(err, runtime.ErrCircuitOpen) {
+						open[mi].Add(1)
 						return
 					}
 					opened[mi].Add(1)
@@ -137,11 +164,22 @@ func TestAttack24eStreamStormGivesEveryPermitBackAndCountsEachOnce(t *testing.T)
 		if got, ok := series[fmt.Sprintf("resilient_client_bulkhead_in_use{bulkhead=%s}", short)]; ok && got != 0 {
 			t.Errorf("%s: bulkhead_in_use %v after the storm, want 0", short, got)
 		}
+		if got := series[fmt.Sprintf("resilient_client_breaker_rejections_total{method=%s}", short)]; int64(got) != open[mi].Load() {
+			t.Errorf("%s: breaker_rejections_total %v, want %d", short, got, open[mi].Load())
+		}
 		if opened[mi].Load() == 0 {
 			t.Errorf("%s: no stream opened", short)
 		}
 		t.Logf("%s: %d opened, %d refused, attempts %v, breaker rejections %v", short, opened[mi].Load(), refused[mi].Load(),
 			atk24eAttempts(t, reg, m), series[fmt.Sprintf("resilient_client_breaker_rejections_total{method=%s}", short)])
-		atk24eWantExactN(t, rt, conn, m, 4)
+		if !moving {
+			atk24eWantExactN(t, rt, conn, m, 4)
+		}
+	}
+	if moving {
+		t.Logf("%d transitions", transitions.Load())
+		if transitions.Load() < 2 {
+			t.Error("the breaker never moved: the storm tested nothing of its endings")
+		}
 	}
 }
