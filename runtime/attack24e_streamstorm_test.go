@@ -161,6 +161,9 @@ func atk24eStorm(t *testing.T, moving bool) {
 		if got := series[fmt.Sprintf("resilient_client_bulkhead_rejections_total{method=%s}", short)]; int64(got) != refused[mi].Load() {
 			t.Errorf("%s: bulkhead_rejections_total %v, want %d", short, got, refused[mi].Load())
 		}
+		if got := atk24eDurations(t, reg, short); got != uint64(opened[mi].Load()) {
+			t.Errorf("%s: attempt_duration_seconds counts %d, want %d (each stream opened once)", short, got, opened[mi].Load())
+		}
 		if got, ok := series[fmt.Sprintf("resilient_client_bulkhead_in_use{bulkhead=%s}", short)]; ok && got != 0 {
 			t.Errorf("%s: bulkhead_in_use %v after the storm, want 0", short, got)
 		}
@@ -182,4 +185,28 @@ func atk24eStorm(t *testing.T, moving bool) {
 			t.Error("the breaker never moved: the storm tested nothing of its endings")
 		}
 	}
+}
+
+// atk24eDurations is the sample count of attempt_duration_seconds of the
+// method named short.
+func atk24eDurations(t *testing.T, reg *prometheus.Registry, short string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != "resilient_client_attempt_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" && l.GetValue() == short {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
 }
