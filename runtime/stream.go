@@ -22,9 +22,10 @@ import (
 // their handles (UnaryHandle) apply their policy.
 //
 // SendMsg refuses a nil message (INVALID_ARGUMENT, nothing sent, the
-// stream still open), as a unary handle refuses a nil request; Invoke and
-// NewStream refuse a call option that is nil or holds a nil, as the
-// handles do (see refuseNilOptions).
+// stream still open; a server stream's nil request ends it, see SendMsg),
+// as a unary handle refuses a nil request; Invoke and NewStream refuse a
+// call option that is nil or holds a nil, as the handles do (see
+// refuseNilOptions), and NewStream a nil *grpc.StreamDesc.
 //
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
