@@ -14,12 +14,14 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -103,5 +105,46 @@ func TestAttack24eNilStreamDescIsRefused(t *testing.T) {
 	}
 	if got := atk24eAttempts(t, reg, atk24eChat); len(got) != 0 {
 		t.Errorf("attempts_total %v after a nil desc, want none", got)
+	}
+}
+
+// A nil sent on a server stream after its request (hand-written code) is
+// refused and leaves the stream as it was: only a nil in place of the
+// request, which the plain client's method returns without the stream,
+// ends it.
+func TestAttack24eNilAfterTheRequestOfAServerStreamLeavesItOpen(t *testing.T) {
+	atkNoLeak(t)
+	cc := atk24eServer(t)
+	rt, conn, reg := atk24eClient(t, cc, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs, err := conn.NewStream(ctx, &atk24eWatchDesc, atk24eWatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(wrapperspb.String("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg((*wrapperspb.StringValue)(nil)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a nil after the request: %v, want INVALID_ARGUMENT", err)
+	}
+	if n := atkInUse(t, rt, atk24eWatch); n != 1 {
+		t.Fatalf("%d permits taken by the open stream, want 1", n)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for err == nil {
+		if err = cs.RecvMsg(new(wrapperspb.StringValue)); err == nil {
+			n++
+		}
+	}
+	if err != io.EOF || n != 3 {
+		t.Fatalf("read %d messages then %v, want 3 then io.EOF", n, err)
+	}
+	atkWantNoPermits(t, rt, atk24eWatch, "after io.EOF")
+	if got := atk24eAttempts(t, reg, atk24eWatch); len(got) != 1 || got["OK"] != 1 {
+		t.Errorf("attempts_total %v, want one OK", got)
 	}
 }

@@ -192,9 +192,10 @@ type stream struct {
 	grpc.ClientStream
 	m           *methodState
 	callerCtx   context.Context
-	final       bool // the stream answers with one message (not server-streaming): it ends with it
-	oneRequest  bool // the stream sends one message (server-streaming): a refused one ends it
-	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
+	final       bool        // the stream answers with one message (not server-streaming): it ends with it
+	oneRequest  bool        // the stream sends one message (server-streaming): a nil one refused before it ends it
+	requestSent atomic.Bool // a oneRequest stream sent its request
+	holdsPermit bool        // a permit of m.bulkhead is taken, to give back once
 	releasing   sync.Mutex
 	released    bool   // guarded by releasing
 	admitted    bool   // ticket is to be given back
@@ -237,11 +238,13 @@ const endPending = 1 << 40
 // stream, its permit and its ticket stay as they were: the caller may send
 // again. A server stream sends its one request inside the plain client's
 // method, which returns the error without the stream, leaving its caller
-// nothing to cancel: its refused request ends it there, its hold given
-// back as for a message that does not marshal.
+// nothing to cancel: a nil refused before its request ends it there, its
+// hold given back as for a message that does not marshal (a nil sent
+// after the request, by hand-written code, is refused and leaves it
+// open, as on the other streams).
 func (s *stream) SendMsg(msg any) error {
 	if nilMessage(msg) {
-		if s.oneRequest {
+		if s.oneRequest && !s.requestSent.Load() {
 			err := misuseError(codes.InvalidArgument, s.m.policy.Name,
 				"nil request of a server stream: nothing was sent and the stream is ended; pass a request")
 			s.finish(&clientFault{err: err})
@@ -256,6 +259,10 @@ func (s *stream) SendMsg(msg any) error {
 	err := s.ClientStream.SendMsg(msg)
 	returned = true
 	switch {
+	case err == nil:
+		if s.oneRequest {
+			s.requestSent.Store(true)
+		}
 	case err == io.EOF:
 		s.overAt()
 		s.release()
