@@ -648,3 +648,57 @@ func TestAttack24eDeadContextAndOversizedSend(t *testing.T) {
 		atk24eWantExact(t, rt, conn, m)
 	}
 }
+
+// A stream whose context ends while it waits for a permit (the bulkhead's
+// MaxWait) ends the wait with its context's code, takes no permit and is
+// counted nowhere; the holder's permit is still exactly one, and once the
+// holder is cancelled the next stream gets it.
+func TestAttack24eStreamWhoseContextEndsWaitingForAPermit(t *testing.T) {
+	atkNoLeak(t)
+	cc := atk24eServer(t)
+	reg := prometheus.NewRegistry()
+	rt, err := runtime.NewClient(&policy.Service{Name: "atk24e.S", Methods: []policy.Method{{Name: atk24eChat, Kind: policy.KindBidiStreaming,
+		Timeout: time.Hour, Bulkhead: &policy.Bulkhead{Permits: 1, MaxWait: 10 * time.Second}}}}, runtime.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := rt.Conn(cc)
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+	if _, err := atk24eOpen(hctx, conn, atk24eChat, "hang"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		name string
+		code codes.Code
+	}{{"deadline", codes.DeadlineExceeded}, {"cancel", codes.Canceled}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		if d.code == codes.Canceled {
+			ctx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+		}
+		began := time.Now()
+		_, err := conn.NewStream(ctx, &atk24eChatDesc, atk24eChat)
+		cancel()
+		if status.Code(err) != d.code {
+			t.Errorf("%s while waiting: %v, want %v", d.name, err, d.code)
+		}
+		if el := time.Since(began); el > 5*time.Second {
+			t.Errorf("%s: the wait lasted %v, past its context", d.name, el)
+		}
+		if n := atkInUse(t, rt, atk24eChat); n != 1 {
+			t.Errorf("%s: %d permits taken, want the holder's 1", d.name, n)
+		}
+	}
+	if got := atk24eAttempts(t, reg, atk24eChat); len(got) != 0 {
+		t.Errorf("attempts_total %v before any stream ended, want none", got)
+	}
+	hcancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.NewStream(ctx, &atk24eChatDesc, atk24eChat); err != nil {
+		t.Fatalf("the next stream once the holder was cancelled: %v", err)
+	}
+	cancel()
+	atkWantFree(t, rt, atk24eChat, "the last cancel")
+}
