@@ -26,6 +26,7 @@ import (
 
 	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // atk24eServerProxied serves the three methods of atk24eServer behind a
@@ -141,5 +142,47 @@ func TestAttack24eStreamsEndedByTheConnection(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A message past the server's receive limit is answered RESOURCE_EXHAUSTED
+// "grpc: received message larger than max": the limit is configuration,
+// not the dependency's load, so the stream's end tells the breaker nothing
+// (one failure would open it here), counts once, and gives the permit
+// back at once, for a stream of each kind.
+func TestAttack24eStreamPastTheServersReceiveLimit(t *testing.T) {
+	atkNoLeak(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1 << 10))
+	w, u, c := atk24eWatchDesc, atk24eUploadDesc, atk24eChatDesc
+	w.Handler, u.Handler, c.Handler = atk24eServe("watch"), atk24eServe("upload"), atk24eServe("chat")
+	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "atk24e.S", HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{w, u, c}}, struct{}{})
+	cc := serveAndDial(t, gs, lis)
+	// RESOURCE_EXHAUSTED is a failure code here: a server shedding load.
+	rt, conn, reg := atk24eClientCodes(t, cc, 30*time.Second, policy.CodesOf(codes.Unavailable, codes.ResourceExhausted))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, m := range []string{atk24eWatch, atk24eUpload, atk24eChat} {
+		cs, err := atk24eOpen(ctx, conn, m, strings.Repeat("L", 4<<10))
+		if err == nil {
+			if m != atk24eWatch {
+				_ = cs.CloseSend()
+			}
+			err = atk24eRecvAll(cs)
+		}
+		if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "larger than max") {
+			t.Errorf("%s: %v, want the server's RESOURCE_EXHAUSTED larger than max", atk24eShort(m), err)
+		}
+		if n := atkInUse(t, rt, m); n != 0 {
+			t.Errorf("%s: %d permits after the refusal", atk24eShort(m), n)
+		}
+		if got := atk24eAttempts(t, reg, m); len(got) != 1 || got["RESOURCE_EXHAUSTED"] != 1 {
+			t.Errorf("%s: attempts_total %v, want one under RESOURCE_EXHAUSTED", atk24eShort(m), got)
+		}
+		atkWantBreaker(t, rt, m, runtime.StateClosed, atk24eShort(m)+": breaker %v, want closed")
 	}
 }

@@ -145,6 +145,13 @@ func atk24eServer(t *testing.T) *grpc.ClientConn {
 // own registry.
 func atk24eClient(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, opts ...runtime.Option) (*runtime.Client, grpc.ClientConnInterface, *prometheus.Registry) {
 	t.Helper()
+	return atk24eClientCodes(t, cc, timeout, policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded), opts...)
+}
+
+// atk24eClientCodes is atk24eClient with the breakers' failure codes given.
+func atk24eClientCodes(t *testing.T, cc grpc.ClientConnInterface, timeout time.Duration, failures policy.CodeSet,
+	opts ...runtime.Option) (*runtime.Client, grpc.ClientConnInterface, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	var ms []policy.Method
 	for _, n := range []struct {
@@ -154,7 +161,7 @@ func atk24eClient(t *testing.T, cc grpc.ClientConnInterface, timeout time.Durati
 		ms = append(ms, policy.Method{Name: n.name, Kind: n.kind, Timeout: timeout,
 			Bulkhead: &policy.Bulkhead{Permits: 1},
 			Breaker: &policy.Breaker{FailureRatio: 1, MinimumCalls: 1, Window: time.Minute, CoolDown: time.Minute, HalfOpenProbes: 1,
-				FailureCodes: policy.CodesOf(codes.Unavailable, codes.DeadlineExceeded)}})
+				FailureCodes: failures}})
 	}
 	rt, err := runtime.NewClient(&policy.Service{Name: "atk24e.S", Methods: ms}, append(opts, runtime.WithRegisterer(reg))...)
 	if err != nil {
