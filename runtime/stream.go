@@ -22,9 +22,10 @@ import (
 // their handles (UnaryHandle) apply their policy.
 //
 // SendMsg refuses a nil message (INVALID_ARGUMENT, nothing sent, the
-// stream still open), as a unary handle refuses a nil request; Invoke and
-// NewStream refuse a call option that is nil or holds a nil, as the
-// handles do (see refuseNilOptions).
+// stream still open; a server stream's nil request ends it, see SendMsg),
+// as a unary handle refuses a nil request; Invoke and NewStream refuse a
+// call option that is nil or holds a nil, as the handles do (see
+// refuseNilOptions), and NewStream a nil *grpc.StreamDesc.
 //
 // A stream holds its bulkhead permit until it ends, and gives it back at
 // once on every ending: its last message (the response of a client stream),
@@ -108,6 +109,12 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if err := refuseNilOptions(method, callersOptions(opts)); err != nil {
 		return nil, refusedWith(opts, err)
 	}
+	if desc == nil {
+		// Hand-written code: the generated clients pass their service
+		// descriptor's. grpc-go would open a stream it cannot describe.
+		return nil, refusedWith(opts, misuseError(codes.InvalidArgument, method,
+			"nil *grpc.StreamDesc given to NewStream: pass the method's descriptor from the service's grpc.ServiceDesc"))
+	}
 	m := w.c.byName[method]
 	if m == nil {
 		return w.cc.NewStream(ctx, desc, method, opts...)
@@ -120,7 +127,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 		// outcome.
 		return nil, refusedWith(opts, statusFromContext(err))
 	}
-	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams}
+	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams, oneRequest: !desc.ClientStreams}
 	if m.bulkhead != nil {
 		if err := m.acquirePermit(ctx); err != nil {
 			return nil, refusedWith(opts, err)
@@ -185,8 +192,10 @@ type stream struct {
 	grpc.ClientStream
 	m           *methodState
 	callerCtx   context.Context
-	final       bool // the stream answers with one message (not server-streaming): it ends with it
-	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
+	final       bool        // the stream answers with one message (not server-streaming): it ends with it
+	oneRequest  bool        // the stream sends one message (server-streaming): a nil one refused before it ends it
+	requestSent atomic.Bool // a oneRequest stream sent its request
+	holdsPermit bool        // a permit of m.bulkhead is taken, to give back once
 	releasing   sync.Mutex
 	released    bool   // guarded by releasing
 	admitted    bool   // ticket is to be given back
@@ -225,10 +234,22 @@ const endPending = 1 << 40
 // A nil message (nil, or a nil pointer to a generated message) is refused
 // with INVALID_ARGUMENT, as a unary handle refuses a nil request: gRPC
 // would send it as an empty message, which is never what the caller
-// meant. Nothing is sent, and the stream, its permit and its ticket stay
-// as they were: the caller may send again.
+// meant. Nothing is sent. On a client or bidirectional stream, the
+// stream, its permit and its ticket stay as they were: the caller may send
+// again. A server stream sends its one request inside the plain client's
+// method, which returns the error without the stream, leaving its caller
+// nothing to cancel: a nil refused before its request ends it there, its
+// hold given back as for a message that does not marshal (a nil sent
+// after the request, by hand-written code, is refused and leaves it
+// open, as on the other streams).
 func (s *stream) SendMsg(msg any) error {
 	if nilMessage(msg) {
+		if s.oneRequest && !s.requestSent.Load() {
+			err := misuseError(codes.InvalidArgument, s.m.policy.Name,
+				"nil request of a server stream: nothing was sent and the stream is ended; pass a request")
+			s.finish(&clientFault{err: err})
+			return err
+		}
 		return misuseError(codes.InvalidArgument, s.m.policy.Name,
 			"nil message sent on the stream: nothing was sent and the stream stays open; send a message, or CloseSend to end the requests")
 	}
@@ -238,6 +259,10 @@ func (s *stream) SendMsg(msg any) error {
 	err := s.ClientStream.SendMsg(msg)
 	returned = true
 	switch {
+	case err == nil:
+		if s.oneRequest {
+			s.requestSent.Store(true)
+		}
 	case err == io.EOF:
 		s.overAt()
 		s.release()
