@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -120,9 +121,24 @@ func (c *cache) join(ctx context.Context, key string) (*flight, bool) {
 	}
 	c.started++
 	f := &flight{done: make(chan struct{}), waiters: 1, seq: c.started}
-	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.ctx, f.cancel = context.WithCancel(ownMetadata(context.WithoutCancel(ctx)))
 	c.flights[key] = f
 	return f, true
+}
+
+// ownMetadata returns ctx carrying a copy of its outgoing metadata, for a
+// shared call that may outlive its starter: metadata.NewOutgoingContext
+// keeps the starter's map itself, which the starter owns again once it
+// returns (-race saw gRPC read it as the starter wrote it:
+// TestAttack24aSharedCallAndTheStartersMetadataMap). A context without
+// outgoing metadata is returned as it is. gRPC's copy lowercases the keys
+// (as gRPC itself does on receipt of every other spelling).
+func ownMetadata(ctx context.Context) context.Context {
+	md, ok := metadata.FromOutgoingContext(ctx) // a copy
+	if !ok {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // leave takes a caller who stopped waiting off the flight of key. The last
