@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -81,9 +81,6 @@ type flight struct {
 	// last waiter leaves: nothing more is started for it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// chose: what the first caller's call options set (see
-	// sharedOptions), set before the call starts.
-	chose starterChose
 	// startersOwn: the call failed on its starter's side (see
 	// startersOwn), set before done is closed.
 	startersOwn bool
@@ -124,9 +121,24 @@ func (c *cache) join(ctx context.Context, key string) (*flight, bool) {
 	}
 	c.started++
 	f := &flight{done: make(chan struct{}), waiters: 1, seq: c.started}
-	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.ctx, f.cancel = context.WithCancel(ownMetadata(context.WithoutCancel(ctx)))
 	c.flights[key] = f
 	return f, true
+}
+
+// ownMetadata returns ctx carrying a copy of its outgoing metadata, for a
+// shared call that may outlive its starter: metadata.NewOutgoingContext
+// keeps the starter's map itself, which the starter owns again once it
+// returns (-race saw gRPC read it as the starter wrote it:
+// TestAttack24aSharedCallAndTheStartersMetadataMap). A context without
+// outgoing metadata is returned as it is. gRPC's copy lowercases the keys
+// (as gRPC itself does on receipt of every other spelling).
+func ownMetadata(ctx context.Context) context.Context {
+	md, ok := metadata.FromOutgoingContext(ctx) // a copy
+	if !ok {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // leave takes a caller who stopped waiting off the flight of key. The last
@@ -237,9 +249,7 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 			// and its options again once it returns and may reuse them for
 			// another key: the call sends a copy of each, taken here,
 			// before the caller can return.
-			var kept []grpc.CallOption
-			kept, f.chose = sharedOptions(opts)
-			go fetch(m, f, idemKey, key, copyOf(req), kept, call)
+			go fetch(m, f, idemKey, key, copyOf(req), sharedOptions(opts), call)
 		}
 		select {
 		case <-f.done:
@@ -286,117 +296,18 @@ func cached[Req, Resp any](ctx context.Context, m *methodState, idemKey, key str
 	}
 }
 
-// startersOwn reports whether err, the failure of a shared call made
-// with req and its starter's options (chose: see sharedOptions), is a client fault that may be its starter's own, of its
-// values (outgoing metadata gRPC cannot carry, a call option naming no
-// registered compressor or codec, a request that does not marshal):
-// another caller's call may be sent. A call on a ClientConn the program
-// closed is every caller's: it is not. Nor is a size limit when the
-// starter set none by a call option for that way (a limit on what it
-// receives, on what it sends): it is the ClientConn's or the server's
-// (a server refuses a request past its limit in the words of a receive
-// limit), every caller's too, and a turn for each waiter would send the
-// request again, one waiter after the other. Nor is
-// a marshal failure when the starter set no codec by a call option and
-// its request marshals: the server answered so, having run the call, as
-// it does when its reply does not marshal, in the same words, and would
-// again for each waiter (a codec of the ClientConn's own failing on this
-// request alone is taken for it too: its waiters get its failure). It
-// runs once per failed shared call, on the call's goroutine.
-func startersOwn[Req any](err error, req *Req, chose starterChose) bool {
-	f, ok := unsent(err).(*clientFault)
-	if !ok {
-		return false
-	}
-	st := status.Convert(f.err)
-	switch st.Code() {
-	case codes.Canceled:
-		return st.Message() != connClosing
-	case codes.ResourceExhausted:
-		if strings.HasPrefix(st.Message(), tooLargeToSend) {
-			return chose&choseSendLimit != 0
-		}
-		return chose&choseRecvLimit != 0
-	case codes.Internal:
-		if strings.HasPrefix(st.Message(), marshalFailure) && chose&choseCodec == 0 {
-			pm, ok := any(req).(proto.Message)
-			if !ok {
-				return true // another codec's: the runtime cannot tell
-			}
-			_, merr := proto.Marshal(pm)
-			return merr != nil
-		}
-	}
-	return true
-}
-
 // sharedOptions returns the options a shared call is made with, a copy of
 // the first caller's opts without those that write into that caller's
-// memory (header, trailer, peer; by value or pointer), since that caller
-// may be gone; and
-// what opts set of the message size limits and the codec.
-func sharedOptions(opts []grpc.CallOption) (kept []grpc.CallOption, chose starterChose) {
-	kept = opts[:0:0]
+// memory (header, trailer, peer; by value, by pointer or embedded in an
+// option of the program's: see targetOf), since that caller may be gone.
+func sharedOptions(opts []grpc.CallOption) []grpc.CallOption {
+	kept := opts[:0:0]
 	for _, o := range opts {
-		if targetOf(o) != writesNothing {
-			continue
+		if targetOf(o) == writesNothing {
+			kept = append(kept, o)
 		}
-		switch o.(type) {
-		case grpc.MaxRecvMsgSizeCallOption, *grpc.MaxRecvMsgSizeCallOption:
-			chose |= choseRecvLimit
-		case grpc.MaxSendMsgSizeCallOption, *grpc.MaxSendMsgSizeCallOption:
-			chose |= choseSendLimit
-		default:
-			if choosesCodec(o) {
-				chose |= choseCodec
-			}
-		}
-		kept = append(kept, o)
 	}
-	return kept, chose
-}
-
-// starterChose is what the call options of a shared call's starter set
-// (see sharedOptions, startersOwn).
-type starterChose uint8
-
-const (
-	choseRecvLimit starterChose = 1 << iota
-	choseSendLimit
-	choseCodec
-)
-
-// tooLargeToSend is the start of the message of a request past the
-// client's own send limit (one of tooLarge); the others are a receive
-// limit's, the client's or the server's.
-const tooLargeToSend = "trying to send message larger than max"
-
-// choosesCodec reports whether o is a call option by which the caller
-// chose a codec other than gRPC's proto codec: not ForceCodecV2(nil),
-// which leaves the connection's, nor the runtime's own of a keyed call
-// (keyedOptions), which marshals as proto does.
-func choosesCodec(o grpc.CallOption) bool {
-	switch o := o.(type) {
-	case grpc.ForceCodecV2CallOption:
-		return forcesCodec(o)
-	case *grpc.ForceCodecV2CallOption:
-		return o != nil && forcesCodec(*o)
-	case grpc.ContentSubtypeCallOption:
-		return o.ContentSubtype != protocodec.Name
-	case *grpc.ContentSubtypeCallOption:
-		return o != nil && o.ContentSubtype != protocodec.Name
-	case grpc.ForceCodecCallOption, grpc.CustomCodecCallOption, *grpc.ForceCodecCallOption, *grpc.CustomCodecCallOption:
-		return true
-	}
-	return false
-}
-
-func forcesCodec(o grpc.ForceCodecV2CallOption) bool {
-	if o.CodecV2 == nil {
-		return false
-	}
-	_, keyed := o.CodecV2.(keyedCodec)
-	return !keyed
+	return kept
 }
 
 // gaveUp is the end of a cached call whose caller's context ended (err,
@@ -483,7 +394,7 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	if err == nil {
 		val = resp
 	} else {
-		f.startersOwn = startersOwn(err, req, f.chose)
+		f.startersOwn = startersOwn(f.ctx, err, req, opts)
 	}
 	m.cache.finish(key, f, val, err, m.client.now())
 }

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"reflect"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -30,32 +32,54 @@ type copyMeta struct {
 // grpc.Peer options in opts, nil when there are none. A pointer to one of
 // those options is one too: grpc-go calls its value methods through it,
 // and writes where it points as each copy ends (refuse has refused a nil
-// one).
+// one); so is an option of the program's that embeds one (see writerOf).
 func callerMetaOf(opts []grpc.CallOption) *callerMeta {
 	var c *callerMeta
 	for _, o := range opts {
-		switch o := o.(type) {
+		switch w := o.(type) {
 		case grpc.HeaderCallOption:
 			c = orNew(c)
-			c.header = append(c.header, o.HeaderAddr)
+			c.header = append(c.header, w.HeaderAddr)
 		case *grpc.HeaderCallOption:
 			c = orNew(c)
-			c.header = append(c.header, o.HeaderAddr)
+			c.header = append(c.header, w.HeaderAddr)
 		case grpc.TrailerCallOption:
 			c = orNew(c)
-			c.trailer = append(c.trailer, o.TrailerAddr)
+			c.trailer = append(c.trailer, w.TrailerAddr)
 		case *grpc.TrailerCallOption:
 			c = orNew(c)
-			c.trailer = append(c.trailer, o.TrailerAddr)
+			c.trailer = append(c.trailer, w.TrailerAddr)
 		case grpc.PeerCallOption:
 			c = orNew(c)
-			c.peer = append(c.peer, o.PeerAddr)
+			c.peer = append(c.peer, w.PeerAddr)
 		case *grpc.PeerCallOption:
 			c = orNew(c)
-			c.peer = append(c.peer, o.PeerAddr)
+			c.peer = append(c.peer, w.PeerAddr)
+		case nil, grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
+			grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
+			grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption, grpc.OnFinishCallOption,
+			grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption,
+			grpc.PerRPCCredsCallOption, grpc.MaxRetryRPCBufferSizeCallOption:
+			// grpc-go's others: no reflection (see writerOf)
+		default:
+			if w := writerOf(o); w != nil {
+				one := [1]grpc.CallOption{w}
+				c = callerMetaOf(one[:]).add(c)
+			}
 		}
 	}
 	return c
+}
+
+// add returns d with c's targets added (d nil: c).
+func (c *callerMeta) add(d *callerMeta) *callerMeta {
+	if d == nil {
+		return c
+	}
+	d.header = append(d.header, c.header...)
+	d.trailer = append(d.trailer, c.trailer...)
+	d.peer = append(d.peer, c.peer...)
+	return d
 }
 
 func orNew(c *callerMeta) *callerMeta {
@@ -77,8 +101,8 @@ const (
 )
 
 // targetOf says what of the caller's memory o has gRPC write into: the
-// grpc.Header, grpc.Trailer and grpc.Peer options, by value or pointer
-// (grpc-go calls their value methods through a pointer too). The layers
+// grpc.Header, grpc.Trailer and grpc.Peer options, by value, by pointer
+// or embedded in an option of the program's (see writerOf). The layers
 // that make several gRPC calls of one (hedging) or one of many (a cache's
 // shared call) point these elsewhere or leave them out.
 func targetOf(o grpc.CallOption) callerTarget {
@@ -90,7 +114,91 @@ func targetOf(o grpc.CallOption) callerTarget {
 	case grpc.PeerCallOption, *grpc.PeerCallOption:
 		return writesPeer
 	}
+	switch o.(type) {
+	case nil, grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
+		grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
+		grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption, grpc.OnFinishCallOption,
+		grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption,
+		grpc.PerRPCCredsCallOption, grpc.MaxRetryRPCBufferSizeCallOption:
+		return writesNothing // grpc-go's others: no reflection (see writerOf)
+	}
+	switch writerOf(o).(type) {
+	case grpc.HeaderCallOption:
+		return writesHeader
+	case grpc.TrailerCallOption:
+		return writesTrailer
+	case grpc.PeerCallOption:
+		return writesPeer
+	}
 	return writesNothing
+}
+
+// writerOf returns, as one of grpc-go's options by value, the
+// grpc.Header, grpc.Trailer or grpc.Peer option through which o has gRPC
+// write into the caller's memory: o itself, what o points to (grpc-go
+// calls their value methods through a pointer too; refuse has refused a
+// nil one), or, for an option of the program's, the one of these its
+// grpc-go methods come from (Go's rule: the shallowest embedding, through
+// values, pointers and interfaces, as promoter finds it: grpc-go calls
+// those methods, and writes where the embedded option points). Nil for
+// any other option. grpc-go's own options are answered by their type
+// alone, no reflection, no allocation; only another type pays for
+// reflection (promoter keeps its walk of a type).
+func writerOf(o grpc.CallOption) grpc.CallOption {
+	switch o := o.(type) {
+	case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		return o
+	case *grpc.HeaderCallOption:
+		return *o
+	case *grpc.TrailerCallOption:
+		return *o
+	case *grpc.PeerCallOption:
+		return *o
+	case nil, grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
+		grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
+		grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption, grpc.OnFinishCallOption,
+		grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption,
+		grpc.PerRPCCredsCallOption, grpc.MaxRetryRPCBufferSizeCallOption:
+		return nil
+	}
+	return embeddedWriter(reflect.ValueOf(o))
+}
+
+// embeddedWriter is writerOf of an option of a type writerOf's switch
+// does not know: apart, so that the switch stays a small function.
+func embeddedWriter(rv reflect.Value) grpc.CallOption {
+	for range maxNilDepth {
+		switch rv.Kind() {
+		case reflect.Interface, reflect.Pointer:
+			if rv.IsNil() {
+				return nil
+			}
+			rv = rv.Elem()
+			continue
+		case reflect.Struct:
+		default:
+			return nil
+		}
+		switch i := promoter(rv.Type()); i {
+		case notAnOption, promotesNone:
+			return nil
+		case grpcsOwn:
+			// Read through the field's address: an option reached through
+			// an unexported embedding cannot be made an interface again.
+			switch rv.Type() {
+			case reflect.TypeFor[grpc.HeaderCallOption]():
+				return grpc.HeaderCallOption{HeaderAddr: (*metadata.MD)(rv.Field(0).UnsafePointer())}
+			case reflect.TypeFor[grpc.TrailerCallOption]():
+				return grpc.TrailerCallOption{TrailerAddr: (*metadata.MD)(rv.Field(0).UnsafePointer())}
+			case reflect.TypeFor[grpc.PeerCallOption]():
+				return grpc.PeerCallOption{PeerAddr: (*peer.Peer)(rv.Field(0).UnsafePointer())}
+			}
+			return nil
+		default:
+			rv = rv.Field(i)
+		}
+	}
+	return nil // deeper than the runtime looks, as nilIn
 }
 
 // optsFor returns opts with the caller's Header, Trailer and Peer options
