@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -82,5 +83,66 @@ func TestAttack24gFastErrorAnswersDoNotCollapseTheLimit(t *testing.T) {
 	t.Logf("recovered 400 ms: %d answers, %d refused locally, %d calls reached the server", ok.Load(), limited.Load(), reached)
 	if limited.Load() > ok.Load() {
 		t.Errorf("after the recovery %d calls were refused by the limit for %d answers: want fewer refused than answered", limited.Load(), ok.Load())
+	}
+}
+
+// TestAttack24gFastAndSlowMethodsShareTheLimitOnLoopback: a real server
+// answers GetStock in 3 ms and StockReport in 60 ms, whatever the load;
+// 2 callers of GetStock and 24 of StockReport in a loop for 1.5 s under
+// the service's shared adaptive limit (initial 16, at most 32). The
+// dependency never queues, so the limit must let the 26 callers through:
+// before, the rounds of GetStock's answers alone set the baseline at about
+// 3 ms, every round with a report was judged tens of times
+// slower, and the limit sat at 1 to 2, refusing most of both methods'
+// calls.
+func TestAttack24gFastAndSlowMethodsShareTheLimitOnLoopback(t *testing.T) {
+	srv, cc := startFault(t, func(ctx context.Context, c server.Call) error {
+		if c.Method == atkStockReport {
+			return server.Wait(ctx, 60*time.Millisecond)
+		}
+		return server.Wait(ctx, 3*time.Millisecond)
+	})
+	c := adaptiveClient(t, cc, func(p *policy.Service) {
+		p.Breaker = nil
+		p.Bulkhead = &policy.Bulkhead{Permits: 32, MaxWait: 20 * time.Millisecond}
+		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 16}
+		for i := range p.Methods {
+			p.Methods[i].Timeout, p.Methods[i].Retry, p.Methods[i].Hedging = 500*time.Millisecond, nil, nil
+			p.Methods[i].OverallTimeout = 0
+		}
+	})
+	var ok, limited atomic.Int64
+	until := time.Now().Add(1500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range 26 {
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				var err error
+				if i < 2 {
+					_, err = getStockOf(context.Background(), c)
+				} else {
+					_, err = c.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "w"})
+				}
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, runtime.ErrConcurrencyLimited):
+					limited.Add(1)
+					time.Sleep(time.Millisecond)
+				default:
+					t.Errorf("unexpected %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d answers, %d refused by the limit; the server saw %d GetStock, %d StockReport, at most %d at once",
+		ok.Load(), limited.Load(), srv.Calls(getStock), srv.Calls(atkStockReport), srv.MaxInFlight())
+	// Before: 146 answers and 25550 refusals. After: about 1100 answers and
+	// 150 refusals, under the race detector on a loaded machine up to one
+	// refusal per answer (the 3 ms method's rounds are mostly the
+	// scheduler's noise there).
+	if limited.Load() > 3*ok.Load() {
+		t.Errorf("%d calls refused by the limit for %d answers of a server that never queues: want at most 3 refusals per answer", limited.Load(), ok.Load())
 	}
 }

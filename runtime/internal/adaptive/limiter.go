@@ -134,7 +134,7 @@ type Token struct {
 // Limiter is an adaptive concurrency limit (see the package doc). It is
 // safe for concurrent use. Acquire is one compare-and-swap and never
 // blocks; Release takes the limiter's mutex for a few arithmetic operations.
-// Neither allocates.
+// Neither allocates, but for ReleaseAs the first time it sees a class.
 type Limiter struct {
 	p    Policy
 	base time.Time
