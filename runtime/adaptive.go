@@ -49,6 +49,9 @@ const episodeQuiet = time.Second
 type concurrencyLimit struct {
 	l     *adaptive.Limiter
 	label string // "shared" or the method's short name
+	// classes is how many latency classes bind has given out: each method
+	// of the limit has two, its answers and its error answers.
+	classes int
 
 	gauge prometheus.Gauge // nil without metrics
 	// limiting is set from the first refusal of an episode, reported once,
@@ -217,6 +220,9 @@ func (a *adaptiveLayers) bind(m *methodState) error {
 			return fmt.Errorf("resilient: policy %s: %s.AdaptiveLimit: %w", a.c.policy.Name, mp.Name, err)
 		}
 	}
+	if cl := m.concurrency; cl != nil {
+		m.limitClass, cl.classes = cl.classes, cl.classes+2
+	}
 	if a.mx != nil && (m.concurrency != nil || m.throttle != nil) {
 		dep, name := a.c.policy.Name, shortName(mp.Name)
 		am := &adaptiveMetrics{}
@@ -360,7 +366,11 @@ func (m *methodState) leave(ctx context.Context, g gate, err error, n int64, mar
 		n = c.now()
 	}
 	if cl := m.concurrency; cl != nil {
-		cl.l.ReleaseAt(g.tok, o, time.Duration(n-g.start), n)
+		class := m.limitClass
+		if err != nil {
+			class++ // an error answer's latency is not the answers' (adaptive.Limiter.ReleaseAs)
+		}
+		cl.l.ReleaseAs(g.tok, o, class, time.Duration(n-g.start), n)
 		if cl.gauge != nil {
 			cl.gauge.Set(float64(cl.l.Limit()))
 		}

@@ -45,6 +45,7 @@ type methodState struct {
 	cache    *cache       // nil unless the method has a cache
 
 	concurrency     *concurrencyLimit // the method's own adaptive limit, or the service's; nil for none
+	limitClass      int               // the latency class of the method's answers in concurrency (bind)
 	throttle        *clientThrottle   // the service's throttler; nil for none
 	adaptiveMetrics *adaptiveMetrics  // nil without a registerer or adaptive layers
 

@@ -20,7 +20,16 @@
 //     round then lasts two.
 //   - At the end of a round its RTT is the mean RTT of the successes the
 //     round saw. The baseline is the smallest round RTT over the last
-//     BaselineWindow: the dependency's latency without queueing.
+//     BaselineWindow: the dependency's latency without queueing. Each
+//     class of success (ReleaseAs: the runtime gives each method sharing
+//     the limit two, its answers and its error answers) has its own
+//     baseline, and a round with several is judged by the mean over its
+//     successes of how many times its class's baseline each took: a round
+//     of a fast method's answers, or of errors that cost the dependency
+//     nothing, does not set the latency a slow method's answers are taken
+//     for queueing against (TestAttack24gFastAndSlowMethodsSharingTheLimit:
+//     1 ms and 100 ms methods of a dependency that never queued had the
+//     limit at 1 and 29580 calls refused for 446 let through, before).
 //   - Within Tolerance × baseline the dependency is not queueing: the limit
 //     grows by √limit (fast from a low limit, gently near a high one), but
 //     only when the round used at least half the limit, so that an idle

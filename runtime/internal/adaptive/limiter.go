@@ -134,7 +134,7 @@ type Token struct {
 // Limiter is an adaptive concurrency limit (see the package doc). It is
 // safe for concurrent use. Acquire is one compare-and-swap and never
 // blocks; Release takes the limiter's mutex for a few arithmetic operations.
-// Neither allocates.
+// Neither allocates, but for ReleaseAs the first time it sees a class.
 type Limiter struct {
 	p    Policy
 	base time.Time
@@ -143,14 +143,28 @@ type Limiter struct {
 	inFlight atomic.Int64  // calls admitted and not released
 	round    atomic.Uint64 // the current round; a Token carries the round of its Acquire
 
-	mu        sync.Mutex
-	value     float64 // the limit
-	halvedIn  uint64  // the round that began at the last halving
-	sum       int64   // nanoseconds: the RTTs of the successes of the current round
-	successes int64   // the successes of the current round
-	peak      int64   // the most calls in flight seen by a Release of the current round
-	baseline  baseline
+	mu       sync.Mutex
+	value    float64 // the limit
+	halvedIn uint64  // the round that began at the last halving
+	peak     int64   // the most calls in flight seen by a Release of the current round
+	// classes are the kinds of answer with a latency of their own
+	// (ReleaseAs), each with its baseline and the successes of the current
+	// round; touched lists those that have some.
+	classes []class
+	touched []int
 }
+
+// class is one kind of answer's latency: its baseline, and the RTTs of its
+// successes in the current round.
+type class struct {
+	baseline  baseline
+	sum       int64 // nanoseconds
+	successes int64
+}
+
+// MaxClasses bounds the classes of a Limiter: a class passed to ReleaseAs
+// outside [0, MaxClasses) counts as class 0.
+const MaxClasses = 1 << 12
 
 // New returns a limiter at p's initial limit. base is any instant before
 // the first call; the baseline window counts from it.
@@ -159,7 +173,8 @@ func New(p Policy, base time.Time) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{p: p, base: base, value: float64(p.InitialLimit), baseline: newBaseline(int64(p.BaselineWindow))}
+	l := &Limiter{p: p, base: base, value: float64(p.InitialLimit)}
+	l.classes = []class{{baseline: newBaseline(int64(p.BaselineWindow))}}
 	l.limit.Store(int64(p.InitialLimit))
 	return l, nil
 }
@@ -199,6 +214,17 @@ func (l *Limiter) Release(t Token, o Outcome, rtt time.Duration, now time.Time) 
 // caller that keeps its clock as such (the runtime's client, whose base is
 // the same): no time.Time is made.
 func (l *Limiter) ReleaseAt(t Token, o Outcome, rtt time.Duration, now int64) {
+	l.ReleaseAs(t, o, 0, rtt, now)
+}
+
+// ReleaseAs is ReleaseAt for a success of the given class: a kind of answer
+// whose latency is its own (a method of the dependency, its error answers
+// apart from its others). Each class has its own baseline, and a round is
+// judged by how much slower than its baseline each of its successes was, so
+// that a round of fast answers (one method's, or errors that cost the
+// dependency nothing) does not set the baseline the slower ones are then
+// taken for queueing against. A class outside [0, MaxClasses) counts as 0.
+func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now int64) {
 	if !t.held {
 		return
 	}
@@ -216,8 +242,12 @@ func (l *Limiter) ReleaseAt(t Token, o Outcome, rtt time.Duration, now int64) {
 			l.halvedIn = l.nextRound(max(l.value/2, float64(l.p.MinLimit)))
 		}
 	default:
-		l.sum += min(int64(rtt), maxRTT)
-		l.successes++
+		c := l.class(cls)
+		if c.successes == 0 {
+			l.touched = append(l.touched, cls)
+		}
+		c.sum += min(int64(rtt), maxRTT)
+		c.successes++
 		l.peak = max(l.peak, n)
 		if t.round == l.round.Load() {
 			l.endRound(max(now, 0))
@@ -226,17 +256,43 @@ func (l *Limiter) ReleaseAt(t Token, o Outcome, rtt time.Duration, now int64) {
 	l.mu.Unlock()
 }
 
+// class returns the class cls (0 if out of range), adding the classes up
+// to it on first sight; l.mu is held.
+func (l *Limiter) class(cls int) *class {
+	if cls < 0 || cls >= MaxClasses {
+		cls = 0
+	}
+	for len(l.classes) <= cls {
+		l.classes = append(l.classes, class{baseline: newBaseline(int64(l.p.BaselineWindow))})
+	}
+	return &l.classes[cls]
+}
+
 // endRound moves the limit by the round that ends at now; l.mu is held.
+// The round's gradient is the mean, over its successes, of how many times
+// its class's baseline each took (for one class: the round's mean RTT over
+// the baseline).
 func (l *Limiter) endRound(now int64) {
-	rtt := l.sum / l.successes
-	least := l.baseline.observe(now, rtt)
+	var slower float64 // Σ successes × mean RTT / baseline, per class
+	var successes int64
+	for _, i := range l.touched {
+		c := l.class(i)
+		if c.successes == 0 {
+			continue
+		}
+		rtt := c.sum / c.successes
+		least := c.baseline.observe(now, rtt)
+		slower += float64(c.successes) * float64(rtt) / float64(max(least, 1))
+		successes += c.successes
+	}
+	gradient := slower / float64(successes)
 	target := l.value
-	if allowed := l.p.Tolerance * float64(least); float64(rtt) <= allowed {
+	if gradient <= l.p.Tolerance {
 		if 2*float64(l.peak) >= math.Floor(l.value) {
 			target = l.value + math.Sqrt(l.value)
 		}
 	} else {
-		target = l.value * max(0.5, allowed/float64(rtt))
+		target = l.value * max(0.5, l.p.Tolerance/gradient)
 	}
 	l.nextRound(l.value + l.p.Smoothing*(target-l.value))
 }
@@ -246,6 +302,10 @@ func (l *Limiter) endRound(now int64) {
 func (l *Limiter) nextRound(v float64) uint64 {
 	l.value = min(max(v, float64(l.p.MinLimit)), float64(l.p.MaxLimit))
 	l.limit.Store(int64(l.value))
-	l.sum, l.successes, l.peak = 0, 0, 0
+	for _, i := range l.touched {
+		c := l.class(i)
+		c.sum, c.successes = 0, 0
+	}
+	l.touched, l.peak = l.touched[:0], 0
 	return l.round.Add(1)
 }

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -19,8 +20,17 @@ import (
 //
 // The window covers between d−d/Buckets and d of the past: the oldest
 // bucket drops out whole.
+//
+// The newest bucket ever added to is kept unwrapped (latest), so that the
+// wrap of the epochs cannot be mistaken for time: a reading a whole window
+// older than it is dropped, a slot of another epoch within the window is
+// older and reused, and the slots a step forward skips over are emptied,
+// so that counts of 2^24 buckets ago never come back as current (before,
+// a window idle for between 2^23 and 2^24 buckets, ten to twenty days of a
+// 1 s window, dropped every add as a late reading).
 type Time struct {
 	width   int64 // nanoseconds per bucket
+	latest  atomic.Int64
 	buckets [Buckets]atomic.Uint64
 }
 
@@ -43,6 +53,7 @@ func NewTime(d time.Duration) *Time {
 	if w.width < 1 {
 		w.width = 1
 	}
+	w.latest.Store(-Buckets)
 	return w
 }
 
@@ -60,22 +71,24 @@ func pack(epoch, a, b uint64) uint64 {
 // Add adds da and db to the bucket of now (nanoseconds since the window's
 // clock base; a negative now counts at 0). A reading may come late (taken
 // at the start of a long call, or by a goroutine that was descheduled): one
-// whose slot already holds a newer epoch is a whole window old, outside
-// the window of anyone who sums it, and is dropped rather than wiping the
-// newer counts.
+// a whole window older than the newest bucket added to is outside the
+// window of anyone who sums it, and is dropped rather than wiping the
+// newer counts of its slot.
 func (w *Time) Add(now int64, da, db uint64) {
-	if now < 0 {
-		now = 0
+	q := w.index(now)
+	if l := w.latest.Load(); q > l {
+		w.advance(l, q)
+	} else if q <= l-Buckets {
+		return
 	}
-	q := uint64(now / w.width)
-	epoch := q & epochMask
+	epoch := uint64(q) & epochMask
 	slot := &w.buckets[q%Buckets]
 	for {
 		old := slot.Load()
 		e, a, b := unpack(old)
 		if e != epoch {
-			if a|b != 0 && (e-epoch)&epochMask < 1<<(epochBits-1) {
-				return // the slot is ahead of now: now is out of the window
+			if a|b != 0 && q <= w.latest.Load()-Buckets {
+				return // the slot was reused for a newer epoch meanwhile
 			}
 			a, b = 0, 0
 		}
@@ -98,11 +111,8 @@ func (w *Time) Add(now int64, da, db uint64) {
 // (its counts left the window, or were dropped whole as too old) is left
 // alone, and a count is never taken below zero.
 func (w *Time) Remove(now int64, da, db uint64) {
-	if now < 0 {
-		now = 0
-	}
-	q := uint64(now / w.width)
-	epoch := q & epochMask
+	q := w.index(now)
+	epoch := uint64(q) & epochMask
 	slot := &w.buckets[q%Buckets]
 	for {
 		old := slot.Load()
@@ -117,13 +127,43 @@ func (w *Time) Remove(now int64, da, db uint64) {
 	}
 }
 
+// index is the unwrapped bucket of now, kept far from overflow.
+func (w *Time) index(now int64) int64 {
+	return min(max(now, 0)/w.width, math.MaxInt64/2)
+}
+
+// advance moves latest from l forward to q, and empties the slots of the
+// buckets after l up to q that hold counts of an epoch that wrapped to
+// near theirs: they are far older than the window (a writer of one of those buckets finds its slot
+// emptied or writes it itself; a concurrent late writer drops its add, as
+// latest has passed it).
+func (w *Time) advance(l, q int64) {
+	for !w.latest.CompareAndSwap(l, q) {
+		if l = w.latest.Load(); l >= q {
+			return
+		}
+	}
+	for x := max(l+1, q-Buckets+1, 0); x <= q; x++ {
+		slot := &w.buckets[x%Buckets]
+		if old := slot.Load(); old != 0 {
+			// Only an epoch that wrapped to within a window of x could be
+			// summed as current; the slot's others drop out by themselves.
+			e, _, _ := unpack(old)
+			if d := (uint64(x) - e) & epochMask; d != 0 && (d < Buckets || d > epochMask-Buckets) {
+				slot.CompareAndSwap(old, 0)
+			}
+		}
+	}
+}
+
 // Sum returns the totals of the buckets that lie within the window ending
 // at now.
 func (w *Time) Sum(now int64) (a, b uint64) {
-	if now < 0 {
-		now = 0
+	q := w.index(now)
+	if q >= w.latest.Load()+Buckets {
+		return 0, 0 // nothing was added within the window
 	}
-	cur := uint64(now/w.width) & epochMask
+	cur := uint64(q) & epochMask
 	for i := range w.buckets {
 		e, ba, bb := unpack(w.buckets[i].Load())
 		if (cur-e)&epochMask < Buckets {
