@@ -66,31 +66,42 @@ message M {}
 			t.Fatal(perr)
 		}
 		y := files["attack24h/round/round.envoy.yaml"]
-		for name, o := range overall {
-			route := envoyRouteOf(t, y, "attack24h.round.S/"+name)
-			limit, ok := routeSeconds(t, route, "timeout")
-			if !ok || limit <= 0 {
-				t.Errorf("%s, %s: no route timeout:\n%s", params, name, route)
-				continue
+		checkEnvoyRoundedRoutes(t, params, y, "attack24h.round.S/", overall)
+	}
+}
+
+// checkEnvoyRoundedRoutes checks the route of each method of overall (by
+// name, its overall_timeout) in the Envoy export y, its paths prefix
+// (package.Service/) before the name: its timeout no longer than the
+// overall_timeout as Envoy can say it (1ms at least), nor its stream
+// bounds longer than it; a per_try_timeout only when shorter than the
+// route's, gateway-error only with one; no hedge_policy.
+func checkEnvoyRoundedRoutes(t *testing.T, params, y, prefix string, overall map[string]time.Duration) {
+	t.Helper()
+	for name, o := range overall {
+		route := envoyRouteOf(t, y, prefix+name)
+		limit, ok := routeSeconds(t, route, "timeout")
+		if !ok || limit <= 0 {
+			t.Errorf("%s, %s: no route timeout:\n%s", params, name, route)
+			continue
+		}
+		if want := max(o.Truncate(time.Millisecond), time.Millisecond); limit > want {
+			t.Errorf("%s, %s: the route's timeout is %v, longer than the Go client lets the call run (overall_timeout %v; %v as Envoy can say it):\n%s", params, name, limit, o, want, route)
+		}
+		for _, key := range []string{"grpc_timeout_header_max", "max_stream_duration"} {
+			if d, ok := routeSeconds(t, route, key); ok && d > limit {
+				t.Errorf("%s, %s: %s %v is longer than the route's timeout %v:\n%s", params, name, key, d, limit, route)
 			}
-			if want := max(o.Truncate(time.Millisecond), time.Millisecond); limit > want {
-				t.Errorf("%s, %s: the route's timeout is %v, longer than overall_timeout %v (%v as Envoy can say it):\n%s", params, name, limit, o, want, route)
-			}
-			for _, key := range []string{"grpc_timeout_header_max", "max_stream_duration"} {
-				if d, ok := routeSeconds(t, route, key); ok && d > limit {
-					t.Errorf("%s, %s: %s %v is longer than the route's timeout %v:\n%s", params, name, key, d, limit, route)
-				}
-			}
-			perTry, hasPerTry := routeSeconds(t, route, "per_try_timeout")
-			if hasPerTry && perTry >= limit {
-				t.Errorf("%s, %s: per_try_timeout %v is not shorter than the route's timeout %v:\n%s", params, name, perTry, limit, route)
-			}
-			if strings.Contains(route, "gateway-error") && (!hasPerTry || perTry >= limit) {
-				t.Errorf("%s, %s: gateway-error retried without an attempt timeout shorter than the route's:\n%s", params, name, route)
-			}
-			if strings.Contains(route, "hedge_policy") {
-				t.Errorf("%s, %s: a hedge_policy written:\n%s", params, name, route)
-			}
+		}
+		perTry, hasPerTry := routeSeconds(t, route, "per_try_timeout")
+		if hasPerTry && perTry >= limit {
+			t.Errorf("%s, %s: per_try_timeout %v is not shorter than the route's timeout %v: the attempts have no timeout of their own at Envoy:\n%s", params, name, perTry, limit, route)
+		}
+		if strings.Contains(route, "gateway-error") && (!hasPerTry || perTry >= limit) {
+			t.Errorf("%s, %s: gateway-error retried without an attempt timeout shorter than the route's: it retries only resets and failed connections, which the Go client does not retry on DEADLINE_EXCEEDED:\n%s", params, name, route)
+		}
+		if strings.Contains(route, "hedge_policy") {
+			t.Errorf("%s, %s: a hedge_policy written:\n%s", params, name, route)
 		}
 	}
 }
