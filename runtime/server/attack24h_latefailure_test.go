@@ -69,3 +69,46 @@ func TestAttack24hCallCutByTheDeadlineThenLateFailureIsKept(t *testing.T) {
 		t.Errorf("no replay")
 	}
 }
+
+// TestAttack24hLateFailureAfterADependencysRefusalIsNotKept: the other
+// side of the rule above. A call that the dependency's Guard refused at
+// its door (its deadline mark: the ledger's handler never ran) did no
+// work: the handler's failure given once its request ended is not kept,
+// and the caller's retry runs.
+func TestAttack24hLateFailureAfterADependencysRefusalIsNotKept(t *testing.T) {
+	pol := inventoryPolicy()
+	pol.Methods[1].Dedup.FinalCodes = policy.DefaultFinalCodes | policy.CodesOf(codes.Internal)
+	ledgerPol := inventoryPolicy()
+	ledgerPol.Methods[0].MinDeadline = time.Second // refuses the call below
+	ledgerGuard, err := NewGuard([]*policy.Server{ledgerPol}, WithStore(NewMemoryStore(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := &inventoryServer{}
+	dep := inventoryv1.NewInventoryServiceClient(dial(t, serve(t, ledger, ledgerGuard.ServerOptions()...), grpc.WithChainUnaryInterceptor(ClientInterceptor())))
+	srv := &inventoryServer{}
+	var depErr atomic.Value
+	srv.onReserve = func(ctx context.Context, req *inventoryv1.ReserveStockRequest) (*inventoryv1.ReserveStockResponse, error) {
+		if srv.reserveCalls.Load() > 1 {
+			return &inventoryv1.ReserveStockResponse{ReservationId: "r-run"}, nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := dep.GetStock(cctx, &inventoryv1.GetStockRequest{Sku: "charge"})
+		cancel()
+		depErr.Store(status.Convert(err).Proto().String())
+		<-ctx.Done()
+		return nil, status.Errorf(codes.Internal, "charging: %v", err)
+	}
+	_, client, _ := guarded(t, srv, []*policy.Server{pol})
+	req := &inventoryv1.ReserveStockRequest{OrderId: "o-refused", Sku: "a", Units: 1}
+	if _, err := client.ReserveStock(withKey(ctxTimeout(t, 800*time.Millisecond), "k-refused"), req); err == nil {
+		t.Fatal("the first attempt answered; want a failure")
+	}
+	if n := ledger.getCalls.Load(); n != 0 {
+		t.Fatalf("the ledger's handler ran %d times; want its Guard to refuse the call (the test's premise): %v", n, depErr.Load())
+	}
+	resp, err := client.ReserveStock(withKey(ctxTimeout(t, 2*time.Second), "k-refused"), req)
+	if err != nil || resp.GetReservationId() != "r-run" {
+		t.Errorf("the retry: %v, %v; want it run (no work was done: the dependency refused the call, %v)", resp, err, depErr.Load())
+	}
+}
