@@ -4,6 +4,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,4 +102,36 @@ func TestAttack24hLintUnreadableOptionBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bufAndPlugin builds the pinned buf (tools/go.mod) and this lint plugin
+// from source into a directory of their own, returned with the repo's
+// root: the directory goes first on PATH, where buf finds the plugin as
+// the README's buf.yaml names it. It skips under -short or without go.
+func bufAndPlugin(t *testing.T) (bin, repo string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("building buf is slow; skipped under -short")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH")
+	}
+	repo, err = filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = t.TempDir()
+	build := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(goBin, append([]string{"build"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", args, err, out)
+		}
+	}
+	build(".", "-o", filepath.Join(bin, "buf-plugin-resilient"), ".")
+	build(repo, "-modfile=tools/go.mod", "-o", filepath.Join(bin, "buf"), "github.com/bufbuild/buf/cmd/buf")
+	return bin, repo
 }
