@@ -17,29 +17,7 @@ import (
 // bufYAML, and returns its stdout (--error-format=json) and stderr.
 func bufLintTree(t *testing.T, files map[string]string, bufYAML string) (string, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("building buf is slow; skipped under -short")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH")
-	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	build := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(goBin, append([]string{"build"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %v: %v\n%s", args, err, out)
-		}
-	}
-	build(".", "-o", filepath.Join(bin, "buf-plugin-resilient"), ".")
-	build(repo, "-modfile=tools/go.mod", "-o", filepath.Join(bin, "buf"), "github.com/bufbuild/buf/cmd/buf")
+	bin, _ := bufAndPlugin(t)
 	files["buf.yaml"] = bufYAML
 	ws := writeTree(t, files)
 	cmd := exec.Command(filepath.Join(bin, "buf"), "lint", "--error-format=json")

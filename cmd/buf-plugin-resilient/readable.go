@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"slices"
 
@@ -156,7 +157,14 @@ func takeUnreadable(opts proto.Message, xt protoreflect.ExtensionType, f protore
 		field := rest[:tagLen+valLen]
 		if n == num && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(rest[tagLen:])
-			if u, bad := rules.Unreadable(f, v); bad {
+			u, bad := rules.Unreadable(f, v)
+			if !bad && proto.Unmarshal(v, new(resilientv1.Policy)) != nil {
+				// No field is to blame: the option's bytes themselves
+				// (a copy giving the extension another type, its text
+				// read as a Policy; a Policy cut short).
+				u, bad = unreadablePolicy(xt), true
+			}
+			if bad {
 				if !ok {
 					found, ok = u, true
 				}
@@ -171,6 +179,15 @@ func takeUnreadable(opts proto.Message, xt protoreflect.ExtensionType, f protore
 		opts.ProtoReflect().SetUnknown(kept)
 	}
 	return found, ok
+}
+
+// unreadablePolicy is the option xt whose bytes do not read as a
+// resilient.v1.Policy, no field of it to blame.
+func unreadablePolicy(xt protoreflect.ExtensionType) rules.NewerOption {
+	xd := xt.TypeDescriptor()
+	return rules.NewerOption{Retyped: true,
+		What:    fmt.Sprintf("the bytes of (%s) (number %d) do not read as a resilient.v1.Policy (the option has another type in it, or its bytes are cut short)", xd.FullName(), xd.Number()),
+		Expects: "a resilient.v1.Policy", Name: string(xd.Name())}
 }
 
 // unreadableOptions reports, as RESILIENT_INVALID_VALUE, the options of

@@ -79,29 +79,7 @@ message M {}
 			t.Fatal(perr)
 		}
 		y := files["attack24f/round/round.envoy.yaml"]
-		for _, name := range []string{"A", "B", "C", "D", "E", "F"} {
-			route := envoyRouteOf(t, y, "attack24f.round.S/"+name)
-			limit, ok := routeSeconds(t, route, "timeout")
-			if !ok || limit <= 0 {
-				t.Errorf("%s, %s: no route timeout:\n%s", params, name, route)
-				continue
-			}
-			if want := max(overall[name].Truncate(time.Millisecond), time.Millisecond); limit > want {
-				t.Errorf("%s, %s: the route's timeout is %v, longer than the Go client lets the call run (overall_timeout %v; %v as Envoy can say it):\n%s", params, name, limit, overall[name], want, route)
-			}
-			for _, key := range []string{"grpc_timeout_header_max", "max_stream_duration"} {
-				if d, ok := routeSeconds(t, route, key); ok && d > limit {
-					t.Errorf("%s, %s: %s %v is longer than the route's timeout %v:\n%s", params, name, key, d, limit, route)
-				}
-			}
-			perTry, hasPerTry := routeSeconds(t, route, "per_try_timeout")
-			if hasPerTry && perTry >= limit {
-				t.Errorf("%s, %s: per_try_timeout %v is not shorter than the route's timeout %v: the attempts have no timeout of their own at Envoy:\n%s", params, name, perTry, limit, route)
-			}
-			if strings.Contains(route, "gateway-error") && (!hasPerTry || perTry >= limit) {
-				t.Errorf("%s, %s: gateway-error retried without an attempt timeout shorter than the route's: it retries only resets and failed connections, which the Go client does not retry on DEADLINE_EXCEEDED:\n%s", params, name, route)
-			}
-		}
+		checkEnvoyRoundedRoutes(t, params, y, "attack24f.round.S/", overall)
 		if params == "envoy=true" {
 			// F keeps a retry on an expired attempt: 2ms of 3ms.
 			f := envoyRouteOf(t, y, "attack24f.round.S/F")

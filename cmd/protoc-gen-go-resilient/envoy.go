@@ -264,8 +264,14 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method, route time
 	perTry := envoyMillis(mp.Timeout)
 	// Rounded up to the route's timeout or past it, the attempts' own
 	// timeout, shorter than the call's in the policy, is not at Envoy:
-	// an expired per_try_timeout would leave no time to retry.
-	lostPerTry := perTry != mp.Timeout && route > 0 && perTry >= route
+	// an expired per_try_timeout would leave no time to retry. Nor is
+	// one as long as the route's in the policy (timeout equal to
+	// overall_timeout, or longer).
+	lostPerTry := route > 0 && perTry >= route
+	asRead := fmt.Sprintf("timeout %v", mp.Timeout)
+	if perTry != mp.Timeout {
+		asRead += fmt.Sprintf(" is %v in Envoy's whole milliseconds,", perTry)
+	}
 	seen := map[string]bool{}
 	for _, c := range r.RetryableCodes.Codes() {
 		conds, ok := envoyRetryOn[c]
@@ -290,8 +296,8 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method, route time
 		}
 	}
 	untimedNote := "DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's attempts have none (no timeout shorter than overall_timeout)"
-	if lostPerTry {
-		untimedNote = fmt.Sprintf("DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's, %v, is %v in Envoy's whole milliseconds, not shorter than the route's timeout %v", mp.Timeout, perTry, route)
+	if lostPerTry && ownAttemptTimeout(mp) {
+		untimedNote = fmt.Sprintf("DEADLINE_EXCEEDED is retried by the clients only when an attempt's own timeout expired, and this method's %s not shorter than the route's timeout %v", asRead, route)
 	}
 	if len(on) == 0 {
 		if len(lost) > 0 {
@@ -312,7 +318,7 @@ func envoyRetryPolicy(w func(int, string, ...any), mp *policy.Method, route time
 	}
 	w(5, "num_retries: %d # max_attempts %d, the first attempt included", r.MaxAttempts-1, r.MaxAttempts)
 	if t := perTry; lostPerTry {
-		w(5, "# no per_try_timeout: timeout %v is %v in Envoy's whole milliseconds, not shorter than the route's timeout %v", mp.Timeout, t, route)
+		w(5, "# no per_try_timeout: %s not shorter than the route's timeout %v", asRead, route)
 	} else if t != mp.Timeout {
 		w(5, "per_try_timeout: %s # timeout %v rounded up: Envoy reads it in whole milliseconds, truncated, and 0 would be none", seconds(t), mp.Timeout)
 	} else if t > 0 {

@@ -141,7 +141,8 @@ type Dedup struct {
 	// the handler gives once its request ended (its caller's deadline or
 	// cancellation, the DefaultTimeout): it is likely that ending's, its
 	// context's error in a status of its own, unless a call through
-	// ClientInterceptor answered before (work may have been done).
+	// ClientInterceptor may have done work (answered, or failed but for a
+	// dependency Guard's refusal at its door).
 	FinalCodes CodeSet
 }
 

@@ -395,8 +395,9 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// of its own (INTERNAL "context deadline exceeded"), the ending's
 		// failure, which kept would be replayed to every retry for the
 		// TTL, the operation never run. Unless a call the handler made
-		// through ClientInterceptor answered: work may have been done (a
-		// charge) before the ending, which the retry would do again.
+		// through ClientInterceptor may have done work (a charge) before
+		// the ending, which the retry would do again: one that answered,
+		// or failed but for a dependency Guard's refusal (mayHaveActed).
 		st := sentStatus(err)
 		if !d.final.Has(st.Code()) || refusedHere(err, m.name) ||
 			st.Code() == codes.Unauthenticated && !recordOf(ctx).passedOn(codes.Unauthenticated) ||

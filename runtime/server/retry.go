@@ -131,7 +131,7 @@ type downstream struct {
 
 	mu    sync.Mutex
 	last  map[string]codes.Code // method → the code its last call ended with
-	anyOK bool                  // a call ended OK: the handler may have done work through it
+	acted bool                  // a call may have done work (mayHaveActed)
 }
 
 type downstreamKey struct{}
@@ -143,13 +143,14 @@ type downstreamKey struct{}
 // Walked only when the handler calls a dependency.
 func (d *downstream) record(method string, err error) {
 	c := status.Code(err)
+	acted := mayHaveActed(err)
 	for ; d != nil; d = d.outerRecord() {
 		d.mu.Lock()
 		if d.last == nil {
 			d.last = map[string]codes.Code{}
 		}
 		d.last[method] = c
-		d.anyOK = d.anyOK || c == codes.OK
+		d.acted = d.acted || acted
 		d.mu.Unlock()
 	}
 }
@@ -184,15 +185,38 @@ func (d *downstream) passedOn(code codes.Code) bool {
 	return d.any(func(c codes.Code) bool { return c == code })
 }
 
-// answered reports whether a call through ClientInterceptor ended OK
-// (any call, not only each method's last); false for a nil d.
+// answered reports whether a call through ClientInterceptor may have done
+// work (any call, not only each method's last: mayHaveActed); false for a
+// nil d.
 func (d *downstream) answered() bool {
 	if d == nil {
 		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.anyOK
+	return d.acted
+}
+
+// mayHaveActed reports whether a call that ended with err may have done
+// its work at the dependency: one that answered OK, and one that failed
+// in any way but a Guard's refusal at the dependency's door (its shed or
+// deadline mark, the handler there not run). A call cut by the request's
+// deadline or cancellation, or whose connection broke, may have charged
+// before its answer was lost. An OK costs no decoding.
+func mayHaveActed(err error) bool {
+	if err == nil {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return true
+	}
+	for _, d := range st.Details() {
+		if isRefusalMark(d) {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *downstream) any(f func(codes.Code) bool) bool {
