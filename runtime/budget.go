@@ -68,11 +68,6 @@ func (b *budget) tryRetry(n int64) bool {
 // that never did leaves room for the next real one.
 func (b *budget) giveBack(n int64) { b.w.Remove(n, 0, 1) }
 
-// charge counts a retry at n without asking: a hedged call's first copy
-// let through after a later one, which was charged for it and gave it
-// back (see hedged).
-func (b *budget) charge(n int64) { b.w.Add(n, 0, 1) }
-
 // available returns how many retries the budget would allow at n.
 func (b *budget) available(n int64) int {
 	requests, retries := b.w.Sum(n)

@@ -34,15 +34,59 @@ type hedgedCall[Req, Resp any] struct {
 	copies  invocation[Req, Resp]
 	running sync.WaitGroup
 	sent    atomic.Int32 // copies let through (invocation.copiesSent)
+	// The retry budget's charge of a copy after the first that was let
+	// through as the call's first (see settle): held, its time plus one (0
+	// for none), while copy 1 may still be sent; oneUnsent, copy 1 ended
+	// without being sent.
+	held      atomic.Int64
+	oneUnsent atomic.Bool
+}
+
+// settle squares the retry budget with copy n as it ends, sent (let
+// through, handed to gRPC) and first (the call's first copy let through)
+// or not; a copy after the first was charged a retry at at, when it was
+// decided. The budget holds one retry for each copy sent after the call's
+// first, whatever their numbers (copies decided 1 ns apart are let
+// through in any order): a copy after the first not sent gives its charge
+// back; one let through first keeps it for copy 1, which, let through
+// after it, is the retry, and gives it back only once copy 1 ends unsent
+// (refused by the breaker or an adaptive layer, or over before it went).
+// Never is a retry sent uncounted: a charge given back as the copy ended
+// and taken again as copy 1 ended left the budget one short in between,
+// for as long as copy 1's answer took, and another call took that retry.
+func (hc *hedgedCall[Req, Resp]) settle(m *methodState, n int, at int64, sent, first bool) {
+	switch {
+	case n == 1:
+		if !sent {
+			hc.oneUnsent.Store(true)
+			if h := hc.held.Swap(0); h != 0 {
+				m.budget.giveBack(h - 1)
+			}
+		}
+	case !sent:
+		m.budget.giveBack(at)
+	case first:
+		// Copy 1 was not let through before this one: it is the retry if
+		// it is sent, and then holds this charge.
+		if hc.oneUnsent.Load() {
+			m.budget.giveBack(at)
+			return
+		}
+		h := max(at, 0) + 1 // the window counts a negative reading at 0
+		hc.held.Store(h)
+		if hc.oneUnsent.Load() && hc.held.CompareAndSwap(h, 0) {
+			m.budget.giveBack(at)
+		}
+	}
 }
 
 // hedged runs the call as hedged copies: the first copy at once, each
 // further one after Delay without an answer (or at once after a copy
 // failed with a non-fatal code), up to MaxCopies. Every copy goes through
 // the breaker and its own per-attempt timeout; every copy after the first
-// takes a retry from the budget when it is decided, given back unless it
-// is sent as a copy after the call's first sent (see launch). The first success or fatal answer wins
-// and the other copies are cancelled; hedged returns once they have
+// takes a retry from the budget when it is decided, given back unless a
+// copy is sent after the call's first (see settle). The first success or
+// fatal answer wins and the other copies are cancelled; hedged returns once they have
 // ended, so that no copy reads the request after the call returned. An
 // open breaker, a spent budget or a server's negative pushback stops
 // further copies; a positive pushback delays the next one. wait is nil
@@ -119,21 +163,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			} else {
 				resp, end, err = attemptOnce(hctx, m, own, true)
 			}
-			// The budget is charged a retry for each copy sent after the
-			// call's first, whatever their numbers: copies decided 1 ns
-			// apart are let through in any order, and a copy refused (by
-			// the breaker or an adaptive layer) or over before it went
-			// sent nothing.
-			switch {
-			case n > 1 && (!end.sent || end.first):
-				// Not sent; or sent as the call's first, its request (the
-				// first copy was refused, or is let through after it).
-				m.budget.giveBack(at)
-			case n == 1 && end.sent && !end.first:
-				// Let through after a later copy that was the request: the
-				// retry that copy was charged, and gave back, is this one.
-				m.budget.charge(c.now())
-			}
+			hc.settle(m, n, at, end.sent, end.first)
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}

@@ -167,11 +167,17 @@ func writerOf(o grpc.CallOption) grpc.CallOption {
 // embeddedWriter is writerOf of an option of a type writerOf's switch
 // does not know: apart, so that the switch stays a small function.
 func embeddedWriter(rv reflect.Value) grpc.CallOption {
-	for range maxNilDepth {
+	// Only the pointers followed are counted, as nilIn counts them: a
+	// value (a struct embedded by value, what an interface holds) never
+	// holds itself but through a pointer, so that the walk ends.
+	for followed := 0; ; {
 		switch rv.Kind() {
 		case reflect.Interface, reflect.Pointer:
-			if rv.IsNil() {
-				return nil
+			if rv.IsNil() || rv.Kind() == reflect.Pointer && followed == maxNilDepth {
+				return nil // deeper than the runtime looks, as nilIn
+			}
+			if rv.Kind() == reflect.Pointer {
+				followed++
 			}
 			rv = rv.Elem()
 			continue
@@ -198,7 +204,6 @@ func embeddedWriter(rv reflect.Value) grpc.CallOption {
 			rv = rv.Field(i)
 		}
 	}
-	return nil // deeper than the runtime looks, as nilIn
 }
 
 // optsFor returns opts with the caller's Header, Trailer and Peer options
