@@ -52,7 +52,6 @@ func attack24lRefused(t *testing.T, param string, files map[string]string, gen .
 	return runPlugin(t, req).GetError()
 }
 
-
 // TestAttack24lShapes: several services in a file, the same method name in
 // two, a service without options, streams only, imported and nested
 // types, and Go names (runtime, policy, context, grpc, …) as the proto and
