@@ -201,8 +201,11 @@ func TestAttack24bDeadContextTouchesNoLayerOfAHedgedCall(t *testing.T) {
 	if resp, err := c.GetStock(live, &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil || resp.GetUnits() < 0 || fellBack.Load() != 0 {
 		t.Fatalf("the live call: %v %v (fallbacks %d), want the server's answer", resp, err, fellBack.Load())
 	}
-	if n := srv.Calls(atkGetStock); n != 1 {
-		t.Errorf("the server saw %d GetStock calls, want the live one", n)
+	// 1 ns later the live call's second copy may be let through once the
+	// probe's answer closed the breaker (1 of 20 runs under -race): one
+	// or two calls, never none.
+	if n := srv.Calls(atkGetStock); n != 1 && n != 2 {
+		t.Errorf("the server saw %d GetStock calls, want the live one (and at most its copy)", n)
 	}
 	atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateClosed, "after the live probe answered the breaker is %v, want closed")
 }
