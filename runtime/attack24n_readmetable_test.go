@@ -207,4 +207,3 @@ func TestAttack24nScrapeFileHelpIsTheCodes(t *testing.T) {
 		}
 	}
 }
-
