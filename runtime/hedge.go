@@ -29,54 +29,32 @@ type copyResult[Resp any] struct {
 }
 
 // hedgedCall is what a hedged call's copies share: the invocation they
-// repeat and the count of those still running.
+// repeat, the count of those still running, and the count of those let
+// through. charged holds the times at which the budget was charged a
+// retry for each copy after the first, written by the call's goroutine
+// alone (room for four without an allocation).
 type hedgedCall[Req, Resp any] struct {
-	copies  invocation[Req, Resp]
-	running sync.WaitGroup
-	sent    atomic.Int32 // copies let through (invocation.copiesSent)
-	// The retry budget's charge of a copy after the first that was let
-	// through as the call's first (see settle): held, its time plus one (0
-	// for none), while copy 1 may still be sent; oneUnsent, copy 1 ended
-	// without being sent.
-	held      atomic.Int64
-	oneUnsent atomic.Bool
+	copies    invocation[Req, Resp]
+	running   sync.WaitGroup
+	sent      atomic.Int32 // copies let through (invocation.copiesSent)
+	charged   []int64
+	chargedAt [4]int64
 }
 
-// settle squares the retry budget with copy n as it ends, sent (let
-// through, handed to gRPC) and first (the call's first copy let through)
-// or not; a copy after the first was charged a retry at at, when it was
-// decided. The budget holds one retry for each copy sent after the call's
-// first, whatever their numbers (copies decided 1 ns apart are let
-// through in any order): a copy after the first not sent gives its charge
-// back; one let through first keeps it for copy 1, which, let through
-// after it, is the retry, and gives it back only once copy 1 ends unsent
-// (refused by the breaker or an adaptive layer, or over before it went).
-// Never is a retry sent uncounted: a charge given back as the copy ended
-// and taken again as copy 1 ended left the budget one short in between,
-// for as long as copy 1's answer took, and another call took that retry.
-func (hc *hedgedCall[Req, Resp]) settle(m *methodState, n int, at int64, sent, first bool) {
-	switch {
-	case n == 1:
-		if !sent {
-			hc.oneUnsent.Store(true)
-			if h := hc.held.Swap(0); h != 0 {
-				m.budget.giveBack(h - 1)
-			}
-		}
-	case !sent:
-		m.budget.giveBack(at)
-	case first:
-		// Copy 1 was not let through before this one: it is the retry if
-		// it is sent, and then holds this charge.
-		if hc.oneUnsent.Load() {
-			m.budget.giveBack(at)
-			return
-		}
-		h := max(at, 0) + 1 // the window counts a negative reading at 0
-		hc.held.Store(h)
-		if hc.oneUnsent.Load() && hc.held.CompareAndSwap(h, 0) {
-			m.budget.giveBack(at)
-		}
+// refund squares the retry budget once every copy has ended: it holds one
+// retry for each copy let through after the call's first, whatever their
+// numbers (copies decided 1 ns apart are let through in any order), and
+// each copy after the first was charged one when it was decided; the
+// charges of copies never sent (refused by the breaker or an adaptive
+// layer, or the call over before they went) are given back. Until then
+// the budget holds them: a call's charges are never given back early and
+// taken again, which left another call room for a retry the budget did
+// not have (the budget may be lower than it need be while a call runs,
+// never higher).
+func (hc *hedgedCall[Req, Resp]) refund(m *methodState) {
+	unsent := len(hc.charged) - max(int(hc.sent.Load())-1, 0)
+	for i := range unsent {
+		m.budget.giveBack(hc.charged[len(hc.charged)-1-i])
 	}
 }
 
@@ -84,8 +62,8 @@ func (hc *hedgedCall[Req, Resp]) settle(m *methodState, n int, at int64, sent, f
 // further one after Delay without an answer (or at once after a copy
 // failed with a non-fatal code), up to MaxCopies. Every copy goes through
 // the breaker and its own per-attempt timeout; every copy after the first
-// takes a retry from the budget when it is decided, given back unless a
-// copy is sent after the call's first (see settle). The first success or
+// takes a retry from the budget when it is decided, given back at the end
+// unless a copy was sent after the call's first (see refund). The first success or
 // fatal answer wins and the other copies are cancelled; hedged returns once they have
 // ended, so that no copy reads the request after the call returned. An
 // open breaker, a spent budget or a server's negative pushback stops
@@ -98,6 +76,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// The copies' own (in stays in its caller's frame), and the count of
 	// those running: one allocation.
 	hc := &hedgedCall[Req, Resp]{copies: *in}
+	hc.charged = hc.chargedAt[:0]
 	copies := &hc.copies
 	// A copy is counted once it is let through: the first as the call's
 	// request, any other as a hedged copy sent.
@@ -117,6 +96,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// deferred cancel runs before the wait); gRPC gives up on a cancelled
 	// call at once, so the wait is one wake-up per loser.
 	running := &hc.running
+	defer hc.refund(m) // once every copy has ended
 	defer running.Wait()
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the copies still running are the losers
@@ -125,9 +105,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// result is no longer read gives up sending it once hctx is cut.
 	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
 	panics := make(chan any)
-	// launch sends copy n; a copy after the first was charged to the
-	// budget at at, and is given back if it is not sent.
-	launch := func(n int, at int64) {
+	// launch sends copy n.
+	launch := func(n int) {
 		running.Add(1)
 		go func() {
 			defer running.Done()
@@ -163,7 +142,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			} else {
 				resp, end, err = attemptOnce(hctx, m, own, true)
 			}
-			hc.settle(m, n, at, end.sent, end.first)
 			if end.timedOut {
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
@@ -199,7 +177,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	if c.events != nil {
 		m.budgetRecovered()
 	}
-	launch(1, 0)
+	launch(1)
 	timer := time.NewTimer(h.Delay)
 	defer timer.Stop()
 	var gone <-chan struct{} // a shared call's callers all left: no copy for nobody
@@ -217,9 +195,10 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			refusedBy(byBudget)
 			return
 		}
+		hc.charged = append(hc.charged, at)
 		sent++
 		pending++
-		launch(sent, at)
+		launch(sent)
 		if sent < h.MaxCopies {
 			timer.Reset(h.Delay)
 		}

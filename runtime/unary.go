@@ -178,17 +178,15 @@ type invocation[Req, Resp any] struct {
 
 // copyAdmitted counts a hedged copy let through, sent the copies of its
 // call let through so far: the first is the call's request for the retry
-// budget, any other a hedged copy sent. It reports whether the copy was
-// the first.
-func (m *methodState) copyAdmitted(sent *atomic.Int32) (first bool) {
+// budget, any other a hedged copy sent.
+func (m *methodState) copyAdmitted(sent *atomic.Int32) {
 	if sent.Add(1) == 1 {
 		m.budget.request(m.client.now())
-		return true
+		return
 	}
 	if mx := m.metrics; mx != nil {
 		mx.retries[retryHedge].Inc()
 	}
-	return false
 }
 
 // attemptEnd is how one attempt ended, besides its answer and error.
@@ -222,8 +220,6 @@ type attemptEnd struct {
 	// gRPC. A repeat charged to the retry budget and not sent (refused, or
 	// its context over first) is given back.
 	sent bool
-	// first: a hedged copy sent as the first of its call's (copiesSent).
-	first bool
 }
 
 // attemptOnce makes one attempt through the adaptive layers (throttler,
@@ -277,7 +273,7 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	}
 	end.sent = true
 	if in.copiesSent != nil {
-		end.first = m.copyAdmitted(in.copiesSent)
+		m.copyAdmitted(in.copiesSent)
 	}
 	// A panic in the call (an interceptor, a codec) still gives back the
 	// ticket and is counted, then goes on to the caller; where that
