@@ -36,50 +36,19 @@ type copyMeta struct {
 func callerMetaOf(opts []grpc.CallOption) *callerMeta {
 	var c *callerMeta
 	for _, o := range opts {
-		switch w := o.(type) {
+		switch w := writerOf(o).(type) {
 		case grpc.HeaderCallOption:
-			c = orNew(c)
-			c.header = append(c.header, w.HeaderAddr)
-		case *grpc.HeaderCallOption:
 			c = orNew(c)
 			c.header = append(c.header, w.HeaderAddr)
 		case grpc.TrailerCallOption:
 			c = orNew(c)
 			c.trailer = append(c.trailer, w.TrailerAddr)
-		case *grpc.TrailerCallOption:
-			c = orNew(c)
-			c.trailer = append(c.trailer, w.TrailerAddr)
 		case grpc.PeerCallOption:
 			c = orNew(c)
 			c.peer = append(c.peer, w.PeerAddr)
-		case *grpc.PeerCallOption:
-			c = orNew(c)
-			c.peer = append(c.peer, w.PeerAddr)
-		case nil, grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
-			grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
-			grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption, grpc.OnFinishCallOption,
-			grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption,
-			grpc.PerRPCCredsCallOption, grpc.MaxRetryRPCBufferSizeCallOption:
-			// grpc-go's others: no reflection (see writerOf)
-		default:
-			if w := writerOf(o); w != nil {
-				one := [1]grpc.CallOption{w}
-				c = callerMetaOf(one[:]).add(c)
-			}
 		}
 	}
 	return c
-}
-
-// add returns d with c's targets added (d nil: c).
-func (c *callerMeta) add(d *callerMeta) *callerMeta {
-	if d == nil {
-		return c
-	}
-	d.header = append(d.header, c.header...)
-	d.trailer = append(d.trailer, c.trailer...)
-	d.peer = append(d.peer, c.peer...)
-	return d
 }
 
 func orNew(c *callerMeta) *callerMeta {
@@ -106,22 +75,6 @@ const (
 // that make several gRPC calls of one (hedging) or one of many (a cache's
 // shared call) point these elsewhere or leave them out.
 func targetOf(o grpc.CallOption) callerTarget {
-	switch o.(type) {
-	case grpc.HeaderCallOption, *grpc.HeaderCallOption:
-		return writesHeader
-	case grpc.TrailerCallOption, *grpc.TrailerCallOption:
-		return writesTrailer
-	case grpc.PeerCallOption, *grpc.PeerCallOption:
-		return writesPeer
-	}
-	switch o.(type) {
-	case nil, grpc.StaticMethodCallOption, grpc.EmptyCallOption, grpc.ContentSubtypeCallOption,
-		grpc.FailFastCallOption, grpc.CompressorCallOption, grpc.MaxRecvMsgSizeCallOption,
-		grpc.MaxSendMsgSizeCallOption, grpc.AuthorityOverrideCallOption, grpc.OnFinishCallOption,
-		grpc.ForceCodecV2CallOption, grpc.ForceCodecCallOption, grpc.CustomCodecCallOption,
-		grpc.PerRPCCredsCallOption, grpc.MaxRetryRPCBufferSizeCallOption:
-		return writesNothing // grpc-go's others: no reflection (see writerOf)
-	}
 	switch writerOf(o).(type) {
 	case grpc.HeaderCallOption:
 		return writesHeader
