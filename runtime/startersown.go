@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -49,22 +50,22 @@ func startersOwn[Req any](ctx context.Context, err error, req *Req, opts []grpc.
 	msg := st.Message()
 	switch st.Code() {
 	case codes.ResourceExhausted:
-		send, recv := sizeLimits(opts)
-		limit := recv
+		ch := choicesOf(opts)
+		limit := ch.recv
 		if strings.HasPrefix(msg, tooLargeToSend) {
-			limit = send
+			limit = ch.send
 		}
 		return limit >= 0 && quotedLimit(msg) == limit
 	case codes.Internal:
 		switch {
 		case strings.HasPrefix(msg, marshalFailure):
-			return !marshals(req, opts)
+			return !marshals(req, choicesOf(opts))
 		case strings.HasPrefix(msg, compressorMissing):
-			name := compressorOf(opts)
+			name := choicesOf(opts).compressor
 			return name != "" && name != encoding.Identity && encoding.GetCompressor(name) == nil
 		case strings.HasPrefix(msg, codecMissing):
-			forced, subtype := codecOf(opts)
-			return forced == nil && subtype != "" && codecFor(subtype) == nil
+			ch := choicesOf(opts)
+			return ch.forced == nil && ch.subtype != "" && codecFor(ch.subtype) == nil
 		default:
 			return cannotCarry(ctx, msg)
 		}
@@ -84,27 +85,47 @@ const (
 	tooLargeToSend = "trying to send message larger than max"
 )
 
-// sizeLimits returns the send and receive limits opts set (the last of
-// each, as gRPC applies them after the ClientConn's), -1 for none.
-func sizeLimits(opts []grpc.CallOption) (send, recv int) {
-	send, recv = -1, -1
+// choices is what a starter's call options chose, the last of each as
+// gRPC applies them after the ClientConn's: the send and receive limits
+// (-1 for none), the compressor ("" for none), the codec forced (nil for
+// none; gRPC uses it whatever the content subtype) and the content
+// subtype (lowercased as gRPC does; "" for none).
+type choices struct {
+	send, recv int
+	compressor string
+	forced     any
+	subtype    string
+}
+
+// choicesOf reads opts, an option given by pointer as by value (grpc-go
+// calls their value methods through a pointer too; refuse has refused a
+// nil one). Read only for a failed shared call.
+func choicesOf(opts []grpc.CallOption) choices {
+	ch := choices{send: -1, recv: -1}
 	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.MaxSendMsgSizeCallOption:
-			send = o.MaxSendMsgSize
-		case *grpc.MaxSendMsgSizeCallOption:
-			if o != nil {
-				send = o.MaxSendMsgSize
-			}
-		case grpc.MaxRecvMsgSizeCallOption:
-			recv = o.MaxRecvMsgSize
-		case *grpc.MaxRecvMsgSizeCallOption:
-			if o != nil {
-				recv = o.MaxRecvMsgSize
+		if rv := reflect.ValueOf(o); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+			if v, ok := rv.Elem().Interface().(grpc.CallOption); ok {
+				o = v
 			}
 		}
+		switch o := o.(type) {
+		case grpc.MaxSendMsgSizeCallOption:
+			ch.send = o.MaxSendMsgSize
+		case grpc.MaxRecvMsgSizeCallOption:
+			ch.recv = o.MaxRecvMsgSize
+		case grpc.CompressorCallOption:
+			ch.compressor = o.CompressorType
+		case grpc.ForceCodecV2CallOption:
+			ch.forced = codecV2(o.CodecV2)
+		case grpc.ForceCodecCallOption:
+			ch.forced = o.Codec
+		case grpc.CustomCodecCallOption:
+			ch.forced = o.Codec
+		case grpc.ContentSubtypeCallOption:
+			ch.subtype = strings.ToLower(o.ContentSubtype)
+		}
 	}
-	return send, recv
+	return ch
 }
 
 // quotedLimit returns the limit gRPC's message of a message past a size
@@ -126,60 +147,9 @@ func quotedLimit(msg string) int {
 	return n
 }
 
-// compressorOf returns the compressor opts name (the last), "" for none.
-func compressorOf(opts []grpc.CallOption) string {
-	name := ""
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.CompressorCallOption:
-			name = o.CompressorType
-		case *grpc.CompressorCallOption:
-			if o != nil {
-				name = o.CompressorType
-			}
-		}
-	}
-	return name
-}
-
 // marshaler is a codec of gRPC's older kinds (encoding.Codec, grpc.Codec).
 type marshaler interface {
 	Marshal(v any) ([]byte, error)
-}
-
-// codecOf returns the codec opts force (the last; nil for none), which
-// gRPC uses whatever the content subtype, and the content subtype they
-// set (the last, lowercased as gRPC does; "" for none).
-func codecOf(opts []grpc.CallOption) (forced any, subtype string) {
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.ForceCodecV2CallOption:
-			forced = codecV2(o.CodecV2)
-		case *grpc.ForceCodecV2CallOption:
-			if o != nil {
-				forced = codecV2(o.CodecV2)
-			}
-		case grpc.ForceCodecCallOption:
-			forced = o.Codec
-		case *grpc.ForceCodecCallOption:
-			if o != nil {
-				forced = o.Codec
-			}
-		case grpc.CustomCodecCallOption:
-			forced = o.Codec
-		case *grpc.CustomCodecCallOption:
-			if o != nil {
-				forced = o.Codec
-			}
-		case grpc.ContentSubtypeCallOption:
-			subtype = strings.ToLower(o.ContentSubtype)
-		case *grpc.ContentSubtypeCallOption:
-			if o != nil {
-				subtype = strings.ToLower(o.ContentSubtype)
-			}
-		}
-	}
-	return forced, subtype
 }
 
 // codecV2 is c as an any, nil when c is (grpc.ForceCodecV2(nil) forces
@@ -203,19 +173,18 @@ func codecFor(subtype string) any {
 	return nil
 }
 
-// marshals reports whether req marshals with the codec opts choose
-// (gRPC's proto codec when they choose none); a request that is no
-// protobuf message with no codec chosen, or a codec that panics, does
-// not.
-func marshals[Req any](req *Req, opts []grpc.CallOption) (ok bool) {
+// marshals reports whether req marshals with the codec ch chose (gRPC's
+// proto codec when none); a request that is no protobuf message with no
+// codec chosen, or a codec that panics, does not.
+func marshals[Req any](req *Req, ch choices) (ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
 		}
 	}()
-	forced, subtype := codecOf(opts)
-	if forced == nil && subtype != "" {
-		forced = codecFor(subtype)
+	forced := ch.forced
+	if forced == nil && ch.subtype != "" {
+		forced = codecFor(ch.subtype)
 	}
 	switch c := forced.(type) {
 	case encoding.CodecV2:
