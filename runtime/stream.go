@@ -192,10 +192,10 @@ type stream struct {
 	grpc.ClientStream
 	m           *methodState
 	callerCtx   context.Context
-	final       bool        // the stream answers with one message (not server-streaming): it ends with it
-	oneRequest  bool        // the stream sends one message (server-streaming): a nil one refused before it ends it
-	requestSent atomic.Bool // a oneRequest stream sent its request
-	holdsPermit bool        // a permit of m.bulkhead is taken, to give back once
+	final       bool // the stream answers with one message (not server-streaming): it ends with it
+	oneRequest  bool // the stream sends one message (server-streaming): a nil one refused before it ends it
+	requestSent bool // a oneRequest stream sent its request (SendMsg's alone: gRPC allows no two at once)
+	holdsPermit bool // a permit of m.bulkhead is taken, to give back once
 	releasing   sync.Mutex
 	released    bool   // guarded by releasing
 	admitted    bool   // ticket is to be given back
@@ -244,7 +244,7 @@ const endPending = 1 << 40
 // open, as on the other streams).
 func (s *stream) SendMsg(msg any) error {
 	if nilMessage(msg) {
-		if s.oneRequest && !s.requestSent.Load() {
+		if s.oneRequest && !s.requestSent {
 			err := misuseError(codes.InvalidArgument, s.m.policy.Name,
 				"nil request of a server stream: nothing was sent and the stream is ended; pass a request")
 			s.finish(&clientFault{err: err})
@@ -261,7 +261,7 @@ func (s *stream) SendMsg(msg any) error {
 	switch {
 	case err == nil:
 		if s.oneRequest {
-			s.requestSent.Store(true)
+			s.requestSent = true
 		}
 	case err == io.EOF:
 		s.overAt()
