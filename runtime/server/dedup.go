@@ -401,7 +401,7 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		st := sentStatus(err)
 		if !d.final.Has(st.Code()) || refusedHere(err, m.name) ||
 			st.Code() == codes.Unauthenticated && !recordOf(ctx).passedOn(codes.Unauthenticated) ||
-			ended && !recordOf(ctx).answered() {
+			ended && !recordOf(ctx).anyActed() {
 			keepable = false
 			break
 		}

@@ -75,14 +75,7 @@ func notRefusedHere(err error, method string) error {
 	// details costs nothing: the status is copied only where a mark is
 	// taken out, once to read it and once to build the one sent.
 	details := st.Details()
-	marked := false
-	for _, d := range details {
-		if isRefusalMark(d) {
-			marked = true
-			break
-		}
-	}
-	if !marked {
+	if !holdsRefusalMark(details) {
 		return err
 	}
 	sp := st.Proto()
@@ -123,6 +116,17 @@ func refusalIn(err error) *refusal {
 func refusedHere(err error, method string) bool {
 	r := refusalIn(err)
 	return r != nil && r.method == method
+}
+
+// holdsRefusalMark reports whether one of details (a status's, decoded)
+// is a refusal mark.
+func holdsRefusalMark(details []any) bool {
+	for _, d := range details {
+		if isRefusalMark(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // isRefusalMark reports whether d, a decoded status detail, is one of the

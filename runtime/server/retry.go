@@ -185,10 +185,10 @@ func (d *downstream) passedOn(code codes.Code) bool {
 	return d.any(func(c codes.Code) bool { return c == code })
 }
 
-// answered reports whether a call through ClientInterceptor may have done
+// anyActed reports whether a call through ClientInterceptor may have done
 // work (any call, not only each method's last: mayHaveActed); false for a
 // nil d.
-func (d *downstream) answered() bool {
+func (d *downstream) anyActed() bool {
 	if d == nil {
 		return false
 	}
@@ -208,15 +208,7 @@ func mayHaveActed(err error) bool {
 		return true
 	}
 	st, ok := status.FromError(err)
-	if !ok {
-		return true
-	}
-	for _, d := range st.Details() {
-		if isRefusalMark(d) {
-			return false
-		}
-	}
-	return true
+	return !ok || !holdsRefusalMark(st.Details())
 }
 
 func (d *downstream) any(f func(codes.Code) bool) bool {
