@@ -242,6 +242,9 @@ func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now 
 			l.halvedIn = l.nextRound(max(l.value/2, float64(l.p.MinLimit)))
 		}
 	default:
+		if cls < 0 || cls >= MaxClasses {
+			cls = 0
+		}
 		c := l.class(cls)
 		if c.successes == 0 {
 			l.touched = append(l.touched, cls)
@@ -256,12 +259,9 @@ func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now 
 	l.mu.Unlock()
 }
 
-// class returns the class cls (0 if out of range), adding the classes up
+// class returns the class cls, in [0, MaxClasses), adding the classes up
 // to it on first sight; l.mu is held.
 func (l *Limiter) class(cls int) *class {
-	if cls < 0 || cls >= MaxClasses {
-		cls = 0
-	}
 	for len(l.classes) <= cls {
 		l.classes = append(l.classes, class{baseline: newBaseline(int64(l.p.BaselineWindow))})
 	}

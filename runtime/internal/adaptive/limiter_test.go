@@ -350,3 +350,26 @@ func TestShortestBaselineWindow(t *testing.T) {
 		t.Error("a baseline window below one nanosecond per bucket was taken")
 	}
 }
+
+// A class outside [0, MaxClasses) is class 0: its successes are judged
+// against class 0's baseline, and no class is added for it.
+func TestAClassOutOfRangeIsClassZero(t *testing.T) {
+	for _, cls := range []int{-1, MaxClasses, math.MaxInt} {
+		l := mustNew(t, Policy{InitialLimit: 20})
+		round(t, l, 20, 10*ms, base) // class 0's baseline: 10 ms
+		v := l.value
+		toks := acquireN(t, l, int(v))
+		// 100 ms is ten times class 0's baseline, but the first sample of a
+		// class of its own: as class 0 the limit shrinks, as its own it grows.
+		l.ReleaseAs(toks[0], Success, cls, 100*ms, int64(time.Second))
+		for _, tok := range toks[1:] {
+			l.ReleaseAs(tok, Ignored, cls, 0, int64(time.Second))
+		}
+		if l.value >= v {
+			t.Errorf("class %d at 10× class 0's baseline: limit %v → %v, want it to shrink", cls, v, l.value)
+		}
+		if len(l.classes) != 1 || len(l.touched) != 0 {
+			t.Errorf("class %d: %d classes, touched %v; want class 0 alone", cls, len(l.classes), l.touched)
+		}
+	}
+}
