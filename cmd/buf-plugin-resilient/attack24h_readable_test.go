@@ -83,9 +83,7 @@ func TestAttack24hLintUnreadableOptionBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := "g" + strings.ReplaceAll(tc.name, " ", "_") + ".proto"
-			delete(unreadable, path)
-			t.Cleanup(func() { delete(unreadable, path) })
-			out := readableRequest(checkRequestWithMethodOption(t, path, tc.policy))
+			out, taken := readableRequest(checkRequestWithMethodOption(t, path, tc.policy))
 			req := new(pluginrpcv1.Request)
 			if err := proto.Unmarshal(out, req); err != nil {
 				t.Fatalf("the request handed on does not parse: %v", err)
@@ -93,7 +91,7 @@ func TestAttack24hLintUnreadableOptionBytes(t *testing.T) {
 			if err := proto.Unmarshal(req.GetValue().GetValue(), new(checkv1.CheckRequest)); err != nil {
 				t.Errorf("the check request handed to bufplugin does not parse as it would: %v", err)
 			}
-			got := unreadable[path]
+			got := taken[path]
 			if len(got) != 1 || got[0].level != rules.LevelMethod || got[0].element != "g.v1.S.M" {
 				t.Fatalf("recorded %+v; want one option of method g.v1.S.M", got)
 			}

@@ -13,7 +13,6 @@ import (
 	checkv1 "buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go/buf/plugin/check/v1"
 	descriptorv1 "buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go/buf/plugin/descriptor/v1"
 	pluginrpcv1 "buf.build/gen/go/pluginrpc/pluginrpc/protocolbuffers/go/pluginrpc/v1"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -26,9 +25,9 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// unreadable is what readableServer took out of the request: per file
-// path, the options this lint plugin cannot read. Written before the
-// request is served, read by the rules' handlers.
+// unreadable is what readableServer took out of the request it serves:
+// per file path, the options this lint plugin cannot read. Set before the
+// request is served (a process serves one), read by the rules' handlers.
 var unreadable = map[string][]unreadableOption{}
 
 // unreadableOption is one option of a file taken out of the request: the
@@ -59,29 +58,31 @@ func (s readableServer) Serve(ctx context.Context, env pluginrpc.Env) error {
 	if err != nil {
 		return err
 	}
-	env.Stdin = bytes.NewReader(readableRequest(b))
+	b, unreadable = readableRequest(b)
+	env.Stdin = bytes.NewReader(b)
 	return s.Server.Serve(ctx, env)
 }
 
 // readableRequest is b, a pluginrpc request holding a check request,
-// without the options this plugin cannot read, which it records in
-// unreadable; b itself when every option reads, or b is not such a
-// request (bufplugin then says what is wrong with it).
-func readableRequest(b []byte) []byte {
+// without the options this plugin cannot read, and those options per file
+// path; b itself when every option reads, or b is not such a request
+// (bufplugin then says what is wrong with it).
+func readableRequest(b []byte) ([]byte, map[string][]unreadableOption) {
 	req := new(pluginrpcv1.Request)
 	if proto.Unmarshal(b, req) != nil || req.GetValue() == nil {
-		return b
+		return b, nil
 	}
 	// The options' extensions stay bytes: no resolver knows them.
 	raw := proto.UnmarshalOptions{Resolver: new(protoregistry.Types)}
 	check := new(checkv1.CheckRequest)
 	if raw.Unmarshal(req.GetValue().GetValue(), check) != nil {
-		return b
+		return b, nil
 	}
 	if (proto.UnmarshalOptions{}).Unmarshal(req.GetValue().GetValue(), new(checkv1.CheckRequest)) == nil {
-		return b // it reads as it is
+		return b, nil // it reads as it is
 	}
 	found := false
+	taken := map[string][]unreadableOption{}
 	// The files to check, and those of a breaking check's against (whose
 	// options are taken out too, or the request would not parse).
 	for i, set := range [][]*descriptorv1.FileDescriptor{check.GetFileDescriptors(), check.GetAgainstFileDescriptors()} {
@@ -96,89 +97,62 @@ func readableRequest(b []byte) []byte {
 				desc, _ = files.FindFileByPath(fdp.GetName())
 			}
 			var got []unreadableOption
-			take := func(opts proto.Message, xt protoreflect.ExtensionType, level rules.Level, element protoreflect.FullName) {
-				if n, ok := takeUnreadable(opts, xt, desc); ok {
-					n.Level = level
-					got = append(got, unreadableOption{level: level, element: element, option: n})
-				}
-			}
-			pkg := protoreflect.FullName(fdp.GetPackage())
-			take(fdp.GetOptions(), resilientv1.E_File, rules.LevelFile, "")
-			for _, sd := range fdp.GetService() {
-				sname := pkg.Append(protoreflect.Name(sd.GetName()))
-				take(sd.GetOptions(), resilientv1.E_Service, rules.LevelService, sname)
-				for _, m := range sd.GetMethod() {
-					take(m.GetOptions(), resilientv1.E_Method, rules.LevelMethod, sname.Append(protoreflect.Name(m.GetName())))
+			for site := range rules.RawSites(fdp) {
+				if n, ok := takeUnreadable(site.Options, site.Extension, desc); ok {
+					n.Level = site.Level
+					element := site.Name
+					if site.Level == rules.LevelFile {
+						element = ""
+					}
+					got = append(got, unreadableOption{level: site.Level, element: element, option: n})
 				}
 			}
 			if len(got) > 0 {
 				found = true
 				if i == 0 {
-					unreadable[fdp.GetName()] = append(unreadable[fdp.GetName()], got...)
+					taken[fdp.GetName()] = append(taken[fdp.GetName()], got...)
 				}
 			}
 		}
 	}
 	if !found {
-		return b
+		return b, nil
 	}
 	value, err := proto.Marshal(check)
 	if err != nil {
-		return b
+		return b, nil
 	}
 	out, err := proto.Marshal(pluginrpcv1.Request_builder{Value: &anypb.Any{TypeUrl: req.GetValue().GetTypeUrl(), Value: value}}.Build())
 	if err != nil {
-		return b
+		return b, nil
 	}
-	return out
+	return out, taken
 }
 
 // takeUnreadable removes from opts (options whose extensions are unknown
 // bytes) the value of xt that this plugin's Policy cannot read, and says
 // which field of the copy f imports is to blame (rules.Unreadable).
 func takeUnreadable(opts proto.Message, xt protoreflect.ExtensionType, f protoreflect.FileDescriptor) (rules.NewerOption, bool) {
-	if opts == nil || !opts.ProtoReflect().IsValid() {
+	var found rules.NewerOption
+	taken := false
+	kept, ok := rules.FilterRaw(opts, xt.TypeDescriptor().Number(), func(v []byte) bool {
+		u, bad := rules.Unreadable(f, v)
+		if !bad && proto.Unmarshal(v, new(resilientv1.Policy)) != nil {
+			// No field is to blame: the option's bytes themselves (a copy
+			// giving the extension another type, its text read as a
+			// Policy; a Policy cut short).
+			u, bad = unreadablePolicy(xt), true
+		}
+		if bad && !taken {
+			found, taken = u, true
+		}
+		return !bad
+	})
+	if !ok || !taken {
 		return rules.NewerOption{}, false
 	}
-	num := xt.TypeDescriptor().Number()
-	unknown := opts.ProtoReflect().GetUnknown()
-	var kept protoreflect.RawFields
-	var found rules.NewerOption
-	ok := false
-	for rest := []byte(unknown); len(rest) > 0; {
-		n, typ, tagLen := protowire.ConsumeTag(rest)
-		if tagLen < 0 {
-			return rules.NewerOption{}, false
-		}
-		valLen := protowire.ConsumeFieldValue(n, typ, rest[tagLen:])
-		if valLen < 0 {
-			return rules.NewerOption{}, false
-		}
-		field := rest[:tagLen+valLen]
-		if n == num && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(rest[tagLen:])
-			u, bad := rules.Unreadable(f, v)
-			if !bad && proto.Unmarshal(v, new(resilientv1.Policy)) != nil {
-				// No field is to blame: the option's bytes themselves
-				// (a copy giving the extension another type, its text
-				// read as a Policy; a Policy cut short).
-				u, bad = unreadablePolicy(xt), true
-			}
-			if bad {
-				if !ok {
-					found, ok = u, true
-				}
-				rest = rest[tagLen+valLen:]
-				continue // taken out
-			}
-		}
-		kept = append(kept, field...)
-		rest = rest[tagLen+valLen:]
-	}
-	if ok {
-		opts.ProtoReflect().SetUnknown(kept)
-	}
-	return found, ok
+	opts.ProtoReflect().SetUnknown(kept)
+	return found, true
 }
 
 // unreadablePolicy is the option xt whose bytes do not read as a

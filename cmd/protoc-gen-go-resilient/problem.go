@@ -28,20 +28,19 @@ type site struct {
 	options map[rules.Level]protoreflect.SourcePath
 }
 
-// The source paths of the options use the field numbers of
-// descriptor.proto and optionsNumber (skew.go).
+// The source paths of the options: rules.OptionsPath and optionsNumber
+// (skew.go).
 
 func fileOptionPath() protoreflect.SourcePath {
-	return protoreflect.SourcePath{fileOptionsField, optionsNumber}
+	return append(rules.OptionsPath(rules.LevelFile, 0, 0), optionsNumber)
 }
 
 func serviceOptionPath(s *protogen.Service) protoreflect.SourcePath {
-	return protoreflect.SourcePath{serviceField, int32(s.Desc.Index()), serviceOptionsField, optionsNumber}
+	return append(rules.OptionsPath(rules.LevelService, s.Desc.Index(), 0), optionsNumber)
 }
 
 func methodOptionPath(m *protogen.Method) protoreflect.SourcePath {
-	return protoreflect.SourcePath{serviceField, int32(m.Parent.Desc.Index()), methodField, int32(m.Desc.Index()),
-		methodOptionsField, optionsNumber}
+	return append(rules.OptionsPath(rules.LevelMethod, m.Parent.Desc.Index(), m.Desc.Index()), optionsNumber)
 }
 
 // fileSite is the place of file-level problems: the syntax or edition

@@ -90,25 +90,19 @@ func unreadableOptions(b []byte) []string {
 		if files != nil {
 			c.desc, _ = files.FindFileByPath(fd.GetName())
 		}
-		pkg := fd.GetPackage()
-		c.check(fd.GetOptions(), resilientv1.E_File, protoreflect.SourcePath{fileOptionsField}, pkg)
-		for i, md := range fd.GetMessageType() {
-			c.message(md, protoreflect.SourcePath{messageTypeField, int32(i)}, join(pkg, md.GetName()))
+		for site := range rules.RawSites(fd) {
+			c.check(site.Options, site.Extension, site.Path, string(site.Name))
 		}
-		for i, sd := range fd.GetService() {
-			sp := protoreflect.SourcePath{serviceField, int32(i)}
-			sname := join(pkg, sd.GetName())
-			c.check(sd.GetOptions(), resilientv1.E_Service, append(sp, serviceOptionsField), sname)
-			for j, m := range sd.GetMethod() {
-				c.check(m.GetOptions(), resilientv1.E_Method, append(append(protoreflect.SourcePath(nil), sp...), methodField, int32(j), methodOptionsField), sname+"."+m.GetName())
-			}
+		for i, md := range fd.GetMessageType() {
+			c.message(md, protoreflect.SourcePath{messageTypeField, int32(i)}, join(fd.GetPackage(), md.GetName()))
 		}
 		out = append(out, c.found...)
 	}
 	return out
 }
 
-// The numbers of descriptor.proto beside those of skew.go.
+// The numbers of descriptor.proto for the options of a message's fields (those of
+// a policy's options: rules.OptionsPath).
 const (
 	messageTypeField    = 4 // FileDescriptorProto.message_type
 	messageFieldField   = 2 // DescriptorProto.field
@@ -145,43 +139,33 @@ func (c *optionChecker) message(md *descriptorpb.DescriptorProto, path protorefl
 // check reports the string of xt's value in opts (the options at path of
 // the element called name) that is not valid UTF-8, if any.
 func (c *optionChecker) check(opts proto.Message, xt protoreflect.ExtensionType, path protoreflect.SourcePath, name string) {
-	if opts == nil || !opts.ProtoReflect().IsValid() {
-		return
-	}
 	xd := xt.TypeDescriptor()
 	opt := "(" + string(xd.FullName()) + ")"
-	for rest := []byte(opts.ProtoReflect().GetUnknown()); len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
-			return
+	where := append(append(protoreflect.SourcePath(nil), path...), int32(xd.Number()))
+	found := false
+	rules.FilterRaw(opts, xd.Number(), func(v []byte) bool {
+		if found {
+			return true
 		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if m < 0 {
-			return
+		field, numbers, text, bad := "", protoreflect.SourcePath(nil), v, !utf8.Valid(v)
+		if xd.Kind() == protoreflect.MessageKind {
+			field, numbers, text, bad = badString(v, xd.Message())
 		}
-		if num == xd.Number() && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(rest[n:])
-			field, numbers, text, bad := "", protoreflect.SourcePath(nil), v, !utf8.Valid(v)
-			if xd.Kind() == protoreflect.MessageKind {
-				field, numbers, text, bad = badString(v, xd.Message())
-			}
-			where := append(append(protoreflect.SourcePath(nil), path...), int32(xd.Number()))
-			if bad {
-				c.found = append(c.found, fmt.Sprintf("%s: %s: %s%s: is not valid UTF-8 (%q): a string of the options must be text; write the characters themselves, not byte escapes",
-					c.position(append(where, numbers...)), name, opt, field, text))
-				return
-			}
-			if xd.Message() == policyDescriptor {
-				// A field the copy of the options gives another type,
-				// whose bytes are not this plugin's message.
-				if n, ok := rules.Unreadable(c.desc, v); ok {
-					c.found = append(c.found, fmt.Sprintf("%s: %s: %s.%s: %s", c.position(append(where, unreadableNumbers(n)...)), name, opt, n.Path, retypedMessage(n)))
-					return
-				}
+		switch {
+		case bad:
+			c.found = append(c.found, fmt.Sprintf("%s: %s: %s%s: is not valid UTF-8 (%q): a string of the options must be text; write the characters themselves, not byte escapes",
+				c.position(append(where, numbers...)), name, opt, field, text))
+			found = true
+		case xd.Message() == policyDescriptor:
+			// A field the copy of the options gives another type, whose
+			// bytes are not this plugin's message.
+			if n, ok := rules.Unreadable(c.desc, v); ok {
+				c.found = append(c.found, fmt.Sprintf("%s: %s: %s.%s: %s", c.position(append(where, unreadableNumbers(n)...)), name, opt, n.Path, retypedMessage(n)))
+				found = true
 			}
 		}
-		rest = rest[n+m:]
-	}
+		return true
+	})
 }
 
 // badString returns the path (".retry.retryable_codes[1]"), the source

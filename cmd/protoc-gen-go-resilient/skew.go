@@ -13,16 +13,6 @@ import (
 	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
-// Field numbers of descriptor.proto on the path of an option's source
-// location.
-const (
-	fileOptionsField    = 8 // FileDescriptorProto.options
-	serviceField        = 6 // FileDescriptorProto.service
-	serviceOptionsField = 3 // ServiceDescriptorProto.options
-	methodField         = 2 // ServiceDescriptorProto.method
-	methodOptionsField  = 4 // MethodDescriptorProto.options
-)
-
 // optionsNumber is the field number of the three extensions.
 var optionsNumber = int32(resilientv1.E_Method.TypeDescriptor().Number())
 
