@@ -369,3 +369,56 @@ func TestAttack25eServiceConfigMatchesTheAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack25eDocsMatchTheAnnotations: the same methods on the policy
+// page: each value in force as an override writes it, from the method,
+// and the sentence on the exports for a method retried only with its key.
+func TestAttack25eDocsMatchTheAnnotations(t *testing.T) {
+	ms := a25eMethods()
+	files, perr := attackProto(t, "oracle.proto", a25eProto(ms), "docs=true")
+	if perr != "" {
+		t.Fatal(perr)
+	}
+	page := files["a25e/oracle/oracle.policy.md"]
+	number := map[string]int{"CANCELLED": 1, "DEADLINE_EXCEEDED": 4, "RESOURCE_EXHAUSTED": 8, "ABORTED": 10, "INTERNAL": 13, "UNAVAILABLE": 14}
+	for _, m := range ms {
+		start := strings.Index(page, "\n### "+m.name+"\n")
+		if start < 0 {
+			t.Errorf("%s: no section", m.name)
+			continue
+		}
+		sec := page[start+1:]
+		if end := strings.Index(sec[4:], "\n### "); end >= 0 {
+			sec = sec[:end+4]
+		}
+		codes := slices.Clone(m.codes)
+		slices.SortFunc(codes, func(a, b string) int { return number[a] - number[b] })
+		overall := "none"
+		if m.overall > 0 {
+			overall = m.overall.String()
+		}
+		p := "| `methods." + m.name + "."
+		rows := []string{
+			p + "timeout` | " + m.timeout.String() + " | method |",
+			p + "overall_timeout` | " + overall + " | " + map[bool]string{true: "method", false: "default"}[m.overall > 0] + " |",
+			p + fmt.Sprintf("retry.max_attempts` | %d | method |", m.attempts),
+			p + "retry.initial_backoff` | " + m.initial.String() + " | method |",
+			p + "retry.max_backoff` | " + m.maxB.String() + " | method |",
+			p + fmt.Sprintf("retry.backoff_multiplier` | %g | method |", m.mult),
+			p + "retry.retryable_codes` | [" + strings.Join(codes, ", ") + "] | method |",
+		}
+		if m.keyed {
+			rows = append(rows, p+"idempotent` | false | default |", p+"idempotency_key` | k | method |")
+		} else {
+			rows = append(rows, p+"idempotent` | true | `idempotency_level = NO_SIDE_EFFECTS` |")
+		}
+		for _, row := range rows {
+			if !strings.Contains(sec, row+"\n") {
+				t.Errorf("%s: no row %q in:\n%s", m.name, row, sec)
+			}
+		}
+		if got := strings.Contains(sec, "Retried by the exports only with its key"); got != m.keyed {
+			t.Errorf("%s (keyed %v): says it is retried by the exports only with its key: %v", m.name, m.keyed, got)
+		}
+	}
+}
