@@ -352,16 +352,27 @@ func roundUpTo(d, unit time.Duration) time.Duration {
 }
 
 // envoyAttempts is mp with the timeout of an attempt as Envoy reads its
-// per_try_timeout, for the bound of a route that retries: 3 attempts of
+// per_try_timeout, and the back-offs as it reads base_interval and
+// max_interval, for the bound of a route that retries: 3 attempts of
 // 1.2ms are 3 of 2ms at Envoy, and a route timeout of 3.6ms + back-offs
-// would cut the last one.
+// would cut the last one; a back-off of 200µs is 1ms at Envoy (whole
+// milliseconds, truncated, and 1ms at least), and a route that counted
+// 200µs would cut the last attempt by the difference.
 func envoyAttempts(mp *policy.Method) *policy.Method {
-	if t := envoyMillis(mp.Timeout); t != mp.Timeout {
-		c := *mp
-		c.Timeout = t
-		return &c
+	c := *mp
+	c.Timeout = envoyMillis(mp.Timeout)
+	if r := mp.Retry; r != nil {
+		rc := *r
+		rc.InitialBackoff, rc.MaxBackoff = envoyBackOff(r.InitialBackoff), envoyBackOff(r.MaxBackoff)
+		c.Retry = &rc
 	}
-	return mp
+	return &c
+}
+
+// envoyBackOff is d as Envoy reads a retry_back_off interval: in whole
+// milliseconds, truncated, and 1ms at least (Envoy's RetryPolicyImpl).
+func envoyBackOff(d time.Duration) time.Duration {
+	return max(d.Truncate(time.Millisecond), time.Millisecond)
 }
 
 // envoySeconds is d as Envoy keeps admission_control's sampling_window:
