@@ -272,6 +272,12 @@ func (m *methodState) enter() (g gate, err error) {
 			return g, m.throttled(th, n)
 		}
 		g.allowed, g.start, g.known = true, n, true
+		// Admitted: the throttler's episode is over a second after its
+		// last refusal, whatever the limit behind it does with the
+		// attempt (its refusal is the limit's, not the throttler's).
+		if th.throttling.Load() && n-th.lastRefusal.Load() >= int64(episodeQuiet) {
+			th.throttling.Store(false)
+		}
 	}
 	if cl := m.concurrency; cl != nil {
 		tok, ok := cl.l.Acquire()
@@ -290,9 +296,6 @@ func (m *methodState) enter() (g gate, err error) {
 				cl.limiting.Store(false)
 			}
 		}
-	}
-	if th := m.throttle; th != nil && th.throttling.Load() && n-th.lastRefusal.Load() >= int64(episodeQuiet) {
-		th.throttling.Store(false)
 	}
 	return g, nil
 }
