@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -411,4 +412,97 @@ func TestAttack25aClientRefusalsCountOnceByCause(t *testing.T) {
 		}
 		attack25aWantEvents(t, rec, []string{"fallback " + getStock + " bulkhead_full"})
 	})
+}
+
+// A hedged call's copies are attempts, each counted once by how it ended:
+// a first copy the server holds loses to the second, which answers; the
+// loser, cut by the client, is counted under CANCELLED and tells the
+// breaker nothing; one hedged copy sent. Then a first copy that fails
+// with a non-fatal code is followed at once by the next: one UNAVAILABLE,
+// one OK, one more copy sent; the breaker has seen one failure in two
+// calls (0.5 of them, under its minimum of 4), and stays closed.
+func TestAttack25aHedgedCopiesCountedOnceEach(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv, cc := startFault(t, func(ctx context.Context, c server.Call) error {
+		switch c.N {
+		case 1:
+			return atkHold(release)(ctx, c)
+		case 3:
+			return status.Error(codes.Unavailable, "injected")
+		}
+		return nil
+	})
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	rec := &atk22eEvents{}
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe)},
+	}, func(p *policy.Service) {
+		m := attack23mHedged(p)
+		m.Hedging = &policy.Hedging{Delay: 50 * time.Millisecond, MaxCopies: 2, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		p.Breaker = breakerPolicy(4, 1)
+	})
+	for i := range 2 {
+		if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	atkWaitFor(t, "the server saw the loser cancelled", func() bool { return srv.Cancelled(getStock) == 1 })
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=OK,method=GetStock}":          2,
+		"resilient_client_attempts_total{code=CANCELLED,method=GetStock}":   1,
+		"resilient_client_attempts_total{code=UNAVAILABLE,method=GetStock}": 1,
+		"resilient_client_retries_total{method=GetStock,outcome=hedge}":     2,
+	}, "two hedged calls of two copies each")
+	if n := atk24eDurations(t, reg, "GetStock"); n != 4 {
+		t.Errorf("%d attempt durations, want 4", n)
+	}
+	if n := srv.Calls(getStock); n != 4 {
+		t.Errorf("the server saw %d copies, want 4", n)
+	}
+	attack25aWantEvents(t, rec, nil)
+}
+
+// Every family a client can register, each with series, passes
+// testutil.GatherAndLint, as the README says the names do (the scripted
+// outage's test lints only the families its policy registers).
+func TestAttack25aEveryFamilyPassesTheLint(t *testing.T) {
+	_, cc := startFault(t, server.Fail(codes.Unavailable))
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithPolicy(func(p *policy.Service) {
+			p.AdaptiveLimit = &policy.AdaptiveLimit{}
+			p.ClientThrottle = &policy.Throttle{}
+		})},
+		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+			return &inventoryv1.GetStockResponse{}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _ = c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+	}
+	n, err := testutil.GatherAndCount(reg)
+	if err != nil || n == 0 {
+		t.Fatalf("%d series, %v", n, err)
+	}
+	names := map[string]bool{}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	if len(names) != 15 {
+		t.Errorf("%d families with series, want the README's 15: %v", len(names), names)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
 }
