@@ -8,6 +8,7 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -505,4 +506,109 @@ func TestAttack25aEveryFamilyPassesTheLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+}
+
+// Sixty callers at once into a dependency that is down: whatever the
+// interleaving, the counters agree with each other and with the server,
+// and each event comes once. Every attempt the server saw is one
+// attempts_total{UNAVAILABLE}; every call is a first attempt sent or
+// refused by the breaker, so attempts − retries{made} + rejections −
+// retries{breaker} = 60; every call is answered by the fallback, under
+// circuit_open as often as the breaker refused, budget_exhausted as
+// often as the budget did. The breaker opens once (one transition, one
+// event, the gauge at 2); the budget's exhaustion is one event; each
+// cause of fallback one event.
+func TestAttack25aConcurrentOutageCountsAgreeAndEventsComeOnce(t *testing.T) {
+	const callers = 60
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	rec := &atk22eEvents{}
+	var answered atomic.Int32
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe), runtime.WithClock(newAtkClock())},
+		GetStockFallback: func(_ context.Context, req *inventoryv1.GetStockRequest, _ error) (*inventoryv1.GetStockResponse, error) {
+			answered.Add(1)
+			return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
+		},
+	}, func(p *policy.Service) {
+		p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil
+		p.Breaker = breakerPolicy(4, 1)
+		p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 5, Window: time.Minute}
+		m := atkMethod(p, getStock)
+		m.Timeout = 5 * time.Second
+		m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond,
+			Multiplier: 2, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			<-start
+			if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+				t.Errorf("GetStock: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	s := atk22eSeries(t, reg)
+	v := func(k string) float64 { return s["resilient_client_"+k] }
+	attempts := v("attempts_total{code=UNAVAILABLE,method=GetStock}")
+	made, byBudget, byBreaker := v("retries_total{method=GetStock,outcome=made}"), v("retries_total{method=GetStock,outcome=budget}"),
+		v("retries_total{method=GetStock,outcome=breaker}")
+	rejections := v("breaker_rejections_total{method=GetStock}")
+	fbOpen, fbBudget, fbDown := v("fallbacks_total{cause=circuit_open,method=GetStock}"), v("fallbacks_total{cause=budget_exhausted,method=GetStock}"),
+		v("fallbacks_total{cause=unavailable,method=GetStock}")
+	t.Logf("attempts %v, retries made %v, budget %v, breaker %v; rejections %v; fallbacks open %v, budget %v, unavailable %v",
+		attempts, made, byBudget, byBreaker, rejections, fbOpen, fbBudget, fbDown)
+	if n := float64(fs.Calls(getStock)); attempts != n {
+		t.Errorf("attempts_total{UNAVAILABLE} %v, the server saw %v", attempts, n)
+	}
+	if got := attempts - made + rejections - byBreaker; got != callers {
+		t.Errorf("first attempts sent or refused: %v, want %d", got, callers)
+	}
+	if fbOpen != rejections || fbBudget != byBudget || fbOpen+fbBudget+fbDown != callers || answered.Load() != callers {
+		t.Errorf("fallbacks: %v circuit_open (rejections %v), %v budget_exhausted (refused %v), %v unavailable, %d answered; want them to add to %d",
+			fbOpen, rejections, fbBudget, byBudget, fbDown, answered.Load(), callers)
+	}
+	if made > 5 {
+		t.Errorf("%v retries made, over the budget's floor of 5", made)
+	}
+	if v("breaker_state{breaker=shared}") != 2 || v("breaker_transitions_total{breaker=shared,state=open}") != 1 ||
+		len(s) != len(filterNonZero(map[string]float64{
+			"attempts": attempts, "made": made, "budget": byBudget, "breaker": byBreaker, "rej": rejections,
+			"fo": fbOpen, "fb": fbBudget, "fd": fbDown, "state": 2, "open": 1,
+		})) {
+		t.Errorf("series: %v", s)
+	}
+	counts := map[string]int{}
+	for _, e := range attack25aEvents(rec.all()) {
+		counts[e]++
+	}
+	want := map[string]int{
+		"breaker transition  closed→open failure ratio reached over the window": 1, // the shared breaker: no method
+	}
+	if byBudget > 0 {
+		want["budget exhausted "+getStock+" unavailable"] = 1
+	}
+	for cause, n := range map[string]float64{"circuit_open": fbOpen, "budget_exhausted": fbBudget, "unavailable": fbDown} {
+		if n > 0 {
+			want["fallback "+getStock+" "+cause] = 1
+		}
+	}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", counts, want)
+	}
+}
+
+// filterNonZero returns m without its zero values.
+func filterNonZero(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
