@@ -612,3 +612,91 @@ func filterNonZero(m map[string]float64) map[string]float64 {
 	}
 	return out
 }
+
+// The observer is called outside every lock of the runtime: one that, on
+// each event, reads the breaker's state and the bulkhead's permits and
+// makes a call of the same method itself (once: its own call's events are
+// only recorded) neither deadlocks nor changes what is reported. Events of
+// every kind a unary call reports: a fallback, the budget's exhaustion, the
+// breaker's transitions, a stale cached answer.
+func TestAttack25aObserverMayCallTheClientBack(t *testing.T) {
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	clock := newAtkClock()
+	var c *inventoryv1.InventoryServiceResilientClient
+	var mu sync.Mutex
+	var kinds []string
+	var inside atomic.Bool
+	observe := func(e runtime.Event) {
+		mu.Lock()
+		kinds = append(kinds, e.Kind.String()+" "+e.Cause)
+		mu.Unlock()
+		if !inside.CompareAndSwap(false, true) {
+			return
+		}
+		defer inside.Store(false)
+		rt := c.Runtime()
+		rt.BreakerState(getStock)
+		rt.BulkheadInUse(getStock)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, _ = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "other"})
+	}
+	var err error
+	c, err = inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithObserver(observe), runtime.WithClock(clock), runtime.WithPolicy(func(p *policy.Service) {
+			p.RateLimit, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil
+			p.Breaker = breakerPolicy(4, 1)
+			p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 1, Window: time.Minute}
+			m := atkMethod(p, getStock)
+			m.Timeout = 2 * time.Second
+			m.Retry = &policy.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+				Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+		})},
+		GetStockFallback: func(_ context.Context, req *inventoryv1.GetStockRequest, _ error) (*inventoryv1.GetStockResponse, error) {
+			return &inventoryv1.GetStockResponse{Sku: req.GetSku(), Units: -1}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(sku string) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: sku})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("GetStock did not return in 10 s: an observer that calls the client back deadlocked it")
+		}
+	}
+	get("kept") // an answer kept for "kept"
+	clock.Advance(2 * time.Second)
+	fs.SetBehaviour(server.Fail(codes.Unavailable))
+	for range 4 {
+		get("new")
+	}
+	get("kept")
+	clock.Advance(11 * time.Second)
+	fs.SetBehaviour(server.Healthy)
+	get("new")
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("events: %q", kinds)
+	for _, want := range []string{"fallback unavailable", "budget exhausted unavailable", "breaker transition failure ratio reached over the window",
+		"fallback circuit_open", "fallback stale_cache", "breaker transition cool-down elapsed", "breaker transition every half-open probe succeeded"} {
+		found := false
+		for _, k := range kinds {
+			found = found || k == want
+		}
+		if !found {
+			t.Errorf("no event %q among %q", want, kinds)
+		}
+	}
+}
