@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
 
 	"github.com/go-resilient/resilient/runtime/internal/throttle"
 	"github.com/go-resilient/resilient/runtime/policy"
@@ -88,5 +89,72 @@ func TestAttack25aThrottlerEpisodeEndsAtAnAdmissionTheLimitRefuses(t *testing.T)
 	want := []EventKind{EventThrottled, EventConcurrencyLimited, EventThrottled}
 	if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
 		t.Errorf("events %v, want %v", kinds, want)
+	}
+}
+
+// The README: throttle_refusal_probability is "the throttler's
+// probability of refusing an attempt, as of its last decision". After an
+// outage has raised it above 0.5 and the throttler's window has forgotten
+// the outage, the throttler admits an attempt at probability 0; that
+// attempt's caller cancels it (an outcome the throttler does not record).
+// The gauge must say 0, the probability of that last decision, not the
+// outage's.
+func TestAttack25aThrottleGaugeFollowsADecisionWhoseOutcomeIsIgnored(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{Window: time.Second}
+		p.Methods[0].Retry = nil
+	}), WithRegisterer(reg))
+	fixedThrottle(t, c, 0.5)
+	down := &scripted{answer: func(context.Context, int64) error { return unavailable }}
+	for range 10 {
+		_ = adCall(context.Background(), c, down, nil)
+	}
+	gauge := c.Method(0).throttle.gauge
+	if got := testutil.ToFloat64(gauge); got <= 0.5 {
+		t.Fatalf("throttle_refusal_probability %v after the outage, want above 0.5", got)
+	}
+	clock.advance(3 * time.Second) // the window forgets the outage
+	if p := c.Method(0).throttle.t.RefusalProbabilityAt(c.now()); p != 0 {
+		t.Fatalf("refusal probability %v after the window, want 0", p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelled := &scripted{answer: func(context.Context, int64) error { cancel(); return context.Canceled }}
+	if err := adCall(ctx, c, cancelled, nil); cancelled.calls.Load() != 1 {
+		t.Fatalf("the attempt was not admitted: %v", err)
+	}
+	if got := testutil.ToFloat64(gauge); got != 0 {
+		t.Errorf("throttle_refusal_probability %v after an attempt admitted at probability 0, want 0", got)
+	}
+}
+
+// The same, for an attempt the throttler admits and the open breaker
+// behind it refuses: the gauge follows the throttler's decision.
+func TestAttack25aThrottleGaugeFollowsADecisionTheBreakerRefuses(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, clock := adClient(t, adPolicy(func(p *policy.Service) {
+		p.ClientThrottle = &policy.Throttle{Window: time.Second}
+		p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 1, Window: 10 * time.Second, CoolDown: time.Minute,
+			HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+		p.Methods[0].Retry = nil
+	}), WithRegisterer(reg))
+	fixedThrottle(t, c, 0.5)
+	down := &scripted{answer: func(context.Context, int64) error { return unavailable }}
+	_ = adCall(context.Background(), c, down, nil) // fails: the breaker opens
+	if s := c.Method(0).breaker.stateAt(c.now()); s != StateOpen {
+		t.Fatalf("breaker %v, want open", s)
+	}
+	gauge := c.Method(0).throttle.gauge
+	if got := testutil.ToFloat64(gauge); got == 0 {
+		t.Fatalf("throttle_refusal_probability 0 after a failure, want above")
+	}
+	clock.advance(3 * time.Second) // the throttler forgets; the breaker stays open
+	ok := &scripted{answer: func(context.Context, int64) error { return nil }}
+	if err := adCall(context.Background(), c, ok, nil); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("%v, want the open breaker's refusal", err)
+	}
+	if got := testutil.ToFloat64(gauge); got != 0 {
+		t.Errorf("throttle_refusal_probability %v after an attempt admitted at probability 0, want 0", got)
 	}
 }
