@@ -700,3 +700,51 @@ func TestAttack25aObserverMayCallTheClientBack(t *testing.T) {
 		}
 	}
 }
+
+// A caller who cancels while its attempt is at the server: the attempt is
+// counted once, under CANCELLED; no retry is made or refused, no fallback
+// answers (the caller wants nothing), no event is reported, and the
+// breaker, which counts a cancellation as nothing, moves on none of ten
+// such calls (its minimum is 4).
+func TestAttack25aCancelledMidAttemptCountsOnceUnderCancelled(t *testing.T) {
+	fs, cc := startFault(t, server.Hang)
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	rec := &atk22eEvents{}
+	var answered atomic.Int32
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe)},
+		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+			answered.Add(1)
+			return &inventoryv1.GetStockResponse{}, nil
+		},
+	}, func(p *policy.Service) {
+		p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil
+		p.Breaker = breakerPolicy(4, 1)
+		m := atkMethod(p, getStock)
+		m.Timeout = 10 * time.Second
+		m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+			Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable, codes.Canceled, codes.DeadlineExceeded)}
+	})
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+			done <- err
+		}()
+		atkWaitFor(t, "the attempt at the server", func() bool { return fs.Calls(getStock) == i+1 })
+		cancel()
+		if err := <-done; status.Code(err) != codes.Canceled {
+			t.Fatalf("call %d: %v, want CANCELLED", i+1, err)
+		}
+	}
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=CANCELLED,method=GetStock}": 10,
+	}, "ten calls cancelled at the server")
+	if n := answered.Load(); n != 0 {
+		t.Errorf("the fallback answered %d cancelled callers", n)
+	}
+	atkWantBreaker(t, c.Runtime(), getStock, runtime.StateClosed, "breaker %v after ten cancellations, want closed")
+	attack25aWantEvents(t, rec, nil)
+}
