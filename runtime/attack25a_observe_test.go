@@ -748,3 +748,60 @@ func TestAttack25aCancelledMidAttemptCountsOnceUnderCancelled(t *testing.T) {
 	atkWantBreaker(t, c.Runtime(), getStock, runtime.StateClosed, "breaker %v after ten cancellations, want closed")
 	attack25aWantEvents(t, rec, nil)
 }
+
+// A method's own adaptive limit: its gauge is labelled limiter=GetStock
+// (no shared series without a shared limit), its refusals are counted
+// under the method, answered by the fallback under concurrency_limited,
+// and reported once, naming the limit; the attempts it refused reach
+// neither the server nor attempts_total.
+func TestAttack25aMethodAdaptiveLimitSeriesNameTheMethod(t *testing.T) {
+	release := make(chan struct{})
+	fs, cc := startFault(t, atkHold(release))
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	rec := &atk22eEvents{}
+	var answered atomic.Int32
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe)},
+		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+			answered.Add(1)
+			return &inventoryv1.GetStockResponse{}, nil
+		},
+	}, func(p *policy.Service) {
+		p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle, p.Breaker = nil, nil, nil, nil
+		m := atkMethod(p, getStock)
+		m.Retry = nil
+		m.Timeout = 10 * time.Second
+		m.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 1, InitialLimit: 2, MaxLimit: 2,
+			Tolerance: 1.5, Smoothing: 0.5, BaselineWindow: 30 * time.Second}
+	})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+				t.Errorf("a held call: %v", err)
+			}
+		})
+	}
+	atkWaitFor(t, "two calls held", func() bool { return fs.InFlight() == 2 })
+	for range 3 {
+		if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	wg.Wait()
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=OK,method=GetStock}":                    2,
+		"resilient_client_adaptive_limit{limiter=GetStock}":                           2,
+		"resilient_client_adaptive_rejections_total{method=GetStock}":                 3,
+		"resilient_client_fallbacks_total{cause=concurrency_limited,method=GetStock}": 3,
+	}, "two calls held, three refused by the limit")
+	if n, calls := answered.Load(), fs.Calls(getStock); n != 3 || calls != 2 {
+		t.Errorf("the fallback answered %d, the server saw %d; want 3 and 2", n, calls)
+	}
+	attack25aWantEvents(t, rec, []string{
+		"concurrency limited " + getStock + " limit 2 (GetStock)",
+		"fallback " + getStock + " concurrency_limited",
+	})
+}
