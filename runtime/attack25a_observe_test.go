@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -804,4 +805,42 @@ func TestAttack25aMethodAdaptiveLimitSeriesNameTheMethod(t *testing.T) {
 		"concurrency limited " + getStock + " limit 2 (GetStock)",
 		"fallback " + getStock + " concurrency_limited",
 	})
+}
+
+// A stream that ends without a message is one attempt, under its code,
+// and one duration (to its end); one with messages is one attempt and one
+// duration however many it receives.
+func TestAttack25aStreamDurationOncePerStream(t *testing.T) {
+	fs, cc := startFault(t, server.Fail(codes.Unavailable))
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg)},
+	}, func(p *policy.Service) { p.Breaker = nil })
+	recvAll := func() error {
+		st, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"})
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := st.Recv(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := recvAll(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the failing stream: %v, want UNAVAILABLE", err)
+	}
+	fs.SetBehaviour(server.Healthy)
+	if err := recvAll(); err != io.EOF {
+		t.Fatalf("the healthy stream: %v, want io.EOF after its three messages", err)
+	}
+	atkWaitFor(t, "the permits back", func() bool { n, _ := c.Runtime().BulkheadInUse(watchStock); return n == 0 })
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=UNAVAILABLE,method=WatchStock}": 1,
+		"resilient_client_attempts_total{code=OK,method=WatchStock}":          1,
+	}, "a failed stream and one of three messages")
+	if n := atk24eDurations(t, reg, "WatchStock"); n != 2 {
+		t.Errorf("%d stream durations, want 2", n)
+	}
 }
