@@ -272,12 +272,20 @@ func (m *methodState) enter() (g gate, err error) {
 			return g, m.throttled(th, n)
 		}
 		g.allowed, g.start, g.known = true, n, true
+		// Admitted: the throttler's episode is over a second after its
+		// last refusal, whatever the limit behind it does with the
+		// attempt (its refusal is the limit's, not the throttler's).
+		if th.throttling.Load() && n-th.lastRefusal.Load() >= int64(episodeQuiet) {
+			th.throttling.Store(false)
+		}
 	}
 	if cl := m.concurrency; cl != nil {
 		tok, ok := cl.l.Acquire()
 		if !ok {
 			if n < 0 {
 				n = c.now()
+			} else if g.allowed {
+				m.throttle.setGauge(n) // the throttler admitted it: its last decision
 			}
 			return g, m.concurrencyLimited(cl, n)
 		}
@@ -290,9 +298,6 @@ func (m *methodState) enter() (g gate, err error) {
 				cl.limiting.Store(false)
 			}
 		}
-	}
-	if th := m.throttle; th != nil && th.throttling.Load() && n-th.lastRefusal.Load() >= int64(episodeQuiet) {
-		th.throttling.Store(false)
 	}
 	return g, nil
 }
@@ -375,11 +380,23 @@ func (m *methodState) leave(ctx context.Context, g gate, err error, n int64, mar
 			cl.gauge.Set(float64(cl.l.Limit()))
 		}
 	}
-	if th := m.throttle; th != nil && g.allowed && ot != adaptive.Ignored {
-		th.t.RecordAt(n, ot == adaptive.Success)
-		if th.gauge != nil {
-			th.gauge.Set(th.t.RefusalProbabilityAt(n))
+	if th := m.throttle; th != nil && g.allowed {
+		if ot != adaptive.Ignored {
+			th.t.RecordAt(n, ot == adaptive.Success)
 		}
+		// Set for an ignored outcome too: the gauge is the probability as
+		// of the throttler's last decision, which admitted this attempt,
+		// and would otherwise stay at what an earlier one left (an
+		// outage's 0.9 after the window forgot it).
+		th.setGauge(n)
+	}
+}
+
+// setGauge sets the refusal probability gauge, if any, to the throttler's
+// probability at n.
+func (th *clientThrottle) setGauge(n int64) {
+	if th.gauge != nil {
+		th.gauge.Set(th.t.RefusalProbabilityAt(n))
 	}
 }
 
@@ -388,6 +405,9 @@ func (m *methodState) leave(ctx context.Context, g gate, err error, n int64, mar
 func (m *methodState) leaveRefused(g gate) {
 	if cl := m.concurrency; cl != nil {
 		cl.l.ReleaseAt(g.tok, adaptive.Ignored, 0, 0)
+	}
+	if th := m.throttle; th != nil && g.allowed && th.gauge != nil {
+		th.setGauge(m.client.now()) // the throttler's decision admitted it
 	}
 }
 
