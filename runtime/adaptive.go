@@ -311,7 +311,7 @@ func (m *methodState) concurrencyLimited(cl *concurrencyLimit, n int64) error {
 		am.limited.Inc()
 	}
 	if ev := m.client.events; ev != nil {
-		cl.lastRefusal.Store(n)
+		storeLater(&cl.lastRefusal, n)
 		if !cl.limiting.Load() && cl.limiting.CompareAndSwap(false, true) {
 			ev.emit(Event{Kind: EventConcurrencyLimited, Dependency: m.dependency(), Method: m.policy.Name,
 				Cause: fmt.Sprintf("limit %d (%s)", limit, cl.label), Err: err})
@@ -332,13 +332,25 @@ func (m *methodState) throttled(th *clientThrottle, n int64) error {
 		th.gauge.Set(p)
 	}
 	if ev := m.client.events; ev != nil {
-		th.lastRefusal.Store(n)
+		storeLater(&th.lastRefusal, n)
 		if !th.throttling.Load() && th.throttling.CompareAndSwap(false, true) {
 			ev.emit(Event{Kind: EventThrottled, Dependency: m.dependency(), Method: m.policy.Name,
 				Cause: fmt.Sprintf("refusal probability %.2f", p), Err: err})
 		}
 	}
 	return err
+}
+
+// storeLater sets a to n unless it holds a later time: of two refusals
+// read from the clock in one order and stored in the other, the later one
+// stays, and an episode does not end a second after the earlier.
+func storeLater(a *atomic.Int64, n int64) {
+	for {
+		old := a.Load()
+		if old >= n || a.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // leave tells the adaptive layers how an attempt they admitted with g
