@@ -22,7 +22,7 @@ func TestAttack25EpisodeEndsAfterTheLaterOfTwoRefusalsStoredOutOfOrder(t *testin
 	cl := m.concurrency
 	n := c.now()
 	_ = m.concurrencyLimited(cl, n+int64(time.Second)) // the later reading, stored first
-	_ = m.concurrencyLimited(cl, n)                     // the earlier, stored last
+	_ = m.concurrencyLimited(cl, n)                    // the earlier, stored last
 	clock.advance(1500 * time.Millisecond)
 	g, err := m.enter()
 	if err != nil {
