@@ -68,10 +68,12 @@ type Event struct {
 	// reached"); for a fallback, what failed ("circuit_open",
 	// "bulkhead_full", "budget_exhausted", "deadline_exceeded", …); for the
 	// budget, the code of the error the refused retry leaves the caller
-	// with.
+	// with, empty for a hedged copy refused while no copy has failed (the
+	// call goes on with the copies in flight, and may yet succeed).
 	Cause string
 	// Err is the error a fallback answered or the budget left the caller
-	// with; nil for a transition.
+	// with; nil for a transition, and for a hedged copy refused while no
+	// copy has failed.
 	Err error
 }
 
