@@ -28,7 +28,12 @@ func (t *service) applyRecorded(p *policy.Service, l *leaf) ([]runtime.Change, e
 		if !ok {
 			old = "none"
 		}
-		if old != s.Value {
+		// A value the key writes is listed with it even where an earlier
+		// key (or edit) left the same value: the later key is the one in
+		// force, and merging the record makes it the source. Listed
+		// unmoved, it is no change of its own (runtime drops a change
+		// whose value is its annotated one).
+		if old != s.Value || (ok && l.writes(s.Key)) {
 			out = append(out, runtime.Change{Key: s.Key, Annotated: old, Value: s.Value, Source: l.source})
 		}
 	}
@@ -38,6 +43,32 @@ func (t *service) applyRecorded(p *policy.Service, l *leaf) ([]runtime.Change, e
 		}
 	}
 	return out, nil
+}
+
+// writes reports whether l sets the value at key (a key of
+// policy.Settings) itself, rather than moving it as a default that
+// follows or comes with a group it adds: a method's key its value of that
+// method; a service's key the shared group's value, the budget's and the
+// throttle's, or each method's timeout, overall timeout or retry value (a
+// service's value of a group its methods share tunes the shared one, not
+// a method's own).
+func (l *leaf) writes(key string) bool {
+	if l.method != "" {
+		return key == "methods."+l.method+"."+l.path
+	}
+	if key == l.path {
+		return true
+	}
+	group, _, _ := strings.Cut(l.path, ".")
+	if group != "timeout" && group != "overall_timeout" && group != "retry" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(key, "methods.")
+	if !ok {
+		return false
+	}
+	_, value, _ := strings.Cut(rest, ".")
+	return value == l.path
 }
 
 func lookup(ss []policy.Setting, key string) (string, bool) {

@@ -171,6 +171,9 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 	if err := c.policy.Validate(); err != nil {
 		return nil, err
 	}
+	if len(c.changes) > 0 {
+		c.changes = changesInForce(p, &c.policy, c.changes)
+	}
 	for i, obs := range o.observers {
 		if obs == nil {
 			return nil, fmt.Errorf("resilient: NewClient(%s): WithObserver(nil) (observer %d)", p.Name, i)

@@ -80,9 +80,43 @@ func applyEdit(p *policy.Service, e policyEdit, changes []Change) ([]Change, err
 		}
 		return merge(changes, record), nil
 	}
-	before := p.Settings()
+	before := inForce(p).Settings()
 	e.apply(p)
-	return merge(changes, diff(before, p.Settings(), e.source)), nil
+	return merge(changes, diff(before, inForce(p).Settings(), e.source)), nil
+}
+
+// changesInForce writes each change's values as Describe writes the
+// policy, the values the runtime uses: a value recorded as written where
+// the runtime fills a default (a zero field of an adaptive limit or a
+// throttler, "0") is the default in force, before (annotated, the
+// literal's) and after (edited, the client's). A change that is then no
+// change is dropped. A value recorded otherwise is kept as given.
+func changesInForce(annotated, edited *policy.Service, changes []Change) []Change {
+	inForceOf := func(p *policy.Service) (raw, in map[string]string) {
+		raw, in = map[string]string{}, map[string]string{}
+		for _, s := range p.Settings() {
+			raw[s.Key] = s.Value
+		}
+		for _, s := range inForce(p).Settings() {
+			in[s.Key] = s.Value
+		}
+		return raw, in
+	}
+	wasRaw, wasIn := inForceOf(annotated)
+	nowRaw, nowIn := inForceOf(edited)
+	kept := changes[:0]
+	for _, ch := range changes {
+		if v, ok := nowRaw[ch.Key]; ok && v == ch.Value && nowIn[ch.Key] != v {
+			ch.Value = nowIn[ch.Key]
+		}
+		if v, ok := wasRaw[ch.Key]; ok && v == ch.Annotated && wasIn[ch.Key] != v {
+			ch.Annotated = wasIn[ch.Key]
+		}
+		if ch.Value != ch.Annotated {
+			kept = append(kept, ch)
+		}
+	}
+	return kept
 }
 
 // diff lists what one edit, from source, changed between the flattened

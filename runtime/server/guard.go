@@ -173,6 +173,11 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		e.fn(&compiled[i])
 	}
 	var errs []error
+	if len(o.edits) > 0 {
+		for i := range compiled {
+			errs = append(errs, sameMethods(policies[i], &compiled[i])...)
+		}
+	}
 	for i := range compiled {
 		p := &compiled[i]
 		if err := p.Validate(); err != nil {
@@ -210,6 +215,60 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// sameMethods refuses an edit that leaves a method of the annotated
+// policy without its one entry (removed, renamed) or changes its Kind: the
+// Guard finds a method's policy by its name, and a method without one is
+// not guarded at all (no dedup, no shedding by its priority, no minimum
+// deadline). An entry listed twice, or named outside the service, is
+// Validate's. Reordering the entries is harmless.
+func sameMethods(annotated, edited *policy.Server) []error {
+	var errs []error
+	bad := func(method, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): method %s: %s", annotated.Name, method, fmt.Sprintf(format, args...)))
+	}
+	if edited.Name != annotated.Name {
+		return append(errs, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): Name changed to %q: it names the service the Guard covers; leave it as generated", annotated.Name, edited.Name))
+	}
+	entries := make(map[string]*policy.ServerMethod, len(edited.Methods))
+	for i := range edited.Methods {
+		entries[edited.Methods[i].Name] = &edited.Methods[i]
+	}
+	known := make(map[string]bool, len(annotated.Methods))
+	for i := range annotated.Methods {
+		want := &annotated.Methods[i]
+		known[want.Name] = true
+		m := entries[want.Name]
+		switch {
+		case m == nil:
+			bad(want.Name, "its entry was removed or renamed, which would leave the method unguarded: keep one entry per method of the service, and change its fields instead")
+		case m.Kind != want.Kind:
+			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", kindName(want.Kind), kindName(m.Kind))
+		}
+	}
+	for i := range edited.Methods {
+		if name := edited.Methods[i].Name; !known[name] {
+			bad(name, "is not a method of the service (a renamed entry?): the policy's entries are its methods, named /%s/Method", annotated.Name)
+			known[name] = true // once
+		}
+	}
+	return errs
+}
+
+// kindName names a Kind in errors.
+func kindName(k policy.Kind) string {
+	switch k {
+	case policy.KindUnary:
+		return "unary"
+	case policy.KindClientStreaming:
+		return "client-streaming"
+	case policy.KindServerStreaming:
+		return "server-streaming"
+	case policy.KindBidiStreaming:
+		return "bidirectional"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
 // checkNewResponse refuses a deduplicated method's NewResponse that
