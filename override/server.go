@@ -145,9 +145,9 @@ func (s *Set) ServerOptions(p *policy.Server) ([]server.Option, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("overrides of %s (%s): %w", t.name, strings.Join(sources(leaves), ", "), err)
 	}
-	return []server.Option{server.WithPolicy(p.Name, func(p *policy.Server) {
-		apply(p) //nolint:errcheck // checked above
-	})}, nil
+	// Applied after the program's own edits, which may have taken a group
+	// away since: refused then, never dropped.
+	return []server.Option{server.WithCheckedPolicy(p.Name, apply)}, nil
 }
 
 // applyServerLeaf sets one server-side value in p: a service's value in

@@ -88,7 +88,7 @@ type options struct {
 
 type edit struct {
 	service string
-	fn      func(*policy.Server)
+	fn      func(*policy.Server) error
 }
 
 // WithPolicy edits the policy of the named service before the Guard is
@@ -97,6 +97,17 @@ type edit struct {
 // annotations. It is how an operator's overrides of the limits, the
 // deadlines or the dedup choices are applied at start-up.
 func WithPolicy(service string, fn func(p *policy.Server)) Option {
+	var checked func(*policy.Server) error
+	if fn != nil {
+		checked = func(p *policy.Server) error { fn(p); return nil }
+	}
+	return WithCheckedPolicy(service, checked)
+}
+
+// WithCheckedPolicy is WithPolicy for an edit that can refuse the policy
+// it is given (an override whose group an earlier edit took away, as
+// override.Set.ServerOptions' edits do): NewGuard returns its error.
+func WithCheckedPolicy(service string, fn func(p *policy.Server) error) Option {
 	return func(o *options) { o.edits = append(o.edits, edit{service, fn}) }
 }
 
@@ -170,7 +181,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		if !ok {
 			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): unknown service: %s", e.service, heldServices(compiled))
 		}
-		e.fn(&compiled[i])
+		if err := e.fn(&compiled[i]); err != nil {
+			return nil, fmt.Errorf("resilient/server: NewGuard: editing the policy of %s: %w", e.service, err)
+		}
 	}
 	var errs []error
 	if len(o.edits) > 0 {
