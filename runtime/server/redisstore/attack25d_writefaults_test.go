@@ -133,3 +133,59 @@ func TestAttack25dRedisRestartBetweenLeaseAndFailure(t *testing.T) {
 		t.Errorf("stats %+v: want no lease lost, every outcome to keep kept", st)
 	}
 }
+
+// TestAttack25dRedisRestartUnderAWaiter: a request runs, a repeat with its
+// key waits for it (polling Redis), and Redis restarts empty. The README:
+// a store that loses its entries "forgets the keys: a repeat runs the
+// handler again, even while the first still runs; … its caller gets
+// UNAVAILABLE", and the repeat of a request that lost its key "gets the
+// outcome of the request that holds the key: one answer per key". The
+// waiter takes the free key over and runs (the second run the restart
+// allows, and no third); the first, deaf to its context, answers after it,
+// finds the key done by the other and answers UNAVAILABLE, not its own
+// answer; its caller's retry gets the waiter's answer replayed.
+func TestAttack25dRedisRestartUnderAWaiter(t *testing.T) {
+	const lease = 4 * time.Second
+	r := startRedis(t)
+	started, release := make(chan int, 2), make(chan struct{})
+	srv := newScripted(func(_ context.Context, order string, run int) (*inventoryv1.ReserveStockResponse, error) {
+		started <- run
+		if run == 1 {
+			<-release // deaf to its context
+		}
+		return &inventoryv1.ReserveStockResponse{ReservationId: fmt.Sprint(order, "-", run)}, nil
+	})
+	g, cl := guarded(t, srv, reserveStockPolicy(lease, policy.StoreErrorRefuse), server.WithStore(New(client(t, r.addr), "restartwait25d:")))
+	first, waiter := make(chan answered, 1), make(chan answered, 1)
+	go func() { first <- callWithin(cl, "rw", 10*time.Second) }()
+	if n := <-started; n != 1 {
+		t.Fatalf("run %d started first", n)
+	}
+	go func() { waiter <- callWithin(cl, "rw", 10*time.Second) }()
+	eventually(t, "the repeat waits", func() bool { return stats(t, g).Waited == 1 })
+	restartRedis(t, r)
+	select {
+	case n := <-started:
+		if n != 2 {
+			t.Fatalf("run %d started; want the waiter's, 2", n)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("the waiter did not take the forgotten key over")
+	}
+	w := <-waiter
+	close(release)
+	f := <-first
+	if w.code != codes.OK || w.id != "rw-2" {
+		t.Errorf("the waiter got %v; want its own run's rw-2", w)
+	}
+	if f.code != codes.Unavailable || !strings.Contains(f.msg, "lost its hold") {
+		t.Errorf("the first caller got %v; want UNAVAILABLE, lost its hold (the key is the waiter's)", f)
+	}
+	if again := callWithin(cl, "rw", 5*time.Second); again.id != "rw-2" || !again.replayed {
+		t.Errorf("the first caller's retry got %v; want rw-2 replayed", again)
+	}
+	if n := srv.count("rw"); n != 2 {
+		t.Errorf("the handler ran %d times; want 2 (the restart forgot the key once)", n)
+	}
+}
