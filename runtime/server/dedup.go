@@ -348,7 +348,11 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 	hctx = context.WithValue(hctx, heldKeyKey{}, &heldKey{skey: skey, token: token, outer: heldKeyOf(ctx)})
 	resp, err = handler(hctx, req)
 	returned := time.Now()
-	ended := ctx.Err() != nil // the caller's deadline or cancellation, or the DefaultTimeout
+	// The handler's context ended before it returned: the caller's
+	// deadline or cancellation, the DefaultTimeout, or the Guard's own
+	// cancellation for a lost lease (ErrLeaseLost). A failure given then
+	// is the ending's, whichever ended it.
+	ended := hctx.Err() != nil
 	k.stop()
 	if !returned.Before(k.giveUp()) {
 		// Past giveUp the lease is lost, whether or not the keeper got to
@@ -390,7 +394,8 @@ func (g *Guard) runOwned(ctx context.Context, m *method, skey, token string, fp 
 		// ClientInterceptor) answered it: the server's own credentials
 		// failed there, after the handler may have done its work (a
 		// charge), which the caller's retry would do again.
-		// Nor is a failure the handler gave once its request had ended,
+		// Nor is a failure the handler gave once its request had ended
+		// (or its context was cancelled for a lost lease),
 		// whatever its code: its context's error formatted into a status
 		// of its own (INTERNAL "context deadline exceeded"), the ending's
 		// failure, which kept would be replayed to every retry for the
