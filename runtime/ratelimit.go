@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -16,6 +17,16 @@ import (
 type rateLimiter struct {
 	p   policy.RateLimit
 	lim *rate.Limiter
+	// reserving serializes the reservations of the calls that found no
+	// token, from the reservation to the decision to wait or refuse: a
+	// refused call cancels its reservation before any other is made, so
+	// that it gives back its whole token. x/time/rate gives back only what
+	// no later reservation depends on: a refusal cancelled after another
+	// caller's reservation gave back nothing, and a storm of concurrent
+	// refusals left the bucket tokens in debt, refusing the calls after it
+	// for seconds (TestAttack25cRefusedStormLeavesTheBucketWhole). A call
+	// that finds a token takes no lock but the limiter's.
+	reserving sync.Mutex
 }
 
 // newRateLimiter returns a limiter whose bucket starts full.
@@ -33,22 +44,29 @@ func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) 
 	if r.lim.AllowN(now, 1) {
 		return 0, nil // a token was there: no reservation to allocate
 	}
+	r.reserving.Lock()
+	now = time.Now() // not the moment before the wait for the lock
 	res := r.lim.ReserveN(now, 1)
 	if !res.OK() {
+		r.reserving.Unlock()
 		return 0, errRateRefused
 	}
 	wait = res.DelayFrom(now)
 	if wait == 0 {
+		r.reserving.Unlock()
 		return 0, nil
 	}
 	if wait > r.p.MaxWait {
 		res.CancelAt(now)
+		r.reserving.Unlock()
 		return wait, errRateRefused
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) <= wait {
 		res.CancelAt(now)
+		r.reserving.Unlock()
 		return wait, errRateDeadline
 	}
+	r.reserving.Unlock()
 	if !sleep(ctx, wait) {
 		res.Cancel()
 		return wait, ctx.Err()
