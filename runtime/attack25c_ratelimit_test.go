@@ -93,3 +93,66 @@ func TestAttack25cRefusedStormLeavesTheBucketWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack25cWaitersAndRefusalsAdmitExactly: a bucket of 1 refilled
+// every 500 ms, calls that may wait 700 ms. Of 10 callers at once, one
+// takes the token, one waits for the next (about 500 ms), and the 8 whose
+// token would come after about 1 s are refused at once, without waiting.
+// Their reservations given back, the bucket is at the waiter's token when
+// it goes: a caller arriving then waits for the one after it (500 ms,
+// within 700 ms) and is let through; with a refusal's token still owed it
+// would have had to wait about 1 s and been refused.
+func TestAttack25cWaitersAndRefusalsAdmitExactly(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		p.Breaker, p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil, nil
+		p.RateLimit = &policy.RateLimit{RequestsPerSecond: 2, Burst: 1, MaxWait: 700 * time.Millisecond}
+		m := atkMethod(p, atkGetStock)
+		m.Retry, m.Timeout, m.OverallTimeout = nil, 0, 0
+	})
+	get := func() (time.Duration, error) {
+		begin := time.Now()
+		_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+		return time.Since(begin), err
+	}
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var admitted, refused int
+	var slowRefusal time.Duration
+	for range 10 {
+		wg.Go(func() {
+			<-gate
+			took, err := get()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				admitted++
+			case errors.Is(err, runtime.ErrRateLimited):
+				refused++
+				slowRefusal = max(slowRefusal, took)
+			default:
+				t.Errorf("a call failed otherwise than by the rate limit: %v", err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if admitted != 2 || refused != 8 {
+		t.Fatalf("of 10 callers, %d let through and %d refused, want 2 and 8", admitted, refused)
+	}
+	// Refused at once: a refusal that waited for its token would have
+	// taken 700 ms or more.
+	if slowRefusal >= 400*time.Millisecond {
+		t.Errorf("the slowest refusal took %v, want at once", slowRefusal)
+	}
+	if took, err := get(); err != nil {
+		t.Errorf("the caller after the waiter: %v after %v, want its token within the 700 ms max wait", err, took)
+	}
+	if n := fs.Calls(atkGetStock); n != 3 {
+		t.Errorf("the server saw %d calls, want 3", n)
+	}
+}
