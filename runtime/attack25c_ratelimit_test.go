@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -40,7 +41,8 @@ func TestAttack25cRefusedStormLeavesTheBucketWhole(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := startFault(t, server.Healthy)
 	readyConn(t, cc)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+	reg := prometheus.NewRegistry()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, func(p *policy.Service) {
 		p.Breaker, p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil, nil
 		p.RateLimit = &policy.RateLimit{RequestsPerSecond: 20, Burst: 5}
 		atkMethod(p, atkGetStock).Retry = nil
@@ -49,6 +51,7 @@ func TestAttack25cRefusedStormLeavesTheBucketWhole(t *testing.T) {
 		_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
 		return err
 	}
+	var refusals int32
 	for round := range 3 {
 		if round > 0 {
 			time.Sleep(300 * time.Millisecond) // the bucket refills after the last round's calls
@@ -83,6 +86,10 @@ func TestAttack25cRefusedStormLeavesTheBucketWhole(t *testing.T) {
 		}
 		if int(refused.Load())+sent != 512 {
 			t.Fatalf("round %d: %d refused + %d sent, want 512", round, refused.Load(), sent)
+		}
+		refusals += refused.Load()
+		if got := metricValue(t, reg, "resilient_client_rate_limited_total", "method", "GetStock"); got != float64(refusals) {
+			t.Errorf("round %d: rate_limited_total %v, want the %d refusals", round, got, refusals)
 		}
 		time.Sleep(260 * time.Millisecond) // the bucket refills: 5 tokens in 250 ms
 		for i := range 5 {
