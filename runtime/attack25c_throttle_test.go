@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,8 @@ func TestAttack25cThrottlerCountsWhatTheREADMESays(t *testing.T) {
 		call func(c *inventoryv1.InventoryServiceResilientClient) error
 		edit func(m *policy.Method)
 		want float64
+		// serverLimit is the server's receive limit, 0 for gRPC's.
+		serverLimit int
 	}
 	var cases []ending
 	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
@@ -128,10 +131,25 @@ func TestAttack25cThrottlerCountsWhatTheREADMESays(t *testing.T) {
 					grpc.MaxCallSendMsgSize(16))
 				return err
 			}},
+		ending{name: "a response past the receive limit", want: nothing, first: server.Healthy,
+			call: func(c *inventoryv1.InventoryServiceResilientClient) error {
+				_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"},
+					grpc.MaxCallRecvMsgSize(4))
+				return err
+			}},
+		ending{name: "a request past the server's receive limit", want: nothing, first: server.Healthy, serverLimit: 16,
+			call: func(c *inventoryv1.InventoryServiceResilientClient) error {
+				_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: string(make([]byte, 64))})
+				return err
+			}},
 	)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fs, cc := startFault(t, tc.first)
+			var serve []grpc.ServerOption
+			if tc.serverLimit > 0 {
+				serve = append(serve, grpc.MaxRecvMsgSize(tc.serverLimit))
+			}
+			fs, cc := startFaultWith(t, tc.first, serve)
 			readyConn(t, cc)
 			c, reg := atk25cThrottled(t, cc, policy.Throttle{}, tc.edit)
 			call := tc.call
@@ -155,11 +173,17 @@ func TestAttack25cThrottlerCountsWhatTheREADMESays(t *testing.T) {
 					return err
 				}
 			}
-			if err := call(c); errors.Is(err, runtime.ErrThrottled) {
+			err := call(c)
+			if errors.Is(err, runtime.ErrThrottled) {
 				t.Fatalf("the first call on an empty window was throttled: %v", err)
 			}
+			if tc.serverLimit > 0 || strings.Contains(tc.name, "limit") {
+				if status.Code(err) != codes.ResourceExhausted {
+					t.Fatalf("%s: got %v, want gRPC's RESOURCE_EXHAUSTED", tc.name, err)
+				}
+			}
 			fs.SetBehaviour(func(context.Context, server.Call) error { return status.Error(codes.Unavailable, "down") })
-			_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+			_, err = c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
 			if c := status.Code(err); c != codes.Unavailable {
 				t.Fatalf("second call: %v, want UNAVAILABLE (the server's or the throttler's)", err)
 			}
