@@ -228,3 +228,50 @@ func TestAttack25cStaleAnswerServesEveryWaiterOnce(t *testing.T) {
 		t.Errorf("the next stale answer: %v %v, want 42 (a caller's change reached the kept answer)", r, err)
 	}
 }
+
+// TestAttack25cJoinersOfASharedSuccessEachGetACopy: eight callers share
+// one call that succeeds. Each gets a message of its own (none the same
+// as another's), one call reached the server, and a caller changing its
+// answer changes neither the next fresh hit nor another caller's.
+func TestAttack25cJoinersOfASharedSuccessEachGetACopy(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	fs, cc := startFault(t, atkHold(release))
+	readyConn(t, cc)
+	c := atk25cCachedInventory(t, cc, newAtkClock(), nil, nil)
+	const callers = 8
+	resps := make([]*inventoryv1.GetStockResponse, callers)
+	errs := make([]error, callers)
+	base := atk25cInCached()
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resps[i], errs[i] = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "plum"})
+		})
+	}
+	atkWaitFor(t, "every caller waiting in the cache", func() bool { return atk25cInCached()-base == callers })
+	close(release)
+	wg.Wait()
+	for i := range callers {
+		if errs[i] != nil || resps[i].GetUnits() != 42 {
+			t.Fatalf("caller %d: %v %v, want 42", i, resps[i], errs[i])
+		}
+		for j := range i {
+			if resps[i] == resps[j] {
+				t.Errorf("callers %d and %d got the same message", i, j)
+			}
+		}
+	}
+	if n := fs.Calls(atkGetStock); n != 1 {
+		t.Errorf("the server saw %d calls for %d callers, want 1", n, callers)
+	}
+	for i := range callers {
+		resps[i].Units = int64(-i)
+	}
+	r, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "plum"})
+	if err != nil || r.GetUnits() != 42 || fs.Calls(atkGetStock) != 1 {
+		t.Errorf("fresh hit after the callers changed theirs: %v %v (%d server calls), want 42 without a call", r, err, fs.Calls(atkGetStock))
+	}
+}
