@@ -292,3 +292,60 @@ func TestAttack25cThrottlerClimbsToTheCapInTenAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack25cThrottlerAfterAHealthySpell: "after a healthy spell the
+// window's accepts must first be outnumbered k to one or forgotten, so it
+// takes most of a window (at 100 attempts/s after 5 s of accepts, about
+// 450 attempts, 4.5 s)". On the client's clock, 500 answers at 100/s, then
+// an outage at 100 attempts/s. Every attempt of the outage, refused or
+// sent, is a request not accepted, so the gauge follows the window
+// whatever the draws: nothing is refused while the window's accepts are
+// more than half its requests (the first 250 attempts at least), and the
+// cap, 0.9, comes once the window has forgotten the healthy spell's last
+// accepts, after about 450.
+func TestAttack25cThrottlerAfterAHealthySpell(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	clock := newAtkClock()
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{
+		runtime.WithClock(clock), runtime.WithRegisterer(reg)}}, func(p *policy.Service) {
+		p.Breaker, p.AdaptiveLimit, p.Bulkhead = nil, nil, nil
+		p.ClientThrottle = &policy.Throttle{}
+		m := atkMethod(p, atkGetStock)
+		m.Retry, m.Hedging = nil, nil
+	})
+	get := func() error {
+		_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+		clock.Advance(10 * time.Millisecond)
+		return err
+	}
+	for range 500 {
+		if err := get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.SetBehaviour(func(context.Context, server.Call) error { return status.Error(codes.Unavailable, "down") })
+	firstPositive, atCap := 0, 0
+	for n := 1; n <= 600 && atCap == 0; n++ {
+		err := get()
+		if errors.Is(err, runtime.ErrThrottled) && firstPositive == 0 {
+			t.Fatalf("attempt %d of the outage throttled before the gauge was positive", n)
+		}
+		p := gaugeValue(t, reg, atk25cRefusalGauge)
+		if p > 0 && firstPositive == 0 {
+			firstPositive = n
+		}
+		if near(p, 0.9) {
+			atCap = n
+		}
+	}
+	if firstPositive < 250 {
+		t.Errorf("refusals began at attempt %d of the outage, with the window's accepts still half its requests", firstPositive)
+	}
+	if atCap < 425 || atCap > 475 {
+		t.Errorf("the cap came at attempt %d of the outage (refusals from %d), want about 450", atCap, firstPositive)
+	}
+	t.Logf("refusals from attempt %d, the cap at %d", firstPositive, atCap)
+}
