@@ -11,6 +11,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +117,59 @@ func atk25cUncached(t *testing.T, cc grpc.ClientConnInterface,
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestAttack25cFallbackOnceWhateverTheAttempts: a call retried three
+// times, and a call hedged with three copies, every attempt failing: the
+// server saw each attempt, and the fallback ran once for the call, with
+// the call's final error.
+func TestAttack25cFallbackOnceWhateverTheAttempts(t *testing.T) {
+	atkNoLeak(t)
+	for _, tc := range []struct {
+		name string
+		edit func(m *policy.Method)
+	}{
+		{"retried", func(m *policy.Method) {
+			m.Retry.MaxAttempts, m.Retry.InitialBackoff, m.Retry.MaxBackoff = 3, time.Millisecond, time.Millisecond
+		}},
+		{"hedged", func(m *policy.Method) {
+			m.Retry = nil
+			m.Timeout, m.OverallTimeout = 2*time.Second, 0
+			m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, cc := startFault(t, func(context.Context, server.Call) error { return status.Error(codes.Unavailable, "down") })
+			readyConn(t, cc)
+			var ran atomic.Int32
+			var got error
+			c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+				GetStockFallback: func(_ context.Context, _ *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
+					ran.Add(1)
+					got = err
+					return &inventoryv1.GetStockResponse{Units: -1}, nil
+				},
+				Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+					withoutCacheAndRateLimit(p)
+					p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
+					tc.edit(atkMethod(p, atkGetStock))
+				})}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
+			if err != nil || r.GetUnits() != -1 {
+				t.Fatalf("got %v %v, want the fallback's answer", r, err)
+			}
+			if n := fs.Calls(atkGetStock); n != 3 {
+				t.Errorf("the server saw %d attempts, want 3", n)
+			}
+			if n := ran.Load(); n != 1 {
+				t.Errorf("the fallback ran %d times, want once", n)
+			}
+			if !errors.Is(got, runtime.ErrRetriesExhausted) || status.Code(got) != codes.Unavailable {
+				t.Errorf("the fallback got %v, want the final UNAVAILABLE after every attempt", got)
+			}
+		})
+	}
 }
