@@ -84,6 +84,7 @@ func TestAttack25cFallbackAndStaleForEachServerCode(t *testing.T) {
 			m := atkMethod(p, atkGetStock)
 			m.Retry.MaxAttempts, m.Retry.InitialBackoff, m.Retry.MaxBackoff = 2, time.Millisecond, time.Millisecond
 			m.Retry.RetryableCodes = policy.CodesOf(codes.Unavailable, codes.Aborted)
+			m.Timeout, m.OverallTimeout = 5*time.Second, 0
 		})}})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,8 @@ func atk25cUncached(t *testing.T, cc grpc.ClientConnInterface,
 		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
 			withoutCacheAndRateLimit(p)
 			p.Breaker, p.AdaptiveLimit, p.ClientThrottle, p.Bulkhead = nil, nil, nil, nil
-			atkMethod(p, atkGetStock).Retry = nil
+			m := atkMethod(p, atkGetStock)
+			m.Retry, m.Timeout, m.OverallTimeout = nil, 5*time.Second, 0
 		})}})
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +133,7 @@ func TestAttack25cFallbackOnceWhateverTheAttempts(t *testing.T) {
 	}{
 		{"retried", func(m *policy.Method) {
 			m.Retry.MaxAttempts, m.Retry.InitialBackoff, m.Retry.MaxBackoff = 3, time.Millisecond, time.Millisecond
+			m.Timeout, m.OverallTimeout = 5*time.Second, 0
 		}},
 		{"hedged", func(m *policy.Method) {
 			m.Retry = nil

@@ -41,6 +41,7 @@ func TestAttack25cPushbackSpellings(t *testing.T) {
 			p.Breaker = nil
 			m := atkMethod(p, atkGetStock)
 			m.Retry.InitialBackoff, m.Retry.MaxBackoff = backoff, backoff
+			m.Timeout, m.OverallTimeout = 2*time.Second, 0 // none a loaded machine reaches
 		})
 	}
 	long, short := client(5*time.Second), client(time.Millisecond)

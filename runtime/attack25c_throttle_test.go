@@ -40,6 +40,9 @@ func atk25cThrottled(t *testing.T, cc *grpc.ClientConn, th policy.Throttle, edit
 		p.ClientThrottle = &th
 		m := atkMethod(p, atkGetStock)
 		m.Retry, m.Hedging = nil, nil
+		// No attempt timeout a loaded machine could reach (the annotated
+		// 300 ms cut a healthy call at load 15); a case sets its own.
+		m.Timeout, m.OverallTimeout = 10*time.Second, 0
 		if edit != nil {
 			edit(m)
 		}
@@ -315,6 +318,7 @@ func TestAttack25cThrottlerAfterAHealthySpell(t *testing.T) {
 		p.ClientThrottle = &policy.Throttle{}
 		m := atkMethod(p, atkGetStock)
 		m.Retry, m.Hedging = nil, nil
+		m.Timeout, m.OverallTimeout = 10*time.Second, 0 // see atk25cThrottled
 	})
 	get := func() error {
 		_, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"})
