@@ -196,9 +196,16 @@ func (c *cache) finish(key string, f *flight, val any, err error, now int64) (wa
 			}
 		}
 	}
-	c.mu.Unlock()
+	// The flight is done before the lock is released: a waiter that
+	// leaves after finish counted it (waited) takes the lock after this,
+	// and so finds the flight done, and its panic, if any, to re-raise.
+	// Closed after the unlock, a waiter leaving in between found neither
+	// (TestAttack25cAWaiterFinishCountedSeesTheFlightDone): with waited
+	// true the shared call did not panic on its own goroutine either, and
+	// the panic was swallowed.
 	f.val, f.err = val, err
 	close(f.done)
+	c.mu.Unlock()
 	return waited
 }
 
