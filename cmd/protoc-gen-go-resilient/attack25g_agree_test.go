@@ -293,3 +293,45 @@ service S {
 		}
 	}
 }
+
+// TestAttack25gServiceWithoutMethods: a service that declares no method
+// has its values checked one by one (a failure_ratio of 2, per_method, a
+// hedging or a cache on it are refused, by the plugin and lint alike), but
+// the checks that relate two values are made only in the policy of each
+// method, and there is none: a timeout above its overall_timeout, an
+// initial_backoff above the default max_backoff, a min_deadline above its
+// default_timeout are accepted, and the code written for it.
+func TestAttack25gServiceWithoutMethods(t *testing.T) {
+	src := func(opt string) string {
+		return `syntax = "proto3";
+package atk.e25g;
+import "resilient/v1/resilient.proto";
+option go_package = "resilienttest/atk/e25g";
+service Empty {
+  option (resilient.v1.service) = {` + opt + `};
+}
+`
+	}
+	for _, c := range []struct{ opt, rule string }{
+		{`circuit_breaker: {failure_ratio: 2}`, rules.RuleInvalidValue},
+		{`hedging: {delay: {seconds: 1}}`, rules.RuleInvalidValue},
+		{`shedding: {low: 30, normal: 20, high: 40, critical: 50}`, rules.RuleServer},
+	} {
+		plugin, files, lint := attack25gRun(t, "e.proto", src(c.opt))
+		if fired := attack25gAgree(t, c.opt, plugin, files, lint); len(fired) != 1 || fired[0] != c.rule {
+			t.Errorf("%s: lint fires %v, want [%s]", c.opt, fired, c.rule)
+		}
+	}
+	t.Skip("defect: on a service without methods the checks relating two values (timeout/overall_timeout, backoff order, min_deadline/default_timeout) never run, so its contradictory values are accepted silently; refuse its option like a file's without services, or check it as the policy a method would inherit: a design question")
+	for _, opt := range []string{
+		`timeout: {seconds: 2}, overall_timeout: {seconds: 1}`,
+		`retry: {initial_backoff: {seconds: 5}}`,
+		`server: {min_deadline: {seconds: 5}, default_timeout: {seconds: 1}}`,
+	} {
+		plugin, files, lint := attack25gRun(t, "e.proto", src(opt))
+		attack25gAgree(t, opt, plugin, files, lint)
+		if len(plugin) == 0 {
+			t.Errorf("%s on a service without methods: accepted, %d files written", opt, files)
+		}
+	}
+}
