@@ -70,12 +70,19 @@ var fileOptionPath = protoreflect.SourcePath{8, int32(resilientv1.E_File.TypeDes
 
 // place is where fi, found at d, is reported: a finding of the file's own
 // option at that option's statement, when the file has its source
-// location; anything else at the descriptor's span (a file has none, so
-// buf names only the file).
+// location; for an option written field by field (option
+// (resilient.v1.file).timeout = {...}), which has no statement of the
+// whole option, at the statement of the field at fault, as the code
+// generator places it (rules.ValueLocation); anything else at the
+// descriptor's span (a file has none, so buf names only the file).
 func place(d protoreflect.Descriptor, fi rules.Finding) check.AddAnnotationOption {
 	if fd, ok := d.(protoreflect.FileDescriptor); ok && fi.Level == rules.LevelFile {
-		if loc := fd.SourceLocations().ByPath(fileOptionPath); loc.Path != nil {
+		locs := fd.SourceLocations()
+		if loc := locs.ByPath(fileOptionPath); loc.Path != nil {
 			return check.WithFileNameAndSourcePath(fd.Path(), fileOptionPath)
+		}
+		if loc, ok := rules.ValueLocation(locs, fileOptionPath, fi.Path); ok {
+			return check.WithFileNameAndSourcePath(fd.Path(), loc.Path)
 		}
 	}
 	return check.WithDescriptor(d)

@@ -71,15 +71,18 @@ func cacheKeyOf(m *protogen.Method, name string) *keyField {
 
 // PresenceVars lists the local variables of the generated cache key
 // function that hold the parts of its key fields with presence,
-// "accountPart, dayPart"; "" for none.
-func (m *method) PresenceVars() string {
+// ["accountPart", "dayPart"]; none for none. The template names each
+// apart from the file's imports (local), as every other local: a request
+// of a package imported as keyPart would otherwise have its oneof wrapper
+// types hidden by the part of a field key.
+func (m *method) PresenceVars() []string {
 	var vars []string
 	for _, k := range m.CacheKeys {
 		if k != nil && k.Presence != nil {
 			vars = append(vars, k.Presence.Var)
 		}
 	}
-	return strings.Join(vars, ", ")
+	return vars
 }
 
 // presenceOf says how generated code tells field, which has presence, set.

@@ -6,14 +6,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/go-resilient/resilient/internal/rules"
-	resilientv1 "github.com/go-resilient/resilient/options/resilient/v1"
 )
 
 // site is a place in a .proto file that a problem is reported at: the
@@ -110,29 +108,11 @@ func (at site) valuePosition(lvl rules.Level, path string) string {
 	if !ok || at.file == nil {
 		return at.pos
 	}
-	want := append(append(protoreflect.SourcePath(nil), base...), fieldNumbers(path)...)
-	locs := at.file.Desc.SourceLocations()
-	var best protoreflect.SourceLocation
-	bestLen := -1
-	for i := range locs.Len() {
-		loc := locs.Get(i)
-		n := commonPrefix(loc.Path, want)
-		if n < len(base) {
-			continue
-		}
-		// A location inside the value (a field of it) stands for it when
-		// nothing closer to it exists; one beside it does not.
-		if n < len(loc.Path) && n < len(want) {
-			continue
-		}
-		if n > bestLen {
-			best, bestLen = loc, n
-		}
-	}
-	if bestLen < 0 {
+	loc, ok := rules.ValueLocation(at.file.Desc.SourceLocations(), base, path)
+	if !ok {
 		return at.pos
 	}
-	return position(at.file, best)
+	return position(at.file, loc)
 }
 
 func commonPrefix(a, b protoreflect.SourcePath) int {
@@ -143,32 +123,8 @@ func commonPrefix(a, b protoreflect.SourcePath) int {
 	return n
 }
 
-// fieldNumbers turns a field path of the policy ("retry.retryable_codes[1]")
-// into its source path below the option: field numbers and list indexes.
-// It stops at the first part the policy does not have.
-func fieldNumbers(path string) protoreflect.SourcePath {
-	var out protoreflect.SourcePath
-	if path == "" {
-		return out
-	}
-	md := (&resilientv1.Policy{}).ProtoReflect().Descriptor()
-	for _, part := range strings.Split(path, ".") {
-		name, index, _ := strings.Cut(part, "[")
-		if md == nil {
-			break
-		}
-		fd := md.Fields().ByName(protoreflect.Name(name))
-		if fd == nil {
-			break
-		}
-		out = append(out, int32(fd.Number()))
-		if i, err := strconv.Atoi(strings.TrimSuffix(index, "]")); err == nil && index != "" {
-			out = append(out, int32(i))
-		}
-		md = fd.Message()
-	}
-	return out
-}
+// fieldNumbers is rules.FieldNumbers.
+func fieldNumbers(path string) protoreflect.SourcePath { return rules.FieldNumbers(path) }
 
 // problem is one reason a policy is refused.
 type problem struct {
