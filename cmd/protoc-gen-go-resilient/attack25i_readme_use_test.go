@@ -23,7 +23,9 @@ import (
 // attempt), the shared breaker opens only after 20 outcomes, stays open
 // until the 5 s cool-down and closes after 3 good probes, the 16 permits'
 // bulkhead refuses the 17th call after its 20 ms wait, and the snippet's
-// fallback answers a failure but neither an answer nor a cancellation.
+// fallback answers a failure but neither an answer nor a cancellation;
+// and the constructor refuses the edits its list names, and no others
+// (removing ReserveStock's key is refused while its retry stays).
 func TestAttack25iREADMEFileBehavesAsTheTableSays(t *testing.T) {
 	goBin, repo := goAndRepo(t, "building and testing the README's example")
 	var protoBlock, snippet *readmeBlock
@@ -72,7 +74,7 @@ func TestAttack25iREADMEFileBehavesAsTheTableSays(t *testing.T) {
 		t.Fatalf("go test in a module built from the README's example: %v\n%s", err, out)
 	}
 	// Every test of the module ran and passed: none skipped or missing.
-	if got, want := strings.Count(string(out), "--- PASS: "), strings.Count(attack25iNewcomerTest, "\nfunc Test"); got != want || want != 6 {
+	if got, want := strings.Count(string(out), "--- PASS: "), strings.Count(attack25iNewcomerTest, "\nfunc Test"); got != want || want != 7 {
 		t.Fatalf("go test in a module built from the README's example: %d tests passed, want %d:\n%s", got, want, out)
 	}
 }
@@ -89,6 +91,7 @@ import (
 	"time"
 
 	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -367,6 +370,40 @@ func TestSnippetsFallback(t *testing.T) {
 	}()
 	if _, err := client3.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "a"}); status.Code(err) != codes.Canceled {
 		t.Fatalf("cancelled by the caller: %v; want CANCELED, not the fallback", err)
+	}
+}
+// TestEditsTheConstructorRefuses: the list of "Construct and call", on
+// the README's own client.
+func TestEditsTheConstructorRefuses(t *testing.T) {
+	cc, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, tc := range []struct {
+		name   string
+		edit   func(*policy.Service)
+		refuse bool
+	}{
+		{"ReserveStock made idempotent", func(p *policy.Service) { p.Methods[1].Idempotent = true }, true},
+		{"ReserveStock given a generated key", func(p *policy.Service) { p.Methods[1].GenerateIdempotencyKey = true }, true},
+		{"another key field", func(p *policy.Service) { p.Methods[1].IdempotencyKey = "sku" }, true},
+		{"the key removed, the retry kept", func(p *policy.Service) { p.Methods[1].IdempotencyKey = "" }, true},
+		{"the key removed with the retry", func(p *policy.Service) { p.Methods[1].IdempotencyKey, p.Methods[1].Retry = "", nil }, false},
+		{"GetStock's entry removed", func(p *policy.Service) { p.Methods = p.Methods[1:] }, true},
+		{"GetStock listed twice", func(p *policy.Service) { p.Methods = append(p.Methods, p.Methods[0]) }, true},
+		{"entries reordered", func(p *policy.Service) { p.Methods[0], p.Methods[1] = p.Methods[1], p.Methods[0] }, false},
+		{"the service renamed", func(p *policy.Service) { p.Name = "x.Y" }, true},
+		{"GetStock's kind changed", func(p *policy.Service) { p.Methods[0].Kind = policy.KindServerStreaming }, true},
+		{"a cache added to GetStock", func(p *policy.Service) {
+			p.Methods[0].Cache = &policy.Cache{FreshTTL: time.Second, StaleTTL: time.Second, MaxEntries: 10, KeyFields: []string{"sku"}}
+		}, true},
+	} {
+		_, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+			Runtime: []runtime.Option{runtime.WithPolicy(tc.edit)}})
+		if (err != nil) != tc.refuse {
+			t.Errorf("%s: %v, want refused %v", tc.name, err, tc.refuse)
+		}
 	}
 }
 `
