@@ -2,6 +2,7 @@ package example_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -407,4 +408,68 @@ func TestAttack25fDefaultTimeoutCancelsTheHandler(t *testing.T) {
 	_, err = st.Recv()
 	check("WatchStock", err)
 	waitFor(t, "every place back", func() bool { return r.stats().InFlight == 0 })
+}
+
+// TestAttack25fTooShortStreamsLeaveTheBreakerClosed: the breaker the
+// generated client shares across its methods counts DEADLINE_EXCEEDED as
+// a failure (20 calls, half failing, open it). Thirty WatchStock streams
+// opened with 600 ms for a server MinDeadline of 1 s are each refused at
+// the door, DEADLINE_EXCEEDED marked DEADLINE_TOO_SHORT, the handler not
+// run; the streams' breaker counts them as nothing, so GetStock, whose
+// calls have time enough, is still served, not refused by an open breaker.
+// The control: thirty streams whose handler answers a plain
+// DEADLINE_EXCEEDED do open it.
+func TestAttack25fTooShortStreamsLeaveTheBreakerClosed(t *testing.T) {
+	t.Run("control: unmarked DEADLINE_EXCEEDED opens the breaker", func(t *testing.T) {
+		fail := func(ctx context.Context, c server.Call) error {
+			if c.Method == watchStock {
+				return status.Error(codes.DeadlineExceeded, "the handler's own")
+			}
+			return nil
+		}
+		r := newRig25f(t, fail, nil, noClientLimits, longTimeouts)
+		for i := range 30 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := r.client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("w", i)})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			cancel()
+			if errors.Is(err, runtime.ErrCircuitOpen) {
+				return // opened
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "g"}); !errors.Is(err, runtime.ErrCircuitOpen) {
+			t.Errorf("GetStock after 30 failed streams: %v, want the breaker open", err)
+		}
+	})
+	r := newRig25f(t, nil, []rserver.Option{serverEdit(watchStock, func(m *policy.ServerMethod) { m.MinDeadline = time.Second })},
+		noClientLimits, longTimeouts)
+	for i := range 30 {
+		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		st, err := r.client.WatchStock(ctx, &inventoryv1.WatchStockRequest{Sku: fmt.Sprint("w", i)})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded || !deadlineMarked(err) {
+			t.Fatalf("stream %d with 600 ms for a MinDeadline of 1 s: %v, want DEADLINE_EXCEEDED marked %s", i, err, runtime.DeadlineReason)
+		}
+	}
+	if s := r.stats(); s.DeadlineRefused != 30 || s.InFlight != 0 {
+		t.Errorf("guard stats %+v; want 30 refused as too short, nothing in flight", s)
+	}
+	if n := r.srv.Calls(watchStock); n != 0 {
+		t.Errorf("WatchStock ran %d times for streams refused at the door", n)
+	}
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := r.client.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: fmt.Sprint("g", i)})
+		cancel()
+		if err != nil {
+			t.Errorf("GetStock %d after the too-short streams: %v, want it served (the shared breaker closed)", i, err)
+		}
+	}
 }
