@@ -340,8 +340,11 @@ func heldServices(policies []policy.Server) string {
 // stream interceptors, chained before any other interceptor given to
 // grpc.NewServer after them (gRPC runs a grpc.UnaryInterceptor or
 // grpc.StreamInterceptor outside every chained one). A server that needs
-// its own InTapHandle (gRPC keeps only the last one given) calls TapHandle
-// from it instead, after its own checks, and returns TapHandle's answer:
+// its own InTapHandle (gRPC takes one, and a second panics in
+// grpc.NewServer) passes UnaryInterceptor and StreamInterceptor with
+// grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor instead of
+// ServerOptions, and calls TapHandle from its tap, after its own checks,
+// returning TapHandle's answer:
 // gRPC never cancels the context of a stream its tap refused (not even
 // when its connection closes), so a refusal made after TapHandle admitted
 // a request keeps the request's place in flight until its deadline or the
