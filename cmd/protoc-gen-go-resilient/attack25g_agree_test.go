@@ -28,7 +28,7 @@ func attack25gRun(t *testing.T, name, src string) (plugin []string, files int, l
 	req := compileRequest(t, "module="+testModule, []string{dir, "../../options"}, name)
 	lintFindings(t, req, func(d protoreflect.Descriptor, fi rules.Finding) {
 		if fi.Rule != rules.RuleNoTimeout {
-			lint = append(lint, fmt.Sprintf("%s %s: %s.%s: %s", fi.Rule, d.FullName(), fi.Level.Option(), fi.Path, fi.Message))
+			lint = append(lint, fmt.Sprintf("%s %s: %s: %s", fi.Rule, d.FullName(), fi.Level.OptionPath(fi.Path), fi.Message))
 		}
 	})
 	return plugin, len(out), lint
@@ -295,12 +295,13 @@ service S {
 }
 
 // TestAttack25gServiceWithoutMethods: a service that declares no method
-// has its values checked one by one (a failure_ratio of 2, per_method, a
-// hedging or a cache on it are refused, by the plugin and lint alike), but
-// the checks that relate two values are made only in the policy of each
-// method, and there is none: a timeout above its overall_timeout, an
-// initial_backoff above the default max_backoff, a min_deadline above its
-// default_timeout are accepted, and the code written for it.
+// had its values checked one by one (a failure_ratio of 2, a hedging on
+// it were refused), but the checks that relate two values are made only
+// in the policy of each method, and there is none: a timeout above its
+// overall_timeout, an initial_backoff above the default max_backoff, a
+// min_deadline above its default_timeout were accepted, and the code
+// written for it. Its option applies to nothing, and is now refused as
+// such, as a file option in a file without services is.
 func TestAttack25gServiceWithoutMethods(t *testing.T) {
 	src := func(opt string) string {
 		return `syntax = "proto3";
@@ -312,26 +313,25 @@ service Empty {
 }
 `
 	}
-	for _, c := range []struct{ opt, rule string }{
-		{`circuit_breaker: {failure_ratio: 2}`, rules.RuleInvalidValue},
-		{`hedging: {delay: {seconds: 1}}`, rules.RuleInvalidValue},
-		{`shedding: {low: 30, normal: 20, high: 40, critical: 50}`, rules.RuleServer},
-	} {
-		plugin, files, lint := attack25gRun(t, "e.proto", src(c.opt))
-		if fired := attack25gAgree(t, c.opt, plugin, files, lint); len(fired) != 1 || fired[0] != c.rule {
-			t.Errorf("%s: lint fires %v, want [%s]", c.opt, fired, c.rule)
-		}
-	}
-	t.Skip("defect: on a service without methods the checks relating two values (timeout/overall_timeout, backoff order, min_deadline/default_timeout) never run, so its contradictory values are accepted silently; refuse its option like a file's without services, or check it as the policy a method would inherit: a design question")
+	// Whatever the option holds (a value wrong alone, values wrong
+	// together, which only a method's policy would check, or nothing
+	// wrong), it applies to nothing: refused under RESILIENT_SCOPE alone,
+	// as a file option in a file without services is, and nothing written.
 	for _, opt := range []string{
+		`circuit_breaker: {failure_ratio: 2}`,
+		`hedging: {delay: {seconds: 1}}`,
+		`shedding: {low: 30, normal: 20, high: 40, critical: 50}`,
 		`timeout: {seconds: 2}, overall_timeout: {seconds: 1}`,
 		`retry: {initial_backoff: {seconds: 5}}`,
 		`server: {min_deadline: {seconds: 5}, default_timeout: {seconds: 1}}`,
+		`timeout: {seconds: 1}`,
 	} {
 		plugin, files, lint := attack25gRun(t, "e.proto", src(opt))
-		attack25gAgree(t, opt, plugin, files, lint)
-		if len(plugin) == 0 {
-			t.Errorf("%s on a service without methods: accepted, %d files written", opt, files)
+		if fired := attack25gAgree(t, opt, plugin, files, lint); len(fired) != 1 || fired[0] != rules.RuleScope {
+			t.Errorf("%s: lint fires %v, want [%s]", opt, fired, rules.RuleScope)
+		}
+		if len(plugin) != 1 || !strings.Contains(plugin[0], "Empty declares no method") {
+			t.Errorf("%s on a service without methods: plugin says %q (%d files written), want the one refusal that it applies to nothing", opt, plugin, files)
 		}
 	}
 }

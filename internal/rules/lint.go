@@ -114,7 +114,8 @@ func CheckTimeouts(timeout, overall time.Duration, eff Merged, add func(Finding)
 
 // CheckFile runs every rule above over the services of a file, the one
 // pass both the plugin and the buf check plugin make: CheckFileScope on a
-// file without services; Check on every option; CheckService, CheckMethod and CheckShedding on the policies
+// file without services and CheckServiceScope on a service without
+// methods; Check on every option; CheckService, CheckMethod and CheckShedding on the policies
 // resolved from them (the file's, service's and method's options merged
 // field by field: ServicePolicy, MethodPolicy, as the plugin resolves
 // them); and RuleNoTimeout, which only lint reports (the plugin
@@ -139,6 +140,10 @@ func CheckFile(fd protoreflect.FileDescriptor, add func(protoreflect.Descriptor,
 	CheckFileScope(fd, func(f Finding) { found.add(fd, f) })
 	for i := 0; i < fd.Services().Len(); i++ {
 		s := fd.Services().Get(i)
+		if s.Methods().Len() == 0 {
+			CheckServiceScope(s, func(f Finding) { found.add(s, f) })
+			continue
+		}
 		svcPolicy, shared := ServicePolicy(s)
 		report(s, LevelService, false, svcPolicy)
 		atService := func(f Finding) { found.add(s, f) }

@@ -25,6 +25,19 @@ func CheckFileScope(fd protoreflect.FileDescriptor, add func(Finding)) {
 		fmt.Sprintf("%s declares no service, and a file's options are the defaults of its own services only (not of its package, nor of the files that import it), so these would apply to nothing: write them in each file that declares the services, or remove them", fd.Path())})
 }
 
+// CheckServiceScope refuses a (resilient.v1.service) option on a service
+// that declares no method: it would apply to nothing, and the checks that
+// relate two of its values (timeout and overall_timeout, the back-offs, a
+// minimum deadline and a default timeout) run on a method's policy, so
+// its values are not checked either.
+func CheckServiceScope(s protoreflect.ServiceDescriptor, add func(Finding)) {
+	if s.Methods().Len() > 0 || PolicyOf(s) == nil {
+		return
+	}
+	add(Finding{RuleScope, LevelService, "",
+		fmt.Sprintf("%s declares no method, and a service's options are the defaults of its own methods only, so these would apply to nothing: write them once it has methods, or remove them", s.Name())})
+}
+
 // CheckService checks the bulkhead and rate limit that a service's
 // methods share, resolved from the file and the service (shared): each
 // needs its size, which has no sensible default.
