@@ -49,7 +49,7 @@ func sameMethods(annotated, edited *policy.Service, source string) error {
 		}
 		m := got[0]
 		if m.Kind != want.Kind {
-			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", kindName(want.Kind), kindName(m.Kind))
+			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", want.Kind.String(), m.Kind.String())
 		}
 		// Whether a method may be repeated is the service's contract, not a
 		// setting: an edit may make it stricter, never safe to repeat.
@@ -98,20 +98,6 @@ func (c *Client) bind(method, what string, kinds ...policy.Kind) (*methodState, 
 		}
 	}
 	return nil, fmt.Errorf("resilient: policy %s: method %s is %s, but its policy says %s: leave Kind as generated",
-		c.policy.Name, method, what, kindName(m.policy.Kind))
+		c.policy.Name, method, what, m.policy.Kind.String())
 }
 
-// kindName names a Kind in errors.
-func kindName(k policy.Kind) string {
-	switch k {
-	case policy.KindUnary:
-		return "unary"
-	case policy.KindClientStreaming:
-		return "client-streaming"
-	case policy.KindServerStreaming:
-		return "server-streaming"
-	case policy.KindBidiStreaming:
-		return "bidirectional"
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}

@@ -66,7 +66,7 @@ func describe(p *policy.Service) string {
 		m := &in.Methods[i]
 		fmt.Fprintf(&b, "  %s\n", m.Name)
 		own := split(byMethod[shortName(m.Name)])
-		b.WriteString("    " + kindName(m.Kind))
+		b.WriteString("    " + m.Kind.String())
 		for _, s := range own.scalars {
 			fmt.Fprintf(&b, ", %s: %s", s.Key, s.Value)
 		}

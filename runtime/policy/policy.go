@@ -5,6 +5,7 @@ package policy
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,6 +94,22 @@ const (
 	KindServerStreaming
 	KindBidiStreaming
 )
+
+// String names k in errors and in Describe: "unary", "client-streaming",
+// "server-streaming", "bidirectional", or "Kind(n)" for none of the four.
+func (k Kind) String() string {
+	switch k {
+	case KindUnary:
+		return "unary"
+	case KindClientStreaming:
+		return "client-streaming"
+	case KindServerStreaming:
+		return "server-streaming"
+	case KindBidiStreaming:
+		return "bidirectional"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // Method is the compiled policy of one method.
 type Method struct {

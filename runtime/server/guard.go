@@ -257,7 +257,7 @@ func sameMethods(annotated, edited *policy.Server) []error {
 		case m == nil:
 			bad(want.Name, "its entry was removed or renamed, which would leave the method unguarded: keep one entry per method of the service, and change its fields instead")
 		case m.Kind != want.Kind:
-			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", kindName(want.Kind), kindName(m.Kind))
+			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", want.Kind.String(), m.Kind.String())
 		}
 	}
 	for i := range edited.Methods {
@@ -269,20 +269,6 @@ func sameMethods(annotated, edited *policy.Server) []error {
 	return errs
 }
 
-// kindName names a Kind in errors.
-func kindName(k policy.Kind) string {
-	switch k {
-	case policy.KindUnary:
-		return "unary"
-	case policy.KindClientStreaming:
-		return "client-streaming"
-	case policy.KindServerStreaming:
-		return "server-streaming"
-	case policy.KindBidiStreaming:
-		return "bidirectional"
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
 
 // checkNewResponse refuses a deduplicated method's NewResponse that
 // returns no message, or a message of another type than the method's
