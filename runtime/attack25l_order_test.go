@@ -1,0 +1,225 @@
+package runtime_test
+
+// Attacks on the order of the layers (README, "Order of the layers"):
+// fallback → cache → rate limit → bulkhead → overall limit → retry →
+// throttler → adaptive limit → breaker → attempt, each checked by what an
+// outer layer's refusal leaves untouched in the inner ones, against a
+// real loopback server.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// TestAttack25lACallWaitingForATokenHoldsNoPermit: the rate limit is
+// outside the bulkhead. A bucket of 1 refilled once a second, a bulkhead
+// of 2: the first call takes the token and a permit and is held by the
+// server; the second waits about a second for its token, and holds no
+// permit meanwhile (one permit taken, not two); then it takes the second.
+func TestAttack25lACallWaitingForATokenHoldsNoPermit(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	fs, cc := startFault(t, atkHold(release))
+	readyConn(t, cc)
+	c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 2}, func(p *policy.Service) {
+		p.RateLimit = &policy.RateLimit{RequestsPerSecond: 1, Burst: 1, MaxWait: 5 * time.Second}
+	})
+	rt := c.Runtime()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	errs := make(chan error, 2)
+	wg.Go(func() { errs <- atk25lGet(context.Background(), c) })
+	atkWaitFor(t, "the first call at the server", func() bool { return fs.InFlight() == 1 })
+	begin := time.Now()
+	wg.Go(func() { errs <- atk25lGet(context.Background(), c) })
+	// For 300 ms of the second call's wait for a token (about a second).
+	for time.Since(begin) < 300*time.Millisecond {
+		if n, _ := rt.BulkheadInUse(atkGetStock); n != 1 {
+			t.Fatalf("%d permits taken while the second call waits for its token, want the first call's 1", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	atkWaitFor(t, "the second call at the server", func() bool { return fs.InFlight() == 2 })
+	if n, _ := rt.BulkheadInUse(atkGetStock); n != 2 {
+		t.Errorf("%d permits taken with both calls at the server, want 2", n)
+	}
+}
+
+// TestAttack25lOuterRefusalsNeverReachTheBreaker: "every attempt that
+// reaches the dependency is recorded by the breaker, and nothing else
+// is". Breaker of 4 calls at 0.5. With the bulkhead's only permit held
+// (max_wait 0), or the adaptive limit's only place (min = max = 1), 50
+// calls are refused: the breaker stays closed (they are not failures).
+// The held call's success and 3 failures of the server's then open it
+// (the refusals were not successes either: 3 failures of 54 calls would
+// not). Every attempt of a retried
+// call is recorded: one call of 4 failed attempts opens a fresh breaker.
+func TestAttack25lOuterRefusalsNeverReachTheBreaker(t *testing.T) {
+	for _, layer := range []string{"bulkhead", "adaptive limit"} {
+		t.Run(layer, func(t *testing.T) {
+			atkNoLeak(t)
+			release := make(chan struct{})
+			var failing atomic.Bool
+			fs, cc := startFault(t, func(ctx context.Context, call server.Call) error {
+				if call.N == 1 {
+					return atkHold(release)(ctx, call)
+				}
+				if failing.Load() {
+					return status.Error(codes.Unavailable, "injected")
+				}
+				return nil
+			})
+			readyConn(t, cc)
+			refusal := runtime.ErrBulkheadFull
+			c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 1}, func(p *policy.Service) {
+				p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 4, Window: time.Minute, CoolDown: time.Minute,
+					HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+				if layer != "bulkhead" {
+					p.Bulkhead = &policy.Bulkhead{Permits: 100, MaxWait: time.Second}
+					p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 1, MaxLimit: 1, InitialLimit: 1}
+				}
+			})
+			if layer != "bulkhead" {
+				refusal = runtime.ErrConcurrencyLimited
+			}
+			rt := c.Runtime()
+			held := make(chan error, 1)
+			go func() { held <- atk25lGet(context.Background(), c) }()
+			atkWaitFor(t, "the held call at the server", func() bool { return fs.InFlight() == 1 })
+			for i := range 50 {
+				if err := atk25lGet(context.Background(), c); !errors.Is(err, refusal) || status.Code(err) != codes.ResourceExhausted {
+					close(release)
+					<-held
+					t.Fatalf("call %d: %v, want RESOURCE_EXHAUSTED matching %v", i+1, err, refusal)
+				}
+			}
+			atkWantBreaker(t, rt, atkGetStock, runtime.StateClosed, "after 50 refusals: %v, want closed")
+			close(release)
+			if err := <-held; err != nil {
+				t.Fatalf("the held call: %v", err)
+			}
+			failing.Store(true)
+			for range 3 {
+				atk25lGet(context.Background(), c)
+			}
+			atkWantBreaker(t, rt, atkGetStock, runtime.StateOpen,
+				"after 3 failures beside 1 success and 50 refusals: %v, want open (the refusals were counted as successes)")
+			if n := fs.Calls(atkGetStock); n != 4 {
+				t.Errorf("server saw %d calls, want 4", n)
+			}
+		})
+	}
+	t.Run("retried attempts", func(t *testing.T) {
+		atkNoLeak(t)
+		fs, cc := startFault(t, func(context.Context, server.Call) error { return status.Error(codes.Unavailable, "injected") })
+		readyConn(t, cc)
+		c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 1}, func(p *policy.Service) {
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 4, Window: time.Minute, CoolDown: time.Minute,
+				HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+			atkMethod(p, atkGetStock).Retry = &policy.Retry{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+				Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+		})
+		atk25lGet(context.Background(), c)
+		if n := fs.Calls(atkGetStock); n != 4 {
+			t.Fatalf("server saw %d attempts, want 4", n)
+		}
+		atkWantBreaker(t, c.Runtime(), atkGetStock, runtime.StateOpen, "after one call of 4 failed attempts: %v, want open")
+	})
+}
+
+// TestAttack25lTheFallbackSeesTheFinalError: the fallback is the
+// outermost layer. A fallback that answers nothing leaves the caller the
+// call's error, and it must have been given that same error: the last
+// attempt's after retries (the server numbers its answers), the
+// bulkhead's refusal, the rate limit's, and the breaker's when it opened
+// between two attempts of the call.
+func TestAttack25lTheFallbackSeesTheFinalError(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	var holdFirst atomic.Bool
+	fs, cc := startFault(t, func(ctx context.Context, call server.Call) error {
+		if holdFirst.CompareAndSwap(true, false) {
+			return atkHold(release)(ctx, call)
+		}
+		return status.Error(codes.Unavailable, fmt.Sprintf("answer %d", call.N))
+	})
+	readyConn(t, cc)
+	var mu sync.Mutex
+	var seen []error
+	o := inventoryv1.InventoryServiceResilientOptions{
+		GetStockFallback: func(_ context.Context, _ *inventoryv1.GetStockRequest, err error) (*inventoryv1.GetStockResponse, error) {
+			mu.Lock()
+			seen = append(seen, err)
+			mu.Unlock()
+			return nil, nil
+		},
+	}
+	retry := &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+	check := func(t *testing.T, c *inventoryv1.InventoryServiceResilientClient, want func(error) bool, what string) {
+		t.Helper()
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		err := atk25lGet(context.Background(), c)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 1 {
+			t.Fatalf("%s: the fallback ran %d times, want once", what, len(seen))
+		}
+		if seen[0] == nil || err == nil || seen[0].Error() != err.Error() || status.Code(seen[0]) != status.Code(err) {
+			t.Errorf("%s: the fallback saw %v, the caller got %v", what, seen[0], err)
+		}
+		if !want(seen[0]) {
+			t.Errorf("%s: the fallback saw %v", what, seen[0])
+		}
+	}
+
+	t.Run("after retries", func(t *testing.T) {
+		c := atk25lBulkheadClient(t, cc, o, policy.Bulkhead{Permits: 1}, func(p *policy.Service) { atkMethod(p, atkGetStock).Retry = retry })
+		before := fs.Calls(atkGetStock)
+		check(t, c, func(err error) bool {
+			return status.Code(err) == codes.Unavailable && strings.HasSuffix(err.Error(), fmt.Sprintf("last error: rpc error: code = Unavailable desc = answer %d", before+3))
+		}, "three failed attempts")
+	})
+	t.Run("breaker opened between attempts", func(t *testing.T) {
+		c := atk25lBulkheadClient(t, cc, o, policy.Bulkhead{Permits: 1}, func(p *policy.Service) {
+			atkMethod(p, atkGetStock).Retry = retry
+			p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 2, Window: time.Minute, CoolDown: time.Minute,
+				HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+		})
+		before := fs.Calls(atkGetStock)
+		check(t, c, func(err error) bool { return errors.Is(err, runtime.ErrCircuitOpen) }, "two failed attempts, then the breaker")
+		if n := fs.Calls(atkGetStock) - before; n != 2 {
+			t.Errorf("server saw %d attempts, want 2 before the breaker opened", n)
+		}
+	})
+	t.Run("bulkhead and rate limit", func(t *testing.T) {
+		c := atk25lBulkheadClient(t, cc, o, policy.Bulkhead{Permits: 1}, func(p *policy.Service) {
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 2}
+		})
+		holdFirst.Store(true)
+		var wg sync.WaitGroup
+		wg.Go(func() { atk25lGet(context.Background(), c) }) // the first token and the only permit
+		atkWaitFor(t, "the held call at the server", func() bool { return fs.InFlight() == 1 })
+		check(t, c, func(err error) bool { return errors.Is(err, runtime.ErrBulkheadFull) }, "the bulkhead full") // the second token
+		check(t, c, func(err error) bool { return errors.Is(err, runtime.ErrRateLimited) }, "no token left")
+		close(release)
+		wg.Wait()
+	})
+}
