@@ -223,3 +223,67 @@ func TestAttack25lTheFallbackSeesTheFinalError(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestAttack25lADeadContextTakesNoTokenAndAnEndedWaitGivesItBack: a bucket
+// of 1 that never refills (in the test's time): 20 calls on contexts
+// already over are answered with their context's code and take nothing,
+// so a live call then finds the token, and the next live call none. With
+// a bucket of 1 refilled every 500 ms (max_wait 2 s): the first call
+// takes the token, a second waits for the next one and is cancelled at
+// 100 ms (CANCELLED), giving its reservation back; a third call then
+// waits for that same next token (about 400 ms more), not the one after
+// it (about 900 ms).
+func TestAttack25lADeadContextTakesNoTokenAndAnEndedWaitGivesItBack(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	t.Run("dead contexts", func(t *testing.T) {
+		c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 1}, func(p *policy.Service) {
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1}
+		})
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+		defer cancel2()
+		for range 10 {
+			if err := atk25lGet(cancelled, c); status.Code(err) != codes.Canceled {
+				t.Fatalf("cancelled context: %v", err)
+			}
+			if err := atk25lGet(expired, c); status.Code(err) != codes.DeadlineExceeded {
+				t.Fatalf("expired context: %v", err)
+			}
+		}
+		before := fs.Calls(atkGetStock)
+		if err := atk25lGet(context.Background(), c); err != nil {
+			t.Fatalf("the live call after 20 dead ones: %v (they took the token)", err)
+		}
+		if err := atk25lGet(context.Background(), c); !errors.Is(err, runtime.ErrRateLimited) {
+			t.Fatalf("the second live call: %v, want ErrRateLimited (a bucket of 1)", err)
+		}
+		if n := fs.Calls(atkGetStock) - before; n != 1 {
+			t.Errorf("server saw %d calls, want 1", n)
+		}
+	})
+	t.Run("a wait ended by the caller", func(t *testing.T) {
+		c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 4}, func(p *policy.Service) {
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 2, Burst: 1, MaxWait: 2 * time.Second}
+		})
+		if err := atk25lGet(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(100*time.Millisecond, cancel)
+		defer stop.Stop()
+		if err := atk25lGet(ctx, c); status.Code(err) != codes.Canceled {
+			t.Fatalf("the call cancelled while waiting for a token: %v, want CANCELLED", err)
+		}
+		cancel()
+		begin := time.Now()
+		if err := atk25lGet(context.Background(), c); err != nil {
+			t.Fatalf("the third call: %v", err)
+		}
+		if took := time.Since(begin); took > 700*time.Millisecond {
+			t.Errorf("the third call waited %v for a token, want about 400ms (the cancelled wait kept its token)", took)
+		}
+	})
+}
