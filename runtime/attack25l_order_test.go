@@ -287,3 +287,143 @@ func TestAttack25lADeadContextTakesNoTokenAndAnEndedWaitGivesItBack(t *testing.T
 		}
 	})
 }
+
+// TestAttack25lATokenTakenIsSpentWhenTheCallerLeavesTheBulkheadWait: a
+// bucket of 2 that never refills (in the test's time), one permit held
+// by a call the server holds. A second call takes the second token and
+// waits for the permit; its caller cancels (CANCELLED). The token is
+// spent: a third call is refused by the rate limit at once.
+func TestAttack25lATokenTakenIsSpentWhenTheCallerLeavesTheBulkheadWait(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	fs, cc := startFault(t, atkHold(release))
+	readyConn(t, cc)
+	c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 1, MaxWait: 5 * time.Second}, func(p *policy.Service) {
+		p.RateLimit = &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 2}
+	})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	wg.Go(func() { atk25lGet(context.Background(), c) })
+	atkWaitFor(t, "the held call at the server", func() bool { return fs.InFlight() == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := time.AfterFunc(100*time.Millisecond, cancel)
+	defer stop.Stop()
+	if err := atk25lGet(ctx, c); status.Code(err) != codes.Canceled {
+		t.Fatalf("the call cancelled waiting for a permit: %v, want CANCELLED", err)
+	}
+	cancel()
+	begin := time.Now()
+	if err := atk25lGet(context.Background(), c); !errors.Is(err, runtime.ErrRateLimited) || time.Since(begin) > 2*time.Second {
+		t.Fatalf("the third call: %v after %v, want ErrRateLimited at once (the second call's token was spent)", err, time.Since(begin))
+	}
+}
+
+// TestAttack25lOneTokenAndOnePermitForAllAttempts: a bucket of 1 that
+// never refills and a bulkhead of 1. A call retried twice (the server
+// fails its first two attempts) and a hedged call of three copies (the
+// first two hang) are each served, every attempt or copy sent on the
+// call's one token and one permit.
+func TestAttack25lOneTokenAndOnePermitForAllAttempts(t *testing.T) {
+	for _, mode := range []string{"retried", "hedged"} {
+		t.Run(mode, func(t *testing.T) {
+			atkNoLeak(t)
+			fs, cc := startFault(t, func(ctx context.Context, call server.Call) error {
+				if call.N >= 3 {
+					return nil
+				}
+				if mode == "retried" {
+					return status.Error(codes.Unavailable, "injected")
+				}
+				<-ctx.Done()
+				return status.FromContextError(ctx.Err()).Err()
+			})
+			readyConn(t, cc)
+			c := atk25lBulkheadClient(t, cc, inventoryv1.InventoryServiceResilientOptions{}, policy.Bulkhead{Permits: 1}, func(p *policy.Service) {
+				p.RateLimit = &policy.RateLimit{RequestsPerSecond: 0.001, Burst: 1}
+				m := atkMethod(p, atkGetStock)
+				if mode == "retried" {
+					m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+						Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+				} else {
+					m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+				}
+			})
+			if err := atk25lGet(context.Background(), c); err != nil {
+				t.Fatalf("%s call: %v (an attempt wanted a token or a permit of its own)", mode, err)
+			}
+			if n := fs.Calls(atkGetStock); n != 3 {
+				t.Errorf("server saw %d attempts, want 3", n)
+			}
+			atkWantNoPermits(t, c.Runtime(), atkGetStock, "taken after the call")
+			if err := atk25lGet(context.Background(), c); !errors.Is(err, runtime.ErrRateLimited) {
+				t.Errorf("the next call: %v, want ErrRateLimited (the bucket held 1)", err)
+			}
+		})
+	}
+}
+
+// TestAttack25lAnAdaptiveRefusalTakesNoProbe: GetStock has a breaker of
+// its own (one half-open probe) and shares the service's adaptive limit,
+// held at 1, with StockReport. With GetStock's breaker half-open and a
+// StockReport holding the limit's only place, GetStock calls are refused
+// by the limit (ErrConcurrencyLimited, not ErrCircuitOpen) and reach
+// neither the breaker nor the server; once the StockReport is answered
+// the next GetStock is the probe, and its success closes the breaker.
+func TestAttack25lAnAdaptiveRefusalTakesNoProbe(t *testing.T) {
+	atkNoLeak(t)
+	release := make(chan struct{})
+	var failing atomic.Bool
+	failing.Store(true)
+	fs, cc := startFault(t, func(ctx context.Context, call server.Call) error {
+		if call.Method == atkStockReport {
+			return atkHold(release)(ctx, call)
+		}
+		if failing.Load() {
+			return status.Error(codes.Unavailable, "injected")
+		}
+		return nil
+	})
+	readyConn(t, cc)
+	clk := newAtkClock()
+	c := atk25lBreakerClient(t, clk, cc, func(p *policy.Service) {
+		own := *p.Breaker
+		own.HalfOpenProbes = 1
+		atkMethod(p, atkGetStock).Breaker = &own
+		p.Bulkhead = &policy.Bulkhead{Permits: 8}
+		p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 1, MaxLimit: 1, InitialLimit: 1}
+	})
+	rt := c.Runtime()
+	for range 4 {
+		atk25lGet(context.Background(), c)
+	}
+	atkWantBreaker(t, rt, atkGetStock, runtime.StateOpen, "GetStock's breaker after 4 failures: %v, want open")
+	clk.Advance(10 * time.Second)
+	failing.Store(false)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	defer letGo()
+	wg.Go(func() {
+		if _, err := c.StockReport(context.Background(), &inventoryv1.StockReportRequest{}); err != nil {
+			t.Errorf("StockReport: %v", err)
+		}
+	})
+	atkWaitFor(t, "the StockReport holding the limit", func() bool { return fs.InFlight() == 1 })
+	before := fs.Calls(atkGetStock)
+	for i := range 3 {
+		if err := atk25lGet(context.Background(), c); !errors.Is(err, runtime.ErrConcurrencyLimited) {
+			t.Fatalf("GetStock %d with the limit full: %v, want ErrConcurrencyLimited", i+1, err)
+		}
+	}
+	if n := fs.Calls(atkGetStock) - before; n != 0 {
+		t.Fatalf("server saw %d GetStock calls, want none", n)
+	}
+	letGo()
+	wg.Wait()
+	if err := atk25lGet(context.Background(), c); err != nil {
+		t.Fatalf("GetStock after the limit's place came back: %v (a refusal took the only probe)", err)
+	}
+	atkWantBreaker(t, rt, atkGetStock, runtime.StateClosed, "GetStock's breaker after its probe succeeded: %v, want closed")
+}
