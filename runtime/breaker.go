@@ -246,7 +246,12 @@ func (b *breaker) doneEarly(t ticket, early int64, now func() int64) bool {
 // FailureRatio.
 func (b *breaker) judge(gen uint64, n int64) {
 	calls, failures := b.outcomes.Sum(n)
-	if calls >= uint64(b.p.MinimumCalls) && float64(failures) >= b.p.FailureRatio*float64(calls) {
+	// The share, not failures ≥ ratio × calls: the product of a decimal
+	// ratio rounds (0.55 × 100 is 55.00000000000001), and the breaker
+	// stayed closed at exactly the ratio. A correctly rounded quotient
+	// equal to the decimal is the double the policy holds. calls ≥
+	// MinimumCalls ≥ 1.
+	if calls >= uint64(b.p.MinimumCalls) && float64(failures)/float64(calls) >= b.p.FailureRatio {
 		b.transitionFrom(gen, StateClosed, StateOpen, n)
 	}
 }
