@@ -100,4 +100,3 @@ func (c *Client) bind(method, what string, kinds ...policy.Kind) (*methodState, 
 	return nil, fmt.Errorf("resilient: policy %s: method %s is %s, but its policy says %s: leave Kind as generated",
 		c.policy.Name, method, what, m.policy.Kind.String())
 }
-

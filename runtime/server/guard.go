@@ -269,7 +269,6 @@ func sameMethods(annotated, edited *policy.Server) []error {
 	return errs
 }
 
-
 // checkNewResponse refuses a deduplicated method's NewResponse that
 // returns no message, or a message of another type than the method's
 // response where the method is registered (protoregistry): a replay
