@@ -141,7 +141,8 @@ func (m *breakerModel) done(t ticket, o outcome, latency time.Duration, n int64)
 		return
 	}
 	calls, failures := m.sum(n)
-	if calls >= m.p.MinimumCalls && float64(failures) >= m.p.FailureRatio*float64(calls) {
+	// The README: failures / calls ≥ failure_ratio, as a share.
+	if calls >= m.p.MinimumCalls && float64(failures)/float64(calls) >= m.p.FailureRatio {
 		m.to(StateOpen, n)
 	}
 }
