@@ -315,7 +315,7 @@ func TestLiteralRefuses(t *testing.T) {
 	}{
 		{"not a struct", 3, "want a runtime/policy struct"},
 		{"nil", (*policy.Service)(nil), "want a runtime/policy struct"},
-		{"unknown kind", policy.Service{Methods: []policy.Method{{Kind: 9}}}, "Methods[0].Kind: 9 is no constant of policy.Kind"},
+		{"unknown kind", policy.Service{Methods: []policy.Method{{Kind: 9}}}, "Methods[0].Kind: Kind(9) is no constant of policy.Kind"},
 		{"unknown priority", policy.Server{Methods: []policy.ServerMethod{{Priority: 7}}}, "Methods[0].Priority: Priority(7) is no constant"},
 		{"unknown store error mode", policy.Server{Methods: []policy.ServerMethod{{Dedup: &policy.Dedup{OnStoreError: 5}}}}, "Methods[0].Dedup.OnStoreError: StoreErrorMode(5) is no constant"},
 		{"unknown code", policy.Server{Shedding: &policy.Shedding{Code: 40}}, "Shedding.Code: Code(40) is no constant"},
