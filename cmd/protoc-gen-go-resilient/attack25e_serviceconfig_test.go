@@ -5,10 +5,8 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,68 +21,6 @@ import (
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
 )
-
-// attack25eServer is a loopback gRPC server for every method: it answers
-// with the code and after the delay it is told, and records, per method,
-// the idempotency-key header of each request it receives.
-type attack25eServer struct {
-	mu    sync.Mutex
-	code  codes.Code
-	delay time.Duration
-	keys  map[string][]string // method → the header of each request ("" for none)
-}
-
-func (s *attack25eServer) handle(_ any, stream grpc.ServerStream) error {
-	method, _ := grpc.MethodFromServerStream(stream)
-	if err := stream.RecvMsg(new(emptypb.Empty)); err != nil {
-		return err
-	}
-	md, _ := metadata.FromIncomingContext(stream.Context())
-	key := ""
-	if v := md.Get("idempotency-key"); len(v) > 0 {
-		key = v[0]
-	}
-	s.mu.Lock()
-	s.keys[method] = append(s.keys[method], key)
-	code, delay := s.code, s.delay
-	s.mu.Unlock()
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-stream.Context().Done():
-			return stream.Context().Err()
-		}
-	}
-	if code != codes.OK {
-		return status.Error(code, "as the test asked")
-	}
-	return stream.SendMsg(new(emptypb.Empty))
-}
-
-func (s *attack25eServer) set(code codes.Code, delay time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.code, s.delay, s.keys = code, delay, map[string][]string{}
-}
-
-func (s *attack25eServer) seen(method string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.keys[method]...)
-}
-
-func startAttack25eServer(t *testing.T) (*attack25eServer, string) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &attack25eServer{keys: map[string][]string{}}
-	srv := grpc.NewServer(grpc.UnknownServiceHandler(s.handle))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return s, lis.Addr().String()
-}
 
 // attack25eDial dials addr, with the service config sc when not empty, and
 // waits until the connection is ready, so that a timed call does not spend
@@ -185,7 +121,7 @@ func attack25ePlainCall(cc *grpc.ClientConn, method, key string) error {
 // retries it with its key on every attempt (and sends an empty key once,
 // no header); not idempotent: never repeated.
 func TestAttack25eExampleServiceConfigMatchesGoClient(t *testing.T) {
-	srv, addr := startAttack25eServer(t)
+	srv, addr := startCountingServer(t)
 	inv := attack25eDial(t, addr, exampleServiceConfig(t, "inventory"))
 	pay := attack25eDial(t, addr, exampleServiceConfig(t, "payments"))
 	bare := attack25eDial(t, addr, "")
@@ -249,7 +185,7 @@ func TestAttack25eExampleServiceConfigMatchesGoClient(t *testing.T) {
 // by a caller of the file, is cut at one attempt's 300 ms (README: "its
 // timeout is that of one attempt"), as the Go client cuts each of its own.
 func TestAttack25eExampleServiceConfigTimeouts(t *testing.T) {
-	srv, addr := startAttack25eServer(t)
+	srv, addr := startCountingServer(t)
 	inv := attack25eDial(t, addr, exampleServiceConfig(t, "inventory"))
 	bare := attack25eDial(t, addr, "")
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -187,12 +188,14 @@ func TestExampleExportsInSync(t *testing.T) {
 }
 
 // countingServer is a loopback gRPC server that answers every method with
-// the code it is told to and counts the calls it receives per method.
+// the code it is told to, after the delay it is told, and records per
+// method the calls it receives and the idempotency-key header of each.
 type countingServer struct {
 	mu    sync.Mutex
 	code  codes.Code
 	delay time.Duration
 	calls map[string]int
+	keys  map[string][]string // method → the header of each request ("" for none)
 }
 
 func (s *countingServer) handle(_ any, stream grpc.ServerStream) error {
@@ -200,8 +203,13 @@ func (s *countingServer) handle(_ any, stream grpc.ServerStream) error {
 	if err := stream.RecvMsg(new(emptypb.Empty)); err != nil {
 		return err
 	}
+	key := ""
+	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get("idempotency-key")) > 0 {
+		key = md.Get("idempotency-key")[0]
+	}
 	s.mu.Lock()
 	s.calls[method]++
+	s.keys[method] = append(s.keys[method], key)
 	code, delay := s.code, s.delay
 	s.mu.Unlock()
 	if delay > 0 {
@@ -220,7 +228,15 @@ func (s *countingServer) handle(_ any, stream grpc.ServerStream) error {
 func (s *countingServer) set(code codes.Code, delay time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.code, s.delay, s.calls = code, delay, map[string]int{}
+	s.code, s.delay, s.calls, s.keys = code, delay, map[string]int{}, map[string][]string{}
+}
+
+// seen returns the idempotency-key header of each request of method, in
+// order ("" for a request without one).
+func (s *countingServer) seen(method string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys[method]...)
 }
 
 func (s *countingServer) count(method string) int {
@@ -235,7 +251,7 @@ func startCountingServer(t *testing.T) (*countingServer, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &countingServer{calls: map[string]int{}}
+	cs := &countingServer{calls: map[string]int{}, keys: map[string][]string{}}
 	srv := grpc.NewServer(grpc.UnknownServiceHandler(cs.handle))
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
