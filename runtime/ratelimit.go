@@ -49,22 +49,36 @@ func newRateLimiter(p policy.RateLimit) *rateLimiter {
 // ctx ends early gives the token back too (what no later reservation
 // depends on), and returns ctx's error.
 func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) {
+	res, wait, err := r.reserve(ctx)
+	if res == nil || err != nil {
+		return wait, err
+	}
+	if !sleep(ctx, wait) {
+		r.mu.Lock()
+		res.CancelAt(time.Now())
+		r.mu.Unlock()
+		return wait, ctx.Err()
+	}
+	return wait, nil
+}
+
+// reserve decides, under r.mu, what take does: go at once (no
+// reservation), refuse (the reservation given back), or wait for the
+// reservation it returns.
+func (r *rateLimiter) reserve(ctx context.Context) (_ *rate.Reservation, wait time.Duration, err error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	now := time.Now()
 	if r.lim.AllowN(now, 1) {
-		r.mu.Unlock()
-		return 0, nil // a token was there: no reservation to allocate
+		return nil, 0, nil // a token was there: no reservation to allocate
 	}
 	res := r.lim.ReserveN(now, 1)
 	if !res.OK() {
-		r.mu.Unlock()
-		return 0, errRateRefused
+		return nil, 0, errRateRefused
 	}
-	wait = res.DelayFrom(now)
-	switch {
+	switch wait = res.DelayFrom(now); {
 	case wait == 0:
-		r.mu.Unlock()
-		return 0, nil
+		return nil, 0, nil
 	case wait > r.p.MaxWait:
 		err = errRateRefused
 	default:
@@ -74,17 +88,9 @@ func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) 
 	}
 	if err != nil {
 		res.CancelAt(now)
-		r.mu.Unlock()
-		return wait, err
+		return nil, wait, err
 	}
-	r.mu.Unlock()
-	if !sleep(ctx, wait) {
-		r.mu.Lock()
-		res.CancelAt(time.Now())
-		r.mu.Unlock()
-		return wait, ctx.Err()
-	}
-	return wait, nil
+	return res, wait, nil
 }
 
 var (
