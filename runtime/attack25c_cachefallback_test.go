@@ -191,30 +191,7 @@ func TestAttack25cStaleAnswerServesEveryWaiterOnce(t *testing.T) {
 		return status.Error(codes.Unavailable, "down")
 	})
 	const callers = 8
-	resps := make([]*inventoryv1.GetStockResponse, callers)
-	errs := make([]error, callers)
-	base := atk25cInCached()
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			resps[i], errs[i] = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "pear"})
-		})
-	}
-	atkWaitFor(t, "every caller waiting in the cache", func() bool { return atk25cInCached()-base == callers })
-	close(release)
-	wg.Wait()
-	for i := range callers {
-		if errs[i] != nil || resps[i].GetUnits() != 42 {
-			t.Errorf("caller %d: %v %v, want the stale 42", i, resps[i], errs[i])
-		}
-		for j := range i {
-			if resps[i] == resps[j] {
-				t.Errorf("callers %d and %d got the same message, not a copy each", i, j)
-			}
-		}
-	}
+	resps := atk25cShareOneCall(t, c, "pear", callers, release)
 	resps[0].Units = 7 // a caller's copy is its own
 	if n := fallbacks.Load(); n != 0 {
 		t.Errorf("the fallback ran %d times where a stale answer stood in", n)
@@ -240,30 +217,7 @@ func TestAttack25cJoinersOfASharedSuccessEachGetACopy(t *testing.T) {
 	readyConn(t, cc)
 	c := atk25cCachedInventory(t, cc, newAtkClock(), nil, nil)
 	const callers = 8
-	resps := make([]*inventoryv1.GetStockResponse, callers)
-	errs := make([]error, callers)
-	base := atk25cInCached()
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			resps[i], errs[i] = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "plum"})
-		})
-	}
-	atkWaitFor(t, "every caller waiting in the cache", func() bool { return atk25cInCached()-base == callers })
-	close(release)
-	wg.Wait()
-	for i := range callers {
-		if errs[i] != nil || resps[i].GetUnits() != 42 {
-			t.Fatalf("caller %d: %v %v, want 42", i, resps[i], errs[i])
-		}
-		for j := range i {
-			if resps[i] == resps[j] {
-				t.Errorf("callers %d and %d got the same message", i, j)
-			}
-		}
-	}
+	resps := atk25cShareOneCall(t, c, "plum", callers, release)
 	if n := fs.Calls(atkGetStock); n != 1 {
 		t.Errorf("the server saw %d calls for %d callers, want 1", n, callers)
 	}
@@ -274,4 +228,37 @@ func TestAttack25cJoinersOfASharedSuccessEachGetACopy(t *testing.T) {
 	if err != nil || r.GetUnits() != 42 || fs.Calls(atkGetStock) != 1 {
 		t.Errorf("fresh hit after the callers changed theirs: %v %v (%d server calls), want 42 without a call", r, err, fs.Calls(atkGetStock))
 	}
+}
+
+// atk25cShareOneCall has n callers of sku wait in c's cache for one shared
+// call, lets it end by closing release, and fails unless each caller got
+// 42 in a message of its own (none the same as another's); it returns
+// their answers.
+func atk25cShareOneCall(t *testing.T, c *inventoryv1.InventoryServiceResilientClient, sku string, n int, release chan struct{}) []*inventoryv1.GetStockResponse {
+	t.Helper()
+	resps := make([]*inventoryv1.GetStockResponse, n)
+	errs := make([]error, n)
+	base := atk25cInCached()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resps[i], errs[i] = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: sku})
+		})
+	}
+	atkWaitFor(t, "every caller waiting in the cache", func() bool { return atk25cInCached()-base == n })
+	close(release)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || resps[i].GetUnits() != 42 {
+			t.Fatalf("caller %d: %v %v, want 42", i, resps[i], errs[i])
+		}
+		for j := range i {
+			if resps[i] == resps[j] {
+				t.Errorf("callers %d and %d got the same message, not a copy each", i, j)
+			}
+		}
+	}
+	return resps
 }
