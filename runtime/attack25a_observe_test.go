@@ -710,16 +710,7 @@ func TestAttack25aObserverMayCallTheClientBack(t *testing.T) {
 func TestAttack25aCancelledMidAttemptCountsOnceUnderCancelled(t *testing.T) {
 	fs, cc := startFault(t, server.Hang)
 	readyConn(t, cc)
-	reg := prometheus.NewRegistry()
-	rec := &atk22eEvents{}
-	var answered atomic.Int32
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe)},
-		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
-			answered.Add(1)
-			return &inventoryv1.GetStockResponse{}, nil
-		},
-	}, func(p *policy.Service) {
+	c, reg, rec, answered := attack25aWatched(t, cc, func(p *policy.Service) {
 		p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil
 		p.Breaker = breakerPolicy(4, 1)
 		m := atkMethod(p, getStock)
@@ -759,16 +750,7 @@ func TestAttack25aMethodAdaptiveLimitSeriesNameTheMethod(t *testing.T) {
 	release := make(chan struct{})
 	fs, cc := startFault(t, atkHold(release))
 	readyConn(t, cc)
-	reg := prometheus.NewRegistry()
-	rec := &atk22eEvents{}
-	var answered atomic.Int32
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe)},
-		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
-			answered.Add(1)
-			return &inventoryv1.GetStockResponse{}, nil
-		},
-	}, func(p *policy.Service) {
+	c, reg, rec, answered := attack25aWatched(t, cc, func(p *policy.Service) {
 		p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle, p.Breaker = nil, nil, nil, nil
 		m := atkMethod(p, getStock)
 		m.Retry = nil
@@ -843,4 +825,22 @@ func TestAttack25aStreamDurationOncePerStream(t *testing.T) {
 	if n := atk24eDurations(t, reg, "WatchStock"); n != 2 {
 		t.Errorf("%d stream durations, want 2", n)
 	}
+}
+
+// attack25aWatched is the generated inventory client on cc with the policy
+// edit gives it, a registry and an event recorder of its own, and a
+// GetStock fallback that counts its answers (an empty response each).
+func attack25aWatched(t *testing.T, cc grpc.ClientConnInterface, edit func(p *policy.Service)) (*inventoryv1.InventoryServiceResilientClient, *prometheus.Registry, *atk22eEvents, *atomic.Int32) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	rec := &atk22eEvents{}
+	answered := new(atomic.Int32)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithObserver(rec.observe)},
+		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+			answered.Add(1)
+			return &inventoryv1.GetStockResponse{}, nil
+		},
+	}, edit)
+	return c, reg, rec, answered
 }
