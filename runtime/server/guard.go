@@ -89,6 +89,7 @@ type options struct {
 type edit struct {
 	service string
 	fn      func(*policy.Server) error
+	option  string // "WithPolicy" or "WithCheckedPolicy", for errors
 }
 
 // WithPolicy edits the policy of the named service before the Guard is
@@ -101,14 +102,14 @@ func WithPolicy(service string, fn func(p *policy.Server)) Option {
 	if fn != nil {
 		checked = func(p *policy.Server) error { fn(p); return nil }
 	}
-	return WithCheckedPolicy(service, checked)
+	return func(o *options) { o.edits = append(o.edits, edit{service, checked, "WithPolicy"}) }
 }
 
 // WithCheckedPolicy is WithPolicy for an edit that can refuse the policy
 // it is given (an override whose group an earlier edit took away, as
 // override.Set.ServerOptions' edits do): NewGuard returns its error.
 func WithCheckedPolicy(service string, fn func(p *policy.Server) error) Option {
-	return func(o *options) { o.edits = append(o.edits, edit{service, fn}) }
+	return func(o *options) { o.edits = append(o.edits, edit{service, fn, "WithCheckedPolicy"}) }
 }
 
 // WithStore sets the store of the idempotency entries, required when a
@@ -175,11 +176,11 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 	}
 	for _, e := range o.edits {
 		if e.fn == nil {
-			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q, nil): the edit is nil; give a function that changes the policy", e.service)
+			return nil, fmt.Errorf("resilient/server: NewGuard: %s(%q, nil): the edit is nil; give a function that changes the policy", e.option, e.service)
 		}
 		i, ok := index[e.service]
 		if !ok {
-			return nil, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): unknown service: %s", e.service, heldServices(compiled))
+			return nil, fmt.Errorf("resilient/server: NewGuard: %s(%q): unknown service: %s", e.option, e.service, heldServices(compiled))
 		}
 		if err := e.fn(&compiled[i]); err != nil {
 			return nil, fmt.Errorf("resilient/server: NewGuard: editing the policy of %s: %w", e.service, err)

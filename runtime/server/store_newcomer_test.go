@@ -68,4 +68,8 @@ func TestWithPolicyNilEdit(t *testing.T) {
 	if !strings.Contains(err.Error(), "the edit is nil") || strings.Contains(err.Error(), "unknown service") {
 		t.Errorf("WithPolicy(%q, nil): %v; want it to say the edit is nil", inventory, err)
 	}
+	_, err = NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)), WithCheckedPolicy(inventory, nil))
+	if err == nil || !strings.Contains(err.Error(), "WithCheckedPolicy(") || !strings.Contains(err.Error(), "the edit is nil") {
+		t.Errorf("WithCheckedPolicy(%q, nil): %v; want it named, and to say the edit is nil", inventory, err)
+	}
 }
