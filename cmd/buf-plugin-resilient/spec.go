@@ -65,8 +65,8 @@ func ruleSpec(id string, byDefault bool, purpose string) *check.RuleSpec {
 }
 
 // fileOptionPath is the source path of a file's (resilient.v1.file)
-// option: FileDescriptorProto.options (8), then the extension.
-var fileOptionPath = protoreflect.SourcePath{8, int32(resilientv1.E_File.TypeDescriptor().Number())}
+// option: the file's options, then the extension.
+var fileOptionPath = append(rules.OptionsPath(rules.LevelFile, 0, 0), int32(resilientv1.E_File.TypeDescriptor().Number()))
 
 // place is where fi, found at d, is reported: a finding of the file's own
 // option at that option's statement, when the file has its source

@@ -115,14 +115,6 @@ func (at site) valuePosition(lvl rules.Level, path string) string {
 	return position(at.file, loc)
 }
 
-func commonPrefix(a, b protoreflect.SourcePath) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	return n
-}
-
 // fieldNumbers is rules.FieldNumbers.
 func fieldNumbers(path string) protoreflect.SourcePath { return rules.FieldNumbers(path) }
 

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -216,7 +217,7 @@ func (c *optionChecker) position(want protoreflect.SourcePath) string {
 		if len(p) > len(want) || len(p) <= bestLen {
 			continue
 		}
-		if commonPrefix(protoreflect.SourcePath(p), want) == len(p) {
+		if slices.Equal(p, want[:len(p)]) { // on the way to want
 			best, bestLen = loc, len(p)
 		}
 	}
