@@ -29,7 +29,7 @@ import (
 // TestAttack24iBudgetGiveBackUnderConcurrentCallersMatchesAModel: README,
 // Retries and the retry budget (a retry decided and not sent is given
 // back). 100 callers at once on a clock that moves across the buckets of
-// a 100 ms window (10 ms each), each taking retries from the budget and
+// a 99 ms window (11 ms each: a budget's buckets are a ninth of its window), each taking retries from the budget and
 // giving some back, some at once and some after the clock moved on past
 // their bucket (a give-back late by a whole window). A give-back must take
 // back its own retry only: never one twice, never one a later window
@@ -38,8 +38,8 @@ import (
 // holds exactly the retries kept in the buckets still in it, its count
 // never wrapped, and available is the allowance less those.
 func TestAttack24iBudgetGiveBackUnderConcurrentCallersMatchesAModel(t *testing.T) {
-	const width = int64(10 * time.Millisecond)
-	p := policy.Budget{Ratio: 0.5, MinRetries: 3, Window: 100 * time.Millisecond}
+	p := policy.Budget{Ratio: 0.5, MinRetries: 3, Window: 99 * time.Millisecond}
+	width := lastingWidth(p.Window)
 	b := newBudget(p, time.Time{})
 	var clock atomic.Int64
 	var mu sync.Mutex
@@ -83,11 +83,12 @@ func TestAttack24iBudgetGiveBackUnderConcurrentCallersMatchesAModel(t *testing.T
 		}
 	}
 	for q, n := range requests {
-		if cur-q < window.Buckets {
+		if cur-q < window.Buckets-1 { // a request stays one bucket less than a retry
+
 			wantRequests += n
 		}
 	}
-	gotRequests, gotRetries := b.w.Sum(now)
+	gotRequests, gotRetries := b.w.SumSplit(now)
 	if int(gotRequests) != wantRequests {
 		t.Errorf("the window holds %d requests, want %d", gotRequests, wantRequests)
 	}

@@ -21,12 +21,19 @@ import (
 // times the requests, where unbudgeted retries would multiply it by the
 // number of attempts.
 //
+// A retry stays counted for more than the whole Window (window.NewLasting)
+// and a request for at most the Window, so that no stretch of one Window
+// holds more retries than Ratio times the requests of one Window plus
+// MinRetries: with buckets of a tenth, a retry counted late in its bucket
+// left 9/10 of the Window after it, and MinRetries could be spent twice in
+// one Window.
+//
 // Counting a request takes no lock; deciding a retry takes the budget's
 // mutex, so that concurrent retries can never overdraw it.
 type budget struct {
 	p    policy.Budget
 	base time.Time
-	w    *window.Time // a: requests, b: retries
+	w    *window.Time // a: requests, b: retries; read with SumSplit
 	mu   sync.Mutex
 
 	// The episode of exhaustion, for the events: from the first refusal
@@ -42,7 +49,7 @@ type budget struct {
 
 // newBudget returns an empty budget whose window counts from base.
 func newBudget(p policy.Budget, base time.Time) *budget {
-	return &budget{p: p, base: base, w: window.NewTime(p.Window)}
+	return &budget{p: p, base: base, w: window.NewLasting(p.Window)}
 }
 
 // request counts one request (a call, not an attempt) at n, nanoseconds
@@ -54,7 +61,7 @@ func (b *budget) request(n int64) { b.w.Add(n, 1, 0) }
 func (b *budget) tryRetry(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	requests, retries := b.w.Sum(n)
+	requests, retries := b.w.SumSplit(n)
 	if int64(retries)+1 > b.allowance(requests) {
 		return false
 	}
@@ -70,7 +77,7 @@ func (b *budget) giveBack(n int64) { b.w.Remove(n, 0, 1) }
 
 // available returns how many retries the budget would allow at n.
 func (b *budget) available(n int64) int {
-	requests, retries := b.w.Sum(n)
+	requests, retries := b.w.SumSplit(n)
 	return int(max(0, b.allowance(requests)-int64(retries)))
 }
 

@@ -214,3 +214,44 @@ granted: 20
 		t.Errorf("walkthrough printed\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestBudgetSpendsItsFloorOncePerWindow: over any stretch of one window, a
+// budget without requests grants MinRetries and no more, wherever in a
+// bucket the retries fell. Before, its buckets were a tenth of the window
+// and a retry counted late in one left 9/10 of a window after it: with a
+// 10 s window, 3 retries at 0.99 s and 3 more at 10.0 s, 9.01 s later.
+func TestBudgetSpendsItsFloorOncePerWindow(t *testing.T) {
+	const window = 10 * time.Second
+	for _, first := range []time.Duration{0, 990 * time.Millisecond, 1110 * time.Millisecond, 4321 * time.Millisecond} {
+		b := newBudget(policy.Budget{Ratio: 0.1, MinRetries: 3, Window: window}, t0)
+		if got := drain(t, b, t0.Add(first)); got != 3 {
+			t.Fatalf("first at %v: granted %d, want the floor of 3", first, got)
+		}
+		for at := first; at <= first+window; at += 10 * time.Millisecond {
+			if b.tryRetryAt(t0.Add(at)) {
+				t.Fatalf("retries at %v spent the floor again at %v, %v later: within one window of %v",
+					first, at, at-first, window)
+			}
+		}
+		if got := drain(t, b, t0.Add(first+window*10/9+time.Millisecond)); got != 3 {
+			t.Fatalf("first at %v: granted %d a ninth of a window after the window, want the floor again", first, got)
+		}
+	}
+}
+
+// TestBudgetRequestsLeaveWithTheWindow: a request earns retries for at
+// most one window, so that no stretch of a window holds more retries than
+// the ratio of one window's requests and the floor.
+func TestBudgetRequestsLeaveWithTheWindow(t *testing.T) {
+	const window = 10 * time.Second
+	b := newBudget(policy.Budget{Ratio: 0.5, MinRetries: 0, Window: window}, t0)
+	for range 10 {
+		b.requestAt(t0)
+	}
+	if got := b.availableAt(t0.Add(window - 2*time.Second)); got != 5 {
+		t.Fatalf("available %v later = %d, want 5", window-2*time.Second, got)
+	}
+	if got := b.availableAt(t0.Add(window + time.Millisecond)); got != 0 {
+		t.Fatalf("available just after the window = %d, want 0: the requests earn no more", got)
+	}
+}

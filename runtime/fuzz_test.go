@@ -259,15 +259,21 @@ type budgetModel struct {
 func (m *budgetModel) sum(n int64) (requests, retries int64) {
 	cur := n / m.width
 	for _, e := range m.events {
-		if cur-e.bucket < window.Buckets {
-			if e.failure {
-				retries++
-			} else {
-				requests++
-			}
+		// A retry stays for all Buckets buckets, a request for the newest
+		// Buckets−1 (window.NewLasting, SumSplit).
+		if age := cur - e.bucket; e.failure && age < window.Buckets {
+			retries++
+		} else if !e.failure && age < window.Buckets-1 {
+			requests++
 		}
 	}
 	return requests, retries
+}
+
+// lastingWidth is the width of a bucket of window.NewLasting(d): a ninth of
+// d, rounded up.
+func lastingWidth(d time.Duration) int64 {
+	return max((int64(d)+window.Buckets-2)/(window.Buckets-1), 1)
 }
 
 func (m *budgetModel) allowance(requests int64) int64 { return m.percent*requests/100 + m.floor }
@@ -286,7 +292,7 @@ func FuzzBudget(f *testing.F) {
 		}
 		base := time.Unix(1_000_000, 0)
 		b := newBudget(p, base)
-		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: max(int64(p.Window)/window.Buckets, 1)}
+		m := &budgetModel{percent: percent, floor: int64(p.MinRetries), width: lastingWidth(p.Window)}
 		var n int64
 		for step := 0; !prog.Done() && step < 4096; step++ {
 			now := base.Add(time.Duration(n))

@@ -178,7 +178,8 @@ type Retry struct {
 }
 
 // Budget caps the retries towards a dependency: over Window, retries
-// may not exceed Ratio times the requests, plus MinRetries.
+// may not exceed Ratio times the requests, plus MinRetries. A retry stays
+// counted at least Window, a request at most Window.
 type Budget struct {
 	Ratio      float64
 	MinRetries int

@@ -1143,7 +1143,9 @@ type RetryBudget struct {
 	// ```
 	MinRetries *uint32 `protobuf:"varint,2,opt,name=min_retries,json=minRetries,proto3,oneof" json:"min_retries,omitempty"`
 	// window is the sliding window over which requests and retries are
-	// counted. Default: 10 s. Must be positive.
+	// counted: a retry stays counted at least this long, a request at most,
+	// so that no stretch of one window holds more retries than the budget
+	// allows. Default: 10 s. Must be positive.
 	//
 	// ```proto
 	// retry_budget: {window: {seconds: 10}}

@@ -57,6 +57,21 @@ func NewTime(d time.Duration) *Time {
 	return w
 }
 
+// NewLasting returns an empty window for counts that must stay counted for
+// at least d, as a retry budget's retries must: its buckets are d/(Buckets−1)
+// wide (rounded up to a nanosecond), so that SumSplit's b, over all Buckets
+// buckets, still holds a count more than d after it was made and drops it
+// by d·Buckets/(Buckets−1), while its a, over the newest Buckets−1, has
+// dropped a count by d (plus the rounding).
+func NewLasting(d time.Duration) *Time {
+	w := &Time{width: (int64(d) + Buckets - 2) / (Buckets - 1)}
+	if w.width < 1 {
+		w.width = 1
+	}
+	w.latest.Store(-Buckets)
+	return w
+}
+
 // BucketWidth returns the time each bucket covers.
 func (w *Time) BucketWidth() time.Duration { return time.Duration(w.width) }
 
@@ -168,6 +183,27 @@ func (w *Time) Sum(now int64) (a, b uint64) {
 		e, ba, bb := unpack(w.buckets[i].Load())
 		if (cur-e)&epochMask < Buckets {
 			a += ba
+			b += bb
+		}
+	}
+	return a, b
+}
+
+// SumSplit returns a over the newest Buckets−1 buckets of the window ending
+// at now and b over all Buckets: with a window from NewLasting(d), a counts
+// what is at most d old and b everything at most d old and some older.
+func (w *Time) SumSplit(now int64) (a, b uint64) {
+	q := w.index(now)
+	if q >= w.latest.Load()+Buckets {
+		return 0, 0 // nothing was added within the window
+	}
+	cur := uint64(q) & epochMask
+	for i := range w.buckets {
+		e, ba, bb := unpack(w.buckets[i].Load())
+		if age := (cur - e) & epochMask; age < Buckets {
+			if age < Buckets-1 {
+				a += ba
+			}
 			b += bb
 		}
 	}

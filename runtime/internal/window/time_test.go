@@ -146,3 +146,30 @@ func TestTimeConcurrentAddsLoseNothing(t *testing.T) {
 		t.Errorf("Sum = (%d, %d), want (%d, %d)", a, b, goroutines*adds, goroutines*adds/2)
 	}
 }
+
+// TestLastingKeepsBForTheWholeWindow: a window from NewLasting(d), read
+// with SumSplit, still holds b at every moment up to d after it was added,
+// wherever in its bucket it fell, and no longer holds a at any moment more
+// than d after it (a retry budget's retries and requests).
+func TestLastingKeepsBForTheWholeWindow(t *testing.T) {
+	for _, d := range []time.Duration{10, 99, 100, 1000, 10 * time.Second} {
+		width := int64(NewLasting(d).BucketWidth())
+		for _, at := range []int64{0, 1, width - 1, width, 5*width + width/2, 7*width - 1} {
+			w := NewLasting(d)
+			w.Add(at, 1, 1)
+			for now := at; now <= at+2*int64(d); now += max(int64(d)/50, 1) {
+				a, b := w.SumSplit(now)
+				if now-at <= int64(d) && b != 1 {
+					t.Fatalf("d=%v, added at %d: b gone at %d, %v later (want it for the whole window)", d, at, now, time.Duration(now-at))
+				}
+				if now-at > int64(d)+int64(Buckets) && a != 0 {
+					t.Fatalf("d=%v, added at %d: a still counted at %d, %v later (want it gone after the window)", d, at, now, time.Duration(now-at))
+				}
+			}
+			// The last moment of the window itself, whatever the step.
+			if _, b := w.SumSplit(at + int64(d)); b != 1 {
+				t.Fatalf("d=%v, added at %d: b gone exactly d later", d, at)
+			}
+		}
+	}
+}
