@@ -52,8 +52,7 @@ func inOrder(b []byte, md protoreflect.MessageDescriptor) (bool, error) {
 		}
 		last = num
 		if fd := messageField(md, num, typ); fd != nil {
-			inner, _ := protowire.ConsumeBytes(b[n:])
-			if ok, err := inOrder(inner, fd.Message()); !ok || err != nil {
+			if ok, err := inOrder(fieldBody(num, typ, b[n:]), fd.Message()); !ok || err != nil {
 				return false, err
 			}
 		}
@@ -63,16 +62,29 @@ func inOrder(b []byte, md protoreflect.MessageDescriptor) (bool, error) {
 }
 
 // messageField returns the field num of md when it is a known field of a
-// message type (a message, a list of them, a map) written as bytes, and
-// nil otherwise.
+// message type (a message, a list of them, a map) written as bytes, or a
+// group (proto2's, or an editions message field with DELIMITED encoding)
+// written as one, and nil otherwise.
 func messageField(md protoreflect.MessageDescriptor, num protowire.Number, typ protowire.Type) protoreflect.FieldDescriptor {
-	if typ != protowire.BytesType || md == nil {
+	if md == nil || typ != protowire.BytesType && typ != protowire.StartGroupType {
 		return nil
 	}
-	if fd := md.Fields().ByNumber(num); fd != nil && fd.Message() != nil && fd.Kind() != protoreflect.GroupKind {
-		return fd
+	fd := md.Fields().ByNumber(num)
+	if fd == nil || fd.Message() == nil || (fd.Kind() == protoreflect.GroupKind) != (typ == protowire.StartGroupType) {
+		return nil
 	}
-	return nil
+	return fd
+}
+
+// fieldBody is the message inside the value b of a field that
+// messageField returned: its bytes, or a group's fields (without its end).
+func fieldBody(num protowire.Number, typ protowire.Type, b []byte) []byte {
+	if typ == protowire.StartGroupType {
+		inner, _ := protowire.ConsumeGroup(num, b)
+		return inner
+	}
+	inner, _ := protowire.ConsumeBytes(b)
+	return inner
 }
 
 // canonical returns b, a message of descriptor md as proto.Marshal writes
@@ -102,13 +114,17 @@ func canonical(b []byte, md protoreflect.MessageDescriptor) ([]byte, error) {
 		}
 		r := rest[:n+m]
 		if fd := messageField(md, num, typ); fd != nil {
-			inner, _ := protowire.ConsumeBytes(rest[n:])
+			inner := fieldBody(num, typ, rest[n:])
 			c, err := canonical(inner, fd.Message())
 			if err != nil {
 				return nil, err
 			}
 			if !bytes.Equal(c, inner) {
-				r = protowire.AppendBytes(protowire.AppendTag(nil, num, typ), c)
+				if typ == protowire.StartGroupType {
+					r = protowire.AppendTag(append(protowire.AppendTag(nil, num, typ), c...), num, protowire.EndGroupType)
+				} else {
+					r = protowire.AppendBytes(protowire.AppendTag(nil, num, typ), c)
+				}
 			}
 		}
 		recs = append(recs, record{num, r})
