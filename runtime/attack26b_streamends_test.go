@@ -427,38 +427,60 @@ func atk26bEndings(t *testing.T, observed bool) {
 	}
 }
 
-// TestAttack26BOnFinishOfAPlainServerStreamsNilRequest: README, Streams:
-// "A server stream's nil request (the handle refuses it first;
+// TestAttack26BOnFinishOfAServerStreamEndedBeforeItIsReturned: README,
+// Streams: "A server stream's nil request (the handle refuses it first;
 // hand-written code calling the plain client on Client.Conn does not)
-// ends the stream instead", and Retries: "A caller's grpc.OnFinish
-// callback runs once per call, with the error the caller gets". The plain
-// generated WatchStock on Client.Conn, given a nil request and OnFinish:
-// the caller gets INVALID_ARGUMENT; the callback must run once with it.
-func TestAttack26BOnFinishOfAPlainServerStreamsNilRequest(t *testing.T) {
+// ends the stream instead", and an error from CloseSend ("The generated
+// server-streaming method calls CloseSend after sending the request and
+// returns that error without the stream"); Retries and the retry budget:
+// "A caller's grpc.OnFinish callback runs once per call, with the error
+// the caller gets". The plain generated WatchStock on Client.Conn given a
+// nil request, and the generated client's over an interceptor whose
+// CloseSend fails (INTERNAL): the caller gets INVALID_ARGUMENT, INTERNAL,
+// and no stream; the callback must run once with that. Before, it ran
+// with the CANCELLED gRPC ended its stream with when the runtime cancelled
+// it.
+func TestAttack26BOnFinishOfAServerStreamEndedBeforeItIsReturned(t *testing.T) {
 	atkNoLeak(t)
-	srv, cc := startFault(t, nil)
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
-	plain := inventoryv1.NewInventoryServiceClient(c.Runtime().Conn(cc))
-	var f attack22aFinishes
-	_, err := plain.WatchStock(context.Background(), nil, f.option())
-	if status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("WatchStock(nil) on Client.Conn: %v, want INVALID_ARGUMENT", err)
-	}
-	atkWantFree(t, c.Runtime(), atkWatchStock, "the nil request")
-	atkWaitFor(t, "OnFinish run", func() bool { return len(f.got()) != 0 })
-	time.Sleep(10 * time.Millisecond)
-	got := f.got()
-	if len(got) != 1 || status.Code(got[0]) != codes.InvalidArgument {
-		codes := make([]string, len(got))
-		for i, e := range got {
-			codes[i] = status.Code(e).String()
+	wantCallers := func(t *testing.T, f *attack22aFinishes, err error, want codes.Code) {
+		t.Helper()
+		if status.Code(err) != want {
+			t.Fatalf("WatchStock: %v, want %v", err, want)
 		}
-		t.Errorf("README (Retries and the retry budget): OnFinish runs once \"with the error the caller gets\"; "+
-			"the caller got %v, OnFinish ran %d time(s) with %v (%v)", status.Code(err), len(got), codes, got)
+		atkWaitFor(t, "OnFinish run", func() bool { return len(f.got()) != 0 })
+		time.Sleep(10 * time.Millisecond)
+		got := f.got()
+		if len(got) != 1 || status.Code(got[0]) != want {
+			cs := make([]string, len(got))
+			for i, e := range got {
+				cs[i] = status.Code(e).String()
+			}
+			t.Errorf("README (Retries and the retry budget): OnFinish runs once \"with the error the caller gets\"; "+
+				"the caller got %v, OnFinish ran %d time(s) with %v (%v)", status.Code(err), len(got), cs, got)
+		}
 	}
-	if n := srv.Calls(atkWatchStock); n != 0 {
-		t.Errorf("the server saw %d WatchStock, want none", n)
-	}
+	t.Run("nil request on Client.Conn", func(t *testing.T) {
+		srv, cc := startFault(t, nil)
+		c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, nil)
+		plain := inventoryv1.NewInventoryServiceClient(c.Runtime().Conn(cc))
+		var f attack22aFinishes
+		_, err := plain.WatchStock(context.Background(), nil, f.option())
+		wantCallers(t, &f, err, codes.InvalidArgument)
+		atkWantFree(t, c.Runtime(), atkWatchStock, "the nil request")
+		if n := srv.Calls(atkWatchStock); n != 0 {
+			t.Errorf("the server saw %d WatchStock, want none", n)
+		}
+	})
+	t.Run("CloseSend fails", func(t *testing.T) {
+		var armed atomic.Bool
+		c := attack21aCloseSendClient(t, &armed, true)
+		armed.Store(true)
+		var f attack22aFinishes
+		_, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"}, f.option())
+		armed.Store(false)
+		wantCallers(t, &f, err, codes.Internal)
+		atkWantFree(t, c.Runtime(), atkWatchStock, "the failed CloseSend")
+	})
 }
 
 // TestAttack26BUnmarshalFailureIsJudgedAsAUnaryAttemptIs: README, Its
