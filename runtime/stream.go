@@ -166,6 +166,9 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	} else {
 		sctx, s.cancel = context.WithCancel(ctx)
 	}
+	if s.oneRequest && hasOnFinish(opts) {
+		opts = s.finishingAsTheCaller(opts)
+	}
 	cs, err := w.cc.NewStream(sctx, desc, method, opts...)
 	opened = true
 	if err != nil {
@@ -184,6 +187,29 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	// the permit (finish runs once; a later call is a no-op).
 	context.AfterFunc(sctx, s.contextEnded)
 	return s, nil
+}
+
+// finishingAsTheCaller returns opts with each grpc.OnFinish callback of a
+// server stream wrapped, so that it runs with the error the plain client's
+// method returned when the runtime ended the stream before that method
+// returned it (s.callerErr), and with gRPC's own otherwise. gRPC runs the
+// callbacks once its stream is over, after the runtime's cancel, so the
+// error is stored by then.
+func (s *stream) finishingAsTheCaller(opts []grpc.CallOption) []grpc.CallOption {
+	out := make([]grpc.CallOption, len(opts))
+	for i, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			fn := f.OnFinish
+			o = grpc.OnFinish(func(err error) {
+				if e := s.callerErr.Load(); e != nil {
+					err = *e
+				}
+				fn(err)
+			})
+		}
+		out[i] = o
+	}
+	return out
 }
 
 // stream is a grpc.ClientStream that tells its method's breaker and
@@ -212,6 +238,12 @@ type stream struct {
 	// io.EOF, Header's (nil, nil)) before its status was read: its
 	// context's end then ends it as errUnread, not as the context's error.
 	overOnWire atomic.Bool
+	// callerErr is the error the plain client's server-streaming method
+	// returned without the stream, when the runtime ended it there (a nil
+	// request, a failed CloseSend): the caller's grpc.OnFinish runs with it,
+	// not with the CANCELLED gRPC then ends its stream with (see
+	// finishingAsTheCaller).
+	callerErr atomic.Pointer[error]
 	// busy counts the stream's calls in progress (SendMsg, RecvMsg,
 	// Header, CloseSend, Trailer), plus endPending once the context
 	// ended while one was: the ending is then theirs (see contextEnded
@@ -247,6 +279,7 @@ func (s *stream) SendMsg(msg any) error {
 		if s.oneRequest && !s.requestSent {
 			err := misuseError(codes.InvalidArgument, s.m.policy.Name,
 				"nil request of a server stream: nothing was sent and the stream is ended; pass a request")
+			s.callerErr.Store(&err)
 			s.finish(&clientFault{err: err})
 			return err
 		}
@@ -335,6 +368,9 @@ func (s *stream) CloseSend() error {
 	err := s.ClientStream.CloseSend()
 	returned = true
 	if err != nil {
+		if s.oneRequest {
+			s.callerErr.Store(&err)
+		}
 		s.finish(&clientFault{err: err})
 	}
 	return err
