@@ -186,7 +186,7 @@ func (s *Set) parseVar(name, value string, known map[string]*policy.Service, err
 	var fd protoreflect.FieldDescriptor
 	var path string
 	for i, part := range parts {
-		k := strings.ToLower(part)
+		k := asciiLower(part)
 		path += k
 		f, problem := field(md, k, path)
 		if problem != "" {
@@ -269,7 +269,7 @@ func spells(rest, word string, service bool) bool {
 	}
 	md := policyDesc
 	for i, part := range parts {
-		f := md.Fields().ByName(protoreflect.Name(strings.ToLower(part)))
+		f := md.Fields().ByName(protoreflect.Name(asciiLower(part)))
 		if f == nil {
 			return false
 		}
@@ -375,4 +375,18 @@ func leafPath(md protoreflect.MessageDescriptor, tokens []string, prefix string)
 		}
 	}
 	return ""
+}
+
+// asciiLower lower-cases the ASCII letters of a name's part, and only
+// them: Unicode's rules read "İ" as "i" and the Kelvin sign as "k", so
+// that TİMEOUT would be read as timeout, one more name for a value whose
+// variable EnvName spells otherwise.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

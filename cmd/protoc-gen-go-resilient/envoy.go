@@ -147,7 +147,11 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 		// as the per_try_timeout it reads; Envoy does not hedge.
 		limit = bound.Envoy(envoyAttempts(unhedged(mp)))
 	}
-	if retries == retriesAtClient && mp.Timeout > 0 {
+	// A stream is one attempt in either mode, bounded as a whole by its
+	// overall_timeout, else its timeout (bound.Call): only a unary
+	// request is one attempt of its timeout when the callers retry.
+	oneTry := retries == retriesAtClient && mp.Timeout > 0 && mp.Kind == policy.KindUnary
+	if oneTry {
 		limit = mp.Timeout
 	}
 	shown := envoyMillis(limit)
@@ -167,7 +171,7 @@ func envoyRoute(w func(int, string, ...any), path, cluster string, mp *policy.Me
 		w(4, "# %v rounded up to %v: Envoy reads its timeouts in whole milliseconds, truncated, and 0 would be none", limit, shown)
 	}
 	switch {
-	case retries == retriesAtClient && mp.Timeout > 0:
+	case oneTry:
 		w(4, "timeout: %s # timeout, of one attempt: the callers retry", seconds(shown))
 	case mp.OverallTimeout > 0 && (limit == mp.OverallTimeout || capped):
 		w(4, "timeout: %s # overall_timeout", seconds(shown))
