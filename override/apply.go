@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -468,7 +469,45 @@ func (t *service) applyShared(p *policy.Service, methods []*policy.Method, group
 	} else if target.IsNil() {
 		target.Set(reflect.ValueOf(g.empty()))
 	}
+	if group == "bulkhead" && field == "permits" {
+		t.movePermits(p, methods, target.Interface().(*policy.Bulkhead), l)
+	}
 	return t.setFollowing(target.Interface(), group, field, l)
+}
+
+// movePermits moves, before the bulkhead b takes the permits of l, the
+// ceiling of each adaptive limit b holds (rules.FollowPermits): the
+// method's own under its own bulkhead; under the service's, the shared
+// limit and each method's own whose method has no bulkhead of its own.
+// A max_limit or initial_limit that was its default under the old permits
+// moves, as the .proto with the new permits has it; before, the literal's
+// ceiling stayed, so that fewer permits were refused naming a max_limit
+// nobody wrote and more kept the old ceiling.
+func (t *service) movePermits(p *policy.Service, methods []*policy.Method, b *policy.Bulkhead, l *leaf) {
+	permits, ok := l.value.(uint32)
+	if !ok {
+		return // set refuses it
+	}
+	follow := func(a *policy.AdaptiveLimit, method string) {
+		rules.FollowPermits(a, b.Permits, int(min(permits, math.MaxInt32)), func(option string) bool {
+			for _, o := range t.leaves {
+				if o.method == method && o.path == "adaptive_limit."+option && !o.bad {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if l.method != "" {
+		follow(methods[0].AdaptiveLimit, l.method)
+		return
+	}
+	follow(p.AdaptiveLimit, "")
+	for i := range p.Methods {
+		if m := &p.Methods[i]; m.Bulkhead == nil {
+			follow(m.AdaptiveLimit, methodName(m.Name))
+		}
+	}
 }
 
 // setFollowing is set for a group with values that follow another

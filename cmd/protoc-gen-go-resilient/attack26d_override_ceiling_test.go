@@ -49,7 +49,7 @@ service S {
 // annotated with 16, an override of bulkhead.permits should give the
 // policy the .proto with that many permits gives.
 //
-// Today the plugin prints the followed defaults into the literal
+// Before the fix, the plugin printed the followed defaults into the literal
 // (MaxLimit 16, InitialLimit 16) and the loader moves only the permits:
 // lowering them to 8 is refused, blaming bulkhead.permits with a number
 // nobody wrote ("16 is above the bulkhead's 8 permits … leave it unset

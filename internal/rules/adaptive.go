@@ -129,17 +129,16 @@ func CheckOwnAdaptive(m protoreflect.MethodDescriptor, own *resilientv1.Policy, 
 // two follow other values, so they declare no default_value: they are
 // internal/contract's, which the runtime's limiter reads too.
 func AdaptiveLimitOf(a *resilientv1.AdaptiveLimit, permits uint32) (minLimit, maxLimit, initialLimit int) {
-	minLimit, maxLimit = int(defaults().GetAdaptiveLimit().GetMinLimit()), contract.AdaptiveMaxLimit
+	minLimit = int(defaults().GetAdaptiveLimit().GetMinLimit())
 	if a == nil {
 		a = &resilientv1.AdaptiveLimit{}
 	}
 	if a.MinLimit != nil {
 		minLimit = int(a.GetMinLimit())
 	}
+	maxLimit, _ = CeilingOf(minLimit, int(permits))
 	if a.MaxLimit != nil {
 		maxLimit = int(a.GetMaxLimit())
-	} else if permits > 0 {
-		maxLimit = min(maxLimit, int(permits))
 	}
 	initialLimit = min(max(contract.AdaptiveInitialLimit, minLimit), maxLimit)
 	if a.InitialLimit != nil {

@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // followers are the values whose default follows another value of their
@@ -108,5 +110,36 @@ func SetIn(msg proto.Message) func(option string) bool {
 		m := msg.ProtoReflect()
 		fd := m.Descriptor().Fields().ByName(protoreflect.Name(option))
 		return fd != nil && m.Has(fd)
+	}
+}
+
+// CeilingOf returns the defaults of an adaptive limit's max_limit and
+// initial_limit under a bulkhead of permits (0 for none) with minLimit in
+// force: the contract's, held under the permits (as AdaptiveLimitOf).
+func CeilingOf(minLimit, permits int) (maxLimit, initialLimit int) {
+	maxLimit = contract.AdaptiveMaxLimit
+	if permits > 0 {
+		maxLimit = min(maxLimit, permits)
+	}
+	return maxLimit, min(max(contract.AdaptiveInitialLimit, minLimit), maxLimit)
+}
+
+// FollowPermits moves the max_limit and initial_limit of the adaptive
+// limit a (nil for none) that were their defaults under a bulkhead of old
+// permits to their defaults under permits, as the .proto with those
+// permits gives them; a value set reports set (an override of the same
+// limit), or that the annotation chose otherwise, stays. A value written
+// equal to its default counts as the default, as for Follow.
+func FollowPermits(a *policy.AdaptiveLimit, old, permits int, set func(option string) bool) {
+	if a == nil {
+		return
+	}
+	oldMax, oldInitial := CeilingOf(a.MinLimit, old)
+	newMax, _ := CeilingOf(a.MinLimit, permits)
+	if a.MaxLimit == oldMax && !set("max_limit") {
+		a.MaxLimit = newMax
+	}
+	if a.InitialLimit == oldInitial && !set("initial_limit") {
+		a.InitialLimit = min(max(contract.AdaptiveInitialLimit, a.MinLimit), a.MaxLimit)
 	}
 }
