@@ -495,13 +495,7 @@ func TestAttack26BUnmarshalFailureIsJudgedAsAUnaryAttemptIs(t *testing.T) {
 	cc := atk26bServer(t)
 	clk := newAtkClock()
 	rt, conn, reg := atk26bClientWith(t, cc, 30*time.Second, nil, runtime.WithClock(clk))
-	get, err := runtime.NewUnary(rt, atk26bGet, func(ctx context.Context, in *wrapperspb.StringValue, opts ...grpc.CallOption) (*wrapperspb.StringValue, error) {
-		out := new(wrapperspb.StringValue)
-		return out, conn.Invoke(ctx, atk26bGet, in, out, opts...)
-	}, runtime.UnaryHooks[wrapperspb.StringValue, wrapperspb.StringValue]{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	get := atk26bGetHandle(t, rt, conn)
 	ctx := context.Background()
 	if _, err := get.Call(ctx, wrapperspb.String("unavail")); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Get unavail: %v", err)
@@ -694,13 +688,7 @@ func TestAttack26BStreamsTakeNoPartInTheAdaptiveLimitNorTheThrottler(t *testing.
 			}
 		}
 	})
-	get, err := runtime.NewUnary(rt, atk26bGet, func(ctx context.Context, in *wrapperspb.StringValue, opts ...grpc.CallOption) (*wrapperspb.StringValue, error) {
-		out := new(wrapperspb.StringValue)
-		return out, conn.Invoke(ctx, atk26bGet, in, out, opts...)
-	}, runtime.UnaryHooks[wrapperspb.StringValue, wrapperspb.StringValue]{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	get := atk26bGetHandle(t, rt, conn)
 	ctx := context.Background()
 	var streams []grpc.ClientStream
 	for i := range 4 {
@@ -957,4 +945,17 @@ func atk26bWantExactlyFour(t *testing.T, rt *runtime.Client, conn grpc.ClientCon
 	}
 	cancel()
 	atkWantFree(t, rt, method, "cancelling the check's streams")
+}
+
+// atk26bGetHandle is the handle of atk26bGet on rt, calling through conn.
+func atk26bGetHandle(t *testing.T, rt *runtime.Client, conn grpc.ClientConnInterface) *runtime.UnaryHandle[wrapperspb.StringValue, wrapperspb.StringValue] {
+	t.Helper()
+	get, err := runtime.NewUnary(rt, atk26bGet, func(ctx context.Context, in *wrapperspb.StringValue, opts ...grpc.CallOption) (*wrapperspb.StringValue, error) {
+		out := new(wrapperspb.StringValue)
+		return out, conn.Invoke(ctx, atk26bGet, in, out, opts...)
+	}, runtime.UnaryHooks[wrapperspb.StringValue, wrapperspb.StringValue]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return get
 }

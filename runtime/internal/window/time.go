@@ -173,26 +173,16 @@ func (w *Time) advance(l, q int64) {
 
 // Sum returns the totals of the buckets that lie within the window ending
 // at now.
-func (w *Time) Sum(now int64) (a, b uint64) {
-	q := w.index(now)
-	if q >= w.latest.Load()+Buckets {
-		return 0, 0 // nothing was added within the window
-	}
-	cur := uint64(q) & epochMask
-	for i := range w.buckets {
-		e, ba, bb := unpack(w.buckets[i].Load())
-		if (cur-e)&epochMask < Buckets {
-			a += ba
-			b += bb
-		}
-	}
-	return a, b
-}
+func (w *Time) Sum(now int64) (a, b uint64) { return w.sum(now, Buckets) }
 
 // SumSplit returns a over the newest Buckets−1 buckets of the window ending
 // at now and b over all Buckets: with a window from NewLasting(d), a counts
 // what is at most d old and b everything at most d old and some older.
-func (w *Time) SumSplit(now int64) (a, b uint64) {
+func (w *Time) SumSplit(now int64) (a, b uint64) { return w.sum(now, Buckets-1) }
+
+// sum returns a over the newest aBuckets buckets of the window ending at
+// now and b over all of them.
+func (w *Time) sum(now int64, aBuckets uint64) (a, b uint64) {
 	q := w.index(now)
 	if q >= w.latest.Load()+Buckets {
 		return 0, 0 // nothing was added within the window
@@ -201,7 +191,7 @@ func (w *Time) SumSplit(now int64) (a, b uint64) {
 	for i := range w.buckets {
 		e, ba, bb := unpack(w.buckets[i].Load())
 		if age := (cur - e) & epochMask; age < Buckets {
-			if age < Buckets-1 {
+			if age < aBuckets {
 				a += ba
 			}
 			b += bb
