@@ -46,21 +46,26 @@ func atk26aPastDeadline() (context.Context, context.CancelFunc) {
 }
 
 // TestAttack26APastDeadlineCallsCountForNothing: 30 GetStock calls under
-// the annotated policy (breaker, metrics) towards a healthy server, each
+// the annotated policy (breaker, metrics; a fallback given) towards a healthy server, each
 // made with a context whose deadline passed before the call (its timer
 // not yet run). The promise: each is answered DEADLINE_EXCEEDED before any
-// layer, the server sees none, the attempt metrics count none and the
+// layer, the server sees none, no fallback answers, the attempt metrics count none and the
 // breaker stays closed, so that the next live call goes through. Today
 // (19 of 30 in the first run) each is handed to gRPC, which refuses to
-// send it, the breaker counts it as a failure of the dependency and opens
+// send it, the fallback answers it, the breaker counts it as a failure of the dependency and opens
 // towards a server that saw nothing, and the next live call is refused
 // with ErrCircuitOpen (and so were 11 of the 30).
 func TestAttack26APastDeadlineCallsCountForNothing(t *testing.T) {
 	atkNoLeak(t)
 	fs, cc := startFault(t, server.Healthy)
 	reg := prometheus.NewRegistry()
+	var fellBack atomic.Int32
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
-		Runtime: []runtime.Option{runtime.WithRegisterer(reg)}}, nil)
+		Runtime: []runtime.Option{runtime.WithRegisterer(reg)},
+		GetStockFallback: func(context.Context, *inventoryv1.GetStockRequest, error) (*inventoryv1.GetStockResponse, error) {
+			fellBack.Add(1)
+			return nil, status.Error(codes.Aborted, "the fallback answered")
+		}}, nil)
 	// The connection is up: a past-deadline call finds gRPC ready.
 	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
 		t.Fatal(err)
@@ -86,12 +91,13 @@ func TestAttack26APastDeadlineCallsCountForNothing(t *testing.T) {
 	if seenDead != 0 {
 		t.Errorf("the server saw %d of the calls whose deadline had passed, want 0", seenDead)
 	}
-	if got[codes.DeadlineExceeded] != 30 || counted != 0 || state != runtime.StateClosed || live != nil {
+	if got[codes.DeadlineExceeded] != 30 || counted != 0 || state != runtime.StateClosed || live != nil || fellBack.Load() != 0 {
 		t.Errorf("README (Order of the layers): a call whose deadline passed is answered DEADLINE_EXCEEDED before any "+
-			"layer and the breaker and the attempt metrics learn nothing of it. 30 calls whose deadline had passed "+
+			"layer, is not given to the fallback, and the breaker and the attempt metrics learn nothing of it. 30 calls whose deadline had passed "+
 			"(their context's timer not yet run): codes %v, attempts_total{DEADLINE_EXCEEDED} = %v (want 0), "+
-			"breaker %v (want closed), the server saw %d of them; the next live call: %v (want OK)",
-			got, counted, state, seenDead, live)
+			"the fallback answered %d (want 0; ABORTED is its answer), breaker %v (want closed), the server saw %d of them; "+
+			"the next live call: %v (want OK)",
+			got, counted, fellBack.Load(), state, seenDead, live)
 	}
 }
 
