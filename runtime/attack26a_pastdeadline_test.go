@@ -194,3 +194,53 @@ func TestAttack26ARetryPastItsDeadlineIsNotSent(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack26AHedgedCopyPastItsDeadlineIsNotSent: the hedged GetStock
+// (UNAVAILABLE non-fatal, 2 copies) of a server that fails every copy
+// with UNAVAILABLE and a pushback of 2 ms, which delays the next copy by
+// 2 ms; 200 callers give their call 2 ms plus 0 to 780 µs. A second copy
+// that reaches gRPC over atk26aSlack after its deadline is refused by
+// gRPC, unsent. Deadlines: no wait for the server's pushback runs past
+// the deadline, the last real error is returned, as hedged does itself
+// when the deadline passes in the wait with every copy failed ("the last
+// real error is the answer"); Hedging: "as a retried call does". Today
+// (40 and 38 of 200 in two runs) the copy is handed to gRPC after its
+// deadline and its caller gets gRPC's DEADLINE_EXCEEDED, the first copy's
+// UNAVAILABLE lost.
+func TestAttack26AHedgedCopyPastItsDeadlineIsNotSent(t *testing.T) {
+	atkNoLeak(t)
+	var past atomic.Int32
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if n, ok := ctx.Value(atk26aAttempt{}).(*atomic.Int32); ok {
+			if dl, ok := ctx.Deadline(); ok && n.Add(1) > 1 && time.Until(dl) < -atk26aSlack {
+				past.Add(1)
+				n.Store(-1000)
+			}
+		}
+		return inv(ctx, method, req, reply, cc, opts...)
+	}
+	fs, cc := startFault(t, atkPushback("2"), grpc.WithUnaryInterceptor(count))
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		attack23mHedged(p).Hedging.NonFatalCodes = policy.CodesOf(codes.Unavailable)
+	})
+	const calls = 200
+	wrong := map[codes.Code]int{}
+	bad := 0
+	for i := range calls {
+		var n atomic.Int32
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), atk26aAttempt{}, &n),
+			2*time.Millisecond+time.Duration(i%40)*20*time.Microsecond)
+		_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+		cancel()
+		if n.Load() < 0 && status.Code(err) != codes.Unavailable {
+			wrong[status.Code(err)]++
+			bad++
+		}
+	}
+	if bad != 0 {
+		t.Errorf("README (Deadlines, Hedging): a wait for the server's pushback that ends past the deadline returns the "+
+			"last real error, as a retried call does. Of %d hedged calls, %d had their second copy handed to gRPC over "+
+			"100µs after the deadline (the server saw %d copies in all); %d of those callers got %v instead of UNAVAILABLE",
+			calls, past.Load(), fs.Calls(atkGetStock), bad, wrong)
+	}
+}
