@@ -155,7 +155,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	}
 	// callUnary without a cache or a fallback, written out: one call frame
 	// less on every call of the common method.
-	if err := ctx.Err(); err != nil {
+	if err := over(ctx); err != nil {
 		return nil, statusFromContext(err)
 	}
 	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: h.call})

@@ -128,7 +128,10 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 			return nil, err
 		}
 		charged, chargedAt = true, at
-		if !sleep(wait, pause) {
+		if !sleep(wait, pause) || !endsInTime(ctx, 0) {
+			// The context ended in the pause, or its deadline passed as
+			// the pause ended, before its timer ran: gRPC would refuse
+			// to send the retry (TestAttack26ARetryPastItsDeadlineIsNotSent).
 			m.budget.giveBack(at)
 			return nil, ended(ctx, err)
 		}

@@ -122,7 +122,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if ctx == nil {
 		return nil, refusedWith(opts, nilContextError(method))
 	}
-	if err := ctx.Err(); err != nil {
+	if err := over(ctx); err != nil {
 		// Already over: answered here, without a permit, a probe or an
 		// outcome.
 		return nil, refusedWith(opts, statusFromContext(err))

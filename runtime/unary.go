@@ -27,7 +27,7 @@ const IdempotencyKeyHeader = contract.IdempotencyKeyHeader
 func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	if err := ctx.Err(); err != nil {
+	if err := over(ctx); err != nil {
 		// Already over: answered here, before any layer: no shared cached
 		// call started, no token, permit or budget request, no fallback.
 		return nil, statusFromContext(err)
@@ -375,6 +375,25 @@ func ownTimeout(actx context.Context) bool {
 	}
 	dl, ok := actx.Deadline()
 	return ok && !time.Now().Before(dl)
+}
+
+// over returns the error of a context that is over: its Err, or
+// context.DeadlineExceeded once its deadline has passed though its timer
+// has not run yet (Err still nil, as a context.WithDeadline is on a
+// loaded machine until its goroutine is scheduled). gRPC reads the
+// deadline itself and refuses to send such a call, with
+// DEADLINE_EXCEEDED: taken for live, the call would take a token, a
+// permit and a probe, be counted by the breaker as the dependency's
+// failure and be given to the fallback, though nothing was sent
+// (TestAttack26APastDeadlineCallsCountForNothing).
+func over(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // shorten returns ctx limited to d from now, or ctx itself (and a nil
