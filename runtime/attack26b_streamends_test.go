@@ -831,7 +831,11 @@ func TestAttack26BStormOfAbandonedStreams(t *testing.T) {
 			p.Methods[i].Breaker = nil
 		}
 	})
-	var opened, refused, finished [3]atomic.Int64
+	// cut: opens that failed otherwise than on a full bulkhead (the
+	// stream's 100 ms ran out on a loaded machine, in the permit's wait,
+	// which counts nothing, or in gRPC's opening, an attempt): each is one
+	// attempt or none.
+	var opened, refused, cut, finished [3]atomic.Int64
 	var wg sync.WaitGroup
 	ways := []string{"header", "one", "badmsg", "cancel", "hdrok"}
 	for g := range 12 {
@@ -856,10 +860,14 @@ func TestAttack26BStormOfAbandonedStreams(t *testing.T) {
 				fin := grpc.OnFinish(func(error) { finished[mi].Add(1) })
 				cs, err := atk26bOpen(ctx, conn, m, first, fin)
 				if err != nil {
-					if !errors.Is(err, runtime.ErrBulkheadFull) {
+					switch {
+					case errors.Is(err, runtime.ErrBulkheadFull):
+						refused[mi].Add(1)
+					case status.Code(err) == codes.DeadlineExceeded:
+						cut[mi].Add(1)
+					default:
 						t.Errorf("%s %s: opening: %v", atk24eShort(m), way, err)
 					}
-					refused[mi].Add(1)
 					cancel()
 					continue
 				}
@@ -896,23 +904,23 @@ func TestAttack26BStormOfAbandonedStreams(t *testing.T) {
 			}
 			return int64(n) >= opened[mi].Load()
 		})
-		atkWaitFor(t, short+": every OnFinish run", func() bool { return finished[mi].Load() >= opened[mi].Load()+refused[mi].Load() })
+		atkWaitFor(t, short+": every OnFinish run", func() bool { return finished[mi].Load() >= opened[mi].Load()+refused[mi].Load()+cut[mi].Load() })
 		time.Sleep(20 * time.Millisecond)
 		n := 0.0
 		for _, v := range atk24eAttempts(t, reg, m) {
 			n += v
 		}
-		if int64(n) != opened[mi].Load() {
-			t.Errorf("%s: attempts_total counts %v streams, %d were opened", short, n, opened[mi].Load())
+		if int64(n) < opened[mi].Load() || int64(n) > opened[mi].Load()+cut[mi].Load() {
+			t.Errorf("%s: attempts_total counts %v streams, %d were opened and %d cut opening", short, n, opened[mi].Load(), cut[mi].Load())
 		}
-		if got := atk24eDurations(t, reg, short); got != uint64(opened[mi].Load()) {
-			t.Errorf("%s: attempt_duration_seconds has %d samples, %d streams opened", short, got, opened[mi].Load())
+		if got := atk24eDurations(t, reg, short); got != uint64(n) {
+			t.Errorf("%s: attempt_duration_seconds has %d samples, %v attempts counted", short, got, n)
 		}
 		if got := metricValue(t, reg, "resilient_client_bulkhead_rejections_total", "method", short); int64(got) != refused[mi].Load() {
 			t.Errorf("%s: bulkhead_rejections_total %v, %d refused", short, got, refused[mi].Load())
 		}
-		if got := finished[mi].Load(); got != opened[mi].Load()+refused[mi].Load() {
-			t.Errorf("%s: OnFinish ran %d times for %d streams opened and %d refused", short, got, opened[mi].Load(), refused[mi].Load())
+		if got := finished[mi].Load(); got != opened[mi].Load()+refused[mi].Load()+cut[mi].Load() {
+			t.Errorf("%s: OnFinish ran %d times for %d streams opened, %d refused and %d cut opening", short, got, opened[mi].Load(), refused[mi].Load(), cut[mi].Load())
 		}
 		if opened[mi].Load() == 0 {
 			t.Errorf("%s: no stream opened", short)

@@ -26,6 +26,7 @@ type copyResult[Resp any] struct {
 	mark       refusalMark // the Guard's refusal mark of its failure, if any (see refusalMarked)
 	meta       *copyMeta   // what the copy's attempt learnt for the caller's options; nil without them
 	n          int         // the copy's number, from 1
+	unsent     bool        // not sent: the call was over before the copy started
 }
 
 // hedgedCall is what a hedged call's copies share: the invocation they
@@ -135,10 +136,13 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			var resp *Resp
 			var end attemptEnd
 			var err error
-			if n > 1 && hctx.Err() != nil {
+			unsent := false
+			if e := over(hctx); n > 1 && e != nil {
 				// The call ended (or its caller left) before the copy
-				// started: nothing is sent.
-				err = statusFromContext(hctx.Err())
+				// started, its deadline passed though its timer has not
+				// run yet included (gRPC would refuse to send it): nothing
+				// is sent (TestAttack26AHedgedCopyPastItsDeadlineIsNotSent).
+				err, unsent = statusFromContext(e), true
 			} else {
 				resp, end, err = attemptOnce(hctx, m, own, true)
 			}
@@ -146,7 +150,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				err = attemptTimeoutError(m.dependency(), m.policy.Name, n, m.policy.Timeout, err)
 			}
 			r := copyResult[Resp]{resp: resp, err: err, refused: end.refused, retryAfter: end.retryAfter,
-				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, mark: end.mark, meta: cm, n: n}
+				timedOut: end.timedOut, push: end.push, pushed: end.pushed, local: end.local, mark: end.mark, meta: cm, n: n,
+				unsent: unsent}
 			select {
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
@@ -243,6 +248,10 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 				refusedBy(byBreaker)
 			case r.err == nil:
 				return r.resp, nil
+			case r.unsent && last != nil:
+				// A copy the call's end kept from going: the last real
+				// failure is the call's, as for a retry not sent.
+				return nil, ended(ctx, last)
 			case ctx.Err() != nil:
 				return nil, ended(ctx, r.err) // the call's own end
 			case r.local:
