@@ -452,6 +452,10 @@ func (t *service) applyShared(p *policy.Service, methods []*policy.Method, group
 		target = reflect.ValueOf(methods[0]).Elem().FieldByName(goName)
 		if field == "per_method" {
 			switch {
+			case !l.value.(bool) && shared.IsNil() && !target.IsNil():
+				// Back to the service's would be back to none: an override
+				// does not take a protection away.
+				return fmt.Errorf("the service shares no %s, so per_method: false would leave %s with none: an override sets values, it does not take one away; remove this override", g.name, l.method)
 			case !l.value.(bool):
 				target.SetZero() // back to the service's
 			case target.IsNil() && !shared.IsNil():
