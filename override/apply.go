@@ -493,14 +493,7 @@ func (t *service) movePermits(p *policy.Service, methods []*policy.Method, b *po
 		return // set refuses it
 	}
 	follow := func(a *policy.AdaptiveLimit, method string) {
-		rules.FollowPermits(a, b.Permits, int(min(permits, math.MaxInt32)), func(option string) bool {
-			for _, o := range t.leaves {
-				if o.method == method && o.path == "adaptive_limit."+option && !o.bad {
-					return true
-				}
-			}
-			return false
-		})
+		rules.FollowPermits(a, b.Permits, int(min(permits, math.MaxInt32)), t.setsIn(method, "adaptive_limit"))
 	}
 	if l.method != "" {
 		follow(methods[0].AdaptiveLimit, l.method)
@@ -514,6 +507,20 @@ func (t *service) movePermits(p *policy.Service, methods []*policy.Method, b *po
 	}
 }
 
+// setsIn reports, for rules.Follow and rules.FollowPermits, whether an
+// override of the method's (or the service's, method "") group sets the
+// option of that name.
+func (t *service) setsIn(method, group string) func(option string) bool {
+	return func(option string) bool {
+		for _, o := range t.leaves {
+			if o.method == method && o.path == group+"."+option && !o.bad {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // setFollowing is set for a group with values that follow another
 // (rules.Follow): a burst that was its rate's default moves with the
 // rate, a stale_ttl that was its fresh_ttl with fresh_ttl, unless an
@@ -524,14 +531,7 @@ func (t *service) setFollowing(target any, group, field string, l *leaf) error {
 	if err := set(target, l.path, l.value); err != nil {
 		return err
 	}
-	rules.Follow(target, was.Interface(), group, func(option string) bool {
-		for _, o := range t.leaves {
-			if o.method == l.method && o.path == group+"."+option && !o.bad {
-				return true
-			}
-		}
-		return false
-	})
+	rules.Follow(target, was.Interface(), group, t.setsIn(l.method, group))
 	return nil
 }
 
