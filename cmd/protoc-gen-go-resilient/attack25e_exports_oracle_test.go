@@ -58,6 +58,9 @@ func a25eMethods() []a25eMethod {
 				m.codes = append(m.codes, c)
 			}
 		}
+		if i%8 == 5 { // retried on its own attempts' timeouts alone
+			m.codes = []string{"DEADLINE_EXCEEDED"}
+		}
 		out = append(out, m)
 	}
 	return out
@@ -208,11 +211,6 @@ func TestAttack25eEnvoyRoutesMatchTheAnnotations(t *testing.T) {
 					}
 					return
 				}
-				rp := r.Route.RetryPolicy
-				if rp == nil {
-					t.Errorf("%s: no retry_policy", at)
-					return
-				}
 				pt := ceilMs(m.timeout)
 				base, maxi := envoyReads(m.initial), envoyReads(m.maxB)
 				envoyBound := time.Duration(m.attempts) * pt
@@ -222,6 +220,36 @@ func TestAttack25eEnvoyRoutesMatchTheAnnotations(t *testing.T) {
 				want := ceilMs(envoyBound)
 				if m.overall > 0 {
 					want = max(m.overall.Truncate(time.Millisecond), time.Millisecond)
+				}
+				perTry := pt < rt
+				var on []string
+				for _, c := range m.codes {
+					switch c {
+					case "UNAVAILABLE":
+						on = append(on, "unavailable", "connect-failure", "refused-stream", "reset")
+					case "DEADLINE_EXCEEDED":
+						if perTry && (m.overall == 0 || m.timeout < m.overall) {
+							on = append(on, "gateway-error")
+						}
+					case "RESOURCE_EXHAUSTED", "INTERNAL", "CANCELLED":
+						on = append(on, strings.ToLower(strings.ReplaceAll(c, "_", "-")))
+					}
+				}
+				if len(on) == 0 {
+					// Retried only on DEADLINE_EXCEEDED, and no attempt
+					// timeout of its own at Envoy: nothing to retry on.
+					if rp := r.Route.RetryPolicy; rp != nil {
+						t.Errorf("%s: retry_policy %+v, want none: nothing Envoy can retry on", at, *rp)
+					}
+					if rt != want {
+						t.Errorf("%s: timeout %v, want %v", at, rt, want)
+					}
+					return
+				}
+				rp := r.Route.RetryPolicy
+				if rp == nil {
+					t.Errorf("%s: no retry_policy", at)
+					return
 				}
 				if rt != want {
 					t.Errorf("%s: timeout %v, want %v (Envoy's attempts of %v and back-offs from %v up to %v, as it reads them: %v)", at, rt, want, pt, base, maxi, envoyBound)
@@ -235,24 +263,10 @@ func TestAttack25eEnvoyRoutesMatchTheAnnotations(t *testing.T) {
 				if b := a25eParseDur(t, rp.RetryBackOff.MaxInterval); b != m.maxB {
 					t.Errorf("%s: max_interval %v, want %v", at, b, m.maxB)
 				}
-				perTry := pt < rt
 				if got := rp.PerTryTimeout != ""; got != perTry {
 					t.Errorf("%s: per_try_timeout %q written %v, want %v", at, rp.PerTryTimeout, got, perTry)
 				} else if perTry && a25eParseDur(t, rp.PerTryTimeout) != pt {
 					t.Errorf("%s: per_try_timeout %s, want %v", at, rp.PerTryTimeout, pt)
-				}
-				var on []string
-				for _, c := range m.codes {
-					switch c {
-					case "UNAVAILABLE":
-						on = append(on, "unavailable", "connect-failure", "refused-stream", "reset")
-					case "DEADLINE_EXCEEDED":
-						if perTry && (m.overall == 0 || m.timeout < m.overall) {
-							on = append(on, "gateway-error")
-						}
-					case "RESOURCE_EXHAUSTED", "INTERNAL", "CANCELLED":
-						on = append(on, strings.ToLower(strings.ReplaceAll(c, "_", "-")))
-					}
 				}
 				got := strings.Split(rp.RetryOn, ",")
 				slices.Sort(got)
@@ -318,7 +332,8 @@ func TestAttack25eServiceConfigMatchesTheAnnotations(t *testing.T) {
 		at := fmt.Sprintf("%s (keyed %v, timeout %v, overall %v, %d attempts, back-offs %v..%v ×%g, %v)",
 			m.name, m.keyed, m.timeout, m.overall, m.attempts, m.initial, m.maxB, m.mult, m.codes)
 		got := a25eParseDur(t, mc.Timeout)
-		if m.keyed {
+		onlyOwnTimeout := slices.Equal(m.codes, []string{"DEADLINE_EXCEEDED"})
+		if m.keyed || onlyOwnTimeout {
 			want := m.timeout
 			if m.overall > 0 {
 				want = min(want, m.overall)

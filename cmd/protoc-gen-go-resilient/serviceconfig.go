@@ -77,7 +77,12 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 			// gets neither retries nor hedging: a service config cannot make
 			// a retry depend on a header, and a caller that loads it need not
 			// send the key. Its timeout is then that of one attempt.
-			if !repeatableWithoutKey(mp) {
+			//
+			// So is a method retried only on DEADLINE_EXCEEDED: it gets no
+			// retryPolicy (see grpcRepeatable), and a caller that loads the
+			// file makes one attempt, which the generated client would cut
+			// at the attempt's timeout, not at the bound of all its attempts.
+			if !repeatableWithoutKey(mp) || retriedOnlyOnItsOwnTimeout(mp) {
 				mp = oneAttempt(mp)
 			}
 			if d := bound.Call(mp); d > 0 {
@@ -176,6 +181,14 @@ func tighter(a, b *retryThrottling) *retryThrottling {
 // up on something below it), which the generated client never repeats.
 func grpcRepeatable(cs policy.CodeSet) policy.CodeSet {
 	return cs &^ policy.CodesOf(codes.DeadlineExceeded)
+}
+
+// retriedOnlyOnItsOwnTimeout reports whether mp's only repeats are
+// retries after DEADLINE_EXCEEDED, which a gRPC client loading the service
+// config cannot make as the generated client does: the method is then
+// exported as one attempt.
+func retriedOnlyOnItsOwnTimeout(mp *policy.Method) bool {
+	return mp.Hedging == nil && mp.Retry != nil && grpcRepeatable(mp.Retry.RetryableCodes) == 0
 }
 
 // codeNames spells the codes of a set by their canonical names
