@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -28,56 +29,35 @@ func sameMethods(annotated, edited *policy.Service, source string) error {
 			"the service the generated client calls (and the dependency in errors, logs and metrics); leave it as generated",
 			annotated.Name, source, edited.Name))
 	}
-	entries := make(map[string][]*policy.Method, len(edited.Methods))
-	for i := range edited.Methods {
-		m := &edited.Methods[i]
-		entries[m.Name] = append(entries[m.Name], m)
-	}
-	known := make(map[string]bool, len(annotated.Methods))
-	for i := range annotated.Methods {
-		want := &annotated.Methods[i]
-		known[want.Name] = true
-		got := entries[want.Name]
-		switch {
-		case len(got) == 0:
-			bad(want.Name, "its entry was removed or renamed: keep one entry per method of the service, "+
-				"and change its fields instead")
-			continue
-		case len(got) > 1:
-			bad(want.Name, "has %d entries: keep exactly one", len(got))
-			continue
-		}
-		m := got[0]
-		if m.Kind != want.Kind {
-			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", want.Kind.String(), m.Kind.String())
-		}
-		// Whether a method may be repeated is the service's contract, not a
-		// setting: an edit may make it stricter, never safe to repeat.
-		if m.Idempotent && !want.Idempotent {
-			bad(want.Name, "Idempotent changed from false to true: whether a method may be repeated is the "+
-				"service's contract; change idempotency_level in the .proto and regenerate")
-		}
-		if m.GenerateIdempotencyKey && !want.GenerateIdempotencyKey {
-			bad(want.Name, "GenerateIdempotencyKey changed from false to true: a generated key makes a method "+
-				"that is not idempotent retried, which only the .proto can say (generate_idempotency_key); regenerate")
-		}
-		if m.IdempotencyKey != "" && m.IdempotencyKey != want.IdempotencyKey {
-			bad(want.Name, "IdempotencyKey changed from %q to %q: the generated client reads the annotated "+
-				"field; change idempotency_key in the .proto and regenerate", want.IdempotencyKey, m.IdempotencyKey)
-		}
-		if m.Cache != nil && want.Cache != nil && !slices.Equal(m.Cache.KeyFields, want.Cache.KeyFields) {
-			bad(want.Name, "Cache.KeyFields changed from %q to %q: the generated client makes the key of the "+
-				"annotated fields; change key_fields in the .proto and regenerate", want.Cache.KeyFields, m.Cache.KeyFields)
-		}
-	}
-	for i := range edited.Methods {
-		if name := edited.Methods[i].Name; !known[name] {
-			bad(name, "is not a method of the service (a renamed entry?): the policy's entries are "+
-				"its methods, named /%s/Method", annotated.Name)
-			known[name] = true // once
-		}
-	}
+	check.Entries(annotated.Name, annotated.Methods, edited.Methods, func(m *policy.Method) string { return m.Name },
+		func(want, m *policy.Method) { sameMethod(want, m, bad) }, func(method, why string) { bad(method, "%s", why) })
 	return errors.Join(errs...)
+}
+
+// sameMethod checks one method's entry m of an edit against its annotated
+// policy want: the fields the generated code is bound to stay as generated.
+func sameMethod(want, m *policy.Method, bad func(method, format string, args ...any)) {
+	if m.Kind != want.Kind {
+		bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", want.Kind.String(), m.Kind.String())
+	}
+	// Whether a method may be repeated is the service's contract, not a
+	// setting: an edit may make it stricter, never safe to repeat.
+	if m.Idempotent && !want.Idempotent {
+		bad(want.Name, "Idempotent changed from false to true: whether a method may be repeated is the "+
+			"service's contract; change idempotency_level in the .proto and regenerate")
+	}
+	if m.GenerateIdempotencyKey && !want.GenerateIdempotencyKey {
+		bad(want.Name, "GenerateIdempotencyKey changed from false to true: a generated key makes a method "+
+			"that is not idempotent retried, which only the .proto can say (generate_idempotency_key); regenerate")
+	}
+	if m.IdempotencyKey != "" && m.IdempotencyKey != want.IdempotencyKey {
+		bad(want.Name, "IdempotencyKey changed from %q to %q: the generated client reads the annotated "+
+			"field; change idempotency_key in the .proto and regenerate", want.IdempotencyKey, m.IdempotencyKey)
+	}
+	if m.Cache != nil && want.Cache != nil && !slices.Equal(m.Cache.KeyFields, want.Cache.KeyFields) {
+		bad(want.Name, "Cache.KeyFields changed from %q to %q: the generated client makes the key of the "+
+			"annotated fields; change key_fields in the .proto and regenerate", want.Cache.KeyFields, m.Cache.KeyFields)
+	}
 }
 
 // bind returns the method of c named method, which must be of one of the

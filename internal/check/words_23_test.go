@@ -42,7 +42,12 @@ func optionWordIn(msg string) string {
 // check.Words (one that does) or []string (Codes).
 func everyCheck() map[string][]any {
 	unary, stream := check.Kind(false, false), check.Kind(true, true)
+	var entries []string
+	name := func(s *string) string { return *s }
+	check.Entries("pkg.S", []string{"/pkg.S/A", "/pkg.S/B"}, []string{"/pkg.S/B", "/pkg.S/B", "/pkg.S/C"}, name,
+		func(_, _ *string) {}, func(m, why string) { entries = append(entries, m+": "+why) })
 	return map[string][]any{
+		"Entries":            {entries},
 		"Positive":           {check.Positive(0)},
 		"NotNegative":        {check.NotNegative(-1)},
 		"Ratio":              {check.Ratio(0), check.Ratio(math.NaN())},

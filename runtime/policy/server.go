@@ -227,7 +227,7 @@ func (p *Server) Validate() error {
 		case !strings.HasPrefix(m.Name, prefix) || len(m.Name) == len(prefix) || strings.Contains(m.Name[len(prefix):], "/"):
 			r.bad(f+".Name", "must be %q followed by the method name", prefix)
 		case seen[m.Name]:
-			r.bad(f+".Name", "listed twice")
+			r.bad(f+".Name", "listed twice: keep one entry per method")
 		}
 		seen[m.Name] = true
 		checkPriority(m.Priority, f+".Priority", r)

@@ -118,7 +118,7 @@ func (p *Service) Problems() []Problem {
 		if m.Name == "" {
 			r.bad(f+".Name", "empty: set the full method name, /pkg.Service/Method")
 		} else if seen[m.Name] {
-			r.bad(f+".Name", "appears twice")
+			r.bad(f+".Name", "listed twice: keep one entry per method")
 		}
 		seen[m.Name] = true
 		m.checkTimeouts(f, r)

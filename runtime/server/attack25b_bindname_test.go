@@ -45,6 +45,8 @@ func TestAttack25bGuardEditKeepsEachMethodsEntry(t *testing.T) {
 			[]string{reserveStock + ": its entry was removed or renamed", reserveStock + "s: is not a method"}},
 		{"every entry removed", func(p *policy.Server) { p.Methods = nil },
 			[]string{getStock + ": its entry", reserveStock + ": its entry", watchStock + ": its entry"}},
+		{"entry listed twice", func(p *policy.Server) { p.Methods = append(p.Methods, p.Methods[1]) },
+			[]string{reserveStock + ": has 2 entries: keep exactly one"}},
 		{"a stream's kind changed", func(p *policy.Server) { p.Methods[2].Kind = policy.KindUnary },
 			[]string{watchStock + ": Kind changed from server-streaming to unary"}},
 	} {
@@ -59,9 +61,12 @@ func TestAttack25bGuardEditKeepsEachMethodsEntry(t *testing.T) {
 				return
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\ndoes not say %q", err, w)
+				if n := strings.Count(err.Error(), w); n != 1 {
+					t.Errorf("error %q\nsays %q %d times, want once", err, w, n)
 				}
+			}
+			if strings.Contains(err.Error(), "listed twice") {
+				t.Errorf("error %q\nreports the method twice, once as Validate's", err)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/go-resilient/resilient/internal/check"
 	"github.com/go-resilient/resilient/runtime/internal/priority"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
@@ -187,13 +188,16 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 		}
 	}
 	var errs []error
-	if len(o.edits) > 0 {
-		for i := range compiled {
-			errs = append(errs, sameMethods(policies[i], &compiled[i])...)
-		}
-	}
 	for i := range compiled {
 		p := &compiled[i]
+		if len(o.edits) > 0 {
+			// A method without its one entry is reported here, once,
+			// and not again by Validate.
+			if bad := sameMethods(policies[i], p); len(bad) > 0 {
+				errs = append(errs, bad...)
+				continue
+			}
+		}
 		if err := p.Validate(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -235,8 +239,8 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 // policy without its one entry (removed, renamed) or changes its Kind: the
 // Guard finds a method's policy by its name, and a method without one is
 // not guarded at all (no dedup, no shedding by its priority, no minimum
-// deadline). An entry listed twice, or named outside the service, is
-// Validate's. Reordering the entries is harmless.
+// deadline), lists it twice, names an entry outside the service, or
+// changes its Kind. Reordering the entries is harmless.
 func sameMethods(annotated, edited *policy.Server) []error {
 	var errs []error
 	bad := func(method, format string, args ...any) {
@@ -245,28 +249,12 @@ func sameMethods(annotated, edited *policy.Server) []error {
 	if edited.Name != annotated.Name {
 		return append(errs, fmt.Errorf("resilient/server: NewGuard: WithPolicy(%q): Name changed to %q: it names the service the Guard covers; leave it as generated", annotated.Name, edited.Name))
 	}
-	entries := make(map[string]*policy.ServerMethod, len(edited.Methods))
-	for i := range edited.Methods {
-		entries[edited.Methods[i].Name] = &edited.Methods[i]
-	}
-	known := make(map[string]bool, len(annotated.Methods))
-	for i := range annotated.Methods {
-		want := &annotated.Methods[i]
-		known[want.Name] = true
-		m := entries[want.Name]
-		switch {
-		case m == nil:
-			bad(want.Name, "its entry was removed or renamed, which would leave the method unguarded: keep one entry per method of the service, and change its fields instead")
-		case m.Kind != want.Kind:
-			bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", want.Kind.String(), m.Kind.String())
-		}
-	}
-	for i := range edited.Methods {
-		if name := edited.Methods[i].Name; !known[name] {
-			bad(name, "is not a method of the service (a renamed entry?): the policy's entries are its methods, named /%s/Method", annotated.Name)
-			known[name] = true // once
-		}
-	}
+	check.Entries(annotated.Name, annotated.Methods, edited.Methods, func(m *policy.ServerMethod) string { return m.Name },
+		func(want, m *policy.ServerMethod) {
+			if m.Kind != want.Kind {
+				bad(want.Name, "Kind changed from %s to %s: the kind of an RPC is the .proto's", want.Kind.String(), m.Kind.String())
+			}
+		}, func(method, why string) { bad(method, "%s", why) })
 	return errs
 }
 
