@@ -243,3 +243,61 @@ func TestAttack27AManyKeyValuesOnRedis(t *testing.T) {
 	}
 	waitFor(t, "nothing in flight", func() bool { return r.stats().InFlight == 0 })
 }
+
+// forwardIncoming is the usual "propagate the headers" client
+// interceptor, installed on the connection (grpc.WithChainUnaryInterceptor),
+// so beneath the resilient client: it copies the metadata of the request
+// being served (the context's incoming metadata) into the call's
+// outgoing metadata.
+func forwardIncoming(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if in, ok := metadata.FromIncomingContext(ctx); ok {
+		out, _ := metadata.FromOutgoingContext(ctx)
+		ctx = metadata.NewOutgoingContext(ctx, metadata.Join(out, in))
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// TestAttack27AForwardingInterceptorBeneathTheClient: README, "Generated
+// idempotency keys": a key "the caller's context already carries in its
+// outgoing metadata, as a service that forwards its incoming metadata to
+// the services it calls does, is not sent. The call sends the request's
+// key alone, or, without a key value, no header at all". A service that
+// forwards its incoming metadata with an interceptor on the connection
+// (the usual middleware, beneath the resilient client) forwards it after
+// the runtime dropped the context's copy: a handler serving a request
+// that came with idempotency-key "upstream-7" places two orders,
+// ReserveStock o-1 and o-2, through the generated client. Each carries
+// the upstream key beside its own, and the Guard refuses both
+// INVALID_ARGUMENT, never running them; two keyless orders carry the
+// upstream key alone and are one order to the Guard (the second body
+// refused as another request's).
+func TestAttack27AForwardingInterceptorBeneathTheClient(t *testing.T) {
+	r := newKeyRig(t, server.Healthy, nil, []grpc.DialOption{grpc.WithChainUnaryInterceptor(forwardIncoming)}, longTimeouts)
+	serving := func() context.Context { // the context of a handler serving a keyed request
+		return metadata.NewIncomingContext(ctx5s(t), metadata.Pairs(runtime.IdempotencyKeyHeader, "upstream-7", "x-tenant", "t-1"))
+	}
+	before := r.srv.Calls(reserveStock)
+	var keyed []error
+	for _, order := range []string{"o-27a-f1", "o-27a-f2"} {
+		_, err := r.client.ReserveStock(serving(), &inventoryv1.ReserveStockRequest{OrderId: order, Sku: "apple", Units: 1})
+		keyed = append(keyed, err)
+	}
+	keyedRuns := r.srv.Calls(reserveStock) - before
+	var keyless []error
+	for _, units := range []int64{1, 2} {
+		_, err := r.client.ReserveStock(serving(), &inventoryv1.ReserveStockRequest{Sku: "apple", Units: units})
+		keyless = append(keyless, err)
+	}
+	keylessRuns := r.srv.Calls(reserveStock) - before - keyedRuns
+	if keyedRuns != 2 || keyed[0] != nil || keyed[1] != nil {
+		t.Errorf("README (Generated idempotency keys): \"the call sends the request's key alone\"; two keyed orders placed from a handler "+
+			"whose connection forwards its incoming metadata ran %d times (want 2), errors %v: the upstream key travelled beside each order's",
+			keyedRuns, keyed)
+	}
+	if keylessRuns != 2 || keyless[0] != nil || keyless[1] != nil {
+		s := r.stats()
+		t.Errorf("README (Generated idempotency keys): a call without a key value sends \"no header at all\"; two keyless orders placed "+
+			"from that handler ran %d times (want 2), errors %v (Guard: %d mismatched): both carried the upstream key",
+			keylessRuns, keyless, s.Mismatched)
+	}
+}
