@@ -75,18 +75,27 @@ func refuseKey(m *methodState, key string) error {
 }
 
 // withoutForwardedKey returns ctx without the idempotency-key values its
-// outgoing metadata carries, for a call whose key the runtime sends
-// itself (the request's key field, or a generated key): a service that
-// forwards its incoming metadata to the services it calls would send its
-// own caller's key beside the request's (runtime/server refuses a request
-// with two values), or, for a call without a key value, in its place
-// (two orders of that caller would share it). A context that carries no
-// such header is returned as it is, at the cost of one look-up.
+// metadata carries, for a call whose key the runtime sends itself (the
+// request's key field, or a generated key): a service that forwards its
+// incoming metadata to the services it calls would send its own caller's
+// key beside the request's (runtime/server refuses a request with two
+// values), or, for a call without a key value, in its place (two orders of
+// that caller would share it). Both copies go: the outgoing metadata's,
+// where a service that forwards in its handler put it, and the incoming
+// metadata's, which an interceptor of the connection beneath the runtime
+// forwards after it (the interceptors see the call's context, the handler's
+// own is unchanged). A context that carries no such header is returned as
+// it is, at the cost of two look-ups.
 func withoutForwardedKey(ctx context.Context) context.Context {
-	if metadata.ValueFromOutgoingContext(ctx, IdempotencyKeyHeader) == nil {
-		return ctx
+	if metadata.ValueFromOutgoingContext(ctx, IdempotencyKeyHeader) != nil {
+		md, _ := metadata.FromOutgoingContext(ctx) // a copy
+		md.Delete(IdempotencyKeyHeader)
+		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
-	md, _ := metadata.FromOutgoingContext(ctx) // a copy
-	md.Delete(IdempotencyKeyHeader)
-	return metadata.NewOutgoingContext(ctx, md)
+	if metadata.ValueFromIncomingContext(ctx, IdempotencyKeyHeader) != nil {
+		md, _ := metadata.FromIncomingContext(ctx) // a copy
+		md.Delete(IdempotencyKeyHeader)
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	return ctx
 }

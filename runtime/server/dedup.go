@@ -75,12 +75,27 @@ func storeKey(method, scope, key string) string {
 	return method + ":" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
 }
 
+// keyOf returns the values of a request's idempotency key and the header
+// they came in: the policy's Header, or, where that is another header and
+// the request does not carry it, runtime.IdempotencyKeyHeader, the one
+// the generated clients send: a generated client's retries of a method
+// whose server reads another header are deduplicated all the same, never
+// run once for each attempt.
+func (d *dedupConfig) keyOf(md metadata.MD) (string, []string) {
+	v := md.Get(d.header)
+	if len(v) == 0 && d.header != runtime.IdempotencyKeyHeader {
+		return runtime.IdempotencyKeyHeader, md.Get(runtime.IdempotencyKeyHeader)
+	}
+	return d.header, v
+}
+
 // dedup runs the request unless a request with the same key ran or runs.
 func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.UnaryHandler) (any, error) {
 	d := m.dedup
 	md, _ := metadata.FromIncomingContext(ctx)
 	var key string
-	switch v := md.Get(d.header); len(v) {
+	header, v := d.keyOf(md)
+	switch len(v) {
 	case 0:
 	case 1:
 		key = v[0]
@@ -93,7 +108,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 		// joined, "a,b", as a key.
 		return nil, refusef(m.name, codes.InvalidArgument,
 			"resilient: %s: the idempotency key header %s was sent more than once (%d values): send one key per request; a client that forwards its incoming metadata must drop its own caller's %s",
-			m.name, d.header, len(v), d.header)
+			m.name, header, len(v), header)
 	}
 	if key == "" {
 		return handler(ctx, req) // no key, nothing to deduplicate on
@@ -101,7 +116,7 @@ func (g *Guard) dedup(ctx context.Context, m *method, req any, handler grpc.Unar
 	if len(key) > MaxKeyLength {
 		return nil, refusef(m.name, codes.InvalidArgument,
 			"resilient: %s: the idempotency key (%s header) is %d bytes, longer than the %d the server keeps: send a shorter key (the generated ones are 26 characters)",
-			m.name, d.header, len(key), MaxKeyLength)
+			m.name, header, len(key), MaxKeyLength)
 	}
 	scope, err := g.scopeOf(ctx, m)
 	if err != nil {
@@ -617,7 +632,8 @@ func (g *Guard) notKeepable(ctx context.Context, m *method, err error) {
 func (g *Guard) keyedStream(ctx context.Context, m *method) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	keyed := false
-	for _, v := range md.Get(m.dedup.header) {
+	_, vs := m.dedup.keyOf(md)
+	for _, v := range vs {
 		keyed = keyed || v != ""
 	}
 	if !keyed {
