@@ -100,7 +100,26 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	defer hc.refund(m) // once every copy has ended
 	defer running.Wait()
 	hctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the copies still running are the losers
+	defer func() {
+		// The copies still running are the losers, but for a call whose
+		// deadline has passed: a copy's DEADLINE_EXCEEDED (gRPC and the
+		// server read the deadline themselves) may come back before the
+		// deadline's timer has ended hctx, and cut here the copies in
+		// flight would be judged as the caller's cancellation, nothing
+		// for the throttler and the breaker, where the deadline ended
+		// them (TestAttack27BHedgedCopiesTheDeadlineCutAreFailures). The
+		// timer is due: its end reaches hctx within its lateness (a second
+		// at most, for a context of the program's that never ends).
+		if dl, ok := ctx.Deadline(); ok && hctx.Err() == nil && !time.Now().Before(dl) {
+			t := time.NewTimer(time.Second)
+			select {
+			case <-hctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		cancel()
+	}()
 	// The buffer is not sized by MaxCopies, which an operator may set as
 	// high as a uint32 (the budget bounds the copies sent): a copy whose
 	// result is no longer read gives up sending it once hctx is cut.
