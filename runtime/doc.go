@@ -29,7 +29,7 @@
 //
 //	fallback       unary.go       answers a failure of the dependency or a refusal
 //	cache          cache.go       a fresh answer, or one shared call per key
-//	rate limit     ratelimit.go   a token bucket (golang.org/x/time/rate)
+//	rate limit     ratelimit.go   a token bucket, waiters served in order
 //	bulkhead       bulkhead.go    bounds the calls in flight
 //	overall limit  unary.go       the whole call, retries included
 //	retry loop     retry.go       attempts within the retry budget (budget.go),
