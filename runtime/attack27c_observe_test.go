@@ -9,11 +9,14 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -159,4 +162,63 @@ func TestAttack27CBlockingObserverStallsNoOtherCaller(t *testing.T) {
 		"resilient_client_breaker_transitions_total{breaker=shared,state=open}": 1,
 		"resilient_client_breaker_rejections_total{method=GetStock}":            3,
 	}, "2 failures, the breaker opened, 3 refusals while the observer blocked")
+}
+
+// TestAttack27CServerPushbackCountedOnceUnderPushback: the README's
+// metrics table counts under retries_total{outcome="pushback"} a retry not
+// made because of "the server's pushback (a negative pushback or the
+// do-not-retry mark, counted when the policy would have retried)". A
+// server that sheds with UNAVAILABLE and a negative grpc-retry-pushback-ms:
+// on the first attempt of a 3-attempt policy it stops the call there,
+// counted once under pushback, no retry made; on the last attempt (the
+// policy would not have retried) it is not counted; on a code the policy
+// does not retry (INTERNAL) neither; a positive pushback is a retry made.
+func TestAttack27CServerPushbackCountedOnceUnderPushback(t *testing.T) {
+	var n atomic.Int32
+	var shedOn atomic.Int32 // the call number (1-based, per round) that carries the pushback
+	var code atomic.Int32
+	var push atomic.Value
+	push.Store("-1")
+	srv, cc := start(t, func(ctx context.Context, _ server.Call) error {
+		if n.Add(1) == shedOn.Load() {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(runtime.PushbackHeader, push.Load().(string)))
+		}
+		return status.Error(codes.Code(code.Load()), "shed")
+	})
+	readyConn(t, cc)
+	reg := prometheus.NewRegistry()
+	rt := inventory(t, policy.Service{Methods: []policy.Method{{Name: getStock, Idempotent: true, Retry: retryPolicy(3)}}},
+		runtime.WithRegisterer(reg))
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	round := func(c codes.Code, on int32, p string) {
+		t.Helper()
+		n.Store(0)
+		shedOn.Store(on)
+		code.Store(int32(c))
+		push.Store(p)
+		_, err := runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "a"}, nil, plain.GetStock, nil)
+		if status.Code(err) != c {
+			t.Fatalf("GetStock: %v, want %v", err, c)
+		}
+	}
+	round(codes.Unavailable, 1, "-1") // stopped at the first attempt: 1 attempt, pushback 1
+	if got := srv.Calls(getStock); got != 1 {
+		t.Errorf("a negative pushback on the first attempt: the server saw %d attempts, want 1", got)
+	}
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=UNAVAILABLE,method=GetStock}": 1,
+		"resilient_client_retries_total{method=GetStock,outcome=pushback}":  1,
+	}, "one call shed with a negative pushback at its first attempt")
+	round(codes.Unavailable, 3, "-1") // at the last attempt: 3 attempts, 2 made, no pushback counted
+	round(codes.Internal, 1, "-1")    // INTERNAL is not retried: no pushback counted
+	round(codes.Unavailable, 1, "1")  // a positive pushback: the retry is made after 1 ms
+	if got := srv.Calls(getStock); got != 1+3+1+3 {
+		t.Errorf("the server saw %d attempts, want 8", got)
+	}
+	atk22eWantSeries(t, reg, map[string]float64{
+		"resilient_client_attempts_total{code=UNAVAILABLE,method=GetStock}": 7,
+		"resilient_client_attempts_total{code=INTERNAL,method=GetStock}":    1,
+		"resilient_client_retries_total{method=GetStock,outcome=pushback}":  1,
+		"resilient_client_retries_total{method=GetStock,outcome=made}":      4,
+	}, "a pushback at the last attempt, on INTERNAL, and a positive one")
 }
