@@ -86,7 +86,8 @@ type Event struct {
 // in progress then (a Recv waiting on the server); with none in progress,
 // the stream is ended on a goroutine of the runtime, and a panic there
 // ends the program. The logger set with WithLogger receives the same
-// events.
+// events, before the observers; an observer's panic takes an event from
+// neither the logger nor the observers added after it.
 func WithObserver(observe func(Event)) Option {
 	return func(o *options) { o.observers = append(o.observers, observe) }
 }
@@ -106,12 +107,37 @@ func newEvents(l *slog.Logger, obs []func(Event)) *events {
 }
 
 func (ev *events) emit(e Event) {
-	for _, observe := range ev.observers {
-		observe(e)
+	// The logger first, then each observer: an event is reported once per
+	// episode, so an observer's panic (which goes on to the caller) must
+	// not take it from the log or from the observers after it.
+	if ev.logger != nil {
+		ev.log(e)
 	}
-	if ev.logger == nil {
-		return
+	observeAll(ev.observers, e)
+}
+
+// observeAll calls each observer with e; when one panics, the others
+// after it still receive e, and the first panic goes on.
+func observeAll(observers []func(Event), e Event) {
+	for i, observe := range observers {
+		if i == len(observers)-1 {
+			observe(e) // the last: a panic goes on as it is
+			return
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					observeAll(observers[i+1:], e)
+					panic(r)
+				}
+			}()
+			observe(e)
+		}()
 	}
+}
+
+// log writes e to the logger.
+func (ev *events) log(e Event) {
 	attrs := make([]slog.Attr, 0, 6)
 	attrs = append(attrs, slog.String("dependency", e.Dependency))
 	if e.Method != "" {
