@@ -7,6 +7,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,4 +222,42 @@ func TestAttack27CServerPushbackCountedOnceUnderPushback(t *testing.T) {
 		"resilient_client_retries_total{method=GetStock,outcome=pushback}":  1,
 		"resilient_client_retries_total{method=GetStock,outcome=made}":      4,
 	}, "a pushback at the last attempt, on INTERNAL, and a positive one")
+}
+
+// attack27cPanickingHandler is a slog.Handler whose Handle panics.
+type attack27cPanickingHandler struct{}
+
+func (attack27cPanickingHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (attack27cPanickingHandler) Handle(context.Context, slog.Record) error { panic("handler bug") }
+func (h attack27cPanickingHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h attack27cPanickingHandler) WithGroup(string) slog.Handler           { return h }
+
+// TestAttack27CPanickingLogHandlerLeavesTheObserversTheirEvent: the log
+// side of the test above. A slog.Handler that panics at the breaker's
+// opening: the panic goes on to the caller whose attempt opened it, and
+// the observer still receives the transition, once.
+func TestAttack27CPanickingLogHandlerLeavesTheObserversTheirEvent(t *testing.T) {
+	_, cc := start(t, server.Fail(codes.Unavailable))
+	readyConn(t, cc)
+	rec := &atk22eEvents{}
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(2, 1)}, runtime.WithClock(newFakeClock()),
+		runtime.WithLogger(slog.New(attack27cPanickingHandler{})), runtime.WithObserver(rec.observe))
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	var panics int
+	for range 4 {
+		func() {
+			defer func() {
+				if recover() != nil {
+					panics++
+				}
+			}()
+			_, _ = runtime.Unary(context.Background(), rt.Method(0), "", &inventoryv1.GetStockRequest{Sku: "a"}, nil, plain.GetStock, nil)
+		}()
+	}
+	got := attack25aEvents(rec.all())
+	want := []string{"breaker transition  closed→open failure ratio reached over the window"} // the shared breaker: no method
+	if panics != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("a log handler that panics at the breaker's opening: %d calls panicked (want 1, the one that opened it), "+
+			"the observer saw:\n%s\nwant:\n%s", panics, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
