@@ -261,3 +261,60 @@ func TestAttack27CPanickingLogHandlerLeavesTheObserversTheirEvent(t *testing.T) 
 			"the observer saw:\n%s\nwant:\n%s", panics, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAttack27CBlockingObserverInASharedCallHoldsNoWaiterPastItsDeadline:
+// a cached method's shared call is where the breaker's opening is
+// observed when its attempt fails; an observer that blocks there holds up
+// the shared call, and the README's cache promises that a caller stops
+// waiting for a shared call at its own deadline. Two callers of one key,
+// each with a 300 ms deadline, while the observer blocks for as long as the
+// test does: both return by their deadline (with its DEADLINE_EXCEEDED),
+// not when the observer lets go.
+func TestAttack27CBlockingObserverInASharedCallHoldsNoWaiterPastItsDeadline(t *testing.T) {
+	_, cc := start(t, server.Fail(codes.Unavailable))
+	readyConn(t, cc)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	observe := func(e runtime.Event) {
+		if e.Kind == runtime.EventBreakerTransition && e.To == runtime.StateOpen {
+			once.Do(func() { close(blocked) })
+			<-release
+		}
+	}
+	rt := inventory(t, policy.Service{Breaker: breakerPolicy(1, 1), Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second,
+		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Hour, MaxEntries: 10}}}},
+		runtime.WithClock(newFakeClock()), runtime.WithObserver(observe))
+	defer close(release)
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	key := func(*inventoryv1.GetStockRequest) string { return "apple" }
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	get := func(out chan<- result) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := runtime.UnaryCached(ctx, rt.Method(0), "", key, &inventoryv1.GetStockRequest{Sku: "apple"}, nil, plain.GetStock, nil)
+		out <- result{err, time.Since(start)}
+	}
+	first, second := make(chan result, 1), make(chan result, 1)
+	go get(first)
+	select {
+	case <-blocked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the breaker did not open in 5 s")
+	}
+	go get(second) // joins the shared call, blocked in the observer
+	for name, ch := range map[string]chan result{"the caller that started the shared call": first, "a caller that joined it": second} {
+		select {
+		case r := <-ch:
+			if status.Code(r.err) != codes.DeadlineExceeded && status.Code(r.err) != codes.Unavailable {
+				t.Errorf("%s: %v after %v, want its DEADLINE_EXCEEDED (or the UNAVAILABLE)", name, r.err, r.took)
+			}
+		case <-time.After(3 * time.Second):
+			t.Errorf("README (Cache): a caller stops waiting for the shared call at its own deadline; %s, with a 300 ms deadline, "+
+				"is still waiting after 3 s while the observer blocks the shared call", name)
+		}
+	}
+}
