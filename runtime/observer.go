@@ -86,7 +86,8 @@ type Event struct {
 // in progress then (a Recv waiting on the server); with none in progress,
 // the stream is ended on a goroutine of the runtime, and a panic there
 // ends the program. The logger set with WithLogger receives the same
-// events.
+// events, before the observers; a panic in one of them (the logger's
+// handler included) takes an event from none of the others.
 func WithObserver(observe func(Event)) Option {
 	return func(o *options) { o.observers = append(o.observers, observe) }
 }
@@ -94,24 +95,51 @@ func WithObserver(observe func(Event)) Option {
 // events sends the runtime's events to the logger and the observers. A
 // client without either has none, and the calls pay one nil check.
 type events struct {
-	logger    *slog.Logger
-	observers []func(Event)
+	logger *slog.Logger
+	sinks  []func(Event) // the logger's (when set), then the observers
 }
 
 func newEvents(l *slog.Logger, obs []func(Event)) *events {
 	if l == nil && len(obs) == 0 {
 		return nil
 	}
-	return &events{logger: l, observers: obs}
+	ev := &events{logger: l}
+	if l != nil {
+		ev.sinks = append(ev.sinks, ev.log)
+	}
+	ev.sinks = append(ev.sinks, obs...)
+	return ev
 }
 
+// emit reports e to the logger, then to each observer. An event is
+// reported once per episode, so a panic in one of them (which goes on to
+// the caller) must not take it from the others after it.
 func (ev *events) emit(e Event) {
-	for _, observe := range ev.observers {
-		observe(e)
+	emitAll(ev.sinks, e)
+}
+
+// emitAll calls each sink with e; when one panics, the others after it
+// still receive e, and the first panic goes on.
+func emitAll(sinks []func(Event), e Event) {
+	for i, sink := range sinks {
+		if i == len(sinks)-1 {
+			sink(e) // the last: a panic goes on as it is
+			return
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					emitAll(sinks[i+1:], e)
+					panic(r)
+				}
+			}()
+			sink(e)
+		}()
 	}
-	if ev.logger == nil {
-		return
-	}
+}
+
+// log writes e to the logger.
+func (ev *events) log(e Event) {
 	attrs := make([]slog.Attr, 0, 6)
 	attrs = append(attrs, slog.String("dependency", e.Dependency))
 	if e.Method != "" {
