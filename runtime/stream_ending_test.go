@@ -138,7 +138,9 @@ func TestStreamNobodyReadsEndsAtItsTimeout(t *testing.T) {
 		})},
 	}, func(p *policy.Service) {
 		p.Breaker.MinimumCalls = 1
-		atkMethod(p, atkWatchStock).Timeout = 50 * time.Millisecond
+		// Long enough for the stream to reach the server under -race on
+		// a loaded machine (at 50 ms it once did not).
+		atkMethod(p, atkWatchStock).Timeout = 250 * time.Millisecond
 	})
 	rt := c.Runtime()
 	if _, err := c.WatchStock(context.Background(), &inventoryv1.WatchStockRequest{Sku: "apple"}); err != nil {
