@@ -172,7 +172,11 @@ func (s *Set) parseVar(name, value string, known map[string]*policy.Service, err
 			return envLeaf{}
 		}
 		if method == "" {
-			errs.add(name, "unknown method %s of %s: %s", parts[1], p.Name, knownMethods(p))
+			hint := ""
+			if s := suggestMethod(p, parts[1]); s != "" {
+				hint = didYouMean(strings.ToUpper(s))
+			}
+			errs.add(name, "unknown method %s of %s%s: %s", parts[1], p.Name, hint, knownMethods(p))
 			return envLeaf{}
 		}
 		base += "__METHODS__" + parts[1]

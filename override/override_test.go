@@ -151,7 +151,7 @@ func TestRefusals(t *testing.T) {
 		{"unknown service", `{services: {example.inventory.v1.Inventory: {timeout: 1s}}}`, nil,
 			`overrides.yaml: services."example.inventory.v1.Inventory": unknown service: this program's clients call example.inventory.v1.InventoryService, example.payments.v1.PaymentsService`},
 		{"unknown method", `{services: {example.inventory.v1.InventoryService: {methods: {GetStocks: {timeout: 1s}}}}}`, nil,
-			`overrides.yaml: ` + inv + `.methods.GetStocks: unknown method of example.inventory.v1.InventoryService: its methods are GetStock, ReserveStock, WatchStock`},
+			`overrides.yaml: ` + inv + `.methods.GetStocks: unknown method of example.inventory.v1.InventoryService (did you mean GetStock?): its methods are GetStock, ReserveStock, WatchStock`},
 		{"unknown field", `{services: {example.inventory.v1.InventoryService: {deadline: 1s}}}`, nil,
 			`overrides.yaml: ` + inv + `.deadline: unknown field; the fields are those of the annotation: timeout, overall_timeout, retry,`},
 		{"misspelt field", `{services: {example.inventory.v1.InventoryService: {timout: 1s}}}`, nil,

@@ -142,7 +142,7 @@ func (s *Set) parseFile(name string, data []byte, known map[string]*policy.Servi
 		for _, m := range slices.Sorted(maps.Keys(mobj)) {
 			mkey := key + ".methods." + m
 			if !hasMethod(p, m) {
-				errs.add(mkey, "unknown method of %s: %s", svc, knownMethods(p))
+				errs.add(mkey, "unknown method of %s%s: %s", svc, didYouMean(suggestMethod(p, m)), knownMethods(p))
 				continue
 			}
 			fields, ok := mobj[m].(map[string]any)
@@ -239,11 +239,7 @@ func (t *service) walk(md protoreflect.MessageDescriptor, obj map[string]any, me
 func field(md protoreflect.MessageDescriptor, k, path string) (protoreflect.FieldDescriptor, string) {
 	fd := md.Fields().ByName(protoreflect.Name(k))
 	if fd == nil {
-		hint := ""
-		if s := suggestField(md, k); s != "" {
-			hint = fmt.Sprintf(" (did you mean %s?)", s)
-		}
-		return nil, fmt.Sprintf("unknown field%s; the fields are those of the annotation: %s", hint, fieldNames(md))
+		return nil, fmt.Sprintf("unknown field%s; the fields are those of the annotation: %s", didYouMean(suggestField(md, k)), fieldNames(md))
 	}
 	if msg := serverFieldProblem(path); msg != "" {
 		return nil, msg
@@ -447,6 +443,14 @@ func hasMethod(p *policy.Service, name string) bool {
 // service: "GetStock".
 func methodName(fullName string) string {
 	return fullName[strings.LastIndexByte(fullName, '/')+1:]
+}
+
+// didYouMean is the hint " (did you mean s?)", or "" for no suggestion.
+func didYouMean(s string) string {
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", s)
 }
 
 func knownMethods(p *policy.Service) string {

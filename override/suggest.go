@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/go-resilient/resilient/runtime/policy"
 )
 
 // suggestField returns the field of md that k most likely misspells: its
@@ -11,12 +13,35 @@ import (
 // underscores (cooldown), or a name at most two edits away (timout); ""
 // when none is close.
 func suggestField(md protoreflect.MessageDescriptor, k string) string {
+	names := make([]string, md.Fields().Len())
+	for i := range names {
+		f := md.Fields().Get(i)
+		if f.JSONName() == k {
+			return string(f.Name())
+		}
+		names[i] = string(f.Name())
+	}
+	return closest(names, k)
+}
+
+// suggestMethod returns the method of p that m most likely misspells
+// (getStock, GetStok), by its short name; "" when none is close.
+func suggestMethod(p *policy.Service, m string) string {
+	names := make([]string, len(p.Methods))
+	for i := range p.Methods {
+		names[i] = methodName(p.Methods[i].Name)
+	}
+	return closest(names, m)
+}
+
+// closest returns the name k most likely misspells: one equal to it in
+// another case or without underscores, else the nearest at most two edits
+// away and less than half its length; "" when none is close.
+func closest(names []string, k string) string {
 	flat := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }
 	best, bestDist := "", 3
-	for i := range md.Fields().Len() {
-		f := md.Fields().Get(i)
-		name := string(f.Name())
-		if f.JSONName() == k || flat(name) == flat(k) {
+	for _, name := range names {
+		if flat(name) == flat(k) {
 			return name
 		}
 		if d := editDistance(flat(name), flat(k)); d < bestDist && d < len(name)/2 {
