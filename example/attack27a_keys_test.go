@@ -8,17 +8,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
-	"github.com/go-resilient/resilient/internal/tcpproxy"
 	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 	rserver "github.com/go-resilient/resilient/runtime/server"
-	"github.com/go-resilient/resilient/runtime/server/redisstore"
 )
 
 // headerCreds is a credentials.PerRPCCredentials that adds fixed
@@ -43,27 +40,8 @@ type keyRig struct {
 
 func newKeyRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, dialOpts []grpc.DialOption, clientOpts ...runtime.Option) *keyRig {
 	t.Helper()
-	rdb := e2eRedis(t)
-	g, err := server.NewGuard(append([]rserver.Option{rserver.WithStore(redisstore.New(rdb, "a27a:"))}, guardOpts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.Start("127.0.0.1:0", b, append(g.ServerOptions(), grpc.WaitForHandlers(true))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	p := tcpproxy.Start(t, srv.Addr())
-	cc, err := grpc.NewClient(p.Addr(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{Runtime: clientOpts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &keyRig{rig: &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}, keys: func() int64 {
+	rg, rdb := newRigDialled(t, b, guardOpts, dialOpts, clientOpts...)
+	r := &keyRig{rig: rg, keys: func() int64 {
 		n, err := rdb.DBSize(context.Background()).Result()
 		if err != nil {
 			t.Fatalf("redis DBSIZE: %v", err)

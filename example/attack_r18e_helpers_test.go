@@ -66,6 +66,15 @@ type rig struct {
 // clientOpts, dialled through a proxy.
 func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, clientOpts ...runtime.Option) *rig {
 	t.Helper()
+	r, _ := newRigDialled(t, b, guardOpts, nil, clientOpts...)
+	return r
+}
+
+// newRigDialled is newRig on a connection dialled with dialOpts too, and
+// returns the Redis client its store writes with.
+func newRigDialled(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, dialOpts []grpc.DialOption,
+	clientOpts ...runtime.Option) (*rig, *redis.Client) {
+	t.Helper()
 	rdb := e2eRedis(t)
 	g, err := server.NewGuard(append([]rserver.Option{rserver.WithStore(redisstore.New(rdb, "e2e:"))}, guardOpts...)...)
 	if err != nil {
@@ -80,15 +89,13 @@ func newRig(t *testing.T, b server.Behaviour, guardOpts []rserver.Option, client
 	}
 	t.Cleanup(srv.Stop)
 	p := tcpproxy.Start(t, srv.Addr())
-	cc, c := dialInventory(t, p.Addr(), clientOpts...)
-	return &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}
+	cc, c := dialInventory(t, p.Addr(), dialOpts, clientOpts...)
+	return &rig{srv: srv, guard: g, proxy: p, cc: cc, client: c}, rdb
 }
 
-// dialInventory dials addr and builds the generated inventory client on
-// the connection with clientOpts; both are closed when the test ends.
-func dialInventory(t *testing.T, addr string, clientOpts ...runtime.Option) (*grpc.ClientConn, *inventoryv1.InventoryServiceResilientClient) {
+func dialInventory(t *testing.T, addr string, dialOpts []grpc.DialOption, clientOpts ...runtime.Option) (*grpc.ClientConn, *inventoryv1.InventoryServiceResilientClient) {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +116,7 @@ func newBareRig(t *testing.T, b server.Behaviour, clientOpts ...runtime.Option) 
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, c := dialInventory(t, srv.Addr(), clientOpts...)
+	cc, c := dialInventory(t, srv.Addr(), nil, clientOpts...)
 	return &rig{srv: srv, cc: cc, client: c}
 }
 

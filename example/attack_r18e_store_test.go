@@ -42,7 +42,7 @@ func newStoreRig(t *testing.T, b server.Behaviour) *storeRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	_, c := dialInventory(t, srv.Addr())
+	_, c := dialInventory(t, srv.Addr(), nil)
 	return &storeRig{srv: srv, guard: g, redis: p, client: c}
 }
 

@@ -67,7 +67,7 @@ func TestAttack19bServersOwnDelayKeepsTheBreakerClosed(t *testing.T) {
 	plain := runtime.WithPolicy(func(p *policy.Service) {
 		p.Methods[0].Retry, p.Methods[0].Cache = nil, nil
 	})
-	_, client := dialInventory(t, srv.Addr(), runtime.WithClock(clock), plain)
+	_, client := dialInventory(t, srv.Addr(), nil, runtime.WithClock(clock), plain)
 	marked := 0
 	for i := range 24 {
 		ctx, cancel := context.WithTimeout(context.Background(), 280*time.Millisecond)

@@ -67,7 +67,7 @@ func TestAttack19bHedgeCopyTooShortEndsTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, client := dialInventory(t, srv.Addr(), longTimeouts, hedged)
+	cc, client := dialInventory(t, srv.Addr(), nil, longTimeouts, hedged)
 	readyConn(t, cc)
 	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatal(err)

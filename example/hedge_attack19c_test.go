@@ -74,7 +74,7 @@ func tooShortRig(t *testing.T, timeout time.Duration, first func(ctx context.Con
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cc, client := dialInventory(t, srv.Addr(), append([]runtime.Option{longTimeouts, hedged}, more...)...)
+	cc, client := dialInventory(t, srv.Addr(), nil, append([]runtime.Option{longTimeouts, hedged}, more...)...)
 	readyConn(t, cc) // before the warm-up call: a loaded machine's dial may use up a call's time
 	if _, err := client.StockReport(context.Background(), &inventoryv1.StockReportRequest{Warehouse: "warm"}); err != nil {
 		t.Fatal(err)

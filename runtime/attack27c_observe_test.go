@@ -92,6 +92,19 @@ func TestAttack27CPanickingObserverSilencesTheLogAndTheOtherObservers(t *testing
 	}
 }
 
+// atk27cBlockAtOpen returns an observer that blocks when the breaker
+// opens, until release is closed; blocked is closed when it first does.
+func atk27cBlockAtOpen() (observe func(runtime.Event), blocked, release chan struct{}) {
+	blocked, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	return func(e runtime.Event) {
+		if e.Kind == runtime.EventBreakerTransition && e.To == runtime.StateOpen {
+			once.Do(func() { close(blocked) })
+			<-release
+		}
+	}, blocked, release
+}
+
 // TestAttack27CBlockingObserverStallsNoOtherCaller: the README says the
 // observer runs "synchronously and outside every lock of the runtime", on
 // the goroutine of the call that caused the event. An observer that blocks
@@ -103,14 +116,7 @@ func TestAttack27CPanickingObserverSilencesTheLogAndTheOtherObservers(t *testing
 func TestAttack27CBlockingObserverStallsNoOtherCaller(t *testing.T) {
 	srv, cc := start(t, server.Fail(codes.Unavailable))
 	readyConn(t, cc)
-	blocked, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	observe := func(e runtime.Event) {
-		if e.Kind == runtime.EventBreakerTransition && e.To == runtime.StateOpen {
-			once.Do(func() { close(blocked) })
-			<-release
-		}
-	}
+	observe, blocked, release := atk27cBlockAtOpen()
 	reg := prometheus.NewRegistry()
 	rt := inventory(t, policy.Service{Breaker: breakerPolicy(2, 1), Bulkhead: &policy.Bulkhead{Permits: 4}},
 		runtime.WithClock(newFakeClock()), runtime.WithRegisterer(reg), runtime.WithObserver(observe))
@@ -273,14 +279,7 @@ func TestAttack27CPanickingLogHandlerLeavesTheObserversTheirEvent(t *testing.T) 
 func TestAttack27CBlockingObserverInASharedCallHoldsNoWaiterPastItsDeadline(t *testing.T) {
 	_, cc := start(t, server.Fail(codes.Unavailable))
 	readyConn(t, cc)
-	blocked, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	observe := func(e runtime.Event) {
-		if e.Kind == runtime.EventBreakerTransition && e.To == runtime.StateOpen {
-			once.Do(func() { close(blocked) })
-			<-release
-		}
-	}
+	observe, blocked, release := atk27cBlockAtOpen()
 	rt := inventory(t, policy.Service{Breaker: breakerPolicy(1, 1), Methods: []policy.Method{{Name: getStock, Idempotent: true, Timeout: time.Second,
 		Cache: &policy.Cache{FreshTTL: time.Minute, StaleTTL: time.Hour, MaxEntries: 10}}}},
 		runtime.WithClock(newFakeClock()), runtime.WithObserver(observe))
