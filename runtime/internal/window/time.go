@@ -48,11 +48,12 @@ const (
 
 // NewTime returns an empty window of length d (at least Buckets
 // nanoseconds; shorter lengths are rounded up to it).
-func NewTime(d time.Duration) *Time {
-	w := &Time{width: int64(d) / Buckets}
-	if w.width < 1 {
-		w.width = 1
-	}
+func NewTime(d time.Duration) *Time { return newWidth(int64(d) / Buckets) }
+
+// newWidth returns an empty window of buckets width nanoseconds wide (1
+// at least).
+func newWidth(width int64) *Time {
+	w := &Time{width: max(width, 1)}
 	w.latest.Store(-Buckets)
 	return w
 }
@@ -64,12 +65,7 @@ func NewTime(d time.Duration) *Time {
 // by d·Buckets/(Buckets−1), while its a, over the newest Buckets−1, has
 // dropped a count by d (plus the rounding).
 func NewLasting(d time.Duration) *Time {
-	w := &Time{width: (int64(d) + Buckets - 2) / (Buckets - 1)}
-	if w.width < 1 {
-		w.width = 1
-	}
-	w.latest.Store(-Buckets)
-	return w
+	return newWidth((int64(d) + Buckets - 2) / (Buckets - 1))
 }
 
 // BucketWidth returns the time each bucket covers.
