@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // fingerprint is the SHA-256 of req's deterministic serialization with the
@@ -61,8 +62,8 @@ func inOrder(b []byte, md protoreflect.MessageDescriptor) (bool, error) {
 	return true, nil
 }
 
-// messageField returns the field num of md when it is a known field of a
-// message type (a message, a list of them, a map) written as bytes, or a
+// messageField returns the field num of md when it is a known field (or
+// an extension of md in protoregistry.GlobalTypes) of a message type (a message, a list of them, a map) written as bytes, or a
 // group (proto2's, or an editions message field with DELIMITED encoding)
 // written as one, and nil otherwise.
 func messageField(md protoreflect.MessageDescriptor, num protowire.Number, typ protowire.Type) protoreflect.FieldDescriptor {
@@ -70,6 +71,12 @@ func messageField(md protoreflect.MessageDescriptor, num protowire.Number, typ p
 		return nil
 	}
 	fd := md.Fields().ByNumber(num)
+	if fd == nil && md.ExtensionRanges().Has(num) {
+		// An extension the program registered is a known field too.
+		if xt, err := protoregistry.GlobalTypes.FindExtensionByNumber(md.FullName(), num); err == nil {
+			fd = xt.TypeDescriptor()
+		}
+	}
 	if fd == nil || fd.Message() == nil || (fd.Kind() == protoreflect.GroupKind) != (typ == protowire.StartGroupType) {
 		return nil
 	}
