@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -127,17 +129,24 @@ func joinQ(v []string) string {
 // interceptors (the handler's own context is unchanged)". For every shape
 // of incoming metadata a handler may carry (a mixed-case key with several
 // values, an empty value, an empty list, two spellings), ReserveStock's
-// every attempt (a lost reply makes two) sees no incoming key of any
+// every attempt (a first one answered UNAVAILABLE makes two) sees no incoming key of any
 // spelling, and every other incoming header (tracing, a mixed-case tenant
 // header, one of several values) as the handler has it; the server gets
-// the order's key alone and runs it once; a keyless order sends no key.
+// the order's key alone on each; a keyless order sends no key.
 // Unkeyed methods (StockReport; GetStock through its cache's shared
 // call) and the stream WatchStock see the incoming key as it was. After
 // all of it, the handler's context and its metadata map are what they
 // were.
 func TestAttack27EHiddenKeyLeavesTheRestOfTheIncomingMetadata(t *testing.T) {
 	rec := &incomingRecorder{}
-	r := newKeyRig(t, server.Healthy, nil, rec.dial(), longTimeouts)
+	var failed sync.Map // the first attempt of each keyed order fails UNAVAILABLE, and is retried
+	failFirst := func(_ context.Context, c server.Call) error {
+		if _, seen := failed.LoadOrStore(c.IdempotencyKey, true); c.Method == reserveStock && c.IdempotencyKey != "" && !seen {
+			return status.Error(codes.Unavailable, "injected: first attempt")
+		}
+		return nil
+	}
+	r := newKeyRig(t, failFirst, nil, rec.dial(), longTimeouts)
 	rec.take() // the warm-up
 	n := 0
 	for name, md := range incomingShapes() {
@@ -150,18 +159,18 @@ func TestAttack27EHiddenKeyLeavesTheRestOfTheIncomingMetadata(t *testing.T) {
 			handlerCtx := metadata.NewIncomingContext(ctx5s(t), md)
 			wantKey := metadata.ValueFromIncomingContext(handlerCtx, runtime.IdempotencyKeyHeader)
 
-			// A keyed order across a lost reply: two attempts.
+			// A keyed order whose first attempt fails UNAVAILABLE: two attempts.
 			order := &inventoryv1.ReserveStockRequest{OrderId: "o-27e-h" + string(rune('0'+n)), Sku: "apple", Units: 1}
 			beforeRuns, beforeKeys := r.srv.Calls(reserveStock), len(r.srv.Keys(reserveStock))
-			r.proxy.LoseNextReply()
 			if _, err := r.client.ReserveStock(handlerCtx, order); err != nil {
-				t.Fatalf("ReserveStock across a lost reply: %v", err)
+				t.Fatalf("ReserveStock retried after UNAVAILABLE: %v", err)
 			}
 			attempts := rec.take()
 			runs := r.srv.Calls(reserveStock) - beforeRuns
 			keys := r.srv.Keys(reserveStock)[beforeKeys:]
-			if len(attempts) < 2 || runs != 1 {
-				t.Errorf("a keyed order across a lost reply: %d attempts seen by the interceptor (want 2), %d runs (want 1)", len(attempts), runs)
+			if len(attempts) != 2 || runs != 2 || len(keys) != 2 {
+				t.Errorf("a keyed order retried once: %d attempts seen by the interceptor, %d reached the handler, %d with a key; want 2 each",
+					len(attempts), runs, len(keys))
 			}
 			for i, s := range attempts {
 				if s.key != nil || s.md.Get(runtime.IdempotencyKeyHeader) != nil {
