@@ -103,8 +103,9 @@ type ServerMethod struct {
 type Dedup struct {
 	// Header is the metadata key that carries the idempotency key. Empty
 	// means runtime.IdempotencyKeyHeader ("idempotency-key"), which the
-	// generated clients send; a request without Header is read by that
-	// one, so that a generated client's retries are deduplicated too. A
+	// generated clients send; a request without Header (or with one
+	// empty value, no key) is read by that one, so that a generated
+	// client's retries are deduplicated too. A
 	// request without either is not deduplicated. It must be a text metadata key of its own: lower-case
 	// letters, digits, '-', '_' and '.', not grpc-… nor …-bin, and not a
 	// key every request carries (content-type, user-agent, te, a

@@ -77,14 +77,18 @@ func storeKey(method, scope, key string) string {
 
 // keyOf returns the values of a request's idempotency key and the header
 // they came in: the policy's Header, or, where that is another header and
-// the request does not carry it, runtime.IdempotencyKeyHeader, the one
-// the generated clients send: a generated client's retries of a method
-// whose server reads another header are deduplicated all the same, never
-// run once for each attempt.
+// the request carries no key there (no value, or one empty value, which
+// is no key), runtime.IdempotencyKeyHeader, the one the generated
+// clients send, when the request carries that: a generated client's
+// retries of a method whose server reads another header are deduplicated
+// all the same, never run once for each attempt (an empty Header stamped
+// by the caller's middleware beside them included).
 func (d *dedupConfig) keyOf(md metadata.MD) (string, []string) {
 	v := md.Get(d.header)
-	if len(v) == 0 && d.header != runtime.IdempotencyKeyHeader {
-		return runtime.IdempotencyKeyHeader, md.Get(runtime.IdempotencyKeyHeader)
+	if d.header != runtime.IdempotencyKeyHeader && (len(v) == 0 || len(v) == 1 && v[0] == "") {
+		if w := md.Get(runtime.IdempotencyKeyHeader); len(w) != 0 {
+			return runtime.IdempotencyKeyHeader, w
+		}
 	}
 	return d.header, v
 }
@@ -632,7 +636,7 @@ func (g *Guard) notKeepable(ctx context.Context, m *method, err error) {
 func (g *Guard) keyedStream(ctx context.Context, m *method) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	keyed := false
-	_, vs := m.dedup.keyOf(md)
+	header, vs := m.dedup.keyOf(md)
 	for _, v := range vs {
 		keyed = keyed || v != ""
 	}
@@ -646,7 +650,7 @@ func (g *Guard) keyedStream(ctx context.Context, m *method) error {
 	}
 	return status.Errorf(codes.Internal,
 		"resilient: %s deduplicates by idempotency key (%s header), %s: refused rather than run without dedup; the server's policy must give the method its Kind (and no Dedup for a stream), or the server must serve it as a unary method",
-		m.name, m.dedup.header, why)
+		m.name, header, why)
 }
 
 // heldKeyKey is the context key of the idempotency keys the request of a
