@@ -59,7 +59,8 @@ func newRateLimiter(p policy.RateLimit) *rateLimiter {
 // that comes within the policy's MaxWait and before ctx's deadline, and
 // else refuses at once, with how long the call would have had to wait.
 // A wait that ctx ends early gives the call's place (or the token it was
-// just given) back, and returns ctx's error.
+// just given, also one handed over as ctx ended) back, and returns ctx's
+// error.
 func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) {
 	r.mu.Lock()
 	w, wait, err := r.admit(ctx, time.Now())
@@ -69,13 +70,17 @@ func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) 
 	}
 	select {
 	case <-w.ready:
-		return wait, nil
+		if ctx.Err() == nil {
+			return wait, nil
+		}
+		// Handed its token just as its context ended (select chose
+		// either): the call will not be made, so the token goes back.
 	case <-ctx.Done():
-		r.mu.Lock()
-		r.leave(w, time.Now())
-		r.mu.Unlock()
-		return wait, ctx.Err()
 	}
+	r.mu.Lock()
+	r.leave(w, time.Now())
+	r.mu.Unlock()
+	return wait, ctx.Err()
 }
 
 // admit decides, under mu, what take does: go at once (no waiter), refuse
