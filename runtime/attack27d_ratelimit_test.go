@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -121,5 +124,107 @@ func TestAttack27DATokenGivenAsTheContextEndsGoesBack(t *testing.T) {
 		t.Errorf("README, Order of the layers: a context that ends while the call waits for a token gives the token back; "+
 			"of %d calls whose context ended as they were handed their token (none reached the server), %d spent it: "+
 			"the next call, with 50 ms to its deadline, was refused, its token about 150 ms away", cancelled.Load(), n)
+	}
+}
+
+// TestAttack27DTheQueueIsServedInOrderAsCallersLeaveIt: README, Rate
+// limit: a call "joins a queue served in the order calls came", and "a
+// caller that gives up waiting ... gives its place to those behind it".
+// A bucket of 1 at 30/s (a token every 33.3 ms, a period no float64 holds
+// exactly) that lets a call wait 2 s. A first call takes the token; then
+// 12 callers join the queue one after the other, each started once the
+// one before is queued (its Done hook says so); every third leaves after
+// a random 0 to 150 ms. The server records the order the calls reach it.
+// Those who stay are all served, in the order they came (an inversion is
+// counted only when the later one reached the server 20 ms before the
+// earlier, more than two calls handed their tokens by one late timer
+// could race by), the m-th of them not before m token periods after the
+// first call began (no token early), and each within its MaxWait.
+func TestAttack27DTheQueueIsServedInOrderAsCallersLeaveIt(t *testing.T) {
+	atkNoLeak(t)
+	var mu sync.Mutex
+	type arrival struct {
+		n  int
+		at time.Time
+	}
+	var seen []arrival
+	fs, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
+		at := time.Now()
+		md, _ := metadata.FromIncomingContext(ctx)
+		if v := md.Get("x-atk27d-order"); len(v) == 1 {
+			n, _ := strconv.Atoi(v[0])
+			mu.Lock()
+			seen = append(seen, arrival{n, at})
+			mu.Unlock()
+		}
+		return nil
+	})
+	readyConn(t, cc)
+	const rate, maxWait, callers = 30.0, 2 * time.Second, 12
+	c := atk27dClient(t, cc, policy.RateLimit{RequestsPerSecond: rate, Burst: 1, MaxWait: maxWait})
+	begin := time.Now()
+	if _, err := c.GetStock(context.Background(), atk27dApple); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		err  error
+		took time.Duration
+	}
+	results := make([]outcome, callers+1)
+	var wg sync.WaitGroup
+	for i := 1; i <= callers; i++ {
+		queued := make(chan struct{})
+		base, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "x-atk27d-order", strconv.Itoa(i)))
+		leaver := i%3 == 0
+		ctx := &atk27dCtx{Context: base, hook: func() {
+			if leaver {
+				time.AfterFunc(time.Duration(rand.IntN(150))*time.Millisecond, cancel)
+			}
+			close(queued)
+		}}
+		wg.Go(func() {
+			defer cancel()
+			start := time.Now()
+			_, err := c.GetStock(ctx, atk27dApple)
+			results[i] = outcome{err, time.Since(start)}
+		})
+		select {
+		case <-queued:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("caller %d never waited for a token", i)
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	reached := map[int]bool{}
+	for _, a := range seen {
+		reached[a.n] = true
+	}
+	for i := 1; i <= callers; i++ {
+		r := results[i]
+		switch leaver := i%3 == 0; {
+		case r.err == nil && !reached[i]:
+			t.Errorf("caller %d succeeded but the server never saw it", i)
+		case r.err != nil && (!leaver || status.Code(r.err) != codes.Canceled):
+			t.Errorf("caller %d (leaves: %v): %v after %v, want served (a stayer) or CANCELLED (a leaver)", i, leaver, r.err, r.took)
+		case r.took > maxWait+500*time.Millisecond:
+			t.Errorf("caller %d waited %v, beyond its max wait of %v", i, r.took, maxWait)
+		}
+	}
+	for m, a := range seen {
+		if early := begin.Add(time.Duration(float64(m+1) / rate * float64(time.Second))); a.at.Before(early) {
+			t.Errorf("call %d, the %d-th after the first, reached the server %v after the first began: before %d tokens could come at %g/s",
+				a.n, m+1, a.at.Sub(begin), m+1, rate)
+		}
+		for _, b := range seen[m+1:] {
+			if b.n < a.n && a.at.Sub(b.at) < -20*time.Millisecond {
+				t.Errorf("caller %d, queued before caller %d, reached the server %v after it: the queue is served out of order (arrivals %v)",
+					b.n, a.n, b.at.Sub(a.at), seen)
+			}
+		}
+	}
+	if got := fs.Calls(atkGetStock); got != len(seen)+1 {
+		t.Errorf("the server saw %d calls, recorded %d + the first", got, len(seen))
 	}
 }
