@@ -228,3 +228,106 @@ func TestAttack27DTheQueueIsServedInOrderAsCallersLeaveIt(t *testing.T) {
 		t.Errorf("the server saw %d calls, recorded %d + the first", got, len(seen))
 	}
 }
+
+// TestAttack27DEveryCallWaitsNoLongerThanItWasPromised: README, Rate
+// limit: a call waits "if its turn comes within max_wait and before the
+// call's deadline (counting a token for each call queued before it);
+// otherwise it is refused at once, with RESOURCE_EXHAUSTED matching
+// runtime.ErrRateLimited and saying when a token comes". 32 callers call
+// in a loop for 500 ms against a bucket of 2 at 50/s that lets a call
+// wait 150 ms, each call with a random 10 to 300 ms to its deadline. Every
+// call that went waited no longer than the max wait; every refusal came at
+// once, as ErrRateLimited with RESOURCE_EXHAUSTED, its RetryAfter beyond
+// the max wait or beyond what was left of its deadline when it was
+// refused; a call that ran out of time (its token due before its
+// deadline, the rest too short for the call, or a loaded machine woke it
+// late) ended at its deadline; and the server saw no more than the bucket
+// and its rate allow. A refused caller pauses 1 to 10 ms before its next
+// call.
+func TestAttack27DEveryCallWaitsNoLongerThanItWasPromised(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	const maxWait, slack = 150 * time.Millisecond, 150 * time.Millisecond
+	c := atk27dClient(t, cc, policy.RateLimit{RequestsPerSecond: 50, Burst: 2, MaxWait: maxWait})
+	var ok, refused, late atomic.Int32
+	var mu sync.Mutex
+	var broken []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(broken) < 8 {
+			broken = append(broken, fmt.Sprintf(format, args...))
+		}
+	}
+	var wg sync.WaitGroup
+	gate, stop := make(chan struct{}), make(chan struct{})
+	for range 32 {
+		wg.Go(func() {
+			<-gate
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				timeout := time.Duration(10+rand.IntN(290)) * time.Millisecond
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				dl, _ := ctx.Deadline()
+				start := time.Now()
+				_, err := c.GetStock(ctx, atk27dApple)
+				end := time.Now()
+				cancel()
+				took := end.Sub(start)
+				var re *runtime.Error
+				switch {
+				case err == nil:
+					ok.Add(1)
+					if took > maxWait+slack {
+						fail("a call that went took %v, its wait bounded by the max wait %v", took, maxWait)
+					}
+				case errors.Is(err, runtime.ErrRateLimited):
+					refused.Add(1)
+					switch {
+					case status.Code(err) != codes.ResourceExhausted || !errors.As(err, &re):
+						fail("a refusal: %v (%v), want RESOURCE_EXHAUSTED and a *runtime.Error", err, status.Code(err))
+					case took > slack:
+						fail("a refusal came after %v, want at once", took)
+					case re.RetryAfter <= maxWait && re.RetryAfter < dl.Sub(end):
+						fail("a refusal says a token in %v, within the max wait %v and the %v left to the deadline: the call could have waited (%v)",
+							re.RetryAfter, maxWait, dl.Sub(end), err)
+					}
+					// A refused caller pauses, as one would, rather than
+					// spin on the bucket's lock with 31 others.
+					time.Sleep(time.Duration(1+rand.IntN(10)) * time.Millisecond)
+				case status.Code(err) == codes.DeadlineExceeded:
+					late.Add(1)
+					if end.Sub(dl) > slack {
+						fail("a call that ran out of time ended %v after its deadline (%v)", end.Sub(dl), err)
+					}
+				default:
+					fail("a call failed otherwise: %v", err)
+				}
+			}
+		})
+	}
+	begin := time.Now()
+	close(gate)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	took := time.Since(begin)
+	for _, b := range broken {
+		t.Error(b)
+	}
+	sent, most := fs.Calls(atkGetStock), 2+int(took.Seconds()*50)+1
+	t.Logf("in %v: %d went, %d refused, %d ran out of time waiting; the server saw %d", took, ok.Load(), refused.Load(), late.Load(), sent)
+	// A call whose token came just before its deadline may reach the
+	// server and still run out of time there.
+	if sent > most || sent < int(ok.Load()) || sent > int(ok.Load()+late.Load()) {
+		t.Errorf("the server saw %d calls (%d went) in %v, a bucket of 2 at 50/s allows %d", sent, ok.Load(), took, most)
+	}
+	if sent < most/2 {
+		t.Errorf("the server saw %d calls in %v, want at least half the %d allowed", sent, took, most)
+	}
+}
