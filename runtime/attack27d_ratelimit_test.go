@@ -331,3 +331,49 @@ func TestAttack27DEveryCallWaitsNoLongerThanItWasPromised(t *testing.T) {
 		t.Errorf("the server saw %d calls in %v, want at least half the %d allowed", sent, took, most)
 	}
 }
+
+// TestAttack27DASharedCallLeftByItsCallersGivesItsPlaceInTheQueue: README,
+// Cache: "When the last caller waiting for a shared call leaves, the call
+// starts nothing more: if it is waiting for a rate-limit token ... it ends
+// there", and Rate limit: a caller that gives up "gives its place to those
+// behind it". GetStock cached, a bucket of 1 at 5/s that lets a call wait
+// 1 s. apple takes the token; pear's shared call queues for the next (due
+// at 200 ms) and its only caller cancels at 50 ms; plum, asked for at
+// about 70 ms with its deadline at 300 ms, must have the token at 200 ms:
+// had pear's shared call kept its place, plum's would come at 400 ms.
+func TestAttack27DASharedCallLeftByItsCallersGivesItsPlaceInTheQueue(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	c, err := inventoryv1.NewInventoryServiceResilientClient(cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithPolicy(func(p *policy.Service) {
+			p.Breaker, p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil, nil
+			p.RateLimit = &policy.RateLimit{RequestsPerSecond: 5, Burst: 1, MaxWait: time.Second}
+			m := atkMethod(p, atkGetStock)
+			m.Retry, m.Hedging, m.Timeout, m.OverallTimeout = nil, nil, 2*time.Second, 0
+			m.Cache.FreshTTL, m.Cache.StaleTTL = time.Hour, time.Hour
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if _, err := c.GetStock(context.Background(), &inventoryv1.GetStockRequest{Sku: "apple"}); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithCancel(context.Background())
+	defer pcancel()
+	time.AfterFunc(time.Until(begin.Add(50*time.Millisecond)), pcancel)
+	if _, err := c.GetStock(pctx, &inventoryv1.GetStockRequest{Sku: "pear"}); status.Code(err) != codes.Canceled {
+		t.Fatalf("pear, cancelled at 50 ms while its shared call waits for a token: %v, want CANCELLED", err)
+	}
+	time.Sleep(time.Until(begin.Add(70 * time.Millisecond))) // the shared call sees its callers gone
+	ctx, cancel := context.WithDeadline(context.Background(), begin.Add(300*time.Millisecond))
+	defer cancel()
+	if _, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "plum"}); err != nil {
+		t.Errorf("plum, queued at %v with its deadline at 300 ms: %v after %v; the next token, due at 200 ms, "+
+			"was kept by pear's shared call, whose callers had all left", 70*time.Millisecond, err, time.Since(begin))
+	}
+	if got := fs.Calls(atkGetStock); got != 2 {
+		t.Errorf("the server saw %d calls, want apple's and plum's", got)
+	}
+}
