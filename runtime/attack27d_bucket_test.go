@@ -98,3 +98,45 @@ func TestAttack27DTheTimerNeverWakesEarlyNorLate(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack27DALateTimerDelaysNoWaiterButByItsLateness: README, Rate
+// limit: a call waits "if its turn comes within max_wait and before the
+// call's deadline (counting a token for each call queued before it)", the
+// bucket "refilled at requests_per_second". A bucket of 1 at 10/s that
+// lets a call wait 1 s, emptied, and 10 waiters, the last told 1 s. The
+// timer runs 10 ms late each time, as a loaded machine's would: the k-th
+// waiter's token came at k × 100 ms, and it may be served a lateness
+// after that, at k × 100 + 10 ms. When the bucket caps what a late timer
+// refilled at its burst before serving those who wait, the time each run
+// was late is lost to every waiter behind: the k-th is served at
+// k × 110 ms, the last at 1.1 s, past the max wait it was admitted for.
+func TestAttack27DALateTimerDelaysNoWaiterButByItsLateness(t *testing.T) {
+	const late = 10 * time.Millisecond
+	f := newFakeBucket(policy.RateLimit{RequestsPerSecond: 10, Burst: 1, MaxWait: time.Second})
+	ctx := context.Background()
+	f.admit(t, ctx)
+	start := f.now
+	var ws []*rateWaiter
+	for k := 1; k <= 10; k++ {
+		w, wait, err := f.admit(t, ctx)
+		if w == nil || err != nil || wait != time.Duration(k)*100*time.Millisecond {
+			t.Fatalf("waiter %d: %v, told %v; want to wait %v", k, err, wait, time.Duration(k)*100*time.Millisecond)
+		}
+		ws = append(ws, w)
+	}
+	served := 0
+	for runs := 0; served < len(ws) && runs < 100; runs++ {
+		f.after(f.armed + late)
+		for served < len(ws) && granted(ws[served]) {
+			served++
+			due := time.Duration(served) * 100 * time.Millisecond
+			if at := f.now.Sub(start); at > due+late {
+				t.Errorf("waiter %d, told %v, served at %v: its token came at %v, the timer %v late",
+					served, due, at, due, late)
+			}
+		}
+	}
+	if served != len(ws) {
+		t.Errorf("%d of %d waiters served", served, len(ws))
+	}
+}

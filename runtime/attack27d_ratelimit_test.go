@@ -377,3 +377,56 @@ func TestAttack27DASharedCallLeftByItsCallersGivesItsPlaceInTheQueue(t *testing.
 		t.Errorf("the server saw %d calls, want apple's and plum's", got)
 	}
 }
+
+// TestAttack27DABucketOfOneKeepsItsRateUnderAQueue: README, Rate limit:
+// "burst tokens, refilled at requests_per_second", a call waiting its
+// turn "counting a token for each call queued before it". 16 callers
+// call in a loop for 500 ms against a bucket of 1 at 1000/s that lets a
+// call wait 1 s: the queue is never empty, so every token the bucket
+// refills is some waiter's, and the server should see about 1 + 1000/s ×
+// the time (at least 85% of it; a bucket of 2 gets 98%). When a late
+// timer's refill is capped at the burst before the queue is served, the
+// time each run of the timer was late is lost: a bucket of 1 has no room
+// for it, and the server saw 58 to 74% of the rate (307 to 386 calls in
+// 520 to 530 ms, -race or not), each waiter waiting up to twice what it
+// was told.
+func TestAttack27DABucketOfOneKeepsItsRateUnderAQueue(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	const rate = 1000
+	c := atk27dClient(t, cc, policy.RateLimit{RequestsPerSecond: rate, Burst: 1, MaxWait: time.Second})
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	stop := make(chan struct{})
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.GetStock(context.Background(), atk27dApple); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	begin := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	took := time.Since(begin)
+	sent, allowed := fs.Calls(atkGetStock), 1+int(took.Seconds()*rate)
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d calls failed", n)
+	}
+	if sent > allowed+1 {
+		t.Errorf("the server saw %d calls in %v, more than the %d a bucket of 1 at %d/s allows", sent, took, allowed, rate)
+	}
+	if sent < allowed*85/100 {
+		t.Errorf("the server saw %d calls in %v from a queue never empty, %d%% of the %d a bucket of 1 at %d/s refills: "+
+			"the tokens that came while its timer was late went to nobody", sent, took, 100*sent/allowed, allowed, rate)
+	}
+}
