@@ -419,6 +419,7 @@ func TestAttack27DABucketOfOneKeepsItsRateUnderAQueue(t *testing.T) {
 	wg.Wait()
 	took := time.Since(begin)
 	sent, allowed := fs.Calls(atkGetStock), 1+int(took.Seconds()*rate)
+	t.Logf("the server saw %d calls in %v, %d allowed", sent, took, allowed)
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d calls failed", n)
 	}
