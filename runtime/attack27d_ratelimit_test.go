@@ -431,3 +431,58 @@ func TestAttack27DABucketOfOneKeepsItsRateUnderAQueue(t *testing.T) {
 			"the tokens that came while its timer was late went to nobody", sent, took, 100*sent/allowed, allowed, rate)
 	}
 }
+
+// atk27dLateCtx is a context whose deadline has passed and whose timer has
+// not run (Err nil, Done open), as on a loaded machine before the
+// context's goroutine is scheduled (see atk26aPastDeadline); hook runs
+// the first time the runtime asks for Done, in the rate limit's wait.
+type atk27dLateCtx struct {
+	context.Context
+	dl   time.Time
+	once sync.Once
+	hook func()
+	done chan struct{}
+}
+
+func (c *atk27dLateCtx) Deadline() (time.Time, bool) { return c.dl, true }
+func (c *atk27dLateCtx) Err() error                  { return nil }
+func (c *atk27dLateCtx) Done() <-chan struct{} {
+	c.once.Do(c.hook)
+	return c.done
+}
+
+// TestAttack27DATokenGivenPastTheDeadlineGoesBack: README, Order of the
+// layers: a call whose deadline passed, "also before the context's timer
+// has run and while its Err is still nil, as gRPC reads the deadline
+// itself", takes no token, and "a context that ends while the call waits
+// for a token ... ends the wait the same way (the token is given back".
+// A bucket of 1 at 5/s that lets a call wait 1 s: a first call takes the
+// token; a second, its deadline at 300 ms, waits for the next (due at
+// 200 ms) and is handed it only at 320 ms (its caller held until then),
+// its deadline passed and its timer not run. gRPC refuses to send it; its
+// token must go back: a third call, right after, with 50 ms to its
+// deadline, finds it (spent, the next would be 80 ms away).
+func TestAttack27DATokenGivenPastTheDeadlineGoesBack(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, server.Healthy)
+	readyConn(t, cc)
+	c := atk27dClient(t, cc, policy.RateLimit{RequestsPerSecond: 5, Burst: 1, MaxWait: time.Second})
+	if _, err := c.GetStock(context.Background(), atk27dApple); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	ctx := &atk27dLateCtx{Context: context.Background(), dl: first.Add(300 * time.Millisecond), done: make(chan struct{}),
+		hook: func() { time.Sleep(time.Until(first.Add(320 * time.Millisecond))) }}
+	if _, err := c.GetStock(ctx, atk27dApple); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the second call, handed its token past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	tctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.GetStock(tctx, atk27dApple); err != nil {
+		t.Errorf("README, Order of the layers: a call past its deadline takes no token; the second call, handed its token "+
+			"past its deadline (its timer not yet run), sent nothing and spent it: the third call got %v", err)
+	}
+	if got := fs.Calls(atkGetStock); got != 2 {
+		t.Errorf("the server saw %d calls, want the first and the third", got)
+	}
+}
