@@ -59,8 +59,8 @@ func newRateLimiter(p policy.RateLimit) *rateLimiter {
 // that comes within the policy's MaxWait and before ctx's deadline, and
 // else refuses at once, with how long the call would have had to wait.
 // A wait that ctx ends early gives the call's place (or the token it was
-// just given, also one handed over as ctx ended) back, and returns ctx's
-// error.
+// just given, also one handed over as ctx ended or past its deadline)
+// back, and returns ctx's error.
 func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) {
 	r.mu.Lock()
 	w, wait, err := r.admit(ctx, time.Now())
@@ -70,17 +70,20 @@ func (r *rateLimiter) take(ctx context.Context) (wait time.Duration, err error) 
 	}
 	select {
 	case <-w.ready:
-		if ctx.Err() == nil {
+		if err = over(ctx); err == nil {
 			return wait, nil
 		}
 		// Handed its token just as its context ended (select chose
-		// either): the call will not be made, so the token goes back.
+		// either), or past its deadline with its timer not yet run (gRPC
+		// would refuse to send it): the call will not be made, so the
+		// token goes back.
 	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	r.mu.Lock()
 	r.leave(w, time.Now())
 	r.mu.Unlock()
-	return wait, ctx.Err()
+	return wait, err
 }
 
 // admit decides, under mu, what take does: go at once (no waiter), refuse
