@@ -1,0 +1,183 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
+	paymentsv1 "github.com/go-resilient/resilient/example/gen/example/payments/v1"
+	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/faultserver"
+	"github.com/go-resilient/resilient/runtime"
+	"github.com/go-resilient/resilient/runtime/policy"
+)
+
+// Attack 27f: the promises of "What it survives" and "Recommended dial
+// options" that no test counted.
+
+// slamListener accepts TCP connections and closes each at once, before a
+// word of HTTP/2: every connection attempt of a channel fails, and the
+// listener counts them.
+type slamListener struct {
+	lis      net.Listener
+	accepted atomic.Int32
+	done     chan struct{}
+}
+
+func newSlamListener(t *testing.T) *slamListener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &slamListener{lis: lis, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		<-s.done
+	})
+	return s
+}
+
+// TestAttack27FDialOptionsKeepGRPCsReconnectionBackoff: "the reconnection
+// backoff stays gRPC's standard (1 s, growing to 120 s with jitter)"
+// (Recommended dial options; DialOptions' comment: grpc.WithConnectParams
+// replaces both, and a zero backoff would reconnect in a tight loop). A
+// peer that accepts and closes every connection at once makes each attempt
+// fail: in 1.9 s the standard backoff allows the first attempt, a second
+// after 0.8–1.2 s, and a third no sooner than 0.8 + 1.28 s; a zero backoff
+// would make hundreds.
+func TestAttack27FDialOptionsKeepGRPCsReconnectionBackoff(t *testing.T) {
+	peer := newSlamListener(t)
+	cc := dialFault(t, peer.lis.Addr().String())
+	cc.Connect()
+	time.Sleep(1900 * time.Millisecond)
+	n := peer.accepted.Load()
+	cc.Close()
+	if n < 2 || n > 3 {
+		t.Errorf("a peer closing every connection saw %d connection attempts in 1.9s; want 2 (gRPC's standard backoff: 1s ± 20%%, then 1.6s), not a tight loop nor a longer backoff", n)
+	}
+}
+
+// TestAttack27FRefusedConnectionCountsItsAttempts: "nothing listening |
+// retry, breaker, fallback | UNAVAILABLE within 250 ms, 3 attempts
+// included; ErrCircuitOpen after 5 calls; ... Charge fails once" (What it
+// survives). TestFaultRefusedConnectionFailsFastAndOpensTheBreaker checks
+// the code of the five calls, and ErrCircuitOpen is UNAVAILABLE too: it
+// cannot tell a breaker that opened after two calls, nor count attempts.
+// Counted here by an interceptor on the connection: every attempt that
+// left the runtime.
+func TestAttack27FRefusedConnectionCountsItsAttempts(t *testing.T) {
+	addr, err := faultserver.Refused()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		mu.Lock()
+		attempts[method]++
+		mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	seen := func(method string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts[method]
+	}
+	cc := dialFault(t, addr, count)
+	c := invClient(t, cc, nil, func(p *policy.Service) {
+		getStockPolicy(300*time.Millisecond, 3)(p)
+		p.Breaker = breakerPolicy(5, 1)
+	})
+	plain := inventoryv1.NewInventoryServiceClient(cc)
+	// What each of the first six calls got: its attempts, and whether the
+	// breaker's refusal ended it.
+	type outcome struct {
+		attempts int
+		open     bool
+	}
+	var got []outcome
+	for i := range 6 {
+		before := seen(getStock)
+		begin := time.Now()
+		_, err := runtime.Unary(context.Background(), c.Runtime().Method(0), "", &inventoryv1.GetStockRequest{Sku: "a"}, nil, plain.GetStock, nil)
+		took := time.Since(begin)
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("call %d: %v, want UNAVAILABLE", i+1, err)
+		}
+		if took > 250*time.Millisecond {
+			t.Errorf("call %d took %v with its attempts; want within 250ms", i+1, took)
+		}
+		got = append(got, outcome{seen(getStock) - before, errors.Is(err, runtime.ErrCircuitOpen)})
+	}
+	want := []outcome{{3, false}, {3, false}, {3, false}, {3, false}, {3, false}, {0, true}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("calls to a refused port under minimum_calls 5, 3 attempts a call (attempts, ended by ErrCircuitOpen): %v; "+
+				"the README (What it survives, \"nothing listening\") promises \"UNAVAILABLE within 250 ms, 3 attempts included; ErrCircuitOpen after 5 calls\": %v", got, want)
+			break
+		}
+	}
+
+	pay, err := paymentsv1.NewPaymentsServiceResilientClient(cc, paymentsv1.PaymentsServiceResilientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		before := seen(charge)
+		if _, err := pay.Charge(context.Background(), &paymentsv1.ChargeRequest{OrderId: "o"}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Charge %d: %v, want UNAVAILABLE", i+1, err)
+		}
+		if got := seen(charge) - before; got != 1 {
+			t.Errorf("Charge %d: %d attempts; want 1 (never retried)", i+1, got)
+		}
+	}
+}
+
+// TestAttack27FResetReserveStockRetriesWithTheSameKey: "connection reset
+// mid-call | ReserveStock answered by its retry, same idempotency key"
+// (What it survives). The matrix test counts the two calls; here the
+// server records the key each carried, and sees the reset one cancelled.
+func TestAttack27FResetReserveStockRetriesWithTheSameKey(t *testing.T) {
+	srv, cc := startFault(t, nil)
+	var mu sync.Mutex
+	var keys []string
+	reset := faultserver.PerCall(srv.Reset(), server.Healthy)
+	srv.SetBehaviour(func(ctx context.Context, c server.Call) error {
+		mu.Lock()
+		keys = append(keys, c.IdempotencyKey)
+		mu.Unlock()
+		return reset(ctx, c)
+	})
+	c := invClient(t, cc, nil, nil)
+	if _, err := c.ReserveStock(context.Background(), &inventoryv1.ReserveStockRequest{OrderId: "o-27f", Sku: "a", Units: 1}); err != nil {
+		t.Fatalf("%v, want the retry to answer", err)
+	}
+	mu.Lock()
+	got := append([]string(nil), keys...)
+	mu.Unlock()
+	if len(got) != 2 || got[0] == "" || got[0] != got[1] {
+		t.Errorf("the server saw keys %q; want 2 attempts with one non-empty key", got)
+	}
+	eventually(t, "server saw the reset call end", func() bool { return srv.Cancelled(reserveStock) == 1 })
+}
