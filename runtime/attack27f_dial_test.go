@@ -186,3 +186,72 @@ func TestAttack27FResetReserveStockRetriesWithTheSameKey(t *testing.T) {
 	}
 	eventually(t, "server saw the reset call end", func() bool { return srv.Cancelled(reserveStock) == 1 })
 }
+
+// TestAttack27FRestartIntoASilentPeerIsBoundedByTheConnectTimeout: "a
+// peer that accepts TCP connections and never completes the HTTP/2
+// handshake fails calls with UNAVAILABLE in seconds instead of holding
+// the ones without a timeout" (Recommended dial options). The matrix test
+// dials a silent peer from a fresh channel; here the channel was ready
+// on a healthy server, which restarts on the same port into a process
+// that accepts and never speaks (bound its port, wedged before serving).
+// A call without a timeout then waits for the new connection: the connect
+// timeout (3 s) ends it UNAVAILABLE, not the caller's 20 s deadline, and
+// the next call fails at once instead of waiting another 3 s.
+func TestAttack27FRestartIntoASilentPeerIsBoundedByTheConnectTimeout(t *testing.T) {
+	t.Parallel()
+	srv, cc := startFault(t, server.Healthy)
+	c := invClient(t, cc, nil, getStockPolicy(0, 1))
+	if _, err := getStockOf(context.Background(), c); err != nil {
+		t.Fatalf("healthy: %v", err)
+	}
+	srv.Down()
+	lis, err := net.Listen("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	took, err := getStockOf(ctx, c)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("after a restart into a silent peer, a call without a timeout: %v after %v; want UNAVAILABLE at the connect timeout", err, took)
+	}
+	within(t, "the call without a timeout, after a restart into a silent peer", took, 0, runtime.ConnectTimeout+time.Second)
+	took, err = getStockOf(ctx, c)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("the next call: %v, want UNAVAILABLE", err)
+	}
+	within(t, "the next call", took, 0, 250*time.Millisecond)
+	mu.Lock()
+	n := len(held)
+	mu.Unlock()
+	if n == 0 {
+		t.Error("the silent peer accepted no connection: the call did not wait on it")
+	}
+	if got := srv.Calls(getStock); got != 1 {
+		t.Errorf("server saw %d calls, want the 1 before the restart", got)
+	}
+}
