@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
@@ -235,6 +236,14 @@ func TestAttack27FRestartIntoASilentPeerIsBoundedByTheConnectTimeout(t *testing.
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// The channel learns of the old connection's end on its own time: a
+	// call still given that connection fails UNAVAILABLE at once. Wait
+	// until it has left READY, so that the call waits for a new one.
+	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatal("the channel is still READY on a server that went down")
+		}
+	}
 	took, err := getStockOf(ctx, c)
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("after a restart into a silent peer, a call without a timeout: %v after %v; want UNAVAILABLE at the connect timeout", err, took)
