@@ -349,9 +349,11 @@ func TestAttack25eServiceConfigMatchesTheAnnotations(t *testing.T) {
 		want := m.overall
 		if want == 0 {
 			want = time.Duration(m.attempts) * m.timeout
-			b := float64(m.initial)
+			// Each backoff at 1.2 × its bound, as grpc-go draws it.
+			b := float64(m.initial + m.initial/5)
+			maxB := m.maxB + m.maxB/5
 			for n := 1; n < m.attempts; n++ {
-				want += min(time.Duration(b), m.maxB)
+				want += min(time.Duration(b), maxB)
 				b *= m.mult
 			}
 		}

@@ -278,8 +278,17 @@ func TestAttack27HServiceConfigAgainstTheGoClient(t *testing.T) {
 				t.Fatalf("no methodConfig in:\n%s", scJSON)
 			}
 			exported := a25eParseDur(t, mc.Timeout)
-			if exported > goBound {
-				t.Errorf("exported timeout %v is longer than the Go client lets a call run (%v)", exported, goBound)
+			// The README: the Go client's bound, each backoff counted
+			// at 1.2 × its bound, as grpc-go draws it.
+			allowed := goBound
+			if r := mp.Retry; r != nil && mp.Hedging == nil {
+				c, rr := *mp, *r
+				rr.InitialBackoff, rr.MaxBackoff = rr.InitialBackoff*6/5, rr.MaxBackoff*6/5
+				c.Retry = &rr
+				allowed = bound.Call(&c)
+			}
+			if exported > allowed {
+				t.Errorf("exported timeout %v is longer than the Go client lets a call run (%v), with gRPC's backoffs (%v)", exported, goBound, allowed)
 			}
 			srv, addr := a27hStart(t)
 			plain := a27hPlainUnary(attack25eDial(t, addr, scJSON), full)
@@ -436,18 +445,17 @@ service Backoff {
 }
 `
 
-// TestAttack27HGrpcGoBackoffIsNotFullJitter: README (Export: gRPC service
-// config) maps initial_backoff, max_backoff and backoff_multiplier to the
-// service config's "the same full-jitter backoff", and writes the
-// timeout as "attempts × timeout + the bound of each backoff". grpc-go
-// (v1.85, stream.go shouldRetry) does not draw below the bound: it waits
-// the bound times 0.8 to 1.2. So a caller of the file waits up to 1.2 ×
-// max_backoff before a retry, never less than 0.8 × the bound, and the
-// exported timeout, which counts each backoff at its bound, ends the call
-// during the wait before a retry the Go client makes in every call.
-// The server fails the first request of each call with UNAVAILABLE at
-// once and answers the second.
-func TestAttack27HGrpcGoBackoffIsNotFullJitter(t *testing.T) {
+// TestAttack27HGrpcGoBackoffFitsTheExportedTimeout: grpc-go (v1.85,
+// stream.go shouldRetry) does not draw a backoff below its bound as the
+// generated client does: it waits the bound times 0.8 to 1.2. README
+// (Export: gRPC service config): the exported timeout counts each backoff
+// at 1.2 × its bound, so that a caller of the file has the time to make
+// the retry the Go client makes: 2 × 5 ms + 240 ms. The server fails the
+// first request of each call with UNAVAILABLE at once and answers the
+// second. Before, the timeout counted the bound itself (210 ms), and the
+// caller of the file got DEADLINE_EXCEEDED in 3 of 8 calls, its retry
+// sent too late or not at all.
+func TestAttack27HGrpcGoBackoffFitsTheExportedTimeout(t *testing.T) {
 	files, perr := attackProto(t, "a27hb.proto", a27hBackoffSrc, "service_config=true")
 	if perr != "" {
 		t.Fatalf("plugin: %s", perr)
@@ -457,8 +465,8 @@ func TestAttack27HGrpcGoBackoffIsNotFullJitter(t *testing.T) {
 	mc := parseServiceConfig(t, scJSON)["resilienttest.a27hb.Backoff/Get"]
 	exported := a25eParseDur(t, mc.Timeout)
 	const backoff = 200 * time.Millisecond
-	if mc.RetryPolicy == nil || mc.RetryPolicy.MaxAttempts != 2 || exported != 2*5*time.Millisecond+backoff {
-		t.Fatalf("want 2 attempts and a timeout of 210ms in:\n%s", scJSON)
+	if mc.RetryPolicy == nil || mc.RetryPolicy.MaxAttempts != 2 || exported != 2*5*time.Millisecond+backoff*6/5 {
+		t.Fatalf("want 2 attempts and a timeout of 250ms in:\n%s", scJSON)
 	}
 	sp := a27hResolve(t, "a27hb.proto", a27hBackoffSrc)[0]
 	srv, addr := a27hStart(t)
@@ -515,17 +523,18 @@ func TestAttack27HGrpcGoBackoffIsNotFullJitter(t *testing.T) {
 	for _, w := range waits {
 		shortest, longest = min(shortest, w), max(longest, w)
 	}
-	if cut > 0 {
-		t.Errorf("README (Export: gRPC service config): the exported timeout %v is \"attempts × timeout + the bound of each backoff\" with \"the same full-jitter backoff\"; "+
-			"but grpc-go waits 0.8 to 1.2 × the bound, and in %d of %d calls the caller of the file got DEADLINE_EXCEEDED, its retry not sent or sent too late to answer, "+
-			"where the Go client retried and answered in %d of 4 calls (waits %v, all below the %v bound)",
-			exported, cut, calls, goAnswered, goWaits, backoff)
+	// One call may lose its answer to a loaded machine: the retry comes
+	// at most 10 ms before the timeout.
+	if cut > 1 {
+		t.Errorf("README (Export: gRPC service config): the exported timeout %v counts each backoff at 1.2 × its bound, as grpc-go draws it; "+
+			"but in %d of %d calls the caller of the file got DEADLINE_EXCEEDED, its retry not sent or sent too late to answer (waits %v), "+
+			"where the Go client retried and answered in %d of 4 calls (waits %v)",
+			exported, cut, calls, waits, goAnswered, goWaits)
 	}
-	if len(waits) > 0 && shortest >= backoff*8/10 {
-		t.Errorf("README: \"the same full-jitter backoff\": a full-jitter wait is drawn below the bound (half of them under %v), "+
-			"but the %d waits of the caller of the file before its retry were %v to %v (bound %v): grpc-go's jitter is 0.8 to 1.2 × the bound, and waits past max_backoff",
-			backoff/2, len(waits), shortest, longest, backoff)
+	if longest > backoff*6/5+50*time.Millisecond {
+		t.Errorf("the caller of the file waited up to %v before its retry, past grpc-go's 1.2 × %v", longest, backoff)
 	}
+	_ = shortest
 	t.Logf("the caller of the file: %d answered (waits %v), %d cut; the Go client: waits %v", answered, waits, cut, goWaits)
 }
 
@@ -546,16 +555,16 @@ service Pushed {
 `
 
 // TestAttack27HPushbackOutlastsTheExportedBound: README (Export: gRPC
-// service config) writes, for a method without overall_timeout, "timeout
-// = the longest the policy lets a call run: attempts × timeout + the
-// bound of each backoff". README (Pushback): "a positive value replaces
-// the backoff", and "a call without a deadline waits it out" (here the
-// caller's own 10 s). A server that answers UNAVAILABLE with
-// grpc-retry-pushback-ms: 400 makes the Go client wait 400 ms and retry,
-// answering after more than the 210 ms the file calls the longest; grpc-go
-// honours the same trailer, and the exported timeout ends its wait: the
-// caller of the file gets DEADLINE_EXCEEDED and the server one request
-// where the Go client's call made two and answered.
+// service config): a server's pushback may hold the Go client past the
+// exported timeout, which bounds the attempts and backoffs the policy
+// makes; a call without an overall_timeout waits a pushback out (README
+// Pushback), and the file's timeout cuts that wait for a caller of the
+// file. A server that answers UNAVAILABLE with grpc-retry-pushback-ms:
+// 400: the Go client waits and answers on its retry, after more than the
+// 210 ms (2 × 100 ms + 1.2 × 10 ms) the file says; grpc-go honours the
+// same trailer, and its call ends at the file's timeout with
+// DEADLINE_EXCEEDED after one request, never sending more than the Go
+// client does.
 func TestAttack27HPushbackOutlastsTheExportedBound(t *testing.T) {
 	files, perr := attackProto(t, "a27hp.proto", a27hPushbackSrc, "service_config=true")
 	if perr != "" {
@@ -584,10 +593,9 @@ func TestAttack27HPushbackOutlastsTheExportedBound(t *testing.T) {
 	if gerr != nil || gotGo != 2 || gtook < 400*time.Millisecond {
 		t.Fatalf("the Go client: %v after %v and %d requests, want its retry's answer after the 400 ms pushback", gerr, gtook, gotGo)
 	}
-	if gtook > goBound || err != nil || gotPlain != gotGo {
-		t.Errorf("README (Export: gRPC service config): the exported timeout %v is \"the longest the policy lets a call run\" (bound %v); "+
-			"but after a pushback of 400 ms the Go client retried and answered in %v (%d requests), and the caller of the file, "+
-			"which honours the same trailer, got %v after %v (%d request): the file cut the retry the Go client makes",
+	if status.Code(err) != codes.DeadlineExceeded || gotPlain != 1 || took < exported || took > exported+250*time.Millisecond {
+		t.Errorf("README (Export: gRPC service config): a pushback past the exported timeout %v (the Go client's bound %v) cuts a caller of the file's wait "+
+			"there; the Go client answered in %v (%d requests), the caller of the file got %v after %v (%d requests), want DEADLINE_EXCEEDED at the timeout after 1",
 			exported, goBound, gtook.Round(time.Millisecond), gotGo, err, took.Round(time.Millisecond), gotPlain)
 	}
 }

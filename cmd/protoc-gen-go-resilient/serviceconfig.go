@@ -85,7 +85,7 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 			if !repeatableWithoutKey(mp) || retriedOnlyOnItsOwnTimeout(mp) {
 				mp = oneAttempt(mp)
 			}
-			if d := bound.Call(mp); d > 0 {
+			if d := grpcBound(mp); d > 0 {
 				mc.Timeout = seconds(d)
 			}
 			if r := mp.Retry; r != nil && grpcRepeatable(r.RetryableCodes) != 0 {
@@ -126,6 +126,33 @@ func serviceConfigJSON(f *protogen.File, services []*service) ([]byte, error) {
 		return nil, fmt.Errorf("protoc-gen-go-resilient: writing the service config of %s: %w", f.Desc.Path(), err)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// grpcBound is the longest a call of mp runs when a gRPC client makes
+// its attempts by the exported retryPolicy: the generated client's bound
+// (bound.Call) with each backoff counted at 1.2 times its bound. gRPC's
+// specification draws a backoff below the bound, as the generated client
+// does, but grpc-go draws it from 0.8 to 1.2 times the bound (stream.go,
+// shouldRetry): counted at the bound, the timeout cut a grpc-go caller's
+// last attempt before it could answer
+// (TestAttack27HGrpcGoBackoffIsNotFullJitter).
+func grpcBound(mp *policy.Method) time.Duration {
+	if mp.Retry == nil || mp.Hedging != nil {
+		return bound.Call(mp)
+	}
+	c, r := *mp, *mp.Retry
+	r.InitialBackoff, r.MaxBackoff = grpcJitterTop(r.InitialBackoff), grpcJitterTop(r.MaxBackoff)
+	c.Retry = &r
+	return bound.Call(&c)
+}
+
+// grpcJitterTop is 1.2 × d, the longest grpc-go waits for a backoff of
+// bound d, at most the longest Duration.
+func grpcJitterTop(d time.Duration) time.Duration {
+	if d > math.MaxInt64/6*5 {
+		return math.MaxInt64
+	}
+	return d + d/5
 }
 
 // hedgedBound is the longest a hedged call of mp runs when a gRPC client
