@@ -109,3 +109,79 @@ func TestAttack27ILatencyTailWithoutQueueingHoldsTheLimitLow(t *testing.T) {
 			at.ok.Load(), st.ok.Load(), at.limited.Load(), mean, lowest.Load(), ct.ok.Load(), ct.limited.Load())
 	}
 }
+
+// TestAttack27ILatencyStepWithoutQueueingHoldsTheLimitAtItsMinimum: two
+// servers answer GetStock in 2 ms, then, from a moment on, in 8 ms (a
+// release that does more per call, a colder cache), whatever is in
+// flight: they never queue, before or after. Two clients of the same
+// policy (16 permits, 1 s attempts, no breaker, no retries), one with
+// the default adaptive limit under the permits, 16 callers each: 300 ms
+// at 2 ms, then 500 ms at 8 ms. The baseline remembers the 2 ms rounds
+// for baseline_window (30 s), every round after the step is 4 times
+// slower than it, and each shrinks the limit, by a quarter (half,
+// smoothed): it is at 1 within a few dozen milliseconds and stays there
+// until the 2 ms rounds leave the window (a simulation of the limiter
+// alone, 2 ms to 4 ms: the limit at 1 for 30 s, one call let through per
+// refused one). README: the limit refuses at once the attempts above
+// what the dependency currently serves in time; this one serves 16 at
+// once in 8 ms, and the static client has 16 times the answers.
+func TestAttack27ILatencyStepWithoutQueueingHoldsTheLimitAtItsMinimum(t *testing.T) {
+	atkNoLeak(t)
+	const callers = 16
+	build := func(adaptive bool) (func() error, func(server.Behaviour), *prometheus.Registry) {
+		fs, cc := startFault(t, server.Slow(2*time.Millisecond))
+		readyConn(t, cc)
+		reg := prometheus.NewRegistry()
+		c := adaptiveClient(t, cc, func(p *policy.Service) {
+			p.Breaker, p.ClientThrottle, p.Budget = nil, nil, nil
+			p.Bulkhead = &policy.Bulkhead{Permits: callers}
+			if adaptive {
+				p.AdaptiveLimit = &policy.AdaptiveLimit{}
+			}
+			m := atkMethod(p, atkGetStock)
+			m.Retry, m.Timeout, m.OverallTimeout = nil, time.Second, 0
+		}, runtime.WithRegisterer(reg))
+		return func() error { _, err := getStockOf(context.Background(), c); return err }, fs.SetBehaviour, reg
+	}
+	static, setStatic, _ := build(false)
+	adapt, setAdapt, reg := build(true)
+	both := func(d time.Duration, st, at *atk27iTally, sample func()) {
+		until := time.Now().Add(d)
+		var wg sync.WaitGroup
+		wg.Go(func() { atk27iLoop(t, static, callers, until, st) })
+		wg.Go(func() { atk27iLoop(t, adapt, callers, until, at) })
+		if sample != nil {
+			wg.Go(func() {
+				for ; time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
+					sample()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var st0, at0 atk27iTally
+	both(300*time.Millisecond, &st0, &at0, nil)
+	before := metricValue(t, reg, "resilient_client_adaptive_limit")
+	t.Logf("2 ms: static %d answers; adaptive %d answers, %d refused; limit %v", st0.ok.Load(), at0.ok.Load(), at0.limited.Load(), before)
+
+	setStatic(server.Slow(8 * time.Millisecond))
+	setAdapt(server.Slow(8 * time.Millisecond))
+	var st, at atk27iTally
+	var sum, samples int
+	lowest := callers
+	both(500*time.Millisecond, &st, &at, func() {
+		l := int(metricValue(t, reg, "resilient_client_adaptive_limit"))
+		lowest = min(lowest, l)
+		sum += l
+		samples++
+	})
+	mean := float64(sum) / float64(max(samples, 1))
+	t.Logf("8 ms: static %d answers; adaptive %d answers, %d refused by the limit; limit mean %.1f, lowest %d, %v at the end",
+		st.ok.Load(), at.ok.Load(), at.limited.Load(), mean, lowest, metricValue(t, reg, "resilient_client_adaptive_limit"))
+	if at.ok.Load()*10 < st.ok.Load()*8 || at.limited.Load()*4 > at.ok.Load() {
+		t.Errorf("a dependency that never queues, its latency stepped from 2 ms to 8 ms: in the next 500 ms the adaptive client answered %d (the static bulkhead %d) "+
+			"and refused %d calls by the limit (mean limit %.1f of 16, lowest %d; %v before the step); README: the limit refuses only above what the "+
+			"dependency serves in time: want at least 80 %% of the static client's answers and at most one refusal per 4 answers",
+			at.ok.Load(), st.ok.Load(), at.limited.Load(), mean, lowest, before)
+	}
+}
