@@ -469,6 +469,17 @@ func judgeAdaptive(ctx context.Context, err error, mark refusalMark) (limit, thr
 			return adaptive.Ignored, adaptive.Dropped
 		}
 		return adaptive.Ignored, adaptive.Success
+	case code == codes.Unavailable && (st == nil || !refusalMarked(st, mark)):
+		// Down or failing, not overloaded: with every such answer a drop,
+		// a dependency that fails a share of its calls at once had the
+		// limit halved again and again (1 call in 20 held it near 4 of
+		// 16, a third of the static bulkhead's answers,
+		// TestAttack27IAFewInstantFailuresCollapseTheLimit). A failing
+		// dependency is the breaker's to judge; the limit takes the
+		// overload's own words: its attempts' timeouts,
+		// RESOURCE_EXHAUSTED, and an UNAVAILABLE that a Guard marked
+		// shed. The throttler counts it a request not accepted.
+		return adaptive.Ignored, adaptive.Dropped
 	case over:
 		return adaptive.Dropped, adaptive.Dropped
 	}

@@ -51,7 +51,7 @@ func adPolicy(edit func(*policy.Service)) policy.Service {
 	p := policy.Service{Name: "t.Dep", Methods: []policy.Method{{
 		Name: adMethod, Idempotent: true, Timeout: 300 * time.Millisecond,
 		Retry: &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Multiplier: 1,
-			RetryableCodes: policy.CodesOf(codes.Unavailable)},
+			RetryableCodes: policy.CodesOf(codes.Unavailable, codes.ResourceExhausted)},
 	}}}
 	if edit != nil {
 		edit(&p)
@@ -90,6 +90,10 @@ func adCall(ctx context.Context, c *Client, s *scripted, fallback func(context.C
 
 var unavailable = status.Error(codes.Unavailable, "down")
 
+// overloaded is a drop for the adaptive limit: the dependency says it is
+// overloaded (an UNAVAILABLE says it is down or failing, the breaker's).
+var overloaded = status.Error(codes.ResourceExhausted, "overloaded")
+
 // hold starts n calls that block in the dependency until release is
 // closed, then answer with err; it returns once all n are in the call.
 func hold(t *testing.T, c *Client, n int, err error) (release func(), done *sync.WaitGroup, s *scripted) {
@@ -114,14 +118,14 @@ func hold(t *testing.T, c *Client, n int, err error) (release func(), done *sync
 // TestAdaptiveLimitRefusesAboveTheLimitAndHalvesOncePerRound: 8 attempts
 // in flight fill an initial limit of 8; the 9th is refused at once with
 // ErrConcurrencyLimited (RESOURCE_EXHAUSTED), without reaching the
-// dependency and without a retry. The 8 come back UNAVAILABLE together:
+// dependency and without a retry. The 8 come back RESOURCE_EXHAUSTED together:
 // the limit halves once, to 4, not once per drop.
 func TestAdaptiveLimitRefusesAboveTheLimitAndHalvesOncePerRound(t *testing.T) {
 	c, _ := adClient(t, adPolicy(func(p *policy.Service) {
 		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 8, MaxLimit: 16}
 		p.Methods[0].Retry = nil
 	}))
-	release, done, _ := hold(t, c, 8, unavailable)
+	release, done, _ := hold(t, c, 8, overloaded)
 	s := &scripted{answer: func(context.Context, int64) error { return nil }}
 	err := adCall(context.Background(), c, s, nil)
 	if !errors.Is(err, ErrConcurrencyLimited) || status.Code(err) != codes.ResourceExhausted {
@@ -146,7 +150,7 @@ func TestAdaptiveLimitRefusesAboveTheLimitAndHalvesOncePerRound(t *testing.T) {
 
 // TestAdaptiveRefusalIsFinalLocalAndReachesTheFallback: a retrying method
 // whose retry is refused by the limit ends there: the fallback sees
-// ErrConcurrencyLimited with the attempt's UNAVAILABLE as its cause, the
+// ErrConcurrencyLimited with the attempt's RESOURCE_EXHAUSTED as its cause, the
 // breaker records nothing of the refusal (it stays closed with a minimum of
 // one call), and the retry budget counts no request for a refused first
 // attempt.
@@ -174,13 +178,13 @@ func TestAdaptiveRefusalIsFinalLocalAndReachesTheFallback(t *testing.T) {
 	release()
 	done.Wait()
 	// A retry refused by the limit: of a limit of 2, another call holds
-	// one permit; the first attempt comes back UNAVAILABLE, a drop that
-	// halves the limit to 1, so the retry finds none left.
+	// one permit; the first attempt comes back RESOURCE_EXHAUSTED, a drop
+	// that halves the limit to 1, so the retry finds none left.
 	c2, _ := adClient(t, adPolicy(func(p *policy.Service) {
 		p.AdaptiveLimit = &policy.AdaptiveLimit{InitialLimit: 2, MaxLimit: 2}
 	}))
 	release, done, _ = hold(t, c2, 1, nil)
-	retrier := &scripted{answer: func(context.Context, int64) error { return unavailable }}
+	retrier := &scripted{answer: func(context.Context, int64) error { return overloaded }}
 	err := adCall(context.Background(), c2, retrier, nil)
 	release()
 	done.Wait()
@@ -188,8 +192,8 @@ func TestAdaptiveRefusalIsFinalLocalAndReachesTheFallback(t *testing.T) {
 		t.Fatalf("retry under a full limit: %v after %d attempts, want ErrConcurrencyLimited after 1", err, retrier.calls.Load())
 	}
 	var e *Error
-	if !errors.As(err, &e) || status.Code(e.Cause) != codes.Unavailable {
-		t.Fatalf("refusal's cause %v, want the attempt's UNAVAILABLE", e)
+	if !errors.As(err, &e) || status.Code(e.Cause) != codes.ResourceExhausted {
+		t.Fatalf("refusal's cause %v, want the attempt's RESOURCE_EXHAUSTED", e)
 	}
 }
 

@@ -50,8 +50,10 @@ func attack23bMarked(code codes.Code, domain string, reasons ...string) server.B
 // mark by the adaptive layers too (three calls all reach the server, the
 // limit stays 8, the throttler refuses nothing), where a shed is a drop.
 // Any other (a mark on another code, of another domain) is a failure:
-// after the first call the limit is below 8, the throttler's refusal
-// probability above 0, the breaker open. Before, the last mark among the
+// after the first call the throttler's refusal probability is above 0,
+// the breaker open, and the limit below 8, but for an UNAVAILABLE, which
+// without the shed mark says the dependency is failing, not overloaded,
+// and leaves the limit. Before, the last mark among the
 // details hid the other: SHED then DEADLINE_TOO_SHORT on UNAVAILABLE
 // opened the breaker, DEADLINE_TOO_SHORT then SHED on DEADLINE_EXCEEDED
 // halved the limit and fed the throttler.
@@ -128,7 +130,14 @@ func TestAttack23bOnlyTheGuardsMarkOnItsCodeIsHonoured(t *testing.T) {
 			if tc.adaptive && (limit != 8 || p != 0) {
 				t.Errorf("the Guard's too-short mark: limit %v, throttle probability %v; want 8, 0 (counted as nothing)", limit, p)
 			}
-			if !tc.adaptive && (limit >= 8 || p == 0) {
+			// An UNAVAILABLE without the Guard's shed mark says the
+			// dependency is down or failing, not overloaded: no drop for
+			// the limit, a request not accepted for the throttler.
+			plainUnavailable := tc.code == codes.Unavailable && !tc.breaker
+			switch {
+			case !tc.adaptive && plainUnavailable && (limit != 8 || p == 0):
+				t.Errorf("an UNAVAILABLE the Guard did not mark shed: limit %v, throttle probability %v; want 8 (no drop), above 0", limit, p)
+			case !tc.adaptive && !plainUnavailable && (limit >= 8 || p == 0):
 				t.Errorf("not the Guard's too-short mark: limit %v, throttle probability %v; want below 8, above 0 (a drop)", limit, p)
 			}
 		})

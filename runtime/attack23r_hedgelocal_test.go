@@ -20,21 +20,21 @@ import (
 // TestAttack23rHedgedCopyRefusedByTheAdaptiveLimitSaysSo: README, Hedging:
 // a further copy refused by an adaptive layer after the copies sent
 // failed returns the last real error, matching ErrConcurrencyLimited.
-// Copy 1 is held; copy 2 (after the delay) fails UNAVAILABLE, which halves
-// the limit 2 to 1; copy 3, sent at once, is refused (copy 1 holds the
-// one place); copy 1 then fails UNAVAILABLE.
+// Copy 1 is held; copy 2 (after the delay) fails RESOURCE_EXHAUSTED, a
+// drop that halves the limit 2 to 1; copy 3, sent at once, is refused
+// (copy 1 holds the one place); copy 1 then fails RESOURCE_EXHAUSTED.
 func TestAttack23rHedgedCopyRefusedByTheAdaptiveLimitSaysSo(t *testing.T) {
 	atkNoLeak(t)
 	release := make(chan struct{})
 	held := func(ctx context.Context, c server.Call) error {
 		select {
 		case <-release:
-			return status.Error(codes.Unavailable, "copy 1 fails")
+			return status.Error(codes.ResourceExhausted, "copy 1 fails")
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	srv, cc := startFault(t, faultserver.PerCall(held, server.Fail(codes.Unavailable)))
+	srv, cc := startFault(t, faultserver.PerCall(held, server.Fail(codes.ResourceExhausted)))
 	reg := prometheus.NewRegistry()
 	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 		Runtime: []runtime.Option{runtime.WithRegisterer(reg)},
@@ -46,7 +46,7 @@ func TestAttack23rHedgedCopyRefusedByTheAdaptiveLimitSaysSo(t *testing.T) {
 		m := atkMethod(p, atkGetStock)
 		m.Retry = nil
 		m.Timeout = 3 * time.Second
-		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.Unavailable)}
+		m.Hedging = &policy.Hedging{Delay: 20 * time.Millisecond, MaxCopies: 3, NonFatalCodes: policy.CodesOf(codes.ResourceExhausted)}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -61,7 +61,7 @@ func TestAttack23rHedgedCopyRefusedByTheAdaptiveLimitSaysSo(t *testing.T) {
 		t.Errorf("the server saw %d calls, want 2", n)
 	}
 	var re *runtime.Error
-	if !errors.Is(err, runtime.ErrConcurrencyLimited) || !errors.As(err, &re) || status.Code(re.Cause) != codes.Unavailable {
-		t.Errorf("the hedged call: %v, want the last UNAVAILABLE, matching ErrConcurrencyLimited", err)
+	if !errors.Is(err, runtime.ErrConcurrencyLimited) || !errors.As(err, &re) || status.Code(re.Cause) != codes.ResourceExhausted {
+		t.Errorf("the hedged call: %v, want the last RESOURCE_EXHAUSTED, matching ErrConcurrencyLimited", err)
 	}
 }

@@ -45,9 +45,9 @@ var attack24bRepeats = []struct {
 
 // TestAttack24bRepeatRefusedByTheAdaptiveLimitIsCounted: the adaptive
 // limit is 2 (1 at least). Call A is held at the server; call B fails
-// UNAVAILABLE, a drop that halves the limit to 1, which A holds: B's
-// retry (or second copy) is refused at once. The server sees 2 calls; B
-// gets the UNAVAILABLE matching ErrConcurrencyLimited; retries_total
+// RESOURCE_EXHAUSTED, a drop that halves the limit to 1, which A holds:
+// B's retry (or second copy) is refused at once. The server sees 2 calls;
+// B gets the RESOURCE_EXHAUSTED matching ErrConcurrencyLimited; retries_total
 // counts B's repeat under "adaptive_limit", no retry made nor hedge
 // sent; and the budget, charged for a retry that was never sent, has
 // it back.
@@ -56,7 +56,7 @@ func TestAttack24bRepeatRefusedByTheAdaptiveLimitIsCounted(t *testing.T) {
 		t.Run(rp.name, func(t *testing.T) {
 			atkNoLeak(t)
 			release := make(chan struct{})
-			srv, cc := startFault(t, faultserver.PerCall(atkHold(release), server.Fail(codes.Unavailable)))
+			srv, cc := startFault(t, faultserver.PerCall(atkHold(release), server.Fail(codes.ResourceExhausted)))
 			reg := prometheus.NewRegistry()
 			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
 				Runtime: []runtime.Option{runtime.WithRegisterer(reg), runtime.WithClock(newAtkClock())},
@@ -64,6 +64,12 @@ func TestAttack24bRepeatRefusedByTheAdaptiveLimitIsCounted(t *testing.T) {
 				m := attack23mBare(p)
 				m.Timeout = 3 * time.Second
 				rp.edit(m)
+				// RESOURCE_EXHAUSTED, the drop (an UNAVAILABLE is not one).
+				if m.Retry != nil {
+					m.Retry.RetryableCodes = policy.CodesOf(codes.ResourceExhausted)
+				} else {
+					m.Hedging.NonFatalCodes = policy.CodesOf(codes.ResourceExhausted)
+				}
 				p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 5, Window: time.Minute}
 				p.AdaptiveLimit = &policy.AdaptiveLimit{MinLimit: 1, MaxLimit: 2, InitialLimit: 2,
 					Tolerance: 1.5, Smoothing: 0.5, BaselineWindow: 30 * time.Second}
@@ -76,8 +82,8 @@ func TestAttack24bRepeatRefusedByTheAdaptiveLimitIsCounted(t *testing.T) {
 			atkWaitFor(t, "call A at the server", func() bool { return srv.Calls(atkGetStock) == 1 })
 			_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
 			var re *runtime.Error
-			if !errors.Is(err, runtime.ErrConcurrencyLimited) || !errors.As(err, &re) || status.Code(re.Cause) != codes.Unavailable {
-				t.Errorf("call B: %v, want the server's UNAVAILABLE matching ErrConcurrencyLimited", err)
+			if !errors.Is(err, runtime.ErrConcurrencyLimited) || !errors.As(err, &re) || status.Code(re.Cause) != codes.ResourceExhausted {
+				t.Errorf("call B: %v, want the server's RESOURCE_EXHAUSTED matching ErrConcurrencyLimited", err)
 			}
 			close(release)
 			if err := <-a; err != nil {
@@ -91,11 +97,11 @@ func TestAttack24bRepeatRefusedByTheAdaptiveLimitIsCounted(t *testing.T) {
 				t.Errorf("the budget allows %d retries, want 5: charged for a repeat never sent", got)
 			}
 			atk22eWantSeries(t, reg, map[string]float64{
-				"resilient_client_attempts_total{code=OK,method=GetStock}":               1,
-				"resilient_client_attempts_total{code=UNAVAILABLE,method=GetStock}":      1,
-				"resilient_client_adaptive_limit{limiter=shared}":                        1,
-				"resilient_client_adaptive_rejections_total{method=GetStock}":            1,
-				"resilient_client_retries_total{method=GetStock,outcome=adaptive_limit}": 1,
+				"resilient_client_attempts_total{code=OK,method=GetStock}":                 1,
+				"resilient_client_attempts_total{code=RESOURCE_EXHAUSTED,method=GetStock}": 1,
+				"resilient_client_adaptive_limit{limiter=shared}":                          1,
+				"resilient_client_adaptive_rejections_total{method=GetStock}":              1,
+				"resilient_client_retries_total{method=GetStock,outcome=adaptive_limit}":   1,
 			}, "a repeat refused by the adaptive limit")
 		})
 	}

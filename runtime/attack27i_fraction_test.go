@@ -90,8 +90,6 @@ func atk27iLoop(t *testing.T, call func() error, callers int, until time.Time, t
 // one. A third client, with the limit and a server that never fails, is
 // the control: there the limit stays near 16.
 func TestAttack27IAFewInstantFailuresCollapseTheLimit(t *testing.T) {
-	t.Skip("defect, open (README Adaptive concurrency limit, Limits): every instant UNAVAILABLE is a drop and halves the limit; " +
-		"seven older tests use UNAVAILABLE as their drop and need RESOURCE_EXHAUSTED or a hang instead before UNAVAILABLE can stop being one")
 	atkNoLeak(t)
 	const callers = 16
 	build := func(b server.Behaviour, adaptive bool) (func() error, *prometheus.Registry) {

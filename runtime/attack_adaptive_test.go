@@ -79,8 +79,8 @@ func TestAttackAdaptiveBadOptionsRefusedNamingTheField(t *testing.T) {
 	}
 }
 
-// TestAttackAdaptiveLimitRecoversFromMinAndStaysUnderMax: an outage of
-// drops takes the limit to its minimum; once the dependency answers again
+// TestAttackAdaptiveLimitRecoversFromMinAndStaysUnderMax: an overload of
+// drops (RESOURCE_EXHAUSTED) takes the limit to its minimum; once the dependency answers again
 // at its baseline latency, rounds that fill the limit grow it back to
 // max_limit, and it never passes max_limit however long the dependency
 // stays fast. No token is left held.
@@ -90,9 +90,9 @@ func TestAttackAdaptiveLimitRecoversFromMinAndStaysUnderMax(t *testing.T) {
 		p.Methods[0].Retry = nil
 	}))
 	l := c.Method(0).concurrency.l
-	// The outage: each round of drops halves once, down to 1.
+	// The overload: each round of drops halves once, down to 1.
 	for range 8 {
-		release, done, _ := hold(t, c, l.Limit(), unavailable)
+		release, done, _ := hold(t, c, l.Limit(), overloaded)
 		clock.advance(300 * time.Millisecond)
 		release()
 		done.Wait()

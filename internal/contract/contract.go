@@ -77,7 +77,9 @@ var AnswerCodes = []codes.Code{
 
 // OverloadCodes are the codes that tell the adaptive layers (the adaptive
 // limit, the client-side throttler) the dependency did not serve an
-// attempt: it timed out, refused it as overloaded, or was unreachable.
+// attempt: it timed out, refused it as overloaded, or was unreachable (for
+// the limit, an UNAVAILABLE is a drop only when a Guard marked it shed:
+// runtime/adaptive.go, judgeAdaptive).
 // Every other code is an answer to them. Callers must not change the
 // slice.
 var OverloadCodes = []codes.Code{codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable}
