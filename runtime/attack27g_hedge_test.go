@@ -19,6 +19,8 @@ import (
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
+	"github.com/go-resilient/resilient/internal/faultserver"
+	"github.com/go-resilient/resilient/runtime"
 	"github.com/go-resilient/resilient/runtime/policy"
 )
 
@@ -203,4 +205,61 @@ func TestAttack27GHedgedWinnerNearTheDeadlineIsNotHeld(t *testing.T) {
 			"want within 400 ms: the wait at the deadline held the answer", deadline, answered, worst)
 	}
 	t.Logf("%d of 12 answered; slowest %v", answered, worst)
+}
+
+// TestAttack27GHedgedSharedCallEndsWithinItsBound: a cached, hedged
+// GetStock (delay 10 ms, 2 copies, timeout 150 ms: the shared call's
+// limit is 160 ms) against a server that hangs. Two callers of one key,
+// one with a plain 100 ms deadline, one whose 100 ms deadline never ends
+// its context: the first leaves at its deadline, the second with the
+// shared call at its limit (it has no Done to leave by); both within the
+// policy's bound, the wait at the end of the shared call's hedge adding
+// only its own timer's lateness, and the server sees the 2 copies.
+func TestAttack27GHedgedSharedCallEndsWithinItsBound(t *testing.T) {
+	atkNoLeak(t)
+	fs, err := faultserver.Start(server.Hang, runtime.ServerOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fs.Stop)
+	const timeout, delay, deadline, allowed = 150 * time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, 600 * time.Millisecond
+	c := boundedGetStock(t, fs, timeout, 1, func(m *policy.Method) {
+		m.Idempotent = true
+		m.Hedging = &policy.Hedging{Delay: delay, MaxCopies: 2}
+	})
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	plain, never := make(chan result, 1), make(chan result, 1)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+		plain <- result{time.Since(start), err}
+	}()
+	go func() {
+		ctx := atk27gDeadlineOnly{Context: context.Background(), dl: start.Add(deadline)}
+		_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+		never <- result{time.Since(start), err}
+	}()
+	p, n := <-plain, <-never
+	for _, r := range []struct {
+		who string
+		result
+	}{{"the caller with a plain deadline", p}, {"the caller whose deadline never ends its context", n}} {
+		if status.Code(r.err) != codes.DeadlineExceeded {
+			t.Errorf("%s got %v, want DEADLINE_EXCEEDED", r.who, r.err)
+		}
+		if r.took > allowed {
+			t.Errorf("%s returned after %v, want within %v (its %v deadline, the shared call's %v limit)",
+				r.who, r.took.Round(time.Millisecond), allowed, deadline, timeout+delay)
+		}
+	}
+	atkWaitFor(t, "the shared call's copies to end", func() bool { return fs.InFlight() == 0 })
+	if got := fs.Calls(atkGetStock); got != 2 {
+		t.Errorf("the server saw %d copies of the one shared call, want 2", got)
+	}
+	t.Logf("plain deadline: %v; deadline that never ends: %v", p.took.Round(time.Millisecond), n.took.Round(time.Millisecond))
 }
