@@ -359,16 +359,18 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			if pending == 0 {
 				return nil, firstOf(last, wait)
 			}
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return nil, statusFromContext(ctx.Err())
+		case <-hctx.Done():
+			// ctx's end, or its deadline by hctx's own timer (a copy
+			// whose context ended may give up sending its result).
+			if errors.Is(hctx.Err(), context.Canceled) {
+				return nil, statusFromContext(hctx.Err())
 			}
 			if last != nil && pending == 0 {
 				// Every copy sent failed (non-fatally: last never holds OK)
 				// and none is in flight: the last real error is the answer.
 				return nil, last
 			}
-			return nil, statusFromContext(ctx.Err())
+			return nil, statusFromContext(hctx.Err())
 		}
 	}
 }
