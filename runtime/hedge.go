@@ -99,7 +99,17 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	running := &hc.running
 	defer hc.refund(m) // once every copy has ended
 	defer running.Wait()
-	hctx, cancel := context.WithCancel(ctx)
+	// The copies' context ends at ctx's deadline by a timer of its own: a
+	// context of the program's may report a deadline its Done never
+	// closes at, and the wait below would then take its whole second
+	// (TestAttack27GHedgedCallWhoseDeadlineNeverEndsItsContext).
+	var hctx context.Context
+	var cancel context.CancelFunc
+	if dl, ok := ctx.Deadline(); ok {
+		hctx, cancel = context.WithDeadline(ctx, dl)
+	} else {
+		hctx, cancel = context.WithCancel(ctx)
+	}
 	defer func() {
 		// The copies still running are the losers, but for a call whose
 		// deadline has passed: a copy's DEADLINE_EXCEEDED (gRPC and the
@@ -108,8 +118,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		// flight would be judged as the caller's cancellation, nothing
 		// for the throttler and the breaker, where the deadline ended
 		// them (TestAttack27BHedgedCopiesTheDeadlineCutAreFailures). The
-		// timer is due: its end reaches hctx within its lateness (a second
-		// at most, for a context of the program's that never ends).
+		// timer is due (hctx's own): its end reaches hctx within its
+		// lateness (a second at most, whatever the lateness).
 		if dl, ok := ctx.Deadline(); ok && hctx.Err() == nil && !time.Now().Before(dl) {
 			t := time.NewTimer(time.Second)
 			select {
@@ -349,16 +359,18 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			if pending == 0 {
 				return nil, firstOf(last, wait)
 			}
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return nil, statusFromContext(ctx.Err())
+		case <-hctx.Done():
+			// ctx's end, or its deadline by hctx's own timer (a copy
+			// whose context ended may give up sending its result).
+			if errors.Is(hctx.Err(), context.Canceled) {
+				return nil, statusFromContext(hctx.Err())
 			}
 			if last != nil && pending == 0 {
 				// Every copy sent failed (non-fatally: last never holds OK)
 				// and none is in flight: the last real error is the answer.
 				return nil, last
 			}
-			return nil, statusFromContext(ctx.Err())
+			return nil, statusFromContext(hctx.Err())
 		}
 	}
 }

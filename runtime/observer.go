@@ -118,8 +118,11 @@ func (ev *events) emit(e Event) {
 	emitAll(ev.sinks, e)
 }
 
-// emitAll calls each sink with e; when one panics, the others after it
-// still receive e, and the first panic goes on.
+// emitAll calls each sink with e; when one panics, or ends its goroutine
+// (runtime.Goexit, as t.FailNow), the others after it still receive e,
+// and the first panic goes on (a later one's is dropped; with none, the
+// Goexit goes on): TestAttack27GTwoPanickingObserversTheFirstPanicGoesOn,
+// TestAttack27GGoexitInAnObserverTakesTheEventFromNone.
 func emitAll(sinks []func(Event), e Event) {
 	for i, sink := range sinks {
 		if i == len(sinks)-1 {
@@ -127,13 +130,24 @@ func emitAll(sinks []func(Event), e Event) {
 			return
 		}
 		func() {
+			returned := false
 			defer func() {
-				if r := recover(); r != nil {
+				if returned {
+					return
+				}
+				r := recover() // nil for a Goexit, which goes on once this returns
+				func() {
+					if r != nil {
+						defer func() { _ = recover() }() // the first panic goes on
+					}
 					emitAll(sinks[i+1:], e)
+				}()
+				if r != nil {
 					panic(r)
 				}
 			}()
 			sink(e)
+			returned = true
 		}()
 	}
 }
