@@ -273,12 +273,14 @@ func TestStreamReadsNoRequestAfterItOpened(t *testing.T) {
 // the time from the answering copy's return to the caller's.
 func BenchmarkHedgedCallEnd(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		delay time.Duration
-		hang  bool
+		name     string
+		delay    time.Duration
+		hang     bool
+		deadline bool // the caller's context has a deadline (an hour away)
 	}{
-		{"first=answers", 500 * time.Millisecond, false},
-		{"first=hangs", 20 * time.Microsecond, true},
+		{"first=answers", 500 * time.Millisecond, false, false},
+		{"first=hangs", 20 * time.Microsecond, true, false},
+		{"first=answers/deadline", 500 * time.Millisecond, false, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			rt, err := runtime.NewClient(&policy.Service{
@@ -303,6 +305,11 @@ func BenchmarkHedgedCallEnd(b *testing.B) {
 			}
 			req := &inventoryv1.GetStockRequest{Sku: "a"}
 			ctx := context.Background()
+			if bc.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
 			var after time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
