@@ -91,51 +91,14 @@ func atk27iLoop(t *testing.T, call func() error, callers int, until time.Time, t
 // the control: there the limit stays near 16.
 func TestAttack27IAFewInstantFailuresCollapseTheLimit(t *testing.T) {
 	atkNoLeak(t)
-	const callers = 16
-	build := func(b server.Behaviour, adaptive bool) (func() error, *prometheus.Registry) {
-		_, cc := startFault(t, b)
-		readyConn(t, cc)
-		reg := prometheus.NewRegistry()
-		c := adaptiveClient(t, cc, func(p *policy.Service) {
-			p.Breaker, p.ClientThrottle, p.Budget = nil, nil, nil
-			p.Bulkhead = &policy.Bulkhead{Permits: callers}
-			if adaptive {
-				p.AdaptiveLimit = &policy.AdaptiveLimit{Tolerance: 4}
-			}
-			m := atkMethod(p, atkGetStock)
-			m.Retry, m.Timeout, m.OverallTimeout = nil, time.Second, 0
-		}, runtime.WithRegisterer(reg))
-		return func() error { _, err := getStockOf(context.Background(), c); return err }, reg
-	}
-	static, _ := build(atk27iFailEvery(20, 5*time.Millisecond), false)
-	adapt, reg := build(atk27iFailEvery(20, 5*time.Millisecond), true)
-	control, creg := build(server.Slow(5*time.Millisecond), true)
-
-	var st, at, ct atk27iTally
-	var lowest, clowest atomic.Int64
-	lowest.Store(callers)
-	clowest.Store(callers)
-	var sum, samples atomic.Int64
-	until := time.Now().Add(600 * time.Millisecond)
-	var wg sync.WaitGroup
-	wg.Go(func() { atk27iLoop(t, static, callers, until, &st) })
-	wg.Go(func() { atk27iLoop(t, adapt, callers, until, &at) })
-	wg.Go(func() { atk27iLoop(t, control, callers, until, &ct) })
-	wg.Go(func() {
-		for time.Sleep(100 * time.Millisecond); time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
-			l := int64(metricValue(t, reg, "resilient_client_adaptive_limit"))
-			lowest.Store(min(lowest.Load(), l))
-			sum.Add(l)
-			samples.Add(1)
-			clowest.Store(min(clowest.Load(), int64(metricValue(t, creg, "resilient_client_adaptive_limit"))))
-		}
-	})
-	wg.Wait()
-	mean := float64(sum.Load()) / float64(max(samples.Load(), 1))
+	r := atk27iSideBySide(t, policy.AdaptiveLimit{Tolerance: 4},
+		atk27iFailEvery(20, 5*time.Millisecond), atk27iFailEvery(20, 5*time.Millisecond), server.Slow(5*time.Millisecond))
+	st, at, ct, mean := &r.st, &r.at, &r.ct, r.mean
+	lowest, clowest := r.lowest, r.clowest
 	t.Logf("static:   %d answers, %d UNAVAILABLE, %d refused, %d timed out", st.ok.Load(), st.unavailable.Load(), st.limited.Load(), st.timedOut.Load())
 	t.Logf("adaptive: %d answers, %d UNAVAILABLE, %d refused by the limit, %d timed out; limit mean %.1f, lowest %d",
-		at.ok.Load(), at.unavailable.Load(), at.limited.Load(), at.timedOut.Load(), mean, lowest.Load())
-	t.Logf("control (adaptive, no failures): %d answers, %d refused, %d timed out; lowest limit %d", ct.ok.Load(), ct.limited.Load(), ct.timedOut.Load(), clowest.Load())
+		at.ok.Load(), at.unavailable.Load(), at.limited.Load(), at.timedOut.Load(), mean, lowest)
+	t.Logf("control (adaptive, no failures): %d answers, %d refused, %d timed out; lowest limit %d", ct.ok.Load(), ct.limited.Load(), ct.timedOut.Load(), clowest)
 	if ct.limited.Load()*10 > ct.ok.Load() {
 		t.Logf("the control refused %d for %d answers: the machine's noise moves the limit too; the comparison below is still made", ct.limited.Load(), ct.ok.Load())
 	}
@@ -144,7 +107,7 @@ func TestAttack27IAFewInstantFailuresCollapseTheLimit(t *testing.T) {
 			"and refused %d calls by the limit (mean limit %.1f of 16, lowest %d); README: the limit refuses only above what the dependency "+
 			"serves in time, and a fast-failing dependency is the breaker's, not seen as overloaded by the limit: want at least 80 %% of the "+
 			"static client's answers and at most one refusal per 4 answers",
-			at.ok.Load(), st.ok.Load(), at.limited.Load(), mean, lowest.Load())
+			at.ok.Load(), st.ok.Load(), at.limited.Load(), mean, lowest)
 	}
 }
 
@@ -207,4 +170,62 @@ func TestAttack27IBThrottlerRefusesADependencyThatAcceptsMoreThanOneInK(t *testi
 			"and %d answers where no throttler would have about %d; README: a fifth to a quarter on this window (want at most 45 %%, %d)",
 			ok, sent, throttled, attempts, ok, attempts*2/5, attempts*45/100)
 	}
+}
+
+// atk27iRun is one side-by-side run of attack27i: 16 callers each on a
+// static client (a bulkhead of 16) against static, an adaptive one (the
+// limit al under the same bulkhead) against adapt, and an adaptive
+// control against control, for 600 ms, the adaptive limits sampled every
+// 5 ms after the first 100.
+type atk27iRun struct {
+	st, at, ct      atk27iTally
+	mean            float64 // the adaptive client's limit, on average
+	lowest, clowest int64   // the adaptive client's and the control's lowest limit
+}
+
+func atk27iSideBySide(t *testing.T, al policy.AdaptiveLimit, static, adapt, control server.Behaviour) *atk27iRun {
+	t.Helper()
+	const callers = 16
+	build := func(b server.Behaviour, adaptive bool) (func() error, *prometheus.Registry) {
+		_, cc := startFault(t, b)
+		readyConn(t, cc)
+		reg := prometheus.NewRegistry()
+		c := adaptiveClient(t, cc, func(p *policy.Service) {
+			p.Breaker, p.ClientThrottle, p.Budget = nil, nil, nil
+			p.Bulkhead = &policy.Bulkhead{Permits: callers}
+			if adaptive {
+				l := al
+				p.AdaptiveLimit = &l
+			}
+			m := atkMethod(p, atkGetStock)
+			m.Retry, m.Timeout, m.OverallTimeout = nil, time.Second, 0
+		}, runtime.WithRegisterer(reg))
+		return func() error { _, err := getStockOf(context.Background(), c); return err }, reg
+	}
+	sc, _ := build(static, false)
+	ac, reg := build(adapt, true)
+	cc, creg := build(control, true)
+	r := &atk27iRun{}
+	var lowest, clowest atomic.Int64
+	lowest.Store(callers)
+	clowest.Store(callers)
+	var sum, samples atomic.Int64
+	until := time.Now().Add(600 * time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Go(func() { atk27iLoop(t, sc, callers, until, &r.st) })
+	wg.Go(func() { atk27iLoop(t, ac, callers, until, &r.at) })
+	wg.Go(func() { atk27iLoop(t, cc, callers, until, &r.ct) })
+	wg.Go(func() {
+		for time.Sleep(100 * time.Millisecond); time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
+			l := int64(metricValue(t, reg, "resilient_client_adaptive_limit"))
+			lowest.Store(min(lowest.Load(), l))
+			sum.Add(l)
+			samples.Add(1)
+			clowest.Store(min(clowest.Load(), int64(metricValue(t, creg, "resilient_client_adaptive_limit"))))
+		}
+	})
+	wg.Wait()
+	r.mean = float64(sum.Load()) / float64(max(samples.Load(), 1))
+	r.lowest, r.clowest = lowest.Load(), clowest.Load()
+	return r
 }
