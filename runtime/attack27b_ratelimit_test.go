@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,31 +35,13 @@ func TestAttack27BWaitersThatLeaveNeverLetMoreThanTheRateThrough(t *testing.T) {
 		m := atkMethod(p, atkGetStock)
 		m.Retry, m.Timeout, m.OverallTimeout = nil, 10*time.Second, 0
 	})
-	var wg sync.WaitGroup
-	gate, stop := make(chan struct{}), make(chan struct{})
-	for range 48 {
-		wg.Go(func() {
-			<-gate
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				t := time.AfterFunc(time.Duration(rand.IntN(120))*time.Millisecond, cancel)
-				_, _ = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
-				t.Stop()
-				cancel()
-			}
-		})
-	}
-	begin := time.Now()
-	close(gate)
-	time.Sleep(600 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	took := time.Since(begin)
+	took := atkStorm(48, 600*time.Millisecond, func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		t := time.AfterFunc(time.Duration(rand.IntN(120))*time.Millisecond, cancel)
+		_, _ = c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+		t.Stop()
+		cancel()
+	})
 	sent, most := fs.Calls(atkGetStock), 2+int(took.Seconds()*20)+1
 	if sent > most {
 		t.Errorf("the server saw %d calls in %v from waiters that leave, a bucket of 2 at 20/s allows %d", sent, took, most)

@@ -260,63 +260,45 @@ func TestAttack27DEveryCallWaitsNoLongerThanItWasPromised(t *testing.T) {
 			broken = append(broken, fmt.Sprintf(format, args...))
 		}
 	}
-	var wg sync.WaitGroup
-	gate, stop := make(chan struct{}), make(chan struct{})
-	for range 32 {
-		wg.Go(func() {
-			<-gate
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				timeout := time.Duration(10+rand.IntN(290)) * time.Millisecond
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				dl, _ := ctx.Deadline()
-				start := time.Now()
-				_, err := c.GetStock(ctx, atk27dApple)
-				end := time.Now()
-				cancel()
-				took := end.Sub(start)
-				var re *runtime.Error
-				switch {
-				case err == nil:
-					ok.Add(1)
-					if took > maxWait+slack {
-						fail("a call that went took %v, its wait bounded by the max wait %v", took, maxWait)
-					}
-				case errors.Is(err, runtime.ErrRateLimited):
-					refused.Add(1)
-					switch {
-					case status.Code(err) != codes.ResourceExhausted || !errors.As(err, &re):
-						fail("a refusal: %v (%v), want RESOURCE_EXHAUSTED and a *runtime.Error", err, status.Code(err))
-					case took > slack:
-						fail("a refusal came after %v, want at once", took)
-					case re.RetryAfter <= maxWait && re.RetryAfter < dl.Sub(end):
-						fail("a refusal says a token in %v, within the max wait %v and the %v left to the deadline: the call could have waited (%v)",
-							re.RetryAfter, maxWait, dl.Sub(end), err)
-					}
-					// A refused caller pauses, as one would, rather than
-					// spin on the bucket's lock with 31 others.
-					time.Sleep(time.Duration(1+rand.IntN(10)) * time.Millisecond)
-				case status.Code(err) == codes.DeadlineExceeded:
-					late.Add(1)
-					if end.Sub(dl) > slack {
-						fail("a call that ran out of time ended %v after its deadline (%v)", end.Sub(dl), err)
-					}
-				default:
-					fail("a call failed otherwise: %v", err)
-				}
+	took := atkStorm(32, 500*time.Millisecond, func() {
+		timeout := time.Duration(10+rand.IntN(290)) * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		dl, _ := ctx.Deadline()
+		start := time.Now()
+		_, err := c.GetStock(ctx, atk27dApple)
+		end := time.Now()
+		cancel()
+		took := end.Sub(start)
+		var re *runtime.Error
+		switch {
+		case err == nil:
+			ok.Add(1)
+			if took > maxWait+slack {
+				fail("a call that went took %v, its wait bounded by the max wait %v", took, maxWait)
 			}
-		})
-	}
-	begin := time.Now()
-	close(gate)
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	took := time.Since(begin)
+		case errors.Is(err, runtime.ErrRateLimited):
+			refused.Add(1)
+			switch {
+			case status.Code(err) != codes.ResourceExhausted || !errors.As(err, &re):
+				fail("a refusal: %v (%v), want RESOURCE_EXHAUSTED and a *runtime.Error", err, status.Code(err))
+			case took > slack:
+				fail("a refusal came after %v, want at once", took)
+			case re.RetryAfter <= maxWait && re.RetryAfter < dl.Sub(end):
+				fail("a refusal says a token in %v, within the max wait %v and the %v left to the deadline: the call could have waited (%v)",
+					re.RetryAfter, maxWait, dl.Sub(end), err)
+			}
+			// A refused caller pauses, as one would, rather than
+			// spin on the bucket's lock with 31 others.
+			time.Sleep(time.Duration(1+rand.IntN(10)) * time.Millisecond)
+		case status.Code(err) == codes.DeadlineExceeded:
+			late.Add(1)
+			if end.Sub(dl) > slack {
+				fail("a call that ran out of time ended %v after its deadline (%v)", end.Sub(dl), err)
+			}
+		default:
+			fail("a call failed otherwise: %v", err)
+		}
+	})
 	for _, b := range broken {
 		t.Error(b)
 	}
