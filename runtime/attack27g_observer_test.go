@@ -216,8 +216,6 @@ func atk27gHedgedOpener(t *testing.T, minCalls int, delay time.Duration, log *at
 // Want: the call ends (its goroutine, or its return) at once, as it does
 // unhedged.
 func TestAttack27GGoexitInAnObserverOnAHedgedCopyHoldsTheCall(t *testing.T) {
-	t.Skip("defect, open (README Logs and events): runtime.Goexit (t.FailNow) in an observer on a hedged copy's goroutine " +
-		"ends the copy, and the call waits for it until its context ends; the hedge would have to pass the Goexit on to the caller")
 	atkNoLeak(t)
 	exits := &atk27gSink{act: goruntime.Goexit}
 	c := atk27gHedgedOpener(t, 1, 20*time.Millisecond, nil, exits.observe)

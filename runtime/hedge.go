@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		running.Add(1)
 		go func() {
 			defer running.Done()
+			returned := false
 			defer func() {
 				// A panic in a copy (an interceptor, a codec) is the caller's to
 				// see, as if it had made the call itself. Once the call has its
@@ -150,6 +152,16 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					case panics <- p: // unbuffered: taken only by a caller still waiting
 					case <-hctx.Done():
 						panic(p)
+					}
+				} else if !returned {
+					// runtime.Goexit (an observer's t.FailNow): the copy
+					// sends no result, and a caller still waiting would
+					// wait for it until its context ended. It is handed
+					// to the caller, whose goroutine ends as the call's
+					// would have unhedged.
+					select {
+					case panics <- copyGoexit{}:
+					case <-hctx.Done():
 					}
 				}
 			}()
@@ -185,6 +197,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			case results <- r:
 			case <-hctx.Done(): // the call is over (or ends now): nobody reads it
 			}
+			returned = true
 		}()
 	}
 
@@ -248,6 +261,9 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	for {
 		select {
 		case p := <-panics:
+			if _, ok := p.(copyGoexit); ok {
+				goruntime.Goexit() // the deferred cancel cuts the other copies
+			}
 			panic(p) // the deferred cancel cuts the other copies
 		case r := <-results:
 			pending--
@@ -374,3 +390,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		}
 	}
 }
+
+// copyGoexit is what a hedged copy whose goroutine runtime.Goexit ended
+// hands to the caller, in place of a panic.
+type copyGoexit struct{}
