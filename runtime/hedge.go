@@ -106,7 +106,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// (TestAttack27GHedgedCallWhoseDeadlineNeverEndsItsContext).
 	var hctx context.Context
 	var cancel context.CancelFunc
-	if dl, ok := ctx.Deadline(); ok {
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
 		hctx, cancel = context.WithDeadline(ctx, dl)
 	} else {
 		hctx, cancel = context.WithCancel(ctx)
@@ -119,15 +120,10 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		// flight would be judged as the caller's cancellation, nothing
 		// for the throttler and the breaker, where the deadline ended
 		// them (TestAttack27BHedgedCopiesTheDeadlineCutAreFailures). The
-		// timer is due (hctx's own): its end reaches hctx within its
-		// lateness (a second at most, whatever the lateness).
-		if dl, ok := ctx.Deadline(); ok && hctx.Err() == nil && !time.Now().Before(dl) {
-			t := time.NewTimer(time.Second)
-			select {
-			case <-hctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+		// timer is due, and hctx's own: its end reaches hctx within its
+		// lateness, whatever ctx does.
+		if hasDeadline && hctx.Err() == nil && !time.Now().Before(dl) {
+			<-hctx.Done()
 		}
 		cancel()
 	}()
