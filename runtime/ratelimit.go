@@ -117,8 +117,7 @@ func (r *rateLimiter) admit(ctx context.Context, now time.Time) (*rateWaiter, ti
 // token goes back to the bucket for them.
 func (r *rateLimiter) leave(w *rateWaiter, now time.Time) {
 	if w.granted {
-		r.refill(now)
-		r.tokens++ // serve caps it at Burst
+		r.tokens++ // serve refills, then caps at Burst
 	} else if i := slices.Index(r.queue, w); i >= 0 {
 		r.queue = slices.Delete(r.queue, i, i+1)
 	}
