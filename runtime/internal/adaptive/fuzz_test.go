@@ -74,11 +74,16 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	}
 	mean := sum / int64(len(m.samples))
 	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, mean})
-	allowed := m.p.Tolerance * float64(m.baseline(now))
+	// "Times slower than the baseline" is the ratio, as the package doc
+	// says: a round of exactly Tolerance times the baseline is not too
+	// slow. (Written as mean > Tolerance×baseline, the product rounds: the
+	// fuzzer found 1050 ms over a 375 ms baseline at a Tolerance of 2.8
+	// judged too slow.)
+	slower := float64(mean) / float64(max(m.baseline(now), 1))
 	target := m.value
 	switch {
-	case float64(mean) > allowed:
-		target = m.value * math.Max(0.5, allowed/float64(mean))
+	case slower > m.p.Tolerance:
+		target = m.value * math.Max(0.5, m.p.Tolerance/slower)
 	case 2*float64(m.peak) >= math.Floor(m.value):
 		target = m.value + math.Sqrt(m.value)
 	}
