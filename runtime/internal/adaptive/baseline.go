@@ -41,3 +41,12 @@ func (b *baseline) observe(now, rtt int64) int64 {
 	}
 	return least
 }
+
+// restart forgets every RTT kept and keeps rtt, of a round that ended at
+// now, alone.
+func (b *baseline) restart(now, rtt int64) {
+	for i := range b.buckets {
+		b.buckets[i].epoch = -1
+	}
+	b.observe(now, rtt)
+}

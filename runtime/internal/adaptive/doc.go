@@ -36,6 +36,20 @@
 //     client's limit does not creep to the maximum. Beyond it, the limit
 //     shrinks in proportion, to limit × Tolerance × baseline / RTT, but by
 //     no more than half. Either change is applied by the share Smoothing.
+//   - Not queueing: a queue's wait shortens with the calls ahead in it, a
+//     dependency whose own latency moved stays as slow with fewer. A run
+//     of rounds beyond the tolerance keeps a reference round: its mean of
+//     the calls in flight its successes were admitted with (Token carries
+//     it) and its gradient, the gradient taken from the latest round at
+//     more than three quarters of that load. A round of the run admitted
+//     with at most three quarters of the reference's load (or at MinLimit)
+//     that is not 15 % faster restarts every baseline from itself and
+//     counts as within the tolerance; one that is faster becomes the
+//     reference. A round within the tolerance, or a drop, ends the run.
+//     (TestSlowWithoutQueueingIsTheNewBaseline: 40 ms to 4 s without a
+//     queue, the limit dips and is back within a minute;
+//     TestQueueWithoutTimeoutsShrinksByLatency: a queue still takes it
+//     from 37 to about 3.)
 //   - A drop (a timeout, an overload refusal) halves the limit at once,
 //     unsmoothed; drops of calls admitted before the last halving do not
 //     halve it again, so it halves once per round trip, as TCP does on a
@@ -73,8 +87,10 @@
 //     consistent ones go most of the way.
 //   - BaselineWindow 30 s: the baseline forgets a latency that no longer
 //     occurs within 30 s, so a dependency that became slower for good (a new
-//     release, a farther replica) is accepted as it is after 30 s, while a
-//     slowdown shorter than that is judged against the latency before it.
+//     release, a farther replica) is accepted as it is after 30 s at the
+//     latest (sooner when the not-queueing rule sees it), while a slowdown
+//     shorter than that that follows the load is judged against the latency
+//     before it.
 //
 // # Composition
 //

@@ -18,23 +18,29 @@ type model struct {
 	round    uint64
 	halvedIn uint64
 	samples  []int64
+	loads    int64 // Σ of the samples' calls in flight at their acquire
 	peak     int
 	rounds   []struct{ at, rtt int64 }
+	// ref is the reference round of a run of slow rounds (load 0: none).
+	ref struct{ load, gradient float64 }
 }
 
-type modelToken struct{ round uint64 }
+type modelToken struct {
+	round uint64
+	load  int
+}
 
 func (m *model) acquire() (modelToken, bool) {
 	if m.inFlight >= int(m.value) {
 		return modelToken{}, false
 	}
 	m.inFlight++
-	return modelToken{m.round}, true
+	return modelToken{m.round, m.inFlight}, true
 }
 
 func (m *model) setLimit(v float64) {
 	m.value = math.Min(math.Max(v, float64(m.p.MinLimit)), float64(m.p.MaxLimit))
-	m.samples, m.peak = nil, 0
+	m.samples, m.peak, m.loads = nil, 0, 0
 	m.round++
 }
 
@@ -57,6 +63,7 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 		return
 	}
 	if o == Dropped {
+		m.ref.load = 0
 		if t.round >= m.halvedIn {
 			m.setLimit(math.Max(m.value/2, float64(m.p.MinLimit)))
 			m.halvedIn = m.round
@@ -65,6 +72,7 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	}
 	m.samples = append(m.samples, min(int64(rtt), int64(time.Hour)))
 	m.peak = max(m.peak, inFlight)
+	m.loads += int64(t.load)
 	if t.round != m.round {
 		return
 	}
@@ -80,6 +88,25 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	// fuzzer found 1050 ms over a 375 ms baseline at a Tolerance of 2.8
 	// judged too slow.)
 	slower := float64(mean) / float64(max(m.baseline(now), 1))
+	// Not queueing: a slow round admitted at no more than three quarters
+	// of its run's first load (or at the lowest limit) and not 15 % faster
+	// than the run's latest round above that restarts the baseline from
+	// itself; a faster one starts the comparison again from itself.
+	load := float64(m.loads) / float64(len(m.samples))
+	switch {
+	case slower <= m.p.Tolerance:
+		m.ref.load = 0
+	case m.ref.load == 0:
+		m.ref.load, m.ref.gradient = load, slower
+	case 4*load > 3*m.ref.load && m.value > float64(m.p.MinLimit):
+		m.ref.gradient = slower
+	case 20*slower < 17*m.ref.gradient:
+		m.ref.load, m.ref.gradient = load, slower
+	default:
+		m.ref.load = 0
+		m.rounds = append(m.rounds[:0], m.rounds[len(m.rounds)-1])
+		slower = 1
+	}
 	target := m.value
 	switch {
 	case slower > m.p.Tolerance:

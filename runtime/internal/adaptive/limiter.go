@@ -128,6 +128,7 @@ const (
 // released as a no-op.
 type Token struct {
 	round uint64
+	load  int32 // the calls in flight with this one when it was admitted
 	held  bool
 }
 
@@ -147,6 +148,14 @@ type Limiter struct {
 	value    float64 // the limit
 	halvedIn uint64  // the round that began at the last halving
 	peak     int64   // the most calls in flight seen by a Release of the current round
+	load     int64   // Σ Token.load over the current round's successes
+	// ref is the reference round of the current run of rounds too slow for
+	// the tolerance (see notQueueing): the mean calls in flight its
+	// successes were admitted with (0 for no run), and its gradient.
+	ref struct {
+		load     float64
+		gradient float64
+	}
 	// classes are the kinds of answer with a latency of their own
 	// (ReleaseAs), each with its baseline and the successes of the current
 	// round; touched lists those that have some.
@@ -198,7 +207,7 @@ func (l *Limiter) Acquire() (Token, bool) {
 			return Token{}, false
 		}
 		if l.inFlight.CompareAndSwap(n, n+1) {
-			return Token{round: l.round.Load(), held: true}, true
+			return Token{round: l.round.Load(), load: int32(min(n+1, math.MaxInt32)), held: true}, true
 		}
 	}
 }
@@ -238,6 +247,7 @@ func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now 
 	l.mu.Lock()
 	switch {
 	case o == Dropped:
+		l.ref.load = 0
 		if t.round >= l.halvedIn {
 			l.halvedIn = l.nextRound(max(l.value/2, float64(l.p.MinLimit)))
 		}
@@ -252,6 +262,7 @@ func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now 
 		c.sum += min(int64(rtt), maxRTT)
 		c.successes++
 		l.peak = max(l.peak, n)
+		l.load += int64(t.load)
 		if t.round == l.round.Load() {
 			l.endRound(max(now, 0))
 		}
@@ -286,6 +297,16 @@ func (l *Limiter) endRound(now int64) {
 		successes += c.successes
 	}
 	gradient := slower / float64(successes)
+	if l.notQueueing(gradient, float64(l.load)/float64(successes)) {
+		// The latency this round measured is the dependency's own now:
+		// each class's baseline starts again from it.
+		for _, i := range l.touched {
+			if c := l.class(i); c.successes > 0 {
+				c.baseline.restart(now, c.sum/c.successes)
+			}
+		}
+		gradient = 1
+	}
 	target := l.value
 	if gradient <= l.p.Tolerance {
 		if 2*float64(l.peak) >= math.Floor(l.value) {
@@ -297,6 +318,36 @@ func (l *Limiter) endRound(now int64) {
 	l.nextRound(l.value + l.p.Smoothing*(target-l.value))
 }
 
+// notQueueing reports whether a round of the given gradient, admitted with
+// load calls in flight on average, shows that the dependency's latency
+// moved without a queue. A queue's wait shortens with the calls ahead in it
+// (by Little's law, in proportion to them); a dependency that became
+// slower, or whose fastest rounds were luck, does not. So a run of rounds
+// too slow for the tolerance keeps a reference: the load of its first
+// round, and the gradient of its latest round at more than three quarters
+// of that load (the latest, for a queue that still builds grows slower
+// round by round). A round of the run admitted with at most three quarters
+// of that load (or at the lowest limit, where fewer cannot be tried) that
+// is not 15 % faster than the reference says not queueing; one that is
+// faster becomes the reference for the rounds at still fewer calls. A
+// round within the tolerance, or a drop, ends the run. l.mu is held.
+func (l *Limiter) notQueueing(gradient, load float64) bool {
+	r := &l.ref
+	switch {
+	case gradient <= l.p.Tolerance:
+		r.load = 0
+		return false
+	case r.load != 0 && 4*load > 3*r.load && l.value > float64(l.p.MinLimit):
+		r.gradient = gradient
+		return false
+	case r.load == 0 || 20*gradient < 17*r.gradient:
+		r.load, r.gradient = load, gradient
+		return false
+	}
+	r.load = 0
+	return true
+}
+
 // nextRound sets the limit to v, kept within [MinLimit, MaxLimit], and
 // begins a new round, which it returns; l.mu is held.
 func (l *Limiter) nextRound(v float64) uint64 {
@@ -306,6 +357,6 @@ func (l *Limiter) nextRound(v float64) uint64 {
 		c := l.class(i)
 		c.sum, c.successes = 0, 0
 	}
-	l.touched, l.peak = l.touched[:0], 0
+	l.touched, l.peak, l.load = l.touched[:0], 0, 0
 	return l.round.Add(1)
 }
