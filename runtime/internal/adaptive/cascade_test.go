@@ -168,11 +168,16 @@ func TestCascade(t *testing.T) {
 // dependency queues, by at most a quarter per round: slower, which is why
 // the attempt timeout and the drop it produces matter. Here its latency
 // steps from 40 ms to 400 ms × in flight / 2 (it serves two at once, in
-// 400 ms, and queues the rest). A round may last two round trips: when
-// the limit falls, the calls in flight were admitted in the round before,
-// and only a call admitted after the round began ends it.
+// 400 ms, and queues the rest): at 37 in flight a round lasts 7 s. A
+// round may last two round trips: when the limit falls, the calls in
+// flight were admitted in the round before, and only a call admitted
+// after the round began ends it. The baseline window is 5 minutes, so
+// that it is the queue, not the window forgetting 40 ms, that the limit
+// follows (with 30 s, the baseline forgets 40 ms half-way down, and the
+// limit holds where the queue is at the latency it then remembers).
 func TestQueueWithoutTimeoutsShrinksByLatency(t *testing.T) {
 	c := newCascade(t, 60)
+	c.l = mustNew(t, Policy{BaselineWindow: 5 * time.Minute})
 	c.timeout = time.Hour
 	c.latency = func(at time.Duration, inFlight int) time.Duration {
 		if at >= 10*time.Second {
@@ -182,27 +187,30 @@ func TestQueueWithoutTimeoutsShrinksByLatency(t *testing.T) {
 	}
 	c.run(10*time.Second, nil)
 	before := c.l.Limit()
-	c.run(40*time.Second, nil)
-	// Once the rounds at one and two calls in flight, equally slow, have
-	// made 400 ms the baseline, the limit settles about 2 × tolerance (3),
-	// where the queue adds half the unloaded latency, overshooting by a
-	// round's growth: at most 6, against 37 before.
-	if got := c.l.Limit(); got > 6 {
-		t.Errorf("limit after 30 s of a queue that serves 2 at once = %d, want at most 6 (from %d)", got, before)
+	c.run(70*time.Second, nil)
+	// Once rounds at one and two calls in flight, equally slow, have made
+	// 400 ms the baseline (the not-queueing rule at min_limit), the limit
+	// settles about 2 × tolerance (3), where the queue adds half the
+	// unloaded latency, overshooting by a round's growth: at most 7,
+	// against 37 before.
+	if got := c.l.Limit(); got > 7 {
+		t.Errorf("limit after 60 s of a queue that serves 2 at once = %d, want at most 7 (from %d)", got, before)
 	}
 	var high int
-	c.run(60*time.Second, func(time.Duration) { high = max(high, c.l.Limit()) })
-	if high > 6 {
-		t.Errorf("the limit rose to %d in the next 20 s of the queue, want at most 6", high)
+	c.run(130*time.Second, func(time.Duration) { high = max(high, c.l.Limit()) })
+	if high > 7 {
+		t.Errorf("the limit rose to %d in the next 60 s of the queue, want at most 7", high)
 	}
 }
 
 // A dependency whose latency steps from 40 ms to 4 s whatever is in flight
 // (it does more per call, without queueing) serves as many calls at once
-// as before: the not-queueing rule sees that the rounds admitted with a
-// quarter fewer calls are as slow, takes the new latency as the baseline,
-// and the limit grows back. Without a timeout, nothing else says that 4 s
-// is too slow (with one, the drops halve the limit: TestCascade).
+// as before: the not-queueing rule sees that two rounds in a row admitted
+// with a quarter fewer calls are as slow, takes the new latency as the
+// baseline, and the limit grows back. Rounds last 4 s here, so the two
+// rounds it needs at fewer calls take the limit from 37 to about 15
+// first. Without a timeout, nothing else says that 4 s is too slow (with
+// one, the drops halve the limit: TestCascade).
 func TestSlowWithoutQueueingIsTheNewBaseline(t *testing.T) {
 	c := newCascade(t, 60)
 	c.timeout = time.Hour
@@ -215,12 +223,12 @@ func TestSlowWithoutQueueingIsTheNewBaseline(t *testing.T) {
 	c.run(10*time.Second, nil)
 	before := c.l.Limit()
 	low := before
-	c.run(30*time.Second, func(time.Duration) { low = min(low, c.l.Limit()) })
-	if low < before/2 || low >= before {
-		t.Errorf("in the 20 s after the step the limit fell from %d to %d, want below it (a few rounds to tell) and not below half", before, low)
+	c.run(40*time.Second, func(time.Duration) { low = min(low, c.l.Limit()) })
+	if low < before/3 || low >= before {
+		t.Errorf("in the 30 s after the step the limit fell from %d to %d, want below it (a few rounds to tell) and not below a third", before, low)
 	}
-	c.run(70*time.Second, nil)
+	c.run(90*time.Second, nil)
 	if got := c.l.Limit(); got < before {
-		t.Errorf("limit 60 s after a step without queueing = %d, want back at %d or above", got, before)
+		t.Errorf("limit 80 s after a step without queueing = %d, want back at %d or above", got, before)
 	}
 }

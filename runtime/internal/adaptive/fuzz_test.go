@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,8 +22,12 @@ type model struct {
 	loads    int64 // Σ of the samples' calls in flight at their acquire
 	peak     int
 	rounds   []struct{ at, rtt int64 }
+	least    int64 // the baseline of the last round, 0 before one
 	// ref is the reference round of a run of slow rounds (load 0: none).
-	ref struct{ load, gradient float64 }
+	ref struct {
+		load, gradient, gload float64
+		once                  bool
+	}
 }
 
 type modelToken struct {
@@ -76,32 +81,51 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	if t.round != m.round {
 		return
 	}
-	var sum int64
-	for _, s := range m.samples {
-		sum += s
-	}
-	mean := sum / int64(len(m.samples))
-	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, mean})
+	// The round's RTT: the median of its first roundSamples successes (the
+	// mean of the two middle ones of an even count, each halved first).
+	first := slices.Clone(m.samples[:min(len(m.samples), roundSamples)])
+	slices.Sort(first)
+	median := first[(len(first)-1)/2]/2 + first[len(first)/2]/2
+	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, median})
 	// "Times slower than the baseline" is the ratio, as the package doc
 	// says: a round of exactly Tolerance times the baseline is not too
-	// slow. (Written as mean > Tolerance×baseline, the product rounds: the
-	// fuzzer found 1050 ms over a 375 ms baseline at a Tolerance of 2.8
+	// slow. (Written as median > Tolerance×baseline, the product rounds:
+	// the fuzzer found 1050 ms over a 375 ms baseline at a Tolerance of 2.8
 	// judged too slow.)
-	slower := float64(mean) / float64(max(m.baseline(now), 1))
-	// Not queueing: a slow round admitted at no more than three quarters
-	// of its run's first load (or at the lowest limit) and not 15 % faster
-	// than the run's latest round above that restarts the baseline from
-	// itself; a faster one starts the comparison again from itself.
+	// The gradient is the round's weight times its median over the
+	// baseline, over its weight (the limiter sums that over its classes:
+	// the same arithmetic for one). A baseline that moved since the last
+	// round rescales the reference gradient of a slow run to the new one.
+	b := m.baseline(now)
+	if m.least == 0 {
+		m.least = b
+	}
+	n := float64(len(m.samples))
+	now1 := n * float64(median) / float64(max(b, 1))
+	then := n * float64(median) / float64(max(m.least, 1))
+	m.least = b
+	slower := now1 / n
+	if m.ref.load != 0 && then != now1 {
+		m.ref.gradient *= now1 / then
+	}
+	// Not queueing: two slow rounds in a row admitted at no more than
+	// three quarters of their run's first load (or at the lowest limit),
+	// neither 15 % faster than the run's latest round above that, restart
+	// the baseline from the second; a faster one starts the comparison
+	// again from itself.
 	load := float64(m.loads) / float64(len(m.samples))
 	switch {
 	case slower <= m.p.Tolerance:
 		m.ref.load = 0
 	case m.ref.load == 0:
-		m.ref.load, m.ref.gradient = load, slower
+		m.ref.load, m.ref.gradient, m.ref.gload, m.ref.once = load, slower, load, false
 	case 4*load > 3*m.ref.load && m.value > float64(m.p.MinLimit):
-		m.ref.gradient = slower
+		m.ref.gradient, m.ref.gload, m.ref.once = slower, load, false
+	case 4*load > 3*m.ref.gload && m.value > float64(m.p.MinLimit):
 	case 20*slower < 17*m.ref.gradient:
-		m.ref.load, m.ref.gradient = load, slower
+		m.ref.load, m.ref.gradient, m.ref.gload, m.ref.once = load, slower, load, false
+	case !m.ref.once:
+		m.ref.once = true
 	default:
 		m.ref.load = 0
 		m.rounds = append(m.rounds[:0], m.rounds[len(m.rounds)-1])
@@ -171,7 +195,7 @@ func FuzzLimiter(f *testing.F) {
 				now += int64(prog.Next()) * int64(10*time.Millisecond)
 			}
 			// The limiter judges a round answer by answer against each
-			// method's baseline, the model by the round's mean: the same
+			// method's baseline, the model by the round's median: the same
 			// value but for the last bits of the float (1 ulp, found by
 			// the fuzzer). Within 1e-9 of it, the model takes the
 			// limiter's value, so that no rounding accumulates.

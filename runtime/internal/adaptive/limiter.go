@@ -47,8 +47,8 @@ var Defaults = Policy{
 // MaxLimit is the largest MaxLimit a Policy may have.
 const MaxLimit = contract.MaxAdaptiveLimit
 
-// maxRTT caps one call's RTT, so that the sum of a round's RTTs cannot
-// overflow: a round holds at most MaxLimit+1 successes.
+// maxRTT caps one call's RTT: a round's median of an hour or more says
+// as much as an hour.
 const maxRTT = int64(time.Hour)
 
 // WithCeiling returns p under a static bulkhead of permits: MaxLimit, its
@@ -151,10 +151,13 @@ type Limiter struct {
 	load     int64   // Σ Token.load over the current round's successes
 	// ref is the reference round of the current run of rounds too slow for
 	// the tolerance (see notQueueing): the mean calls in flight its
-	// successes were admitted with (0 for no run), and its gradient.
+	// successes were admitted with (0 for no run), its gradient, and
+	// whether the round before this one already said not queueing.
 	ref struct {
 		load     float64
 		gradient float64
+		gload    float64 // the load of the round whose gradient is gradient
+		once     bool
 	}
 	// classes are the kinds of answer with a latency of their own
 	// (ReleaseAs), each with its baseline and the successes of the current
@@ -166,9 +169,13 @@ type Limiter struct {
 // class is one kind of answer's latency: its baseline, and the RTTs of its
 // successes in the current round.
 type class struct {
-	baseline  baseline
-	sum       int64 // nanoseconds
+	baseline baseline
+	// rtts are the RTTs of the round's first roundSamples successes
+	// (nanoseconds), of which the round's RTT is the median.
+	rtts      [roundSamples]int64
 	successes int64
+	least     int64 // the baseline its last round was judged by; 0 before one
+
 }
 
 // MaxClasses bounds the classes of a Limiter: a class passed to ReleaseAs
@@ -259,7 +266,9 @@ func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now 
 		if c.successes == 0 {
 			l.touched = append(l.touched, cls)
 		}
-		c.sum += min(int64(rtt), maxRTT)
+		if c.successes < roundSamples {
+			c.rtts[c.successes] = min(int64(rtt), maxRTT)
+		}
 		c.successes++
 		l.peak = max(l.peak, n)
 		l.load += int64(t.load)
@@ -281,28 +290,39 @@ func (l *Limiter) class(cls int) *class {
 
 // endRound moves the limit by the round that ends at now; l.mu is held.
 // The round's gradient is the mean, over its successes, of how many times
-// its class's baseline each took (for one class: the round's mean RTT over
-// the baseline).
+// its class's baseline its class's median took (for one class: the
+// round's median RTT over the baseline).
 func (l *Limiter) endRound(now int64) {
-	var slower float64 // Σ successes × mean RTT / baseline, per class
+	var slower float64 // Σ successes × median RTT / baseline, per class
+	var before float64 // the same against the baselines of each class's last round
 	var successes int64
 	for _, i := range l.touched {
 		c := l.class(i)
 		if c.successes == 0 {
 			continue
 		}
-		rtt := c.sum / c.successes
+		rtt := c.median()
 		least := c.baseline.observe(now, rtt)
+		if c.least == 0 {
+			c.least = least
+		}
 		slower += float64(c.successes) * float64(rtt) / float64(max(least, 1))
+		before += float64(c.successes) * float64(rtt) / float64(max(c.least, 1))
+		c.least = least
 		successes += c.successes
 	}
 	gradient := slower / float64(successes)
+	if l.ref.load != 0 && before != slower {
+		// A baseline moved (the window forgot its least): the reference's
+		// gradient is rescaled to the baselines this round is judged by.
+		l.ref.gradient *= slower / before
+	}
 	if l.notQueueing(gradient, float64(l.load)/float64(successes)) {
 		// The latency this round measured is the dependency's own now:
 		// each class's baseline starts again from it.
 		for _, i := range l.touched {
 			if c := l.class(i); c.successes > 0 {
-				c.baseline.restart(now, c.sum/c.successes)
+				c.baseline.restart(now, c.median())
 			}
 		}
 		gradient = 1
@@ -326,11 +346,13 @@ func (l *Limiter) endRound(now int64) {
 // too slow for the tolerance keeps a reference: the load of its first
 // round, and the gradient of its latest round at more than three quarters
 // of that load (the latest, for a queue that still builds grows slower
-// round by round). A round of the run admitted with at most three quarters
-// of that load (or at the lowest limit, where fewer cannot be tried) that
-// is not 15 % faster than the reference says not queueing; one that is
-// faster becomes the reference for the rounds at still fewer calls. A
-// round within the tolerance, or a drop, ends the run. l.mu is held.
+// round by round). Two rounds of the run in a row admitted with at most
+// three quarters of that load (or at the lowest limit, where fewer cannot
+// be tried), neither 15 % faster than the reference, say not queueing (two,
+// so that one round straddling a change of the dependency's capacity, or
+// of luck, does not); one that is faster becomes the reference for the
+// rounds at still fewer calls. A round within the tolerance, or a drop,
+// ends the run. l.mu is held.
 func (l *Limiter) notQueueing(gradient, load float64) bool {
 	r := &l.ref
 	switch {
@@ -338,10 +360,18 @@ func (l *Limiter) notQueueing(gradient, load float64) bool {
 		r.load = 0
 		return false
 	case r.load != 0 && 4*load > 3*r.load && l.value > float64(l.p.MinLimit):
-		r.gradient = gradient
+		r.gradient, r.gload, r.once = gradient, load, false
+		return false
+	case r.load != 0 && 4*load > 3*r.gload && l.value > float64(l.p.MinLimit):
+		// Fewer calls than the run's first round, but not a quarter fewer
+		// than the round whose gradient is the reference: too close to it
+		// to tell a queue from a steady latency.
 		return false
 	case r.load == 0 || 20*gradient < 17*r.gradient:
-		r.load, r.gradient = load, gradient
+		r.load, r.gradient, r.gload, r.once = load, gradient, load, false
+		return false
+	case !r.once:
+		r.once = true
 		return false
 	}
 	r.load = 0
@@ -355,8 +385,24 @@ func (l *Limiter) nextRound(v float64) uint64 {
 	l.limit.Store(int64(l.value))
 	for _, i := range l.touched {
 		c := l.class(i)
-		c.sum, c.successes = 0, 0
+		c.successes = 0
 	}
 	l.touched, l.peak, l.load = l.touched[:0], 0, 0
 	return l.round.Add(1)
+}
+
+// roundSamples bounds the RTTs a class keeps of a round: its median is
+// that of the round's first roundSamples successes.
+const roundSamples = 32
+
+// median returns the median of the RTTs c kept of the round, which
+// has at least one; it sorts them in place.
+func (c *class) median() int64 {
+	r := c.rtts[:min(c.successes, roundSamples)]
+	for i := 1; i < len(r); i++ {
+		for j := i; j > 0 && r[j] < r[j-1]; j-- {
+			r[j], r[j-1] = r[j-1], r[j]
+		}
+	}
+	return r[(len(r)-1)/2]/2 + r[len(r)/2]/2
 }

@@ -252,15 +252,17 @@ func TestLatencyBeyondToleranceShrinksTheLimit(t *testing.T) {
 	}
 }
 
-// A round's RTT is the mean of every success returned during it, those of
-// calls admitted in earlier rounds included.
-func TestTheMeanOfTheRoundIsItsRTT(t *testing.T) {
+// A round's RTT is the median of the successes returned during it, those
+// of calls admitted in earlier rounds included: a tail does not move it, a
+// queue that slows half of them does.
+func TestTheMedianOfTheRoundIsItsRTT(t *testing.T) {
 	for _, c := range []struct {
-		last time.Duration
+		rtts []time.Duration // of three earlier calls, then of the round's own
 		grow bool
 	}{
-		{120 * ms, true},  // (3 × 40 + 120) / 4 = 60 ms: at the tolerance
-		{200 * ms, false}, // (3 × 40 + 200) / 4 = 80 ms: beyond it
+		{[]time.Duration{40 * ms, 40 * ms, 40 * ms, time.Second}, true}, // median 40 ms: a tail
+		{[]time.Duration{40 * ms, 40 * ms, 80 * ms, 80 * ms}, true},     // (40 + 80) / 2 = 60 ms: at the tolerance
+		{[]time.Duration{40 * ms, 200 * ms, 40 * ms, 200 * ms}, false},  // 120 ms: beyond it
 	} {
 		l := mustNew(t, Policy{InitialLimit: 4})
 		round(t, l, 4, 40*ms, base) // baseline 40 ms
@@ -268,16 +270,38 @@ func TestTheMeanOfTheRoundIsItsRTT(t *testing.T) {
 		l.Release(old[0], Success, 40*ms, base.Add(time.Second)) // ends that round
 		v := l.value
 		own := acquireN(t, l, 1)[0]
-		for _, tok := range old[1:] {
-			l.Release(tok, Success, 40*ms, base.Add(time.Second))
+		for i, tok := range old[1:] {
+			l.Release(tok, Success, c.rtts[i], base.Add(time.Second))
 		}
 		if l.value != v {
 			t.Fatalf("returns of an earlier round's calls ended the round: %v → %v", v, l.value)
 		}
-		l.Release(own, Success, c.last, base.Add(time.Second))
+		l.Release(own, Success, c.rtts[3], base.Add(time.Second))
 		if grew := l.value > v; grew != c.grow {
-			t.Errorf("last sample %v: limit %v → %v, want growth %v", c.last, v, l.value, c.grow)
+			t.Errorf("samples %v: limit %v → %v, want growth %v", c.rtts, v, l.value, c.grow)
 		}
+	}
+}
+
+// The median is of a round's first roundSamples successes: the later ones
+// count for the round's weight only.
+func TestTheRoundsMedianIsOfItsFirstSuccesses(t *testing.T) {
+	l := mustNew(t, Policy{InitialLimit: 100, MaxLimit: 200})
+	round(t, l, 100, 40*ms, base) // baseline 40 ms
+	old := acquireN(t, l, 100)
+	l.Release(old[0], Success, 40*ms, base.Add(time.Second)) // ends that round
+	v := l.value
+	own := acquireN(t, l, 1)[0]
+	for i, tok := range old[1:] {
+		rtt := 40 * ms
+		if i >= roundSamples {
+			rtt = time.Second // 67 of 100: the mean and the true median are far beyond the tolerance
+		}
+		l.Release(tok, Success, rtt, base.Add(time.Second))
+	}
+	l.Release(own, Success, time.Second, base.Add(time.Second))
+	if l.value <= v {
+		t.Errorf("limit %v → %v: want growth, the first %d successes being at the baseline", v, l.value, roundSamples)
 	}
 }
 
