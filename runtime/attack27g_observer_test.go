@@ -377,13 +377,12 @@ const atk27gDeadlineRounds = 10
 // (minimum_calls 2) on that copy's goroutine, and the observer panics. The
 // call is still waiting for its copies then (it returns once every copy has
 // ended), so the panic has a caller to reach; a child process makes 10
-// such calls, each on a client of its own. Today the copy hands the panic
-// over only if the hedge is still reading its copies' answers: once it has
-// its answer and waits for the copies to end, the copy panics on its own
-// goroutine and the program dies.
+// such calls, each on a client of its own. Before, the copy handed the
+// panic over only if the hedge was still reading its copies' answers: once
+// it had its answer and waited for the copies to end, the copy panicked on
+// its own goroutine and the program died. Now the call panics with it once
+// every copy has ended.
 func TestAttack27GObserverPanicAtADeadlineCutCopyReachesTheCaller(t *testing.T) {
-	t.Skip("open, as documented (README Failures and answers: a losing copy that panics once the call has its answer ends " +
-		"the program): the call waits for the deadline-cut copy, which could hand its panic to the caller instead")
 	if os.Getenv("ATTACK27G_CHILD") == "deadline-copy" {
 		atk27gChildDeadlineCopy(t)
 		return

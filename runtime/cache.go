@@ -357,8 +357,9 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 		// A panic in the call is the callers' to see, as if they had made
 		// the call themselves, not a crash of a goroutine of the runtime.
 		// With no caller left, nobody can see it: it goes on here, on the
-		// call's own goroutine, as a hedged copy's that lost (a panic is
-		// never swallowed).
+		// call's own goroutine (a panic is never swallowed). A hedged
+		// copy's panic reaches this goroutine as any caller's (see
+		// hedgedCall.wait).
 		if r := recover(); r != nil {
 			f.panicked = r
 			if !m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now()) {

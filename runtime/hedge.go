@@ -41,6 +41,42 @@ type hedgedCall[Req, Resp any] struct {
 	sent      atomic.Int32 // copies let through (invocation.copiesSent)
 	charged   []int64
 	chargedAt [4]int64
+	// panicked is the first copy's panic (copyGoexit for a copy whose
+	// goroutine runtime.Goexit ended), nil until then; later copies'
+	// panics are dropped (the first goes on, as emitAll's). One pointer,
+	// allocated by a copy that panics: the call's allocation keeps its
+	// size class.
+	panicked atomic.Pointer[copyPanic]
+}
+
+// copyPanic is what a hedged copy panicked with.
+type copyPanic struct{ p any }
+
+// fail hands a copy's panic p (copyGoexit for a runtime.Goexit) to the
+// call: the first one is kept and closes panics, which wakes the call's
+// loop; the others are dropped.
+func (hc *hedgedCall[Req, Resp]) fail(panics chan struct{}, p any) {
+	if hc.panicked.CompareAndSwap(nil, &copyPanic{p}) {
+		close(panics)
+	}
+}
+
+// wait waits for every copy to end; then, for a call that came to its end
+// (finished: not one whose own goroutine panics or ends by
+// runtime.Goexit, whose panic goes on alone), it goes on with the first
+// copy's panic or runtime.Goexit, if a copy had one: whether the call
+// was still reading its copies' answers then or waiting for its losers
+// to end (TestAttack27GObserverPanicAtADeadlineCutCopyReachesTheCaller).
+func (hc *hedgedCall[Req, Resp]) wait(finished *bool) {
+	hc.running.Wait()
+	cp := hc.panicked.Load()
+	if !*finished || cp == nil {
+		return
+	}
+	if _, ok := cp.p.(copyGoexit); ok {
+		goruntime.Goexit() // the caller's goroutine ends, as unhedged
+	}
+	panic(cp.p)
 }
 
 // refund squares the retry budget once every copy has ended: it holds one
@@ -67,7 +103,10 @@ func (hc *hedgedCall[Req, Resp]) refund(m *methodState) {
 // takes a retry from the budget when it is decided, given back at the end
 // unless a copy was sent after the call's first (see refund). The first success or
 // fatal answer wins and the other copies are cancelled; hedged returns once they have
-// ended, so that no copy reads the request after the call returned. An
+// ended, so that no copy reads the request after the call returned. A
+// copy's panic (or runtime.Goexit) while hedged runs, a loser's after the
+// answer included, goes on from hedged once every copy has ended: the
+// first one, on the caller's goroutine (see hedgedCall.wait). An
 // open breaker, a spent budget or a server's negative pushback stops
 // further copies; a positive pushback delays the next one. wait is nil
 // for a call; for a cache's shared call, see unary: once it is cut, no
@@ -96,10 +135,15 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// gRPC may be marshalling the caller's request, which is the caller's
 	// to reuse once the call returned. The losers are cut first (the
 	// deferred cancel runs before the wait); gRPC gives up on a cancelled
-	// call at once, so the wait is one wake-up per loser.
+	// call at once, so the wait is one wake-up per loser. A copy's panic
+	// goes on from the wait, on the caller's goroutine, once every copy
+	// has ended (hc.wait): no copy outlives the call, and none panics on
+	// its own goroutine.
 	running := &hc.running
-	defer hc.refund(m) // once every copy has ended
-	defer running.Wait()
+	panics := make(chan struct{}) // closed by the first copy that panics
+	finished := false             // the loop returned: the caller's goroutine is not unwinding
+	defer hc.refund(m)            // once every copy has ended
+	defer hc.wait(&finished)
 	// The copies' context ends at ctx's deadline by a timer of its own: a
 	// context of the program's may report a deadline its Done never
 	// closes at, and the wait below would then take its whole second
@@ -131,7 +175,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// high as a uint32 (the budget bounds the copies sent): a copy whose
 	// result is no longer read gives up sending it once hctx is cut.
 	results := make(chan copyResult[Resp], min(h.MaxCopies, maxHedgeBuffer))
-	panics := make(chan any)
 	// launch sends copy n.
 	launch := func(n int) {
 		running.Add(1)
@@ -139,26 +182,21 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			defer running.Done()
 			returned := false
 			defer func() {
-				// A panic in a copy (an interceptor, a codec) is the caller's to
-				// see, as if it had made the call itself. Once the call has its
-				// answer (the copy is a loser, cut) nobody reads it, and it goes
-				// on here: never hidden.
+				// A panic in a copy (an interceptor, a codec, an observer) is
+				// the caller's to see, as if it had made the call itself, and
+				// the call waits for every copy before it returns, a loser
+				// cut once the call has its answer included: the panic is
+				// handed to the call, which goes on with it once every copy
+				// has ended (hc.wait), never on this goroutine.
 				if p := recover(); p != nil {
-					select {
-					case panics <- p: // unbuffered: taken only by a caller still waiting
-					case <-hctx.Done():
-						panic(p)
-					}
+					hc.fail(panics, p)
 				} else if !returned {
 					// runtime.Goexit (an observer's t.FailNow): the copy
 					// sends no result, and a caller still waiting would
 					// wait for it until its context ended. It is handed
-					// to the caller, whose goroutine ends as the call's
-					// would have unhedged.
-					select {
-					case panics <- copyGoexit{}:
-					case <-hctx.Done():
-					}
+					// to the call as a panic is: the caller's goroutine
+					// ends, as the call's would have unhedged.
+					hc.fail(panics, copyGoexit{})
 				}
 			}()
 			// The copy is classified against hctx: a loser cancelled here
@@ -254,137 +292,141 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 		}
 		stopped = true
 	}
-	for {
-		select {
-		case p := <-panics:
-			if _, ok := p.(copyGoexit); ok {
-				goruntime.Goexit() // the deferred cancel cuts the other copies
-			}
-			panic(p) // the deferred cancel cuts the other copies
-		case r := <-results:
-			pending--
-			if !r.refused {
-				chosen = r.meta
-			}
-			switch {
-			case r.refused && r.err != nil:
-				// An adaptive layer refused the copy: no further copy. A
-				// copy after the first is a repeat not made, counted as
-				// the breaker's refusal of one is.
-				if r.n > 1 {
-					m.adaptiveRefused(r.err)
+	resp, err := func() (*Resp, error) {
+		for {
+			select {
+			case <-panics:
+				// A copy panicked (or ended by runtime.Goexit): the deferred
+				// cancel cuts the other copies, and hc.wait goes on with the
+				// first panic once they have ended.
+				return nil, nil
+			case r := <-results:
+				pending--
+				if !r.refused {
+					chosen = r.meta
 				}
-				stopped = true
-				if local == nil {
-					local = r.err
-				}
-				refusedBy(byLocal)
-			case r.refused:
-				// A copy after the first is a repeat the breaker refused;
-				// the first is not, whichever copies were decided before
-				// its refusal was read (a delay shorter than the refusal
-				// takes to come back).
-				m.breakerRefused(r.n > 1)
-				stopped, refused, refusal = true, true, r.retryAfter
-				refusedBy(byBreaker)
-			case r.err == nil:
-				return r.resp, nil
-			case r.unsent && last != nil:
-				// A copy the call's end kept from going: the last real
-				// failure is the call's, as for a retry not sent.
-				return nil, ended(ctx, last)
-			case ctx.Err() != nil:
-				return nil, ended(ctx, r.err) // the call's own end
-			case r.local:
-				return nil, r.err // a failure every copy would meet
-			case !retryable(h.NonFatalCodes, r.err, r.timedOut):
-				// Refused at the server's door for this copy's own reason
-				// (the Guard's mark): the mark the attempt read, or, where
-				// it read none (markUnread), the details read here; never
-				// where it found there was none. Read for a fatal failure
-				// only, the one answer it changes.
-				marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
-				if !(pending > 0 && (r.pushed && r.push >= 0 || marked) || last != nil && marked) {
-					return nil, r.err // the call's answer
-				}
-				// A copy refused with a pushback while others are in
-				// flight: the server shedding the extra load it was sent,
-				// not the call's answer. Or refused at the server's door
-				// for a reason that is this copy's alone (the Guard's mark:
-				// shed, or sent too late to start), while others are in
-				// flight or one already failed. No more copies; the ones
-				// it admitted answer, and the failure of one it admitted
-				// stays the call's answer whichever came back first. A
-				// do-not-retry mark (a negative pushback) that stops a
-				// copy the policy would have sent is counted, as in the
-				// default case below.
-				if last == nil || !marked {
-					last = r.err
-				}
-				if r.pushed && r.push < 0 {
-					told()
-				}
-				stopped = true
-			default:
-				last = r.err
 				switch {
-				case r.pushed && r.push < 0:
-					told()
-				case r.pushed:
-					if endsInTime(ctx, r.push) {
-						timer.Reset(r.push)
-					} else {
-						// The next copy could not start before the deadline:
-						// counted as a retry's is, when the policy would send one.
-						if mx != nil && !stopped && sent < h.MaxCopies {
-							mx.retries[retryDeadline].Inc()
-						}
-						stopped = true
+				case r.refused && r.err != nil:
+					// An adaptive layer refused the copy: no further copy. A
+					// copy after the first is a repeat not made, counted as
+					// the breaker's refusal of one is.
+					if r.n > 1 {
+						m.adaptiveRefused(r.err)
 					}
+					stopped = true
+					if local == nil {
+						local = r.err
+					}
+					refusedBy(byLocal)
+				case r.refused:
+					// A copy after the first is a repeat the breaker refused;
+					// the first is not, whichever copies were decided before
+					// its refusal was read (a delay shorter than the refusal
+					// takes to come back).
+					m.breakerRefused(r.n > 1)
+					stopped, refused, refusal = true, true, r.retryAfter
+					refusedBy(byBreaker)
+				case r.err == nil:
+					return r.resp, nil
+				case r.unsent && last != nil:
+					// A copy the call's end kept from going: the last real
+					// failure is the call's, as for a retry not sent.
+					return nil, ended(ctx, last)
+				case ctx.Err() != nil:
+					return nil, ended(ctx, r.err) // the call's own end
+				case r.local:
+					return nil, r.err // a failure every copy would meet
+				case !retryable(h.NonFatalCodes, r.err, r.timedOut):
+					// Refused at the server's door for this copy's own reason
+					// (the Guard's mark): the mark the attempt read, or, where
+					// it read none (markUnread), the details read here; never
+					// where it found there was none. Read for a fatal failure
+					// only, the one answer it changes.
+					marked := r.mark != markAbsent && refusalMarked(status.Convert(r.err), r.mark)
+					if !(pending > 0 && (r.pushed && r.push >= 0 || marked) || last != nil && marked) {
+						return nil, r.err // the call's answer
+					}
+					// A copy refused with a pushback while others are in
+					// flight: the server shedding the extra load it was sent,
+					// not the call's answer. Or refused at the server's door
+					// for a reason that is this copy's alone (the Guard's mark:
+					// shed, or sent too late to start), while others are in
+					// flight or one already failed. No more copies; the ones
+					// it admitted answer, and the failure of one it admitted
+					// stays the call's answer whichever came back first. A
+					// do-not-retry mark (a negative pushback) that stops a
+					// copy the policy would have sent is counted, as in the
+					// default case below.
+					if last == nil || !marked {
+						last = r.err
+					}
+					if r.pushed && r.push < 0 {
+						told()
+					}
+					stopped = true
 				default:
-					next() // a non-fatal failure: the next copy goes now
+					last = r.err
+					switch {
+					case r.pushed && r.push < 0:
+						told()
+					case r.pushed:
+						if endsInTime(ctx, r.push) {
+							timer.Reset(r.push)
+						} else {
+							// The next copy could not start before the deadline:
+							// counted as a retry's is, when the policy would send one.
+							if mx != nil && !stopped && sent < h.MaxCopies {
+								mx.retries[retryDeadline].Inc()
+							}
+							stopped = true
+						}
+					default:
+						next() // a non-fatal failure: the next copy goes now
+					}
 				}
-			}
-			if pending == 0 && (stopped || sent >= h.MaxCopies) {
-				switch {
-				case last == nil && local != nil:
-					return nil, local
-				case last == nil && refused:
-					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
-				case last != nil && why == byBudget:
-					// A further copy refused by the budget: the last real
-					// error, which matches ErrBudgetExhausted, as a retry's.
-					return nil, budgetExhaustedError(m.dependency(), m.policy.Name, last)
-				case last != nil && why == byBreaker:
-					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, last)
-				case last != nil && why == byLocal:
-					return nil, withCause(local, last)
-				case sent >= h.MaxCopies && !stopped:
-					return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
+				if pending == 0 && (stopped || sent >= h.MaxCopies) {
+					switch {
+					case last == nil && local != nil:
+						return nil, local
+					case last == nil && refused:
+						return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
+					case last != nil && why == byBudget:
+						// A further copy refused by the budget: the last real
+						// error, which matches ErrBudgetExhausted, as a retry's.
+						return nil, budgetExhaustedError(m.dependency(), m.policy.Name, last)
+					case last != nil && why == byBreaker:
+						return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, last)
+					case last != nil && why == byLocal:
+						return nil, withCause(local, last)
+					case sent >= h.MaxCopies && !stopped:
+						return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
+					}
+					return nil, last
 				}
-				return nil, last
-			}
-		case <-timer.C:
-			next()
-		case <-gone:
-			gone, stopped = nil, true
-			if pending == 0 {
-				return nil, firstOf(last, wait)
-			}
-		case <-hctx.Done():
-			// ctx's end, or its deadline by hctx's own timer (a copy
-			// whose context ended may give up sending its result).
-			if errors.Is(hctx.Err(), context.Canceled) {
+			case <-timer.C:
+				next()
+			case <-gone:
+				gone, stopped = nil, true
+				if pending == 0 {
+					return nil, firstOf(last, wait)
+				}
+			case <-hctx.Done():
+				// ctx's end, or its deadline by hctx's own timer (a copy
+				// whose context ended may give up sending its result).
+				if errors.Is(hctx.Err(), context.Canceled) {
+					return nil, statusFromContext(hctx.Err())
+				}
+				if last != nil && pending == 0 {
+					// Every copy sent failed (non-fatally: last never holds OK)
+					// and none is in flight: the last real error is the answer.
+					return nil, last
+				}
 				return nil, statusFromContext(hctx.Err())
 			}
-			if last != nil && pending == 0 {
-				// Every copy sent failed (non-fatally: last never holds OK)
-				// and none is in flight: the last real error is the answer.
-				return nil, last
-			}
-			return nil, statusFromContext(hctx.Err())
 		}
-	}
+	}()
+	finished = true
+	return resp, err
 }
 
 // copyGoexit is what a hedged copy whose goroutine runtime.Goexit ended
