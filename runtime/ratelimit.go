@@ -124,6 +124,16 @@ func (r *rateLimiter) leave(w *rateWaiter, now time.Time) {
 	r.serve(now)
 }
 
+// giveBack returns the token of a call that took one and was then not
+// sent (the bulkhead refused it, or its context ended waiting for a
+// permit): it goes to the next in the queue or back to the bucket.
+func (r *rateLimiter) giveBack() {
+	r.mu.Lock()
+	r.tokens++ // serve refills, then caps at Burst
+	r.serve(time.Now())
+	r.mu.Unlock()
+}
+
 // serve refills the bucket and gives its tokens to the calls at the head
 // of the queue, under mu; while some still wait, it wakes again when the
 // next token is due. The bucket is capped at Burst only once they are

@@ -111,6 +111,9 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		// a call; acquirePermit does the rest.
 		if m.metrics != nil || !bh.takeFree() {
 			if err := m.acquirePermit(admit); err != nil {
+				if m.limiter != nil {
+					m.limiter.giveBack() // the call is not sent
+				}
 				return nil, err
 			}
 		}
