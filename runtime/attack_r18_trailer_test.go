@@ -28,6 +28,23 @@ import (
 )
 
 func TestAttackR18DetachingInterceptorLeavesOtherCallsTrailersAlone(t *testing.T) {
+	// How the interceptor says it gave up: a status of the context's code,
+	// or the context's bare error (a status of UNKNOWN to status.Code,
+	// which the slot's check missed: the slot went back to the pool while
+	// gRPC could still write into it).
+	for _, c := range []struct {
+		name   string
+		giveUp func(context.Context) error
+	}{
+		{"status", func(ctx context.Context) error { return status.FromContextError(ctx.Err()).Err() }},
+		{"bare context error", func(ctx context.Context) error { return ctx.Err() }},
+		{"wrapped context error", func(ctx context.Context) error { return fmt.Errorf("gave up: %w", ctx.Err()) }},
+	} {
+		t.Run(c.name, func(t *testing.T) { atkR18Detaching(t, c.giveUp) })
+	}
+}
+
+func atkR18Detaching(t *testing.T, giveUp func(context.Context) error) {
 	atkNoLeak(t)
 	var invokers sync.WaitGroup
 	var detached atomic.Int32
@@ -63,7 +80,7 @@ func TestAttackR18DetachingInterceptorLeavesOtherCallsTrailersAlone(t *testing.T
 			return err
 		case <-ctx.Done(): // gives up on the invoker, which finishes later
 			detached.Add(1)
-			return status.FromContextError(ctx.Err()).Err()
+			return giveUp(ctx)
 		}
 	})
 	_, cc := startFault(t, func(ctx context.Context, _ server.Call) error {

@@ -347,14 +347,23 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 
 // detached reports whether an attempt's call that failed with err may
 // have returned before gRPC finished it: its context, actx, is over and
-// err is a context's code, as an interceptor that stops waiting for its
-// invoker at the context's end returns. A code of the server's
-// (UNAVAILABLE with a pushback) is only known once gRPC has finished.
+// err is a context's code, or not a gRPC status at all (the context's
+// bare error, or any other an interceptor makes up), as an interceptor
+// that stops waiting for its invoker at the context's end returns. A
+// code of the server's (UNAVAILABLE with a pushback) is only known once
+// gRPC has finished. (A bare context.Canceled reads as UNKNOWN to
+// status.Code: checking the code alone, such a slot went back to the pool
+// while gRPC could still write into it,
+// TestAttackR18DetachingInterceptorLeavesOtherCallsTrailersAlone.)
 func detached(actx context.Context, err error) bool {
 	if actx.Err() == nil {
 		return false
 	}
-	c := status.Code(err)
+	s, ok := status.FromError(err)
+	if !ok {
+		return true
+	}
+	c := s.Code()
 	return c == codes.DeadlineExceeded || c == codes.Canceled
 }
 
