@@ -43,11 +43,6 @@ func atk29bHedgedNoBudget(p *policy.Service) {
 // ErrBudgetExhausted, not wait for its deadline (800 ms) or, without one,
 // for ever.
 func TestAttack29BPushedHedgeRefusedByTheBudgetEndsAtOnce(t *testing.T) {
-	t.Skip("BROKEN: a hedged call whose next copy waits out a 20 ms pushback and is then refused by the budget " +
-		"has nothing in flight and nothing more to send, yet ends only at its 800 ms deadline (800.2 to 800.5 ms " +
-		"in 3 runs, not ~20 ms) with the bare UNAVAILABLE, which does not match ErrBudgetExhausted; without a " +
-		"deadline it had not ended 500 ms later, until its caller cancelled (hedge.go: the <-timer.C case calls " +
-		"next(), which sets stopped, but only the results case checks pending == 0 && stopped)")
 	atkNoLeak(t)
 	fs, cc := startFault(t, atkPushback("20"))
 	readyConn(t, cc)
@@ -92,4 +87,36 @@ func TestAttack29BPushedHedgeRefusedByTheBudgetEndsAtOnce(t *testing.T) {
 			t.Errorf("the call had not ended 500 ms after a 20 ms pushback, nothing in flight; its caller's cancel ended it with %v", err)
 		}
 	})
+}
+
+// TestAttack29BPushedHedgeRefusedByTheBreakerEndsAtOnce: the same call, its
+// next copy at the pushback's end refused by the breaker the first copy's
+// failure opened (one call is enough), where the budget has retries to
+// give. The refusal comes back as the copy's result, and the call ends
+// then, with the copy's UNAVAILABLE matching ErrCircuitOpen (README,
+// Hedging), not at its deadline.
+func TestAttack29BPushedHedgeRefusedByTheBreakerEndsAtOnce(t *testing.T) {
+	atkNoLeak(t)
+	fs, cc := startFault(t, atkPushback("20"))
+	readyConn(t, cc)
+	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{}, func(p *policy.Service) {
+		atk29bHedgedNoBudget(p)
+		p.Budget = &policy.Budget{Ratio: 1, MinRetries: 100, Window: time.Minute}
+		p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 1, Window: 10 * time.Second,
+			CoolDown: 10 * time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+	took := time.Since(start)
+	if n := fs.Calls(atkGetStock); n != 1 {
+		t.Errorf("the server saw %d copies, want 1 (the breaker refused the second)", n)
+	}
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, runtime.ErrCircuitOpen) {
+		t.Errorf("got %v, want the copy's UNAVAILABLE matching ErrCircuitOpen", err)
+	}
+	if took > 400*time.Millisecond {
+		t.Errorf("the call took %v with nothing in flight after the 20 ms pushback", took)
+	}
 }

@@ -50,11 +50,6 @@ func atk29bLastSays(v string) server.Behaviour {
 // handler's call went through ClientInterceptor, and the Guard's caller
 // retries a call that was already retried below.
 func TestAttack29BLastAttemptsDoNotRetryStillExhaustsTheRetries(t *testing.T) {
-	t.Skip("BROKEN: 3 attempts of 3 (or 3 hedged copies of 3) all failed UNAVAILABLE, the third with " +
-		"grpc-retry-pushback-ms -1: the call returns the bare UNAVAILABLE, not matching ErrRetriesExhausted " +
-		"(retry.go reads the negative pushback before attempt >= MaxAttempts; hedge.go's told() sets stopped, " +
-		"which skips retriesExhaustedError); a hedged call whose third copy asks for 10 s with 3 s left likewise " +
-		"(stopped again), where the retried call returns ErrRetriesExhausted; with no pushback both match it")
 	atkNoLeak(t)
 	for _, mode := range []string{"retried", "hedged"} {
 		for _, last := range []string{"", "-1", "10000"} {

@@ -108,7 +108,10 @@ func (hc *hedgedCall[Req, Resp]) refund(m *methodState) {
 // answer included, goes on from hedged once every copy has ended: the
 // first one, on the caller's goroutine (see hedgedCall.wait). An
 // open breaker, a spent budget or a server's negative pushback stops
-// further copies; a positive pushback delays the next one. wait is nil
+// further copies (one on the last copy the policy allows stops nothing,
+// and the call's copies ran out: ErrRetriesExhausted); a positive
+// pushback delays the next one. Once no copy is in flight and none may be
+// sent, whatever event stopped them, the call ends at once. wait is nil
 // for a call; for a cache's shared call, see unary: once it is cut, no
 // further copy is sent.
 func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Context, in *invocation[Req, Resp]) (*Resp, error) {
@@ -284,13 +287,19 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 			timer.Reset(h.Delay)
 		}
 	}
-	// told stops further copies on a negative pushback, counting it when
-	// it stops a copy the policy would have sent.
+	// told stops further copies on a negative pushback, counting it, when
+	// it stops a copy the policy would have sent. One that stops nothing
+	// (every copy the policy allows was sent) does not stop the call: its
+	// copies ran out, and the error says so, ErrRetriesExhausted, as
+	// without the pushback
+	// (TestAttack29BLastAttemptsDoNotRetryStillExhaustsTheRetries).
 	told := func() {
-		if mx != nil && !stopped && sent < h.MaxCopies {
-			mx.retries[retryPushback].Inc()
+		if !stopped && sent < h.MaxCopies {
+			if mx != nil {
+				mx.retries[retryPushback].Inc()
+			}
+			stopped = true
 		}
-		stopped = true
 	}
 	resp, err := func() (*Resp, error) {
 		for {
@@ -372,10 +381,11 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					case r.pushed:
 						if endsInTime(ctx, r.push) {
 							timer.Reset(r.push)
-						} else {
+						} else if !stopped && sent < h.MaxCopies {
 							// The next copy could not start before the deadline:
-							// counted as a retry's is, when the policy would send one.
-							if mx != nil && !stopped && sent < h.MaxCopies {
+							// counted as a retry's is. A pushback that stops no
+							// copy (none was left to send) stops nothing, as told.
+							if mx != nil {
 								mx.retries[retryDeadline].Inc()
 							}
 							stopped = true
@@ -383,25 +393,6 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					default:
 						next() // a non-fatal failure: the next copy goes now
 					}
-				}
-				if pending == 0 && (stopped || sent >= h.MaxCopies) {
-					switch {
-					case last == nil && local != nil:
-						return nil, local
-					case last == nil && refused:
-						return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
-					case last != nil && why == byBudget:
-						// A further copy refused by the budget: the last real
-						// error, which matches ErrBudgetExhausted, as a retry's.
-						return nil, budgetExhaustedError(m.dependency(), m.policy.Name, last)
-					case last != nil && why == byBreaker:
-						return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, last)
-					case last != nil && why == byLocal:
-						return nil, withCause(local, last)
-					case sent >= h.MaxCopies && !stopped:
-						return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
-					}
-					return nil, last
 				}
 			case <-timer.C:
 				next()
@@ -422,6 +413,34 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					return nil, last
 				}
 				return nil, statusFromContext(hctx.Err())
+			}
+			// Whatever the event (a copy's result, the timer of the delay
+			// or of a pushback whose next copy the budget refused), once
+			// nothing is in flight and nothing more may be sent, the call
+			// ends now, with what its copies and refusals say. (Before, only
+			// a result was followed by this check: a copy refused by the
+			// budget at a pushback's end left the call waiting for its
+			// deadline, or, without one, for ever:
+			// TestAttack29BPushedHedgeRefusedByTheBudgetEndsAtOnce.) A shared
+			// call whose callers all left ends above.
+			if pending == 0 && (stopped || sent >= h.MaxCopies) {
+				switch {
+				case last == nil && local != nil:
+					return nil, local
+				case last == nil && refused:
+					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, nil)
+				case last != nil && why == byBudget:
+					// A further copy refused by the budget: the last real
+					// error, which matches ErrBudgetExhausted, as a retry's.
+					return nil, budgetExhaustedError(m.dependency(), m.policy.Name, last)
+				case last != nil && why == byBreaker:
+					return nil, circuitOpenError(m.dependency(), m.policy.Name, refusal, last)
+				case last != nil && why == byLocal:
+					return nil, withCause(local, last)
+				case sent >= h.MaxCopies && !stopped:
+					return nil, retriesExhaustedError(m.dependency(), m.policy.Name, sent, "hedged copies", last)
+				}
+				return nil, last
 			}
 		}
 	}()

@@ -102,14 +102,18 @@ func retried[Req, Resp any](ctx context.Context, m *methodState, keyed bool, wai
 		if !retries || end.local || !retryable(retry.RetryableCodes, err, end.timedOut) {
 			return nil, err
 		}
+		if attempt >= retry.MaxAttempts {
+			// Every attempt the policy allows was made, whatever the last
+			// one's pushback says: a do-not-retry that stops no retry does
+			// not hide that the retries ran out
+			// (TestAttack29BLastAttemptsDoNotRetryStillExhaustsTheRetries).
+			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
+		}
 		if end.pushed && end.push < 0 {
-			if mx != nil && attempt < retry.MaxAttempts {
+			if mx != nil {
 				mx.retries[retryPushback].Inc()
 			}
 			return nil, err // the server said not to retry
-		}
-		if attempt >= retry.MaxAttempts {
-			return nil, retriesExhaustedError(m.dependency(), p.Name, attempt, "attempts", err)
 		}
 		pause := backoffFor(retry, attempt)
 		if end.pushed {
