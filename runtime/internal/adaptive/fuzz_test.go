@@ -122,6 +122,7 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	case 4*load > 3*m.ref.load && m.value > float64(m.p.MinLimit):
 		m.ref.gradient, m.ref.gload, m.ref.once = slower, load, false
 	case 4*load > 3*m.ref.gload && m.value > float64(m.p.MinLimit):
+		m.ref.once = false
 	case 20*slower < 17*m.ref.gradient:
 		m.ref.load, m.ref.gradient, m.ref.gload, m.ref.once = load, slower, load, false
 	case !m.ref.once:

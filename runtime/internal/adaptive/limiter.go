@@ -365,7 +365,9 @@ func (l *Limiter) notQueueing(gradient, load float64) bool {
 	case r.load != 0 && 4*load > 3*r.gload && l.value > float64(l.p.MinLimit):
 		// Fewer calls than the run's first round, but not a quarter fewer
 		// than the round whose gradient is the reference: too close to it
-		// to tell a queue from a steady latency.
+		// to tell a queue from a steady latency; and not in a row with an
+		// earlier round that said not queueing.
+		r.once = false
 		return false
 	case r.load == 0 || 20*gradient < 17*r.gradient:
 		r.load, r.gradient, r.gload, r.once = load, gradient, load, false
