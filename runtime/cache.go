@@ -354,18 +354,44 @@ func fetch[Req, Resp any](m *methodState, f *flight, idemKey, key string, req *R
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error)) {
 	defer f.cancel()
 	defer func() {
-		// A panic in the call is the callers' to see, as if they had made
-		// the call themselves, not a crash of a goroutine of the runtime.
-		// With no caller left, nobody can see it: it goes on here, on the
-		// call's own goroutine (a panic is never swallowed). A hedged
-		// copy's panic reaches this goroutine as any caller's (see
-		// hedgedCall.wait).
-		if r := recover(); r != nil {
+		r := recover()
+		select {
+		case <-f.done:
+			// The call came to its end (finish below): nothing to hand on.
+			// A panic after that (none is expected) goes on here.
+			if r != nil {
+				panic(r)
+			}
+			return
+		default:
+		}
+		if r != nil {
+			// A panic in the call is the callers' to see, as if they had
+			// made the call themselves, not a crash of a goroutine of the
+			// runtime. With no caller left, nobody can see it: it goes on
+			// here, on the call's own goroutine (a panic is never
+			// swallowed). A hedged copy's panic reaches this goroutine as
+			// any caller's (see hedgedCall.wait).
 			f.panicked = r
 			if !m.cache.finish(key, f, nil, status.Error(codes.Internal, "the shared call panicked"), m.client.now()) {
 				panic(r)
 			}
+			return
 		}
+		// Neither a return nor a panic: runtime.Goexit ended this
+		// goroutine (an interceptor's or an observer's t.FailNow, or a
+		// hedged copy's, which hedgedCall.wait hands on here). The
+		// goroutine ends, as the Goexit means it to, once this returns;
+		// the call ends with it, so that its waiters do not wait for it
+		// until their own contexts end (forever, without a deadline) and
+		// the key's next caller starts a new call instead of joining this
+		// one: each waiter gets sharedCallGoexitError's INTERNAL, a
+		// fault on the client's side that neither a stale answer nor the
+		// fallback stands in for, as for a panic
+		// (TestCacheSharedCallGoexitEndsTheSharedCall). With no caller
+		// left, the call is forgotten all the same
+		// (TestCacheAbandonedSharedCallGoexitIsForgotten).
+		m.cache.finish(key, f, nil, sharedCallGoexitError(m.dependency(), m.policy.Name), m.client.now())
 	}()
 	// fctx carries the attempts, and is never cut by the callers leaving:
 	// an attempt already sent runs to its end, and its answer is kept for

@@ -55,7 +55,9 @@ type Error struct {
 	Dependency string
 	// Method is the full method name ("/pkg.Service/Method"), when known.
 	Method string
-	// Reason is the sentinel the error matches, nil for a bad use of the API.
+	// Reason is the sentinel the error matches, nil for a bad use of the
+	// API (and for a cache's shared call that runtime.Goexit ended, which
+	// follows from one: t.FailNow off a test's goroutine).
 	Reason error
 	// RetryAfter is how long the refusal is expected to last, 0 if unknown.
 	RetryAfter time.Duration
@@ -148,6 +150,18 @@ func attemptTimeoutError(dep, method string, attempt int, timeout time.Duration,
 func sharedCallBoundError(dep, method string, limit, timeout time.Duration, last error) error {
 	return &Error{Code: codes.DeadlineExceeded, Dependency: dep, Method: method, Reason: ErrAttemptTimeout,
 		Cause: last, Detail: fmt.Sprintf("shared call of the cache towards %s cut at its limit of %s, the bound of its attempts of %s each and the waits between them", dep, limit, timeout)}
+}
+
+// sharedCallGoexitError is what the callers waiting for a cache's shared
+// call get when runtime.Goexit ended its goroutine (t.FailNow in an
+// interceptor or an observer run there, or a hedged copy's, handed on):
+// INTERNAL, no answer, and no sentinel, as for a bad use of the API: the
+// fault is the client's own, which neither a stale answer nor the
+// fallback stands in for (see standsFor), as for a panic.
+func sharedCallGoexitError(dep, method string) error {
+	return &Error{Code: codes.Internal, Dependency: dep, Method: method,
+		Detail: "the cache's shared call towards " + dep + " ended without an answer: runtime.Goexit (as t.FailNow calls) " +
+			"ended its goroutine, called by an interceptor, an observer or a hedged copy"}
 }
 
 func misuseError(code codes.Code, method, detail string) error {

@@ -454,9 +454,15 @@ func fallbackApplies(ctx context.Context, err error) bool {
 // says nothing of the dependency (most never reached it; a response past
 // the caller's receive limit was the dependency's work, thrown away) and
 // would fail the same way on every call: standing in for it would hide
-// the caller's defect behind a degraded answer.
+// the caller's defect behind a degraded answer. Nor is an error of the
+// runtime's own without a sentinel: a bad use of the API (an answer's
+// code, INVALID_ARGUMENT or FAILED_PRECONDITION), or a cache's shared
+// call that runtime.Goexit ended (sharedCallGoexitError).
 func standsFor(err error) bool {
 	if isAnswer(status.Code(err)) {
+		return false
+	}
+	if e, ok := err.(*Error); ok && e.Reason == nil {
 		return false
 	}
 	_, local := unsent(err).(*clientFault)
