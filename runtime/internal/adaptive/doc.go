@@ -24,10 +24,12 @@
 //     it, where a queue, which every call waits in, does
 //     (TestAttack27ILatencyTailWithoutQueueingHoldsTheLimitLow: 10 ms, one
 //     answer in five 40 ms, held the limit at a mean of 10 of 16 with the
-//     mean, 15 with the median). The baseline is the smallest round RTT over the last
-//     BaselineWindow: the dependency's latency without queueing. Each
-//     class of success (ReleaseAs: the runtime gives each method sharing
-//     the limit two, its answers and its error answers) has its own
+//     mean, 15 with the median). The baseline is the smallest round RTT
+//     over the last BaselineWindow: the dependency's latency without
+//     queueing, or less when its latency is spread wide (rounds of a few
+//     answers, the smallest a lucky one: README, Limits, known and open).
+//     Each class of success (ReleaseAs: the runtime gives each method
+//     sharing the limit two, its answers and its error answers) has its own
 //     baseline, and a round with several is judged by the mean over its
 //     successes of how many times its class's baseline each took: a round
 //     of a fast method's answers, or of errors that cost the dependency

@@ -82,10 +82,11 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 		return
 	}
 	// The round's RTT: the median of its first roundSamples successes (the
-	// mean of the two middle ones of an even count, each halved first).
+	// mean of the two middle ones of an even count, rounded down).
 	first := slices.Clone(m.samples[:min(len(m.samples), roundSamples)])
 	slices.Sort(first)
-	median := first[(len(first)-1)/2]/2 + first[len(first)/2]/2
+	lo, hi := first[(len(first)-1)/2], first[len(first)/2]
+	median := (lo + hi) / 2 // at most two hours: no overflow
 	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, median})
 	// "Times slower than the baseline" is the ratio, as the package doc
 	// says: a round of exactly Tolerance times the baseline is not too

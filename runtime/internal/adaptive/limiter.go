@@ -406,5 +406,6 @@ func (c *class) median() int64 {
 			r[j], r[j-1] = r[j-1], r[j]
 		}
 	}
-	return r[(len(r)-1)/2]/2 + r[len(r)/2]/2
+	a, b := r[(len(r)-1)/2], r[len(r)/2]
+	return a/2 + b/2 + (a%2+b%2)/2 // (a+b)/2 without overflow, and 1 ns stays 1
 }
