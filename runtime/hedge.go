@@ -243,7 +243,8 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	var last error
 	var refusal time.Duration
 	refused := false
-	var local error // an adaptive layer's refusal of a copy
+	var local error         // an adaptive layer's refusal of a copy
+	var heldUntil time.Time // no copy before it: a server's pushback
 	// why is the first refusal of a copy by the client (the budget, the
 	// breaker, an adaptive layer): when the copies sent failed, the call's
 	// error is the last of them matching it, as a retried call's is.
@@ -380,7 +381,13 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 						told()
 					case r.pushed:
 						if endsInTime(ctx, r.push) {
-							timer.Reset(r.push)
+							// The longest wait the server asked for holds: a
+							// shorter pushback of another copy does not
+							// shorten it.
+							if until := time.Now().Add(r.push); until.After(heldUntil) {
+								heldUntil = until
+								timer.Reset(r.push)
+							}
 						} else if !stopped && sent < h.MaxCopies {
 							// The next copy could not start before the deadline:
 							// counted as a retry's is. A pushback that stops no
@@ -390,6 +397,12 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 							}
 							stopped = true
 						}
+					case !heldUntil.IsZero() && time.Now().Before(heldUntil):
+						// A non-fatal failure without a pushback while the
+						// server's pushback of another copy holds: the next
+						// copy waits for it, its timer sends it
+						// (TestAHedgedPushbackHoldsAgainstALaterFailureWithoutOne:
+						// before, it went at once).
 					default:
 						next() // a non-fatal failure: the next copy goes now
 					}
