@@ -80,7 +80,13 @@ func (b *bulkhead) acquire(ctx context.Context) (bool, time.Duration) {
 		}
 		return true, time.Since(start)
 	}
-	timer := time.NewTimer(b.maxWait)
+	// Never past the call's deadline, whether or not its context's own
+	// timer has run by then (a loaded machine runs it late).
+	wait := b.maxWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, max(time.Until(dl), 0))
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-ch:
@@ -152,15 +158,23 @@ func (m *methodState) acquirePermit(ctx context.Context) error {
 		return nil
 	}
 	ok, waited := bh.acquire(ctx)
-	if ok && waited > 0 && ctx.Err() != nil {
-		// Handed a permit just as the context ended: the call will not be
-		// made, so the permit goes back at once.
+	var ended error
+	if waited > 0 {
+		ended = over(ctx)
+	} else {
+		ended = ctx.Err()
+	}
+	if ok && ended != nil {
+		// Handed a permit just as the context ended, or past its deadline
+		// with its timer not yet run (gRPC would refuse to send the call):
+		// the call will not be made, so the permit goes back at once
+		// (TestAttack29DPermitHandedPastTheDeadlineGivesTheTokenBack).
 		bh.release()
 		ok = false
 	}
 	if !ok {
-		if err := ctx.Err(); err != nil {
-			return statusFromContext(err)
+		if ended != nil {
+			return statusFromContext(ended)
 		}
 		if mx != nil {
 			mx.bulkheadRejections.Inc()
