@@ -310,13 +310,15 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	a.settled = true
 	if slot != nil {
 		switch {
-		case err == nil:
+		case err == nil && actx.Err() == nil:
 			slot.put()
-		case detached(actx, err):
+		case err == nil || detached(actx, err):
 			// The call may have returned before gRPC did (an interceptor
 			// that gives up on its invoker when the attempt's context
-			// ends): gRPC may still write the trailer, so the slot is
-			// neither read nor given back to the pool.
+			// ends, with an error or none): gRPC may still write the
+			// trailer, so the slot is neither read nor given back to the
+			// pool. (An interceptor that gave up saw the context's end:
+			// for a success, Err says so without a clock read.)
 		default:
 			end.push, end.pushed, a.mark = pushback(err, slot.md)
 			end.mark = a.mark
@@ -347,17 +349,23 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 
 // detached reports whether an attempt's call that failed with err may
 // have returned before gRPC finished it: its context, actx, is over and
-// err is a context's code, or not a gRPC status at all (the context's
-// bare error, or any other an interceptor makes up), as an interceptor
-// that stops waiting for its invoker at the context's end returns. A
-// code of the server's (UNAVAILABLE with a pushback) is only known once
-// gRPC has finished. (A bare context.Canceled reads as UNKNOWN to
+// err says so (a context's code, an error wrapping the context's, or an
+// error that is not a gRPC status at all), as an interceptor that stops
+// waiting for its invoker at the context's end returns. A code of the
+// server's (UNAVAILABLE with a pushback) is only known once gRPC has
+// finished, and is read: one that came back just past the attempt's
+// deadline still says "do not retry". So an interceptor that gives up and
+// makes up a code of its own, wrapping nothing, is taken at its word
+// (README, Pushback). (A bare context.Canceled reads as UNKNOWN to
 // status.Code: checking the code alone, such a slot went back to the pool
 // while gRPC could still write into it,
 // TestAttackR18DetachingInterceptorLeavesOtherCallsTrailersAlone.)
 func detached(actx context.Context, err error) bool {
 	if actx.Err() == nil {
 		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
 	}
 	s, ok := status.FromError(err)
 	if !ok {
