@@ -118,6 +118,7 @@ func (p *atk27iPhase) meanLimit() float64 {
 // the first moment, never shows the limit an unqueued round: it takes
 // the line's 20 ms for the baseline and stays at 16, as the bulkhead.)
 func TestAttack27ILimitFollowsACapacityThatHalvesAndComesBack(t *testing.T) {
+	atkSkipUnderRace(t)
 	atkNoLeak(t)
 	const callers, phase = 16, 400 * time.Millisecond
 	type side struct {

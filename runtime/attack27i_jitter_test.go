@@ -59,6 +59,7 @@ func atk27iTail(seed uint64, fast, slow time.Duration) server.Behaviour {
 // bounds, for a loaded machine, are 80 %, a mean of 13, and at most one
 // refusal per answer.
 func TestAttack27ILatencyTailWithoutQueueingHoldsTheLimitLow(t *testing.T) {
+	atkSkipUnderRace(t)
 	atkNoLeak(t)
 	r := atk27iSideBySide(t, policy.AdaptiveLimit{},
 		atk27iTail(1, 10*time.Millisecond, 40*time.Millisecond), atk27iTail(1, 10*time.Millisecond, 40*time.Millisecond),
@@ -98,6 +99,7 @@ func TestAttack27ILatencyTailWithoutQueueingHoldsTheLimitLow(t *testing.T) {
 // must hold is what the static client gets: 80 % of its answers, no more
 // refusals than answers, and the limit back at 12 or more by the end.
 func TestAttack27ILatencyStepWithoutQueueingHoldsTheLimitAtItsMinimum(t *testing.T) {
+	atkSkipUnderRace(t)
 	atkNoLeak(t)
 	const callers = 16
 	build := func(adaptive bool) (func() error, func(server.Behaviour), *prometheus.Registry) {

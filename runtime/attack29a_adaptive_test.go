@@ -142,6 +142,7 @@ func atk29aRun(t *testing.T, sides []*atk29aSide, adaptive []bool, callers int, 
 // fake-clock TestAttack29AQueueThatLosesCapacityIsStillAQueue plays the
 // same rounds deterministically).
 func TestAttack29ACapacityThatLosesAQuarterLowersTheLimit(t *testing.T) {
+	atkSkipUnderRace(t)
 	atkNoLeak(t)
 	const callers, servers = 32, 3
 	sides := make([]*atk29aSide, servers)
@@ -194,6 +195,7 @@ func TestAttack29ACapacityThatLosesAQuarterLowersTheLimit(t *testing.T) {
 // drop, and the limit must be at 1 or 2 over the second half of the
 // shared phase, one attempt per timeout or so reaching the line.
 func TestAttack29AQueueThatAnotherClientFillsNeedsTheTimeout(t *testing.T) {
+	atkSkipUnderRace(t)
 	atkNoLeak(t)
 	const callers, others = 16, 24
 	var as, bs []*atk29aSide
@@ -251,6 +253,7 @@ func TestAttack29AQueueThatAnotherClientFillsNeedsTheTimeout(t *testing.T) {
 // second half, the calls' median 14–17 ms. The test allows a mean limit of
 // 6 (3 calls per worker) and a median of 40 ms (four times the mean call).
 func TestAttack29AQueueWithATailIsStillHeldNearItsWorkers(t *testing.T) {
+	atkSkipUnderRace(t)
 	atkNoLeak(t)
 	const callers = 16
 	free := make(chan struct{}, 2)
