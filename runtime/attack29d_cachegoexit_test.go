@@ -9,12 +9,9 @@ package runtime_test
 
 import (
 	"context"
-	goruntime "runtime"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	inventoryv1 "github.com/go-resilient/resilient/example/gen/example/inventory/v1"
 	"github.com/go-resilient/resilient/example/server"
@@ -37,19 +34,8 @@ func TestAttack29DSharedCallGoexitOverAStaleAnswer(t *testing.T) {
 	atkNoLeak(t)
 	r := newCgxRig()
 	var armed atomic.Bool
-	icpt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
-		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if !armed.CompareAndSwap(true, false) {
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}
-		r.hold(ctx)
-		_ = invoker(ctx, method, req, reply, cc, opts...)
-		close(r.exited)
-		goruntime.Goexit()
-		return nil
-	}
 	clock := newAtkClock()
-	r.build(t, server.Healthy, icpt, []runtime.Option{runtime.WithClock(clock)}, func(_ *policy.Service, m *policy.Method) {
+	r.build(t, server.Healthy, r.goexitOnce(&armed), []runtime.Option{runtime.WithClock(clock)}, func(_ *policy.Service, m *policy.Method) {
 		m.Cache.StaleTTL = time.Hour
 	})
 	if first := r.get(time.Second); first.err != nil || first.resp.GetUnits() != 42 {

@@ -136,19 +136,7 @@ func TestAttack29DHedgedPanicAndGoexitTheFirstGoesOn(t *testing.T) {
 			return nil
 		})
 		_, cc := startFaultWith(t, server.Healthy, nil, icpt)
-		observer := runtime.WithObserver(func(e runtime.Event) {
-			if e.Kind == runtime.EventBudgetExhausted {
-				panic("the call's observer panicked")
-			}
-		})
-		c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{observer}}, func(p *policy.Service) {
-			p.Breaker = nil
-			p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 0, Window: time.Minute}
-			m := atkMethod(p, atkGetStock)
-			m.Retry = nil
-			m.Timeout = 5 * time.Second
-			m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 2}
-		})
+		c := hedgedClientWhoseObserverPanicsAtTheBudget(t, cc)
 		var exitedFirst atomic.Bool
 		e := atk29dEndingOf(t, func() {
 			defer func() { exitedFirst.Store(copyExited.Load()) }()

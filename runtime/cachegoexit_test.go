@@ -60,18 +60,7 @@ var cgxSources = []struct {
 		r := newCgxRig()
 		var armed atomic.Bool
 		armed.Store(true)
-		icpt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
-			invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if !armed.CompareAndSwap(true, false) {
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}
-			r.hold(ctx)
-			_ = invoker(ctx, method, req, reply, cc, opts...)
-			close(r.exited)
-			goruntime.Goexit()
-			return nil
-		}
-		r.build(t, server.Healthy, icpt, nil, nil)
+		r.build(t, server.Healthy, r.goexitOnce(&armed), nil, nil)
 		return r
 	}},
 	// An observer's t.FailNow at the breaker's opening by the shared
@@ -319,5 +308,23 @@ func TestCacheAbandonedSharedCallGoexitIsForgotten(t *testing.T) {
 	})
 	if res := r.get(time.Second); res.err != nil || res.resp.GetUnits() != 42 {
 		t.Errorf("the next caller: %v, want a new call's answer", res)
+	}
+}
+
+// goexitOnce is a client interceptor that, while armed (once, disarming
+// itself), holds the call (r.hold), lets gRPC answer, and then ends its
+// goroutine by runtime.Goexit, as a t.FailNow there would: on a cached
+// method, the shared call's goroutine.
+func (r *cgxRig) goexitOnce(armed *atomic.Bool) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if !armed.CompareAndSwap(true, false) {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		r.hold(ctx)
+		_ = invoker(ctx, method, req, reply, cc, opts...)
+		close(r.exited)
+		goruntime.Goexit()
+		return nil
 	}
 }

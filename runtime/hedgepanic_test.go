@@ -141,19 +141,7 @@ func TestHedgedCallsOwnPanicGoesOnAloneWhenACopyPanicsAsItIsCut(t *testing.T) {
 		panic("the copy panicked")
 	})
 	_, cc := startFaultWith(t, server.Healthy, nil, icpt)
-	observer := runtime.WithObserver(func(e runtime.Event) {
-		if e.Kind == runtime.EventBudgetExhausted {
-			panic("the call's observer panicked")
-		}
-	})
-	c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{observer}}, func(p *policy.Service) {
-		p.Breaker = nil
-		p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 0, Window: time.Minute}
-		m := atkMethod(p, atkGetStock)
-		m.Retry = nil
-		m.Timeout = 5 * time.Second
-		m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 2}
-	})
+	c := hedgedClientWhoseObserverPanicsAtTheBudget(t, cc)
 	var copyEnded bool
 	p := r18Panicked(func() {
 		defer func() { copyEnded = copyPanicked.Load() }()
@@ -165,4 +153,25 @@ func TestHedgedCallsOwnPanicGoesOnAloneWhenACopyPanicsAsItIsCut(t *testing.T) {
 	if !copyEnded {
 		t.Errorf("the call's panic went on before its copy, cut, had panicked")
 	}
+}
+
+// hedgedClientWhoseObserverPanicsAtTheBudget is a client of cc whose
+// GetStock is hedged (2 copies, 5 ms apart) under a budget with no retry
+// to give, its observer panicking when the budget refuses the second
+// copy: the call's own panic, on the caller's goroutine.
+func hedgedClientWhoseObserverPanicsAtTheBudget(t *testing.T, cc grpc.ClientConnInterface) *inventoryv1.InventoryServiceResilientClient {
+	t.Helper()
+	observer := runtime.WithObserver(func(e runtime.Event) {
+		if e.Kind == runtime.EventBudgetExhausted {
+			panic("the call's observer panicked")
+		}
+	})
+	return atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{Runtime: []runtime.Option{observer}}, func(p *policy.Service) {
+		p.Breaker = nil
+		p.Budget = &policy.Budget{Ratio: 0.01, MinRetries: 0, Window: time.Minute}
+		m := atkMethod(p, atkGetStock)
+		m.Retry = nil
+		m.Timeout = 5 * time.Second
+		m.Hedging = &policy.Hedging{Delay: 5 * time.Millisecond, MaxCopies: 2}
+	})
 }
