@@ -158,12 +158,7 @@ func (m *methodState) acquirePermit(ctx context.Context) error {
 		return nil
 	}
 	ok, waited := bh.acquire(ctx)
-	var ended error
-	if waited > 0 {
-		ended = over(ctx)
-	} else {
-		ended = ctx.Err()
-	}
+	ended := over(ctx)
 	if ok && ended != nil {
 		// Handed a permit just as the context ended, or past its deadline
 		// with its timer not yet run (gRPC would refuse to send the call):

@@ -25,8 +25,17 @@ import (
 // at 80 ms without one. The server asked for 300 ms: copy 3 goes at about
 // 345 ms, not at once when copy 2 fails (before, it went at 80 ms, the
 // later failure without a pushback overruling the server's word), and
-// answers.
+// answers. So too when copy 2 fails with a shorter pushback of its own,
+// 10 ms: of two pushbacks the longer wait holds.
 func TestAHedgedPushbackHoldsAgainstALaterFailureWithoutOne(t *testing.T) {
+	for _, second := range []string{"", "10"} {
+		t.Run("copy 2's pushback "+second, func(t *testing.T) { atkPushbackHolds(t, second) })
+	}
+}
+
+// atkPushbackHolds plays TestAHedgedPushbackHoldsAgainstALaterFailureWithoutOne
+// with copy 2's pushback second ("" for none).
+func atkPushbackHolds(t *testing.T, second string) {
 	atkNoLeak(t)
 	var mu sync.Mutex
 	var seen []time.Duration
@@ -48,7 +57,12 @@ func TestAHedgedPushbackHoldsAgainstALaterFailureWithoutOne(t *testing.T) {
 			if err := server.Wait(ctx, 50*time.Millisecond); err != nil {
 				return err
 			}
-			return status.Error(codes.Unavailable, "injected, no pushback")
+			if second != "" {
+				if err := grpc.SetTrailer(ctx, metadata.Pairs(runtime.PushbackHeader, second)); err != nil {
+					return err
+				}
+			}
+			return status.Error(codes.Unavailable, "injected, pushback "+second)
 		}
 		return nil
 	})

@@ -175,7 +175,6 @@ type class struct {
 	rtts      [roundSamples]int64
 	successes int64
 	least     int64 // the baseline its last round was judged by; 0 before one
-
 }
 
 // MaxClasses bounds the classes of a Limiter: a class passed to ReleaseAs
