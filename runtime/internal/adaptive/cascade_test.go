@@ -196,8 +196,10 @@ func TestQueueWithoutTimeoutsShrinksByLatency(t *testing.T) {
 	if got := c.l.Limit(); got > 7 {
 		t.Errorf("limit after 60 s of a queue that serves 2 at once = %d, want at most 7 (from %d)", got, before)
 	}
+	settled := c.l.Limit()
 	var high int
 	c.run(130*time.Second, func(time.Duration) { high = max(high, c.l.Limit()) })
+	t.Logf("a queue that serves 2 at once: limit %d before, %d after 60 s, at most %d in the next 60 s", before, settled, high)
 	if high > 7 {
 		t.Errorf("the limit rose to %d in the next 60 s of the queue, want at most 7", high)
 	}
@@ -228,6 +230,7 @@ func TestSlowWithoutQueueingIsTheNewBaseline(t *testing.T) {
 		t.Errorf("in the 30 s after the step the limit fell from %d to %d, want below it (a few rounds to tell) and not below a third", before, low)
 	}
 	c.run(90*time.Second, nil)
+	t.Logf("40 ms to 4 s without a queue: limit %d before, as low as %d in 30 s, %d 80 s after the step", before, low, c.l.Limit())
 	if got := c.l.Limit(); got < before {
 		t.Errorf("limit 80 s after a step without queueing = %d, want back at %d or above", got, before)
 	}

@@ -59,7 +59,7 @@
 //     (TestSlowWithoutQueueingIsTheNewBaseline: 40 ms to 4 s without a
 //     queue, the limit dips to about 15 of 37 and is back within 80 s of
 //     4 s rounds; TestQueueWithoutTimeoutsShrinksByLatency: a queue still
-//     takes it from 37 to about 4.)
+//     takes it from 37 to about 6.)
 //   - A drop (a timeout, an overload refusal) halves the limit at once,
 //     unsmoothed; drops of calls admitted before the last halving do not
 //     halve it again, so it halves once per round trip, as TCP does on a
