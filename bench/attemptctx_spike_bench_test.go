@@ -155,7 +155,7 @@ func BenchmarkAttemptCtxFloor(b *testing.B) {
 				op := spikeOp(impl, cs.call)
 				calls[i] = func(context.Context) error { return op(parent) }
 			}
-			p10 := floorTurns(b, calls)
+			p10 := floorTurns(b, context.Background(), calls)
 			for i, impl := range spikeImpls {
 				b.ReportMetric(p10[i], impl+"-p10-ns/call")
 			}
@@ -178,7 +178,7 @@ func BenchmarkAttemptCtxStack(b *testing.B) {
 		calls = append(calls, func(ctx context.Context) error { _, err := c(ctx); return err })
 	}
 	calls = append(calls, spikeOp("deadline", noopCall), spikeOp("spike", noopCall))
-	p := floorTurns(b, calls)
+	p := floorTurns(b, context.Background(), calls)
 	resilient, failsafe, bare, deadline, spike := p[0], p[1], p[2], p[3], p[4]
 	est := resilient - (deadline - spike)
 	b.ReportMetric(resilient, "resilient-p10-ns/call")
@@ -226,7 +226,7 @@ func BenchmarkAttemptCtxGRPC(b *testing.B) {
 				op := spikeOp(impl, call)
 				calls[i] = func(context.Context) error { return op(parent) }
 			}
-			p10 := floorTurns(b, calls)
+			p10 := floorTurns(b, context.Background(), calls)
 			for i, impl := range spikeImpls {
 				b.ReportMetric(p10[i], impl+"-p10-ns/call")
 			}
@@ -268,7 +268,7 @@ func BenchmarkAttemptCtxParts(b *testing.B) {
 		spikeOp("deadline", noopCall),
 	}
 	names := []string{"now", "timer", "spike", "deadline"}
-	for i, p10 := range floorTurns(b, calls) {
+	for i, p10 := range floorTurns(b, context.Background(), calls) {
 		b.ReportMetric(p10, names[i]+"-p10-ns/call")
 	}
 }

@@ -24,7 +24,27 @@ func BenchmarkStackFloor(b *testing.B) {
 		c := stackCall(b, impl)
 		calls[i] = func(ctx context.Context) error { _, err := c(ctx); return err }
 	}
-	p10 := floorTurns(b, calls)
+	p10 := floorTurns(b, context.Background(), calls)
+	for i := range p10 {
+		b.ReportMetric(p10[i], stackImpls[i]+"-p10-ns/call")
+	}
+	b.ReportMetric(p10[0]-p10[2], "over-context-ns/call")
+}
+
+// BenchmarkStackFloorDeadline is BenchmarkStackFloor under a caller that
+// set a deadline, as a server's handler or an HTTP request's does: a
+// context.WithTimeout of a day, made once. Each stack's per-attempt
+// context is then the child of a context that can end, and the runtime
+// reads the caller's deadline at the call's start.
+func BenchmarkStackFloorDeadline(b *testing.B) {
+	calls := make([]func(context.Context) error, len(stackImpls))
+	for i, impl := range stackImpls {
+		c := stackCall(b, impl)
+		calls[i] = func(ctx context.Context) error { _, err := c(ctx); return err }
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 24*time.Hour)
+	defer cancel()
+	p10 := floorTurns(b, ctx, calls)
 	for i := range p10 {
 		b.ReportMetric(p10[i], stackImpls[i]+"-p10-ns/call")
 	}
@@ -33,11 +53,10 @@ func BenchmarkStackFloor(b *testing.B) {
 
 // floorTurns runs calls in turns, in batches of floorBatch calls, for the
 // benchmark's loop, and returns for each the tenth percentile of its
-// batches' time per call, in nanoseconds.
-func floorTurns(b *testing.B, calls []func(context.Context) error) []float64 {
+// batches' time per call, in nanoseconds, each call made with ctx.
+func floorTurns(b *testing.B, ctx context.Context, calls []func(context.Context) error) []float64 {
 	const floorBatch = 200
 	per := make([][]float64, len(calls))
-	ctx := context.Background()
 	var fail failures
 	defer fail.report(b)
 	for b.Loop() {
@@ -100,7 +119,7 @@ func BenchmarkStackParts(b *testing.B) {
 		h := newHandle(b, s.policy())
 		calls[i] = func(ctx context.Context) error { _, err := h.Call(ctx, request); return err }
 	}
-	for i, p10 := range floorTurns(b, calls) {
+	for i, p10 := range floorTurns(b, context.Background(), calls) {
 		b.ReportMetric(p10, layerStacks[i].name+"-p10-ns/call")
 	}
 }

@@ -140,14 +140,16 @@ func (b *bulkhead) handOver() {
 
 // acquirePermit takes a permit of the method's bulkhead (which must not be
 // nil), counting it in the metrics; the error is the caller's own context
-// error, or the refusal.
-func (m *methodState) acquirePermit(ctx context.Context) error {
+// error, or the refusal. queued says whether the call went to the
+// bulkhead's queue, where it may have waited: a clock reading taken
+// before then is no longer its start.
+func (m *methodState) acquirePermit(ctx context.Context) (queued bool, err error) {
 	bh, mx := m.bulkhead, m.metrics
 	if bh.tryAcquire() { // acquire's first step, without its call
 		if mx != nil {
 			mx.bulkheadInUse.Inc()
 		}
-		return nil
+		return false, nil
 	}
 	// Streams whose context ended just now may not have given their
 	// permits back yet (see streamSet).
@@ -155,7 +157,7 @@ func (m *methodState) acquirePermit(ctx context.Context) error {
 		if mx != nil {
 			mx.bulkheadInUse.Inc()
 		}
-		return nil
+		return false, nil
 	}
 	ok, waited := bh.acquire(ctx)
 	ended := over(ctx)
@@ -169,17 +171,17 @@ func (m *methodState) acquirePermit(ctx context.Context) error {
 	}
 	if !ok {
 		if ended != nil {
-			return statusFromContext(ended)
+			return true, statusFromContext(ended)
 		}
 		if mx != nil {
 			mx.bulkheadRejections.Inc()
 		}
-		return bulkheadFullError(m.dependency(), m.policy.Name, int(bh.permits), waited)
+		return true, bulkheadFullError(m.dependency(), m.policy.Name, int(bh.permits), waited)
 	}
 	if mx != nil {
 		mx.bulkheadInUse.Inc()
 	}
-	return nil
+	return true, nil
 }
 
 // releasePermit gives back a permit taken with acquirePermit.

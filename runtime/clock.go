@@ -39,12 +39,14 @@ type span struct {
 // of its own to know when it began. The reading is kept only with the
 // system clock: under a fake clock (WithClock) the state machines must see
 // no other time than the fake one.
-func (c *Client) attemptContext(ctx context.Context, d time.Duration, timed bool) (context.Context, context.CancelFunc, span) {
+func (c *Client) attemptContext(ctx context.Context, d time.Duration, timed bool, now time.Time) (context.Context, context.CancelFunc, span) {
 	if !timed {
-		actx, cancel := shorten(ctx, d)
+		actx, cancel := shorten(ctx, d, now)
 		return actx, cancel, span{}
 	}
-	now := time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
 	var sp span
 	if c.system {
 		sp = span{start: nanos(now, c.base), known: true, bounded: true}

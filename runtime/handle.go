@@ -155,10 +155,11 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	}
 	// callUnary without a cache or a fallback, written out: one call frame
 	// less on every call of the common method.
-	if err := over(ctx); err != nil {
+	now, err := overAt(ctx)
+	if err != nil {
 		return nil, statusFromContext(err)
 	}
-	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: h.call})
+	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: h.call, start: now})
 	if err == nil && m.client.events != nil && m.fallbackSeen.Load() != 0 {
 		m.fallbackSeen.Store(0) // as callUnary: another handle of m may fall back
 	}

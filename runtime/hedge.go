@@ -125,6 +125,7 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 	// A copy is counted once it is let through: the first as the call's
 	// request, any other as a hedged copy sent.
 	copies.copiesSent = &hc.sent
+	copies.start = time.Time{} // each copy reads the clock as it starts
 	mx := m.metrics
 	// The caller's grpc.Header, Trailer and Peer targets get the metadata
 	// of the copy whose result is returned, and no copy writes them itself.

@@ -129,7 +129,7 @@ func (w *conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	}
 	s := &stream{m: m, callerCtx: ctx, final: !desc.ServerStreams, oneRequest: !desc.ClientStreams}
 	if m.bulkhead != nil {
-		if err := m.acquirePermit(ctx); err != nil {
+		if _, err := m.acquirePermit(ctx); err != nil {
 			return nil, refusedWith(opts, err)
 		}
 		s.holdsPermit = true

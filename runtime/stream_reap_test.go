@@ -39,7 +39,7 @@ func reapClient(t *testing.T) *methodState {
 // NewStream leaves one before the AfterFunc runs.
 func openedStream(t *testing.T, m *methodState, callerCtx context.Context) *stream {
 	t.Helper()
-	if err := m.acquirePermit(callerCtx); err != nil {
+	if _, err := m.acquirePermit(callerCtx); err != nil {
 		t.Fatal(err)
 	}
 	tk, start, _, ok := m.admitAs(false)
@@ -69,7 +69,7 @@ func TestReapLeavesAnObservedEndingToTheStream(t *testing.T) {
 	m := reapClient(t)
 	s := openedStream(t, m, context.Background())
 	if p := reapPanic(func() {
-		if err := m.acquirePermit(context.Background()); err != nil {
+		if _, err := m.acquirePermit(context.Background()); err != nil {
 			t.Errorf("a call on the bulkhead the ended stream filled: %v, want its permit", err)
 			return
 		}
@@ -101,7 +101,7 @@ func TestReapEndsACancelledStreamAtOnce(t *testing.T) {
 	callerCtx, cancel := context.WithCancel(context.Background())
 	s := openedStream(t, m, callerCtx)
 	cancel()
-	if err := m.acquirePermit(context.Background()); err != nil {
+	if _, err := m.acquirePermit(context.Background()); err != nil {
 		t.Fatalf("a call on the bulkhead the cancelled stream filled: %v, want its permit", err)
 	}
 	m.releasePermit()

@@ -27,18 +27,18 @@ const IdempotencyKeyHeader = contract.IdempotencyKeyHeader
 func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, cacheKey func(*Req) string, req *Req, opts []grpc.CallOption,
 	call func(context.Context, *Req, ...grpc.CallOption) (*Resp, error),
 	fallback func(context.Context, *Req, error) (*Resp, error)) (*Resp, error) {
-	if err := over(ctx); err != nil {
+	now, err := overAt(ctx)
+	if err != nil {
 		// Already over: answered here, before any layer: no shared cached
 		// call started, no token, permit or budget request, no fallback.
 		return nil, statusFromContext(err)
 	}
 	var resp *Resp
-	var err error
 	fromDependency := true
 	if m.cache != nil && cacheKey != nil {
 		resp, fromDependency, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call})
+		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call, start: now})
 	}
 	if err == nil {
 		// Only the dependency's answer ends the episode of fallbacks: a
@@ -105,16 +105,21 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 		if err := m.takeToken(admit); err != nil {
 			return nil, err
 		}
+		in.start = time.Time{} // the token may have been waited for
 	}
 	if bh := m.bulkhead; bh != nil {
 		// A free permit of a bulkhead nobody counts is taken here, without
 		// a call; acquirePermit does the rest.
 		if m.metrics != nil || !bh.takeFree() {
-			if err := m.acquirePermit(admit); err != nil {
+			queued, err := m.acquirePermit(admit)
+			if err != nil {
 				if m.limiter != nil {
 					m.limiter.giveBack() // the call is not sent
 				}
 				return nil, err
+			}
+			if queued {
+				in.start = time.Time{} // the call's start is past
 			}
 		}
 		defer m.releasePermit()
@@ -129,7 +134,7 @@ func unary[Req, Resp any](ctx context.Context, m *methodState, key string, wait 
 	}
 	if limit > 0 {
 		var cancel context.CancelFunc
-		if ctx, cancel = shorten(ctx, limit); cancel != nil {
+		if ctx, cancel = shorten(ctx, limit, in.start); cancel != nil {
 			defer cancel()
 		}
 	}
@@ -177,6 +182,12 @@ type invocation[Req, Resp any] struct {
 	// OverallTimeout (see fetch), applied as one, once the call is
 	// admitted; 0 for every other call.
 	limit time.Duration
+	// start is the clock reading over took at the call's start (only a
+	// caller with a deadline has one), for the call's first attempt to
+	// count its timeout from: one clock read fewer per call. It is zero
+	// for every other attempt, and once the call may have waited (for a
+	// token or a permit) or is hedged; attemptInto takes it once.
+	start time.Time
 }
 
 // copyAdmitted counts a hedged copy let through, sent the copies of its
@@ -244,6 +255,10 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 	// Without a breaker, metrics or adaptive layer an attempt holds nothing
 	// and counts nowhere, and the check below has nothing to protect.
 	counted, guarded := m.hot.counted, m.hot.guarded
+	start := in.start // the call's start, for its first attempt only
+	if !start.IsZero() {
+		in.start = time.Time{}
+	}
 	if counted || guarded {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, statusFromContext(cerr) // never sent: counts for nothing
@@ -290,7 +305,7 @@ func attemptInto[Req, Resp any](ctx context.Context, m *methodState, in *invocat
 		var cancel context.CancelFunc
 		// The budget counts the call's first attempt too: it takes the
 		// attempt's start where the breaker and the metrics take nothing.
-		if actx, cancel, a.sp = m.client.attemptContext(ctx, t, m.hot.timed); cancel != nil {
+		if actx, cancel, a.sp = m.client.attemptContext(ctx, t, m.hot.timed, start); cancel != nil {
 			own = true
 			defer cancel()
 		}
@@ -407,23 +422,46 @@ func ownTimeout(actx context.Context) bool {
 // failure and be given to the fallback, though nothing was sent
 // (TestAttack26APastDeadlineCallsCountForNothing).
 func over(ctx context.Context) error {
+	_, err := overAt(ctx)
+	return err
+}
+
+// overAt is over, also returning the clock reading it compared the
+// deadline with: zero when ctx has no deadline (nothing was read). A
+// call's first attempt counts its timeout from that reading (see
+// invocation.start) instead of reading the clock again.
+func overAt(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return context.DeadlineExceeded
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, nil
 	}
-	return nil
+	now := time.Now()
+	if !now.Before(dl) {
+		return now, context.DeadlineExceeded
+	}
+	return now, nil
 }
 
 // shorten returns ctx limited to d from now, or ctx itself (and a nil
 // cancel) when its deadline is already as short: no context is made for
-// nothing.
-func shorten(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+// nothing. now is a clock reading to count d from, or zero to read the
+// clock (once: context.WithTimeout under a deadline would read it twice
+// more).
+func shorten(ctx context.Context, d time.Duration, now time.Time) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithTimeout(ctx, d)
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if dl.Sub(now) <= d {
 		return ctx, nil
 	}
-	return context.WithTimeout(ctx, d)
+	return context.WithDeadline(ctx, now.Add(d))
 }
 
 // sleep waits for d or until ctx ends; it reports whether the wait ran to
