@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,15 +16,6 @@ import (
 	"github.com/go-resilient/resilient/runtime/policy"
 	inventoryv1 "github.com/go-resilient/resilient/runtime/server/internal/testpb"
 )
-
-// attack30Broken skips a test that shows a broken promise unless
-// ATTACK21A_BROKEN=1, as the runtime package's attack21aBroken does.
-func attack30Broken(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("ATTACK21A_BROKEN") != "1" {
-		t.Skip("BROKEN: " + what)
-	}
-}
 
 // blipStore is a MemoryStore that, while down, refuses every operation at
 // once (a store that answers with an error: a Redis refusing connections,
