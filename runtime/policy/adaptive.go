@@ -15,7 +15,7 @@ import (
 
 // AdaptiveLimit configures an adaptive concurrency limit: the attempts
 // towards the dependency let be in flight at once follow its latency (a
-// gradient against the smallest round-trip time of the last
+// gradient against a low percentile of the round-trip times of the last
 // BaselineWindow, halving once per round trip on a timeout or an overload
 // refusal), and an attempt above the limit is refused at once with
 // runtime.ErrConcurrencyLimited. A zero field takes its value from
@@ -37,8 +37,8 @@ type AdaptiveLimit struct {
 	// Smoothing is the share of each latency-driven change applied per
 	// round, in (0, 1]. Drops are not smoothed.
 	Smoothing float64
-	// BaselineWindow is how long the smallest round RTT is remembered as
-	// the dependency's unloaded latency; at least 10 ns.
+	// BaselineWindow is how long round RTTs count towards the
+	// dependency's unloaded latency, the baseline; at least 10 ns.
 	BaselineWindow time.Duration
 }
 

@@ -1380,7 +1380,7 @@ func (x *CircuitBreaker) GetPerMethod() bool {
 }
 
 // AdaptiveLimit is an adaptive concurrency limit: a gradient of the round
-// trip time against its smallest value over baseline_window, growing the
+// trip time against a low percentile of it over baseline_window, growing the
 // limit by its square root while the dependency keeps up and halving it,
 // once per round trip, when attempts time out or are refused as overloaded
 // (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE).
@@ -1424,8 +1424,8 @@ type AdaptiveLimit struct {
 	// adaptive_limit: {smoothing: 0.2}
 	// ```
 	Smoothing *float64 `protobuf:"fixed64,5,opt,name=smoothing,proto3,oneof" json:"smoothing,omitempty"`
-	// baseline_window is how long the smallest round-trip time is remembered
-	// as the dependency's unloaded latency: a slowdown for good is accepted
+	// baseline_window is how long round-trip times count towards the
+	// dependency's unloaded latency: a slowdown for good is accepted
 	// after it. Default: 30 s. Must be at least 10 ns.
 	//
 	// ```proto

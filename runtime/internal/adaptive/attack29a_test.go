@@ -14,20 +14,13 @@ import (
 // says not queueing"; "(The reference's gradient is its latest round's at
 // about its load ...)") against queues that are only queues.
 
-// atk29aBaseline is the smallest round RTT class 0's baseline holds at now
-// (what endRound judges the next round against).
+// atk29aBaseline is the baseline class 0 holds at now (math.MaxInt64
+// for none).
 func (l *Limiter) atk29aBaseline(now time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := &l.classes[0].baseline
-	q := int64(now) / b.width
-	least := int64(math.MaxInt64)
-	for _, s := range b.buckets {
-		if s.epoch >= 0 && s.epoch <= q && q-s.epoch < baselineBuckets {
-			least = min(least, s.rtt)
-		}
-	}
-	return time.Duration(least)
+	return time.Duration(b.at(int64(now) / b.width))
 }
 
 // TestAttack29AQueueThatLosesCapacityIsStillAQueue: the cascade's own

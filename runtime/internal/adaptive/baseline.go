@@ -1,52 +1,184 @@
 package adaptive
 
-// baselineBuckets is the number of buckets of the baseline window.
-const baselineBuckets = 10
+import (
+	"math"
+	"math/bits"
+)
 
-// baseline is the smallest round RTT over a sliding window of time, in
-// baselineBuckets buckets that each keep the smallest RTT of their stretch.
-// It is guarded by the limiter's mutex.
+const (
+	// baselineBuckets is the number of buckets of the baseline window.
+	baselineBuckets = 10
+	// baselineBins is the number of bins of a bucket's histogram, each a
+	// sixteenth of an octave wide (at most 6.25 % of its lower edge),
+	// centred on the bucket's first round: two octaves either side of it,
+	// the RTTs beyond in the end bins.
+	baselineBins = 64
+	// baselineRounds is the number of rounds a bucket holds before its
+	// percentile counts.
+	baselineRounds = 16
+	// baselinePercentile is the percentile of a bucket's round RTTs that
+	// counts: the ⌈n / baselinePercentile⌉-th smallest of its n rounds,
+	// its 10th percentile.
+	baselinePercentile = 10
+)
+
+// baseline is the dependency's latency without queueing, over a sliding
+// window of time in baselineBuckets buckets: the smallest of an anchor
+// (the RTT of the round a restart, or an empty window, started it from)
+// and of each bucket's 10th percentile of its round RTTs, once it holds
+// baselineRounds rounds; the smallest round RTT of the window when neither
+// is there. It is guarded by the limiter's mutex.
 type baseline struct {
-	width   int64 // nanoseconds per bucket
-	buckets [baselineBuckets]struct {
-		epoch int64 // now / width of the RTTs kept; -1 for none
-		rtt   int64 // nanoseconds
+	width  int64 // nanoseconds per bucket
+	anchor struct {
+		epoch int64 // now / width when it was set; -1 for none
+		rtt   int64
 	}
+	buckets [baselineBuckets]baselineBucket
+}
+
+// baselineBucket is one stretch of the window: its rounds' RTTs in a
+// histogram of bins centred on its first.
+type baselineBucket struct {
+	epoch  int64 // now / width of the rounds kept; -1 for none
+	least  int64 // the smallest RTT kept, nanoseconds
+	low    int64 // the bucket's percentile, once it holds baselineRounds rounds
+	origin int   // the index (binIndex) of bin 0
+	rounds int   // the rounds kept: the sum of bins
+	bins   [baselineBins]uint16
 }
 
 func newBaseline(window int64) baseline {
 	b := baseline{width: max(window/baselineBuckets, 1)}
+	b.anchor.epoch = -1
 	for i := range b.buckets {
 		b.buckets[i].epoch = -1
 	}
 	return b
 }
 
+// binIndex is the bin of a log-linear scale that rtt falls in: sixteen
+// bins an octave, each 1/16 of the octave's lower end wide, so that a bin's
+// lower edge (binEdge) is within 1/16 of any RTT in it. An RTT below 1
+// counts as 1.
+func binIndex(rtt int64) int {
+	v := uint64(max(rtt, 1))
+	e := bits.Len64(v) - 1
+	var m uint64
+	if e >= 4 {
+		m = v >> (e - 4) & 15
+	} else {
+		m = v << (4 - e) & 15
+	}
+	return e<<4 | int(m)
+}
+
+// binEdge is the smallest RTT of bin i.
+func binEdge(i int) int64 {
+	e, m := i>>4, int64(i&15)
+	if e >= 4 {
+		return (16 + m) << (e - 4)
+	}
+	return (16 + m) >> (4 - e)
+}
+
+// live reports whether a bucket or anchor of epoch e is within the window
+// that ends in epoch q.
+func live(e, q int64) bool {
+	return e >= 0 && e <= q && q-e < baselineBuckets
+}
+
 // observe adds the RTT of a round that ended at now (nanoseconds since the
-// clock base, not negative) and returns the smallest RTT of the window
-// ending at now, this one included.
+// clock base, not negative) and returns the baseline of the window ending
+// at now, this round included. A round in a window that holds nothing
+// else is its anchor, as after a restart.
 func (b *baseline) observe(now, rtt int64) int64 {
 	q := now / b.width
-	s := &b.buckets[q%baselineBuckets]
-	if s.epoch != q {
-		s.epoch, s.rtt = q, rtt
-	} else {
-		s.rtt = min(s.rtt, rtt)
+	empty := !live(b.anchor.epoch, q)
+	for i := range b.buckets {
+		empty = empty && !live(b.buckets[i].epoch, q)
 	}
-	least := rtt
-	for _, s := range b.buckets {
-		if s.epoch >= 0 && s.epoch <= q && q-s.epoch < baselineBuckets {
-			least = min(least, s.rtt)
+	if empty {
+		b.anchor.epoch, b.anchor.rtt = q, rtt
+	}
+	b.add(q, rtt)
+	return b.at(q)
+}
+
+// at returns the baseline of the window that ends in epoch q: the
+// smallest of the anchor and of the percentiles of the buckets that hold
+// baselineRounds rounds; without any, the smallest RTT kept; without
+// that, math.MaxInt64.
+func (b *baseline) at(q int64) int64 {
+	least, counted := int64(math.MaxInt64), false
+	if live(b.anchor.epoch, q) {
+		least, counted = b.anchor.rtt, true
+	}
+	for i := range b.buckets {
+		if s := &b.buckets[i]; live(s.epoch, q) && s.rounds >= baselineRounds {
+			least, counted = min(least, s.low), true
+		}
+	}
+	if !counted {
+		for i := range b.buckets {
+			if s := &b.buckets[i]; live(s.epoch, q) {
+				least = min(least, s.least)
+			}
 		}
 	}
 	return least
 }
 
-// restart forgets every RTT kept and keeps rtt, of a round that ended at
-// now, alone.
+// add keeps rtt in the bucket of epoch q, and updates its percentile.
+func (b *baseline) add(q, rtt int64) {
+	s := &b.buckets[q%baselineBuckets]
+	i := binIndex(rtt)
+	if s.epoch != q {
+		s.epoch, s.least, s.rounds, s.origin = q, rtt, 0, i-baselineBins/2
+		s.bins = [baselineBins]uint16{}
+	}
+	s.least = min(s.least, rtt)
+	i = min(max(i-s.origin, 0), baselineBins-1)
+	if s.bins[i] == math.MaxUint16 {
+		// Halved, all of them: the shares the percentile is read from
+		// stay.
+		s.rounds = 0
+		for j := range s.bins {
+			s.bins[j] /= 2
+			s.rounds += int(s.bins[j])
+		}
+	}
+	s.bins[i]++
+	s.rounds++
+	if s.rounds < baselineRounds {
+		return
+	}
+	// The ⌈n/10⌉-th smallest RTT is in bin j; read as the bin's lower
+	// edge, or the smallest RTT kept if that is in bin j or above the
+	// edge (so that a bin is never read above an RTT in it, and rounds
+	// of one RTT read that RTT).
+	rank := (s.rounds + baselinePercentile - 1) / baselinePercentile
+	j := 0
+	for n := int(s.bins[0]); n < rank; n += int(s.bins[j]) {
+		j++
+	}
+	least := min(max(binIndex(s.least)-s.origin, 0), baselineBins-1)
+	if j == least {
+		s.low = s.least
+	} else {
+		s.low = max(s.least, binEdge(s.origin+j))
+	}
+}
+
+// restart forgets every RTT kept and makes rtt, of a round that ended at
+// now, the anchor: the baseline is rtt until rounds faster than it come
+// (a tenth of a bucket's rounds, of baselineRounds at least) or the
+// window forgets it.
 func (b *baseline) restart(now, rtt int64) {
 	for i := range b.buckets {
 		b.buckets[i].epoch = -1
 	}
-	b.observe(now, rtt)
+	q := now / b.width
+	b.anchor.epoch, b.anchor.rtt = q, rtt
+	b.add(q, rtt)
 }

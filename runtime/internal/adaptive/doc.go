@@ -24,10 +24,21 @@
 //     it, where a queue, which every call waits in, does
 //     (TestAttack27ILatencyTailWithoutQueueingHoldsTheLimitLow: 10 ms, one
 //     answer in five 40 ms, held the limit at a mean of 10 of 16 with the
-//     mean, 15 with the median). The baseline is the smallest round RTT
-//     over the last BaselineWindow: the dependency's latency without
-//     queueing, or less when its latency is spread wide (rounds of a few
-//     answers, the smallest a lucky one: README, Limits, known and open).
+//     mean, 15 with the median). The baseline is the dependency's latency
+//     without queueing over the last BaselineWindow, in ten buckets: the
+//     smallest of the anchor (the window's first round, or the round a
+//     restart, below, starts from) and of the 10th percentile of each
+//     bucket's round RTTs once it holds 16 rounds (a histogram of 64 bins
+//     of 1/16 octave around the bucket's first round: read to within
+//     6 %, never above); without either, the smallest round RTT of the
+//     window. Not the smallest round RTT alone: rounds of a few answers,
+//     with a latency spread wide, scatter, and the smallest of 30 s is a
+//     lucky one (TestAttack29cLogNormalLatencyWithoutQueueing: log-normal
+//     20 ms, σ 0.5, no queue, the limit at 6 of 16 with it, 14.9 with the
+//     percentile). A queue that builds within the window does not move
+//     it: the anchor and the buckets before the queue stay for the
+//     window; one that fills the whole window is the baseline after it
+//     (README, Limits, known and open).
 //     Each class of success (ReleaseAs: the runtime gives each method
 //     sharing the limit two, its answers and its error answers) has its own
 //     baseline, and a round with several is judged by the mean over its

@@ -22,7 +22,13 @@ type model struct {
 	loads    int64 // Σ of the samples' calls in flight at their acquire
 	peak     int
 	rounds   []struct{ at, rtt int64 }
-	least    int64 // the baseline of the last round, 0 before one
+	// anchor is the round a restart, or a round in an empty window, set
+	// the baseline from.
+	anchor struct {
+		at, rtt int64
+		set     bool
+	}
+	least int64 // the baseline of the last round, 0 before one
 	// ref is the reference round of a run of slow rounds (load 0: none).
 	ref struct {
 		load, gradient, gload float64
@@ -49,17 +55,52 @@ func (m *model) setLimit(v float64) {
 	m.round++
 }
 
+// baseline is the baseline the rounds kept give at now, written out from
+// the package doc: the smallest of the anchor and of each bucket's 10th
+// percentile (the ⌈n/10⌉-th smallest of its n rounds) once it holds
+// baselineRounds, read at the resolution of its histogram (binIndex,
+// binEdge: bins centred on the bucket's first round); without any, the
+// smallest round of the window.
 func (m *model) baseline(now int64) int64 {
-	width := int64(m.p.BaselineWindow) / baselineBuckets
+	width := max(int64(m.p.BaselineWindow)/baselineBuckets, 1)
 	cur := now / width
-	least := int64(math.MaxInt64)
+	live := func(at int64) bool { q := at / width; return q <= cur && cur-q < baselineBuckets }
+	least, counted := int64(math.MaxInt64), false
+	if m.anchor.set && live(m.anchor.at) {
+		least, counted = m.anchor.rtt, true
+	}
+	buckets := map[int64][]int64{} // each live bucket's rounds, in order
 	for _, r := range m.rounds {
-		if q := r.at / width; q <= cur && cur-q < baselineBuckets {
-			least = min(least, r.rtt)
+		if live(r.at) {
+			buckets[r.at/width] = append(buckets[r.at/width], r.rtt)
+		}
+	}
+	for _, rtts := range buckets {
+		if len(rtts) < baselineRounds {
+			continue
+		}
+		origin := binIndex(rtts[0]) - baselineBins/2
+		bin := func(rtt int64) int { return min(max(binIndex(rtt)-origin, 0), baselineBins-1) }
+		sorted := slices.Sorted(slices.Values(rtts))
+		v, low := sorted[(len(sorted)+baselinePercentile-1)/baselinePercentile-1], sorted[0]
+		if bin(v) != bin(low) {
+			low = max(low, binEdge(origin+bin(v)))
+		}
+		least, counted = min(least, low), true
+	}
+	if !counted {
+		for _, r := range m.rounds {
+			if live(r.at) {
+				least = min(least, r.rtt)
+			}
 		}
 	}
 	return least
 }
+
+// windowEmpty reports whether the window at now holds neither the anchor
+// nor a round (whose RTTs are at most an hour).
+func (m *model) windowEmpty(now int64) bool { return m.baseline(now) == math.MaxInt64 }
 
 func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	inFlight := m.inFlight
@@ -87,6 +128,9 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	slices.Sort(first)
 	lo, hi := first[(len(first)-1)/2], first[len(first)/2]
 	median := (lo + hi) / 2 // at most two hours: no overflow
+	if m.windowEmpty(now) {
+		m.anchor.at, m.anchor.rtt, m.anchor.set = now, median, true
+	}
 	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, median})
 	// "Times slower than the baseline" is the ratio, as the package doc
 	// says: a round of exactly Tolerance times the baseline is not too
@@ -131,6 +175,7 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	default:
 		m.ref.load = 0
 		m.rounds = append(m.rounds[:0], m.rounds[len(m.rounds)-1])
+		m.anchor.at, m.anchor.rtt, m.anchor.set = now, median, true
 		slower = 1
 	}
 	target := m.value
@@ -150,6 +195,21 @@ func FuzzLimiter(f *testing.F) {
 	f.Add([]byte{0, 4, 2, 2, 0, 0, 0, 0, 1, 0, 0, 40, 1, 0, 0, 40, 2, 10, 0, 1, 0, 1, 90, 1, 0, 2, 0})
 	f.Add([]byte{2, 9, 5, 4, 0, 0, 0, 0, 0, 1, 0, 1, 30, 1, 0, 1, 30, 0, 0, 1, 1, 1, 200, 2, 255, 0, 1, 0, 0, 5})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 10, 1, 2, 0, 20, 1, 0, 0, 250, 2, 100, 2, 100, 0, 1, 0, 0, 30})
+	// Rounds of one call each, 10 ms apart, for 3 s in a window of 2 s
+	// (buckets of 200 ms hold 20 rounds, and their percentiles count once
+	// the first round, the anchor, is forgotten): RTTs of 100 to 290 ms,
+	// 20 apart in each bucket (its 10th percentile is its second
+	// smallest), one round in seven at 400 ms, beyond the tolerance of 2.8
+	// of some, so that the baseline sets how far the limit shrinks.
+	spread := []byte{0, 9, 4, 19, 9, 9}
+	for i := range 300 {
+		rtt := byte(20 + i*7%20*2)
+		if i%7 == 6 {
+			rtt = 80
+		}
+		spread = append(spread, 0, 1, 0, 0, rtt, 0, 2, 1)
+	}
+	f.Add(spread)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prog := fuzzprog.New(data)
 		p := Policy{

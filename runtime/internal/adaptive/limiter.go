@@ -29,8 +29,10 @@ type Policy struct {
 	// Smoothing is the share of each latency-driven change of the limit
 	// applied per round, in (0, 1]. Drops are not smoothed. Default 0.5.
 	Smoothing float64
-	// BaselineWindow is how long the smallest round RTT is remembered as
-	// the dependency's unloaded latency. Default 30 s.
+	// BaselineWindow is how long round RTTs count towards the baseline,
+	// the dependency's unloaded latency (the package doc: the smallest of
+	// its ten buckets' 10th percentiles and of the round it began with).
+	// Default 30 s.
 	BaselineWindow time.Duration
 }
 
