@@ -127,3 +127,106 @@ func TestAttack30bSlowObserverAtHalfOpenShortensTheProbesTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack30bSlowObserverAtBudgetRecoveryShortensTheFirstAttempt: the
+// same through the other event raised on the caller's goroutine before a
+// call's first attempt, the retry budget's recovery (retried reports it
+// at the first call after a whole window without a refusal). An observer
+// of it that takes 200 ms leaves that call's first attempt 200 ms of its
+// 400 ms timeout under a caller's deadline, its whole timeout without one.
+func TestAttack30bSlowObserverAtBudgetRecoveryShortensTheFirstAttempt(t *testing.T) {
+	attack21aBroken(t, "a call under a caller's deadline that reports the retry budget's recovery to an observer "+
+		"taking 200 ms: its first attempt reaches the server with about 200 ms of its 400 ms timeout left; "+
+		"without a caller's deadline it gets its whole 400 ms")
+	for _, withDeadline := range []bool{false, true} {
+		name := "no caller deadline"
+		if withDeadline {
+			name = "caller deadline of a minute"
+		}
+		t.Run(name, func(t *testing.T) {
+			atkNoLeak(t)
+			var mu sync.Mutex
+			var left []time.Duration
+			failing := true
+			_, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
+				dl, ok := ctx.Deadline()
+				mu.Lock()
+				defer mu.Unlock()
+				if ok {
+					left = append(left, time.Until(dl))
+				} else {
+					left = append(left, -1)
+				}
+				if failing {
+					return status.Error(codes.Unavailable, "down")
+				}
+				return nil
+			})
+			clk := newAtkClock()
+			var slow, exhausted, recovered atomic.Bool
+			observe := func(e runtime.Event) {
+				switch e.Kind {
+				case runtime.EventBudgetExhausted:
+					exhausted.Store(true)
+				case runtime.EventBudgetRecovered:
+					recovered.Store(true)
+					if slow.Load() {
+						time.Sleep(a30bObserver) // a slow log sink or exporter
+					}
+				}
+			}
+			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+				Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithObserver(observe)},
+			}, func(p *policy.Service) {
+				p.Bulkhead, p.Breaker, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil, nil
+				p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 1, Window: time.Second}
+				m := atkMethod(p, atkGetStock)
+				m.Timeout, m.OverallTimeout, m.Hedging, m.Bulkhead, m.Breaker = a30bTimeout, 0, nil, nil, nil
+				m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+					Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
+			})
+			call := func() error {
+				ctx := context.Background()
+				if withDeadline {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Minute)
+					defer cancel()
+				}
+				_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+				return err
+			}
+			for range 3 {
+				_ = call()
+				if exhausted.Load() {
+					break
+				}
+			}
+			if !exhausted.Load() {
+				t.Fatal("the budget never refused a retry")
+			}
+			mu.Lock()
+			n := len(left)
+			failing = false
+			mu.Unlock()
+			clk.Advance(5 * time.Second)
+			slow.Store(true)
+			if err := call(); err != nil {
+				t.Fatalf("the call after the window: %v, want its answer", err)
+			}
+			if !recovered.Load() {
+				t.Fatal("the call after a whole window without a refusal reported no recovery")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(left) != n+1 {
+				t.Fatalf("the server saw %d calls after the window, want 1", len(left)-n)
+			}
+			got := left[n]
+			t.Logf("the first attempt reached the server with %v left of its %v timeout", got, a30bTimeout)
+			if got > a30bTimeout || got < a30bTimeout-a30bObserver/2 {
+				t.Errorf("the call's first attempt reached the server with %v left; want its whole timeout %v "+
+					"(less loopback), not the timeout less the %v the observer took before the attempt began", got, a30bTimeout, a30bObserver)
+			}
+		})
+	}
+}
