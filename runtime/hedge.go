@@ -374,7 +374,15 @@ func hedged[Req, Resp any](ctx context.Context, m *methodState, wait context.Con
 					if r.pushed && r.push < 0 {
 						told()
 					}
-					stopped = true
+					// Only what the policy would still send is stopped: with
+					// every copy sent, the call's copies run out as without
+					// the refusal, and an error of copies that all failed
+					// non-fatally says so, ErrRetriesExhausted, which a
+					// Guard upstream reads as do-not-retry
+					// (TestAttack30ShedCopyAfterTheLastCopyWasSentStillExhausts).
+					if sent < h.MaxCopies {
+						stopped = true
+					}
 				default:
 					last = r.err
 					switch {

@@ -38,7 +38,11 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 	if m.cache != nil && cacheKey != nil {
 		resp, fromDependency, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call, start: now})
+		in := invocation[Req, Resp]{req: req, opts: opts, call: call}
+		if m.client.events == nil {
+			in.start = now // see invocation.start
+		}
+		resp, err = unary(ctx, m, key, nil, &in)
 	}
 	if err == nil {
 		// Only the dependency's answer ends the episode of fallbacks: a
@@ -186,7 +190,12 @@ type invocation[Req, Resp any] struct {
 	// caller with a deadline has one), for the call's first attempt to
 	// count its timeout from: one clock read fewer per call. It is zero
 	// for every other attempt, and once the call may have waited (for a
-	// token or a permit) or is hedged; attemptInto takes it once.
+	// token or a permit) or is hedged; attemptInto takes it once. A client
+	// with a logger or observers never sets it: they run on the caller's
+	// goroutine, for as long as they take, between the call's start and
+	// its first attempt (a breaker's move to half-open in the attempt's
+	// admission, the budget's recovery), and that time is not the
+	// attempt's to lose (TestAttack30bSlowObserverAtHalfOpenShortensTheProbesTimeout).
 	start time.Time
 }
 
