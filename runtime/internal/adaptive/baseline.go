@@ -13,8 +13,10 @@ const (
 	// centred on the bucket's first round: two octaves either side of it,
 	// the RTTs beyond in the end bins.
 	baselineBins = 64
-	// baselineRounds is the number of rounds a bucket holds before its
-	// percentile counts.
+	// baselineRounds is the number of rounds the bucket of the current
+	// stretch holds before its percentile counts: a bucket of the past
+	// counts whatever it holds (a stretch of sparse calls says as much of
+	// the dependency's latency as a busy one).
 	baselineRounds = 16
 	// baselinePercentile is the percentile of a bucket's round RTTs that
 	// counts: the ⌈n / baselinePercentile⌉-th smallest of its n rounds,
@@ -25,9 +27,11 @@ const (
 // baseline is the dependency's latency without queueing, over a sliding
 // window of time in baselineBuckets buckets: the smallest of an anchor
 // (the RTT of the round a restart, or an empty window, started it from)
-// and of each bucket's 10th percentile of its round RTTs, once it holds
-// baselineRounds rounds; the smallest round RTT of the window when neither
-// is there. It is guarded by the limiter's mutex.
+// and of each bucket's 10th percentile of its round RTTs (the current
+// bucket's once it holds baselineRounds rounds; a past bucket's whatever
+// it holds, its median below baselineRounds: bucketRank); the smallest
+// round RTT of the window when neither is there.
+// It is guarded by the limiter's mutex.
 type baseline struct {
 	width  int64 // nanoseconds per bucket
 	anchor struct {
@@ -42,10 +46,13 @@ type baseline struct {
 type baselineBucket struct {
 	epoch  int64 // now / width of the rounds kept; -1 for none
 	least  int64 // the smallest RTT kept, nanoseconds
-	low    int64 // the bucket's percentile, once it holds baselineRounds rounds
+	low    int64 // the bucket's percentile
 	origin int   // the index (binIndex) of bin 0
 	rounds int   // the rounds kept: the sum of bins
-	bins   [baselineBins]uint16
+	// bins count the rounds: a bin of 32 bits fills after 2^32 rounds,
+	// at least 1.4 billion a second in a bucket of 3 s, which no round
+	// trip allows.
+	bins [baselineBins]uint32
 }
 
 func newBaseline(window int64) baseline {
@@ -106,16 +113,16 @@ func (b *baseline) observe(now, rtt int64) int64 {
 }
 
 // at returns the baseline of the window that ends in epoch q: the
-// smallest of the anchor and of the percentiles of the buckets that hold
-// baselineRounds rounds; without any, the smallest RTT kept; without
-// that, math.MaxInt64.
+// smallest of the anchor and of the percentiles of the buckets of the
+// past and of the current bucket once it holds baselineRounds rounds;
+// without any, the smallest RTT kept; without that, math.MaxInt64.
 func (b *baseline) at(q int64) int64 {
 	least, counted := int64(math.MaxInt64), false
 	if live(b.anchor.epoch, q) {
 		least, counted = b.anchor.rtt, true
 	}
 	for i := range b.buckets {
-		if s := &b.buckets[i]; live(s.epoch, q) && s.rounds >= baselineRounds {
+		if s := &b.buckets[i]; live(s.epoch, q) && (s.epoch < q || s.rounds >= baselineRounds) {
 			least, counted = min(least, s.low), true
 		}
 	}
@@ -135,29 +142,17 @@ func (b *baseline) add(q, rtt int64) {
 	i := binIndex(rtt)
 	if s.epoch != q {
 		s.epoch, s.least, s.rounds, s.origin = q, rtt, 0, i-baselineBins/2
-		s.bins = [baselineBins]uint16{}
+		s.bins = [baselineBins]uint32{}
 	}
 	s.least = min(s.least, rtt)
 	i = min(max(i-s.origin, 0), baselineBins-1)
-	if s.bins[i] == math.MaxUint16 {
-		// Halved, all of them: the shares the percentile is read from
-		// stay.
-		s.rounds = 0
-		for j := range s.bins {
-			s.bins[j] /= 2
-			s.rounds += int(s.bins[j])
-		}
-	}
 	s.bins[i]++
 	s.rounds++
-	if s.rounds < baselineRounds {
-		return
-	}
 	// The ⌈n/10⌉-th smallest RTT is in bin j; read as the bin's lower
 	// edge, or the smallest RTT kept if that is in bin j or above the
 	// edge (so that a bin is never read above an RTT in it, and rounds
 	// of one RTT read that RTT).
-	rank := (s.rounds + baselinePercentile - 1) / baselinePercentile
+	rank := bucketRank(s.rounds)
 	j := 0
 	for n := int(s.bins[0]); n < rank; n += int(s.bins[j]) {
 		j++
@@ -170,10 +165,24 @@ func (b *baseline) add(q, rtt int64) {
 	}
 }
 
+// bucketRank is the rank, from 1, of the RTT a bucket of n rounds
+// counts with: the ⌈n/10⌉-th smallest, its 10th percentile, from
+// baselineRounds rounds on; below, the median, the ⌈n/2⌉-th: the fastest
+// of a handful of rounds is luck, and with wide spreads a window of
+// sparse buckets would have the luckiest of them all as its baseline,
+// while a sparse bucket's median still holds the baseline down against
+// a queue that follows it.
+func bucketRank(n int) int {
+	if n < baselineRounds {
+		return (n + 1) / 2
+	}
+	return (n + baselinePercentile - 1) / baselinePercentile
+}
+
 // restart forgets every RTT kept and makes rtt, of a round that ended at
 // now, the anchor: the baseline is rtt until rounds faster than it come
-// (a tenth of a bucket's rounds, of baselineRounds at least) or the
-// window forgets it.
+// (a tenth of the current bucket's rounds, once it holds baselineRounds,
+// or of a past bucket's) or the window forgets it.
 func (b *baseline) restart(now, rtt int64) {
 	for i := range b.buckets {
 		b.buckets[i].epoch = -1

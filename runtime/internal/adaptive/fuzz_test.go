@@ -57,8 +57,8 @@ func (m *model) setLimit(v float64) {
 
 // baseline is the baseline the rounds kept give at now, written out from
 // the package doc: the smallest of the anchor and of each bucket's 10th
-// percentile (the ⌈n/10⌉-th smallest of its n rounds) once it holds
-// baselineRounds, read at the resolution of its histogram (binIndex,
+// percentile (the ⌈n/10⌉-th smallest of its n rounds), the current
+// bucket's once it holds baselineRounds, read at the resolution of its histogram (binIndex,
 // binEdge: bins centred on the bucket's first round); without any, the
 // smallest round of the window.
 func (m *model) baseline(now int64) int64 {
@@ -75,14 +75,14 @@ func (m *model) baseline(now int64) int64 {
 			buckets[r.at/width] = append(buckets[r.at/width], r.rtt)
 		}
 	}
-	for _, rtts := range buckets {
-		if len(rtts) < baselineRounds {
-			continue
+	for k, rtts := range buckets {
+		if k == cur && len(rtts) < baselineRounds {
+			continue // the current bucket counts once it holds baselineRounds
 		}
 		origin := binIndex(rtts[0]) - baselineBins/2
 		bin := func(rtt int64) int { return min(max(binIndex(rtt)-origin, 0), baselineBins-1) }
 		sorted := slices.Sorted(slices.Values(rtts))
-		v, low := sorted[(len(sorted)+baselinePercentile-1)/baselinePercentile-1], sorted[0]
+		v, low := sorted[bucketRank(len(sorted))-1], sorted[0]
 		if bin(v) != bin(low) {
 			low = max(low, binEdge(origin+bin(v)))
 		}
