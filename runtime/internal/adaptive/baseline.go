@@ -10,8 +10,8 @@ const (
 	baselineBuckets = 10
 	// baselineBins is the number of bins of a bucket's histogram, each a
 	// sixteenth of an octave wide (at most 6.25 % of its lower edge),
-	// centred on the bucket's first round: two octaves either side of it,
-	// the RTTs beyond in the end bins.
+	// centred on the baseline the bucket began under: two octaves either
+	// side of it, the RTTs beyond in the end bins.
 	baselineBins = 64
 	// baselineRounds is the number of rounds the bucket of the current
 	// stretch holds before its percentile counts: a bucket of the past
@@ -42,7 +42,7 @@ type baseline struct {
 }
 
 // baselineBucket is one stretch of the window: its rounds' RTTs in a
-// histogram of bins centred on its first.
+// histogram of bins centred on the baseline it began under (see add).
 type baselineBucket struct {
 	epoch  int64 // now / width of the rounds kept; -1 for none
 	least  int64 // the smallest RTT kept, nanoseconds
@@ -137,13 +137,24 @@ func (b *baseline) at(q int64) int64 {
 }
 
 // add keeps rtt in the bucket of epoch q, and updates its percentile.
+// A new bucket's bins are centred on the baseline it begins under (its
+// first round when there is none: the first round of an empty window, or
+// a restart's, which is then the anchor): a dependency's rounds are near
+// its baseline when it does not queue, above it when it does, and a first
+// round far from the others (a lucky one) would have left them all in an
+// end bin, read at its edge (TestAttack30cBucketWhoseFirstRoundIsFarFromTheRest:
+// 3.8 ms for rounds of 20 ms after one of 1 ms).
 func (b *baseline) add(q, rtt int64) {
 	s := &b.buckets[q%baselineBuckets]
-	i := binIndex(rtt)
 	if s.epoch != q {
-		s.epoch, s.least, s.rounds, s.origin = q, rtt, 0, i-baselineBins/2
+		ref := b.at(q) // without s, whose epoch is not in the window
+		if ref == math.MaxInt64 {
+			ref = rtt
+		}
+		s.epoch, s.least, s.rounds, s.origin = q, rtt, 0, binIndex(ref)-baselineBins/2
 		s.bins = [baselineBins]uint32{}
 	}
+	i := binIndex(rtt)
 	s.least = min(s.least, rtt)
 	i = min(max(i-s.origin, 0), baselineBins-1)
 	s.bins[i]++

@@ -17,7 +17,8 @@ import (
 // percentile (the ⌈n/10⌉-th smallest), at most it and less by no more
 // than the histogram's resolution (1/16: a bin's lower edge is above 16/17
 // of any RTT in it; no bound but the bucket's smallest for a percentile in
-// an end bin, about two octaves or more from the bucket's first round);
+// an end bin, about two octaves or more from the baseline the bucket began
+// under);
 // without either, exactly the smallest round of the window; nothing of a
 // round outside the window; a restart's value at once.
 func FuzzBaseline(f *testing.F) {
@@ -43,6 +44,10 @@ func FuzzBaseline(f *testing.F) {
 		type round struct{ at, rtt int64 }
 		var rounds []round // since the last restart
 		anchor := round{at: -1}
+		// Each bucket's bins' origin: centred on the baseline it began
+		// under, as the code read it just before (checked against the
+		// rounds at the step before), or on its first round without one.
+		origins := map[int64]int{}
 		var now int64
 		for step := 0; !prog.Done() && step < 4096; step++ {
 			switch op := prog.Next() % 8; op {
@@ -64,11 +69,19 @@ func FuzzBaseline(f *testing.F) {
 					if empty {
 						anchor = round{now, rtt}
 					}
+					if _, ok := origins[q]; !ok || empty {
+						ref := b.at(q)
+						if empty || ref == math.MaxInt64 {
+							ref = rtt
+						}
+						origins[q] = binIndex(ref) - baselineBins/2
+					}
 					b.observe(now, rtt)
 					rounds = append(rounds, round{now, rtt})
 				} else {
 					b.restart(now, rtt)
 					rounds, anchor = []round{{now, rtt}}, round{now, rtt}
+					origins = map[int64]int{now / width: binIndex(rtt) - baselineBins/2}
 					if got := b.at(now / width); got != rtt {
 						t.Fatalf("step %d: restart at %v: baseline %v, want %v", step, now, got, rtt)
 					}
@@ -95,7 +108,7 @@ func FuzzBaseline(f *testing.F) {
 				sorted := slices.Sorted(slices.Values(rtts))
 				p := sorted[bucketRank(len(sorted))-1]
 				low := sorted[0]
-				if j := binIndex(p) - binIndex(rtts[0]) + baselineBins/2; j > 0 && j < baselineBins-1 {
+				if j := binIndex(p) - origins[k]; j > 0 && j < baselineBins-1 {
 					// Within the bins, neither end's.
 					low = max(low, int64(float64(p)*16/17))
 				}

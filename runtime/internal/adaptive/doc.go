@@ -30,10 +30,9 @@
 //     restart, below, starts from) and of the 10th percentile of each
 //     bucket's round RTTs: the current bucket's once it holds 16 rounds,
 //     a past bucket's whatever it holds, its median below 16 (a histogram
-//     of 64 bins of 1/16 octave around the bucket's first round, counts of
-//     32 bits: read to within 6 %, never above, for rounds within two
-//     octaves of the first); without either, the smallest round RTT of
-//     the window. Not the smallest round RTT alone: rounds of a few answers,
+//     of 64 bins of 1/16 octave, two octaves either side of the baseline
+//     the bucket began under, counts of 32 bits: read to within 6 %, never
+//     above); without either, the smallest round RTT of the window. Not the smallest round RTT alone: rounds of a few answers,
 //     with a latency spread wide, scatter, and the smallest of 30 s is a
 //     lucky one (TestAttack29cLogNormalLatencyWithoutQueueing: log-normal
 //     20 ms, σ 0.5, no queue, the limit at 6 of 16 with it, 14.9 with the

@@ -21,7 +21,7 @@ type model struct {
 	samples  []int64
 	loads    int64 // Σ of the samples' calls in flight at their acquire
 	peak     int
-	rounds   []struct{ at, rtt int64 }
+	rounds   []modelRound
 	// anchor is the round a restart, or a round in an empty window, set
 	// the baseline from.
 	anchor struct {
@@ -49,6 +49,15 @@ func (m *model) acquire() (modelToken, bool) {
 	return modelToken{m.round, m.inFlight}, true
 }
 
+// modelRound is a round the model keeps for the baseline: when it ended,
+// its RTT, and, for the first round of its bucket, the bins' origin the
+// bucket was given (binIndex of the baseline it began under, less half
+// the bins).
+type modelRound struct {
+	at, rtt int64
+	origin  int
+}
+
 func (m *model) setLimit(v float64) {
 	m.value = math.Min(math.Max(v, float64(m.p.MinLimit)), float64(m.p.MaxLimit))
 	m.samples, m.peak, m.loads = nil, 0, 0
@@ -59,7 +68,7 @@ func (m *model) setLimit(v float64) {
 // the package doc: the smallest of the anchor and of each bucket's 10th
 // percentile (the ⌈n/10⌉-th smallest of its n rounds), the current
 // bucket's once it holds baselineRounds, read at the resolution of its histogram (binIndex,
-// binEdge: bins centred on the bucket's first round); without any, the
+// binEdge: bins centred on the baseline the bucket began under, roundAt); without any, the
 // smallest round of the window.
 func (m *model) baseline(now int64) int64 {
 	width := max(int64(m.p.BaselineWindow)/baselineBuckets, 1)
@@ -70,8 +79,12 @@ func (m *model) baseline(now int64) int64 {
 		least, counted = m.anchor.rtt, true
 	}
 	buckets := map[int64][]int64{} // each live bucket's rounds, in order
+	origins := map[int64]int{}     // and its bins' origin
 	for _, r := range m.rounds {
 		if live(r.at) {
+			if _, ok := buckets[r.at/width]; !ok {
+				origins[r.at/width] = r.origin
+			}
 			buckets[r.at/width] = append(buckets[r.at/width], r.rtt)
 		}
 	}
@@ -79,7 +92,7 @@ func (m *model) baseline(now int64) int64 {
 		if k == cur && len(rtts) < baselineRounds {
 			continue // the current bucket counts once it holds baselineRounds
 		}
-		origin := binIndex(rtts[0]) - baselineBins/2
+		origin := origins[k]
 		bin := func(rtt int64) int { return min(max(binIndex(rtt)-origin, 0), baselineBins-1) }
 		sorted := slices.Sorted(slices.Values(rtts))
 		v, low := sorted[bucketRank(len(sorted))-1], sorted[0]
@@ -96,6 +109,23 @@ func (m *model) baseline(now int64) int64 {
 		}
 	}
 	return least
+}
+
+// roundAt is the round of RTT rtt ending at now, to be kept: the first of
+// its bucket gets the origin of bins centred on the baseline the bucket
+// begins under (without one, on rtt).
+func (m *model) roundAt(now, rtt int64) modelRound {
+	width := max(int64(m.p.BaselineWindow)/baselineBuckets, 1)
+	for _, r := range m.rounds {
+		if r.at/width == now/width {
+			return modelRound{at: now, rtt: rtt} // not the first
+		}
+	}
+	ref := m.baseline(now)
+	if ref == math.MaxInt64 {
+		ref = rtt
+	}
+	return modelRound{at: now, rtt: rtt, origin: binIndex(ref) - baselineBins/2}
 }
 
 // windowEmpty reports whether the window at now holds neither the anchor
@@ -131,7 +161,7 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 	if m.windowEmpty(now) {
 		m.anchor.at, m.anchor.rtt, m.anchor.set = now, median, true
 	}
-	m.rounds = append(m.rounds, struct{ at, rtt int64 }{now, median})
+	m.rounds = append(m.rounds, m.roundAt(now, median))
 	// "Times slower than the baseline" is the ratio, as the package doc
 	// says: a round of exactly Tolerance times the baseline is not too
 	// slow. (Written as median > Tolerance×baseline, the product rounds:
@@ -174,8 +204,9 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 		m.ref.once = true
 	default:
 		m.ref.load = 0
-		m.rounds = append(m.rounds[:0], m.rounds[len(m.rounds)-1])
+		m.rounds = m.rounds[:0]
 		m.anchor.at, m.anchor.rtt, m.anchor.set = now, median, true
+		m.rounds = append(m.rounds, m.roundAt(now, median)) // its bucket begins under the anchor
 		slower = 1
 	}
 	target := m.value
