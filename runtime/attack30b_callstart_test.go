@@ -40,6 +40,55 @@ const (
 // The probe is the call's first attempt, and its 400 ms timeout should be
 // counted from its own start, as it was before the change (and as it is
 // without a caller's deadline).
+// a30bRig is what both tests call through: a loopback server that
+// records the time each call has left and fails UNAVAILABLE while failing
+// is set, and the generated client on the fake clock clk, observed by
+// observe, its policy edited by edit.
+type a30bRig struct {
+	mu      sync.Mutex
+	left    []time.Duration // guarded by mu
+	failing bool            // guarded by mu
+	c       *inventoryv1.InventoryServiceResilientClient
+	ctx     func() (context.Context, context.CancelFunc)
+}
+
+func newA30bRig(t *testing.T, withDeadline bool, clk runtime.Clock, observe func(runtime.Event), edit func(*policy.Service)) *a30bRig {
+	r := &a30bRig{failing: true, ctx: func() (context.Context, context.CancelFunc) {
+		return context.WithCancel(context.Background())
+	}}
+	if withDeadline {
+		r.ctx = func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Minute)
+		}
+	}
+	_, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
+		dl, ok := ctx.Deadline()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ok {
+			r.left = append(r.left, time.Until(dl))
+		} else {
+			r.left = append(r.left, -1)
+		}
+		if r.failing {
+			return status.Error(codes.Unavailable, "down")
+		}
+		return nil
+	})
+	r.c = atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
+		Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithObserver(observe)},
+	}, edit)
+	return r
+}
+
+// call makes one GetStock, under a minute's deadline or none.
+func (r *a30bRig) call() error {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	_, err := r.c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
+	return err
+}
+
 func TestAttack30bSlowObserverAtHalfOpenShortensTheProbesTimeout(t *testing.T) {
 	for _, withDeadline := range []bool{false, true} {
 		name := "no caller deadline"
@@ -48,23 +97,6 @@ func TestAttack30bSlowObserverAtHalfOpenShortensTheProbesTimeout(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			atkNoLeak(t)
-			var mu sync.Mutex
-			var left []time.Duration
-			failing := true
-			_, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
-				dl, ok := ctx.Deadline()
-				mu.Lock()
-				defer mu.Unlock()
-				if ok {
-					left = append(left, time.Until(dl))
-				} else {
-					left = append(left, -1)
-				}
-				if failing {
-					return status.Error(codes.Unavailable, "down")
-				}
-				return nil
-			})
 			clk := newAtkClock()
 			var slow atomic.Bool
 			observe := func(e runtime.Event) {
@@ -72,51 +104,39 @@ func TestAttack30bSlowObserverAtHalfOpenShortensTheProbesTimeout(t *testing.T) {
 					time.Sleep(a30bObserver) // a slow log sink or exporter
 				}
 			}
-			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
-				Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithObserver(observe)},
-			}, func(p *policy.Service) {
+			r := newA30bRig(t, withDeadline, clk, observe, func(p *policy.Service) {
 				p.Bulkhead, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil
 				p.Breaker = &policy.Breaker{FailureRatio: 0.5, MinimumCalls: 2, Window: 10 * time.Second,
 					CoolDown: time.Second, HalfOpenProbes: 1, FailureCodes: policy.CodesOf(codes.Unavailable)}
 				m := atkMethod(p, atkGetStock)
 				m.Timeout, m.OverallTimeout, m.Hedging, m.Bulkhead, m.Breaker, m.Retry = a30bTimeout, 0, nil, nil, nil, nil
 			})
-			call := func() error {
-				ctx := context.Background()
-				if withDeadline {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, time.Minute)
-					defer cancel()
-				}
-				_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
-				return err
-			}
 			for range 2 {
-				if err := call(); status.Code(err) != codes.Unavailable {
+				if err := r.call(); status.Code(err) != codes.Unavailable {
 					t.Fatalf("opening the breaker: %v, want UNAVAILABLE", err)
 				}
 			}
-			if err := call(); status.Code(err) != codes.Unavailable {
+			if err := r.call(); status.Code(err) != codes.Unavailable {
 				t.Fatalf("with the breaker open: %v, want its refusal (UNAVAILABLE)", err)
 			}
-			mu.Lock()
-			if len(left) != 2 {
-				mu.Unlock()
-				t.Fatalf("the server saw %d calls before the cool-down, want 2 (the breaker open after them)", len(left))
+			r.mu.Lock()
+			if len(r.left) != 2 {
+				r.mu.Unlock()
+				t.Fatalf("the server saw %d calls before the cool-down, want 2 (the breaker open after them)", len(r.left))
 			}
-			failing = false
-			mu.Unlock()
+			r.failing = false
+			r.mu.Unlock()
 			clk.Advance(2 * time.Second)
 			slow.Store(true)
-			if err := call(); err != nil {
+			if err := r.call(); err != nil {
 				t.Fatalf("the half-open probe: %v, want its answer", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(left) != 3 {
-				t.Fatalf("the server saw %d calls, want 3", len(left))
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.left) != 3 {
+				t.Fatalf("the server saw %d calls, want 3", len(r.left))
 			}
-			got := left[2]
+			got := r.left[2]
 			t.Logf("the probe reached the server with %v left of its %v timeout", got, a30bTimeout)
 			if got > a30bTimeout || got < a30bTimeout-a30bObserver/2 {
 				t.Errorf("the probe, the call's first attempt, reached the server with %v left; want its whole timeout %v "+
@@ -140,23 +160,6 @@ func TestAttack30bSlowObserverAtBudgetRecoveryShortensTheFirstAttempt(t *testing
 		}
 		t.Run(name, func(t *testing.T) {
 			atkNoLeak(t)
-			var mu sync.Mutex
-			var left []time.Duration
-			failing := true
-			_, cc := startFault(t, func(ctx context.Context, _ server.Call) error {
-				dl, ok := ctx.Deadline()
-				mu.Lock()
-				defer mu.Unlock()
-				if ok {
-					left = append(left, time.Until(dl))
-				} else {
-					left = append(left, -1)
-				}
-				if failing {
-					return status.Error(codes.Unavailable, "down")
-				}
-				return nil
-			})
 			clk := newAtkClock()
 			var slow, exhausted, recovered atomic.Bool
 			observe := func(e runtime.Event) {
@@ -170,9 +173,7 @@ func TestAttack30bSlowObserverAtBudgetRecoveryShortensTheFirstAttempt(t *testing
 					}
 				}
 			}
-			c := atkInventory(t, cc, inventoryv1.InventoryServiceResilientOptions{
-				Runtime: []runtime.Option{runtime.WithClock(clk), runtime.WithObserver(observe)},
-			}, func(p *policy.Service) {
+			r := newA30bRig(t, withDeadline, clk, observe, func(p *policy.Service) {
 				p.Bulkhead, p.Breaker, p.AdaptiveLimit, p.ClientThrottle = nil, nil, nil, nil
 				p.Budget = &policy.Budget{Ratio: 0.1, MinRetries: 1, Window: time.Second}
 				m := atkMethod(p, atkGetStock)
@@ -180,18 +181,8 @@ func TestAttack30bSlowObserverAtBudgetRecoveryShortensTheFirstAttempt(t *testing
 				m.Retry = &policy.Retry{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
 					Multiplier: 1, RetryableCodes: policy.CodesOf(codes.Unavailable)}
 			})
-			call := func() error {
-				ctx := context.Background()
-				if withDeadline {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, time.Minute)
-					defer cancel()
-				}
-				_, err := c.GetStock(ctx, &inventoryv1.GetStockRequest{Sku: "apple"})
-				return err
-			}
 			for range 3 {
-				_ = call()
+				_ = r.call()
 				if exhausted.Load() {
 					break
 				}
@@ -199,24 +190,24 @@ func TestAttack30bSlowObserverAtBudgetRecoveryShortensTheFirstAttempt(t *testing
 			if !exhausted.Load() {
 				t.Fatal("the budget never refused a retry")
 			}
-			mu.Lock()
-			n := len(left)
-			failing = false
-			mu.Unlock()
+			r.mu.Lock()
+			n := len(r.left)
+			r.failing = false
+			r.mu.Unlock()
 			clk.Advance(5 * time.Second)
 			slow.Store(true)
-			if err := call(); err != nil {
+			if err := r.call(); err != nil {
 				t.Fatalf("the call after the window: %v, want its answer", err)
 			}
 			if !recovered.Load() {
 				t.Fatal("the call after a whole window without a refusal reported no recovery")
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(left) != n+1 {
-				t.Fatalf("the server saw %d calls after the window, want 1", len(left)-n)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.left) != n+1 {
+				t.Fatalf("the server saw %d calls after the window, want 1", len(r.left)-n)
 			}
-			got := left[n]
+			got := r.left[n]
 			t.Logf("the first attempt reached the server with %v left of its %v timeout", got, a30bTimeout)
 			if got > a30bTimeout || got < a30bTimeout-a30bObserver/2 {
 				t.Errorf("the call's first attempt reached the server with %v left; want its whole timeout %v "+
