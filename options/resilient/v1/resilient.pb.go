@@ -1425,8 +1425,10 @@ type AdaptiveLimit struct {
 	// ```
 	Smoothing *float64 `protobuf:"fixed64,5,opt,name=smoothing,proto3,oneof" json:"smoothing,omitempty"`
 	// baseline_window is how long round-trip times count towards the
-	// dependency's unloaded latency: a slowdown for good is accepted
-	// after it. Default: 30 s. Must be at least 10 ns.
+	// dependency's unloaded latency (the first round of the window counts
+	// for as long as rounds come; a slowdown for good is taken up when
+	// fewer calls in flight stay as slow). Default: 30 s. Must be at least
+	// 10 ns.
 	//
 	// ```proto
 	// adaptive_limit: {baseline_window: {seconds: 60}}

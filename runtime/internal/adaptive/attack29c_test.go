@@ -568,14 +568,14 @@ func TestAttack29cMedianEdgesAndClassWeights(t *testing.T) {
 // limit holds at about tolerance × the baseline and never drains. README:
 // "A queue is still a queue"; the baseline is the smallest of the anchor
 // (the first round, here 40 ms) and of each bucket's 10th percentile:
-// within the window of 30 s the anchor holds it at 40 ms, whatever the
-// queue does. Past it (Limits, known and open) the window holds the
-// queue's rounds only, and the baseline is the queued latency: 58 → 85
-// → 96 ms by 120 s at a capacity of 25 (the limit then at its maximum,
-// 100), 80 ms at 60 s and 165 ms at 120 s at 8, 80 and 140 ms at 2. The
-// smallest round RTT, before, ratcheted the same at 25 and 8, and held
-// 40 ms at 2, where the limit's dips to 2 in flight left a few unqueued
-// rounds, fewer than a tenth of a bucket's.
+// the anchor holds it at 40 ms, whatever the queue does, for as long as
+// rounds come. While the anchor left the window 30 s after it was set, the
+// window then held the queue's rounds only, and the baseline was the
+// queued latency: 58 → 85 → 96 ms by 120 s at a capacity of 25 (the limit
+// then at its maximum, 100), 80 ms at 60 s and 165 ms at 120 s at 8, 80 and
+// 140 ms at 2 (the smallest round RTT, before the percentile, ratcheted
+// the same at 25 and 8). Now 40 ms at 120 s at every capacity, the limit
+// about capacity × tolerance (39, 14, 3).
 func TestAttack29cQueueThatNeverDrainsOutlivesTheWindow(t *testing.T) {
 	for _, k := range []int{25, 8, 2} {
 		c := newCascade(t, 60)
@@ -596,6 +596,10 @@ func TestAttack29cQueueThatNeverDrainsOutlivesTheWindow(t *testing.T) {
 			k, rose, at60, c.l.atk29aBaseline(120*time.Second), c.l.Limit())
 		if rose >= 0 {
 			t.Errorf("capacity %d: a queue within the first 30 s moved the baseline from 40 ms at %v, want it held by the anchor", k, rose)
+		}
+		if b := c.l.atk29aBaseline(120 * time.Second); at60 != 40*ms || b != 40*ms || float64(c.l.Limit()) > 2*float64(k)*1.5 {
+			t.Errorf("capacity %d: a queue that never drains: baseline %v at 60 s, %v at 120 s, limit %d; want 40 ms held by the anchor "+
+				"and the limit near capacity × tolerance (%.1f)", k, at60, b, c.l.Limit(), float64(k)*1.5)
 		}
 	}
 }

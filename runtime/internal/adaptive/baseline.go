@@ -26,7 +26,8 @@ const (
 
 // baseline is the dependency's latency without queueing, over a sliding
 // window of time in baselineBuckets buckets: the smallest of an anchor
-// (the RTT of the round a restart, or an empty window, started it from)
+// (the RTT of the round a restart, or an empty window, started it from,
+// kept while the window holds rounds)
 // and of each bucket's 10th percentile of its round RTTs (the current
 // bucket's once it holds baselineRounds rounds; a past bucket's whatever
 // it holds, its median below baselineRounds: bucketRank); the smallest
@@ -97,28 +98,42 @@ func live(e, q int64) bool {
 
 // observe adds the RTT of a round that ended at now (nanoseconds since the
 // clock base, not negative) and returns the baseline of the window ending
-// at now, this round included. A round in a window that holds nothing
-// else is its anchor, as after a restart.
+// at now, this round included. A round in a window that holds no other is
+// its anchor, as after a restart.
 func (b *baseline) observe(now, rtt int64) int64 {
 	q := now / b.width
-	empty := !live(b.anchor.epoch, q)
-	for i := range b.buckets {
-		empty = empty && !live(b.buckets[i].epoch, q)
-	}
-	if empty {
+	if !b.occupied(q) {
 		b.anchor.epoch, b.anchor.rtt = q, rtt
 	}
 	b.add(q, rtt)
 	return b.at(q)
 }
 
+// occupied reports whether a bucket of the window that ends in epoch q
+// holds rounds.
+func (b *baseline) occupied(q int64) bool {
+	for i := range b.buckets {
+		if live(b.buckets[i].epoch, q) {
+			return true
+		}
+	}
+	return false
+}
+
 // at returns the baseline of the window that ends in epoch q: the
 // smallest of the anchor and of the percentiles of the buckets of the
 // past and of the current bucket once it holds baselineRounds rounds;
-// without any, the smallest RTT kept; without that, math.MaxInt64.
+// without any, the smallest RTT kept; without that, math.MaxInt64. The
+// anchor counts for as long as the window holds rounds, not only for the
+// window after it was set: a queue that follows a spell of few calls, or
+// that lasts longer than the window, leaves the baseline where the
+// anchor put it (TestAttack30dQueueAfterAnIdleSpellShorterThanTheWindow:
+// a queue from 28 s after one call at 1 s moved it from 40 to 54.5 ms
+// once that call left the window); only a restart, or a window that
+// empties, sets another.
 func (b *baseline) at(q int64) int64 {
 	least, counted := int64(math.MaxInt64), false
-	if live(b.anchor.epoch, q) {
+	if e := b.anchor.epoch; e >= 0 && e <= q && b.occupied(q) {
 		least, counted = b.anchor.rtt, true
 	}
 	for i := range b.buckets {

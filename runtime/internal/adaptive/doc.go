@@ -36,10 +36,12 @@
 //     with a latency spread wide, scatter, and the smallest of 30 s is a
 //     lucky one (TestAttack29cLogNormalLatencyWithoutQueueing: log-normal
 //     20 ms, σ 0.5, no queue, the limit at 6 of 16 with it, 14.9 with the
-//     percentile). A queue that builds within the window does not move
-//     it: the anchor and the buckets before the queue stay for the
-//     window; one that fills the whole window is the baseline after it
-//     (README, Limits, known and open).
+//     percentile). The anchor counts while the window holds rounds, so a
+//     queue does not move the baseline however long it lasts; only the
+//     not-queueing rule's restart, or a window left empty, sets another.
+//     A round's successes counted before a spell of none longer than the
+//     window are dropped from it (the last answers of a burst that
+//     queued would otherwise be the next burst's anchor).
 //     Each class of success (ReleaseAs: the runtime gives each method
 //     sharing the limit two, its answers and its error answers) has its own
 //     baseline, and a round with several is judged by the mean over its

@@ -18,6 +18,7 @@ type model struct {
 	inFlight int
 	round    uint64
 	halvedIn uint64
+	sampled  int64 // when the current round's last success was counted
 	samples  []int64
 	loads    int64 // Σ of the samples' calls in flight at their acquire
 	peak     int
@@ -75,9 +76,6 @@ func (m *model) baseline(now int64) int64 {
 	cur := now / width
 	live := func(at int64) bool { q := at / width; return q <= cur && cur-q < baselineBuckets }
 	least, counted := int64(math.MaxInt64), false
-	if m.anchor.set && live(m.anchor.at) {
-		least, counted = m.anchor.rtt, true
-	}
 	buckets := map[int64][]int64{} // each live bucket's rounds, in order
 	origins := map[int64]int{}     // and its bins' origin
 	for _, r := range m.rounds {
@@ -87,6 +85,10 @@ func (m *model) baseline(now int64) int64 {
 			}
 			buckets[r.at/width] = append(buckets[r.at/width], r.rtt)
 		}
+	}
+	if m.anchor.set && m.anchor.at <= now && len(buckets) > 0 {
+		// The anchor counts while the window holds rounds.
+		least, counted = m.anchor.rtt, true
 	}
 	for k, rtts := range buckets {
 		if k == cur && len(rtts) < baselineRounds {
@@ -128,8 +130,8 @@ func (m *model) roundAt(now, rtt int64) modelRound {
 	return modelRound{at: now, rtt: rtt, origin: binIndex(ref) - baselineBins/2}
 }
 
-// windowEmpty reports whether the window at now holds neither the anchor
-// nor a round (whose RTTs are at most an hour).
+// windowEmpty reports whether the window at now holds no round (whose
+// RTTs are at most an hour); the anchor counts only with one.
 func (m *model) windowEmpty(now int64) bool { return m.baseline(now) == math.MaxInt64 }
 
 func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
@@ -146,6 +148,12 @@ func (m *model) release(t modelToken, o Outcome, rtt time.Duration, now int64) {
 		}
 		return
 	}
+	if len(m.samples) > 0 && now-m.sampled > int64(m.p.BaselineWindow) {
+		// Successes before a spell of none longer than the window are
+		// dropped from the round.
+		m.samples, m.peak, m.loads = nil, 0, 0
+	}
+	m.sampled = now
 	m.samples = append(m.samples, min(int64(rtt), int64(time.Hour)))
 	m.peak = max(m.peak, inFlight)
 	m.loads += int64(t.load)

@@ -31,7 +31,8 @@ type Policy struct {
 	Smoothing float64
 	// BaselineWindow is how long round RTTs count towards the baseline,
 	// the dependency's unloaded latency (the package doc: the smallest of
-	// its ten buckets' 10th percentiles and of the round it began with).
+	// its ten buckets' 10th percentiles and of the round it began with,
+	// which counts while rounds come).
 	// Default 30 s.
 	BaselineWindow time.Duration
 }
@@ -149,6 +150,7 @@ type Limiter struct {
 	mu       sync.Mutex
 	value    float64 // the limit
 	halvedIn uint64  // the round that began at the last halving
+	sampled  int64   // when the current round's last success was counted, nanoseconds after base
 	peak     int64   // the most calls in flight seen by a Release of the current round
 	load     int64   // Σ Token.load over the current round's successes
 	// ref is the reference round of the current run of rounds too slow for
@@ -263,6 +265,20 @@ func (l *Limiter) ReleaseAs(t Token, o Outcome, cls int, rtt time.Duration, now 
 		if cls < 0 || cls >= MaxClasses {
 			cls = 0
 		}
+		if len(l.touched) > 0 && now-l.sampled > int64(l.p.BaselineWindow) {
+			// The round's successes so far came before a spell of none
+			// longer than the baseline window: the last answers of a
+			// burst that may have queued, of a past the window has
+			// forgotten. Ended by the next burst's first answer, the
+			// round would have set its median as the anchor of the window
+			// that burst begins (TestAttack30dPeriodicBurstsRatchetTheBaseline:
+			// each burst's queue the next one's baseline). They are dropped.
+			for _, i := range l.touched {
+				l.class(i).successes = 0
+			}
+			l.touched, l.peak, l.load = l.touched[:0], 0, 0
+		}
+		l.sampled = now
 		c := l.class(cls)
 		if c.successes == 0 {
 			l.touched = append(l.touched, cls)

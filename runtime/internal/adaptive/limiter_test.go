@@ -305,20 +305,29 @@ func TestTheRoundsMedianIsOfItsFirstSuccesses(t *testing.T) {
 	}
 }
 
-func TestTheBaselineForgetsAfterItsWindow(t *testing.T) {
+// TestTheBaselineForgetsAWindowWithoutRounds: the anchor (40 ms) holds
+// while the window holds rounds, 100 ms rounds still shrink the limit 25 s
+// later; after a spell without any longer than the window it is
+// forgotten, and the same 100 ms is then the baseline the limit grows at.
+// (Before stop 30 the anchor left with its bucket, 30 s after it was set,
+// rounds or not: a queue that followed a quiet spell, or lasted longer than
+// the window, became its own baseline.)
+func TestTheBaselineForgetsAWindowWithoutRounds(t *testing.T) {
 	l := mustNew(t, Policy{InitialLimit: 40})
 	round(t, l, 40, 40*ms, base)
 	// 100 ms is 2.5 × the baseline: shrinks while 40 ms is remembered…
-	v := l.value
-	round(t, l, int(v), 100*ms, base.Add(10*time.Second))
-	if l.value >= v {
-		t.Fatalf("limit did not shrink at 2.5 × the baseline: %v → %v", v, l.value)
+	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second, 35 * time.Second} {
+		v := l.value
+		round(t, l, int(v), 100*ms, base.Add(at))
+		if l.value >= v && v > float64(l.p.MinLimit) {
+			t.Fatalf("at %v, with rounds in the window since the anchor: the limit did not shrink at 2.5 × the baseline: %v → %v", at, v, l.value)
+		}
 	}
-	// …and 30 s after the last 40 ms round (and 20 s after the first at
-	// 100 ms) the baseline is 100 ms: the same latency now grows the limit.
-	round(t, l, int(l.value), 100*ms, base.Add(30*time.Second))
-	v = l.value
-	round(t, l, int(v), 100*ms, base.Add(31*time.Second))
+	// …and after 31 s without a round the window is empty: the next
+	// round is its anchor, and the same latency grows the limit.
+	round(t, l, int(l.value), 100*ms, base.Add(66*time.Second))
+	v := l.value
+	round(t, l, int(v), 100*ms, base.Add(67*time.Second))
 	if l.value <= v {
 		t.Errorf("limit did not grow once the baseline forgot 40 ms: %v → %v", v, l.value)
 	}
