@@ -72,6 +72,7 @@ func TestAttackR18BNilClockOrRegistererIsRefused(t *testing.T) {
 		"WithClock(typed nil)":      runtime.WithClock(noClock),
 		"WithRegisterer(nil)":       runtime.WithRegisterer(nil),
 		"WithRegisterer(typed nil)": runtime.WithRegisterer(noRegistry),
+		"WithLogger(nil)":           runtime.WithLogger(nil),
 	} {
 		var err error
 		if p := r18Panicked(func() {

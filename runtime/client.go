@@ -63,11 +63,12 @@ type options struct {
 	clock      Clock
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	// clockGiven, registererGiven: WithClock, WithRegisterer were used, so
-	// that a nil given to them is refused rather than read as "none".
-	clockGiven, registererGiven bool
-	observers                   []func(Event)
-	edits                       []policyEdit
+	// clockGiven, registererGiven, loggerGiven: WithClock, WithRegisterer,
+	// WithLogger were used, so that a nil given to them is refused rather
+	// than read as "none".
+	clockGiven, registererGiven, loggerGiven bool
+	observers                                []func(Event)
+	edits                                    []policyEdit
 }
 
 // policyEdit is one change of the policy and who asked for it.
@@ -120,8 +121,12 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock, o.clockGiven
 // WithLogger sets the logger that receives the runtime's events (default:
 // none, nothing is logged): breaker transitions (warn when one opens, info
 // otherwise), the retry budget's exhaustion and fallbacks (warn), each once
-// per occurrence, never once per call. See EventKind.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// per occurrence, never once per call. See EventKind. A nil logger is
+// refused by NewClient (as WithObserver(nil) is): leave the option out to
+// log nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger, o.loggerGiven = l, true }
+}
 
 // NewClient builds the shared state for the service described by p. It
 // checks the policy and refuses one that cannot be applied, naming the
@@ -139,6 +144,9 @@ func NewClient(p *policy.Service, opts ...Option) (*Client, error) {
 	}
 	if o.clockGiven && nilIn(o.clock) != "" {
 		return nil, fmt.Errorf("resilient: NewClient(%s): WithClock(nil): pass a Clock, or leave the option out for the system clock", p.Name)
+	}
+	if o.loggerGiven && o.logger == nil {
+		return nil, fmt.Errorf("resilient: NewClient(%s): WithLogger(nil): pass a *slog.Logger, or leave the option out to log nothing", p.Name)
 	}
 	if o.registererGiven && nilIn(o.registerer) != "" {
 		return nil, fmt.Errorf("resilient: NewClient(%s): WithRegisterer(nil): pass a prometheus.Registerer, or leave the option out for no metrics", p.Name)

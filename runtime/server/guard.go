@@ -81,10 +81,11 @@ type method struct {
 type Option func(*options)
 
 type options struct {
-	store  Store
-	logger *slog.Logger
-	scope  func(context.Context) (string, error)
-	edits  []edit
+	store       Store
+	logger      *slog.Logger
+	loggerGiven bool // WithLogger was used: a nil given to it is refused
+	scope       func(context.Context) (string, error)
+	edits       []edit
 }
 
 type edit struct {
@@ -120,8 +121,11 @@ func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 
 // WithLogger sets the logger that receives the store's failures (once per
 // episode), lost leases and outcomes that could not be kept (default:
-// none).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// none). A nil logger is refused by NewGuard: leave the option out to log
+// nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger, o.loggerGiven = l, true }
+}
 
 // WithKeyScope scopes idempotency keys by caller: scope returns, from the
 // context of the request being served, the name of the caller it belongs
@@ -152,6 +156,9 @@ func NewGuard(policies []*policy.Server, opts ...Option) (*Guard, error) {
 			return nil, fmt.Errorf("resilient/server: NewGuard: option %d is nil", i)
 		}
 		opt(&o)
+	}
+	if o.loggerGiven && o.logger == nil {
+		return nil, errors.New("resilient/server: NewGuard: WithLogger(nil): pass a *slog.Logger, or leave the option out to log nothing")
 	}
 	if v := reflect.ValueOf(o.store); v.Kind() == reflect.Pointer && v.IsNil() {
 		o.store = nil // WithStore((*MemoryStore)(nil)) is no store: refused below where a method deduplicates

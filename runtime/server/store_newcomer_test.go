@@ -73,3 +73,13 @@ func TestWithPolicyNilEdit(t *testing.T) {
 		t.Errorf("WithCheckedPolicy(%q, nil): %v; want it named, and to say the edit is nil", inventory, err)
 	}
 }
+
+// TestWithLoggerNil: a nil logger is refused, naming the option, as the
+// client's WithLogger(nil) is: never a logger the caller meant to pass
+// dropped in silence (a newcomer's review found the client's accepted).
+func TestWithLoggerNil(t *testing.T) {
+	_, err := NewGuard([]*policy.Server{inventoryPolicy()}, WithStore(NewMemoryStore(10)), WithLogger(nil))
+	if err == nil || !strings.Contains(err.Error(), "WithLogger(nil)") {
+		t.Errorf("WithLogger(nil): %v, want an error naming WithLogger(nil)", err)
+	}
+}
