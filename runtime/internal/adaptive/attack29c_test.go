@@ -574,8 +574,11 @@ func TestAttack29cMedianEdgesAndClassWeights(t *testing.T) {
 // queued latency: 58 → 85 → 96 ms by 120 s at a capacity of 25 (the limit
 // then at its maximum, 100), 80 ms at 60 s and 165 ms at 120 s at 8, 80 and
 // 140 ms at 2 (the smallest round RTT, before the percentile, ratcheted
-// the same at 25 and 8). Now 40 ms at 120 s at every capacity, the limit
-// about capacity × tolerance (39, 14, 3).
+// the same at 25 and 8). Now the anchor counts while rounds come (its
+// first round while its bucket is in the window, then that bucket's
+// reading, which held the queue building: 42, 55 and 59 ms) and the
+// baseline stays there: the same at 120 s as at 60 s, the limit 41, 17
+// and 4 (capacity × tolerance: 37.5, 12, 3).
 func TestAttack29cQueueThatNeverDrainsOutlivesTheWindow(t *testing.T) {
 	for _, k := range []int{25, 8, 2} {
 		c := newCascade(t, 60)
@@ -597,9 +600,9 @@ func TestAttack29cQueueThatNeverDrainsOutlivesTheWindow(t *testing.T) {
 		if rose >= 0 {
 			t.Errorf("capacity %d: a queue within the first 30 s moved the baseline from 40 ms at %v, want it held by the anchor", k, rose)
 		}
-		if b := c.l.atk29aBaseline(120 * time.Second); at60 != 40*ms || b != 40*ms || float64(c.l.Limit()) > 2*float64(k)*1.5 {
-			t.Errorf("capacity %d: a queue that never drains: baseline %v at 60 s, %v at 120 s, limit %d; want 40 ms held by the anchor "+
-				"and the limit near capacity × tolerance (%.1f)", k, at60, b, c.l.Limit(), float64(k)*1.5)
+		if b := c.l.atk29aBaseline(120 * time.Second); at60 > 60*ms || b != at60 || float64(c.l.Limit()) > 2*float64(k)*1.5 {
+			t.Errorf("capacity %d: a queue that never drains: baseline %v at 60 s, %v at 120 s, limit %d; want it held by the anchor "+
+				"(within tolerance × the unloaded 40 ms, and no ratchet) and the limit near capacity × tolerance (%.1f)", k, at60, b, c.l.Limit(), float64(k)*1.5)
 		}
 	}
 }

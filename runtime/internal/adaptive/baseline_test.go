@@ -98,21 +98,40 @@ func FuzzBaseline(f *testing.F) {
 				}
 			}
 			lo, hi, counted := int64(math.MaxInt64), int64(math.MaxInt64), false
+			// bounds are a bucket's reading's: at most its exact
+			// percentile, less by no more than the bins' resolution.
+			bounds := func(rtts []int64, origin int) (int64, int64) {
+				sorted := slices.Sorted(slices.Values(rtts))
+				p := sorted[bucketRank(len(sorted))-1]
+				low := sorted[0]
+				if j := binIndex(p) - origin; j > 0 && j < baselineBins-1 {
+					// Within the bins, neither end's.
+					low = max(low, int64(float64(p)*16/17))
+				}
+				return low, p
+			}
 			if anchor.at >= 0 && len(buckets) > 0 {
-				// The anchor counts while the window holds rounds.
-				lo, hi, counted = anchor.rtt, anchor.rtt, true
+				// The anchor counts while the window holds rounds: its
+				// first round while its bucket is in the window, then
+				// that bucket's reading.
+				if live(anchor.at) {
+					lo, hi, counted = anchor.rtt, anchor.rtt, true
+				} else {
+					var rtts []int64
+					for _, r := range rounds {
+						if r.at/width == anchor.at/width {
+							rtts = append(rtts, r.rtt)
+						}
+					}
+					lo, hi = bounds(rtts, origins[anchor.at/width])
+					counted = true
+				}
 			}
 			for k, rtts := range buckets {
 				if k == q && len(rtts) < baselineRounds {
 					continue // the current bucket counts once it holds baselineRounds
 				}
-				sorted := slices.Sorted(slices.Values(rtts))
-				p := sorted[bucketRank(len(sorted))-1]
-				low := sorted[0]
-				if j := binIndex(p) - origins[k]; j > 0 && j < baselineBins-1 {
-					// Within the bins, neither end's.
-					low = max(low, int64(float64(p)*16/17))
-				}
+				low, p := bounds(rtts, origins[k])
 				lo, hi, counted = min(lo, low), min(hi, p), true
 			}
 			if !counted {

@@ -36,9 +36,12 @@
 //     with a latency spread wide, scatter, and the smallest of 30 s is a
 //     lucky one (TestAttack29cLogNormalLatencyWithoutQueueing: log-normal
 //     20 ms, σ 0.5, no queue, the limit at 6 of 16 with it, 14.9 with the
-//     percentile). The anchor counts while the window holds rounds, so a
-//     queue does not move the baseline however long it lasts; only the
-//     not-queueing rule's restart, or a window left empty, sets another.
+//     percentile). The anchor counts while the window holds rounds (its
+//     first round while its bucket is in the window, that bucket's
+//     reading after it, so that a lucky first round does not hold the
+//     limit down for good), so a queue does not move the baseline however
+//     long it lasts; only the not-queueing rule's restart, or a window
+//     left empty, sets another.
 //     A round's successes counted before a spell of none longer than the
 //     window are dropped from it (the last answers of a burst that
 //     queued would otherwise be the next burst's anchor).

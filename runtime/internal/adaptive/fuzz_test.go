@@ -86,22 +86,39 @@ func (m *model) baseline(now int64) int64 {
 			buckets[r.at/width] = append(buckets[r.at/width], r.rtt)
 		}
 	}
-	if m.anchor.set && m.anchor.at <= now && len(buckets) > 0 {
-		// The anchor counts while the window holds rounds.
-		least, counted = m.anchor.rtt, true
-	}
-	for k, rtts := range buckets {
-		if k == cur && len(rtts) < baselineRounds {
-			continue // the current bucket counts once it holds baselineRounds
-		}
-		origin := origins[k]
+	reading := func(rtts []int64, origin int) int64 { // a bucket's
 		bin := func(rtt int64) int { return min(max(binIndex(rtt)-origin, 0), baselineBins-1) }
 		sorted := slices.Sorted(slices.Values(rtts))
 		v, low := sorted[bucketRank(len(sorted))-1], sorted[0]
 		if bin(v) != bin(low) {
 			low = max(low, binEdge(origin+bin(v)))
 		}
-		least, counted = min(least, low), true
+		return low
+	}
+	if m.anchor.set && m.anchor.at <= now && len(buckets) > 0 {
+		// The anchor counts while the window holds rounds: its first round
+		// while its bucket is in the window, then that bucket's reading.
+		if live(m.anchor.at) {
+			least, counted = m.anchor.rtt, true
+		} else {
+			var rtts []int64
+			origin := 0
+			for _, r := range m.rounds {
+				if r.at/width == m.anchor.at/width {
+					if rtts == nil {
+						origin = r.origin
+					}
+					rtts = append(rtts, r.rtt)
+				}
+			}
+			least, counted = reading(rtts, origin), true
+		}
+	}
+	for k, rtts := range buckets {
+		if k == cur && len(rtts) < baselineRounds {
+			continue // the current bucket counts once it holds baselineRounds
+		}
+		least, counted = min(least, reading(rtts, origins[k])), true
 	}
 	if !counted {
 		for _, r := range m.rounds {
