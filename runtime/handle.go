@@ -159,11 +159,7 @@ func (h *UnaryHandle[Req, Resp]) Call(ctx context.Context, req *Req, opts ...grp
 	if err != nil {
 		return nil, statusFromContext(err)
 	}
-	in := invocation[Req, Resp]{req: req, opts: opts, call: h.call}
-	if m.client.events == nil {
-		in.start = now // see invocation.start
-	}
-	resp, err := unary(ctx, m, key, nil, &in)
+	resp, err := unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: h.call, start: m.startOf(now)})
 	if err == nil && m.client.events != nil && m.fallbackSeen.Load() != 0 {
 		m.fallbackSeen.Store(0) // as callUnary: another handle of m may fall back
 	}

@@ -38,11 +38,7 @@ func callUnary[Req, Resp any](ctx context.Context, m *methodState, key string, c
 	if m.cache != nil && cacheKey != nil {
 		resp, fromDependency, err = cached(ctx, m, key, cacheKey(req), req, opts, call)
 	} else {
-		in := invocation[Req, Resp]{req: req, opts: opts, call: call}
-		if m.client.events == nil {
-			in.start = now // see invocation.start
-		}
-		resp, err = unary(ctx, m, key, nil, &in)
+		resp, err = unary(ctx, m, key, nil, &invocation[Req, Resp]{req: req, opts: opts, call: call, start: m.startOf(now)})
 	}
 	if err == nil {
 		// Only the dependency's answer ends the episode of fallbacks: a
@@ -197,6 +193,15 @@ type invocation[Req, Resp any] struct {
 	// admission, the budget's recovery), and that time is not the
 	// attempt's to lose (TestAttack30bSlowObserverAtHalfOpenShortensTheProbesTimeout).
 	start time.Time
+}
+
+// startOf is the invocation.start of a call whose deadline check read now:
+// now, or zero in a client with a logger or observers.
+func (m *methodState) startOf(now time.Time) time.Time {
+	if m.client.events != nil {
+		return time.Time{}
+	}
+	return now
 }
 
 // copyAdmitted counts a hedged copy let through, sent the copies of its
